@@ -1,0 +1,16 @@
+"""seglog: an embedded, replicated commit log in Apache Kafka's on-disk format."""
+
+from __future__ import annotations
+
+try:
+    from seglog._native import crc32c as _crc32c_mod  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised only on a broken install
+    raise ImportError(
+        "seglog's native extensions are not built. Install the package with "
+        "`pip install .` (or `pip install -e .` for development) from the source tree; "
+        f"the import failed with: {exc}"
+    ) from exc
+
+from seglog import errors  # noqa: E402,F401  (installs the native error classes)
+
+__version__ = "0.1.0"
