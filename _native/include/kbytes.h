@@ -1,0 +1,72 @@
+/* Big-endian loads/stores and Kafka's zigzag varints (ByteUtils in kafka-clients).
+ * Header-only, shared by every native module. All readers take an explicit end pointer
+ * and return NULL on overrun or on an over-long encoding, never reading past `end`. */
+#ifndef SEGLOG_KBYTES_H
+#define SEGLOG_KBYTES_H
+#include <stdint.h>
+#include <string.h>
+
+static inline uint16_t kb_load_u16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
+static inline uint32_t kb_load_u32(const uint8_t *p) {
+    uint32_t v; memcpy(&v, p, 4); return __builtin_bswap32(v);
+}
+static inline uint64_t kb_load_u64(const uint8_t *p) {
+    uint64_t v; memcpy(&v, p, 8); return __builtin_bswap64(v);
+}
+static inline int16_t kb_load_i16(const uint8_t *p) { return (int16_t)kb_load_u16(p); }
+static inline int32_t kb_load_i32(const uint8_t *p) { return (int32_t)kb_load_u32(p); }
+static inline int64_t kb_load_i64(const uint8_t *p) { return (int64_t)kb_load_u64(p); }
+
+static inline void kb_store_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
+static inline void kb_store_u32(uint8_t *p, uint32_t v) { v = __builtin_bswap32(v); memcpy(p, &v, 4); }
+static inline void kb_store_u64(uint8_t *p, uint64_t v) { v = __builtin_bswap64(v); memcpy(p, &v, 8); }
+
+/* Size in bytes of the zigzag varint / varlong encoding of v. */
+static inline int kb_varint_size(int32_t v) {
+    uint32_t u = ((uint32_t)v << 1) ^ (uint32_t)(v >> 31);
+    int n = 1;
+    while (u >= 0x80) { u >>= 7; n++; }
+    return n;
+}
+static inline int kb_varlong_size(int64_t v) {
+    uint64_t u = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    int n = 1;
+    while (u >= 0x80) { u >>= 7; n++; }
+    return n;
+}
+static inline uint8_t *kb_write_varint(uint8_t *p, int32_t v) {
+    uint32_t u = ((uint32_t)v << 1) ^ (uint32_t)(v >> 31);
+    while (u >= 0x80) { *p++ = (uint8_t)(u | 0x80); u >>= 7; }
+    *p++ = (uint8_t)u;
+    return p;
+}
+static inline uint8_t *kb_write_varlong(uint8_t *p, int64_t v) {
+    uint64_t u = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    while (u >= 0x80) { *p++ = (uint8_t)(u | 0x80); u >>= 7; }
+    *p++ = (uint8_t)u;
+    return p;
+}
+
+/* Readers: at most 5 bytes for a varint and 10 for a varlong, as ByteUtils.readVarint/Varlong;
+ * a longer encoding is an error (NULL), as is running into `end`. */
+static inline const uint8_t *kb_read_varint(const uint8_t *p, const uint8_t *end, int32_t *out) {
+    uint32_t u = 0;
+    for (int shift = 0; shift < 35; shift += 7) {
+        if (p >= end) return NULL;
+        uint8_t b = *p++;
+        u |= (uint32_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) { *out = (int32_t)((u >> 1) ^ (0u - (u & 1u))); return p; }
+    }
+    return NULL;
+}
+static inline const uint8_t *kb_read_varlong(const uint8_t *p, const uint8_t *end, int64_t *out) {
+    uint64_t u = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (p >= end) return NULL;
+        uint8_t b = *p++;
+        u |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) { *out = (int64_t)((u >> 1) ^ (0ull - (u & 1ull))); return p; }
+    }
+    return NULL;
+}
+#endif

@@ -1,0 +1,1555 @@
+"""Kafka record batches: RecordBatch v2 encode and decode, legacy (v0/v1) message-set decode.
+
+Mirrors kafka-clients' ``DefaultRecordBatch`` / ``DefaultRecord`` (v2) and ``LegacyRecord`` /
+``AbstractLegacyRecordBatch`` (v0/v1). Spec: ``kafka-format.md`` §2-§4.
+
+RecordBatch v2 header (61 bytes, big-endian)::
+
+    off size field                   notes
+      0   8  baseOffset              assigned by the leader; outside the CRC
+      8   4  batchLength             bytes after this field (total size - 12)
+     12   4  partitionLeaderEpoch    outside the CRC
+     16   1  magic = 2               byte 16 is the magic in every format: dispatch on it
+     17   4  crc                     CRC-32C of bytes [21, 12 + batchLength)
+     21   2  attributes              0-2 codec, 3 LogAppendTime, 4 transactional, 5 control,
+                                     6 delete horizon
+     23   4  lastOffsetDelta
+     27   8  baseTimestamp
+     35   8  maxTimestamp
+     43   8  producerId
+     51   2  producerEpoch
+     53   4  baseSequence
+     57   4  recordsCount
+     61   .  records (one compressed stream of them when the codec is not none)
+
+Record (v2)::
+
+    varint length | int8 attributes | varlong timestampDelta | varint offsetDelta |
+    varint keyLength (-1 null) | key | varint valueLength (-1 null) | value |
+    varint headerCount | { varint keyLength | key (UTF-8) | varint valueLength (-1 null) | value }*
+
+Legacy entry (v0/v1; CRC-32 IEEE over [16, 12 + size))::
+
+    int64 offset | int32 size | uint32 crc | int8 magic | int8 attributes |
+    [int64 timestamp, v1 only] | int32 keyLength | key | int32 valueLength | value
+
+Compressed legacy wrappers hold a complete inner message set in their value: v0 inner offsets
+are absolute, v1 inner offsets are relative and the wrapper carries the last absolute offset.
+
+Crash and corruption policy: every length is checked against the bytes that remain before it
+is used, so arbitrary input raises ``CorruptRecordError`` (naming the byte position and what was
+wrong) and never reads out of bounds. Nothing here trusts a count or a length for allocation
+beyond what the input could actually hold.
+
+Thread-safety: functions hold the GIL and keep no shared mutable state; objects returned are
+independent of the input buffer (keys and values are copied out), so the caller may unmap it.
+"""
+
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_CheckExact
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_FORMAT, PyBUF_ND
+from cpython.list cimport PyList_New, PyList_SET_ITEM, PyList_GET_ITEM
+from cpython.long cimport PyLong_AsLongLong
+from cpython.ref cimport PyObject, Py_INCREF
+from cpython.unicode cimport PyUnicode_AsUTF8String, PyUnicode_DecodeUTF8
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, int8_t, int16_t, int32_t, int64_t, uint64_t, INT32_MAX
+from libc.stdlib cimport malloc, realloc, free
+from libc.string cimport memcpy, memset
+
+import time as _time
+import zlib as _zlib
+
+from seglog._native import _errors
+
+cdef extern from "Python.h":
+    PyObject** PySequence_Fast_ITEMS(object)
+    Py_ssize_t PySequence_Fast_GET_SIZE(object)
+    object PySequence_Fast(object, const char*)
+
+cdef extern from "kbytes.h" nogil:
+    uint16_t kb_load_u16(const uint8_t *p)
+    uint32_t kb_load_u32(const uint8_t *p)
+    int16_t kb_load_i16(const uint8_t *p)
+    int32_t kb_load_i32(const uint8_t *p)
+    int64_t kb_load_i64(const uint8_t *p)
+    void kb_store_u16(uint8_t *p, uint16_t v)
+    void kb_store_u32(uint8_t *p, uint32_t v)
+    void kb_store_u64(uint8_t *p, uint64_t v)
+    int kb_varint_size(int32_t v)
+    int kb_varlong_size(int64_t v)
+    uint8_t *kb_write_varint(uint8_t *p, int32_t v)
+    uint8_t *kb_write_varlong(uint8_t *p, int64_t v)
+    const uint8_t *kb_read_varint(const uint8_t *p, const uint8_t *end, int32_t *out)
+    const uint8_t *kb_read_varlong(const uint8_t *p, const uint8_t *end, int64_t *out)
+
+cdef extern from "crc32c.h" nogil:
+    uint32_t seglog_crc32c(uint32_t crc, const uint8_t *p, size_t n)
+
+
+cdef enum:
+    LOG_OVERHEAD = 12           # baseOffset + batchLength
+    HEADER_UP_TO_MAGIC = 17     # Kafka stops iterating a file when fewer bytes remain
+    V2_HEADER = 61
+    V2_MIN_LENGTH = 49          # batchLength of an empty v2 batch
+    LEGACY_MIN_LENGTH = 14      # v0 messageSize with null key and value
+    CRC_START = 21
+    ATTR_CODEC_MASK = 0x07
+    ATTR_LOG_APPEND_TIME = 0x08
+    ATTR_TRANSACTIONAL = 0x10
+    ATTR_CONTROL = 0x20
+    ATTR_DELETE_HORIZON = 0x40
+    MIN_RECORD_SIZE = 7         # length, attributes, tsDelta, offsetDelta, keyLen, valueLen, headers
+
+# Timestamp types as Kafka's TimestampType ids.
+NO_TIMESTAMP_TYPE = -1
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+
+CODEC_NAMES = {"none": 0, "uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER",
+                 4: "SNAPSHOT_FOOTER", 5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
+
+# Decompressed size of one batch beyond which decoding refuses (decompression bombs).
+DEFAULT_MAX_DECOMPRESSED = 512 * 1024 * 1024
+
+cdef object _compression_mod = None
+
+
+cdef object _codecs():
+    global _compression_mod
+    if _compression_mod is None:
+        from seglog._native import compression
+        _compression_mod = compression
+    return _compression_mod
+
+
+cdef int _raise_corrupt(str what, Py_ssize_t position) except -1:
+    raise _errors.corrupt(what, position)
+
+
+cpdef int codec_id(object compression) except -1:
+    """Codec id (0-4) from a name ("gzip", ...) or an id."""
+    if isinstance(compression, int):
+        if 0 <= compression <= 4:
+            return compression
+        raise ValueError(f"unknown compression codec id {compression}: valid ids are 0 (none), "
+                         "1 (gzip), 2 (snappy), 3 (lz4), 4 (zstd)")
+    if compression is None:
+        return 0
+    if isinstance(compression, str):
+        try:
+            return CODEC_NAMES[compression.lower()]
+        except KeyError:
+            pass
+    raise ValueError(f"unknown compression {compression!r}: valid are "
+                     f"{', '.join(sorted(CODEC_NAMES))}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Input columns for encoding
+#
+# A binary column is a list/tuple of bytes-like or None, a NumPy array (object, fixed-width "S"
+# or "V", or 2-D uint8 rows), or a pyarrow binary/string array (large variants too). Columns are
+# resolved once into a BinCol; the encode loop then reads items with no Python calls.
+# ---------------------------------------------------------------------------------------------
+
+cdef enum ColKind:
+    K_NULL = 0          # no column: every item is null
+    K_SEQ = 1           # PySequence_Fast items, each bytes / bytearray / None
+    K_ARROW32 = 2
+    K_ARROW64 = 3
+    K_FIXED = 4         # fixed width rows
+    K_FIXED_STRIP = 5   # NumPy "S": trailing NUL bytes are not part of the item
+
+cdef struct BinCol:
+    int kind
+    Py_ssize_t n
+    PyObject **items
+    const uint8_t *data
+    const int32_t *off32
+    const int64_t *off64
+    const uint8_t *validity
+    Py_ssize_t base
+    Py_ssize_t width
+
+cdef uint8_t _EMPTY[1]
+
+
+cdef inline const uint8_t *_buf_ptr(object buf, list keep) except? NULL:
+    if buf is None:
+        return _EMPTY
+    cdef const uint8_t[::1] mv = memoryview(buf).cast("B")
+    keep.append(mv)
+    if mv.shape[0] == 0:
+        return _EMPTY
+    return &mv[0]
+
+
+cdef int _bincol_init(BinCol *c, object obj, str name, list keep) except -1:
+    """Resolve ``obj`` into ``c``. ``keep`` holds references that must outlive the encode."""
+    memset(c, 0, sizeof(BinCol))
+    if obj is None:
+        c.kind = K_NULL
+        c.n = -1
+        return 0
+    mod = type(obj).__module__ or ""
+    if mod.startswith("pyarrow"):
+        return _bincol_arrow(c, obj, name, keep)
+    if mod.startswith("numpy"):
+        return _bincol_numpy(c, obj, name, keep)
+    if not isinstance(obj, (list, tuple)):
+        if isinstance(obj, (bytes, bytearray, memoryview, str)):
+            raise TypeError(f"{name} must be a column (a list of bytes), not a single {type(obj).__name__}")
+        obj = list(obj)
+    cdef Py_ssize_t i, n = len(obj)
+    cdef PyObject **items
+    cdef object item
+    cdef list converted = None
+    fast = PySequence_Fast(obj, "column")
+    items = PySequence_Fast_ITEMS(fast)
+    for i in range(n):
+        item = <object>items[i]
+        if item is None or PyBytes_CheckExact(item) or PyByteArray_CheckExact(item):
+            continue
+        if isinstance(item, str):
+            raise TypeError(f"{name}[{i}] is a str; Kafka records hold bytes: encode it first "
+                            f"(e.g. value.encode('utf-8'))")
+        try:
+            memoryview(item)
+        except TypeError:
+            raise TypeError(f"{name}[{i}] is a {type(item).__name__}, not bytes-like or None") from None
+        if converted is None:
+            converted = list(obj)
+        converted[i] = memoryview(item).tobytes()
+    if converted is not None:
+        fast = converted
+        items = PySequence_Fast_ITEMS(fast)
+    keep.append(fast)
+    c.kind = K_SEQ
+    c.n = n
+    c.items = items
+    return 0
+
+
+cdef int _bincol_arrow(BinCol *c, object arr, str name, list keep) except -1:
+    import pyarrow as pa
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    t = arr.type
+    if pa.types.is_binary(t) or pa.types.is_string(t):
+        c.kind = K_ARROW32
+    elif pa.types.is_large_binary(t) or pa.types.is_large_string(t):
+        c.kind = K_ARROW64
+    elif pa.types.is_fixed_size_binary(t):
+        c.kind = K_FIXED
+        c.width = t.byte_width
+    else:
+        raise TypeError(f"{name}: pyarrow type {t} is not a binary or string type")
+    keep.append(arr)
+    bufs = arr.buffers()
+    c.n = len(arr)
+    c.base = arr.offset
+    c.validity = _buf_ptr(bufs[0], keep) if (bufs[0] is not None and arr.null_count) else NULL
+    if c.kind == K_FIXED:
+        c.data = _buf_ptr(bufs[1], keep)
+        return 0
+    if c.kind == K_ARROW32:
+        c.off32 = <const int32_t *>_buf_ptr(bufs[1], keep)
+    else:
+        c.off64 = <const int64_t *>_buf_ptr(bufs[1], keep)
+    c.data = _buf_ptr(bufs[2], keep)
+    return 0
+
+
+cdef int _bincol_numpy(BinCol *c, object arr, str name, list keep) except -1:
+    kind = arr.dtype.kind
+    if kind == "O":
+        return _bincol_init(c, arr.tolist(), name, keep)
+    if kind in ("S", "V") and arr.ndim == 1:
+        c.kind = K_FIXED_STRIP if kind == "S" else K_FIXED
+        c.width = arr.dtype.itemsize
+    elif kind == "u" and arr.dtype.itemsize == 1 and arr.ndim == 2:
+        c.kind = K_FIXED
+        c.width = arr.shape[1]
+    else:
+        raise TypeError(f"{name}: a NumPy array must have dtype object, 'S<n>', 'V<n>', or be 2-D "
+                        f"uint8 (one row per record); got {arr.dtype} with {arr.ndim} dimension(s)")
+    if not arr.flags.c_contiguous:
+        arr = arr.copy(order="C")
+    keep.append(arr)
+    c.n = arr.shape[0]
+    c.data = _buf_ptr(arr.reshape(-1).view("u1") if c.n else None, keep)
+    return 0
+
+
+cdef inline Py_ssize_t _bincol_get(const BinCol *c, Py_ssize_t i, const uint8_t **ptr) noexcept:
+    """Length of item ``i`` (-1 for null) and its bytes in ``ptr``."""
+    cdef object item
+    cdef Py_ssize_t j, start, w
+    cdef const uint8_t *p
+    if c.kind == K_SEQ:
+        item = <object>c.items[i]
+        if item is None:
+            return -1
+        if PyBytes_CheckExact(item):
+            ptr[0] = <const uint8_t *>PyBytes_AS_STRING(item)
+            return PyBytes_GET_SIZE(item)
+        ptr[0] = <const uint8_t *>PyByteArray_AS_STRING(item)
+        return PyByteArray_GET_SIZE(item)
+    if c.kind == K_NULL:
+        return -1
+    j = c.base + i
+    if c.validity != NULL and not ((c.validity[j >> 3] >> (j & 7)) & 1):
+        return -1
+    if c.kind == K_ARROW32:
+        start = c.off32[j]
+        ptr[0] = c.data + start
+        return c.off32[j + 1] - start
+    if c.kind == K_ARROW64:
+        start = c.off64[j]
+        ptr[0] = c.data + start
+        return c.off64[j + 1] - start
+    w = c.width
+    p = c.data + j * w
+    ptr[0] = p
+    if c.kind == K_FIXED_STRIP:
+        while w > 0 and p[w - 1] == 0:
+            w -= 1
+    return w
+
+
+cdef enum TsKind:
+    T_SCALAR = 0
+    T_SEQ = 1
+    T_BUF = 2
+
+cdef struct TsCol:
+    int kind
+    int64_t scalar
+    PyObject **items
+    const int64_t *data
+
+
+cdef int _tscol_init(TsCol *c, object obj, Py_ssize_t n, list keep) except -1:
+    memset(c, 0, sizeof(TsCol))
+    if obj is None:
+        c.kind = T_SCALAR
+        c.scalar = <int64_t>(_time.time_ns() // 1000000)
+        return 0
+    if isinstance(obj, int):
+        c.kind = T_SCALAR
+        c.scalar = obj
+        return 0
+    mod = type(obj).__module__ or ""
+    if mod.startswith("pyarrow"):
+        import pyarrow as pa
+        if isinstance(obj, pa.ChunkedArray):
+            obj = obj.combine_chunks()
+        if obj.null_count:
+            raise ValueError("timestamps: null timestamps are not allowed")
+        if not (pa.types.is_int64(obj.type) or pa.types.is_timestamp(obj.type)):
+            raise TypeError(f"timestamps: pyarrow type {obj.type} is not int64 milliseconds")
+        if pa.types.is_timestamp(obj.type) and obj.type.unit != "ms":
+            obj = obj.cast(pa.timestamp("ms", obj.type.tz))
+        if len(obj) != n:
+            raise ValueError(f"timestamps has {len(obj)} items, values has {n}")
+        keep.append(obj)
+        c.kind = T_BUF
+        arr_off = obj.offset
+        c.data = (<const int64_t *>_buf_ptr(obj.buffers()[1], keep)) + <Py_ssize_t>arr_off
+        return 0
+    if mod.startswith("numpy"):
+        if obj.dtype.kind == "M":
+            obj = obj.astype("datetime64[ms]").view("i8")
+        obj = obj.astype("<i8", copy=False)
+        if not obj.flags.c_contiguous:
+            obj = obj.copy(order="C")
+    if not isinstance(obj, (list, tuple)):
+        try:
+            mv = memoryview(obj)
+        except TypeError:
+            obj = list(obj)
+        else:
+            if mv.format not in ("q", "l", "<q", "=q", "<i8") or mv.itemsize != 8:
+                raise TypeError(f"timestamps buffer has format {mv.format!r}; int64 is required")
+            if len(mv) != n:
+                raise ValueError(f"timestamps has {len(mv)} items, values has {n}")
+            keep.append(obj)
+            c.kind = T_BUF
+            c.data = <const int64_t *>_buf_ptr(mv, keep)
+            return 0
+    if len(obj) != n:
+        raise ValueError(f"timestamps has {len(obj)} items, values has {n}")
+    fast = PySequence_Fast(obj, "timestamps")
+    keep.append(fast)
+    c.kind = T_SEQ
+    c.items = PySequence_Fast_ITEMS(fast)
+    return 0
+
+
+cdef inline int64_t _ts_get(const TsCol *c, Py_ssize_t i) except? -1:
+    if c.kind == T_SCALAR:
+        return c.scalar
+    if c.kind == T_BUF:
+        return c.data[i]
+    return PyLong_AsLongLong(<object>c.items[i])
+
+
+cdef bytes _encode_headers(object hdrs, Py_ssize_t i):
+    """The header section of one record (count + entries), or None for no headers."""
+    cdef Py_ssize_t count = len(hdrs), total = kb_varint_size(<int32_t>count)
+    cdef list parts = []
+    cdef bytes kb
+    cdef object v
+    cdef Py_ssize_t vlen
+    for h in hdrs:
+        try:
+            k, v = h
+        except (TypeError, ValueError):
+            raise TypeError(f"headers[{i}]: each header must be a (key, value) pair, got {h!r}") from None
+        if isinstance(k, str):
+            kb = PyUnicode_AsUTF8String(k)
+        elif isinstance(k, (bytes, bytearray)):
+            kb = bytes(k)
+        else:
+            raise TypeError(f"headers[{i}]: header key must be str, got {type(k).__name__}")
+        if v is not None:
+            if isinstance(v, str):
+                raise TypeError(f"headers[{i}]: header {k!r} value is a str; header values are bytes")
+            v = bytes(v)
+            vlen = len(<bytes>v)
+        else:
+            vlen = -1
+        parts.append((kb, v))
+        total += kb_varint_size(<int32_t>len(kb)) + len(kb) + kb_varint_size(<int32_t>vlen) + max(vlen, 0)
+    if total > INT32_MAX:
+        raise ValueError(f"headers[{i}] are larger than a record can hold")
+    out = PyBytes_FromStringAndSize(NULL, total)
+    cdef uint8_t *p = <uint8_t *>PyBytes_AS_STRING(out)
+    p = kb_write_varint(p, <int32_t>count)
+    for kb, v in parts:
+        p = kb_write_varint(p, <int32_t>len(kb))
+        memcpy(p, PyBytes_AS_STRING(kb), len(kb))
+        p += len(kb)
+        if v is None:
+            p = kb_write_varint(p, -1)
+        else:
+            p = kb_write_varint(p, <int32_t>len(<bytes>v))
+            memcpy(p, PyBytes_AS_STRING(v), len(<bytes>v))
+            p += len(<bytes>v)
+    return out
+
+
+def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t base_offset=0,
+                 compression=0, compression_level=None, int32_t partition_leader_epoch=-1,
+                 int64_t producer_id=-1, int16_t producer_epoch=-1, int32_t base_sequence=-1,
+                 bint is_transactional=False, log_append_time=None):
+    """Encode one RecordBatch v2 from columns; returns ``bytes``.
+
+    ``values`` and ``keys`` are columns (see module docs); ``timestamps`` is None (now), one
+    int for every record, or a column of int64 milliseconds; ``headers`` is None or one entry
+    per record: None or a list of ``(str key, bytes-or-None value)``. Records get offset deltas
+    0..n-1 and ``baseTimestamp`` = the first record's timestamp, as Kafka's producer writes them.
+    ``log_append_time`` sets the LogAppendTime attribute and ``maxTimestamp`` (as a broker does).
+    """
+    cdef list keep = []
+    cdef BinCol vcol, kcol
+    cdef TsCol tcol
+    _bincol_init(&vcol, values, "values", keep)
+    if vcol.kind == K_NULL:
+        raise TypeError("values must be a column (a list of bytes or None), not None")
+    cdef Py_ssize_t n = vcol.n, i
+    if n == 0:
+        raise ValueError("a record batch needs at least one record; values is empty")
+    if n > INT32_MAX:
+        raise ValueError(f"{n} records do not fit one batch (at most {INT32_MAX})")
+    _bincol_init(&kcol, keys, "keys", keep)
+    if kcol.kind != K_NULL and kcol.n != n:
+        raise ValueError(f"keys has {kcol.n} items, values has {n}")
+    _tscol_init(&tcol, timestamps, n, keep)
+    cdef int codec = codec_id(compression)
+
+    cdef list hsections = None
+    cdef object hlist
+    if headers is not None:
+        if len(headers) != n:
+            raise ValueError(f"headers has {len(headers)} items, values has {n}")
+        hsections = [None] * n
+        for i, h in enumerate(headers):
+            if h:
+                hsections[i] = _encode_headers(h, i)
+
+    cdef int32_t *sizes = <int32_t *>malloc(n * sizeof(int32_t))
+    if sizes == NULL:
+        raise MemoryError()
+    cdef int64_t base_ts, ts, max_ts, delta
+    cdef Py_ssize_t klen, vlen, hlen, body
+    cdef Py_ssize_t records_size = 0
+    cdef const uint8_t *kp
+    cdef const uint8_t *vp
+    cdef uint8_t *records_buf = NULL
+    cdef uint8_t *p
+    cdef object hs
+    cdef bytes out
+    try:
+        base_ts = _ts_get(&tcol, 0)
+        max_ts = base_ts
+        for i in range(n):
+            ts = _ts_get(&tcol, i)
+            if ts > max_ts:
+                max_ts = ts
+            delta = <int64_t>(<uint64_t>ts - <uint64_t>base_ts)
+            klen = _bincol_get(&kcol, i, &kp)
+            vlen = _bincol_get(&vcol, i, &vp)
+            if hsections is None or hsections[i] is None:
+                hlen = 1
+            else:
+                hlen = PyBytes_GET_SIZE(hsections[i])
+            if klen > INT32_MAX or vlen > INT32_MAX:
+                raise ValueError(f"record {i}: a key or value over {INT32_MAX} bytes cannot be encoded")
+            body = (1 + kb_varlong_size(delta) + kb_varint_size(<int32_t>i)
+                    + kb_varint_size(<int32_t>klen) + (klen if klen > 0 else 0)
+                    + kb_varint_size(<int32_t>vlen) + (vlen if vlen > 0 else 0) + hlen)
+            if body > INT32_MAX:
+                raise ValueError(f"record {i} is {body} bytes; a record holds at most {INT32_MAX}")
+            sizes[i] = <int32_t>body
+            records_size += kb_varint_size(<int32_t>body) + body
+            if records_size > INT32_MAX - V2_HEADER:
+                raise ValueError(f"the batch would exceed {INT32_MAX} bytes; split it")
+
+        if codec == 0:
+            out = PyBytes_FromStringAndSize(NULL, V2_HEADER + records_size)
+            p = <uint8_t *>PyBytes_AS_STRING(out) + V2_HEADER
+        else:
+            records_buf = <uint8_t *>malloc(records_size if records_size else 1)
+            if records_buf == NULL:
+                raise MemoryError()
+            p = records_buf
+
+        for i in range(n):
+            ts = _ts_get(&tcol, i)
+            delta = <int64_t>(<uint64_t>ts - <uint64_t>base_ts)
+            klen = _bincol_get(&kcol, i, &kp)
+            vlen = _bincol_get(&vcol, i, &vp)
+            p = kb_write_varint(p, sizes[i])
+            p[0] = 0
+            p = kb_write_varlong(p + 1, delta)
+            p = kb_write_varint(p, <int32_t>i)
+            p = kb_write_varint(p, <int32_t>klen)
+            if klen > 0:
+                memcpy(p, kp, klen)
+                p += klen
+            p = kb_write_varint(p, <int32_t>vlen)
+            if vlen > 0:
+                memcpy(p, vp, vlen)
+                p += vlen
+            if hsections is None or hsections[i] is None:
+                p[0] = 0
+                p += 1
+            else:
+                hs = hsections[i]
+                memcpy(p, PyBytes_AS_STRING(hs), PyBytes_GET_SIZE(hs))
+                p += PyBytes_GET_SIZE(hs)
+
+        if codec != 0:
+            compressed = _codecs().compress(codec, <const uint8_t[:records_size]>records_buf,
+                                            level=compression_level)
+            free(records_buf)
+            records_buf = NULL
+            cmv = memoryview(compressed).cast("B")
+            if len(cmv) > INT32_MAX - V2_HEADER:
+                raise ValueError("the compressed batch exceeds the largest batch size")
+            out = PyBytes_FromStringAndSize(NULL, V2_HEADER + len(cmv))
+            memcpy(PyBytes_AS_STRING(out) + V2_HEADER, _buf_ptr(cmv, keep), len(cmv))
+    finally:
+        free(sizes)
+        if records_buf != NULL:
+            free(records_buf)
+
+    cdef uint8_t *b = <uint8_t *>PyBytes_AS_STRING(out)
+    cdef Py_ssize_t total = PyBytes_GET_SIZE(out)
+    cdef uint16_t attrs = <uint16_t>codec
+    if is_transactional:
+        attrs |= ATTR_TRANSACTIONAL
+    if log_append_time is not None:
+        attrs |= ATTR_LOG_APPEND_TIME
+        max_ts = log_append_time
+    kb_store_u64(b + 0, <uint64_t>base_offset)
+    kb_store_u32(b + 8, <uint32_t>(total - LOG_OVERHEAD))
+    kb_store_u32(b + 12, <uint32_t>partition_leader_epoch)
+    b[16] = 2
+    kb_store_u16(b + 21, attrs)
+    kb_store_u32(b + 23, <uint32_t>(n - 1))
+    kb_store_u64(b + 27, <uint64_t>base_ts)
+    kb_store_u64(b + 35, <uint64_t>max_ts)
+    kb_store_u64(b + 43, <uint64_t>producer_id)
+    kb_store_u16(b + 51, <uint16_t>producer_epoch)
+    kb_store_u32(b + 53, <uint32_t>base_sequence)
+    kb_store_u32(b + 57, <uint32_t>n)
+    kb_store_u32(b + 17, seglog_crc32c(0, b + CRC_START, total - CRC_START))
+    return out
+
+
+def encode_control_batch(int control_type, *, int64_t base_offset=0, int64_t timestamp,
+                         int64_t producer_id, int16_t producer_epoch, int32_t coordinator_epoch=0,
+                         int32_t partition_leader_epoch=-1):
+    """A transaction marker batch (control_type 0 ABORT, 1 COMMIT), as Kafka's
+    ``MemoryRecords.withEndTransactionMarker`` writes it."""
+    if control_type not in (0, 1):
+        raise ValueError(f"control_type must be 0 (ABORT) or 1 (COMMIT), got {control_type}")
+    key = bytes([0, 0, 0, control_type])
+    value = bytearray(6)
+    kb_store_u32(<uint8_t *>PyByteArray_AS_STRING(value) + 2, <uint32_t>coordinator_epoch)
+    out = bytearray(encode_batch([bytes(value)], keys=[key], timestamps=timestamp,
+                                 base_offset=base_offset, partition_leader_epoch=partition_leader_epoch,
+                                 producer_id=producer_id, producer_epoch=producer_epoch,
+                                 base_sequence=-1, is_transactional=True))
+    cdef uint8_t *b = <uint8_t *>PyByteArray_AS_STRING(out)
+    kb_store_u16(b + 21, ATTR_TRANSACTIONAL | ATTR_CONTROL)
+    kb_store_u32(b + 17, seglog_crc32c(0, b + CRC_START, len(out) - CRC_START))
+    return bytes(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding
+# ---------------------------------------------------------------------------------------------
+
+cdef class Record:
+    """One record, as a consumer sees it (Kafka's ``ConsumerRecord`` fields)."""
+    cdef readonly int64_t offset
+    cdef readonly int64_t timestamp
+    cdef readonly int timestamp_type
+    cdef readonly object key
+    cdef readonly object value
+    cdef readonly list headers
+    cdef readonly int32_t leader_epoch
+    cdef readonly int64_t producer_id
+    cdef readonly int16_t producer_epoch
+    cdef readonly int32_t sequence
+    cdef readonly bint is_transactional
+    cdef readonly bint is_control
+    cdef readonly int magic
+
+    @property
+    def control_type(self):
+        """For control records: the type id from the key (0 ABORT, 1 COMMIT, ...), else None."""
+        if not self.is_control or self.key is None or len(self.key) < 4:
+            return None
+        return int.from_bytes(self.key[2:4], "big", signed=True)
+
+    def __repr__(self):
+        return (f"Record(offset={self.offset}, timestamp={self.timestamp}, "
+                f"timestamp_type={self.timestamp_type}, key={self.key!r}, value={self.value!r}, "
+                f"headers={self.headers!r}, leader_epoch={self.leader_epoch}"
+                + (", control" if self.is_control else "") + ")")
+
+    def __eq__(self, other):
+        if not isinstance(other, Record):
+            return NotImplemented
+        return self._tuple() == (<Record>other)._tuple()
+
+    def __hash__(self):
+        return hash(self._tuple())
+
+    def _tuple(self):
+        return (self.offset, self.timestamp, self.timestamp_type, self.key, self.value,
+                tuple(self.headers), self.leader_epoch, self.producer_id, self.producer_epoch,
+                self.sequence, self.is_transactional, self.is_control, self.magic)
+
+
+cdef class BatchHeader:
+    """The header of one batch (any magic) and where it lies in the buffer."""
+    cdef readonly Py_ssize_t position
+    cdef readonly Py_ssize_t size
+    cdef readonly int magic
+    cdef readonly int64_t base_offset
+    cdef readonly int64_t last_offset
+    cdef readonly int32_t partition_leader_epoch
+    cdef readonly uint32_t crc
+    cdef readonly int attributes
+    cdef readonly int64_t base_timestamp
+    cdef readonly int64_t max_timestamp
+    cdef readonly int64_t producer_id
+    cdef readonly int16_t producer_epoch
+    cdef readonly int32_t base_sequence
+    cdef readonly int32_t records_count
+
+    @property
+    def next_offset(self):
+        return self.last_offset + 1
+
+    @property
+    def compression(self):
+        return self.attributes & ATTR_CODEC_MASK
+
+    @property
+    def timestamp_type(self):
+        if self.magic == 0:
+            return NO_TIMESTAMP_TYPE
+        return LOG_APPEND_TIME if self.attributes & ATTR_LOG_APPEND_TIME else CREATE_TIME
+
+    @property
+    def is_transactional(self):
+        return self.magic == 2 and bool(self.attributes & ATTR_TRANSACTIONAL)
+
+    @property
+    def is_control(self):
+        return self.magic == 2 and bool(self.attributes & ATTR_CONTROL)
+
+    @property
+    def last_sequence(self):
+        if self.base_sequence < 0:
+            return -1
+        return (self.base_sequence + (self.last_offset - self.base_offset)) % 2147483648
+
+    def __repr__(self):
+        return (f"BatchHeader(position={self.position}, size={self.size}, magic={self.magic}, "
+                f"base_offset={self.base_offset}, last_offset={self.last_offset}, "
+                f"records_count={self.records_count}, compression={self.compression}, "
+                f"max_timestamp={self.max_timestamp}, attributes=0x{self.attributes:04x})")
+
+
+cdef struct V2Head:
+    int64_t base_offset
+    int32_t length
+    int32_t ple
+    uint32_t crc
+    uint16_t attrs
+    int32_t last_delta
+    int64_t base_ts
+    int64_t max_ts
+    int64_t pid
+    int16_t epoch
+    int32_t base_seq
+    int32_t count
+
+
+cdef inline void _read_v2_head(const uint8_t *b, V2Head *h) noexcept nogil:
+    h.base_offset = kb_load_i64(b)
+    h.length = kb_load_i32(b + 8)
+    h.ple = kb_load_i32(b + 12)
+    h.crc = kb_load_u32(b + 17)
+    h.attrs = kb_load_u16(b + 21)
+    h.last_delta = kb_load_i32(b + 23)
+    h.base_ts = kb_load_i64(b + 27)
+    h.max_ts = kb_load_i64(b + 35)
+    h.pid = kb_load_i64(b + 43)
+    h.epoch = kb_load_i16(b + 51)
+    h.base_seq = kb_load_i32(b + 53)
+    h.count = kb_load_i32(b + 57)
+
+
+cdef Py_ssize_t _batch_size_at(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end,
+                               bint allow_truncated) except -2:
+    """Size of the batch at ``pos`` after structural checks; 0 when a torn tail may be ignored."""
+    cdef Py_ssize_t remaining = end - pos
+    if remaining < HEADER_UP_TO_MAGIC:
+        if allow_truncated:
+            return 0
+        _raise_corrupt(f"truncated batch: {remaining} bytes remain, a batch header needs "
+                       f"at least {HEADER_UP_TO_MAGIC}", pos)
+    cdef int32_t length = kb_load_i32(buf + pos + 8)
+    cdef int magic = buf[pos + 16]
+    if length < LEGACY_MIN_LENGTH:
+        _raise_corrupt(f"batch length {length} is below the minimum {LEGACY_MIN_LENGTH}", pos)
+    if magic > 2:
+        _raise_corrupt(f"unknown magic byte {magic} (known: 0, 1, 2)", pos)
+    if magic == 2 and length < V2_MIN_LENGTH:
+        _raise_corrupt(f"v2 batch length {length} is below the minimum {V2_MIN_LENGTH}", pos)
+    if <Py_ssize_t>length + LOG_OVERHEAD > remaining:
+        if allow_truncated:
+            return 0
+        _raise_corrupt(f"truncated batch: length field says {length + LOG_OVERHEAD} bytes, "
+                       f"only {remaining} remain", pos)
+    return <Py_ssize_t>length + LOG_OVERHEAD
+
+
+cdef int _check_v2(const uint8_t *b, Py_ssize_t pos, V2Head *h, bint verify_crc) except -1:
+    cdef uint32_t actual
+    if verify_crc:
+        actual = seglog_crc32c(0, b + CRC_START, <size_t>h.length + LOG_OVERHEAD - CRC_START)
+        if actual != h.crc:
+            _raise_corrupt(f"CRC mismatch in the batch at offset {h.base_offset}: stored "
+                           f"{h.crc:08x}, computed {actual:08x}", pos)
+    if h.count < 0:
+        _raise_corrupt(f"negative record count {h.count} in the batch at offset {h.base_offset}", pos)
+    if h.last_delta < 0:
+        _raise_corrupt(f"negative lastOffsetDelta {h.last_delta} in the batch at offset "
+                       f"{h.base_offset}", pos)
+    if (h.attrs & ATTR_CODEC_MASK) > 4:
+        _raise_corrupt(f"invalid compression codec {h.attrs & ATTR_CODEC_MASK} in the batch at "
+                       f"offset {h.base_offset}", pos)
+    if (h.attrs & ATTR_CODEC_MASK) == 0 and h.count > (h.length - V2_MIN_LENGTH) // MIN_RECORD_SIZE:
+        _raise_corrupt(f"record count {h.count} cannot fit in {h.length - V2_MIN_LENGTH} bytes of "
+                       f"records (batch at offset {h.base_offset})", pos)
+    return 0
+
+
+cdef BatchHeader _make_header(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t size):
+    cdef BatchHeader bh = BatchHeader.__new__(BatchHeader)
+    cdef const uint8_t *b = buf + pos
+    cdef V2Head h
+    bh.position = pos
+    bh.size = size
+    bh.magic = b[16]
+    if bh.magic == 2:
+        _read_v2_head(b, &h)
+        bh.base_offset = h.base_offset
+        bh.last_offset = h.base_offset + h.last_delta
+        bh.partition_leader_epoch = h.ple
+        bh.crc = h.crc
+        bh.attributes = h.attrs
+        bh.base_timestamp = h.base_ts
+        bh.max_timestamp = h.max_ts
+        bh.producer_id = h.pid
+        bh.producer_epoch = h.epoch
+        bh.base_sequence = h.base_seq
+        bh.records_count = h.count
+    else:
+        # A legacy entry: "lastOffset" is its offset field (the wrapper carries the last inner one).
+        bh.base_offset = kb_load_i64(b)
+        bh.last_offset = bh.base_offset
+        bh.partition_leader_epoch = -1
+        bh.crc = kb_load_u32(b + 12)
+        bh.attributes = b[17]
+        bh.base_timestamp = kb_load_i64(b + 18) if bh.magic == 1 else -1
+        bh.max_timestamp = bh.base_timestamp
+        bh.producer_id = -1
+        bh.producer_epoch = -1
+        bh.base_sequence = -1
+        bh.records_count = 1
+    return bh
+
+
+def batch_headers(const uint8_t[::1] buf, Py_ssize_t start=0, Py_ssize_t end=-1, *,
+                  bint verify_crc=False, bint allow_truncated=False):
+    """Headers of the batches in ``buf[start:end]`` without decoding records.
+
+    With ``verify_crc`` every batch's checksum is checked (CRC-32C for v2, CRC-32 for v0/v1).
+    With ``allow_truncated`` a torn last batch ends the list instead of raising.
+    """
+    cdef Py_ssize_t n = buf.shape[0]
+    if end < 0 or end > n:
+        end = n
+    if start < 0 or start > end:
+        raise ValueError(f"start {start} is outside the buffer of {n} bytes")
+    cdef const uint8_t *p = &buf[0] if n else _EMPTY
+    cdef Py_ssize_t pos = start, size
+    cdef list out = []
+    cdef V2Head h
+    while pos < end:
+        size = _batch_size_at(p, pos, end, allow_truncated)
+        if size == 0:
+            break
+        if p[pos + 16] == 2:
+            _read_v2_head(p + pos, &h)
+            _check_v2(p + pos, pos, &h, verify_crc)
+        elif verify_crc:
+            _check_legacy_crc(p + pos, pos, size)
+        out.append(_make_header(p, pos, size))
+        pos += size
+    return out
+
+
+cdef int _check_legacy_crc(const uint8_t *b, Py_ssize_t pos, Py_ssize_t size) except -1:
+    cdef uint32_t stored = kb_load_u32(b + 12)
+    cdef uint32_t actual = _zlib.crc32(<const uint8_t[:size - 16]>(b + 16))
+    if stored != actual:
+        _raise_corrupt(f"CRC-32 mismatch in the legacy message at offset {kb_load_i64(b)}: stored "
+                       f"{stored:08x}, computed {actual:08x}", pos)
+    return 0
+
+
+# One record inside a v2 batch, as pointers into the (possibly decompressed) records area.
+cdef struct RecView:
+    int64_t ts_delta
+    int32_t offset_delta
+    const uint8_t *key
+    int32_t key_len
+    const uint8_t *value
+    int32_t value_len
+    const uint8_t *headers
+    int32_t header_count
+    const uint8_t *end
+
+
+cdef const uint8_t *_parse_record(const uint8_t *p, const uint8_t *end, RecView *r,
+                                  const char **err) noexcept nogil:
+    """Parse and validate one record as DefaultRecord.readFrom does; NULL + ``err`` on error."""
+    cdef int32_t length, hk, hv, i
+    cdef const uint8_t *body_end
+    p = kb_read_varint(p, end, &length)
+    if p == NULL:
+        err[0] = "record length varint runs past the end or is over-long"
+        return NULL
+    if length < 0 or length > end - p:
+        err[0] = "record length is negative or runs past the end of the batch"
+        return NULL
+    body_end = p + length
+    if length < 1:
+        err[0] = "record body is empty"
+        return NULL
+    p += 1  # attributes: unused
+    p = kb_read_varlong(p, body_end, &r.ts_delta)
+    if p == NULL:
+        err[0] = "bad timestampDelta varlong"
+        return NULL
+    p = kb_read_varint(p, body_end, &r.offset_delta)
+    if p == NULL:
+        err[0] = "bad offsetDelta varint"
+        return NULL
+    p = kb_read_varint(p, body_end, &r.key_len)
+    if p == NULL or r.key_len < -1 or r.key_len > body_end - p:
+        err[0] = "bad key length"
+        return NULL
+    r.key = p
+    if r.key_len > 0:
+        p += r.key_len
+    p = kb_read_varint(p, body_end, &r.value_len)
+    if p == NULL or r.value_len < -1 or r.value_len > body_end - p:
+        err[0] = "bad value length"
+        return NULL
+    r.value = p
+    if r.value_len > 0:
+        p += r.value_len
+    p = kb_read_varint(p, body_end, &r.header_count)
+    if p == NULL or r.header_count < 0 or r.header_count > body_end - p:
+        err[0] = "bad header count"
+        return NULL
+    r.headers = p
+    for i in range(r.header_count):
+        p = kb_read_varint(p, body_end, &hk)
+        if p == NULL or hk < 0 or hk > body_end - p:
+            err[0] = "bad header key length (null header keys are invalid)"
+            return NULL
+        p += hk
+        p = kb_read_varint(p, body_end, &hv)
+        if p == NULL or hv < -1 or hv > body_end - p:
+            err[0] = "bad header value length"
+            return NULL
+        if hv > 0:
+            p += hv
+    if p != body_end:
+        err[0] = "record length does not match its contents"
+        return NULL
+    r.end = body_end
+    return body_end
+
+
+cdef list _headers_list(const RecView *r):
+    cdef list out = []
+    cdef const uint8_t *p = r.headers
+    cdef int32_t hk, hv, i
+    for i in range(r.header_count):
+        p = kb_read_varint(p, r.end, &hk)
+        key = PyUnicode_DecodeUTF8(<const char *>p, hk, "replace")
+        p += hk
+        p = kb_read_varint(p, r.end, &hv)
+        if hv < 0:
+            out.append((key, None))
+        else:
+            out.append((key, PyBytes_FromStringAndSize(<const char *>p, hv)))
+            p += hv
+    return out
+
+
+cdef class _Source:
+    """The records area of one batch: a view of the input or of a decompressed copy."""
+    cdef object owner
+    cdef const uint8_t *start
+    cdef const uint8_t *end
+
+
+cdef _Source _records_area(const uint8_t *b, Py_ssize_t pos, Py_ssize_t size, int codec, int magic,
+                           Py_ssize_t header, Py_ssize_t max_decompressed, int64_t offset):
+    cdef _Source s = _Source.__new__(_Source)
+    cdef const uint8_t[::1] mv
+    if codec == 0:
+        s.start = b + header
+        s.end = b + size
+        return s
+    try:
+        out = _codecs().decompress(codec, <const uint8_t[:size - header]>(b + header), magic=magic,
+                                   max_size=max_decompressed)
+    except Exception as exc:
+        kind = _errors._classes["corrupt_record"]
+        if isinstance(exc, kind):
+            raise kind(f"batch at offset {offset} (position {pos}): {exc}", position=pos) from exc
+        raise
+    mv = memoryview(out).cast("B")
+    s.owner = mv
+    s.start = &mv[0] if mv.shape[0] else _EMPTY
+    s.end = s.start + mv.shape[0]
+    return s
+
+
+cdef class _Decoder:
+    """Walks batches and emits records into a list of Record objects or into columns."""
+    cdef const uint8_t *buf
+    cdef Py_ssize_t end
+    cdef bint verify_crc
+    cdef bint include_control
+    cdef bint allow_truncated
+    cdef Py_ssize_t max_decompressed
+    cdef int64_t min_offset
+    cdef int64_t max_offset      # exclusive
+    cdef list out                # Record sink, or None
+    cdef _ColumnBuilder cols     # column sink, or None
+
+    cdef int emit_v2(self, const uint8_t *b, Py_ssize_t pos, V2Head *h) except -1:
+        cdef int codec = h.attrs & ATTR_CODEC_MASK
+        cdef bint control = (h.attrs & ATTR_CONTROL) != 0
+        cdef int64_t last = h.base_offset + h.last_delta
+        if control and not self.include_control:
+            return 0
+        if last < self.min_offset or h.base_offset >= self.max_offset or h.count == 0:
+            return 0
+        cdef _Source src = _records_area(b, pos, h.length + LOG_OVERHEAD, codec, 2, V2_HEADER,
+                                         self.max_decompressed, h.base_offset)
+        cdef const uint8_t *p = src.start
+        cdef const uint8_t *rend = src.end
+        cdef RecView r
+        cdef const char *err = NULL
+        cdef int32_t i
+        cdef int64_t offset, ts
+        cdef bint log_append = (h.attrs & ATTR_LOG_APPEND_TIME) != 0
+        cdef Record rec
+        if codec != 0 and h.count > (rend - p) // MIN_RECORD_SIZE:
+            _raise_corrupt(f"record count {h.count} cannot fit in {rend - p} decompressed bytes "
+                           f"(batch at offset {h.base_offset})", pos)
+        if self.cols is not None:
+            self.cols.reserve(h.count)
+        for i in range(h.count):
+            p = _parse_record(p, rend, &r, &err)
+            if p == NULL:
+                _raise_corrupt(f"record {i} of the batch at offset {h.base_offset}: "
+                               f"{err.decode()}", pos)
+            offset = h.base_offset + r.offset_delta
+            if offset < self.min_offset or offset >= self.max_offset:
+                continue
+            ts = h.max_ts if log_append else <int64_t>(<uint64_t>h.base_ts + <uint64_t>r.ts_delta)
+            if self.cols is not None:
+                self.cols.add(offset, ts, 1 if log_append else 0, h.ple, &r)
+                continue
+            rec = Record.__new__(Record)
+            rec.offset = offset
+            rec.timestamp = ts
+            rec.timestamp_type = 1 if log_append else 0
+            rec.key = None if r.key_len < 0 else PyBytes_FromStringAndSize(<const char *>r.key, r.key_len)
+            rec.value = None if r.value_len < 0 else PyBytes_FromStringAndSize(<const char *>r.value, r.value_len)
+            rec.headers = _headers_list(&r) if r.header_count else []
+            rec.leader_epoch = h.ple
+            rec.producer_id = h.pid
+            rec.producer_epoch = h.epoch
+            rec.sequence = -1 if h.base_seq < 0 else <int32_t>((<int64_t>h.base_seq + r.offset_delta) % 2147483648)
+            rec.is_transactional = (h.attrs & ATTR_TRANSACTIONAL) != 0
+            rec.is_control = control
+            rec.magic = 2
+            self.out.append(rec)
+        if p != rend:
+            _raise_corrupt(f"{rend - p} bytes left after the {h.count} records of the batch at "
+                           f"offset {h.base_offset} (incorrect declared batch size)", pos)
+        return 0
+
+    cdef int emit_legacy(self, const uint8_t *b, Py_ssize_t pos, Py_ssize_t size, bint inner,
+                         int64_t wrapper_offset, int64_t wrapper_ts, bint wrapper_log_append,
+                         int64_t rel_base) except -1:
+        """One legacy entry at ``b`` (``size`` bytes). Wrappers recurse into their inner set."""
+        cdef int magic = b[16]
+        cdef int attrs = b[17]
+        cdef int codec = attrs & 0x07
+        cdef Py_ssize_t hdr = 18 if magic == 0 else 26
+        cdef int64_t offset = kb_load_i64(b)
+        cdef int64_t ts = kb_load_i64(b + 18) if magic == 1 else -1
+        cdef int ts_type = -1 if magic == 0 else (1 if attrs & ATTR_LOG_APPEND_TIME else 0)
+        cdef int32_t klen, vlen
+        cdef const uint8_t *kp
+        cdef const uint8_t *vp
+        if size < hdr + 8:
+            _raise_corrupt(f"legacy message of {size} bytes is too short for magic {magic}", pos)
+        if self.verify_crc:
+            _check_legacy_crc(b, pos, size)
+        klen = kb_load_i32(b + hdr)
+        if klen < -1 or klen > size - hdr - 8:
+            _raise_corrupt(f"bad key length {klen} in the legacy message at offset {offset}", pos)
+        kp = b + hdr + 4
+        vp = kp + (klen if klen > 0 else 0)
+        vlen = kb_load_i32(vp)
+        vp += 4
+        if vlen < -1 or (vp + (vlen if vlen > 0 else 0)) != b + size:
+            _raise_corrupt(f"bad value length {vlen} in the legacy message at offset {offset}", pos)
+        if codec != 0:
+            if inner:
+                _raise_corrupt(f"nested compression in the legacy message at offset {offset}", pos)
+            if codec > 3:
+                _raise_corrupt(f"codec {codec} is not valid in a magic {magic} message", pos)
+            if vlen < 0:
+                _raise_corrupt(f"compressed legacy wrapper at offset {offset} has a null value", pos)
+            return self.emit_wrapper(b, pos, vp, vlen, codec, magic, offset, ts,
+                                     (attrs & ATTR_LOG_APPEND_TIME) != 0)
+        if inner:
+            if magic == 1:
+                offset = rel_base + offset
+                if wrapper_log_append:
+                    ts = wrapper_ts
+                    ts_type = 1
+        if offset < self.min_offset or offset >= self.max_offset:
+            return 0
+        cdef RecView r
+        cdef Record rec
+        if self.cols is not None:
+            r.key = kp
+            r.key_len = klen
+            r.value = vp
+            r.value_len = vlen
+            r.header_count = 0
+            self.cols.reserve(1)
+            self.cols.add(offset, ts, ts_type, -1, &r)
+            return 0
+        rec = Record.__new__(Record)
+        rec.offset = offset
+        rec.timestamp = ts
+        rec.timestamp_type = ts_type
+        rec.key = None if klen < 0 else PyBytes_FromStringAndSize(<const char *>kp, klen)
+        rec.value = None if vlen < 0 else PyBytes_FromStringAndSize(<const char *>vp, vlen)
+        rec.headers = []
+        rec.leader_epoch = -1
+        rec.producer_id = -1
+        rec.producer_epoch = -1
+        rec.sequence = -1
+        rec.magic = magic
+        self.out.append(rec)
+        return 0
+
+    cdef int emit_wrapper(self, const uint8_t *b, Py_ssize_t pos, const uint8_t *vp, int32_t vlen,
+                          int codec, int magic, int64_t offset, int64_t ts, bint log_append) except -1:
+        cdef _Source src = _records_area(vp, pos, vlen, codec, magic, 0, self.max_decompressed, offset)
+        cdef const uint8_t *p = src.start
+        cdef Py_ssize_t n = src.end - src.start, ipos = 0, isize
+        # v1: absolute = wrapperOffset - lastInnerRelative + innerRelative; find the last inner.
+        cdef int64_t last_rel = 0
+        cdef int64_t rel_base = 0
+        if magic == 1:
+            while ipos < n:
+                isize = _inner_size(p, ipos, n, pos)
+                last_rel = kb_load_i64(p + ipos)
+                ipos += isize
+            rel_base = offset - last_rel if offset != 0 else 0
+            ipos = 0
+        while ipos < n:
+            isize = _inner_size(p, ipos, n, pos)
+            if p[ipos + 16] != magic:
+                _raise_corrupt(f"inner message magic {p[ipos + 16]} differs from its wrapper's "
+                               f"magic {magic} (wrapper at offset {offset})", pos)
+            self.emit_legacy(p + ipos, pos, isize, True, offset, ts, log_append, rel_base)
+            ipos += isize
+        return 0
+
+
+cdef Py_ssize_t _inner_size(const uint8_t *p, Py_ssize_t ipos, Py_ssize_t n, Py_ssize_t pos) except -1:
+    if n - ipos < HEADER_UP_TO_MAGIC:
+        _raise_corrupt(f"truncated inner message set of a compressed wrapper ({n - ipos} bytes "
+                       "left over)", pos)
+    cdef int32_t length = kb_load_i32(p + ipos + 8)
+    if length < LEGACY_MIN_LENGTH or length > n - ipos - LOG_OVERHEAD:
+        _raise_corrupt(f"bad inner message size {length} inside a compressed wrapper", pos)
+    if p[ipos + 16] > 1:
+        _raise_corrupt(f"inner message has magic {p[ipos + 16]}; wrappers hold magic 0/1 only", pos)
+    return length + LOG_OVERHEAD
+
+
+cdef int _walk(_Decoder d, const uint8_t *buf, Py_ssize_t start, Py_ssize_t end) except -1:
+    cdef Py_ssize_t pos = start, size
+    cdef V2Head h
+    while pos < end:
+        size = _batch_size_at(buf, pos, end, d.allow_truncated)
+        if size == 0:
+            break
+        if buf[pos + 16] == 2:
+            _read_v2_head(buf + pos, &h)
+            _check_v2(buf + pos, pos, &h, d.verify_crc)
+            d.emit_v2(buf + pos, pos, &h)
+        else:
+            d.emit_legacy(buf + pos, pos, size, False, 0, 0, False, 0)
+        pos += size
+    return 0
+
+
+cdef _Decoder _decoder(const uint8_t[::1] buf, bint verify_crc, bint include_control,
+                       bint allow_truncated, object min_offset, object max_offset,
+                       Py_ssize_t max_decompressed):
+    cdef _Decoder d = _Decoder.__new__(_Decoder)
+    d.buf = &buf[0] if buf.shape[0] else _EMPTY
+    d.end = buf.shape[0]
+    d.verify_crc = verify_crc
+    d.include_control = include_control
+    d.allow_truncated = allow_truncated
+    d.max_decompressed = max_decompressed
+    d.min_offset = -(2 ** 63) if min_offset is None else min_offset
+    d.max_offset = 2 ** 63 - 1 if max_offset is None else max_offset
+    return d
+
+
+def decode_records(const uint8_t[::1] buf, *, bint verify_crc=True, bint include_control=False,
+                   bint allow_truncated=False, min_offset=None, max_offset=None,
+                   Py_ssize_t max_decompressed=DEFAULT_MAX_DECOMPRESSED):
+    """Every record in ``buf`` (any number of batches, any magic) as a list of :class:`Record`.
+
+    Control records (transaction markers, KRaft control records) are left out unless
+    ``include_control``. ``min_offset``/``max_offset`` (exclusive) keep only records in range.
+    """
+    cdef _Decoder d = _decoder(buf, verify_crc, include_control, allow_truncated, min_offset,
+                               max_offset, max_decompressed)
+    d.out = []
+    _walk(d, d.buf, 0, d.end)
+    return d.out
+
+
+cdef class RecordIterator:
+    """Iterates records batch by batch: memory stays bounded by one batch's records."""
+    cdef object owner
+    cdef _Decoder d
+    cdef Py_ssize_t pos
+    cdef list pending
+    cdef Py_ssize_t index
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        cdef Py_ssize_t size
+        cdef V2Head h
+        while self.index >= len(self.pending):
+            if self.pos >= self.d.end:
+                raise StopIteration
+            size = _batch_size_at(self.d.buf, self.pos, self.d.end, self.d.allow_truncated)
+            if size == 0:
+                self.pos = self.d.end
+                raise StopIteration
+            self.pending = []
+            self.index = 0
+            self.d.out = self.pending
+            if self.d.buf[self.pos + 16] == 2:
+                _read_v2_head(self.d.buf + self.pos, &h)
+                _check_v2(self.d.buf + self.pos, self.pos, &h, self.d.verify_crc)
+                self.d.emit_v2(self.d.buf + self.pos, self.pos, &h)
+            else:
+                self.d.emit_legacy(self.d.buf + self.pos, self.pos, size, False, 0, 0, False, 0)
+            self.pos += size
+        rec = self.pending[self.index]
+        self.index += 1
+        return rec
+
+
+def iter_records(buf, *, bint verify_crc=True, bint include_control=False,
+                 bint allow_truncated=False, min_offset=None, max_offset=None,
+                 Py_ssize_t max_decompressed=DEFAULT_MAX_DECOMPRESSED):
+    """Iterate the records in ``buf`` lazily, one batch decoded at a time (see decode_records)."""
+    cdef const uint8_t[::1] mv = buf
+    cdef RecordIterator it = RecordIterator.__new__(RecordIterator)
+    it.owner = mv
+    it.d = _decoder(mv, verify_crc, include_control, allow_truncated, min_offset, max_offset,
+                    max_decompressed)
+    it.pending = []
+    it.index = 0
+    it.pos = 0
+    return it
+
+
+# ---------------------------------------------------------------------------------------------
+# Columnar output: Arrow-layout buffers, no Python object per record
+# ---------------------------------------------------------------------------------------------
+
+cdef class NativeBuffer:
+    """An owned block of memory exported through the buffer protocol (read-only)."""
+    cdef char *data
+    cdef Py_ssize_t size
+    cdef Py_ssize_t itemsize
+    cdef bytes fmt
+    cdef Py_ssize_t shape[1]
+    cdef Py_ssize_t strides[1]
+
+    def __dealloc__(self):
+        free(self.data)
+
+    def __len__(self):
+        return self.size // self.itemsize
+
+    @property
+    def nbytes(self):
+        return self.size
+
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        self.shape[0] = self.size // self.itemsize
+        self.strides[0] = self.itemsize
+        view.buf = self.data if self.data != NULL else <char *>_EMPTY
+        view.obj = self
+        view.len = self.size
+        view.readonly = 1
+        view.itemsize = self.itemsize
+        if flags & PyBUF_FORMAT:
+            view.format = PyBytes_AS_STRING(self.fmt)
+        else:
+            view.format = NULL
+        view.ndim = 1
+        view.shape = self.shape if (flags & PyBUF_ND) else NULL
+        view.strides = self.strides if (flags & PyBUF_ND) else NULL
+        view.suboffsets = NULL
+        view.internal = NULL
+
+    def __releasebuffer__(self, Py_buffer *view):
+        pass
+
+
+cdef struct GBuf:
+    char *data
+    Py_ssize_t len
+    Py_ssize_t cap
+
+
+cdef int _gbuf_reserve(GBuf *b, Py_ssize_t extra) except -1:
+    cdef Py_ssize_t need = b.len + extra, cap
+    cdef char *p
+    if need <= b.cap:
+        return 0
+    cap = b.cap * 2 if b.cap else 256
+    if cap < need:
+        cap = need
+    p = <char *>realloc(b.data, cap)
+    if p == NULL:
+        raise MemoryError(f"cannot grow a column buffer to {cap} bytes")
+    b.data = p
+    b.cap = cap
+    return 0
+
+
+cdef inline void _gbuf_put(GBuf *b, const void *src, Py_ssize_t n) noexcept:
+    memcpy(b.data + b.len, src, n)
+    b.len += n
+
+
+cdef NativeBuffer _take(GBuf *b, bytes fmt, Py_ssize_t itemsize):
+    cdef NativeBuffer nb = NativeBuffer.__new__(NativeBuffer)
+    nb.data = b.data
+    nb.size = b.len
+    nb.fmt = fmt
+    nb.itemsize = itemsize
+    b.data = NULL
+    b.len = b.cap = 0
+    return nb
+
+
+cdef class _ColumnBuilder:
+    cdef Py_ssize_t n
+    cdef bint keys_on
+    cdef bint headers_on
+    cdef GBuf offsets, timestamps, ts_types, epochs
+    cdef GBuf key_off, key_data, key_valid
+    cdef GBuf val_off, val_data, val_valid
+    cdef GBuf hdr_off, hk_off, hk_data, hv_off, hv_data, hv_valid
+    cdef Py_ssize_t key_nulls, val_nulls, hv_nulls, nh
+
+    def __dealloc__(self):
+        free(self.offsets.data); free(self.timestamps.data); free(self.ts_types.data)
+        free(self.epochs.data); free(self.key_off.data); free(self.key_data.data)
+        free(self.key_valid.data); free(self.val_off.data); free(self.val_data.data)
+        free(self.val_valid.data); free(self.hdr_off.data); free(self.hk_off.data)
+        free(self.hk_data.data); free(self.hv_off.data); free(self.hv_data.data)
+        free(self.hv_valid.data)
+
+    cdef int start(self) except -1:
+        cdef int32_t zero = 0
+        _gbuf_reserve(&self.val_off, 4)
+        _gbuf_put(&self.val_off, &zero, 4)
+        if self.keys_on:
+            _gbuf_reserve(&self.key_off, 4)
+            _gbuf_put(&self.key_off, &zero, 4)
+        if self.headers_on:
+            _gbuf_reserve(&self.hdr_off, 4)
+            _gbuf_put(&self.hdr_off, &zero, 4)
+            _gbuf_reserve(&self.hk_off, 4)
+            _gbuf_put(&self.hk_off, &zero, 4)
+            _gbuf_reserve(&self.hv_off, 4)
+            _gbuf_put(&self.hv_off, &zero, 4)
+        return 0
+
+    cdef int reserve(self, Py_ssize_t count) except -1:
+        """Room for ``count`` more records in every fixed-width column."""
+        _gbuf_reserve(&self.offsets, 8 * count)
+        _gbuf_reserve(&self.timestamps, 8 * count)
+        _gbuf_reserve(&self.ts_types, count)
+        _gbuf_reserve(&self.epochs, 4 * count)
+        _gbuf_reserve(&self.val_off, 4 * count)
+        _gbuf_reserve(&self.val_valid, count // 8 + 2)
+        if self.keys_on:
+            _gbuf_reserve(&self.key_off, 4 * count)
+            _gbuf_reserve(&self.key_valid, count // 8 + 2)
+        if self.headers_on:
+            _gbuf_reserve(&self.hdr_off, 4 * count)
+        return 0
+
+    cdef inline int _bin(self, GBuf *off, GBuf *data, GBuf *valid, Py_ssize_t *nulls,
+                         Py_ssize_t i, const uint8_t *p, int32_t n) except -1:
+        cdef int32_t end
+        if (i & 7) == 0:
+            valid.data[valid.len] = 0
+            valid.len += 1
+        if n >= 0:
+            valid.data[i >> 3] |= <char>(1 << (i & 7))
+            if n > 0:
+                if data.len + n > INT32_MAX:
+                    raise OverflowError("column data exceeds 2 GiB; decode fewer batches at once")
+                _gbuf_reserve(data, n)
+                _gbuf_put(data, p, n)
+        else:
+            nulls[0] += 1
+        end = <int32_t>data.len
+        _gbuf_put(off, &end, 4)
+        return 0
+
+    cdef int add(self, int64_t offset, int64_t ts, int ts_type, int32_t epoch,
+                 const RecView *r) except -1:
+        cdef int8_t tt = <int8_t>ts_type
+        cdef Py_ssize_t i = self.n
+        _gbuf_put(&self.offsets, &offset, 8)
+        _gbuf_put(&self.timestamps, &ts, 8)
+        _gbuf_put(&self.ts_types, &tt, 1)
+        _gbuf_put(&self.epochs, &epoch, 4)
+        if self.keys_on:
+            self._bin(&self.key_off, &self.key_data, &self.key_valid, &self.key_nulls, i,
+                      r.key, r.key_len)
+        self._bin(&self.val_off, &self.val_data, &self.val_valid, &self.val_nulls, i,
+                  r.value, r.value_len)
+        if self.headers_on:
+            self._headers(r)
+        self.n += 1
+        return 0
+
+    cdef int _headers(self, const RecView *r) except -1:
+        cdef const uint8_t *p = r.headers
+        cdef int32_t hk, hv, i, end
+        for i in range(r.header_count):
+            p = kb_read_varint(p, r.end, &hk)
+            _gbuf_reserve(&self.hk_off, 4)
+            _gbuf_reserve(&self.hv_off, 4)
+            _gbuf_reserve(&self.hv_valid, 2)
+            _gbuf_reserve(&self.hk_data, hk)
+            _gbuf_put(&self.hk_data, p, hk)
+            end = <int32_t>self.hk_data.len
+            _gbuf_put(&self.hk_off, &end, 4)
+            p += hk
+            p = kb_read_varint(p, r.end, &hv)
+            self._bin(&self.hv_off, &self.hv_data, &self.hv_valid, &self.hv_nulls, self.nh,
+                      p, hv)
+            if hv > 0:
+                p += hv
+            self.nh += 1
+        end = <int32_t>self.nh
+        _gbuf_put(&self.hdr_off, &end, 4)
+        return 0
+
+
+cdef class Columns:
+    """Decoded records as Arrow-layout buffers (no Python object per record).
+
+    ``offsets``/``timestamps`` are int64, ``timestamp_types`` int8 (-1 none, 0 CreateTime,
+    1 LogAppendTime), ``leader_epochs`` int32. Keys and values are Arrow binary layouts:
+    ``*_offsets`` int32 (count + 1 entries), ``*_data`` bytes, ``*_validity`` an LSB-first
+    bitmap (None when nothing is null). Headers are an Arrow list<struct<key string, value
+    binary>>: ``header_offsets`` (count + 1) index the header entries.
+    """
+    cdef readonly Py_ssize_t count
+    cdef readonly object offsets, timestamps, timestamp_types, leader_epochs
+    cdef readonly object key_offsets, key_data, key_validity
+    cdef readonly object value_offsets, value_data, value_validity
+    cdef readonly object header_offsets, header_key_offsets, header_key_data
+    cdef readonly object header_value_offsets, header_value_data, header_value_validity
+    cdef readonly Py_ssize_t key_null_count, value_null_count, header_value_null_count
+    cdef readonly Py_ssize_t header_count
+
+    def __len__(self):
+        return self.count
+
+    def __repr__(self):
+        return f"Columns(count={self.count})"
+
+    def to_arrow(self):
+        """A ``pyarrow.RecordBatch`` (columns: offset, timestamp, timestampType, leaderEpoch,
+        key, value, headers; key/headers only when decoded). No copy of the buffers."""
+        import pyarrow as pa
+        n = self.count
+        def bitmap(v):
+            return None if v is None else pa.py_buffer(v)
+        arrays = [
+            pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self.offsets)]),
+            pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self.timestamps)]),
+            pa.Array.from_buffers(pa.int8(), n, [None, pa.py_buffer(self.timestamp_types)]),
+            pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(self.leader_epochs)]),
+        ]
+        names = ["offset", "timestamp", "timestampType", "leaderEpoch"]
+        if self.key_offsets is not None:
+            arrays.append(pa.Array.from_buffers(
+                pa.binary(), n, [bitmap(self.key_validity), pa.py_buffer(self.key_offsets),
+                                 pa.py_buffer(self.key_data)], null_count=self.key_null_count))
+            names.append("key")
+        arrays.append(pa.Array.from_buffers(
+            pa.binary(), n, [bitmap(self.value_validity), pa.py_buffer(self.value_offsets),
+                             pa.py_buffer(self.value_data)], null_count=self.value_null_count))
+        names.append("value")
+        if self.header_offsets is not None:
+            nh = self.header_count
+            hkeys = pa.Array.from_buffers(pa.string(), nh, [None, pa.py_buffer(self.header_key_offsets),
+                                                            pa.py_buffer(self.header_key_data)])
+            hvals = pa.Array.from_buffers(pa.binary(), nh, [bitmap(self.header_value_validity),
+                                                            pa.py_buffer(self.header_value_offsets),
+                                                            pa.py_buffer(self.header_value_data)],
+                                          null_count=self.header_value_null_count)
+            entries = pa.StructArray.from_arrays([hkeys, hvals], names=["key", "value"])
+            arrays.append(pa.ListArray.from_arrays(
+                pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(self.header_offsets)]),
+                entries))
+            names.append("headers")
+        return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def decode_columns(const uint8_t[::1] buf, *, bint keys=True, bint headers=True,
+                   bint verify_crc=True, bint include_control=False, bint allow_truncated=False,
+                   min_offset=None, max_offset=None,
+                   Py_ssize_t max_decompressed=DEFAULT_MAX_DECOMPRESSED):
+    """Decode every record in ``buf`` into :class:`Columns` with no per-record Python objects.
+
+    ``keys=False`` / ``headers=False`` skip decoding those columns (their buffers are None).
+    """
+    cdef _Decoder d = _decoder(buf, verify_crc, include_control, allow_truncated, min_offset,
+                               max_offset, max_decompressed)
+    cdef _ColumnBuilder b = _ColumnBuilder.__new__(_ColumnBuilder)
+    b.keys_on = keys
+    b.headers_on = headers
+    b.start()
+    d.cols = b
+    _walk(d, d.buf, 0, d.end)
+    cdef Columns c = Columns.__new__(Columns)
+    c.count = b.n
+    c.offsets = _take(&b.offsets, b"q", 8)
+    c.timestamps = _take(&b.timestamps, b"q", 8)
+    c.timestamp_types = _take(&b.ts_types, b"b", 1)
+    c.leader_epochs = _take(&b.epochs, b"i", 4)
+    c.value_offsets = _take(&b.val_off, b"i", 4)
+    c.value_data = _take(&b.val_data, b"B", 1)
+    c.value_validity = _take(&b.val_valid, b"B", 1) if b.val_nulls else None
+    c.value_null_count = b.val_nulls
+    if keys:
+        c.key_offsets = _take(&b.key_off, b"i", 4)
+        c.key_data = _take(&b.key_data, b"B", 1)
+        c.key_validity = _take(&b.key_valid, b"B", 1) if b.key_nulls else None
+        c.key_null_count = b.key_nulls
+    if headers:
+        c.header_offsets = _take(&b.hdr_off, b"i", 4)
+        c.header_key_offsets = _take(&b.hk_off, b"i", 4)
+        c.header_key_data = _take(&b.hk_data, b"B", 1)
+        c.header_value_offsets = _take(&b.hv_off, b"i", 4)
+        c.header_value_data = _take(&b.hv_data, b"B", 1)
+        c.header_value_validity = _take(&b.hv_valid, b"B", 1) if b.hv_nulls else None
+        c.header_value_null_count = b.hv_nulls
+        c.header_count = b.nh
+    return c
