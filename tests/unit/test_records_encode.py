@@ -1,0 +1,158 @@
+"""encode_batch: every accepted column form gives the same bytes; bad input is refused clearly."""
+from __future__ import annotations
+
+import array
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from seglog.records import batch_headers, decode_columns, decode_records, encode_batch
+
+T = 1700000000000
+VALUES = [b"alpha", None, b"", b"\x00\x01\x02", b"x" * 300]
+KEYS = [b"k0", b"k1", None, b"", b"k4"]
+
+
+def reference() -> bytes:
+    return encode_batch(VALUES, keys=KEYS, timestamps=T)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        tuple(VALUES),
+        [None if v is None else bytearray(v) for v in VALUES],
+        [None if v is None else memoryview(v) for v in VALUES],
+        np.array(VALUES, dtype=object),
+        pa.array(VALUES, type=pa.binary()),
+        pa.array(VALUES, type=pa.large_binary()),
+        pa.chunked_array([pa.array(VALUES[:2], type=pa.binary()), pa.array(VALUES[2:], type=pa.binary())]),
+        pa.array([b"pad"] + VALUES, type=pa.binary()).slice(1),
+        iter(VALUES),
+    ],
+    ids=["tuple", "bytearray", "memoryview", "numpy-object", "arrow", "arrow-large", "arrow-chunked",
+         "arrow-sliced", "iterator"],
+)
+def test_value_column_forms_agree(values):
+    assert encode_batch(values, keys=KEYS, timestamps=T) == reference()
+
+
+def test_arrow_string_keys():
+    keys = ["k0", "k1", None, "", "k4"]
+    assert encode_batch(VALUES, keys=pa.array(keys, type=pa.string()), timestamps=T) == reference()
+
+
+def test_numpy_fixed_width_columns():
+    rows = np.arange(4 * 8, dtype=np.uint8).reshape(4, 8)
+    got = decode_records(encode_batch(rows, timestamps=T))
+    assert [r.value for r in got] == [bytes(row) for row in rows]
+    s = np.array([b"ab", b"abc\x00", b""], dtype="S4")  # NumPy strips trailing NULs from "S" items
+    assert [r.value for r in decode_records(encode_batch(s, timestamps=T))] == [b"ab", b"abc", b""]
+    v = np.zeros(2, dtype="V3")
+    assert [r.value for r in decode_records(encode_batch(v, timestamps=T))] == [b"\0\0\0", b"\0\0\0"]
+
+
+@pytest.mark.parametrize(
+    "timestamps",
+    [
+        [T] * 5,
+        np.full(5, T, dtype=np.int64),
+        array.array("q", [T] * 5),
+        pa.array([T] * 5, type=pa.int64()),
+        pa.array([T] * 5, type=pa.timestamp("ms")),
+        np.full(5, T, dtype="datetime64[ms]"),
+    ],
+    ids=["list", "numpy", "array", "arrow-int64", "arrow-ts", "numpy-datetime"],
+)
+def test_timestamp_forms_agree(timestamps):
+    assert encode_batch(VALUES, keys=KEYS, timestamps=timestamps) == reference()
+
+
+def test_timestamps_per_record_and_max_timestamp():
+    ts = [T + 5, T, T + 9, -1, T + 2]
+    buf = encode_batch(VALUES, timestamps=ts)
+    assert [r.timestamp for r in decode_records(buf)] == ts
+    (h,) = batch_headers(buf)
+    assert h.base_timestamp == T + 5 and h.max_timestamp == T + 9
+
+
+def test_extreme_timestamps_round_trip():
+    ts = [-(2**63), 2**63 - 1, 0, -1, 2**62]
+    assert [r.timestamp for r in decode_records(encode_batch([b"v"] * 5, timestamps=ts))] == ts
+
+
+def test_default_timestamp_is_now():
+    import time
+
+    before = time.time_ns() // 1_000_000
+    (rec,) = decode_records(encode_batch([b"v"]))
+    assert before <= rec.timestamp <= time.time_ns() // 1_000_000
+
+
+def test_headers_round_trip():
+    headers = [[("é-key", b"\xff"), ("n", None)], None, [], [(b"raw", b"")], [("a", b"1"), ("a", b"2")]]
+    recs = decode_records(encode_batch(VALUES, headers=headers, timestamps=T))
+    assert [r.headers for r in recs] == [
+        [("é-key", b"\xff"), ("n", None)], [], [], [("raw", b"")], [("a", b"1"), ("a", b"2")],
+    ]
+
+
+def test_producer_fields():
+    buf = encode_batch([b"a", b"b"], timestamps=T, producer_id=42, producer_epoch=7, base_sequence=2**31 - 1,
+                       is_transactional=True, partition_leader_epoch=9, base_offset=1000)
+    (h,) = batch_headers(buf)
+    assert (h.producer_id, h.producer_epoch, h.base_sequence, h.partition_leader_epoch) == (42, 7, 2**31 - 1, 9)
+    assert h.is_transactional and not h.is_control
+    assert h.last_sequence == 0  # sequences wrap past INT32_MAX to 0
+    assert [r.sequence for r in decode_records(buf)] == [2**31 - 1, 0]
+    assert [r.offset for r in decode_records(buf)] == [1000, 1001]
+
+
+def test_columns_skip_keys_and_headers():
+    buf = encode_batch(VALUES, keys=KEYS, headers=[[("h", b"v")]] * 5, timestamps=T)
+    cols = decode_columns(buf, keys=False, headers=False)
+    assert cols.key_offsets is None and cols.header_offsets is None
+    assert cols.to_arrow().column_names == ["offset", "timestamp", "timestampType", "leaderEpoch", "value"]
+    assert cols.to_arrow().column("value").to_pylist() == VALUES
+    full = decode_columns(buf)
+    assert np.frombuffer(full.offsets, dtype=np.int64).tolist() == [0, 1, 2, 3, 4]
+    assert full.value_null_count == 1 and full.key_null_count == 1
+
+
+def test_offset_range_filter():
+    buf = b"".join(encode_batch([b"v"] * 4, base_offset=b, timestamps=T) for b in (0, 4, 8))
+    assert [r.offset for r in decode_records(buf, min_offset=3, max_offset=9)] == [3, 4, 5, 6, 7, 8]
+    cols = decode_columns(buf, min_offset=3, max_offset=9)
+    assert np.frombuffer(cols.offsets, dtype=np.int64).tolist() == [3, 4, 5, 6, 7, 8]
+
+
+@pytest.mark.parametrize(
+    "values,kwargs,exc,match",
+    [
+        (["text"], {}, TypeError, r"values\[0\] is a str"),
+        ([1], {}, TypeError, r"values\[0\] is a int"),
+        (b"abc", {}, TypeError, "must be a column"),
+        ([], {}, ValueError, "at least one record"),
+        ([b"a"], {"keys": [b"a", b"b"]}, ValueError, "keys has 2 items, values has 1"),
+        ([b"a"], {"timestamps": [1, 2]}, ValueError, "timestamps has 2 items"),
+        ([b"a"], {"headers": [[("k", "str")]]}, TypeError, "header values are bytes"),
+        ([b"a"], {"headers": [[("k",)]]}, TypeError, "pair"),
+        ([b"a"], {"compression": "brotli"}, ValueError, "unknown compression 'brotli'"),
+        ([b"a"], {"compression": 9}, ValueError, "unknown compression codec id 9"),
+        (np.zeros(3, dtype=np.float64), {}, TypeError, "NumPy array must have dtype"),
+    ],
+)
+def test_bad_input_is_refused(values, kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        encode_batch(values, **kwargs)
+
+
+def test_iter_records_is_lazy_and_equal():
+    from seglog.records import iter_records
+
+    buf = b"".join(encode_batch([b"v%d" % i for i in range(3)], base_offset=3 * b, timestamps=T) for b in range(4))
+    it = iter_records(buf)
+    assert next(it).offset == 0
+    assert [r.offset for r in it] == list(range(1, 12))
+    assert list(iter_records(buf)) == decode_records(buf)
