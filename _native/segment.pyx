@@ -1,0 +1,975 @@
+"""One log segment: ``<base>.log`` with its ``.index``, ``.timeindex`` (and ``.txnindex``).
+
+Mirrors Kafka's ``LogSegment`` (storage/internals/log/LogSegment.java); spec ``kafka-format.md``
+§5, §6, §8. File names are the 20-digit zero-padded base offset::
+
+    00000000000000001234.log        batches back to back, no header, no padding
+    00000000000000001234.index      sparse offset index  [int32 relOffset][int32 position]
+    00000000000000001234.timeindex  sparse time index    [int64 timestamp][int32 relOffset]
+    00000000000000001234.txnindex   aborted transactions (34-byte entries), only if any
+
+Append path (zero copy): the caller's already-encoded batches go to the page cache with one
+``pwritev`` per append; for each batch the first 16 bytes (baseOffset, batchLength,
+partitionLeaderEpoch, which lie outside the CRC) come from a small scratch buffer so offsets and
+the leader epoch can be assigned without copying or re-checksumming the body.
+
+Index rule (``LogSegment.append``), per append call: when more than ``index.interval.bytes`` were
+appended since the last entry, add (largest offset of this append, position before this append)
+to the offset index and (max timestamp so far, its batch's last offset) to the time index. The
+recovery walk applies the same rule per batch. The time index gets the segment's max-timestamp
+entry when the segment becomes inactive or closes.
+
+Read path: the ``.log`` is mapped read-only with a reservation of at least ``segment.bytes`` so
+appends rarely need a new mapping; only bytes below the segment's own ``size`` are ever exposed,
+so a mapping never touches pages past end of file. Slices are memoryviews of a ``Mapping``,
+which counts its exports; ``truncate_to``/``close``/``delete`` refuse (``BufferError``) while
+any view of this segment's data is alive, as CPython's mmap does.
+
+Crash policy: an append either writes whole batches or, on a write error, truncates the file back
+to its previous size before raising. A crash mid-``pwritev`` leaves a torn tail; ``recover()``
+validates every batch (structure and CRC) and truncates at the first invalid byte. Index files
+are never trusted after an unclean shutdown: the log layer calls ``recover()``, which rebuilds
+them.
+
+Thread-safety: one writer; readers may call ``read``/``translate_offset`` concurrently with an
+append only under the log's lock (the log layer provides it). Not thread-safe on its own.
+"""
+
+import os
+
+from cpython.buffer cimport PyBUF_FORMAT, PyBUF_ND
+from libc.errno cimport errno, EINTR
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, int16_t, int32_t, int64_t, uint64_t, INT32_MAX
+from libc.stdlib cimport malloc, free
+from libc.string cimport memcpy, strerror
+from posix.mman cimport mmap, munmap, PROT_READ, MAP_SHARED, MAP_FAILED
+from posix.unistd cimport ftruncate
+
+from seglog._native import _errors
+from seglog._native.index import OffsetIndex, TimeIndex
+
+cdef extern from "sys/uio.h" nogil:
+    struct iovec:
+        void *iov_base
+        size_t iov_len
+    ssize_t pwritev(int fd, const iovec *iov, int iovcnt, long offset)
+
+cdef extern from "unistd.h" nogil:
+    int fdatasync(int fd)
+    long sysconf(int name)
+    int _SC_PAGESIZE
+
+cdef extern from "kbytes.h" nogil:
+    uint16_t kb_load_u16(const uint8_t *p)
+    uint32_t kb_load_u32(const uint8_t *p)
+    int32_t kb_load_i32(const uint8_t *p)
+    int64_t kb_load_i64(const uint8_t *p)
+    void kb_store_u32(uint8_t *p, uint32_t v)
+    void kb_store_u64(uint8_t *p, uint64_t v)
+
+cdef extern from "crc32c.h" nogil:
+    uint32_t seglog_crc32c(uint32_t crc, const uint8_t *p, size_t n)
+
+cdef enum:
+    LOG_OVERHEAD = 12
+    HEADER_UP_TO_MAGIC = 17
+    V2_HEADER = 61
+    V2_MIN_LENGTH = 49
+    LEGACY_MIN_LENGTH = 14
+    CRC_START = 21
+    IOV_BATCH = 512            # batches per pwritev call (2 iovecs each, under IOV_MAX 1024)
+    ATTR_CODEC_MASK = 0x07
+    ATTR_CONTROL = 0x20
+
+NO_PARTITION_LEADER_EPOCH = -1
+
+
+def filename_prefix(int64_t offset):
+    """Kafka's ``LogFileUtils.filenamePrefixFromOffset``: 20 digits, zero-padded."""
+    return "%020d" % offset
+
+
+def _storage_error(str msg, object path, **fields):
+    raise _errors.make("storage", msg, path=path, **fields)
+
+
+cdef class Mapping:
+    """A read-only mapping of the first ``length`` bytes of a file; unmapped when unreferenced.
+
+    Exposes the buffer protocol; ``exports`` counts live views.
+    """
+    cdef uint8_t *addr
+    cdef size_t length
+    cdef size_t reserved
+    cdef readonly Py_ssize_t exports
+    cdef Py_ssize_t shape[1]
+    cdef Py_ssize_t strides[1]
+
+    def __dealloc__(self):
+        if self.addr != NULL:
+            munmap(self.addr, self.reserved)
+
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        self.shape[0] = self.length
+        self.strides[0] = 1
+        view.buf = self.addr
+        view.obj = self
+        view.len = self.length
+        view.readonly = 1
+        view.itemsize = 1
+        if flags & PyBUF_FORMAT:
+            view.format = b"B"
+        else:
+            view.format = NULL
+        view.ndim = 1
+        view.shape = self.shape if (flags & PyBUF_ND) else NULL
+        view.strides = self.strides if (flags & PyBUF_ND) else NULL
+        view.suboffsets = NULL
+        view.internal = NULL
+        self.exports += 1
+
+    def __releasebuffer__(self, Py_buffer *view):
+        self.exports -= 1
+
+
+cdef class BatchInfo:
+    """Where a batch lies and what its header says (one segment's view)."""
+    cdef readonly Py_ssize_t position
+    cdef readonly Py_ssize_t size
+    cdef readonly int magic
+    cdef readonly int64_t base_offset
+    cdef readonly int64_t last_offset
+    cdef readonly int64_t max_timestamp
+    cdef readonly int32_t partition_leader_epoch
+    cdef readonly int attributes
+    cdef readonly int64_t producer_id
+    cdef readonly int16_t producer_epoch
+    cdef readonly int32_t base_sequence
+    cdef readonly int32_t records_count
+
+    @property
+    def next_offset(self):
+        return self.last_offset + 1
+
+    @property
+    def is_control(self):
+        return self.magic == 2 and bool(self.attributes & ATTR_CONTROL)
+
+    @property
+    def is_transactional(self):
+        return self.magic == 2 and bool(self.attributes & 0x10)
+
+    def __repr__(self):
+        return (f"BatchInfo(position={self.position}, size={self.size}, magic={self.magic}, "
+                f"offsets={self.base_offset}..{self.last_offset}, max_timestamp={self.max_timestamp}, "
+                f"leader_epoch={self.partition_leader_epoch})")
+
+
+cdef struct Head:
+    Py_ssize_t size
+    int magic
+    int64_t base_offset
+    int64_t last_offset
+    int64_t max_ts
+    int32_t ple
+    int32_t count
+    uint16_t attrs
+
+
+# Status codes of the header walk; turned into messages in exactly one place (_walk_error).
+cdef enum WalkStatus:
+    W_OK = 0
+    W_END = 1            # clean end of data
+    W_TORN = 2           # fewer bytes than the batch needs: a torn tail
+    W_BAD_LENGTH = 3
+    W_BAD_MAGIC = 4
+    W_BAD_CRC = 5
+    W_BAD_COUNT = 6
+    W_BAD_DELTA = 7
+
+
+cdef inline int _head_at(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, Head *h,
+                         bint verify_crc) noexcept nogil:
+    """Read and check the header of the batch at ``pos`` (a v2 batch or a legacy entry)."""
+    cdef Py_ssize_t remaining = end - pos
+    cdef const uint8_t *b = buf + pos
+    cdef int32_t length
+    if remaining == 0:
+        return W_END
+    if remaining < HEADER_UP_TO_MAGIC:
+        return W_TORN
+    length = kb_load_i32(b + 8)
+    h.magic = b[16]
+    if length < LEGACY_MIN_LENGTH:
+        return W_BAD_LENGTH
+    if h.magic > 2:
+        return W_BAD_MAGIC
+    if h.magic == 2 and length < V2_MIN_LENGTH:
+        return W_BAD_LENGTH
+    if <Py_ssize_t>length + LOG_OVERHEAD > remaining:
+        return W_TORN
+    h.size = <Py_ssize_t>length + LOG_OVERHEAD
+    h.base_offset = kb_load_i64(b)
+    if h.magic == 2:
+        h.ple = kb_load_i32(b + 12)
+        h.attrs = kb_load_u16(b + 21)
+        h.last_offset = h.base_offset + kb_load_i32(b + 23)
+        h.max_ts = kb_load_i64(b + 35)
+        h.count = kb_load_i32(b + 57)
+        if kb_load_i32(b + 23) < 0:
+            return W_BAD_DELTA
+        if h.count < 0:
+            return W_BAD_COUNT
+        if verify_crc and seglog_crc32c(0, b + CRC_START, h.size - CRC_START) != kb_load_u32(b + 17):
+            return W_BAD_CRC
+    else:
+        h.ple = -1
+        h.attrs = b[17]
+        h.last_offset = h.base_offset
+        h.max_ts = kb_load_i64(b + 18) if h.magic == 1 and h.size >= 26 else -1
+        h.count = 1
+        # Legacy CRC-32 is checked by the caller (zlib), outside the nogil walk.
+    return W_OK
+
+
+cdef str _walk_error(int status, Py_ssize_t pos, const uint8_t *buf, Py_ssize_t end):
+    if status == W_TORN:
+        return f"torn batch at position {pos}: {end - pos} bytes remain, fewer than the batch needs"
+    if status == W_BAD_LENGTH:
+        return f"invalid batch length {kb_load_i32(buf + pos + 8)} at position {pos}"
+    if status == W_BAD_MAGIC:
+        return f"unknown magic byte {buf[pos + 16]} at position {pos}"
+    if status == W_BAD_CRC:
+        return (f"CRC mismatch in the batch at position {pos} (offset {kb_load_i64(buf + pos)})")
+    if status == W_BAD_COUNT:
+        return f"negative record count in the batch at position {pos}"
+    if status == W_BAD_DELTA:
+        return f"negative lastOffsetDelta in the batch at position {pos}"
+    return f"invalid batch at position {pos}"
+
+
+cdef bint _legacy_crc_ok(const uint8_t *b, Py_ssize_t size):
+    import zlib
+    return kb_load_u32(b + 12) == zlib.crc32(<const uint8_t[:size - 16]>(b + 16))
+
+
+cdef BatchInfo _info(const Head *h, Py_ssize_t pos, const uint8_t *buf):
+    cdef BatchInfo bi = BatchInfo.__new__(BatchInfo)
+    cdef const uint8_t *b = buf + pos
+    bi.position = pos
+    bi.size = h.size
+    bi.magic = h.magic
+    bi.base_offset = h.base_offset
+    bi.last_offset = h.last_offset
+    bi.max_timestamp = h.max_ts
+    bi.partition_leader_epoch = h.ple
+    bi.attributes = h.attrs
+    bi.records_count = h.count
+    if h.magic == 2:
+        bi.producer_id = kb_load_i64(b + 43)
+        bi.producer_epoch = <int16_t>kb_load_u16(b + 51)
+        bi.base_sequence = kb_load_i32(b + 53)
+    else:
+        bi.producer_id = -1
+        bi.producer_epoch = -1
+        bi.base_sequence = -1
+    return bi
+
+
+cdef class RecoveryResult:
+    cdef readonly Py_ssize_t valid_bytes
+    cdef readonly Py_ssize_t truncated_bytes
+    cdef readonly int64_t next_offset
+    cdef readonly int64_t batches
+    cdef readonly object reason
+    cdef readonly list epoch_starts      # [(leader epoch, first offset)] in log order, increasing epochs
+    cdef readonly list batch_infos       # per batch, when asked for (producer state rebuild)
+
+    def __repr__(self):
+        return (f"RecoveryResult(valid_bytes={self.valid_bytes}, truncated_bytes={self.truncated_bytes}, "
+                f"next_offset={self.next_offset}, batches={self.batches}, reason={self.reason!r})")
+
+
+cdef class AppendInfo:
+    cdef readonly int64_t first_offset
+    cdef readonly int64_t last_offset
+    cdef readonly int64_t max_timestamp
+    cdef readonly int64_t offset_of_max_timestamp
+    cdef readonly Py_ssize_t position
+    cdef readonly Py_ssize_t size
+    cdef readonly int32_t batches
+    cdef readonly int64_t records
+
+    def __repr__(self):
+        return (f"AppendInfo(first_offset={self.first_offset}, last_offset={self.last_offset}, "
+                f"position={self.position}, size={self.size}, batches={self.batches})")
+
+
+cdef class Segment:
+    """One segment of a partition log (see module docs)."""
+    cdef readonly object dir
+    cdef readonly int64_t base_offset
+    cdef readonly Py_ssize_t size
+    cdef readonly object log_path
+    cdef readonly object offset_index
+    cdef readonly object time_index
+    cdef readonly int64_t next_offset
+    cdef readonly int64_t max_timestamp_so_far
+    cdef readonly int64_t offset_of_max_timestamp
+    cdef readonly int64_t rolling_based_timestamp
+    cdef readonly int32_t index_interval_bytes
+    cdef readonly bint read_only
+    cdef readonly Py_ssize_t bytes_since_last_index_entry
+    cdef int fd
+    cdef Py_ssize_t reserve
+    cdef Mapping mapping
+    cdef list old_mappings
+    cdef readonly bint closed
+    cdef readonly str suffix
+
+    def __cinit__(self):
+        self.fd = -1
+        self.old_mappings = []
+        self.closed = True
+
+    def __init__(self, dir, int64_t base_offset, *, int32_t index_interval_bytes=4096,
+                 Py_ssize_t max_index_size=10485760, Py_ssize_t segment_bytes=1073741824,
+                 bint create=False, bint read_only=False, str suffix=""):
+        """Open (or with ``create`` make) the segment at ``base_offset`` in ``dir``.
+
+        Opening reads no batch data except the tail after the last offset-index entry (to find
+        ``next_offset``); indexes are taken as they are, so after an unclean shutdown the
+        caller must ``sanity_check()`` or ``recover()``.
+        """
+        if base_offset < 0:
+            raise ValueError(f"segment base offset must be >= 0, got {base_offset}")
+        if index_interval_bytes < 0:
+            raise ValueError(f"index.interval.bytes must be >= 0, got {index_interval_bytes}")
+        self.dir = os.fspath(dir)
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.read_only = read_only
+        self.suffix = suffix
+        prefix = os.path.join(self.dir, filename_prefix(base_offset))
+        self.log_path = prefix + ".log" + suffix
+        exists = os.path.exists(self.log_path)
+        if create and exists:
+            raise FileExistsError(f"segment file already exists: {self.log_path}")
+        if not create and not exists:
+            raise FileNotFoundError(f"segment file not found: {self.log_path}")
+        flags = os.O_RDONLY if read_only else (os.O_RDWR | os.O_CREAT)
+        self.fd = os.open(self.log_path, flags | os.O_CLOEXEC, 0o644)
+        self.closed = False
+        try:
+            self.size = os.fstat(self.fd).st_size
+            page = sysconf(_SC_PAGESIZE)
+            self.reserve = max(segment_bytes, self.size, 1)
+            self.reserve = (self.reserve + page - 1) // page * page
+            self._map(self.size)
+            self.offset_index = OffsetIndex(prefix + ".index" + suffix, base_offset,
+                                            max_index_size=max_index_size, writable=not read_only)
+            self.time_index = TimeIndex(prefix + ".timeindex" + suffix, base_offset,
+                                        max_index_size=max_index_size, writable=not read_only)
+            self.max_timestamp_so_far = -1
+            self.offset_of_max_timestamp = base_offset
+            self.rolling_based_timestamp = -1
+            self._load_tail_state()
+        except BaseException:
+            self._close_files()
+            raise
+
+    # -- mapping -------------------------------------------------------------------------------
+
+    cdef int _map(self, Py_ssize_t length) except -1:
+        """Make ``self.mapping`` cover at least ``length`` bytes (a new mapping if needed)."""
+        cdef Mapping m
+        cdef void *addr
+        if self.mapping is not None and <size_t>length <= self.mapping.reserved:
+            self.mapping.length = length
+            return 0
+        if <size_t>length > <size_t>self.reserve:
+            self.reserve = length * 2
+        addr = mmap(NULL, self.reserve, PROT_READ, MAP_SHARED, self.fd, 0)
+        if addr == MAP_FAILED:
+            _storage_error(f"cannot map {self.log_path}: {strerror(errno).decode()}", self.log_path)
+        m = Mapping.__new__(Mapping)
+        m.addr = <uint8_t *>addr
+        m.reserved = self.reserve
+        m.length = length
+        if self.mapping is not None:
+            self.old_mappings.append(self.mapping)
+        self.mapping = m
+        return 0
+
+    cdef inline const uint8_t *_data(self):
+        return self.mapping.addr
+
+    def live_views(self):
+        """How many exported views of this segment's data are alive."""
+        self.old_mappings = [m for m in self.old_mappings if (<Mapping>m).exports > 0]
+        cdef Py_ssize_t n = self.mapping.exports if self.mapping is not None else 0
+        for m in self.old_mappings:
+            n += (<Mapping>m).exports
+        return n
+
+    cdef int _refuse_if_viewed(self, str action) except -1:
+        cdef Py_ssize_t n = self.live_views()
+        if n:
+            raise BufferError(f"cannot {action} {self.log_path}: {n} exported view(s) of its data "
+                              "are still alive; release them first")
+        return 0
+
+    # -- state ---------------------------------------------------------------------------------
+
+    cdef int _load_tail_state(self) except -1:
+        """next_offset from the last index entry plus a header scan; max timestamp from the
+        time index's last entry (Kafka's lazy ``maxTimestampAndOffsetSoFar``)."""
+        cdef Head h
+        cdef int st
+        cdef Py_ssize_t pos = 0
+        cdef const uint8_t *buf = self._data()
+        self.next_offset = self.base_offset
+        if self.offset_index.entries:
+            off, p = self.offset_index.last_entry
+            if 0 <= p < self.size:
+                pos = p
+        while True:
+            st = _head_at(buf, pos, self.size, &h, False)
+            if st != W_OK:
+                break
+            if h.last_offset + 1 > self.next_offset:
+                self.next_offset = h.last_offset + 1
+            if pos == 0:
+                self.rolling_based_timestamp = h.max_ts
+            pos += h.size
+        if self.time_index.entries:
+            ts, off = self.time_index.last_entry
+            self.max_timestamp_so_far = ts
+            self.offset_of_max_timestamp = off
+        if self.size and self.rolling_based_timestamp < 0:
+            st = _head_at(buf, 0, self.size, &h, False)
+            if st == W_OK:
+                self.rolling_based_timestamp = h.max_ts
+        return 0
+
+    @property
+    def largest_timestamp(self):
+        """Max record timestamp in the segment (-1 if none): Kafka's ``largestTimestamp`` uses
+        the time index's last entry; the file's mtime stands in when no batch has one."""
+        if self.max_timestamp_so_far >= 0:
+            return self.max_timestamp_so_far
+        return int(os.stat(self.log_path).st_mtime * 1000)
+
+    @property
+    def index_full(self):
+        return self.offset_index.is_full or self.time_index.is_full
+
+    def can_convert_to_relative_offset(self, int64_t offset):
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    def __len__(self):
+        return self.size
+
+    def __repr__(self):
+        return (f"Segment({self.log_path!r}, base_offset={self.base_offset}, size={self.size}, "
+                f"next_offset={self.next_offset})")
+
+    # -- append --------------------------------------------------------------------------------
+
+    def append(self, const uint8_t[::1] batches, int64_t assign_from=-1,
+               int32_t leader_epoch=NO_PARTITION_LEADER_EPOCH, bint verify_crc=True):
+        """Append whole v2 batches from ``batches`` (any buffer) and return an AppendInfo.
+
+        ``assign_from >= 0`` assigns offsets (leader): batch i gets base offset
+        ``assign_from + records before it``, i.e. offsets are assigned contiguously from the
+        batches' own offset ranges. Otherwise (follower) the batches' offsets are kept and must
+        be above ``next_offset - 1``. ``leader_epoch >= 0`` is written into every batch.
+        Structure and (with ``verify_crc``) CRCs are checked before anything is written.
+        """
+        if self.closed:
+            raise ValueError(f"segment {self.log_path} is closed")
+        if self.read_only:
+            raise PermissionError(f"segment {self.log_path} is open read-only")
+        cdef Py_ssize_t n = batches.shape[0]
+        if n == 0:
+            raise ValueError("nothing to append: the buffer is empty")
+        cdef const uint8_t *src = &batches[0]
+        cdef Py_ssize_t pos = 0, count = 0
+        cdef Head h
+        cdef int st
+        cdef int64_t next_off = assign_from if assign_from >= 0 else -1
+        cdef int64_t first = -1, last = -1, max_ts = -1, off_max = -1, delta
+        cdef int64_t records = 0
+        # Pass 1: validate everything and compute offsets; nothing is written on error.
+        while pos < n:
+            st = _head_at(src, pos, n, &h, verify_crc)
+            if st != W_OK:
+                raise _errors.corrupt(f"cannot append to {self.log_path}: "
+                                      + _walk_error(st, pos, src, n), pos)
+            if h.magic != 2:
+                raise _errors.make("invalid_record",
+                                   f"cannot append a magic {h.magic} batch to {self.log_path}: "
+                                   "only RecordBatch v2 is written", position=pos)
+            delta = h.last_offset - h.base_offset
+            if assign_from >= 0:
+                h.base_offset = next_off
+                h.last_offset = next_off + delta
+                next_off = h.last_offset + 1
+            elif h.base_offset < self.next_offset or (last >= 0 and h.base_offset <= last):
+                raise _errors.make("invalid_record",
+                                   f"out-of-order offsets appending to {self.log_path}: batch at "
+                                   f"position {pos} starts at offset {h.base_offset}, the log already "
+                                   f"holds up to {max(last, self.next_offset - 1)}",
+                                   position=pos, offset=h.base_offset)
+            if h.base_offset - self.base_offset < 0 or h.last_offset - self.base_offset > INT32_MAX:
+                raise _errors.make("invalid_record",
+                                   f"offsets {h.base_offset}..{h.last_offset} cannot be stored relative "
+                                   f"to the base offset {self.base_offset} of {self.log_path} (roll first)",
+                                   offset=h.base_offset)
+            if first < 0:
+                first = h.base_offset
+            last = h.last_offset
+            if h.max_ts > max_ts:
+                max_ts = h.max_ts
+                off_max = h.last_offset
+            records += h.count
+            count += 1
+            pos += h.size
+        self._write(src, n, count, assign_from, leader_epoch)
+        cdef Py_ssize_t start_pos = self.size
+        self.size += n
+        self._map(self.size)
+        self.next_offset = last + 1
+        if self.rolling_based_timestamp < 0:
+            self.rolling_based_timestamp = max_ts
+        if max_ts > self.max_timestamp_so_far:
+            self.max_timestamp_so_far = max_ts
+            self.offset_of_max_timestamp = off_max
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(last, start_pos)
+            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += n
+        cdef AppendInfo info = AppendInfo.__new__(AppendInfo)
+        info.first_offset = first
+        info.last_offset = last
+        info.max_timestamp = max_ts
+        info.offset_of_max_timestamp = off_max
+        info.position = start_pos
+        info.size = n
+        info.batches = <int32_t>count
+        info.records = records
+        return info
+
+    cdef int _write(self, const uint8_t *src, Py_ssize_t n, Py_ssize_t count, int64_t assign_from,
+                    int32_t leader_epoch) except -1:
+        """pwritev the batches at the end of the file; headers patched through scratch space."""
+        cdef uint8_t *scratch = NULL
+        cdef iovec *iov = NULL
+        cdef Py_ssize_t pos = 0, i = 0, k, written, want, done
+        cdef int64_t next_off = assign_from, delta
+        cdef int32_t length
+        cdef ssize_t r
+        cdef long file_pos = self.size
+        cdef int err = 0
+        cdef int fd = self.fd
+        cdef Py_ssize_t nb = min(count, IOV_BATCH)
+        scratch = <uint8_t *>malloc(16 * nb)
+        iov = <iovec *>malloc(sizeof(iovec) * 2 * nb)
+        if scratch == NULL or iov == NULL:
+            free(scratch)
+            free(iov)
+            raise MemoryError()
+        try:
+            while pos < n:
+                # Fill up to IOV_BATCH batches' worth of iovecs.
+                k = 0
+                want = 0
+                while pos < n and k < nb:
+                    length = kb_load_i32(src + pos + 8)
+                    memcpy(scratch + 16 * k, src + pos, 16)
+                    if assign_from >= 0:
+                        delta = kb_load_i32(src + pos + 23)
+                        kb_store_u64(scratch + 16 * k, <uint64_t>next_off)
+                        next_off += delta + 1
+                    if leader_epoch >= 0:
+                        kb_store_u32(scratch + 16 * k + 12, <uint32_t>leader_epoch)
+                    iov[2 * k].iov_base = scratch + 16 * k
+                    iov[2 * k].iov_len = 16
+                    iov[2 * k + 1].iov_base = <void *>(src + pos + 16)
+                    iov[2 * k + 1].iov_len = length + LOG_OVERHEAD - 16
+                    want += length + LOG_OVERHEAD
+                    pos += length + LOG_OVERHEAD
+                    k += 1
+                done = 0
+                with nogil:
+                    while done < want:
+                        r = pwritev(fd, iov, <int>(2 * k), file_pos)
+                        if r < 0:
+                            if errno == EINTR:
+                                continue
+                            err = errno
+                            break
+                        done += r
+                        file_pos += r
+                        if done < want:
+                            _advance(iov, 2 * k, r)
+                if err:
+                    break
+        finally:
+            free(scratch)
+            free(iov)
+        if err:
+            # Leave no partial batch behind: cut the file back to where this append began.
+            ftruncate(fd, self.size)
+            _storage_error(f"write to {self.log_path} failed at position {file_pos}: "
+                           f"{strerror(err).decode()} (append of {n} bytes rolled back)",
+                           self.log_path, position=file_pos)
+        return 0
+
+    # -- read ----------------------------------------------------------------------------------
+
+    def view(self, Py_ssize_t position=0, Py_ssize_t length=-1):
+        """A zero-copy memoryview of ``[position, position + length)`` of the log data."""
+        if self.closed:
+            raise ValueError(f"segment {self.log_path} is closed")
+        if length < 0:
+            length = self.size - position
+        if position < 0 or length < 0 or position + length > self.size:
+            raise ValueError(f"range {position}+{length} is outside {self.log_path} "
+                             f"({self.size} bytes)")
+        return memoryview(self.mapping)[position:position + length]
+
+    def translate_offset(self, int64_t offset, Py_ssize_t start_position=0):
+        """(position, BatchInfo) of the first batch whose last offset is >= ``offset``, found
+        through the offset index then a scan of batch headers; None if no batch holds it."""
+        cdef Py_ssize_t pos = start_position
+        cdef Head h
+        cdef int st
+        if self.closed:
+            raise ValueError(f"segment {self.log_path} is closed")
+        if offset >= self.next_offset:
+            return None
+        if pos == 0:
+            _, p = self.offset_index.lookup(offset)
+            pos = p
+        cdef const uint8_t *buf = self._data()
+        while True:
+            st = _head_at(buf, pos, self.size, &h, False)
+            if st != W_OK:
+                return None
+            if h.last_offset >= offset:
+                return _info(&h, pos, buf)
+            pos += h.size
+
+    cdef Py_ssize_t _position_of(self, int64_t offset) except -2:
+        found = self.translate_offset(offset)
+        return -1 if found is None else (<BatchInfo>found).position
+
+    def read(self, int64_t start_offset, Py_ssize_t max_bytes, Py_ssize_t max_position=-1,
+             bint min_one_batch=True):
+        """Whole batches from the one holding ``start_offset``: a memoryview (or None when the
+        segment has nothing at or after it). At most ``max_bytes`` unless ``min_one_batch`` and
+        the first batch alone is larger; never past ``max_position``."""
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
+        if max_position < 0 or max_position > self.size:
+            max_position = self.size
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        cdef BatchInfo first = <BatchInfo>found
+        cdef Py_ssize_t start = first.position
+        if start >= max_position:
+            return None
+        cdef Py_ssize_t end = self.batch_end(start, max_bytes, max_position, min_one_batch)
+        if end <= start:
+            return None
+        return memoryview(self.mapping)[start:end]
+
+    def batch_end(self, Py_ssize_t start, Py_ssize_t max_bytes, Py_ssize_t max_position,
+                  bint min_one_batch):
+        """End position of the whole batches from ``start`` that fit ``max_bytes`` and stop at
+        ``max_position`` (the fetch loop's inner step; headers only)."""
+        cdef const uint8_t *buf = self._data()
+        cdef Py_ssize_t pos = start, limit
+        cdef Head h
+        if max_position < 0 or max_position > self.size:
+            max_position = self.size
+        limit = start + max_bytes
+        with nogil:
+            while pos < max_position:
+                if _head_at(buf, pos, max_position, &h, False) != W_OK:
+                    break
+                if pos + h.size > limit and not (min_one_batch and pos == start):
+                    break
+                pos += h.size
+        return pos
+
+    def batches(self, Py_ssize_t start_position=0, bint verify_crc=False):
+        """BatchInfo for every batch from ``start_position`` (headers only)."""
+        cdef const uint8_t *buf = self._data()
+        cdef Py_ssize_t pos = start_position
+        cdef Head h
+        cdef int st
+        cdef list out = []
+        while True:
+            st = _head_at(buf, pos, self.size, &h, verify_crc)
+            if st == W_END:
+                break
+            if st != W_OK:
+                raise _errors.corrupt(f"{self.log_path}: " + _walk_error(st, pos, buf, self.size), pos,
+                                      path=self.log_path)
+            out.append(_info(&h, pos, buf))
+            pos += h.size
+        return out
+
+    def find_offset_by_timestamp(self, int64_t timestamp, int64_t starting_offset=0):
+        """(position, BatchInfo) of the first batch at or after ``starting_offset`` whose max
+        timestamp is >= ``timestamp`` (Kafka's ``LogSegment.findOffsetByTimestamp`` before the
+        record-level step, which the caller does on that one batch); None if none."""
+        ts_entry, off = self.time_index.lookup(timestamp)
+        off = max(off, starting_offset)
+        _, pos = self.offset_index.lookup(off)
+        cdef const uint8_t *buf = self._data()
+        cdef Py_ssize_t p = pos
+        cdef Head h
+        while _head_at(buf, p, self.size, &h, False) == W_OK:
+            if h.max_ts >= timestamp and h.last_offset >= starting_offset:
+                return _info(&h, p, buf)
+            p += h.size
+        return None
+
+    # -- recovery and truncation ---------------------------------------------------------------
+
+    def recover(self, bint collect_batches=False, Py_ssize_t max_batch_size=-1):
+        """Kafka's ``LogSegment.recover``: reset the indexes, validate every batch (structure,
+        CRC, relative offsets, increasing offsets), rebuild both indexes, truncate the file at
+        the first invalid byte. Returns a RecoveryResult (with per-batch BatchInfo when
+        ``collect_batches``, for the producer-state rebuild)."""
+        if self.read_only:
+            raise PermissionError(f"cannot recover {self.log_path}: opened read-only")
+        self._refuse_if_viewed("recover")
+        self.offset_index.reset()
+        self.time_index.reset()
+        cdef const uint8_t *buf = self._data()
+        cdef Py_ssize_t pos = 0, last_index_pos = 0
+        cdef Head h
+        cdef int st
+        cdef int64_t prev_last = self.base_offset - 1
+        cdef int32_t epoch = -1
+        cdef RecoveryResult res = RecoveryResult.__new__(RecoveryResult)
+        res.epoch_starts = []
+        res.batch_infos = [] if collect_batches else None
+        res.reason = None
+        self.max_timestamp_so_far = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self.rolling_based_timestamp = -1
+        while True:
+            st = _head_at(buf, pos, self.size, &h, True)
+            if st == W_END:
+                break
+            if st != W_OK:
+                res.reason = _walk_error(st, pos, buf, self.size)
+                break
+            if h.magic < 2 and not _legacy_crc_ok(buf + pos, h.size):
+                res.reason = f"CRC-32 mismatch in the legacy message at position {pos}"
+                break
+            if h.base_offset <= prev_last or h.base_offset < self.base_offset:
+                res.reason = (f"offset {h.base_offset} at position {pos} does not follow the previous "
+                              f"batch's last offset {prev_last}")
+                break
+            if h.last_offset - self.base_offset > INT32_MAX:
+                res.reason = f"offset {h.last_offset} at position {pos} is out of this segment's range"
+                break
+            if 0 <= max_batch_size < h.size:
+                res.reason = f"batch of {h.size} bytes at position {pos} exceeds {max_batch_size}"
+                break
+            if pos == 0:
+                self.rolling_based_timestamp = h.max_ts
+            if h.max_ts > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = h.max_ts
+                self.offset_of_max_timestamp = h.last_offset
+            if pos - last_index_pos > self.index_interval_bytes:
+                self.offset_index.append(h.last_offset, pos)
+                self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
+                last_index_pos = pos
+            if h.magic == 2 and h.ple > epoch:
+                epoch = h.ple
+                res.epoch_starts.append((h.ple, h.base_offset))
+            if collect_batches:
+                res.batch_infos.append(_info(&h, pos, buf))
+            prev_last = h.last_offset
+            res.batches += 1
+            pos += h.size
+        res.valid_bytes = pos
+        res.truncated_bytes = self.size - pos
+        if res.truncated_bytes:
+            self._truncate_file(pos)
+        self.next_offset = prev_last + 1
+        res.next_offset = self.next_offset
+        self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp,
+                                     skip_full_check=True)
+        self.bytes_since_last_index_entry = pos - last_index_pos
+        return res
+
+    cdef int _truncate_file(self, Py_ssize_t length) except -1:
+        if ftruncate(self.fd, length) != 0:
+            _storage_error(f"cannot truncate {self.log_path} to {length} bytes: "
+                           f"{strerror(errno).decode()}", self.log_path, position=length)
+        self.size = length
+        self.mapping.length = min(<size_t>length, self.mapping.length)
+        return 0
+
+    def truncate_to(self, int64_t offset):
+        """Remove every batch holding an offset >= ``offset`` (Kafka: ``truncateTo``); returns
+        the number of bytes removed. Batches are whole: a batch straddling ``offset`` goes too."""
+        if self.read_only:
+            raise PermissionError(f"cannot truncate {self.log_path}: opened read-only")
+        self._refuse_if_viewed("truncate")
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        # As Kafka: the batch holding ``offset`` goes entirely, even if it starts below it,
+        # so a truncated follower never keeps offsets >= ``offset`` the leader may not have.
+        cdef Py_ssize_t pos = (<BatchInfo>found).position
+        cdef Py_ssize_t removed = self.size - pos
+        if removed <= 0:
+            return 0
+        self.offset_index.truncate_to((<BatchInfo>found).base_offset)
+        self.time_index.truncate_to((<BatchInfo>found).base_offset)
+        self._truncate_file(pos)
+        self._rescan_after_truncate()
+        return removed
+
+    cdef int _rescan_after_truncate(self) except -1:
+        cdef const uint8_t *buf = self._data()
+        cdef Py_ssize_t pos = 0
+        cdef Head h
+        self.next_offset = self.base_offset
+        self.max_timestamp_so_far = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self.rolling_based_timestamp = -1
+        while _head_at(buf, pos, self.size, &h, False) == W_OK:
+            if pos == 0:
+                self.rolling_based_timestamp = h.max_ts
+            if h.max_ts > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = h.max_ts
+                self.offset_of_max_timestamp = h.last_offset
+            self.next_offset = h.last_offset + 1
+            pos += h.size
+        self.bytes_since_last_index_entry = 0
+        if self.offset_index.entries:
+            self.bytes_since_last_index_entry = self.size - self.offset_index.last_entry[1]
+        else:
+            self.bytes_since_last_index_entry = self.size
+        return 0
+
+    def sanity_check(self):
+        """Raise if the indexes are not trustworthy (then ``recover()``)."""
+        self.offset_index.sanity_check()
+        self.time_index.sanity_check()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def flush(self):
+        """fdatasync the log, msync the indexes."""
+        if self.closed or self.read_only:
+            return
+        cdef int rc, fd = self.fd
+        with nogil:
+            rc = fdatasync(fd)
+        if rc != 0:
+            _storage_error(f"fdatasync of {self.log_path} failed: {strerror(errno).decode()}",
+                           self.log_path)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def on_become_inactive(self):
+        """On roll: the max-timestamp time-index entry, then trim both indexes (Kafka's
+        ``onBecomeInactiveSegment``)."""
+        if self.read_only:
+            return
+        self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp,
+                                     skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    cdef _close_files(self):
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        for idx in (self.offset_index, self.time_index):
+            if idx is not None:
+                idx.close()
+        self.mapping = None
+        self.old_mappings = []
+        self.closed = True
+
+    def close(self):
+        """Clean close: max-timestamp entry, trimmed indexes, files closed."""
+        if self.closed:
+            return
+        self._refuse_if_viewed("close")
+        if not self.read_only:
+            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp,
+                                         skip_full_check=True)
+        self._close_files()
+
+    def close_without_trim(self):
+        """Close the files as a crash would leave them (tests; and on error paths)."""
+        if self.closed:
+            return
+        self._refuse_if_viewed("close")
+        self._close_files()
+
+    def change_suffix(self, str old, str new):
+        """Rename every file of this segment from suffix ``old`` to ``new`` (e.g. ``.deleted``)."""
+        prefix = os.path.join(self.dir, filename_prefix(self.base_offset))
+        for ext in (".log", ".index", ".timeindex", ".txnindex"):
+            src = prefix + ext + old
+            if os.path.exists(src):
+                os.replace(src, prefix + ext + new)
+        self.log_path = prefix + ".log" + new
+        self.suffix = new
+        for idx in (self.offset_index, self.time_index):
+            idx.rename(idx.path[: len(idx.path) - len(old)] + new if old else idx.path + new)
+
+    def delete(self):
+        """Close and remove every file of this segment."""
+        self._refuse_if_viewed("delete")
+        paths = [self.log_path]
+        if self.offset_index is not None:
+            paths += [self.offset_index.path, self.time_index.path]
+        prefix = os.path.join(self.dir, filename_prefix(self.base_offset))
+        paths.append(prefix + ".txnindex" + self.suffix)
+        self._close_files()
+        for p in paths:
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __dealloc__(self):
+        if self.fd >= 0:
+            os.close(self.fd)
+
+
+cdef inline void _advance(iovec *iov, Py_ssize_t cnt, ssize_t r) noexcept nogil:
+    """Consume ``r`` written bytes from the front of the iovec array (partial pwritev)."""
+    cdef Py_ssize_t i = 0
+    while i < cnt and r > 0:
+        if <size_t>r >= iov[i].iov_len:
+            r -= iov[i].iov_len
+            iov[i].iov_len = 0
+        else:
+            iov[i].iov_base = <uint8_t *>iov[i].iov_base + r
+            iov[i].iov_len -= r
+            r = 0
+        i += 1

@@ -1,0 +1,154 @@
+"""Kafka's text checkpoint files, written crash-safely (``CheckpointFile``,
+``OffsetCheckpointFile``, ``LeaderEpochCheckpointFile``; ``kafka-format.md`` §7.1)::
+
+    <version>\\n
+    <entry count>\\n
+    <entry>\\n          (count times)
+
+Writes go to ``<name>.tmp``, are fsynced, renamed over the file, and the directory is fsynced,
+so a crash leaves either the old or the new file, never a mix. Reading a malformed file raises
+``CorruptCheckpointError`` naming the file and line; the caller decides whether to fall back
+(Kafka treats a bad recovery-point file as "recover everything").
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable, Mapping
+
+from seglog.errors import SeglogError
+
+
+class CorruptCheckpointError(SeglogError):
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"corrupt checkpoint file {path}: {message}")
+        self.path = path
+
+
+def fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str, data: bytes) -> None:
+    """Replace ``path`` with ``data``: tmp file, fsync, rename, fsync of the directory."""
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+def write_checkpoint(path: str, entries: Iterable[str], version: int = 0) -> None:
+    lines = list(entries)
+    text = f"{version}\n{len(lines)}\n" + "".join(f"{e}\n" for e in lines)
+    atomic_write(path, text.encode("utf-8"))
+
+
+def read_checkpoint(path: str, version: int = 0) -> list[list[str]] | None:
+    """Entries as lists of whitespace-separated fields; None if the file does not exist."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    if text == "":
+        return []
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) < 2:
+        raise CorruptCheckpointError(path, "missing version or entry count line")
+    try:
+        got_version = int(lines[0])
+        count = int(lines[1])
+    except ValueError:
+        raise CorruptCheckpointError(path, f"bad header lines {lines[:2]!r}") from None
+    if got_version != version:
+        raise CorruptCheckpointError(path, f"unrecognised version {got_version} (expected {version})")
+    body = lines[2:]
+    if len(body) != count:
+        raise CorruptCheckpointError(path, f"expected {count} entries, found {len(body)}")
+    return [line.split() for line in body]
+
+
+_dir_locks: dict[str, threading.Lock] = {}
+_dir_locks_guard = threading.Lock()
+
+
+def _lock_for(path: str) -> threading.Lock:
+    with _dir_locks_guard:
+        return _dir_locks.setdefault(os.path.abspath(path), threading.Lock())
+
+
+class OffsetCheckpointFile:
+    """``topic partition offset`` entries (recovery points, high watermarks, log start offsets)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def read(self) -> dict[tuple[str, int], int]:
+        rows = read_checkpoint(self.path)
+        out: dict[tuple[str, int], int] = {}
+        for i, row in enumerate(rows or []):
+            if len(row) != 3:
+                raise CorruptCheckpointError(self.path, f"entry {i + 1} {' '.join(row)!r} is not "
+                                             "'topic partition offset'")
+            try:
+                out[(row[0], int(row[1]))] = int(row[2])
+            except ValueError:
+                raise CorruptCheckpointError(self.path, f"entry {i + 1} {' '.join(row)!r} has a "
+                                             "non-integer field") from None
+        return out
+
+    def write(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        write_checkpoint(self.path, (f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())))
+
+    def update(self, changes: Mapping[tuple[str, int], int | None]) -> None:
+        """Read-modify-write under a process-wide lock for this path (None removes an entry).
+        An unreadable existing file is replaced (its entries are lost, which is safe for
+        recovery points: those partitions are then recovered in full)."""
+        with _lock_for(self.path):
+            try:
+                current = self.read()
+            except CorruptCheckpointError:
+                current = {}
+            for key, value in changes.items():
+                if value is None:
+                    current.pop(key, None)
+                else:
+                    current[key] = value
+            self.write(current)
+
+
+class LeaderEpochCheckpointFile:
+    """``epoch startOffset`` entries, ascending."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def read(self) -> list[tuple[int, int]]:
+        rows = read_checkpoint(self.path)
+        out = []
+        for i, row in enumerate(rows or []):
+            if len(row) != 2:
+                raise CorruptCheckpointError(self.path, f"entry {i + 1} is not 'epoch startOffset'")
+            try:
+                out.append((int(row[0]), int(row[1])))
+            except ValueError:
+                raise CorruptCheckpointError(self.path, f"entry {i + 1} has a non-integer field") from None
+        return out
+
+    def write(self, entries: Iterable[tuple[int, int]]) -> None:
+        write_checkpoint(self.path, (f"{e} {o}" for e, o in entries))

@@ -1,0 +1,870 @@
+"""One partition log: a directory of segments in Kafka's layout (Kafka's ``UnifiedLog`` +
+``LocalLog`` + ``LogLoader``).
+
+>>> import tempfile, os
+>>> from seglog import Log
+>>> from seglog.records import encode_batch, decode_records
+>>> d = os.path.join(tempfile.mkdtemp(), "orders-0")
+>>> log = Log.open(d)
+>>> log.append(encode_batch([b"a", b"b"], timestamps=1700000000000)).last_offset
+1
+>>> [r.value for r in decode_records(log.read(0).to_bytes())]
+[b'a', b'b']
+>>> log.close()
+
+Durability model. Appends go to the page cache. ``flush()`` (or the ``flush.messages`` /
+``flush.ms`` policy) fdatasyncs every segment holding unflushed data and msyncs their indexes;
+only then does the *recovery point* move, so it never covers data that could still be lost.
+The recovery point is checkpointed in the parent directory's ``recovery-point-offset-checkpoint``
+(as a Kafka log dir holds it). On open without a clean-shutdown marker, every segment holding
+offsets at or above the checkpointed recovery point is recovered: each batch's structure and
+CRC are checked, indexes rebuilt, and the log cut at the first invalid byte (later segments are
+deleted), so nothing corrupt is ever served and nothing flushed is ever lost.
+
+Offsets. ``log_start_offset <= high_watermark <= log_end_offset``. Consumers read below the high
+watermark, followers up to the log end. A log that is not replicated (the default) moves its
+high watermark to the log end on every append.
+
+Thread-safety: every public method takes the log's lock; reads return zero-copy views, which
+keep the mapped data alive but make truncation of that data wait for (refuse until) release.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import re
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from seglog._native.fetch import FetchSlice, fetch_partition
+from seglog._native.segment import Segment, filename_prefix
+from seglog.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
+from seglog.clock import Clock, Scheduler
+from seglog.config import LogConfig
+from seglog.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
+from seglog.leader_epoch import LeaderEpochCache
+from seglog.records import batch_headers, decode_records
+
+log = logging.getLogger("seglog.log")
+
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_FILE = "log-start-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)((?:\.deleted|\.cleaned|\.swap)?)$")
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """``topic-N`` → (topic, N), splitting at the last '-' as Kafka does; None otherwise."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        return None
+    return topic, int(part)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LogAppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    records: int
+    batches: int
+    size: int
+    log_start_offset: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LogReadResult:
+    """Whole batches from a read, as zero-copy slices of the segment files."""
+
+    slices: tuple[FetchSlice, ...]
+    start_offset: int
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+    @property
+    def size(self) -> int:
+        return sum(s.length for s in self.slices)
+
+    def views(self) -> list[memoryview]:
+        return [s.view() for s in self.slices]
+
+    def to_bytes(self) -> bytes:
+        return b"".join(s.view() for s in self.slices)
+
+    def __bool__(self) -> bool:
+        return bool(self.slices)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecoverySummary:
+    segments_recovered: int
+    bytes_truncated: int
+    segments_deleted: int
+    reasons: tuple[str, ...]
+
+
+class Log:
+    """A partition log directory. Create with :meth:`open`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("use Log.open(dir, config) to open a log")
+
+    # ---------------------------------------------------------------------------------------------
+    # Opening and loading (Kafka's LogLoader)
+    # ---------------------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | os.PathLike[str],
+        config: LogConfig | Mapping[str, Any] | None = None,
+        *,
+        clock: Clock | None = None,
+        scheduler: Scheduler | None = None,
+        read_only: bool = False,
+        replicated: bool = False,
+        recovery_point: int | None = None,
+        log_start_offset: int | None = None,
+        clean_shutdown: bool | None = None,
+        high_watermark: int | None = None,
+    ) -> Log:
+        """Open (creating if needed) the partition log in ``directory``.
+
+        ``recovery_point``, ``log_start_offset`` and ``clean_shutdown`` come from the caller
+        (the store) when it owns the log dir's checkpoint files; when omitted they are read
+        from the parent directory the way Kafka lays a log dir out. ``read_only`` opens a
+        directory another program owns (a Kafka broker's) without changing any file.
+        ``scheduler`` runs the ``flush.ms`` flusher and delayed file deletion.
+        """
+        self = object.__new__(cls)
+        self._init(os.fspath(directory), config, clock or Clock(), scheduler, read_only, replicated)
+        self._load(recovery_point, log_start_offset, clean_shutdown, high_watermark)
+        return self
+
+    def _init(self, directory: str, config: LogConfig | Mapping[str, Any] | None, clock: Clock,
+              scheduler: Scheduler | None, read_only: bool, replicated: bool) -> None:
+        if config is None:
+            config = LogConfig()
+        elif not isinstance(config, LogConfig):
+            config = LogConfig.from_dict(config)
+        self.config: LogConfig = config
+        self.dir = os.path.abspath(directory)
+        self.clock = clock
+        self.scheduler = scheduler
+        self.read_only = read_only
+        self.replicated = replicated
+        self._lock = threading.RLock()
+        self._segments: list[Segment] = []
+        self._closed = False
+        self._flush_task: Any = None
+        parsed = parse_partition_dir(os.path.basename(self.dir))
+        self.topic, self.partition = parsed if parsed else (os.path.basename(self.dir), 0)
+        self._tp = (self.topic, self.partition)
+        parent = os.path.dirname(self.dir)
+        self._recovery_file = OffsetCheckpointFile(os.path.join(parent, RECOVERY_POINT_FILE))
+        self._log_start_file = OffsetCheckpointFile(os.path.join(parent, LOG_START_FILE))
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock.monotonic_ms()
+        self._pending_deletes: list[Segment] = []
+
+    def _segment_kwargs(self) -> dict[str, Any]:
+        return dict(index_interval_bytes=self.config.index_interval_bytes,
+                    max_index_size=self.config.segment_index_bytes,
+                    segment_bytes=self.config.segment_bytes)
+
+    def _load(self, recovery_point: int | None, log_start_offset: int | None,
+              clean_shutdown: bool | None, high_watermark: int | None) -> None:
+        if not os.path.isdir(self.dir):
+            if self.read_only:
+                raise FileNotFoundError(f"log directory not found: {self.dir}")
+            os.makedirs(self.dir, exist_ok=True)
+        parent = os.path.dirname(self.dir)
+        if clean_shutdown is None:
+            clean_shutdown = os.path.exists(os.path.join(parent, CLEAN_SHUTDOWN_FILE))
+        if recovery_point is None:
+            recovery_point = self._read_tp_checkpoint(self._recovery_file, 0)
+        if log_start_offset is None:
+            log_start_offset = self._read_tp_checkpoint(self._log_start_file, 0)
+        self.epoch_cache = LeaderEpochCache(self.dir, read_only=self.read_only)
+        if not self.read_only:
+            self._remove_temporary_files()
+        bases = self._segment_bases()
+        reasons: list[str] = []
+        recovered = truncated = deleted = 0
+        epoch_starts: list[tuple[int, int]] = []
+        for i, base in enumerate(bases):
+            missing_index = self._index_missing(base)
+            seg = self._open_segment(base)
+            needs_recovery = missing_index or (not clean_shutdown and seg.next_offset > recovery_point)
+            if not needs_recovery and not self.read_only:
+                try:
+                    seg.sanity_check()
+                except Exception as exc:  # noqa: BLE001 - any index problem means rebuild
+                    log.warning("rebuilding the indexes of %s: %s", seg.log_path, exc)
+                    needs_recovery = True
+            if needs_recovery and not self.read_only:
+                res = seg.recover()
+                recovered += 1
+                epoch_starts.extend(res.epoch_starts)
+                if res.truncated_bytes:
+                    truncated += res.truncated_bytes
+                    reasons.append(f"{seg.log_path}: {res.reason}; truncated {res.truncated_bytes} bytes")
+                    log.warning("recovery of %s: %s; truncated %d bytes", seg.log_path, res.reason,
+                                res.truncated_bytes)
+                    self._segments.append(seg)
+                    # Kafka deletes every later segment once one was cut short.
+                    for later in bases[i + 1:]:
+                        self._open_segment(later).delete()
+                        deleted += 1
+                    break
+            self._segments.append(seg)
+        # Drop empty non-active segments whose successor starts at the same offset (left by a
+        # crash during a roll) and keep offsets monotonic across segments.
+        self._segments.sort(key=lambda s: s.base_offset)
+        if not self._segments:
+            if self.read_only:
+                self._empty_read_only = True
+            else:
+                self._segments.append(self._create_segment(log_start_offset))
+        self.recovery_summary = RecoverySummary(recovered, truncated, deleted, tuple(reasons))
+        leo = self.log_end_offset
+        if log_start_offset > leo:
+            # Kafka: the log start checkpoint is ahead of the data (files removed outside).
+            log.warning("log start offset %d of %s is beyond its end %d", log_start_offset, self.dir, leo)
+            log_start_offset = leo
+        first_base = self._segments[0].base_offset if self._segments else 0
+        self.log_start_offset = max(log_start_offset, first_base)
+        for epoch, start in epoch_starts:
+            if not self.read_only:
+                self.epoch_cache.assign(epoch, start)
+        if not self.read_only:
+            self.epoch_cache.truncate_from_end(leo)
+            self.epoch_cache.truncate_from_start(self.log_start_offset)
+            self.active.offset_index.resize(self.config.segment_index_bytes)
+            self.active.time_index.resize(self.config.segment_index_bytes)
+        self.recovery_point = leo if clean_shutdown else min(recovery_point, leo)
+        if self.replicated:
+            hw = high_watermark if high_watermark is not None else self.log_start_offset
+            self._high_watermark = min(max(hw, self.log_start_offset), leo)
+        else:
+            self._high_watermark = leo
+        if self.scheduler is not None and not self.read_only:
+            self._schedule_flusher()
+
+    def _read_tp_checkpoint(self, f: OffsetCheckpointFile, default: int) -> int:
+        try:
+            return f.read().get(self._tp, default)
+        except CorruptCheckpointError as exc:
+            log.warning("%s; treating it as absent", exc)
+            return default
+
+    def _remove_temporary_files(self) -> None:
+        """Kafka's first load step: delete ``.cleaned``/``.deleted`` leftovers and finish an
+        interrupted swap (``.swap`` files replace the segments they overlap)."""
+        swaps = []
+        for name in os.listdir(self.dir):
+            path = os.path.join(self.dir, name)
+            if name.endswith(".tmp"):
+                os.unlink(path)
+                continue
+            m = _SEGMENT_FILE.match(name)
+            if not m:
+                continue
+            if m.group(3) in (DELETED_SUFFIX, CLEANED_SUFFIX):
+                os.unlink(path)
+            elif m.group(3) == SWAP_SUFFIX:
+                swaps.append((int(m.group(1)), m.group(2), path))
+        swap_logs = sorted(base for base, ext, _ in swaps if ext == "log")
+        if swap_logs:
+            # The swap's offset range is [min swap base, end of its data); remove the originals it
+            # replaces, then rename the swap files into place.
+            lo = swap_logs[0]
+            hi = max(self._swap_end(base) for base in swap_logs)
+            for name in os.listdir(self.dir):
+                m = _SEGMENT_FILE.match(name)
+                if m and not m.group(3) and lo <= int(m.group(1)) < hi:
+                    os.unlink(os.path.join(self.dir, name))
+            for base, ext, path in swaps:
+                os.replace(path, path[: -len(SWAP_SUFFIX)])
+        # Orphan index files (no .log) are stale: Kafka deletes them.
+        logs = {int(m.group(1)) for n in os.listdir(self.dir)
+                if (m := _SEGMENT_FILE.match(n)) and m.group(2) == "log" and not m.group(3)}
+        for name in os.listdir(self.dir):
+            m = _SEGMENT_FILE.match(name)
+            if m and not m.group(3) and m.group(2) != "log" and int(m.group(1)) not in logs:
+                os.unlink(os.path.join(self.dir, name))
+
+    def _swap_end(self, base: int) -> int:
+        path = os.path.join(self.dir, filename_prefix(base) + ".log" + SWAP_SUFFIX)
+        with open(path, "rb") as f:
+            data = f.read()
+        heads = batch_headers(data, allow_truncated=True)
+        return heads[-1].last_offset + 1 if heads else base
+
+    def _segment_bases(self) -> list[int]:
+        bases = []
+        for name in os.listdir(self.dir):
+            m = _SEGMENT_FILE.match(name)
+            if m and m.group(2) == "log" and not m.group(3):
+                bases.append(int(m.group(1)))
+        return sorted(bases)
+
+    def _index_missing(self, base: int) -> bool:
+        prefix = os.path.join(self.dir, filename_prefix(base))
+        return not (os.path.exists(prefix + ".index") and os.path.exists(prefix + ".timeindex"))
+
+    def _open_segment(self, base: int) -> Segment:
+        # A missing index file is created empty by opening; _load then rebuilds it (recover).
+        return Segment(self.dir, base, read_only=self.read_only, **self._segment_kwargs())
+
+    def _create_segment(self, base: int) -> Segment:
+        path = os.path.join(self.dir, filename_prefix(base) + ".log")
+        if os.path.exists(path):
+            # An empty segment left by a crash during a roll: reuse it if it is empty.
+            seg = Segment(self.dir, base, **self._segment_kwargs())
+            if seg.size:
+                raise KafkaStorageError(f"cannot roll to a new segment at offset {base}: {path} "
+                                        f"already exists and holds {seg.size} bytes", path=path)
+            return seg
+        return Segment(self.dir, base, create=True, **self._segment_kwargs())
+
+    # ---------------------------------------------------------------------------------------------
+    # State
+    # ---------------------------------------------------------------------------------------------
+
+    @property
+    def active(self) -> Segment:
+        return self._segments[-1]
+
+    @property
+    def segments(self) -> list[Segment]:
+        with self._lock:
+            return list(self._segments)
+
+    @property
+    def log_end_offset(self) -> int:
+        if not self._segments:
+            return 0
+        return self._segments[-1].next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark (replication), clamped to [log start, log end]; returns it."""
+        with self._lock:
+            hw = min(max(offset, self.log_start_offset), self.log_end_offset)
+            self._high_watermark = hw
+            return hw
+
+    def maybe_increment_high_watermark(self, offset: int) -> bool:
+        """Move the high watermark forward only (never back); True if it moved."""
+        with self._lock:
+            hw = min(max(offset, self.log_start_offset), self.log_end_offset)
+            if hw > self._high_watermark:
+                self._high_watermark = hw
+                return True
+            return False
+
+    @property
+    def size(self) -> int:
+        with self._lock:
+            return sum(s.size for s in self._segments)
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._unflushed_messages
+
+    def __repr__(self) -> str:
+        return (f"Log({self.dir!r}, log_start_offset={self.log_start_offset}, "
+                f"high_watermark={self._high_watermark}, log_end_offset={self.log_end_offset}, "
+                f"segments={len(self._segments)})")
+
+    # ---------------------------------------------------------------------------------------------
+    # Append
+    # ---------------------------------------------------------------------------------------------
+
+    def append(self, batches: Any, *, assign_offsets: bool = True, leader_epoch: int | None = None,
+               verify_crc: bool = True) -> LogAppendInfo:
+        """Append already-encoded RecordBatch v2 bytes (one or more whole batches).
+
+        As leader (``assign_offsets=True``) offsets are assigned from the log end and
+        ``leader_epoch`` (default: the cache's latest epoch, if any) is written into every batch;
+        with ``message.timestamp.type=LogAppendTime`` the batch timestamps are rewritten as Kafka
+        does. As follower (``assign_offsets=False``) the batches keep their offsets and epochs.
+        Raises ``CorruptRecordError``, ``RecordTooLargeError``, ``InvalidTimestampError`` or
+        ``InvalidRecordError`` before anything is written.
+        """
+        self._check_writable()
+        view = memoryview(batches).cast("B")
+        heads = batch_headers(view, verify_crc=verify_crc)
+        if not heads:
+            raise InvalidRecordError("nothing to append: the buffer holds no batch")
+        now = self.clock.time_ms()
+        limit = self.config.max_message_bytes
+        log_append = self.config.message_timestamp_type == "LogAppendTime"
+        for h in heads:
+            if h.magic != 2:
+                raise InvalidRecordError(f"only RecordBatch v2 can be appended; the batch at byte "
+                                         f"{h.position} has magic {h.magic}", position=h.position)
+            if h.size > limit + 12:
+                raise RecordTooLargeError(
+                    f"the batch at byte {h.position} is {h.size} bytes, over max.message.bytes "
+                    f"{limit} (+12 bytes of log overhead) of {self.dir}",
+                    position=h.position, limit=limit)
+            if assign_offsets and h.records_count != h.last_offset - h.base_offset + 1:
+                raise InvalidRecordError(
+                    f"the batch at byte {h.position} holds {h.records_count} records but spans "
+                    f"{h.last_offset - h.base_offset + 1} offsets; a producer batch must be contiguous",
+                    position=h.position)
+            if assign_offsets and not log_append and h.timestamp_type == 0:
+                self._validate_timestamp(h, now)
+        if assign_offsets and log_append:
+            view = memoryview(_with_log_append_time(view, heads, now))
+        with self._lock:
+            self._check_writable()
+            epoch = leader_epoch if leader_epoch is not None else self.epoch_cache.latest_epoch
+            if assign_offsets and epoch >= 0 and epoch < self.epoch_cache.latest_epoch:
+                raise InvalidRecordError(f"leader epoch {epoch} is older than the log's latest "
+                                         f"epoch {self.epoch_cache.latest_epoch}")
+            first_new = heads[0].base_offset if not assign_offsets else self.log_end_offset
+            if not assign_offsets and first_new < self.log_end_offset:
+                raise InvalidRecordError(
+                    f"out-of-order follower append to {self.dir}: batch starts at offset {first_new}, "
+                    f"the log ends at {self.log_end_offset}", offset=first_new)
+            total_offsets = sum(h.last_offset - h.base_offset + 1 for h in heads)
+            last_new = (first_new + total_offsets - 1) if assign_offsets else heads[-1].last_offset
+            max_ts = max(h.max_timestamp for h in heads)
+            seg = self._maybe_roll(len(view), max_ts, first_new, last_new)
+            info = seg.append(view, assign_from=first_new if assign_offsets else -1,
+                              leader_epoch=epoch if assign_offsets else -1, verify_crc=False)
+            if assign_offsets:
+                if epoch >= 0:
+                    self.epoch_cache.assign(epoch, info.first_offset)
+            else:
+                # Follower: epochs come from the batches themselves.
+                next_off = info.first_offset
+                for h in heads:
+                    if h.partition_leader_epoch > self.epoch_cache.latest_epoch:
+                        self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+                    next_off = h.last_offset + 1
+            if not self.replicated:
+                self._high_watermark = self.log_end_offset
+            self._unflushed_messages += info.records
+            if self._unflushed_messages >= self.config.flush_messages:
+                self.flush()
+            return LogAppendInfo(info.first_offset, info.last_offset, info.max_timestamp,
+                                 info.offset_of_max_timestamp, now if log_append else -1,
+                                 info.records, info.batches, info.size, self.log_start_offset)
+
+    def _validate_timestamp(self, h: Any, now: int) -> None:
+        before = self.config.message_timestamp_before_max_ms
+        after = self.config.message_timestamp_after_max_ms
+        for ts in (h.base_timestamp, h.max_timestamp):
+            if ts < 0:
+                continue
+            if now - ts > before or ts - now > after:
+                raise InvalidTimestampError(
+                    f"timestamp {ts} of the batch at byte {h.position} is out of range: now is {now}, "
+                    f"message.timestamp.before.max.ms={before}, message.timestamp.after.max.ms={after}",
+                    position=h.position)
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise KafkaStorageError(f"log {self.dir} is closed")
+        if self.read_only:
+            raise KafkaStorageError(f"log {self.dir} is open read-only")
+
+    def _maybe_roll(self, size: int, max_ts: int, first: int, last: int) -> Segment:
+        """Kafka's ``shouldRoll``: size, age, full index, or offsets not relative to the base."""
+        seg = self.active
+        cfg = self.config
+        reason = None
+        if seg.size > 0:
+            if seg.size > cfg.segment_bytes - size:
+                reason = "size"
+            elif seg.index_full:
+                reason = "index full"
+            elif not seg.can_convert_to_relative_offset(last):
+                reason = "offset overflow"
+            else:
+                ts = seg.rolling_based_timestamp
+                age_base = ts if ts >= 0 else self._created_ms(seg)
+                if self.clock.time_ms() - age_base > cfg.max_segment_ms - 0:
+                    reason = "age"
+        elif not seg.can_convert_to_relative_offset(last) or seg.index_full:
+            reason = "offset overflow"
+        if reason is None:
+            return seg
+        return self._roll(first, reason)
+
+    def _created_ms(self, seg: Segment) -> int:
+        try:
+            return int(os.stat(seg.log_path).st_mtime * 1000)
+        except FileNotFoundError:
+            return self.clock.time_ms()
+
+    def roll(self) -> Segment:
+        """Start a new active segment at the log end (Kafka's ``roll``)."""
+        with self._lock:
+            self._check_writable()
+            return self._roll(self.log_end_offset, "requested")
+
+    def _roll(self, base: int, reason: str) -> Segment:
+        old = self.active
+        if old.size == 0 and old.base_offset == base:
+            return old
+        log.debug("rolling %s at offset %d (%s)", self.dir, base, reason)
+        old.on_become_inactive()
+        if old.size == 0:
+            # An empty active segment is replaced, not kept (Kafka deletes it on roll).
+            self._segments.pop()
+            old.delete()
+        seg = self._create_segment(base)
+        self._segments.append(seg)
+        return seg
+
+    # ---------------------------------------------------------------------------------------------
+    # Flush
+    # ---------------------------------------------------------------------------------------------
+
+    def flush(self, up_to: int | None = None) -> None:
+        """fdatasync every segment holding offsets in [recovery point, ``up_to``) (default: the
+        log end), msync their indexes, then move the recovery point to ``up_to``."""
+        with self._lock:
+            if self._closed or self.read_only:
+                return
+            target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
+            if target <= self.recovery_point and self._unflushed_messages == 0:
+                return
+            for seg in self._segments:
+                if seg.next_offset > self.recovery_point or seg is self.active:
+                    seg.flush()
+            if target > self.recovery_point:
+                self.recovery_point = target
+            if target >= self.log_end_offset:
+                self._unflushed_messages = 0
+            self._last_flush_ms = self.clock.monotonic_ms()
+
+    def _schedule_flusher(self) -> None:
+        if self.config.flush_ms >= 2**62:
+            return
+        period = max(1, min(self.config.flush_ms, 1000))
+        assert self.scheduler is not None
+        self._flush_task = self.scheduler.schedule(f"flush {self.dir}", self.maybe_flush_by_time,
+                                                   delay_ms=period, period_ms=period)
+
+    def maybe_flush_by_time(self) -> bool:
+        """Flush if ``flush.ms`` has passed since the last flush and data is unflushed."""
+        with self._lock:
+            if self._closed or self._unflushed_messages == 0:
+                return False
+            if self.clock.monotonic_ms() - self._last_flush_ms >= self.config.flush_ms:
+                self.flush()
+                return True
+            return False
+
+    def checkpoint(self) -> None:
+        """Write this log's recovery point and log start offset to the log dir's checkpoints."""
+        if self.read_only:
+            return
+        self._recovery_file.update({self._tp: self.recovery_point})
+        self._log_start_file.update(
+            {self._tp: self.log_start_offset if self.log_start_offset > self._segments[0].base_offset else None})
+
+    # ---------------------------------------------------------------------------------------------
+    # Reads
+    # ---------------------------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int = 1 << 20, *, upper_bound: str | int = "high_watermark",
+             min_one_batch: bool = True) -> LogReadResult:
+        """Whole batches holding ``offset`` onwards, at most ``max_bytes`` (but at least one
+        batch when ``min_one_batch``), never past the upper bound: ``"high_watermark"``
+        (consumers), ``"log_end"`` (followers) or an explicit offset. Raises
+        ``OffsetOutOfRangeError`` outside [log start, log end]."""
+        with self._lock:
+            leo = self.log_end_offset
+            if offset < self.log_start_offset or offset > leo:
+                raise OffsetOutOfRangeError(
+                    f"offset {offset} is out of range for {self.dir}: the log holds "
+                    f"[{self.log_start_offset}, {leo})", offset=offset)
+            if upper_bound == "high_watermark":
+                bound = self._high_watermark
+            elif upper_bound == "log_end":
+                bound = leo
+            elif isinstance(upper_bound, int):
+                bound = min(upper_bound, leo)
+            else:
+                raise ValueError(f"upper_bound must be 'high_watermark', 'log_end' or an offset, "
+                                 f"got {upper_bound!r}")
+            slices = fetch_partition(self._segments, offset, max_bytes, bound, min_one_batch)
+            return LogReadResult(tuple(slices), offset, self._high_watermark, self.log_start_offset, leo)
+
+    def offset_for_timestamp(self, timestamp: int, *, upper_bound: int | None = None
+                             ) -> tuple[int, int] | None:
+        """Kafka's ListOffsets: the first offset whose timestamp is >= ``timestamp``, with that
+        record's timestamp; ``-2`` earliest, ``-1`` latest (the high watermark), ``-3`` the
+        record with the largest timestamp. None when no record qualifies."""
+        with self._lock:
+            hw = self._high_watermark if upper_bound is None else upper_bound
+            if timestamp == EARLIEST_TIMESTAMP:
+                return self.log_start_offset, -1
+            if timestamp == LATEST_TIMESTAMP:
+                return hw, -1
+            if timestamp == MAX_TIMESTAMP:
+                best: tuple[int, int] | None = None
+                for seg in self._segments:
+                    if seg.max_timestamp_so_far >= 0 and (best is None or seg.max_timestamp_so_far > best[1]):
+                        best = (seg.offset_of_max_timestamp, seg.max_timestamp_so_far)
+                if best is None:
+                    return None
+                # The precise record: decode its batch.
+                return self._first_record_at_or_after(best[1], best[0], hw, exact_offset=best[0])
+            if timestamp < 0:
+                raise ValueError(f"invalid timestamp {timestamp}: use >= 0, or -1/-2/-3")
+            for seg in self._segments:
+                if seg.next_offset <= self.log_start_offset:
+                    continue
+                if seg.max_timestamp_so_far < timestamp:
+                    continue
+                found = self._first_record_in_segment(seg, timestamp, hw)
+                if found is not None:
+                    return found
+            return None
+
+    def _first_record_in_segment(self, seg: Segment, timestamp: int, bound: int) -> tuple[int, int] | None:
+        start = self.log_start_offset
+        while True:
+            b = seg.find_offset_by_timestamp(timestamp, start)
+            if b is None or b.base_offset >= bound:
+                return None
+            for rec in decode_records(seg.view(b.position, b.size), min_offset=start, max_offset=bound):
+                if rec.timestamp >= timestamp:
+                    return rec.offset, rec.timestamp
+            start = b.last_offset + 1
+
+    def _first_record_at_or_after(self, timestamp: int, offset: int, bound: int, *,
+                                  exact_offset: int) -> tuple[int, int] | None:
+        for seg in self._segments:
+            if seg.base_offset <= exact_offset < seg.next_offset:
+                b = seg.translate_offset(exact_offset)
+                if b is None:
+                    return None
+                best = None
+                for rec in decode_records(seg.view(b.position, b.size), min_offset=self.log_start_offset):
+                    if best is None or rec.timestamp > best[1]:
+                        best = (rec.offset, rec.timestamp)
+                return best
+        return None
+
+    def batches(self) -> Iterator[Any]:
+        """BatchInfo of every batch, oldest first (headers only)."""
+        for seg in self.segments:
+            yield from seg.batches()
+
+    # ---------------------------------------------------------------------------------------------
+    # Truncation, deletion, retention
+    # ---------------------------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every batch holding offsets >= ``offset`` (a whole batch goes if it straddles
+        ``offset``, as in Kafka). Never truncates below the log start. Returns True if anything
+        was removed. The high watermark and recovery point follow the new end."""
+        with self._lock:
+            self._check_writable()
+            if offset < 0:
+                raise ValueError(f"cannot truncate to a negative offset ({offset})")
+            if offset >= self.log_end_offset:
+                return False
+            if offset < self.log_start_offset:
+                return self.truncate_fully_and_start_at(offset)
+            while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+                self._segments.pop().delete()
+            self.active.truncate_to(offset)
+            leo = self.log_end_offset
+            self.epoch_cache.truncate_from_end(leo)
+            self._high_watermark = min(self._high_watermark, leo)
+            self.recovery_point = min(self.recovery_point, leo)
+            self.active.offset_index.resize(self.config.segment_index_bytes)
+            self.active.time_index.resize(self.config.segment_index_bytes)
+            self._unflushed_messages = 0
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> bool:
+        """Delete everything and continue with an empty log at ``offset``."""
+        with self._lock:
+            self._check_writable()
+            for seg in self._segments:
+                seg.delete()
+            self._segments = [self._create_segment(offset)]
+            self.log_start_offset = offset
+            self._high_watermark = offset
+            self.recovery_point = offset
+            self.epoch_cache.truncate_from_end(offset)
+            self._unflushed_messages = 0
+            return True
+
+    def delete_records(self, before_offset: int) -> int:
+        """Move the log start offset to ``before_offset`` (Kafka's DeleteRecords): records below
+        it are no longer readable and whole segments below it are deleted. It may not pass the
+        high watermark. Returns the new log start offset."""
+        with self._lock:
+            self._check_writable()
+            if before_offset > self._high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records before {before_offset}: the high watermark of {self.dir} "
+                    f"is {self._high_watermark}", offset=before_offset)
+            if before_offset <= self.log_start_offset:
+                return self.log_start_offset
+            self.log_start_offset = before_offset
+            self.epoch_cache.truncate_from_start(before_offset)
+            self._delete_segments(lambda seg, nxt: nxt is not None and nxt.base_offset <= before_offset)
+            self.checkpoint()
+            return self.log_start_offset
+
+    def delete_old_segments(self) -> int:
+        """Retention: delete whole segments past ``retention.ms`` or beyond ``retention.bytes``,
+        oldest first, never one holding offsets at or above the high watermark. Returns how many
+        segments were deleted."""
+        with self._lock:
+            if self.read_only or self._closed or not self.config.delete:
+                return 0
+            deleted = 0
+            if self.config.retention_ms >= 0:
+                now = self.clock.time_ms()
+                deleted += self._delete_segments(
+                    lambda seg, nxt: now - seg.largest_timestamp > self.config.retention_ms)
+            if self.config.retention_bytes >= 0:
+                excess = self.size - self.config.retention_bytes
+
+                def over(seg: Segment, nxt: Segment | None) -> bool:
+                    nonlocal excess
+                    if excess - seg.size >= 0:
+                        excess -= seg.size
+                        return True
+                    return False
+
+                deleted += self._delete_segments(over)
+            if self.log_start_offset < self._segments[0].base_offset:
+                self.log_start_offset = self._segments[0].base_offset
+            if deleted:
+                self.epoch_cache.truncate_from_start(self.log_start_offset)
+                self.checkpoint()
+            return deleted
+
+    def _delete_segments(self, predicate: Any) -> int:
+        """Delete the oldest segments while ``predicate(segment, next)`` holds and the segment
+        lies wholly below the high watermark. The active segment is rolled first if it must go."""
+        n = 0
+        while self._segments:
+            seg = self._segments[0]
+            nxt = self._segments[1] if len(self._segments) > 1 else None
+            upper = nxt.base_offset if nxt is not None else seg.next_offset
+            if upper > self._high_watermark or seg.size == 0:
+                break
+            if not predicate(seg, nxt):
+                break
+            if nxt is None:
+                self._roll(self.log_end_offset, "retention")
+                nxt = self._segments[1]
+            self._segments.pop(0)
+            self.log_start_offset = max(self.log_start_offset, nxt.base_offset)
+            self._schedule_delete(seg)
+            n += 1
+        return n
+
+    def _schedule_delete(self, seg: Segment) -> None:
+        """Rename to ``.deleted`` now; remove after ``file.delete.delay.ms`` (Kafka's async
+        delete), or at once without a scheduler."""
+        seg.change_suffix("", DELETED_SUFFIX)
+        if self.scheduler is None or self.config.file_delete_delay_ms <= 0:
+            self._delete_now(seg)
+            return
+        self._pending_deletes.append(seg)
+        self.scheduler.schedule(f"delete {seg.log_path}", lambda: self._delete_now(seg),
+                                delay_ms=self.config.file_delete_delay_ms)
+
+    def _delete_now(self, seg: Segment) -> None:
+        try:
+            seg.delete()
+        except BufferError:
+            # Views of its data are still alive: try again later.
+            if self.scheduler is not None:
+                self.scheduler.schedule(f"delete {seg.log_path}", lambda: self._delete_now(seg),
+                                        delay_ms=1000)
+            return
+        if seg in self._pending_deletes:
+            self._pending_deletes.remove(seg)
+
+    # ---------------------------------------------------------------------------------------------
+    # Close
+    # ---------------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush, checkpoint, trim the indexes (the max-timestamp entry included), close files."""
+        with self._lock:
+            if self._closed:
+                return
+            if self._flush_task is not None and self.scheduler is not None:
+                self.scheduler.cancel(self._flush_task)
+            if not self.read_only:
+                self.flush()
+                self.checkpoint()
+            for seg in self._segments:
+                if not self.read_only:
+                    seg.on_become_inactive()
+                seg.close()
+            for seg in list(self._pending_deletes):
+                try:
+                    seg.delete()
+                except BufferError:
+                    pass
+            self._closed = True
+
+    def __enter__(self) -> Log:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+def _with_log_append_time(view: memoryview, heads: Sequence[Any], now: int) -> bytearray:
+    """A copy of the batches with LogAppendTime set: attribute bit 3, maxTimestamp = now, and
+    the CRC recomputed (what Kafka's broker rewrites; record deltas stay as sent)."""
+    from seglog._native.crc32c import crc32c
+
+    buf = bytearray(view)
+    for h in heads:
+        p = h.position
+        attrs = int.from_bytes(buf[p + 21:p + 23], "big") | 0x08
+        buf[p + 21:p + 23] = attrs.to_bytes(2, "big")
+        buf[p + 35:p + 43] = now.to_bytes(8, "big", signed=True)
+        crc = crc32c(memoryview(buf)[p + 21:p + h.size])
+        buf[p + 17:p + 21] = crc.to_bytes(4, "big")
+    return buf
