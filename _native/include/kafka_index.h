@@ -20,6 +20,12 @@
 /* Kafka's AbstractIndex searches the last 8192 bytes of the index ("warm section") first. */
 #define SEGLOG_IDX_WARM_BYTES 8192
 
+#if defined(__GNUC__)
+#define SEGLOG_IDX_PREFETCH(p) __builtin_prefetch((const void *)(p))
+#else
+#define SEGLOG_IDX_PREFETCH(p) ((void)0)
+#endif
+
 static inline uint32_t seglog_be32(const uint8_t *p) {
     uint32_t v;
     memcpy(&v, p, 4);
@@ -67,6 +73,8 @@ static inline int64_t seglog_idx_upper_i32(const uint8_t *p, int64_t lo, int64_t
     int64_t len = hi - lo;
     while (len > 1) {
         int64_t half = len >> 1;
+        SEGLOG_IDX_PREFETCH(b + (size_t)(half >> 1) * stride);
+        SEGLOG_IDX_PREFETCH(b + (size_t)(half + (half >> 1)) * stride);
         b += (seglog_ld_i32(b + (size_t)half * stride) <= t) ? (size_t)half * stride : 0;
         len -= half;
     }
@@ -82,6 +90,8 @@ static inline int64_t seglog_idx_upper_i64(const uint8_t *p, int64_t lo, int64_t
     int64_t len = hi - lo;
     while (len > 1) {
         int64_t half = len >> 1;
+        SEGLOG_IDX_PREFETCH(b + (size_t)(half >> 1) * stride);
+        SEGLOG_IDX_PREFETCH(b + (size_t)(half + (half >> 1)) * stride);
         b += (seglog_ld_i64(b + (size_t)half * stride) <= t) ? (size_t)half * stride : 0;
         len -= half;
     }
