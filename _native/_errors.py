@@ -16,6 +16,11 @@ _classes: dict[str, type[BaseException]] = {
     "record_too_large": ValueError,
     "unsupported_compression": ValueError,
     "storage": OSError,
+    # index files (.index / .timeindex): a file that fails the sanity check (rebuild it),
+    # an append that breaks the ordering or int32 relative-offset rules, an append to a full index
+    "corrupt_index": ValueError,
+    "invalid_offset": ValueError,
+    "index_full": ValueError,
 }
 
 
