@@ -276,6 +276,42 @@ cdef BatchInfo _info(const Head *h, Py_ssize_t pos, const uint8_t *buf):
     return bi
 
 
+def _open_index(cls, path, base_offset, max_index_size, read_only):
+    if read_only and not os.path.exists(path):
+        # A read-only directory (a Kafka broker's) may lack index files: lookups then scan
+        # batch headers from the start of the segment.
+        return _NoIndex(path, base_offset, cls is TimeIndex)
+    return cls(path, base_offset, max_index_size=max_index_size, writable=not read_only)
+
+
+class _NoIndex:
+    """Stands in for a missing index of a read-only segment: no entries."""
+
+    def __init__(self, path, base_offset, is_time):
+        self.path = path
+        self.base_offset = base_offset
+        self._is_time = is_time
+        self.entries = 0
+        self.is_full = False
+        self.closed = False
+
+    @property
+    def last_entry(self):
+        return (-1, self.base_offset) if self._is_time else (self.base_offset, 0)
+
+    def lookup(self, target):
+        return self.last_entry
+
+    def sanity_check(self):
+        pass
+
+    def flush(self):
+        pass
+
+    def close(self, trim=True):
+        self.closed = True
+
+
 cdef class RecoveryResult:
     cdef readonly Py_ssize_t valid_bytes
     cdef readonly Py_ssize_t truncated_bytes
@@ -366,10 +402,10 @@ cdef class Segment:
             self.reserve = max(segment_bytes, self.size, 1)
             self.reserve = (self.reserve + page - 1) // page * page
             self._map(self.size)
-            self.offset_index = OffsetIndex(prefix + ".index" + suffix, base_offset,
-                                            max_index_size=max_index_size, writable=not read_only)
-            self.time_index = TimeIndex(prefix + ".timeindex" + suffix, base_offset,
-                                        max_index_size=max_index_size, writable=not read_only)
+            self.offset_index = _open_index(OffsetIndex, prefix + ".index" + suffix, base_offset,
+                                            max_index_size, read_only)
+            self.time_index = _open_index(TimeIndex, prefix + ".timeindex" + suffix, base_offset,
+                                          max_index_size, read_only)
             self.max_timestamp_so_far = -1
             self.offset_of_max_timestamp = base_offset
             self.rolling_based_timestamp = -1
@@ -750,8 +786,8 @@ cdef class Segment:
         if self.read_only:
             raise PermissionError(f"cannot recover {self.log_path}: opened read-only")
         self._refuse_if_viewed("recover")
-        self.offset_index.reset()
-        self.time_index.reset()
+        self.offset_index.truncate()
+        self.time_index.truncate()
         cdef const uint8_t *buf = self._data()
         cdef Py_ssize_t pos = 0, last_index_pos = 0
         cdef Head h
@@ -895,13 +931,13 @@ cdef class Segment:
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
 
-    cdef _close_files(self):
+    cdef _close_files(self, bint trim=True):
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
         for idx in (self.offset_index, self.time_index):
-            if idx is not None:
-                idx.close()
+            if idx is not None and not idx.closed:
+                idx.close(trim=trim and not self.read_only)
         self.mapping = None
         self.old_mappings = []
         self.closed = True
@@ -921,19 +957,20 @@ cdef class Segment:
         if self.closed:
             return
         self._refuse_if_viewed("close")
-        self._close_files()
+        self._close_files(False)
 
     def change_suffix(self, str old, str new):
-        """Rename every file of this segment from suffix ``old`` to ``new`` (e.g. ``.deleted``)."""
+        """Rename every file of this segment from suffix ``old`` to ``new`` (e.g. ``.deleted``).
+        The open files and mappings stay valid under the new names."""
         prefix = os.path.join(self.dir, filename_prefix(self.base_offset))
-        for ext in (".log", ".index", ".timeindex", ".txnindex"):
-            src = prefix + ext + old
-            if os.path.exists(src):
-                os.replace(src, prefix + ext + new)
+        for ext in (".log", ".txnindex"):
+            if os.path.exists(prefix + ext + old):
+                os.replace(prefix + ext + old, prefix + ext + new)
+        for idx, ext in ((self.offset_index, ".index"), (self.time_index, ".timeindex")):
+            if not isinstance(idx, _NoIndex) and os.path.exists(idx.path):
+                idx.rename_to(prefix + ext + new)
         self.log_path = prefix + ".log" + new
         self.suffix = new
-        for idx in (self.offset_index, self.time_index):
-            idx.rename(idx.path[: len(idx.path) - len(old)] + new if old else idx.path + new)
 
     def delete(self):
         """Close and remove every file of this segment."""

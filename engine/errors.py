@@ -59,9 +59,12 @@ from seglog._native import _errors as _native_errors
 __all__ = [
     "ERRORS_BY_CODE",
     "ERRORS_BY_NAME",
+    "IndexFullError",
+    "InvalidOffsetError",
     "BrokerNotAvailableError",
     "ConcurrentTransactionsError",
     "ConfigError",
+    "CorruptIndexError",
     "CorruptRecordError",
     "DuplicateSequenceError",
     "ElectionNotNeededError",
@@ -811,7 +814,24 @@ def write_outcome(exc: BaseException) -> Literal["not_written", "indeterminate"]
     return "indeterminate"
 
 
+class CorruptIndexError(StorageError, ValueError):
+    """An offset or time index file fails its checks (Kafka's ``CorruptIndexException``): the
+    segment's indexes are rebuilt from the log."""
+
+
+class IndexFullError(StorageError, ValueError):
+    """An append to an index that has no room left (the segment must roll first)."""
+
+
+class InvalidOffsetError(StorageError, ValueError):
+    """An index entry that would break the index's order, or an offset that cannot be stored
+    relative to the segment's base offset (Kafka's ``InvalidOffsetException``)."""
+
+
 _native_errors.install(
+    corrupt_index=CorruptIndexError,
+    index_full=IndexFullError,
+    invalid_offset=InvalidOffsetError,
     corrupt_record=CorruptRecordError,
     invalid_record=InvalidRecordError,
     record_too_large=RecordTooLargeError,

@@ -324,6 +324,9 @@ def test_code_for_exception() -> None:
 
 def test_native_classes_are_installed() -> None:
     assert native_errors._classes == {
+        "corrupt_index": errors.CorruptIndexError,
+        "index_full": errors.IndexFullError,
+        "invalid_offset": errors.InvalidOffsetError,
         "corrupt_record": CorruptRecordError,
         "invalid_record": errors.InvalidRecordError,
         "record_too_large": errors.RecordTooLargeError,
