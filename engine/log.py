@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import random
 import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -187,6 +188,9 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = clock.monotonic_ms()
         self._pending_deletes: list[Segment] = []
+        self._created: dict[int, int] = {}
+        self._jitter: dict[int, int] = {}
+        self._rng = random.Random()
 
     def _segment_kwargs(self) -> dict[str, Any]:
         return dict(index_interval_bytes=self.config.index_interval_bytes,
@@ -347,6 +351,8 @@ class Log:
                 raise KafkaStorageError(f"cannot roll to a new segment at offset {base}: {path} "
                                         f"already exists and holds {seg.size} bytes", path=path)
             return seg
+        self._created[base] = self.clock.time_ms()
+        self._jitter[base] = self.config.random_segment_jitter(self._rng)
         return Segment(self.dir, base, create=True, **self._segment_kwargs())
 
     # ---------------------------------------------------------------------------------------------
@@ -510,9 +516,11 @@ class Log:
             elif not seg.can_convert_to_relative_offset(last):
                 reason = "offset overflow"
             else:
+                # Kafka's timeWaitedForRoll: the incoming batch's timestamp against the segment's
+                # first batch timestamp, or wall time since creation when there is none.
                 ts = seg.rolling_based_timestamp
-                age_base = ts if ts >= 0 else self._created_ms(seg)
-                if self.clock.time_ms() - age_base > cfg.max_segment_ms - 0:
+                waited = (max_ts - ts) if ts >= 0 else (self.clock.time_ms() - self._created_ms(seg))
+                if waited > cfg.max_segment_ms - self._jitter.get(seg.base_offset, 0):
                     reason = "age"
         elif not seg.can_convert_to_relative_offset(last) or seg.index_full:
             reason = "offset overflow"
@@ -521,10 +529,7 @@ class Log:
         return self._roll(first, reason)
 
     def _created_ms(self, seg: Segment) -> int:
-        try:
-            return int(os.stat(seg.log_path).st_mtime * 1000)
-        except FileNotFoundError:
-            return self.clock.time_ms()
+        return self._created.setdefault(seg.base_offset, self.clock.time_ms())
 
     def roll(self) -> Segment:
         """Start a new active segment at the log end (Kafka's ``roll``)."""
