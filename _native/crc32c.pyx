@@ -12,20 +12,25 @@ Mirrors Kafka's ``org.apache.kafka.common.utils.Crc32C`` (RecordBatch v2) and
 Both take and return the running value like ``zlib.crc32``: ``crc32c(b, crc32c(a))`` equals
 ``crc32c(a + b)``.
 
-GIL policy. The GIL is released when the buffer is at least ``CRC32C_NOGIL_MIN`` bytes
-(``CRC32_NOGIL_MIN`` for CRC-32). Measured with ``bench/bench_crc32c.py::test_gil_*`` (pytest-benchmark,
-2-core Xeon VM, SSE4.2 path, median per call; ``_crc32c_gil`` forces either policy). Releasing and
-re-taking an uncontended GIL costs about 20 ns; the extra time it adds was:
+GIL policy. The GIL is released when the buffer is at least ``CRC32C_NOGIL_MIN`` = 32 KiB
+(``CRC32_NOGIL_MIN`` = 4 KiB for CRC-32). Measured with ``bench/bench_crc32c.py -k gil``
+(``_crc32c_gil`` forces either policy; 2-core Xeon VM, SSE4.2 path, no other Python thread),
+pytest-benchmark min / median per call:
 
-    size     hold GIL   release   extra
-    1 KiB      72 ns      92 ns    +28 %
-    4 KiB     200 ns     224 ns    +12 %
-    16 KiB    670 ns     694 ns     +4 %
-    64 KiB   2.50 us    2.52 us     +1 %
+    size      hold GIL          release           release - hold (min)
+    256 B     116 / 128 ns      146 / 155 ns      +30 ns
+    1 KiB     142 / 158 ns      159 / 170 ns      +17 ns
+    4 KiB     263 / 292 ns      278 / 302 ns      +15 ns
+    16 KiB    730 / 799 ns      747 / 795 ns      +17 ns
+    32 KiB    1.21 / 1.26 us    1.23 / 1.27 us    +14 ns  (1 %)
+    256 KiB   8.49 / 9.18 us    8.50 / 9.48 us    +16 ns
 
-so from 16 KiB on the release costs a few percent while another thread gains the whole
-call; below that the fixed cost dominates. CRC-32 (IEEE) runs the table at about 2.6 GB/s,
-ten times slower, so the same 4 % point is reached at 2 KiB.
+A release costs a fixed 15-30 ns, 1 % of a 32 KiB CRC-32C. Contention changes the trade:
+with a CPU-bound Python thread waiting, every release hands it the GIL and the caller may wait
+up to a switch interval (5 ms) to get it back (a one-off run with a spinning thread: 64 KiB
+calls took 5.6 us holding, 716 us releasing, while the other thread ran twice as fast). The
+threshold keeps small calls, where the other thread gains least, out of that trade.
+CRC-32 (IEEE) runs the table at about 2.6 GB/s, eight times slower, so its 1 % point is 4 KiB.
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
 from libc.stdint cimport uint8_t, uint32_t
@@ -39,8 +44,8 @@ cdef extern from "crc32.h" nogil:
     uint32_t seglog_crc32(uint32_t crc, const uint8_t *p, size_t n)
 
 cdef enum:
-    _CRC32C_NOGIL_MIN = 16384
-    _CRC32_NOGIL_MIN = 2048
+    _CRC32C_NOGIL_MIN = 32768
+    _CRC32_NOGIL_MIN = 4096
 
 CRC32C_NOGIL_MIN = _CRC32C_NOGIL_MIN
 CRC32_NOGIL_MIN = _CRC32_NOGIL_MIN

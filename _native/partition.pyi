@@ -1,5 +1,5 @@
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import SupportsIndex
 
 from typing_extensions import Buffer
@@ -10,5 +10,5 @@ def murmur2(key: Buffer) -> int:
 def partition_for_key(key: Buffer, num_partitions: SupportsIndex) -> int:
     """``(murmur2(key) & 0x7fffffff) % num_partitions``; ``TypeError`` for a ``None`` key."""
 
-def partitions_for_keys(keys: Sequence[Buffer | None], num_partitions: SupportsIndex) -> array[int]:
+def partitions_for_keys(keys: Iterable[Buffer | None], num_partitions: SupportsIndex) -> array[int]:
     """``partition_for_key`` over ``keys``, ``-1`` where the key is ``None``."""

@@ -99,8 +99,9 @@ def partitions_for_keys(keys, num_partitions):
     """Return ``array('i')`` with ``partition_for_key(k, num_partitions)`` for every ``k`` in
     ``keys``, and ``-1`` where ``k`` is ``None`` (a keyless record: the caller places it).
 
-    ``keys`` is a list (or any sequence) of serialized keys; ``bytes`` items are hashed without
-    any Python-level work, other bytes-like items through the buffer protocol.
+    ``keys`` is a list (or any iterable, copied into one first) of serialized keys; ``bytes``
+    items are hashed without any Python-level work, other bytes-like items through the buffer
+    protocol.
     """
     cdef uint32_t n = _check_partitions(num_partitions)
     if keys is None or isinstance(keys, (bytes, bytearray, str)):

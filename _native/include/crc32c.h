@@ -188,7 +188,7 @@ static inline int seglog_crc32c_impl(void) {
 }
 
 /* "sse4.2", "armv8" or "table": what seglog_crc32c() runs in this module. */
-static const char *seglog_crc32c_implementation(void) {
+static inline const char *seglog_crc32c_implementation(void) {
     switch (seglog_crc32c_impl()) {
     case SEGLOG_CRC32C_IMPL_SSE42: return "sse4.2";
     case SEGLOG_CRC32C_IMPL_ARMV8: return "armv8";

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import zlib
+from itertools import pairwise
 
 import crc32c as crc32c_pkg
 from hypothesis import given, settings
@@ -29,7 +30,7 @@ def split_data(draw: st.DrawFn) -> tuple[bytes, list[int]]:
 def test_pieces_chain_to_the_whole(case: tuple[bytes, list[int]], start: int) -> None:
     data, cuts = case
     bounds = [0, *cuts, len(data)]
-    pieces = [data[a:b] for a, b in zip(bounds, bounds[1:])]
+    pieces = [data[a:b] for a, b in pairwise(bounds)]
     c = p = i = start
     for piece in pieces:
         c = native.crc32c(piece, c)

@@ -16,6 +16,7 @@ import threading
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import crc32c as crc32c_pkg
 import numpy as np
@@ -24,6 +25,9 @@ import pytest
 import seglog
 from seglog._native import crc32c as native
 from seglog._native.crc32c import crc32, crc32c
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 RNG = random.Random(0x5E6106)
 POOL = RNG.randbytes(4 << 20)
@@ -64,7 +68,9 @@ def check_all(length: int) -> None:
 
 
 def test_kafka_vectors(fixtures_dir: Path) -> None:
-    vec = json.loads((fixtures_dir / "kafka-clients-generated" / "vectors.json").read_text())["crc32c"]
+    vec = json.loads((fixtures_dir / "kafka-clients-generated" / "vectors.json").read_text())[
+        "crc32c"
+    ]
     inputs = {
         "123456789": b"123456789",
         "zeros32": bytes(32),
@@ -141,7 +147,7 @@ def test_running_value_continues() -> None:
 
 def test_chaining() -> None:
     rng = random.Random(7)
-    data = POOL[: 200_000]
+    data = POOL[:200_000]
     cuts = [0, 1, 7, 255, 768, 769, 24576, 24577, 100_000, len(data) - 1, len(data)]
     cuts += [rng.randrange(len(data) + 1) for _ in range(30)]
     whole_c = crc32c(data)
@@ -156,14 +162,15 @@ def test_chaining() -> None:
     assert crc32c(c, native._crc32c_portable(b, crc32c(a))) == whole_c
 
 
-def buffer_kinds(data: bytes) -> Iterator[tuple[str, object]]:
+def buffer_kinds(data: bytes) -> Iterator[tuple[str, Buffer]]:
     yield "bytes", data
     yield "bytearray", bytearray(data)
     yield "memoryview", memoryview(data)
     yield "memoryview slice", memoryview(b"xx" + data + b"yy")[2:-2]
     yield "readonly memoryview of bytearray", memoryview(bytearray(data)).toreadonly()
-    yield "numpy uint8", np.frombuffer(data, dtype=np.uint8)
-    yield "numpy writable uint8", np.array(np.frombuffer(data, dtype=np.uint8))
+    # (numpy declares the buffer protocol to type checkers only from Python 3.12)
+    yield "numpy uint8", cast("Buffer", np.frombuffer(data, dtype=np.uint8))
+    yield "numpy writable uint8", cast("Buffer", np.array(np.frombuffer(data, dtype=np.uint8)))
     yield "array('B')", array.array("B", data)
 
 
@@ -190,7 +197,7 @@ def test_mmap(tmp_path: Path, length: int) -> None:
             assert crc32c(view[1:]) == pkg_crc32c(data[1:])
         finally:
             view.release()
-    with path.open("r+b") as f, mmap.mmap(f.fileno(), 0) as rw:
+    with path.open("r+b") as fw, mmap.mmap(fw.fileno(), 0) as rw:
         assert crc32c(rw) == pkg_crc32c(data)
 
 
@@ -229,7 +236,9 @@ def test_threads_with_gil_released() -> None:
                 if fn(b) != w:
                     errors.append(f"{fn} mismatch")
 
-    threads = [threading.Thread(target=work, args=(f,)) for f in (crc32c, crc32c, native._crc32c_portable)]
+    threads = [
+        threading.Thread(target=work, args=(f,)) for f in (crc32c, crc32c, native._crc32c_portable)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -269,7 +278,12 @@ TABLE_SCRIPT = textwrap.dedent(
 def test_table_path_forced_by_environment() -> None:
     env = dict(os.environ, SEGLOG_CRC32C="table")
     out = subprocess.run(
-        [sys.executable, "-c", TABLE_SCRIPT], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", TABLE_SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
@@ -278,8 +292,22 @@ def test_table_path_forced_by_environment() -> None:
 def test_other_environment_values_mean_detect() -> None:
     env = dict(os.environ, SEGLOG_CRC32C="auto")
     code = "from seglog._native import crc32c as n; print(n.implementation())"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     env.pop("SEGLOG_CRC32C")
-    plain = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    plain = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert out.stdout == plain.stdout

@@ -7,12 +7,15 @@ from __future__ import annotations
 import array
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pytest
 
 from seglog.partitioner import murmur2, partition_for_key, partitions_for_keys
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 
 def load_vectors(fixtures_dir: Path) -> list[dict[str, Any]]:
@@ -67,8 +70,13 @@ def test_key_buffer_kinds() -> None:
     key = b"user-42"
     want = murmur2(key)
     assert want == 1459644460
-    for buf in (bytearray(key), memoryview(key), memoryview(b"xuser-42y")[1:-1],
-                np.frombuffer(key, dtype=np.uint8)):
+    bufs: list[Buffer] = [
+        bytearray(key),
+        memoryview(key),
+        memoryview(b"xuser-42y")[1:-1],
+        cast("Buffer", np.frombuffer(key, dtype=np.uint8)),
+    ]
+    for buf in bufs:
         assert murmur2(buf) == want
         assert partition_for_key(buf, 12) == 4
     assert list(partitions_for_keys([bytearray(key), memoryview(key), key], 1000)) == [460] * 3
