@@ -57,7 +57,6 @@ from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memset
 
 import time as _time
-import zlib as _zlib
 
 from seglog._native import _errors
 
@@ -84,6 +83,9 @@ cdef extern from "kbytes.h" nogil:
 
 cdef extern from "crc32c.h" nogil:
     uint32_t seglog_crc32c(uint32_t crc, const uint8_t *p, size_t n)
+
+cdef extern from "crc32.h" nogil:
+    uint32_t seglog_crc32(uint32_t crc, const uint8_t *p, size_t n)
 
 
 cdef enum:
@@ -853,7 +855,7 @@ def batch_headers(const uint8_t[::1] buf, Py_ssize_t start=0, Py_ssize_t end=-1,
 
 cdef int _check_legacy_crc(const uint8_t *b, Py_ssize_t pos, Py_ssize_t size) except -1:
     cdef uint32_t stored = kb_load_u32(b + 12)
-    cdef uint32_t actual = _zlib.crc32(<const uint8_t[:size - 16]>(b + 16))
+    cdef uint32_t actual = seglog_crc32(0, b + 16, size - 16)
     if stored != actual:
         _raise_corrupt(f"CRC-32 mismatch in the legacy message at offset {kb_load_i64(b)}: stored "
                        f"{stored:08x}, computed {actual:08x}", pos)

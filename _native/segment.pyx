@@ -70,6 +70,9 @@ cdef extern from "kbytes.h" nogil:
 cdef extern from "crc32c.h" nogil:
     uint32_t seglog_crc32c(uint32_t crc, const uint8_t *p, size_t n)
 
+cdef extern from "crc32.h" nogil:
+    uint32_t seglog_crc32(uint32_t crc, const uint8_t *p, size_t n)
+
 cdef enum:
     LOG_OVERHEAD = 12
     HEADER_UP_TO_MAGIC = 17
@@ -228,7 +231,7 @@ cdef inline int _head_at(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, Hea
         h.last_offset = h.base_offset
         h.max_ts = kb_load_i64(b + 18) if h.magic == 1 and h.size >= 26 else -1
         h.count = 1
-        # Legacy CRC-32 is checked by the caller (zlib), outside the nogil walk.
+        # Legacy CRC-32 is checked by the recovery walk (_legacy_crc_ok), not here.
     return W_OK
 
 
@@ -248,9 +251,8 @@ cdef str _walk_error(int status, Py_ssize_t pos, const uint8_t *buf, Py_ssize_t 
     return f"invalid batch at position {pos}"
 
 
-cdef bint _legacy_crc_ok(const uint8_t *b, Py_ssize_t size):
-    import zlib
-    return kb_load_u32(b + 12) == zlib.crc32(<const uint8_t[:size - 16]>(b + 16))
+cdef inline bint _legacy_crc_ok(const uint8_t *b, Py_ssize_t size) noexcept nogil:
+    return kb_load_u32(b + 12) == seglog_crc32(0, b + 16, size - 16)
 
 
 cdef BatchInfo _info(const Head *h, Py_ssize_t pos, const uint8_t *buf):
