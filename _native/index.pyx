@@ -116,6 +116,7 @@ cdef class _Index:
     cdef bint _open
     cdef bint _inited
     cdef bint _length_changed
+    cdef tuple _file_id       # (st_dev, st_ino) of the mapped file
 
     def __init__(self, path, int64_t base_offset, max_index_size=DEFAULT_MAX_INDEX_SIZE,
                  bint writable=True):
@@ -152,7 +153,9 @@ cdef class _Index:
                 except BaseException:
                     _os.unlink(path)
                     raise
-            self._map(fd, _os.fstat(fd).st_size)
+            st = _os.fstat(fd)
+            self._file_id = (st.st_dev, st.st_ino)
+            self._map(fd, st.st_size)
             valid, problem = (0, None) if created else self._scan(fd)
         finally:
             _os.close(fd)
@@ -371,6 +374,18 @@ cdef class _Index:
             raise _errors.make("storage", f"{self.path}: index opened read-only", path=self.path)
         return 0
 
+    cdef object _reopen(self, int flags):
+        """A descriptor for the mapped file through its path (stdlib mmap does not expose its
+        own), refused if the path now names another file: resizing that one would leave our
+        mapping past the end of the real file."""
+        fd = _os.open(self.path, flags)
+        st = _os.fstat(fd)
+        if (st.st_dev, st.st_ino) != self._file_id:
+            _os.close(fd)
+            raise _errors.make("storage", f"{self.path} is no longer the file this index mapped "
+                               f"(renamed or replaced behind its back)", path=self.path)
+        return fd
+
     cdef int _check_unpinned(self, str action) except -1:
         if self._views:
             raise BufferError(f"cannot {action} index {self.path}: {self._views} exported "
@@ -413,7 +428,7 @@ cdef class _Index:
             raise ValueError(f"{self.path}: cannot resize to {rounded} bytes: the index holds "
                              f"{self._n} entries ({self._n * self._es} bytes)")
         cdef int64_t old = self._length
-        fd = _os.open(self.path, _os.O_RDWR)
+        fd = self._reopen(_os.O_RDWR)
         try:
             _os.ftruncate(fd, rounded)
             try:
@@ -509,7 +524,7 @@ cdef class _Index:
         if self._mm is not None:
             self._mm.flush()
         if self._length_changed:
-            fd = _os.open(self.path, _os.O_RDONLY)
+            fd = self._reopen(_os.O_RDONLY)
             try:
                 _os.fsync(fd)
             finally:
@@ -523,7 +538,10 @@ cdef class _Index:
             return
         self._check_unpinned("close")
         if trim and self.writable:
-            self.trim_to_valid_size()
+            try:
+                self.trim_to_valid_size()
+            except FileNotFoundError:
+                pass                          # removed by someone else: nothing left to trim
             self._check_unpinned("close")     # the trim's system calls let other threads run
         self._open = False
         self._n = 0

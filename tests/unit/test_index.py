@@ -701,3 +701,22 @@ def test_lookups_from_another_thread_while_appending(tmp_path: Path) -> None:
     assert not bad
     idx.sanity_check()
     idx.close()
+
+
+def test_resize_refuses_a_replaced_file(tmp_path: Path) -> None:
+    path = tmp_path / "i"
+    idx = OffsetIndex(path, 0, max_index_size=800)
+    idx.append(1, 10)
+    os.replace(path, tmp_path / "moved")           # renamed behind our back
+    path.write_bytes(b"other")                      # and something else put at the old name
+    with pytest.raises(OSError, match="no longer the file this index mapped"):
+        idx.trim_to_valid_size()
+    with pytest.raises(OSError, match="no longer the file"):
+        idx.close()
+    assert not idx.closed and path.read_bytes() == b"other"
+    idx.close(trim=False)
+    assert os.path.getsize(tmp_path / "moved") == 800
+    gone = OffsetIndex(tmp_path / "gone", 0, max_index_size=80)
+    os.unlink(tmp_path / "gone")
+    gone.close()                                    # removed by someone else: still closes
+    assert gone.closed
