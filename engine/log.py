@@ -149,6 +149,7 @@ class Log:
         log_start_offset: int | None = None,
         clean_shutdown: bool | None = None,
         high_watermark: int | None = None,
+        dir_checkpoints: bool = True,
     ) -> Log:
         """Open (creating if needed) the partition log in ``directory``.
 
@@ -157,9 +158,13 @@ class Log:
         from the parent directory the way Kafka lays a log dir out. ``read_only`` opens a
         directory another program owns (a Kafka broker's) without changing any file.
         ``scheduler`` runs the ``flush.ms`` flusher and delayed file deletion.
+        ``dir_checkpoints=False`` leaves the parent directory's checkpoint files alone (neither
+        read nor written): the owner of the log dir passes the values in and writes the files
+        for all its partitions at once.
         """
         self = object.__new__(cls)
         self._init(os.fspath(directory), config, clock or Clock(), scheduler, read_only, replicated)
+        self._dir_checkpoints = dir_checkpoints
         self._load(recovery_point, log_start_offset, clean_shutdown, high_watermark)
         return self
 
@@ -207,9 +212,9 @@ class Log:
         if clean_shutdown is None:
             clean_shutdown = os.path.exists(os.path.join(parent, CLEAN_SHUTDOWN_FILE))
         if recovery_point is None:
-            recovery_point = self._read_tp_checkpoint(self._recovery_file, 0)
+            recovery_point = self._read_tp_checkpoint(self._recovery_file, 0) if self._dir_checkpoints else 0
         if log_start_offset is None:
-            log_start_offset = self._read_tp_checkpoint(self._log_start_file, 0)
+            log_start_offset = self._read_tp_checkpoint(self._log_start_file, 0) if self._dir_checkpoints else 0
         self.epoch_cache = LeaderEpochCache(self.dir, read_only=self.read_only)
         if not self.read_only:
             self._remove_temporary_files()
@@ -592,8 +597,9 @@ class Log:
             return False
 
     def checkpoint(self) -> None:
-        """Write this log's recovery point and log start offset to the log dir's checkpoints."""
-        if self.read_only:
+        """Write this log's recovery point and log start offset to the log dir's checkpoints
+        (nothing when opened with ``dir_checkpoints=False``)."""
+        if self.read_only or not self._dir_checkpoints:
             return
         self._recovery_file.update({self._tp: self.recovery_point})
         self._log_start_file.update(
