@@ -829,6 +829,35 @@ class Log:
         if seg in self._pending_deletes:
             self._pending_deletes.remove(seg)
 
+    def replace_segments(self, new: Segment | None, old: Sequence[Segment]) -> None:
+        """Put cleaner output in place of ``old`` (Kafka's ``replaceSegments``). ``new`` must
+        carry the ``.swap`` suffix and cover no offset outside the old segments' range; None
+        removes the old segments without a replacement. The old segments are renamed
+        ``.deleted`` (then deleted), then ``new`` loses its suffix: a crash at any step is
+        completed by the next load (``_remove_temporary_files``)."""
+        with self._lock:
+            self._check_writable()
+            if not old:
+                raise ValueError("no segments to replace")
+            try:
+                first = self._segments.index(old[0])
+            except ValueError:
+                raise KafkaStorageError(f"segment {old[0].log_path} is no longer part of {self.dir}") from None
+            if self._segments[first:first + len(old)] != list(old):
+                raise KafkaStorageError(f"the segments to replace in {self.dir} are not consecutive")
+            if first + len(old) >= len(self._segments):
+                raise KafkaStorageError(f"the active segment of {self.dir} cannot be replaced")
+            if new is not None and new.suffix != SWAP_SUFFIX:
+                raise ValueError(f"the replacement {new.log_path} must carry the {SWAP_SUFFIX} suffix")
+            for seg in old:
+                self._schedule_delete(seg)
+            if new is not None:
+                new.change_suffix(SWAP_SUFFIX, "")
+            self._segments[first:first + len(old)] = [new] if new is not None else []
+            if self.log_start_offset < self._segments[0].base_offset:
+                self.log_start_offset = self._segments[0].base_offset
+                self.epoch_cache.truncate_from_start(self.log_start_offset)
+
     # ---------------------------------------------------------------------------------------------
     # Close
     # ---------------------------------------------------------------------------------------------
