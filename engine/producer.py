@@ -140,7 +140,7 @@ class Producer:
         if cfg.compression_type != "producer":
             codec = _TOPIC_CODECS[cfg.compression_type]
             level = self._topic_level(cfg, codec)
-        max_batch = min(self.config.max_request_size, cfg.max_message_bytes)
+        max_batch = min(self.config.max_request_size, cfg.max_message_bytes, cfg.segment_bytes)
         n = len(t.partitions)
         st = TopicSlots(topic, n, self._rng.randrange(n), cfg.compact, max_batch, codec, level)
         self._topics[topic] = st

@@ -392,6 +392,9 @@ class Store:
             present = found.get(name, [])
             if not tm and present:
                 count = max(present) + 1
+                if name == OFFSETS_TOPIC:
+                    # A broker holds only some partitions; the group hash needs them all.
+                    count = max(count, self.config.offsets_topic_num_partitions)
             topic = self._make_topic(name, overrides, tm.get("topic_id") or self._read_topic_id(name, present))
             for p in range(count):
                 tp = (name, p)
