@@ -74,6 +74,8 @@ cdef extern from "kbytes.h" nogil:
     void kb_store_u16(uint8_t *p, uint16_t v)
     void kb_store_u32(uint8_t *p, uint32_t v)
     void kb_store_u64(uint8_t *p, uint64_t v)
+    int64_t kb_wrap_add(int64_t a, int64_t b)
+    int64_t kb_wrap_sub(int64_t a, int64_t b)
     int kb_varint_size(int32_t v)
     int kb_varlong_size(int64_t v)
     uint8_t *kb_write_varint(uint8_t *p, int32_t v)
@@ -500,7 +502,7 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
             ts = _ts_get(&tcol, i)
             if ts > max_ts:
                 max_ts = ts
-            delta = <int64_t>(<uint64_t>ts - <uint64_t>base_ts)
+            delta = kb_wrap_sub(ts, base_ts)
             klen = _bincol_get(&kcol, i, &kp)
             vlen = _bincol_get(&vcol, i, &vp)
             if hsections is None or hsections[i] is None:
@@ -530,7 +532,7 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
 
         for i in range(n):
             ts = _ts_get(&tcol, i)
-            delta = <int64_t>(<uint64_t>ts - <uint64_t>base_ts)
+            delta = kb_wrap_sub(ts, base_ts)
             klen = _bincol_get(&kcol, i, &kp)
             vlen = _bincol_get(&vcol, i, &vp)
             p = kb_write_varint(p, sizes[i])
@@ -797,7 +799,7 @@ cdef BatchHeader _make_header(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t siz
     if bh.magic == 2:
         _read_v2_head(b, &h)
         bh.base_offset = h.base_offset
-        bh.last_offset = h.base_offset + h.last_delta
+        bh.last_offset = kb_wrap_add(h.base_offset, h.last_delta)
         bh.partition_leader_epoch = h.ple
         bh.crc = h.crc
         bh.attributes = h.attrs
@@ -1001,7 +1003,7 @@ cdef class _Decoder:
     cdef int emit_v2(self, const uint8_t *b, Py_ssize_t pos, V2Head *h) except -1:
         cdef int codec = h.attrs & ATTR_CODEC_MASK
         cdef bint control = (h.attrs & ATTR_CONTROL) != 0
-        cdef int64_t last = h.base_offset + h.last_delta
+        cdef int64_t last = kb_wrap_add(h.base_offset, h.last_delta)
         if control and not self.include_control:
             return 0
         if last < self.min_offset or h.base_offset >= self.max_offset or h.count == 0:
@@ -1026,10 +1028,10 @@ cdef class _Decoder:
             if p == NULL:
                 _raise_corrupt(f"record {i} of the batch at offset {h.base_offset}: "
                                f"{err.decode()}", pos)
-            offset = h.base_offset + r.offset_delta
+            offset = kb_wrap_add(h.base_offset, r.offset_delta)
             if offset < self.min_offset or offset >= self.max_offset:
                 continue
-            ts = h.max_ts if log_append else <int64_t>(<uint64_t>h.base_ts + <uint64_t>r.ts_delta)
+            ts = h.max_ts if log_append else kb_wrap_add(h.base_ts, r.ts_delta)
             if self.cols is not None:
                 self.cols.add(offset, ts, 1 if log_append else 0, h.ple, &r)
                 continue
@@ -1091,7 +1093,7 @@ cdef class _Decoder:
                                      (attrs & ATTR_LOG_APPEND_TIME) != 0)
         if inner:
             if magic == 1:
-                offset = rel_base + offset
+                offset = kb_wrap_add(rel_base, offset)
                 if wrapper_log_append:
                     ts = wrapper_ts
                     ts_type = 1
@@ -1136,7 +1138,7 @@ cdef class _Decoder:
                 isize = _inner_size(p, ipos, n, pos)
                 last_rel = kb_load_i64(p + ipos)
                 ipos += isize
-            rel_base = offset - last_rel if offset != 0 else 0
+            rel_base = kb_wrap_sub(offset, last_rel) if offset != 0 else 0
             ipos = 0
         while ipos < n:
             isize = _inner_size(p, ipos, n, pos)

@@ -21,6 +21,11 @@ static inline void kb_store_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 
 static inline void kb_store_u32(uint8_t *p, uint32_t v) { v = __builtin_bswap32(v); memcpy(p, &v, 4); }
 static inline void kb_store_u64(uint8_t *p, uint64_t v) { v = __builtin_bswap64(v); memcpy(p, &v, 8); }
 
+/* Two's-complement wrapping arithmetic, defined for every input (Kafka's Java longs wrap);
+ * used where untrusted header fields are combined, so corrupt input cannot overflow. */
+static inline int64_t kb_wrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+static inline int64_t kb_wrap_sub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+
 /* Size in bytes of the zigzag varint / varlong encoding of v. */
 static inline int kb_varint_size(int32_t v) {
     uint32_t u = ((uint32_t)v << 1) ^ (uint32_t)(v >> 31);
