@@ -90,6 +90,7 @@ import threading
 import zlib
 
 import cramjam
+import lz4.block
 import zstandard
 
 from seglog._native import _errors
@@ -640,11 +641,11 @@ cdef object _lz4_decompress(const uint8_t *p, Py_ssize_t n, Py_ssize_t limit, in
 
 cdef object _lz4_compress(const uint8_t *p, Py_ssize_t n, int level, int magic):
     cdef Py_ssize_t nblocks = (n + LZ4_BLOCK - 1) // LZ4_BLOCK
-    # LZ4_COMPRESSBOUND(64 KiB) = 65536 + 65536 / 255 + 16; 4 more for the size word and
-    # 4 of slack for implementations that reserve a size prefix.
-    cdef Py_ssize_t cap = 7 + nblocks * (4 + LZ4_BLOCK + LZ4_BLOCK // 255 + 16 + 4) + 4
+    # A block takes at most 4 + 64 KiB: anything that does not shrink is stored as is.
+    cdef Py_ssize_t cap = 7 + nblocks * (4 + LZ4_BLOCK) + 4
     cdef Py_ssize_t i = 0, o = 7, c, got
     cdef uint8_t *w
+    cdef bytes block
     out = _new_bytearray(cap)
     w = _wptr(out)
     _put_le32(w, LZ4_MAGIC)
@@ -652,23 +653,25 @@ cdef object _lz4_compress(const uint8_t *p, Py_ssize_t n, int level, int magic):
     w[5] = 0x40
     # Kafka before 0.10 hashed the magic too; it still writes that byte for magic 0.
     w[6] = ((seglog_xxh32(w, 6, 0) if magic == 0 else seglog_xxh32(w + 4, 2, 0)) >> 8) & 0xff
-    # Kafka's default level 9 selects lz4-java's fast compressor; any other level selects
-    # its high-compression compressor at that level.
+    # Kafka's default level 9 selects lz4-java's fast compressor (LZ4_compress_default);
+    # any other level selects its high-compression compressor at that level.
     if level == 9:
-        kwargs = {}
+        kwargs = {"mode": "default"}
     else:
         kwargs = {"mode": "high_compression", "compression": level}
     while i < n:
         c = n - i if n - i < LZ4_BLOCK else LZ4_BLOCK
-        got = cramjam.lz4.compress_block_into(
-            _rview(p + i, c), _wview(out, o + 4, cap - o - 4), store_size=False, **kwargs)
+        block = lz4.block.compress(_rview(p + i, c), store_size=False, **kwargs)
+        got = len(block)
         w = _wptr(out)
         if got >= c:
+            # Incompressible: stored as is, flagged by bit 31 (Kafka does the same).
             _put_le32(w + o, <uint32_t>c | LZ4_STORED)
             memcpy(w + o + 4, p + i, c)
             o += 4 + c
         else:
             _put_le32(w + o, <uint32_t>got)
+            memcpy(w + o + 4, <const char *>block, got)
             o += 4 + got
         i += c
     _put_le32(_wptr(out) + o, 0)
