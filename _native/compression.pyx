@@ -145,7 +145,7 @@ _tls = threading.local()
 
 
 # ---------------------------------------------------------------------------------------
-# small helpers
+# byte access and buffers
 
 cdef inline uint32_t _le32(const uint8_t *p) noexcept nogil:
     return <uint32_t>p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
