@@ -24,7 +24,6 @@ from kafka.record.default_records import DefaultRecordBatch as KpBatch
 from kafka.record.default_records import DefaultRecordBatchBuilder as KpBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder as KpLegacyBuilder
 from kafka.record.memory_records import MemoryRecords as KpMemoryRecords
-
 from seglog.records import decode_records
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
