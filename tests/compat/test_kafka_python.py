@@ -210,7 +210,7 @@ def _legacy_or_v2_sizes(chunk: bytes) -> list[int]:
 
 
 @SETTINGS
-@given(control_type=st.sampled_from([0, 1]), base_offset=st.integers(0, INT64_MAX),
+@given(control_type=st.sampled_from([0, 1]), base_offset=st.integers(0, INT64_MAX - 1),
        timestamp=st.integers(INT64_MIN, INT64_MAX), producer_id=st.integers(0, INT64_MAX),
        producer_epoch=st.integers(0, 32767), coordinator_epoch=st.integers(INT32_MIN, INT32_MAX),
        ple=st.integers(INT32_MIN, INT32_MAX))
