@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import crc32c as crc32c_pkg
 from aiokafka.record.default_records import DefaultRecordBatchBuilder as AioBuilder
@@ -30,7 +30,6 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 BIG = 1 << 30  # builder size limit: never split a batch
 
-Headers = Sequence[tuple[str, "bytes | None"]]
 RecTuple = tuple[int, int, int, "bytes | None", "bytes | None", tuple]
 
 
@@ -255,7 +254,3 @@ def arrow_rows(cols: Any) -> list[RecTuple]:
         out.append((row["offset"], row["timestamp"], row["timestampType"], row.get("key"),
                     row["value"], hdrs))
     return out
-
-
-def concat(parts: Iterable[bytes]) -> bytes:
-    return b"".join(parts)
