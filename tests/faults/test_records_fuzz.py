@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import faulthandler
 import importlib.util
-import os
 import random
 import struct
 from collections.abc import Callable, Iterator
@@ -126,7 +125,23 @@ def need_codecs(name: str) -> None:
 # The harness
 # ---------------------------------------------------------------------------------------------
 
-CORRUPT, OK, NO_CODEC = "corrupt", "ok", "no-codec"
+CORRUPT, OK, SKIP = "corrupt", "ok", "skip"  # skip: cannot be judged (no codec module, known bug)
+
+
+def known_length_message_overflow(exc: BaseException, buf: bytes) -> bool:
+    """The debug-build half of test_huge_batch_length_is_reported_correctly: a batch length
+    within 11 of INT32_MAX overflows while the error message is formatted (remove with it)."""
+    if not isinstance(exc, OverflowError):
+        return False
+    pos = 0
+    while len(buf) - pos >= 17:
+        (length,) = struct.unpack_from(">i", buf, pos + 8)
+        if length >= 2**31 - 12:
+            return True
+        if length < 14:
+            return False
+        pos += length + 12
+    return False
 
 
 def known_empty_compressed_area(exc: BaseException) -> bool:
@@ -146,11 +161,15 @@ def attempt(buf: bytes, fn: Callable[[], Any]) -> tuple[str, Any]:
     except ImportError as exc:  # compressed input before the codec module exists
         if HAVE_CODECS or "compression" not in str(exc):
             raise
-        return NO_CODEC, None
+        return SKIP, None
     except ValueError as exc:
         if not (HAVE_CODECS and known_empty_compressed_area(exc)):
             raise
-        return NO_CODEC, None
+        return SKIP, None
+    except OverflowError as exc:
+        if not known_length_message_overflow(exc, buf):
+            raise
+        return CORRUPT, exc
 
 
 def rec_tuple(r: Any) -> tuple:
@@ -207,8 +226,8 @@ def check(buf: bytes, *, verify_crc: bool, use_model: bool = True) -> tuple[str,
         buf, allow_truncated=True, **kw)])
     hidden_o, hidden = attempt(buf, lambda: [rec_tuple(r) for r in decode_records(
         buf, verify_crc=verify_crc)])
-    if NO_CODEC in (rec_o, it_o, col_o, slim_o, tr_o, hidden_o):
-        return NO_CODEC, None
+    if SKIP in (rec_o, it_o, col_o, slim_o, tr_o, hidden_o):
+        return SKIP, None
 
     assert rec_o == it_o == col_o == slim_o, (rec_o, it_o, col_o, slim_o)
     if hdr_o == CORRUPT:
@@ -594,25 +613,13 @@ def test_compressed_batch_with_empty_records_area_is_corrupt(case: str) -> None:
             fn(bytes(buf))
 
 
-DEBUG_BUILD = os.environ.get("SEGLOG_DEBUG", "") not in ("", "0")
-
-
-@pytest.mark.xfail(DEBUG_BUILD, strict=True, reason=(
-    "debug build (Cython overflowcheck) only: the timestamp delta is computed as "
-    "<int64_t>(<uint64_t>ts - <uint64_t>base_ts) in encode_batch and the timestamp as "
-    "<int64_t>(<uint64_t>base_ts + <uint64_t>ts_delta) in the decoders; overflowcheck treats the "
-    "intended unsigned wrap-around as an error, so encoding any record older than the first one, "
-    "or decoding such a batch, raises OverflowError('value too large'). Do the wrapping "
-    "arithmetic in a C helper (kbytes.h) or under @cython.overflowcheck(False)."))
+# Regression tests for overflow errors the debug build (Cython overflowcheck) raised from the
+# intended wrap-around arithmetic on untrusted header fields (fixed with kb_wrap_add/kb_wrap_sub).
 def test_timestamps_older_than_the_first_record_round_trip() -> None:
     buf = encode_batch([b"a", b"b"], timestamps=[1700000000005, 1700000000003])
     assert [r.timestamp for r in decode_records(buf)] == [1700000000005, 1700000000003]
 
 
-@pytest.mark.xfail(DEBUG_BUILD, strict=True, reason=(
-    "debug build only: baseOffset is outside the CRC, and baseOffset + lastOffsetDelta / + "
-    "offsetDelta are int64 additions (_make_header, emit_v2) that overflowcheck turns into "
-    "OverflowError for a baseOffset near 2**63 - 1 (release wraps silently, like Java's long)."))
 def test_offsets_past_the_int64_range_are_returned_or_corrupt() -> None:
     buf = bytearray(UNCOMPRESSED["ours0"])  # 4 records, lastOffsetDelta 3
     struct.pack_into(">q", buf, 0, 2**63 - 2)
