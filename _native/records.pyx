@@ -1014,6 +1014,7 @@ cdef _Source _records_area(const uint8_t *b, Py_ssize_t pos, Py_ssize_t size, in
     return s
 
 
+@cython.final
 cdef class _Decoder:
     """Walks batches and emits records into a list of Record objects or into columns."""
     cdef const uint8_t *buf
@@ -1377,6 +1378,7 @@ cdef NativeBuffer _take(GBuf *b, bytes fmt, Py_ssize_t itemsize):
     return nb
 
 
+@cython.final
 cdef class _ColumnBuilder:
     cdef Py_ssize_t n
     cdef bint keys_on
