@@ -759,7 +759,7 @@ class Store:
                                    count=h.last_offset - h.base_offset + 1,
                                    transactional=h.is_transactional)
         with part.lock:
-            info = part.log.append(view)
+            info = part.log.append(view, leader_epoch=_epoch(part.log))
             first = info.first_offset
             for b in heads:
                 n = b.last_offset - b.base_offset + 1
@@ -793,12 +793,12 @@ class Store:
                 if dup is not None:
                     return AppendResult(topic, partition, dup.first_offset, dup.last_offset, -1,
                                         part.log.log_start_offset, duplicate=True)
-                info = part.log.append(data)
+                info = part.log.append(data, leader_epoch=_epoch(part.log))
                 part.state.update(producer_id, producer_epoch, base_sequence, last_seq,
                                   info.first_offset, info.last_offset, info.max_timestamp,
                                   transactional=transactional)
             else:
-                info = part.log.append(data)
+                info = part.log.append(data, leader_epoch=_epoch(part.log))
         self._notify()
         return AppendResult(topic, partition, info.first_offset, info.last_offset,
                             info.log_append_time, info.log_start_offset)
@@ -1045,6 +1045,12 @@ class Store:
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("read-only" if self.read_only else "open")
         return f"Store({self.dir!r}, topics={len(self._topics)}, {state})"
+
+
+def _epoch(lg: Log) -> int | None:
+    # A store's own logs are led at epoch 0 (what a single Kafka broker writes); a log that
+    # already has epochs keeps its latest.
+    return None if lg.epoch_cache.latest_epoch >= 0 else 0
 
 
 def _delete_dir_name(topic: str, partition: int) -> str:
