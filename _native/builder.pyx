@@ -32,6 +32,10 @@ from cpython.unicode cimport PyUnicode_AsUTF8String
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, int16_t, int32_t, int64_t, uint64_t, INT32_MAX
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy
+from cpython.pythread cimport (
+    PyThread_type_lock, PyThread_allocate_lock, PyThread_free_lock, PyThread_acquire_lock,
+    PyThread_release_lock, PyThread_get_thread_ident, WAIT_LOCK, NOWAIT_LOCK,
+)
 
 from seglog._native import _errors
 
@@ -317,7 +321,6 @@ cdef class BatchBuilder:
     cdef public list waiters
     cdef public int64_t created_ms
     cdef public int32_t base_sequence
-    cdef public object linger_task
 
     def __cinit__(self):
         self.buf = NULL
@@ -625,7 +628,6 @@ cdef class BatchBuilder:
         cdef list waiters = self.waiters
         self.waiters = None
         self.sender = None
-        self.linger_task = None
         if waiters:
             for fut, ok, err in waiters:
                 (<RecordFuture>fut)._fire(ok, err)
@@ -706,6 +708,7 @@ cdef class TopicSlots:
     cdef public object codec
     cdef public object level
     cdef public Py_ssize_t max_batch
+    cdef public list parts
 
     def __init__(self, str name, int32_t num_partitions, int32_t sticky, bint compact,
                  Py_ssize_t max_batch, codec=0, level=None):
@@ -722,29 +725,83 @@ cdef class TopicSlots:
 
 
 @cython.final
+cdef class ReentrantLock:
+    """A re-entrant lock whose acquire/release cost a C call from the send path (the producer's
+    Python code uses it as a context manager, like ``threading.RLock``). A contended acquire
+    waits with the GIL released."""
+    cdef PyThread_type_lock lock
+    cdef unsigned long owner
+    cdef Py_ssize_t depth
+
+    def __cinit__(self):
+        self.lock = PyThread_allocate_lock()
+        if self.lock == NULL:
+            raise MemoryError("cannot allocate a lock")
+
+    def __dealloc__(self):
+        if self.lock != NULL:
+            PyThread_free_lock(self.lock)
+
+    cdef inline int enter(self) except -1:
+        cdef unsigned long me = PyThread_get_thread_ident()
+        cdef int got
+        if self.depth and self.owner == me:
+            self.depth += 1
+            return 0
+        if not PyThread_acquire_lock(self.lock, NOWAIT_LOCK):
+            with nogil:
+                got = PyThread_acquire_lock(self.lock, WAIT_LOCK)
+        self.owner = me
+        self.depth = 1
+        return 0
+
+    cdef inline int exit(self) except -1:
+        if self.depth == 0 or self.owner != PyThread_get_thread_ident():
+            raise RuntimeError("cannot release a lock this thread does not hold")
+        self.depth -= 1
+        if self.depth == 0:
+            self.owner = 0
+            PyThread_release_lock(self.lock)
+        return 0
+
+    def acquire(self):
+        self.enter()
+        return True
+
+    def release(self):
+        self.exit()
+
+    def __enter__(self):
+        self.enter()
+        return self
+
+    def __exit__(self, *exc):
+        self.exit()
+        return False
+
+
+@cython.final
 cdef class Accumulator:
     """``send`` for the producer: partition choice (murmur2 of the key, or the sticky
     partition), the timestamp (the wall clock read in C unless ``clock_ms`` is given) and the
     append into the partition's open batch happen here; creating and writing batches are
     callbacks into the producer (``new_batch(slots, partition)``, ``write(batch)``,
-    ``slots_for(topic)``). Every call holds the producer's ``lock`` (a re-entrant lock, so the
-    callbacks may take it again)."""
+    ``slots_for(topic)``). Every call holds the producer's ``lock`` (re-entrant, so the callbacks
+    take it again)."""
     cdef public dict topics
     cdef object new_batch
     cdef object write
     cdef object slots_for
     cdef object clock_ms
-    cdef object acquire
-    cdef object release
+    cdef ReentrantLock lock
     cdef Py_ssize_t batch_size
     cdef bint linger_zero
     cdef bint ignore_keys
 
-    def __init__(self, lock, new_batch, write, slots_for, clock_ms, Py_ssize_t batch_size,
-                 bint linger_zero, bint ignore_keys):
+    def __init__(self, ReentrantLock lock, new_batch, write, slots_for, clock_ms,
+                 Py_ssize_t batch_size, bint linger_zero, bint ignore_keys):
         self.topics = {}
-        self.acquire = lock.acquire
-        self.release = lock.release
+        self.lock = lock
         self.new_batch = new_batch
         self.write = write
         self.slots_for = slots_for
@@ -762,7 +819,7 @@ cdef class Accumulator:
         cdef const uint8_t *kp
         cdef Py_ssize_t kn
         cdef const uint8_t[::1] kview
-        self.acquire()
+        self.lock.enter()
         try:
             obj = self.topics.get(topic)
             if obj is None:
@@ -813,4 +870,4 @@ cdef class Accumulator:
                 self.write(b)
             return fut
         finally:
-            self.release()
+            self.lock.exit()

@@ -56,6 +56,7 @@ from seglog._native.builder import (
     BatchBuilder,
     RecordFuture,
     RecordMetadata,
+    ReentrantLock,
     TopicSlots,
     group_by_partition,
 )
@@ -108,7 +109,7 @@ class Producer:
         self.config = cfg
         self._store = store
         self._clock = store.clock
-        self._lock = threading.RLock()
+        self._lock = ReentrantLock()
         self._acks = cfg.required_acks
         self._linger = cfg.linger_ms
         self._batch_size = cfg.batch_size
@@ -120,6 +121,7 @@ class Producer:
         self.producer_epoch = 0 if self.idempotent else -1
         self._sequences: dict[tuple[str, int], int] = {}
         self._rng = random.Random()
+        self._linger_task: Any = None
         # The system clock is read in C; an injected clock through its method.
         clock_ms = None if type(self._clock) is Clock else self._clock.time_ms
         self._acc = Accumulator(self._lock, self._new_batch, self._send, self._slots_for, clock_ms,
@@ -143,6 +145,7 @@ class Producer:
         max_batch = min(self.config.max_request_size, cfg.max_message_bytes, cfg.segment_bytes)
         n = len(t.partitions)
         st = TopicSlots(topic, n, self._rng.randrange(n), cfg.compact, max_batch, codec, level)
+        st.parts = list(t.partitions)
         self._topics[topic] = st
         return st
 
@@ -197,10 +200,34 @@ class Producer:
                          partition=partition, initial_capacity=min(max(self._batch_size, 1024), 1 << 20))
         b.sender = self._send_from_future
         st.batches[partition] = b
-        if self._linger > 0 and self._store._scheduler is not None:
-            b.linger_task = self._store._scheduler.schedule(
-                "producer linger", lambda: self._send_from_future(b), delay_ms=self._linger)
+        if self._linger > 0:
+            b.created_ms = self._clock.monotonic_ms()
+            if self._linger_task is None and self._store._scheduler is not None:
+                # One pending timer per producer, for the oldest open batch: scheduling (and
+                # waking the scheduler thread) once per batch would cost more than the batch.
+                self._linger_task = self._store._scheduler.schedule(
+                    "producer linger", self._linger_expired, delay_ms=self._linger)
         return b
+
+    def _linger_expired(self) -> None:
+        """Send every batch open for ``linger.ms``; re-arm for the oldest one left."""
+        with self._lock:
+            self._linger_task = None
+            if self._closed:
+                return
+            now = self._clock.monotonic_ms()
+            oldest = None
+            for st in list(self._topics.values()):
+                for b in st.batches:
+                    if b is None:
+                        continue
+                    if now - b.created_ms >= self._linger:
+                        self._send(b)
+                    elif oldest is None or b.created_ms < oldest:
+                        oldest = b.created_ms
+            if oldest is not None and self._store._scheduler is not None:
+                self._linger_task = self._store._scheduler.schedule(
+                    "producer linger", self._linger_expired, delay_ms=oldest + self._linger - now)
 
     def _send_from_future(self, b: BatchBuilder) -> None:
         with self._lock:
@@ -214,9 +241,6 @@ class Producer:
             st.batches[b.partition] = None
             if b.partition == st.sticky and st.num_partitions > 1:
                 st.sticky = (st.sticky + 1 + self._rng.randrange(st.num_partitions - 1)) % st.num_partitions
-        if b.linger_task is not None and self._store._scheduler is not None:
-            self._store._scheduler.cancel(b.linger_task)
-            b.linger_task = None
         if b.done:
             return
         tp = (b.topic, b.partition)
@@ -227,9 +251,10 @@ class Producer:
             data = b.build(compression=codec, compression_level=level, producer_id=self.producer_id,
                            producer_epoch=self.producer_epoch, base_sequence=seq)
             try:
-                res = self._store._append_to(b.topic, b.partition, data, producer_id=self.producer_id,
-                                             producer_epoch=self.producer_epoch, base_sequence=seq,
-                                             count=b.count)
+                part = st.parts[b.partition] if st is not None and st.parts else \
+                    self._store._partition(b.topic, b.partition)
+                first, append_time = part.append_batch(data, self.producer_id, self.producer_epoch,
+                                                       seq, b.count)
             finally:
                 if isinstance(data, memoryview):
                     data.release()
@@ -237,9 +262,10 @@ class Producer:
             b.fail(exc)
             b.discard()
             return
+        self._store._notify()
         if self.idempotent:
             self._sequences[tp] = (seq + b.count) % _SEQ_MOD
-        b.complete(res.first_offset if self._acks != 0 else -1, res.log_append_time)
+        b.complete(first if self._acks != 0 else -1, append_time)
         b.discard()
 
     # ---------------------------------------------------------------------------------------------
@@ -333,15 +359,15 @@ class Producer:
             raise RecordTooLargeError(
                 f"a batch of {n} record(s) is {len(data)} bytes, over the limit of {st.max_batch} "
                 "bytes (max.request.size / max.message.bytes)", limit=st.max_batch)
-        res = self._store._append_to(st.name, partition, data, producer_id=self.producer_id,
-                                     producer_epoch=self.producer_epoch, base_sequence=seq, count=n)
+        part = st.parts[partition] if st.parts else self._store._partition(st.name, partition)
+        first, append_time = part.append_batch(data, self.producer_id, self.producer_epoch, seq, n)
+        self._store._notify()
         if self.idempotent:
             self._sequences[tp] = (seq + n) % _SEQ_MOD
         if self._acks == 0:
-            results.append(BatchResult(st.name, partition, -1, -1, n, res.log_append_time))
+            results.append(BatchResult(st.name, partition, -1, -1, n, append_time))
         else:
-            results.append(BatchResult(st.name, partition, res.first_offset, res.last_offset, n,
-                                       res.log_append_time))
+            results.append(BatchResult(st.name, partition, first, first + n - 1, n, append_time))
 
     # ---------------------------------------------------------------------------------------------
 
@@ -365,6 +391,9 @@ class Producer:
                 self.flush()
             finally:
                 self._closed = True
+                if self._linger_task is not None and self._store._scheduler is not None:
+                    self._store._scheduler.cancel(self._linger_task)
+                    self._linger_task = None
                 self._topics.clear()
                 self._store._forget_client(self)
 

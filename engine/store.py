@@ -204,6 +204,25 @@ class _Partition:
         self.state = ProducerStateManager(self.name)
         self.cleaner_offset = cleaner_offset
 
+    def append_batch(self, data: Any, producer_id: int, producer_epoch: int, base_sequence: int,
+                     count: int) -> tuple[int, int]:
+        """The producer's append of one batch: (first offset, log-append time or -1). A repeat
+        of one of the producer's last five batches returns the original first offset."""
+        with self.lock:
+            lg = self.log
+            epoch = None if lg.epoch_cache.latest_epoch >= 0 else 0
+            if producer_id >= 0 and base_sequence >= 0:
+                last_seq = (base_sequence + count - 1) % (2**31)
+                dup = self.state.check(producer_id, producer_epoch, base_sequence, last_seq)
+                if dup is not None:
+                    return dup.first_offset, -1
+                info = lg.append(data, leader_epoch=epoch)
+                self.state.update(producer_id, producer_epoch, base_sequence, last_seq,
+                                  info.first_offset, info.last_offset, info.max_timestamp)
+            else:
+                info = lg.append(data, leader_epoch=epoch)
+            return info.first_offset, info.log_append_time
+
     def last_stable_offset(self) -> int:
         with self.lock:
             if not self.state.transactions_loaded:
