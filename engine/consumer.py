@@ -241,7 +241,7 @@ class Consumer:
         members = [self]
         if self.group_id is not None:
             members = [m for m in store._group_members.get(self.group_id, []) if not m._closed]
-        out = []
+        out: list[TopicPartition] = []
         for t in topics:
             n = store.partitions_for(t)
             subs = [m for m in members if m._wants(t)]
@@ -515,7 +515,7 @@ class Consumer:
         if out:
             return out
         # Fetch.
-        fetches = []
+        fetches: list[tuple[TopicPartition, LogReadResult]] = []
         total_bytes = 0
         budget = self.config.fetch_max_bytes
         for tp in order:

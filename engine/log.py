@@ -128,6 +128,8 @@ class RecoverySummary:
 class Log:
     """A partition log directory. Create with :meth:`open`."""
 
+    _dir_checkpoints: bool
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("use Log.open(dir, config) to open a log")
 

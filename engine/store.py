@@ -397,13 +397,13 @@ class Store:
             parsed = parse_partition_dir(name)
             if parsed is None:
                 continue
-            topic, partition = parsed
+            tname, partition = parsed
             try:
-                validate_topic_name(topic)
+                validate_topic_name(tname)
             except InvalidTopicError:
                 log.warning("ignoring %s: not a valid topic-partition directory name", path)
                 continue
-            found.setdefault(topic, []).append(partition)
+            found.setdefault(tname, []).append(partition)
         for name in sorted(set(found) | set(topics_meta)):
             tm = topics_meta.get(name, {})
             overrides = dict(tm.get("config", {}))
@@ -434,9 +434,9 @@ class Store:
         if not self.read_only:
             if clean:
                 os.unlink(marker)
-            for topic in self._topics.values():
-                for part in topic.partitions:
-                    self._write_partition_metadata(part, topic)
+            for t in self._topics.values():
+                for part in t.partitions:
+                    self._write_partition_metadata(part, t)
             self._write_metadata()
             self.checkpoint()
             self._schedule_tasks()

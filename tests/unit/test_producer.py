@@ -399,3 +399,46 @@ def test_topic_deletion_and_growth_seen_by_producer(store: Store) -> None:
     assert p.send("t", b"c", partition=1).offset == 0
     assert p.partitions_for("t") == [0, 1]
     assert TopicPartition("t", 1) == ("t", 1)
+
+
+def test_each_batch_lingers_from_its_own_first_record(store: Store, clock: ManualClock) -> None:
+    store.create_topic("t", 2)
+    p = store.producer(linger_ms=50)
+    a = p.send("t", b"a", partition=0)
+    clock.advance(30)
+    b = p.send("t", b"b", partition=1)
+    clock.advance(20)
+    assert a.done() and not b.done()
+    clock.advance(29)
+    assert not b.done()
+    clock.advance(1)
+    assert b.done()
+    c = p.send("t", b"c", partition=0)  # the timer re-arms for a new batch
+    clock.advance(50)
+    assert c.done() and c.get().offset == 1
+
+
+def test_threads_share_a_producer(tmp_path: Path) -> None:
+    import threading
+
+    with Store.open(tmp_path) as store:
+        store.create_topic("t", 3)
+        p = store.producer(linger_ms=2, batch_size=2000)
+        futures: list[Any] = []
+        lock = threading.Lock()
+
+        def work(n: int) -> None:
+            mine = [p.send("t", b"%d-%d" % (n, i), key=b"%d" % i) for i in range(2000)]
+            with lock:
+                futures.extend(mine)
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        p.flush()
+        where = {(f.get().partition, f.get().offset) for f in futures}
+        assert len(where) == 8000
+        for part in range(3):
+            assert sorted(o for q, o in where if q == part) == list(range(store.log("t", part).log_end_offset))
