@@ -84,6 +84,12 @@ cdef object _codecs():
     return _compression_mod
 
 
+@cython.overflowcheck(False)
+cdef inline int64_t _wrapping_sub(int64_t a, int64_t b) noexcept nogil:
+    # Java's long subtraction (two's complement wraparound), as Kafka computes timestamp deltas.
+    return <int64_t>(<uint64_t>a - <uint64_t>b)
+
+
 cdef inline Py_ssize_t _bytes_of(object obj, const uint8_t **ptr, Py_buffer *view,
                                  bint *release, str what) except -2:
     """Length of a key/value (-1 for None) and a pointer to its bytes; ``release`` says whether
@@ -416,7 +422,7 @@ cdef class BatchBuilder:
                 if not self.has_base_ts:
                     self.base_timestamp = timestamp
                     self.has_base_ts = True
-                ts_delta = <int64_t>(<uint64_t>timestamp - <uint64_t>self.base_timestamp)
+                ts_delta = _wrapping_sub(timestamp, self.base_timestamp)
                 body = (1 + kb_varlong_size(ts_delta) + kb_varint_size(delta)
                         + kb_varint_size(<int32_t>klen) + (klen if klen > 0 else 0)
                         + kb_varint_size(<int32_t>vlen) + (vlen if vlen > 0 else 0) + hlen)
