@@ -703,6 +703,13 @@ cdef inline int64_t _wall_ms() noexcept nogil:
 
 
 @cython.final
+cdef class Generation:
+    """A counter the store bumps whenever topics change; producers compare it with the value
+    their cached topic state was built at."""
+    cdef public long long value
+
+
+@cython.final
 cdef class TopicSlots:
     """The producer's state for one topic: the open batch of each partition and the sticky
     partition for keyless records."""
@@ -715,6 +722,7 @@ cdef class TopicSlots:
     cdef public object level
     cdef public Py_ssize_t max_batch
     cdef public list parts
+    cdef public long long generation
 
     def __init__(self, str name, int32_t num_partitions, int32_t sticky, bint compact,
                  Py_ssize_t max_batch, codec=0, level=None):
@@ -800,14 +808,16 @@ cdef class Accumulator:
     cdef object slots_for
     cdef object clock_ms
     cdef ReentrantLock lock
+    cdef Generation generation
     cdef Py_ssize_t batch_size
     cdef bint linger_zero
     cdef bint ignore_keys
 
-    def __init__(self, ReentrantLock lock, new_batch, write, slots_for, clock_ms,
-                 Py_ssize_t batch_size, bint linger_zero, bint ignore_keys):
+    def __init__(self, ReentrantLock lock, Generation generation, new_batch, write, slots_for,
+                 clock_ms, Py_ssize_t batch_size, bint linger_zero, bint ignore_keys):
         self.topics = {}
         self.lock = lock
+        self.generation = generation
         self.new_batch = new_batch
         self.write = write
         self.slots_for = slots_for
@@ -828,7 +838,7 @@ cdef class Accumulator:
         self.lock.enter()
         try:
             obj = self.topics.get(topic)
-            if obj is None:
+            if obj is None or (<TopicSlots>obj).generation != self.generation.value:
                 obj = self.slots_for(topic)
             slots = <TopicSlots>obj
             if partition is None:

@@ -124,8 +124,9 @@ class Producer:
         self._linger_task: Any = None
         # The system clock is read in C; an injected clock through its method.
         clock_ms = None if type(self._clock) is Clock else self._clock.time_ms
-        self._acc = Accumulator(self._lock, self._new_batch, self._send, self._slots_for, clock_ms,
-                                self._batch_size, self._linger <= 0, self._ignore_keys)
+        self._acc = Accumulator(self._lock, store._generation, self._new_batch, self._send,
+                                self._slots_for, clock_ms, self._batch_size, self._linger <= 0,
+                                self._ignore_keys)
         self._topics: dict[str, TopicSlots] = self._acc.topics
         # The per-record path goes straight to the accumulator's C method.
         self.send = self._acc.send  # type: ignore[method-assign]
@@ -136,6 +137,14 @@ class Producer:
         """The producer's state for ``topic`` (the topic is created if auto-creation is on)."""
         if self._closed:
             raise KafkaStorageError("the producer is closed")
+        old = self._topics.get(topic)
+        if old is not None:
+            # The topic changed under us: what is pending goes where it was meant to go.
+            for b in old.batches:
+                if b is not None:
+                    self._send(b)
+            del self._topics[topic]
+        generation = self._store._generation.value
         t = self._store.ensure_topic(topic)
         cfg = t.config
         codec, level = self._codec, self._level(self._codec)
@@ -146,15 +155,9 @@ class Producer:
         n = len(t.partitions)
         st = TopicSlots(topic, n, self._rng.randrange(n), cfg.compact, max_batch, codec, level)
         st.parts = list(t.partitions)
+        st.generation = generation
         self._topics[topic] = st
         return st
-
-    def _topics_changed(self) -> None:
-        """The store changed topics (deleted, grown, reconfigured): send what is pending and
-        forget the cached state."""
-        with self._lock:
-            self._flush_locked()
-            self._topics.clear()
 
     def _level(self, codec: int) -> int | None:
         cfg = self.config
@@ -175,7 +178,7 @@ class Producer:
 
     def _state(self, topic: str) -> TopicSlots:
         st = self._topics.get(topic)
-        if st is None:
+        if st is None or st.generation != self._store._generation.value:
             st = self._slots_for(topic)
         return st
 

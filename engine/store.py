@@ -62,6 +62,7 @@ import base64
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from seglog._native.builder import Generation
 from seglog.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, atomic_write
 from seglog.clock import Clock, ManualClock, Scheduler
 from seglog.config import BrokerConfig, LogConfig
@@ -305,7 +306,7 @@ class Store:
         self.read_only = read_only
         self._lock = threading.RLock()
         self._topics: dict[str, _Topic] = {}
-        self._generation = 0
+        self._generation = Generation()
         self._closed = False
         self._lock_fd: int | None = None
         self._registered = False
@@ -567,7 +568,7 @@ class Store:
             topic.config = topic_config
             self._add_partitions(topic, partitions)
             self._topics[name] = topic
-            self._generation += 1
+            self._generation.value += 1
             self._write_metadata()
             self.checkpoint()
             return self._describe_topic(topic)
@@ -591,9 +592,8 @@ class Store:
             if total <= len(topic.partitions):
                 raise InvalidPartitionsError(f"topic {name!r} has {len(topic.partitions)} partitions; "
                                              f"the new total {total} must be larger")
-            self._tell_producers()
             self._add_partitions(topic, total)
-            self._generation += 1
+            self._generation.value += 1
             self._write_metadata()
             self.checkpoint()
             return self._describe_topic(topic)
@@ -601,13 +601,15 @@ class Store:
     def delete_topic(self, name: str) -> None:
         """Delete topic ``name`` and its data; committed offsets of it are removed too."""
         self._check_writable()
+        if self._topic(name).internal:
+            raise InvalidTopicError(f"{name} is an internal topic and cannot be deleted")
+        # Lingering records for the topic are written first (outside the store lock: a
+        # producer may hold its own lock while it waits for the store's).
+        self._flush_producers()
         with self._lock:
             topic = self._topic(name)
-            if topic.internal:
-                raise InvalidTopicError(f"{name} is an internal topic and cannot be deleted")
-            self._tell_producers()
             del self._topics[name]
-            self._generation += 1
+            self._generation.value += 1
             doomed = []
             for part in topic.partitions:
                 with part.lock:
@@ -643,7 +645,7 @@ class Store:
             topic.config = new
             for part in topic.partitions:
                 part.log.config = new
-            self._tell_producers()
+            self._generation.value += 1
             self._write_metadata()
             return new
 
@@ -724,7 +726,7 @@ class Store:
                 topic = self._make_topic(OFFSETS_TOPIC, {}, _new_topic_id())
                 self._add_partitions(topic, self.config.offsets_topic_num_partitions)
                 self._topics[OFFSETS_TOPIC] = topic
-                self._generation += 1
+                self._generation.value += 1
                 self._write_metadata()
                 self.checkpoint()
             return self._partition(OFFSETS_TOPIC, partition).log
@@ -878,11 +880,11 @@ class Store:
         self._clients.append(c)
         return c
 
-    def _tell_producers(self) -> None:
+    def _flush_producers(self) -> None:
         for client in list(self._clients):
-            changed = getattr(client, "_topics_changed", None)
-            if changed is not None:
-                changed()
+            flush = getattr(client, "flush", None)
+            if flush is not None and not getattr(client, "_closed", True):
+                flush()
 
     def _forget_client(self, client: Any) -> None:
         try:
@@ -1010,14 +1012,18 @@ class Store:
         """Close producers (sending what they hold) and consumers (committing if auto-commit
         is on), flush and close every log, write the checkpoints and the clean-shutdown
         marker, and release the directory lock."""
+        if self._closed:
+            return
+        # Clients first, outside the store lock (a producer may hold its own lock while it
+        # waits for the store's).
+        for client in list(self._clients):
+            try:
+                client.close()
+            except Exception as exc:  # noqa: BLE001 - closing the store must go on
+                log.error("closing %r failed: %s", client, exc)
         with self._lock:
             if self._closed:
                 return
-            for client in list(self._clients):
-                try:
-                    client.close()
-                except Exception as exc:  # noqa: BLE001 - closing the store must go on
-                    log.error("closing %r failed: %s", client, exc)
             self._clients.clear()
             if self._scheduler is not None:
                 self._scheduler.shutdown()

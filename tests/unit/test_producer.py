@@ -442,3 +442,43 @@ def test_threads_share_a_producer(tmp_path: Path) -> None:
         assert len(where) == 8000
         for part in range(3):
             assert sorted(o for q, o in where if q == part) == list(range(store.log("t", part).log_end_offset))
+
+
+def test_topic_admin_and_sends_from_other_threads_do_not_deadlock(tmp_path: Path) -> None:
+    import threading
+
+    with Store.open(tmp_path) as store:
+        p = store.producer(linger_ms=1)
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def sender() -> None:
+            i = 0
+            while not stop.is_set():
+                try:
+                    p.send("t%d" % (i % 3), b"x")  # auto-creates under the producer's lock
+                except UnknownTopicOrPartitionError:
+                    pass
+                except Exception as exc:  # noqa: BLE001
+                    errors.append(exc)
+                i += 1
+
+        def admin() -> None:
+            for i in range(30):
+                name = "t%d" % (i % 3)
+                try:
+                    store.delete_topic(name)
+                except UnknownTopicOrPartitionError:
+                    pass
+                store.create_topic("t%d" % ((i + 1) % 3), 2, exist_ok=True)
+
+        s = threading.Thread(target=sender)
+        a = threading.Thread(target=admin)
+        s.start()
+        a.start()
+        a.join(60)
+        stop.set()
+        s.join(60)
+        assert not a.is_alive() and not s.is_alive(), "deadlock"
+        p.flush()
+        assert not [e for e in errors if not isinstance(e, KafkaStorageError)]
