@@ -786,8 +786,11 @@ cdef class Segment:
         if self.read_only:
             raise PermissionError(f"cannot recover {self.log_path}: opened read-only")
         self._refuse_if_viewed("recover")
-        self.offset_index.truncate()
-        self.time_index.truncate()
+        # Kafka's reset(): no entries, and room for them again (a cleanly closed segment's
+        # indexes were trimmed to their entries); trimmed again at the end, as Kafka does.
+        for idx in (self.offset_index, self.time_index):
+            idx.truncate()
+            idx.resize(idx.max_index_size)
         cdef const uint8_t *buf = self._data()
         cdef Py_ssize_t pos = 0, last_index_pos = 0
         cdef Head h
@@ -846,6 +849,8 @@ cdef class Segment:
         res.next_offset = self.next_offset
         self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp,
                                      skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
         self.bytes_since_last_index_entry = pos - last_index_pos
         return res
 
