@@ -503,6 +503,12 @@ cdef class Segment:
     def can_convert_to_relative_offset(self, int64_t offset):
         return 0 <= offset - self.base_offset <= INT32_MAX
 
+    def fileno(self):
+        """The ``.log`` file descriptor (for ``os.sendfile``/``os.pread`` of whole batches)."""
+        if self.closed:
+            raise ValueError(f"segment {self.log_path} is closed")
+        return self.fd
+
     def __len__(self):
         return self.size
 
