@@ -705,6 +705,7 @@ class Log:
                 return False
             if offset < self.log_start_offset:
                 return self.truncate_fully_and_start_at(offset)
+            self._refuse_if_viewed([s for s in self._segments if s.next_offset > offset], "truncate")
             while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
                 self._segments.pop().delete()
             self.active.truncate_to(offset)
@@ -721,6 +722,7 @@ class Log:
         """Delete everything and continue with an empty log at ``offset``."""
         with self._lock:
             self._check_writable()
+            self._refuse_if_viewed(self._segments, "truncate")
             for seg in self._segments:
                 seg.delete()
             self._segments = [self._create_segment(offset)]
@@ -730,6 +732,15 @@ class Log:
             self.epoch_cache.truncate_from_end(offset)
             self._unflushed_messages = 0
             return True
+
+    def _refuse_if_viewed(self, segments: Sequence[Segment], action: str) -> None:
+        """Check before changing anything: a segment refuses truncation or deletion while
+        views of its data live, and a refusal half way would leave the log inconsistent."""
+        for seg in segments:
+            n = seg.live_views()
+            if n:
+                raise BufferError(f"cannot {action} {self.dir}: {n} exported view(s) of "
+                                  f"{seg.log_path} are still alive; release them first")
 
     def delete_records(self, before_offset: int) -> int:
         """Move the log start offset to ``before_offset`` (Kafka's DeleteRecords): records below
