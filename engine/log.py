@@ -639,14 +639,9 @@ class Log:
             if timestamp == LATEST_TIMESTAMP:
                 return hw, -1
             if timestamp == MAX_TIMESTAMP:
-                best: tuple[int, int] | None = None
-                for seg in self._segments:
-                    if seg.max_timestamp_so_far >= 0 and (best is None or seg.max_timestamp_so_far > best[1]):
-                        best = (seg.offset_of_max_timestamp, seg.max_timestamp_so_far)
-                if best is None:
-                    return None
-                # The precise record: decode its batch.
-                return self._first_record_at_or_after(best[1], best[0], hw, exact_offset=best[0])
+                found = self._max_timestamp_record()
+                # As Kafka's ListOffsets: an answer at or above the bound is not served.
+                return found if found is not None and found[0] < hw else None
             if timestamp < 0:
                 raise ValueError(f"invalid timestamp {timestamp}: use >= 0, or -1/-2/-3")
             for seg in self._segments:
@@ -670,18 +665,32 @@ class Log:
                     return rec.offset, rec.timestamp
             start = b.last_offset + 1
 
-    def _first_record_at_or_after(self, timestamp: int, offset: int, bound: int, *,
-                                  exact_offset: int) -> tuple[int, int] | None:
+    def _max_timestamp_record(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first readable record with the largest timestamp. Each
+        segment knows its maximum; only in the segment holding the log start can that maximum
+        lie in records below it (DeleteRecords), and there the batches left are read."""
+        start = self.log_start_offset
+        best_ts, best_seg, best_batch = -1, None, None
         for seg in self._segments:
-            if seg.base_offset <= exact_offset < seg.next_offset:
-                b = seg.translate_offset(exact_offset)
-                if b is None:
-                    return None
-                best = None
-                for rec in decode_records(seg.view(b.position, b.size), min_offset=self.log_start_offset):
-                    if best is None or rec.timestamp > best[1]:
-                        best = (rec.offset, rec.timestamp)
-                return best
+            if seg.next_offset <= start or seg.max_timestamp_so_far <= best_ts:
+                continue
+            if seg.base_offset >= start:
+                best_ts, best_seg = seg.max_timestamp_so_far, seg
+                best_batch = seg.translate_offset(seg.offset_of_max_timestamp)
+                continue
+            first = seg.translate_offset(start)
+            for b in seg.batches(first.position if first is not None else seg.size):
+                ts = b.max_timestamp
+                if b.base_offset < start:
+                    recs = decode_records(seg.view(b.position, b.size), min_offset=start)
+                    ts = max((r.timestamp for r in recs), default=-1)
+                if ts > best_ts:
+                    best_ts, best_seg, best_batch = ts, seg, b
+        if best_seg is None or best_batch is None:
+            return None
+        for rec in decode_records(best_seg.view(best_batch.position, best_batch.size), min_offset=start):
+            if rec.timestamp == best_ts:
+                return rec.offset, rec.timestamp
         return None
 
     def batches(self) -> Iterator[Any]:
