@@ -42,7 +42,7 @@ from typing import Any
 
 from seglog._native.fetch import FetchSlice, fetch_partition
 from seglog._native.segment import Segment, filename_prefix
-from seglog.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
+from seglog.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, fsync_dir
 from seglog.clock import Clock, Scheduler
 from seglog.config import LogConfig
 from seglog.errors import (
@@ -203,6 +203,7 @@ class Log:
             if self.read_only:
                 raise FileNotFoundError(f"log directory not found: {self.dir}")
             os.makedirs(self.dir, exist_ok=True)
+            fsync_dir(os.path.dirname(self.dir))
         parent = os.path.dirname(self.dir)
         if clean_shutdown is None:
             clean_shutdown = os.path.exists(os.path.join(parent, CLEAN_SHUTDOWN_FILE))
@@ -564,9 +565,15 @@ class Log:
             target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
             if target <= self.recovery_point and self._unflushed_messages == 0:
                 return
+            new_files = False
             for seg in self._segments:
                 if seg.next_offset > self.recovery_point or seg is self.active:
                     seg.flush()
+                    new_files = new_files or seg.base_offset >= self.recovery_point
+            if new_files:
+                # A segment created since the last flush: its directory entry must be durable
+                # too, or a power loss could drop the whole file (Kafka's LocalLog.flush).
+                fsync_dir(self.dir)
             if target > self.recovery_point:
                 self.recovery_point = target
             if target >= self.log_end_offset:
