@@ -218,10 +218,15 @@ class Log:
         reasons: list[str] = []
         recovered = truncated = deleted = 0
         epoch_starts: list[tuple[int, int]] = []
+        # Kafka recovers from the segment holding the recovery point (the last based at or
+        # below it) on: a segment's next offset, read from its possibly torn tail, cannot say
+        # whether it holds data past the recovery point.
+        unflushed_from = max((b for b in bases if b <= recovery_point), default=-1)
         for i, base in enumerate(bases):
             missing_index = self._index_missing(base)
             seg = self._open_segment(base)
-            needs_recovery = missing_index or (not clean_shutdown and seg.next_offset > recovery_point)
+            needs_recovery = missing_index or (not clean_shutdown and (
+                base >= unflushed_from or seg.next_offset > recovery_point))
             if not needs_recovery and not self.read_only:
                 try:
                     seg.sanity_check()
