@@ -731,6 +731,10 @@ class Log:
                 self._segments.pop().delete()
             self.active.truncate_to(offset)
             leo = self.log_end_offset
+            if self.log_start_offset > leo:
+                # The batch holding ``offset`` began below the log start and went whole.
+                self.log_start_offset = leo
+                self.checkpoint()
             self.epoch_cache.truncate_from_end(leo)
             self._high_watermark = min(self._high_watermark, leo)
             self.recovery_point = min(self.recovery_point, leo)
