@@ -359,7 +359,11 @@ class Log:
             return seg
         self._created[base] = self.clock.time_ms()
         self._jitter[base] = self.config.random_segment_jitter(self._rng)
-        return Segment(self.dir, base, create=True, **self._segment_kwargs())
+        seg = Segment(self.dir, base, create=True, **self._segment_kwargs())
+        # The new file's name is durable before anything relies on it: once older segments
+        # are deleted (retention, DeleteRecords, truncation), it alone records the log end.
+        fsync_dir(self.dir)
+        return seg
 
     # ---------------------------------------------------------------------------------------------
     # State
@@ -570,15 +574,9 @@ class Log:
             target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
             if target <= self.recovery_point and self._unflushed_messages == 0:
                 return
-            new_files = False
             for seg in self._segments:
                 if seg.next_offset > self.recovery_point or seg is self.active:
                     seg.flush()
-                    new_files = new_files or seg.base_offset >= self.recovery_point
-            if new_files:
-                # A segment created since the last flush: its directory entry must be durable
-                # too, or a power loss could drop the whole file (Kafka's LocalLog.flush).
-                fsync_dir(self.dir)
             if target > self.recovery_point:
                 self.recovery_point = target
             if target >= self.log_end_offset:

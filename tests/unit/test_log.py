@@ -262,26 +262,20 @@ def test_flush_messages_moves_the_recovery_point(tmp_path):
     assert (tmp_path / "recovery-point-offset-checkpoint").read_text() == "0\n1\nt 0 9\n"
 
 
-def test_flush_makes_new_segment_files_durable(tmp_path, monkeypatch):
+def test_new_segment_files_are_durable_at_once(tmp_path, monkeypatch):
     import seglog.log
 
     synced = []
     real = seglog.log.fsync_dir
     monkeypatch.setattr(seglog.log, "fsync_dir", lambda p: (synced.append(p), real(p)))
     log = open_log(tmp_path, {"segment.bytes": 300})
-    assert synced == [str(tmp_path)]                   # the new partition directory's entry
     d = str(tmp_path / "t-0")
+    assert synced == [str(tmp_path), d]               # the partition directory, its first segment
     fill(log, 1)
     log.flush()
-    assert synced[1:] == [d]                           # the first segment's file
-    fill(log, 1)
-    log.flush()
-    assert len(log.segments) == 1
-    assert synced[1:] == [d]                           # nothing new
+    assert synced[2:] == []
     fill(log, 20)
-    assert len(log.segments) > 1
-    log.flush()
-    assert synced[1:] == [d, d]                        # rolled segments
+    assert synced[2:] == [d] * (len(log.segments) - 1)   # one per roll
     log.close()
 
 
@@ -446,6 +440,17 @@ def test_truncate_refused_while_a_view_lives_leaves_the_log_intact(tmp_path):
     del v, r
     log.truncate_to(3)
     assert [o for o, _ in values(log)] == [0, 1, 2]
+    log.close()
+
+
+def test_truncate_into_a_batch_straddling_the_log_start(tmp_path):
+    log = open_log(tmp_path)
+    log.append(batch(3))
+    log.delete_records(2)
+    assert log.truncate_to(2) is True         # the batch 0..2 holds offset 2: it goes whole
+    assert (log.log_start_offset, log.high_watermark, log.log_end_offset) == (0, 0, 0)
+    assert (tmp_path / "log-start-offset-checkpoint").read_text() == "0\n0\n"
+    assert log.append(batch(1)).first_offset == 0
     log.close()
 
 
