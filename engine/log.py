@@ -237,11 +237,16 @@ class Log:
                 res = seg.recover()
                 recovered += 1
                 epoch_starts.extend(res.epoch_starts)
-                if res.truncated_bytes:
+                # Segments are created at the log end, so an unflushed segment ending before
+                # the next one starts lost its tail: what follows would leave a hole.
+                lost_tail = (not clean_shutdown and i + 1 < len(bases) and seg.next_offset < bases[i + 1])
+                if res.truncated_bytes or lost_tail:
                     truncated += res.truncated_bytes
-                    reasons.append(f"{seg.log_path}: {res.reason}; truncated {res.truncated_bytes} bytes")
-                    log.warning("recovery of %s: %s; truncated %d bytes", seg.log_path, res.reason,
-                                res.truncated_bytes)
+                    reason = (f"{res.reason}; truncated {res.truncated_bytes} bytes" if res.truncated_bytes
+                              else f"ends at offset {seg.next_offset}, before the next segment's base "
+                                   f"offset {bases[i + 1]}: the records between were lost")
+                    reasons.append(f"{seg.log_path}: {reason}")
+                    log.warning("recovery of %s: %s", seg.log_path, reason)
                     self._segments.append(seg)
                     # Kafka deletes every later segment once one was cut short.
                     for later in bases[i + 1:]:
