@@ -577,6 +577,10 @@ cdef class Segment:
             records += h.count
             count += 1
             pos += h.size
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            # Index entries go in after the data; a full disk must fail the append before it.
+            self.offset_index.reserve(1)
+            self.time_index.reserve(1)
         self._write(src, n, count, assign_from, leader_epoch)
         cdef Py_ssize_t start_pos = self.size
         self.size += n
