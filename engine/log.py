@@ -871,21 +871,34 @@ class Log:
         with self._lock:
             if self._closed:
                 return
+            self._refuse_if_viewed(self._segments, "close")
             if self._flush_task is not None and self.scheduler is not None:
                 self.scheduler.cancel(self._flush_task)
+            # A storage error (a full disk) must not leave files open: close everything, as a
+            # crash would leave it if trimming fails, then raise the first error.
+            error: BaseException | None = None
             if not self.read_only:
-                self.flush()
-                self.checkpoint()
+                try:
+                    self.flush()
+                    self.checkpoint()
+                except OSError as exc:
+                    error = exc
             for seg in self._segments:
-                if not self.read_only:
-                    seg.on_become_inactive()
-                seg.close()
+                try:
+                    if not self.read_only:
+                        seg.on_become_inactive()
+                    seg.close()
+                except OSError as exc:
+                    error = error or exc
+                    seg.close_without_trim()
             for seg in list(self._pending_deletes):
                 try:
                     seg.delete()
                 except BufferError:
                     pass
             self._closed = True
+            if error is not None:
+                raise error
 
     def __enter__(self) -> Log:
         return self
