@@ -890,6 +890,13 @@ class Log:
                     seg.close()
                 except OSError as exc:
                     error = error or exc
+                    # No room for the max-timestamp entry: still cut the sparse preallocated
+                    # tails, which some filesystems (tmpfs) cannot even read back when full.
+                    for idx in (seg.offset_index, seg.time_index):
+                        try:
+                            idx.trim_to_valid_size()
+                        except OSError:
+                            pass
                     seg.close_without_trim()
             for seg in list(self._pending_deletes):
                 try:
