@@ -478,10 +478,21 @@ cdef class Segment:
             if pos == 0:
                 self.rolling_based_timestamp = h.max_ts
             pos += h.size
+        # Kafka's loadLargestTimestamp: the time index's last entry, then the batches after it
+        # (a crash, or a full disk at close, can leave it without the final max entry).
+        pos = 0
         if self.time_index.entries:
             ts, off = self.time_index.last_entry
             self.max_timestamp_so_far = ts
             self.offset_of_max_timestamp = off
+            _, p = self.offset_index.lookup(off)
+            if 0 <= p < self.size:
+                pos = p
+        while _head_at(buf, pos, self.size, &h, False) == W_OK:
+            if h.max_ts > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = h.max_ts
+                self.offset_of_max_timestamp = h.last_offset
+            pos += h.size
         if self.size and self.rolling_based_timestamp < 0:
             st = _head_at(buf, 0, self.size, &h, False)
             if st == W_OK:
