@@ -807,6 +807,19 @@ cdef class Segment:
         if self.read_only:
             raise PermissionError(f"cannot recover {self.log_path}: opened read-only")
         self._refuse_if_viewed("recover")
+        try:
+            return self._recover(collect_batches, max_batch_size)
+        except OSError:
+            # A storage error (full disk) mid-rebuild: leave no sparse preallocated index tail,
+            # which tmpfs cannot even read back while full.
+            for idx in (self.offset_index, self.time_index):
+                try:
+                    idx.trim_to_valid_size()
+                except OSError:
+                    pass
+            raise
+
+    def _recover(self, bint collect_batches, Py_ssize_t max_batch_size):
         # Kafka's reset(): no entries, and room for them again (a cleanly closed segment's
         # indexes were trimmed to their entries); trimmed again at the end, as Kafka does.
         for idx in (self.offset_index, self.time_index):
