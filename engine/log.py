@@ -268,6 +268,9 @@ class Log:
             # Kafka: the log start checkpoint is ahead of the data (files removed outside).
             log.warning("log start offset %d of %s is beyond its end %d", log_start_offset, self.dir, leo)
             log_start_offset = leo
+            start_moved_back = True
+        else:
+            start_moved_back = False
         first_base = self._segments[0].base_offset if self._segments else 0
         self.log_start_offset = max(log_start_offset, first_base)
         for epoch, start in epoch_starts:
@@ -284,6 +287,10 @@ class Log:
             self._high_watermark = min(max(hw, self.log_start_offset), leo)
         else:
             self._high_watermark = leo
+        if start_moved_back and not self.read_only:
+            # Records written from here on are below the old checkpointed start: record the
+            # new start now, or the next open would hide them.
+            self.checkpoint()
         if self.scheduler is not None and not self.read_only:
             self._schedule_flusher()
 
@@ -737,13 +744,15 @@ class Log:
             if self.log_start_offset > leo:
                 # The batch holding ``offset`` began below the log start and went whole.
                 self.log_start_offset = leo
-                self.checkpoint()
             self.epoch_cache.truncate_from_end(leo)
             self._high_watermark = min(self._high_watermark, leo)
             self.recovery_point = min(self.recovery_point, leo)
             self.active.offset_index.resize(self.config.segment_index_bytes)
             self.active.time_index.resize(self.config.segment_index_bytes)
             self._unflushed_messages = 0
+            # The checkpointed recovery point may now lie past the end: rewritten, it would
+            # vouch for whatever is appended at those offsets next (Kafka's LogManager.truncateTo).
+            self.checkpoint()
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> bool:
@@ -759,6 +768,7 @@ class Log:
             self.recovery_point = offset
             self.epoch_cache.truncate_from_end(offset)
             self._unflushed_messages = 0
+            self.checkpoint()
             return True
 
     def _refuse_if_viewed(self, segments: Sequence[Segment], action: str) -> None:
