@@ -749,7 +749,8 @@ class Log:
             self.recovery_point = min(self.recovery_point, leo)
             self.active.offset_index.resize(self.config.segment_index_bytes)
             self.active.time_index.resize(self.config.segment_index_bytes)
-            self._unflushed_messages = 0
+            # What lies between the recovery point and the new end is still unflushed.
+            self._unflushed_messages = leo - self.recovery_point
             # The checkpointed recovery point may now lie past the end: rewritten, it would
             # vouch for whatever is appended at those offsets next (Kafka's LogManager.truncateTo).
             self.checkpoint()
