@@ -279,6 +279,19 @@ def test_new_segment_files_are_durable_at_once(tmp_path, monkeypatch):
     log.close()
 
 
+def test_truncation_keeps_counting_unflushed_messages(tmp_path):
+    log = open_log(tmp_path, {"flush.messages": 5})
+    log.append(batch(2))
+    log.flush()
+    log.append(batch(3))
+    log.append(batch(1))          # 4 unflushed: 2..5
+    log.truncate_to(5)            # 2..4 are still unflushed
+    assert log.unflushed_messages == 3
+    log.append(batch(2))          # 5 unflushed now: flushed by the policy
+    assert log.recovery_point == 7 and log.unflushed_messages == 0
+    log.close()
+
+
 def test_flush_ms_runs_on_the_scheduler(tmp_path):
     clock = ManualClock(T0)
     sched = Scheduler(clock)
