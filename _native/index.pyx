@@ -48,6 +48,7 @@ import os as _os
 cimport cython
 from cpython.buffer cimport (PyBUF_FORMAT, PyBUF_ND, PyBUF_SIMPLE, PyBUF_STRIDES, PyBUF_WRITABLE,
                              PyBuffer_Release, PyObject_GetBuffer)
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport INT32_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
@@ -103,8 +104,9 @@ cdef class _Index:
     cdef int _kind
     cdef int64_t _es          # entry size
     cdef object _mm           # mmap.mmap, or None while the file is empty or the index closed
-    cdef Py_buffer _buf       # our own export of _mm; _p points into it
-    cdef bint _has_buf
+    # Our own export of _mm (_p points into it). Held through a pointer: Cython would traverse
+    # and clear the `obj` of a Py_buffer stored inline, behind the buffer protocol's back.
+    cdef Py_buffer *_bufp
     cdef uint8_t *_p
     cdef int64_t _length      # mapped bytes = file length
     cdef int64_t _cap         # whole entries that fit: _length // _es
@@ -116,6 +118,7 @@ cdef class _Index:
     cdef bint _open
     cdef bint _inited
     cdef bint _length_changed
+    cdef tuple _file_id       # (st_dev, st_ino) of the mapped file
 
     def __init__(self, path, int64_t base_offset, max_index_size=DEFAULT_MAX_INDEX_SIZE,
                  bint writable=True):
@@ -152,51 +155,72 @@ cdef class _Index:
                 except BaseException:
                     _os.unlink(path)
                     raise
-            self._map(fd, _os.fstat(fd).st_size)
+            st = _os.fstat(fd)
+            self._file_id = (st.st_dev, st.st_ino)
+            self._map(fd, st.st_size)
             valid, problem = (0, None) if created else self._scan(fd)
         finally:
             _os.close(fd)
         self._n = valid
         self._open = True
+        self._length_changed = created
         # With junk past the valid entries, the whole file is suspect until truncate zeroes it.
         self._dirty = self._length if problem is not None else valid * self._es
         self.zero_tail_at_open = 0 if created or problem is not None else self._cap - valid
 
     def __dealloc__(self):
-        if self._has_buf:
-            PyBuffer_Release(&self._buf)
-            self._has_buf = False
         self._p = NULL
+        if self._bufp != NULL:
+            PyBuffer_Release(self._bufp)
+            PyMem_Free(self._bufp)
+            self._bufp = NULL
         # The mmap object closes itself when its last reference goes. No trim here: a
         # collected index behaves as a crash would, which the open-time scan handles.
 
     # ---- mapping ---------------------------------------------------------------------------
 
     cdef int _map(self, fd, int64_t length) except -1:
-        """Map ``length`` bytes of ``fd`` (nothing for an empty file) and take our export."""
-        cdef Py_buffer buf
+        """Map ``length`` bytes of ``fd`` (nothing for an empty file), take our export of the
+        new mapping, then drop the old one. mmap() releases the GIL, so a view may have been
+        exported meanwhile: checked again right before the swap, which runs without any call
+        that could let another thread in; the old mapping is released only once nothing
+        points into it."""
+        cdef Py_buffer *nb = NULL
+        cdef Py_buffer *old = self._bufp
         mm = None
         if length > 0:
             if self.writable:
                 mm = _mmap.mmap(fd, length, access=_mmap.ACCESS_WRITE)
             else:
                 mm = _mmap.mmap(fd, length, access=_mmap.ACCESS_READ)
-            PyObject_GetBuffer(mm, &buf, PyBUF_WRITABLE if self.writable else PyBUF_SIMPLE)
-        if self._has_buf:
-            PyBuffer_Release(&self._buf)
-            self._has_buf = False
-        if self._mm is not None:
-            self._mm.close()
+            nb = <Py_buffer *>PyMem_Malloc(sizeof(Py_buffer))
+            if nb == NULL:
+                mm.close()
+                raise MemoryError()
+            try:
+                PyObject_GetBuffer(mm, nb, PyBUF_WRITABLE if self.writable else PyBUF_SIMPLE)
+            except BaseException:
+                PyMem_Free(nb)
+                mm.close()
+                raise
+        if self._views or self._pins:
+            if nb != NULL:
+                PyBuffer_Release(nb)
+                PyMem_Free(nb)
+                mm.close()
+            self._check_unpinned("remap")
+        old_mm = self._mm
         self._mm = mm
-        if mm is not None:
-            self._buf = buf
-            self._has_buf = True
-            self._p = <uint8_t *>buf.buf
-        else:
-            self._p = NULL
+        self._bufp = nb
+        self._p = <uint8_t *>nb.buf if nb != NULL else NULL
         self._length = length
         self._cap = length // self._es
         self._backed = 0
+        if old != NULL:
+            PyBuffer_Release(old)
+            PyMem_Free(old)
+        if old_mm is not None:
+            old_mm.close()
         return 0
 
     cdef int _back(self, int64_t end) except -1:
@@ -230,16 +254,18 @@ cdef class _Index:
         self._back((self._n + entries) * self._es)
 
     cdef int _unmap(self) except -1:
-        if self._has_buf:
-            PyBuffer_Release(&self._buf)
-            self._has_buf = False
+        cdef Py_buffer *old = self._bufp
+        mm = self._mm
+        self._bufp = NULL
         self._p = NULL
-        if self._mm is not None:
-            mm = self._mm
-            self._mm = None
-            mm.close()
+        self._mm = None
         self._length = 0
         self._cap = 0
+        if old != NULL:
+            PyBuffer_Release(old)
+            PyMem_Free(old)
+        if mm is not None:
+            mm.close()
         return 0
 
     # ---- validation ------------------------------------------------------------------------
@@ -381,6 +407,18 @@ cdef class _Index:
             raise _errors.make("storage", f"{self.path}: index opened read-only", path=self.path)
         return 0
 
+    cdef object _reopen(self, int flags):
+        """A descriptor for the mapped file through its path (stdlib mmap does not expose its
+        own), refused if the path now names another file: resizing that one would leave our
+        mapping past the end of the real file."""
+        fd = _os.open(self.path, flags)
+        st = _os.fstat(fd)
+        if (st.st_dev, st.st_ino) != self._file_id:
+            _os.close(fd)
+            raise _errors.make("storage", f"{self.path} is no longer the file this index mapped "
+                               f"(renamed or replaced behind its back)", path=self.path)
+        return fd
+
     cdef int _check_unpinned(self, str action) except -1:
         if self._views:
             raise BufferError(f"cannot {action} index {self.path}: {self._views} exported "
@@ -423,7 +461,7 @@ cdef class _Index:
             raise ValueError(f"{self.path}: cannot resize to {rounded} bytes: the index holds "
                              f"{self._n} entries ({self._n * self._es} bytes)")
         cdef int64_t old = self._length
-        fd = _os.open(self.path, _os.O_RDWR)
+        fd = self._reopen(_os.O_RDWR)
         try:
             _os.ftruncate(fd, rounded)
             try:
@@ -519,7 +557,7 @@ cdef class _Index:
         if self._mm is not None:
             self._mm.flush()
         if self._length_changed:
-            fd = _os.open(self.path, _os.O_RDONLY)
+            fd = self._reopen(_os.O_RDONLY)
             try:
                 _os.fsync(fd)
             finally:
@@ -533,11 +571,15 @@ cdef class _Index:
             return
         self._check_unpinned("close")
         if trim and self.writable:
-            self.trim_to_valid_size()
-        self._unmap()
+            try:
+                self.trim_to_valid_size()
+            except FileNotFoundError:
+                pass                          # removed by someone else: nothing left to trim
+            self._check_unpinned("close")     # the trim's system calls let other threads run
         self._open = False
         self._n = 0
         self._dirty = 0
+        self._unmap()
 
     def delete(self):
         """Close without trimming and remove the file; return False if it was already gone."""

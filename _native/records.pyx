@@ -45,6 +45,7 @@ Thread-safety: functions hold the GIL and keep no shared mutable state; objects 
 independent of the input buffer (keys and values are copied out), so the caller may unmap it.
 """
 
+cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_CheckExact
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_FORMAT, PyBUF_ND
@@ -57,7 +58,6 @@ from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memset
 
 import time as _time
-import zlib as _zlib
 
 from seglog._native import _errors
 
@@ -75,6 +75,9 @@ cdef extern from "kbytes.h" nogil:
     void kb_store_u16(uint8_t *p, uint16_t v)
     void kb_store_u32(uint8_t *p, uint32_t v)
     void kb_store_u64(uint8_t *p, uint64_t v)
+    int64_t kb_wrap_add(int64_t a, int64_t b)
+    int64_t kb_wrap_sub(int64_t a, int64_t b)
+    int kb_utf8_valid(const uint8_t *p, int64_t n)
     int kb_varint_size(int32_t v)
     int kb_varlong_size(int64_t v)
     uint8_t *kb_write_varint(uint8_t *p, int32_t v)
@@ -84,6 +87,9 @@ cdef extern from "kbytes.h" nogil:
 
 cdef extern from "crc32c.h" nogil:
     uint32_t seglog_crc32c(uint32_t crc, const uint8_t *p, size_t n)
+
+cdef extern from "crc32.h" nogil:
+    uint32_t seglog_crc32(uint32_t crc, const uint8_t *p, size_t n)
 
 
 cdef enum:
@@ -221,9 +227,9 @@ cdef int _bincol_init(BinCol *c, object obj, str name, list keep) except -1:
         if converted is None:
             converted = list(obj)
         converted[i] = memoryview(item).tobytes()
-    if converted is not None:
-        fast = converted
-        items = PySequence_Fast_ITEMS(fast)
+    # A private tuple: no later Python code can resize or reorder what ``items`` points into.
+    fast = tuple(converted if converted is not None else fast)
+    items = PySequence_Fast_ITEMS(fast)
     keep.append(fast)
     c.kind = K_SEQ
     c.n = n
@@ -380,10 +386,17 @@ cdef int _tscol_init(TsCol *c, object obj, Py_ssize_t n, list keep) except -1:
             return 0
     if len(obj) != n:
         raise ValueError(f"timestamps has {len(obj)} items, values has {n}")
-    fast = PySequence_Fast(obj, "timestamps")
-    keep.append(fast)
-    c.kind = T_SEQ
-    c.items = PySequence_Fast_ITEMS(fast)
+    # Resolved once into an owned int64 array: converting an item may run Python code
+    # (__index__), which must not happen while the encoder holds pointers into the columns.
+    fast = tuple(obj)
+    owned = bytearray(8 * n)
+    cdef int64_t *d = <int64_t *>PyByteArray_AS_STRING(owned)
+    cdef Py_ssize_t i
+    for i in range(n):
+        d[i] = PyLong_AsLongLong(fast[i])
+    keep.append(owned)
+    c.kind = T_BUF
+    c.data = d
     return 0
 
 
@@ -455,22 +468,23 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
     cdef list keep = []
     cdef BinCol vcol, kcol
     cdef TsCol tcol
-    _bincol_init(&vcol, values, "values", keep)
-    if vcol.kind == K_NULL:
+    cdef Py_ssize_t n, i
+    if values is None:
         raise TypeError("values must be a column (a list of bytes or None), not None")
-    cdef Py_ssize_t n = vcol.n, i
+    if isinstance(values, (bytes, bytearray, memoryview, str)):
+        raise TypeError(f"values must be a column (a list of bytes), not a single {type(values).__name__}")
+    if not hasattr(values, "__len__"):
+        values = list(values)
+    n = len(values)
     if n == 0:
         raise ValueError("a record batch needs at least one record; values is empty")
     if n > INT32_MAX:
         raise ValueError(f"{n} records do not fit one batch (at most {INT32_MAX})")
-    _bincol_init(&kcol, keys, "keys", keep)
-    if kcol.kind != K_NULL and kcol.n != n:
-        raise ValueError(f"keys has {kcol.n} items, values has {n}")
-    _tscol_init(&tcol, timestamps, n, keep)
     cdef int codec = codec_id(compression)
-
+    # Everything that may run Python code (timestamps' __index__, header values' buffers) is
+    # resolved before any pointer into the value and key columns is taken.
+    _tscol_init(&tcol, timestamps, n, keep)
     cdef list hsections = None
-    cdef object hlist
     if headers is not None:
         if len(headers) != n:
             raise ValueError(f"headers has {len(headers)} items, values has {n}")
@@ -478,6 +492,12 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
         for i, h in enumerate(headers):
             if h:
                 hsections[i] = _encode_headers(h, i)
+    _bincol_init(&vcol, values, "values", keep)
+    if vcol.n != n:
+        raise ValueError(f"values changed length while being encoded ({n} -> {vcol.n})")
+    _bincol_init(&kcol, keys, "keys", keep)
+    if kcol.kind != K_NULL and kcol.n != n:
+        raise ValueError(f"keys has {kcol.n} items, values has {n}")
 
     cdef int32_t *sizes = <int32_t *>malloc(n * sizeof(int32_t))
     if sizes == NULL:
@@ -498,7 +518,7 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
             ts = _ts_get(&tcol, i)
             if ts > max_ts:
                 max_ts = ts
-            delta = <int64_t>(<uint64_t>ts - <uint64_t>base_ts)
+            delta = kb_wrap_sub(ts, base_ts)
             klen = _bincol_get(&kcol, i, &kp)
             vlen = _bincol_get(&vcol, i, &vp)
             if hsections is None or hsections[i] is None:
@@ -528,7 +548,7 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
 
         for i in range(n):
             ts = _ts_get(&tcol, i)
-            delta = <int64_t>(<uint64_t>ts - <uint64_t>base_ts)
+            delta = kb_wrap_sub(ts, base_ts)
             klen = _bincol_get(&kcol, i, &kp)
             vlen = _bincol_get(&vcol, i, &vp)
             p = kb_write_varint(p, sizes[i])
@@ -614,14 +634,18 @@ def encode_control_batch(int control_type, *, int64_t base_offset=0, int64_t tim
 # Decoding
 # ---------------------------------------------------------------------------------------------
 
+@cython.no_gc
 cdef class Record:
-    """One record, as a consumer sees it (Kafka's ``ConsumerRecord`` fields)."""
+    """One record, as a consumer sees it (Kafka's ``ConsumerRecord`` fields).
+
+    Not tracked by the cycle collector: a record holds only bytes, ints and its header list,
+    and tracking millions of them made decoding GC-bound."""
     cdef readonly int64_t offset
     cdef readonly int64_t timestamp
     cdef readonly int timestamp_type
     cdef readonly object key
     cdef readonly object value
-    cdef readonly list headers
+    cdef list _headers               # None when the record has no headers
     cdef readonly int32_t leader_epoch
     cdef readonly int64_t producer_id
     cdef readonly int16_t producer_epoch
@@ -629,6 +653,11 @@ cdef class Record:
     cdef readonly bint is_transactional
     cdef readonly bint is_control
     cdef readonly int magic
+
+    @property
+    def headers(self):
+        """``[(str key, bytes-or-None value), ...]`` (a new empty list when there are none)."""
+        return [] if self._headers is None else self._headers
 
     @property
     def control_type(self):
@@ -759,7 +788,7 @@ cdef Py_ssize_t _batch_size_at(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t en
     if <Py_ssize_t>length + LOG_OVERHEAD > remaining:
         if allow_truncated:
             return 0
-        _raise_corrupt(f"truncated batch: length field says {length + LOG_OVERHEAD} bytes, "
+        _raise_corrupt(f"truncated batch: length field says {<Py_ssize_t>length + LOG_OVERHEAD} bytes, "
                        f"only {remaining} remain", pos)
     return <Py_ssize_t>length + LOG_OVERHEAD
 
@@ -795,7 +824,7 @@ cdef BatchHeader _make_header(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t siz
     if bh.magic == 2:
         _read_v2_head(b, &h)
         bh.base_offset = h.base_offset
-        bh.last_offset = h.base_offset + h.last_delta
+        bh.last_offset = kb_wrap_add(h.base_offset, h.last_delta)
         bh.partition_leader_epoch = h.ple
         bh.crc = h.crc
         bh.attributes = h.attrs
@@ -853,7 +882,7 @@ def batch_headers(const uint8_t[::1] buf, Py_ssize_t start=0, Py_ssize_t end=-1,
 
 cdef int _check_legacy_crc(const uint8_t *b, Py_ssize_t pos, Py_ssize_t size) except -1:
     cdef uint32_t stored = kb_load_u32(b + 12)
-    cdef uint32_t actual = _zlib.crc32(<const uint8_t[:size - 16]>(b + 16))
+    cdef uint32_t actual = seglog_crc32(0, b + 16, size - 16)
     if stored != actual:
         _raise_corrupt(f"CRC-32 mismatch in the legacy message at offset {kb_load_i64(b)}: stored "
                        f"{stored:08x}, computed {actual:08x}", pos)
@@ -968,6 +997,8 @@ cdef _Source _records_area(const uint8_t *b, Py_ssize_t pos, Py_ssize_t size, in
         s.start = b + header
         s.end = b + size
         return s
+    if size - header <= 0:
+        _raise_corrupt(f"batch at offset {offset}: compressed records area is empty", pos)
     try:
         out = _codecs().decompress(codec, <const uint8_t[:size - header]>(b + header), magic=magic,
                                    max_size=max_decompressed)
@@ -983,6 +1014,7 @@ cdef _Source _records_area(const uint8_t *b, Py_ssize_t pos, Py_ssize_t size, in
     return s
 
 
+@cython.final
 cdef class _Decoder:
     """Walks batches and emits records into a list of Record objects or into columns."""
     cdef const uint8_t *buf
@@ -992,17 +1024,17 @@ cdef class _Decoder:
     cdef bint allow_truncated
     cdef Py_ssize_t max_decompressed
     cdef int64_t min_offset
-    cdef int64_t max_offset      # exclusive
+    cdef int64_t max_incl        # last offset to keep (inclusive)
     cdef list out                # Record sink, or None
     cdef _ColumnBuilder cols     # column sink, or None
 
     cdef int emit_v2(self, const uint8_t *b, Py_ssize_t pos, V2Head *h) except -1:
         cdef int codec = h.attrs & ATTR_CODEC_MASK
         cdef bint control = (h.attrs & ATTR_CONTROL) != 0
-        cdef int64_t last = h.base_offset + h.last_delta
+        cdef int64_t last = kb_wrap_add(h.base_offset, h.last_delta)
         if control and not self.include_control:
             return 0
-        if last < self.min_offset or h.base_offset >= self.max_offset or h.count == 0:
+        if last < self.min_offset or h.base_offset > self.max_incl or h.count == 0:
             return 0
         cdef _Source src = _records_area(b, pos, h.length + LOG_OVERHEAD, codec, 2, V2_HEADER,
                                          self.max_decompressed, h.base_offset)
@@ -1024,10 +1056,10 @@ cdef class _Decoder:
             if p == NULL:
                 _raise_corrupt(f"record {i} of the batch at offset {h.base_offset}: "
                                f"{err.decode()}", pos)
-            offset = h.base_offset + r.offset_delta
-            if offset < self.min_offset or offset >= self.max_offset:
+            offset = kb_wrap_add(h.base_offset, r.offset_delta)
+            if offset < self.min_offset or offset > self.max_incl:
                 continue
-            ts = h.max_ts if log_append else <int64_t>(<uint64_t>h.base_ts + <uint64_t>r.ts_delta)
+            ts = h.max_ts if log_append else kb_wrap_add(h.base_ts, r.ts_delta)
             if self.cols is not None:
                 self.cols.add(offset, ts, 1 if log_append else 0, h.ple, &r)
                 continue
@@ -1037,7 +1069,7 @@ cdef class _Decoder:
             rec.timestamp_type = 1 if log_append else 0
             rec.key = None if r.key_len < 0 else PyBytes_FromStringAndSize(<const char *>r.key, r.key_len)
             rec.value = None if r.value_len < 0 else PyBytes_FromStringAndSize(<const char *>r.value, r.value_len)
-            rec.headers = _headers_list(&r) if r.header_count else []
+            rec._headers = _headers_list(&r) if r.header_count else None
             rec.leader_epoch = h.ple
             rec.producer_id = h.pid
             rec.producer_epoch = h.epoch
@@ -1089,11 +1121,11 @@ cdef class _Decoder:
                                      (attrs & ATTR_LOG_APPEND_TIME) != 0)
         if inner:
             if magic == 1:
-                offset = rel_base + offset
+                offset = kb_wrap_add(rel_base, offset)
                 if wrapper_log_append:
                     ts = wrapper_ts
                     ts_type = 1
-        if offset < self.min_offset or offset >= self.max_offset:
+        if offset < self.min_offset or offset > self.max_incl:
             return 0
         cdef RecView r
         cdef Record rec
@@ -1112,7 +1144,7 @@ cdef class _Decoder:
         rec.timestamp_type = ts_type
         rec.key = None if klen < 0 else PyBytes_FromStringAndSize(<const char *>kp, klen)
         rec.value = None if vlen < 0 else PyBytes_FromStringAndSize(<const char *>vp, vlen)
-        rec.headers = []
+        rec._headers = None
         rec.leader_epoch = -1
         rec.producer_id = -1
         rec.producer_epoch = -1
@@ -1126,6 +1158,8 @@ cdef class _Decoder:
         cdef _Source src = _records_area(vp, pos, vlen, codec, magic, 0, self.max_decompressed, offset)
         cdef const uint8_t *p = src.start
         cdef Py_ssize_t n = src.end - src.start, ipos = 0, isize
+        if n == 0:
+            _raise_corrupt(f"compressed wrapper at offset {offset} holds no inner records", pos)
         # v1: absolute = wrapperOffset - lastInnerRelative + innerRelative; find the last inner.
         cdef int64_t last_rel = 0
         cdef int64_t rel_base = 0
@@ -1134,7 +1168,10 @@ cdef class _Decoder:
                 isize = _inner_size(p, ipos, n, pos)
                 last_rel = kb_load_i64(p + ipos)
                 ipos += isize
-            rel_base = offset - last_rel if offset != 0 else 0
+            rel_base = kb_wrap_sub(offset, last_rel) if offset != 0 else 0
+            if rel_base < 0:
+                _raise_corrupt(f"compressed wrapper at offset {offset} holds inner relative offsets up "
+                               f"to {last_rel}: its base offset would be negative ({rel_base})", pos)
             ipos = 0
         while ipos < n:
             isize = _inner_size(p, ipos, n, pos)
@@ -1186,7 +1223,9 @@ cdef _Decoder _decoder(const uint8_t[::1] buf, bint verify_crc, bint include_con
     d.allow_truncated = allow_truncated
     d.max_decompressed = max_decompressed
     d.min_offset = -(2 ** 63) if min_offset is None else min_offset
-    d.max_offset = 2 ** 63 - 1 if max_offset is None else max_offset
+    if max_offset is not None and max_offset <= -(2 ** 63):
+        raise ValueError(f"max_offset {max_offset} leaves nothing to decode")
+    d.max_incl = 2 ** 63 - 1 if max_offset is None else max_offset - 1
     return d
 
 
@@ -1339,6 +1378,7 @@ cdef NativeBuffer _take(GBuf *b, bytes fmt, Py_ssize_t itemsize):
     return nb
 
 
+@cython.final
 cdef class _ColumnBuilder:
     cdef Py_ssize_t n
     cdef bint keys_on
@@ -1433,8 +1473,15 @@ cdef class _ColumnBuilder:
             _gbuf_reserve(&self.hk_off, 4)
             _gbuf_reserve(&self.hv_off, 4)
             _gbuf_reserve(&self.hv_valid, 2)
-            _gbuf_reserve(&self.hk_data, hk)
-            _gbuf_put(&self.hk_data, p, hk)
+            if kb_utf8_valid(p, hk):
+                _gbuf_reserve(&self.hk_data, hk)
+                _gbuf_put(&self.hk_data, p, hk)
+            else:
+                # An Arrow string must be UTF-8: replace bad bytes as decode_records (and Kafka's
+                # Utils.utf8) does.
+                fixed = PyUnicode_DecodeUTF8(<const char *>p, hk, "replace").encode("utf-8")
+                _gbuf_reserve(&self.hk_data, len(fixed))
+                _gbuf_put(&self.hk_data, PyBytes_AS_STRING(fixed), len(fixed))
             end = <int32_t>self.hk_data.len
             _gbuf_put(&self.hk_off, &end, 4)
             p += hk
@@ -1526,6 +1573,9 @@ def decode_columns(const uint8_t[::1] buf, *, bint keys=True, bint headers=True,
     b.keys_on = keys
     b.headers_on = headers
     b.start()
+    # Uncompressed values can never exceed the input: one allocation up front avoids the copies of
+    # repeated growth (pages are only touched as they are written).
+    _gbuf_reserve(&b.val_data, min(buf.shape[0], 1 << 30))
     d.cols = b
     _walk(d, d.buf, 0, d.end)
     cdef Columns c = Columns.__new__(Columns)

@@ -66,9 +66,13 @@ cdef extern from "kbytes.h" nogil:
     int64_t kb_load_i64(const uint8_t *p)
     void kb_store_u32(uint8_t *p, uint32_t v)
     void kb_store_u64(uint8_t *p, uint64_t v)
+    int64_t kb_wrap_add(int64_t a, int64_t b)
 
 cdef extern from "crc32c.h" nogil:
     uint32_t seglog_crc32c(uint32_t crc, const uint8_t *p, size_t n)
+
+cdef extern from "crc32.h" nogil:
+    uint32_t seglog_crc32(uint32_t crc, const uint8_t *p, size_t n)
 
 cdef enum:
     LOG_OVERHEAD = 12
@@ -213,7 +217,7 @@ cdef inline int _head_at(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, Hea
     if h.magic == 2:
         h.ple = kb_load_i32(b + 12)
         h.attrs = kb_load_u16(b + 21)
-        h.last_offset = h.base_offset + kb_load_i32(b + 23)
+        h.last_offset = kb_wrap_add(h.base_offset, kb_load_i32(b + 23))
         h.max_ts = kb_load_i64(b + 35)
         h.count = kb_load_i32(b + 57)
         if kb_load_i32(b + 23) < 0:
@@ -228,7 +232,7 @@ cdef inline int _head_at(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, Hea
         h.last_offset = h.base_offset
         h.max_ts = kb_load_i64(b + 18) if h.magic == 1 and h.size >= 26 else -1
         h.count = 1
-        # Legacy CRC-32 is checked by the caller (zlib), outside the nogil walk.
+        # Legacy CRC-32 is checked by the recovery walk (_legacy_crc_ok), not here.
     return W_OK
 
 
@@ -248,9 +252,8 @@ cdef str _walk_error(int status, Py_ssize_t pos, const uint8_t *buf, Py_ssize_t 
     return f"invalid batch at position {pos}"
 
 
-cdef bint _legacy_crc_ok(const uint8_t *b, Py_ssize_t size):
-    import zlib
-    return kb_load_u32(b + 12) == zlib.crc32(<const uint8_t[:size - 16]>(b + 16))
+cdef inline bint _legacy_crc_ok(const uint8_t *b, Py_ssize_t size) noexcept nogil:
+    return kb_load_u32(b + 12) == seglog_crc32(0, b + 16, size - 16)
 
 
 cdef BatchInfo _info(const Head *h, Py_ssize_t pos, const uint8_t *buf):

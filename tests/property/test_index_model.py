@@ -343,7 +343,7 @@ def index_files(draw: st.DrawFn, es: int) -> bytes:
 
 
 @pytest.mark.parametrize("cls", [OffsetIndex, TimeIndex])
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data(), base=BASES)
 def test_any_file_opens_as_the_valid_prefix(tmp_path_factory: pytest.TempPathFactory, cls: type,
                                              data: st.DataObject, base: int) -> None:

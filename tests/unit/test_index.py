@@ -7,6 +7,7 @@ import bisect
 import os
 import shutil
 import struct
+import sys
 from pathlib import Path
 
 import pytest
@@ -216,6 +217,22 @@ def test_time_append_rules(tmp_path: Path) -> None:
         assert idx.length == 48
         assert all_entries(idx) == [(1000, 103), (1001, 103), (1500, 200), (1600, 201)]
         assert idx.last_entry == (1600, 201)
+
+
+def test_time_final_entry_grows_an_empty_trimmed_file(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    path.write_bytes(b"")
+    with TimeIndex(path, 0) as idx:
+        assert idx.is_full
+        with pytest.raises(ValueError, match="full"):
+            idx.maybe_append(5, 1)
+        v = idx.view()
+        with pytest.raises(BufferError, match="1 exported view"):
+            idx.maybe_append(5, 1, skip_full_check=True)
+        v.release()
+        assert idx.maybe_append(5, 1, skip_full_check=True)
+        assert all_entries(idx) == [(5, 1)] and idx.length == 12
+    assert path.read_bytes() == tentries((5, 1))
 
 
 def test_time_append_for_base_offset_raises_last_timestamp(tmp_path: Path) -> None:
@@ -637,3 +654,69 @@ def test_context_manager_trims(tmp_path: Path) -> None:
         idx.maybe_append(100, 1)
         assert os.path.getsize(path) == 10485756
     assert idx.closed and path.read_bytes() == tentries((100, 1))
+
+
+def test_remaps_survive_garbage_collection(tmp_path: Path) -> None:
+    import gc
+
+    idx = OffsetIndex(tmp_path / "i", 0, max_index_size=16)
+    idx.append(1, 10)
+    for step in (idx.trim_to_valid_size, lambda: idx.resize(64), lambda: idx.resize(8),
+                 lambda: idx.close(trim=False)):
+        step()
+        gc.collect()
+    assert (tmp_path / "i").read_bytes() == oentries((1, 10))
+
+
+def test_lookups_from_another_thread_while_appending(tmp_path: Path) -> None:
+    import threading
+
+    idx = OffsetIndex(tmp_path / "i", 0, max_index_size=8 * 30000)
+    stop = threading.Event()
+    bad: list[tuple[int, tuple[int, int]]] = []
+
+    def reader() -> None:
+        t = 0
+        while not stop.is_set():
+            t = (t * 1103515245 + 12345) % 300000
+            got = idx.lookup(t)
+            if got != (0, 0) and not (got[0] <= t and got[1] == got[0] * 10):
+                bad.append((t, got))
+
+    old_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)                     # switch threads often
+    th = threading.Thread(target=reader)
+    th.start()
+    try:
+        for round_ in range(3):
+            off = idx.last_entry[0] + 1 + round_
+            while not idx.is_full and off < 250000:
+                idx.append(off, off * 10)
+                off += 7
+            idx.truncate_to(idx.last_entry[0] // 2)
+    finally:
+        stop.set()
+        th.join()
+        sys.setswitchinterval(old_interval)
+    assert not bad
+    idx.sanity_check()
+    idx.close()
+
+
+def test_resize_refuses_a_replaced_file(tmp_path: Path) -> None:
+    path = tmp_path / "i"
+    idx = OffsetIndex(path, 0, max_index_size=800)
+    idx.append(1, 10)
+    os.replace(path, tmp_path / "moved")           # renamed behind our back
+    path.write_bytes(b"other")                      # and something else put at the old name
+    with pytest.raises(OSError, match="no longer the file this index mapped"):
+        idx.trim_to_valid_size()
+    with pytest.raises(OSError, match="no longer the file"):
+        idx.close()
+    assert not idx.closed and path.read_bytes() == b"other"
+    idx.close(trim=False)
+    assert os.path.getsize(tmp_path / "moved") == 800
+    gone = OffsetIndex(tmp_path / "gone", 0, max_index_size=80)
+    os.unlink(tmp_path / "gone")
+    gone.close()                                    # removed by someone else: still closes
+    assert gone.closed

@@ -1,0 +1,158 @@
+"""CRC-32C, CRC-32 and murmur2 throughput, side by side with the libraries Kafka clients use.
+
+    pytest bench/bench_crc32c.py --benchmark-columns=median,ops --benchmark-sort=name
+
+Groups: ``crc32c <size>`` (seglog, the ``crc32c`` package, ``google-crc32c`` when installed,
+our portable table path), ``crc32 <size>`` (seglog vs ``zlib.crc32``), ``gil <size>`` (the
+same CRC-32C call holding vs releasing the GIL: the measurement behind ``CRC32C_NOGIL_MIN``),
+and and ``murmur2`` (per key and vectorised, vs pure Python and kafka-python).
+"""
+
+from __future__ import annotations
+
+import importlib
+import random
+import warnings
+import zlib
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import crc32c as crc32c_pkg
+import pytest
+
+from seglog._native import crc32c as native
+from seglog.partitioner import murmur2, partition_for_key, partitions_for_keys
+
+SIZES = {"100B": 100, "4KiB": 4096, "1MiB": 1 << 20}
+DATA = {name: random.Random(n).randbytes(n) for name, n in SIZES.items()}
+
+
+def _google() -> ModuleType | None:
+    try:
+        return importlib.import_module("google_crc32c")
+    except ImportError:
+        return None
+
+
+google_crc32c = _google()
+
+
+def _google_value(data: bytes) -> int:
+    assert google_crc32c is not None
+    return int(google_crc32c.value(data))
+
+
+CRC32C_IMPLS: dict[str, Callable[[bytes], Any]] = {
+    "seglog": native.crc32c,
+    "crc32c-pkg": crc32c_pkg.crc32c,
+    "google-crc32c": _google_value,
+    "seglog-table": native._crc32c_portable,
+}
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+@pytest.mark.parametrize("impl", list(CRC32C_IMPLS))
+def test_crc32c(benchmark: Any, impl: str, size: str) -> None:
+    if impl == "google-crc32c" and google_crc32c is None:
+        pytest.skip("google-crc32c is not installed")
+    data = DATA[size]
+    fn = CRC32C_IMPLS[impl]
+    benchmark.group = f"crc32c {size}"
+    benchmark.extra_info["bytes"] = len(data)
+    assert benchmark(fn, data) == crc32c_pkg.crc32c(data)
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+@pytest.mark.parametrize("impl", ["seglog", "zlib"])
+def test_crc32(benchmark: Any, impl: str, size: str) -> None:
+    data = DATA[size]
+    fn = native.crc32 if impl == "seglog" else zlib.crc32
+    benchmark.group = f"crc32 {size}"
+    assert benchmark(fn, data) == zlib.crc32(data)
+
+
+GIL_SIZES = [256, 1024, 4096, 16384, 32768, 65536, 262144]
+GIL_DATA = {n: random.Random(n).randbytes(n) for n in GIL_SIZES}
+
+
+@pytest.mark.parametrize("size", GIL_SIZES)
+@pytest.mark.parametrize("release", [False, True], ids=["hold", "release"])
+def test_gil(benchmark: Any, size: int, release: bool) -> None:
+    data = GIL_DATA[size]
+    benchmark.group = f"gil {size}"
+    assert benchmark(native._crc32c_gil, data, 0, release) == crc32c_pkg.crc32c(data)
+
+
+# --- murmur2 ---------------------------------------------------------------------------
+
+KEYS = [b"user-%08d" % i for i in range(10_000)]
+MASK = 0xFFFFFFFF
+
+
+def py_murmur2(data: bytes) -> int:
+    """Kafka's murmur2 in pure Python (what a partitioner without a native hash runs)."""
+    m = 0x5BD1E995
+    length = len(data)
+    h = (0x9747B28C ^ length) & MASK
+    for i in range(0, length - length % 4, 4):
+        k = (int.from_bytes(data[i : i + 4], "little") * m) & MASK
+        k = ((k ^ (k >> 24)) * m) & MASK
+        h = ((h * m) & MASK) ^ k
+    tail, base = length % 4, length & ~3
+    if tail >= 3:
+        h ^= data[base + 2] << 16
+    if tail >= 2:
+        h ^= data[base + 1] << 8
+    if tail >= 1:
+        h = ((h ^ data[base]) * m) & MASK
+    h ^= h >> 13
+    h = (h * m) & MASK
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def _kafka_python_murmur2() -> Callable[[bytes], int] | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from kafka.partitioner.default import murmur2 as km  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    return km  # type: ignore[no-any-return]
+
+
+kafka_python_murmur2 = _kafka_python_murmur2()
+
+
+def _per_key(fn: Callable[[bytes], int]) -> Callable[[], int]:
+    def run() -> int:
+        acc = 0
+        for k in KEYS:
+            acc ^= fn(k)
+        return acc
+
+    return run
+
+
+@pytest.mark.parametrize("impl", ["seglog", "pure-python", "kafka-python"])
+def test_murmur2_per_key(benchmark: Any, impl: str) -> None:
+    """Time for 10,000 calls, one key each (divide by 10,000 for per key)."""
+    if impl == "kafka-python" and kafka_python_murmur2 is None:
+        pytest.skip("kafka-python is not installed")
+    fn = {"seglog": murmur2, "pure-python": py_murmur2, "kafka-python": kafka_python_murmur2}[impl]
+    assert fn is not None
+    benchmark.group = "murmur2 x10000 keys"
+    benchmark(_per_key(fn))
+    assert [murmur2(k) & MASK for k in KEYS[:50]] == [fn(k) & MASK for k in KEYS[:50]]
+
+
+def test_partition_for_key_per_key(benchmark: Any) -> None:
+    benchmark.group = "murmur2 x10000 keys"
+    benchmark(_per_key(lambda k: partition_for_key(k, 12)))
+
+
+def test_partitions_for_keys_vectorised(benchmark: Any) -> None:
+    benchmark.group = "murmur2 x10000 keys"
+    out = benchmark(partitions_for_keys, KEYS, 12)
+    assert list(out[:50]) == [(py_murmur2(k) & 0x7FFFFFFF) % 12 for k in KEYS[:50]]
