@@ -481,10 +481,21 @@ cdef class Segment:
             if pos == 0:
                 self.rolling_based_timestamp = h.max_ts
             pos += h.size
+        # Kafka's loadLargestTimestamp: the time index's last entry, then the batches after it
+        # (a crash, or a full disk at close, can leave it without the final max entry).
+        pos = 0
         if self.time_index.entries:
             ts, off = self.time_index.last_entry
             self.max_timestamp_so_far = ts
             self.offset_of_max_timestamp = off
+            _, p = self.offset_index.lookup(off)
+            if 0 <= p < self.size:
+                pos = p
+        while _head_at(buf, pos, self.size, &h, False) == W_OK:
+            if h.max_ts > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = h.max_ts
+                self.offset_of_max_timestamp = h.last_offset
+            pos += h.size
         if self.size and self.rolling_based_timestamp < 0:
             st = _head_at(buf, 0, self.size, &h, False)
             if st == W_OK:
@@ -505,6 +516,12 @@ cdef class Segment:
 
     def can_convert_to_relative_offset(self, int64_t offset):
         return 0 <= offset - self.base_offset <= INT32_MAX
+
+    def fileno(self):
+        """The ``.log`` file descriptor (for ``os.sendfile``/``os.pread`` of whole batches)."""
+        if self.closed:
+            raise ValueError(f"segment {self.log_path} is closed")
+        return self.fd
 
     def __len__(self):
         return self.size
@@ -574,6 +591,10 @@ cdef class Segment:
             records += h.count
             count += 1
             pos += h.size
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            # Index entries go in after the data; a full disk must fail the append before it.
+            self.offset_index.reserve(1)
+            self.time_index.reserve(1)
         self._write(src, n, count, assign_from, leader_epoch)
         cdef Py_ssize_t start_pos = self.size
         self.size += n
@@ -789,8 +810,24 @@ cdef class Segment:
         if self.read_only:
             raise PermissionError(f"cannot recover {self.log_path}: opened read-only")
         self._refuse_if_viewed("recover")
-        self.offset_index.truncate()
-        self.time_index.truncate()
+        try:
+            return self._recover(collect_batches, max_batch_size)
+        except OSError:
+            # A storage error (full disk) mid-rebuild: leave no sparse preallocated index tail,
+            # which tmpfs cannot even read back while full.
+            for idx in (self.offset_index, self.time_index):
+                try:
+                    idx.trim_to_valid_size()
+                except OSError:
+                    pass
+            raise
+
+    def _recover(self, bint collect_batches, Py_ssize_t max_batch_size):
+        # Kafka's reset(): no entries, and room for them again (a cleanly closed segment's
+        # indexes were trimmed to their entries); trimmed again at the end, as Kafka does.
+        for idx in (self.offset_index, self.time_index):
+            idx.truncate()
+            idx.resize(idx.max_index_size)
         cdef const uint8_t *buf = self._data()
         cdef Py_ssize_t pos = 0, last_index_pos = 0
         cdef Head h
@@ -849,6 +886,8 @@ cdef class Segment:
         res.next_offset = self.next_offset
         self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp,
                                      skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
         self.bytes_since_last_index_entry = pos - last_index_pos
         return res
 

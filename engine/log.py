@@ -42,7 +42,7 @@ from typing import Any
 
 from seglog._native.fetch import FetchSlice, fetch_partition
 from seglog._native.segment import Segment, filename_prefix
-from seglog.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
+from seglog.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, fsync_dir
 from seglog.clock import Clock, Scheduler
 from seglog.config import LogConfig
 from seglog.errors import (
@@ -210,6 +210,7 @@ class Log:
             if self.read_only:
                 raise FileNotFoundError(f"log directory not found: {self.dir}")
             os.makedirs(self.dir, exist_ok=True)
+            fsync_dir(os.path.dirname(self.dir))
         parent = os.path.dirname(self.dir)
         if clean_shutdown is None:
             clean_shutdown = os.path.exists(os.path.join(parent, CLEAN_SHUTDOWN_FILE))
@@ -224,10 +225,15 @@ class Log:
         reasons: list[str] = []
         recovered = truncated = deleted = 0
         epoch_starts: list[tuple[int, int]] = []
+        # Kafka recovers from the segment holding the recovery point (the last based at or
+        # below it) on: a segment's next offset, read from its possibly torn tail, cannot say
+        # whether it holds data past the recovery point.
+        unflushed_from = max((b for b in bases if b <= recovery_point), default=-1)
         for i, base in enumerate(bases):
             missing_index = self._index_missing(base)
             seg = self._open_segment(base)
-            needs_recovery = missing_index or (not clean_shutdown and seg.next_offset > recovery_point)
+            needs_recovery = missing_index or (not clean_shutdown and (
+                base >= unflushed_from or seg.next_offset > recovery_point))
             if not needs_recovery and not self.read_only:
                 try:
                     seg.sanity_check()
@@ -238,11 +244,16 @@ class Log:
                 res = seg.recover()
                 recovered += 1
                 epoch_starts.extend(res.epoch_starts)
-                if res.truncated_bytes:
+                # Segments are created at the log end, so an unflushed segment ending before
+                # the next one starts lost its tail: what follows would leave a hole.
+                lost_tail = (not clean_shutdown and i + 1 < len(bases) and seg.next_offset < bases[i + 1])
+                if res.truncated_bytes or lost_tail:
                     truncated += res.truncated_bytes
-                    reasons.append(f"{seg.log_path}: {res.reason}; truncated {res.truncated_bytes} bytes")
-                    log.warning("recovery of %s: %s; truncated %d bytes", seg.log_path, res.reason,
-                                res.truncated_bytes)
+                    reason = (f"{res.reason}; truncated {res.truncated_bytes} bytes" if res.truncated_bytes
+                              else f"ends at offset {seg.next_offset}, before the next segment's base "
+                                   f"offset {bases[i + 1]}: the records between were lost")
+                    reasons.append(f"{seg.log_path}: {reason}")
+                    log.warning("recovery of %s: %s", seg.log_path, reason)
                     self._segments.append(seg)
                     # Kafka deletes every later segment once one was cut short.
                     for later in bases[i + 1:]:
@@ -264,6 +275,9 @@ class Log:
             # Kafka: the log start checkpoint is ahead of the data (files removed outside).
             log.warning("log start offset %d of %s is beyond its end %d", log_start_offset, self.dir, leo)
             log_start_offset = leo
+            start_moved_back = True
+        else:
+            start_moved_back = False
         first_base = self._segments[0].base_offset if self._segments else 0
         self.log_start_offset = max(log_start_offset, first_base)
         for epoch, start in epoch_starts:
@@ -280,6 +294,10 @@ class Log:
             self._high_watermark = min(max(hw, self.log_start_offset), leo)
         else:
             self._high_watermark = leo
+        if start_moved_back and not self.read_only:
+            # Records written from here on are below the old checkpointed start: record the
+            # new start now, or the next open would hide them.
+            self.checkpoint()
         if self.scheduler is not None and not self.read_only:
             self._schedule_flusher()
 
@@ -360,7 +378,11 @@ class Log:
             return seg
         self._created[base] = self.clock.time_ms()
         self._jitter[base] = self.config.random_segment_jitter(self._rng)
-        return Segment(self.dir, base, create=True, **self._segment_kwargs())
+        seg = Segment(self.dir, base, create=True, **self._segment_kwargs())
+        # The new file's name is durable before anything relies on it: once older segments
+        # are deleted (retention, DeleteRecords, truncation), it alone records the log end.
+        fsync_dir(self.dir)
+        return seg
 
     # ---------------------------------------------------------------------------------------------
     # State
@@ -647,14 +669,9 @@ class Log:
             if timestamp == LATEST_TIMESTAMP:
                 return hw, -1
             if timestamp == MAX_TIMESTAMP:
-                best: tuple[int, int] | None = None
-                for seg in self._segments:
-                    if seg.max_timestamp_so_far >= 0 and (best is None or seg.max_timestamp_so_far > best[1]):
-                        best = (seg.offset_of_max_timestamp, seg.max_timestamp_so_far)
-                if best is None:
-                    return None
-                # The precise record: decode its batch.
-                return self._first_record_at_or_after(best[1], best[0], hw, exact_offset=best[0])
+                found = self._max_timestamp_record()
+                # As Kafka's ListOffsets: an answer at or above the bound is not served.
+                return found if found is not None and found[0] < hw else None
             if timestamp < 0:
                 raise ValueError(f"invalid timestamp {timestamp}: use >= 0, or -1/-2/-3")
             for seg in self._segments:
@@ -678,18 +695,32 @@ class Log:
                     return rec.offset, rec.timestamp
             start = b.last_offset + 1
 
-    def _first_record_at_or_after(self, timestamp: int, offset: int, bound: int, *,
-                                  exact_offset: int) -> tuple[int, int] | None:
+    def _max_timestamp_record(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first readable record with the largest timestamp. Each
+        segment knows its maximum; only in the segment holding the log start can that maximum
+        lie in records below it (DeleteRecords), and there the batches left are read."""
+        start = self.log_start_offset
+        best_ts, best_seg, best_batch = -1, None, None
         for seg in self._segments:
-            if seg.base_offset <= exact_offset < seg.next_offset:
-                b = seg.translate_offset(exact_offset)
-                if b is None:
-                    return None
-                best = None
-                for rec in decode_records(seg.view(b.position, b.size), min_offset=self.log_start_offset):
-                    if best is None or rec.timestamp > best[1]:
-                        best = (rec.offset, rec.timestamp)
-                return best
+            if seg.next_offset <= start or seg.max_timestamp_so_far <= best_ts:
+                continue
+            if seg.base_offset >= start:
+                best_ts, best_seg = seg.max_timestamp_so_far, seg
+                best_batch = seg.translate_offset(seg.offset_of_max_timestamp)
+                continue
+            first = seg.translate_offset(start)
+            for b in seg.batches(first.position if first is not None else seg.size):
+                ts = b.max_timestamp
+                if b.base_offset < start:
+                    recs = decode_records(seg.view(b.position, b.size), min_offset=start)
+                    ts = max((r.timestamp for r in recs), default=-1)
+                if ts > best_ts:
+                    best_ts, best_seg, best_batch = ts, seg, b
+        if best_seg is None or best_batch is None:
+            return None
+        for rec in decode_records(best_seg.view(best_batch.position, best_batch.size), min_offset=start):
+            if rec.timestamp == best_ts:
+                return rec.offset, rec.timestamp
         return None
 
     def batches(self) -> Iterator[Any]:
@@ -713,22 +744,31 @@ class Log:
                 return False
             if offset < self.log_start_offset:
                 return self.truncate_fully_and_start_at(offset)
+            self._refuse_if_viewed([s for s in self._segments if s.next_offset > offset], "truncate")
             while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
                 self._segments.pop().delete()
             self.active.truncate_to(offset)
             leo = self.log_end_offset
+            if self.log_start_offset > leo:
+                # The batch holding ``offset`` began below the log start and went whole.
+                self.log_start_offset = leo
             self.epoch_cache.truncate_from_end(leo)
             self._high_watermark = min(self._high_watermark, leo)
             self.recovery_point = min(self.recovery_point, leo)
             self.active.offset_index.resize(self.config.segment_index_bytes)
             self.active.time_index.resize(self.config.segment_index_bytes)
-            self._unflushed_messages = 0
+            # What lies between the recovery point and the new end is still unflushed.
+            self._unflushed_messages = leo - self.recovery_point
+            # The checkpointed recovery point may now lie past the end: rewritten, it would
+            # vouch for whatever is appended at those offsets next (Kafka's LogManager.truncateTo).
+            self.checkpoint()
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> bool:
         """Delete everything and continue with an empty log at ``offset``."""
         with self._lock:
             self._check_writable()
+            self._refuse_if_viewed(self._segments, "truncate")
             for seg in self._segments:
                 seg.delete()
             self._segments = [self._create_segment(offset)]
@@ -737,7 +777,17 @@ class Log:
             self.recovery_point = offset
             self.epoch_cache.truncate_from_end(offset)
             self._unflushed_messages = 0
+            self.checkpoint()
             return True
+
+    def _refuse_if_viewed(self, segments: Sequence[Segment], action: str) -> None:
+        """Check before changing anything: a segment refuses truncation or deletion while
+        views of its data live, and a refusal half way would leave the log inconsistent."""
+        for seg in segments:
+            n = seg.live_views()
+            if n:
+                raise BufferError(f"cannot {action} {self.dir}: {n} exported view(s) of "
+                                  f"{seg.log_path} are still alive; release them first")
 
     def delete_records(self, before_offset: int) -> int:
         """Move the log start offset to ``before_offset`` (Kafka's DeleteRecords): records below
@@ -869,21 +919,41 @@ class Log:
         with self._lock:
             if self._closed:
                 return
+            self._refuse_if_viewed(self._segments, "close")
             if self._flush_task is not None and self.scheduler is not None:
                 self.scheduler.cancel(self._flush_task)
+            # A storage error (a full disk) must not leave files open: close everything, as a
+            # crash would leave it if trimming fails, then raise the first error.
+            error: BaseException | None = None
             if not self.read_only:
-                self.flush()
-                self.checkpoint()
+                try:
+                    self.flush()
+                    self.checkpoint()
+                except OSError as exc:
+                    error = exc
             for seg in self._segments:
-                if not self.read_only:
-                    seg.on_become_inactive()
-                seg.close()
+                try:
+                    if not self.read_only:
+                        seg.on_become_inactive()
+                    seg.close()
+                except OSError as exc:
+                    error = error or exc
+                    # No room for the max-timestamp entry: still cut the sparse preallocated
+                    # tails, which some filesystems (tmpfs) cannot even read back when full.
+                    for idx in (seg.offset_index, seg.time_index):
+                        try:
+                            idx.trim_to_valid_size()
+                        except OSError:
+                            pass
+                    seg.close_without_trim()
             for seg in list(self._pending_deletes):
                 try:
                     seg.delete()
                 except BufferError:
                     pass
             self._closed = True
+            if error is not None:
+                raise error
 
     def __enter__(self) -> Log:
         return self
