@@ -163,21 +163,37 @@ class Cleaner:
                 continue
             view = seg.view()
             try:
-                for h in batch_headers(view):
+                heads = batch_headers(view)
+                for h in heads:
                     if h.magic != 2:
                         raise _SkipLog(f"it holds a magic {h.magic} batch at offset {h.base_offset}")
                     if h.is_transactional:
                         raise _SkipLog(f"it holds transactional batches (offset {h.base_offset})")
-                cols = decode_columns(view, keys=True, headers=False, min_offset=start, max_offset=end)
+                # Decode a few MiB at a time: memory stays bounded whatever segment.bytes is.
+                i = 0
+                while i < len(heads):
+                    j = i
+                    size = 0
+                    while j < len(heads) and (size == 0 or size + heads[j].size <= _CHUNK * 4):
+                        size += heads[j].size
+                        j += 1
+                    a, b = heads[i].position, heads[j - 1].position + heads[j - 1].size
+                    piece = view[a:b]
+                    try:
+                        cols = decode_columns(piece, keys=True, headers=False, min_offset=start,
+                                              max_offset=end)
+                    finally:
+                        piece.release()
+                    i = j
+                    if not cols.count:
+                        continue
+                    rb = cols.to_arrow()
+                    keys = rb.column("key").to_pylist()
+                    offsets = rb.column("offset").to_pylist()
+                    offset_map.update(zip(keys, offsets))
+                    last = max(last, offsets[-1])
             finally:
                 view.release()
-            if not cols.count:
-                continue
-            rb = cols.to_arrow()
-            keys = rb.column("key").to_pylist()
-            offsets = rb.column("offset").to_pylist()
-            offset_map.update(zip(keys, offsets))
-            last = max(last, offsets[-1])
         offset_map.pop(None, None)  # type: ignore[call-overload]
         return offset_map, last
 
