@@ -262,7 +262,7 @@ class Consumer:
         revoked = [tp for tp in self._assignment if tp not in target]
         added = [tp for tp in target if tp not in self._assignment]
         if revoked:
-            if self.config.auto_commit:
+            if self._auto_commit():
                 self._commit_positions(revoked)
             if self._listener is not None:
                 self._listener.on_partitions_revoked(revoked)
@@ -430,8 +430,11 @@ class Consumer:
         tp = TopicPartition(*partition)
         return self._store.group_offsets.committed(self._group(), tp.topic, tp.partition)
 
+    def _auto_commit(self) -> bool:
+        return self.config.auto_commit and not self._store.read_only and not self._store.closed
+
     def _maybe_auto_commit(self) -> None:
-        if not self.config.auto_commit or self._store.read_only:
+        if not self._auto_commit():
             return
         now = self._clock.monotonic_ms()
         if now - self._last_commit >= self.config.auto_commit_interval_ms:
@@ -662,8 +665,7 @@ class Consumer:
         if self._closed:
             return
         try:
-            if autocommit and self.config.auto_commit and not self._store.read_only \
-                    and not self._store.closed:
+            if autocommit and self._auto_commit():
                 self._commit_positions(self._assignment)
         finally:
             self._closed = True
@@ -713,28 +715,51 @@ def _empty_table(headers: bool) -> Any:
     return _schema(headers).empty_table()
 
 
+_CONSTANTS: dict[tuple[str, Any], Any] = {}
+
+
+def _constant(kind: str, value: Any, n: int) -> Any:
+    """An Arrow array of ``n`` copies of ``value``: a zero-copy slice of a cached one."""
+    import pyarrow as pa
+
+    key = (kind, value)
+    arr = _CONSTANTS.get(key)
+    if arr is None or len(arr) < n:
+        size = max(n, 2 * len(arr) if arr is not None else 1 << 16)
+        typ = {"topic": pa.string(), "partition": pa.int32(), "tstype": pa.int32()}[kind]
+        arr = pa.repeat(pa.scalar(value, typ), size)
+        if len(_CONSTANTS) > 1024:
+            _CONSTANTS.clear()
+        _CONSTANTS[key] = arr
+    return arr.slice(0, n)
+
+
 def _columns_table(tp: TopicPartition, pieces: Sequence[memoryview], pos: int, headers: bool,
                    check: bool) -> Any:
     import pyarrow as pa
 
     schema = _schema(headers)
     batches = []
+    ts_type = pa.timestamp("ms", tz="UTC")
     for piece in pieces:
         cols = decode_columns(piece, keys=True, headers=headers, min_offset=pos, verify_crc=check)
         n = cols.count
         if not n:
             continue
         rb = cols.to_arrow()
-        arrays = [rb.column("key"), rb.column("value"),
-                  pa.repeat(pa.scalar(tp.topic, pa.string()), n),
-                  pa.repeat(pa.scalar(tp.partition, pa.int32()), n),
-                  rb.column("offset"),
-                  rb.column("timestamp").view(pa.timestamp("ms", tz="UTC")),
-                  rb.column("timestampType").cast(pa.int32())]
+        kinds = bytes(cols.timestamp_types)
+        if not kinds.strip(b"\x00"):
+            ts_types = _constant("tstype", 0, n)
+        elif not kinds.strip(b"\x01"):
+            ts_types = _constant("tstype", 1, n)
+        else:
+            ts_types = rb.column("timestampType").cast(pa.int32())
+        arrays = [rb.column("key"), rb.column("value"), _constant("topic", tp.topic, n),
+                  _constant("partition", tp.partition, n), rb.column("offset"),
+                  rb.column("timestamp").view(ts_type), ts_types]
         if headers:
             arrays.append(rb.column("headers"))
         batches.append(pa.RecordBatch.from_arrays(arrays, schema=schema))
     if not batches:
         return schema.empty_table()
     return pa.Table.from_batches(batches, schema=schema)
-

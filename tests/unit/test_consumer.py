@@ -417,3 +417,35 @@ def test_read_committed_after_restart_rebuilds_from_the_log(tmp_path: Path, cloc
         c = store.consumer(auto_offset_reset="earliest", isolation_level="read_committed")
         c.assign([TP])
         assert _values(c) == [b"y"]
+
+
+def test_poll_columns_timestamp_types(store: Store, clock: ManualClock) -> None:
+    store.create_topic("t", 1)
+    p = store.producer()
+    p.send("t", b"create", timestamp=1_600_000_000_000)
+    store.alter_topic_config("t", {"message.timestamp.type": "LogAppendTime"})
+    p.send("t", b"append", timestamp=1_600_000_000_000)
+    c = store.consumer(auto_offset_reset="earliest")
+    c.assign([TP])
+    t = c.poll_columns()
+    assert t.column("timestampType").to_pylist() == [0, 1]  # mixed in one fetch
+    assert t.column("timestamp").cast(pa.int64()).to_pylist() == [1_600_000_000_000, clock.time_ms()]
+    c.seek(TP, 1)
+    assert c.poll_columns().column("timestampType").to_pylist() == [1]
+    c.seek(TP, 0)
+    assert c.poll_columns(max_records=1).column("timestampType").to_pylist() == [0]
+
+
+def test_group_consumers_on_a_read_only_store(tmp_path: Path, clock: ManualClock) -> None:
+    with Store.open(tmp_path, clock=clock) as store:
+        _fill(store, 10, partitions=2)
+    with Store.open(tmp_path, read_only=True) as ro:
+        a = ro.consumer(group_id="g", auto_offset_reset="earliest")
+        a.subscribe(["t"])
+        assert len(a.poll(max_records=100)) == 20  # alone in the group: both partitions
+        b = ro.consumer(group_id="g", auto_offset_reset="earliest")
+        b.subscribe(["t"])
+        a.poll()  # rebalances without trying to commit
+        assert len(a.assignment()) == 1 and len(b.assignment()) == 1
+        with pytest.raises(Exception, match="read-only"):
+            a.commit()
