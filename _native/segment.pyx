@@ -83,6 +83,7 @@ cdef enum:
     CRC_START = 21
     IOV_BATCH = 512            # batches per pwritev call (2 iovecs each, under IOV_MAX 1024)
     ATTR_CODEC_MASK = 0x07
+    ATTR_TRANSACTIONAL = 0x10
     ATTR_CONTROL = 0x20
 
 NO_PARTITION_LEADER_EPOCH = -1
@@ -161,7 +162,7 @@ cdef class BatchInfo:
 
     @property
     def is_transactional(self):
-        return self.magic == 2 and bool(self.attributes & 0x10)
+        return self.magic == 2 and bool(self.attributes & ATTR_TRANSACTIONAL)
 
     def __repr__(self):
         return (f"BatchInfo(position={self.position}, size={self.size}, magic={self.magic}, "
@@ -234,6 +235,19 @@ cdef inline int _head_at(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, Hea
         h.count = 1
         # Legacy CRC-32 is checked by the recovery walk (_legacy_crc_ok), not here.
     return W_OK
+
+
+cdef Py_ssize_t _next_txn_batch(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, Head *h,
+                                int *status) noexcept nogil:
+    """Position of the next v2 batch at or after ``pos`` with attributes transactional or control
+    and producerId >= 0 (``status`` W_OK), or where the walk ended (another status)."""
+    while True:
+        status[0] = _head_at(buf, pos, end, h, False)
+        if status[0] != W_OK:
+            return pos
+        if h.magic == 2 and (h.attrs & (ATTR_CONTROL | ATTR_TRANSACTIONAL)) and kb_load_i64(buf + pos + 43) >= 0:
+            return pos
+        pos += h.size
 
 
 cdef str _walk_error(int status, Py_ssize_t pos, const uint8_t *buf, Py_ssize_t end):
@@ -779,6 +793,29 @@ cdef class Segment:
                 break
             if st != W_OK:
                 raise _errors.corrupt(f"{self.log_path}: " + _walk_error(st, pos, buf, self.size), pos,
+                                      path=self.log_path)
+            out.append(_info(&h, pos, buf))
+            pos += h.size
+        return out
+
+    def transaction_batches(self, Py_ssize_t start_position=0):
+        """BatchInfo of the v2 batches from ``start_position`` that carry a producer id and are
+        transactional or control: what the transaction state is rebuilt from. A header walk
+        without CRC checks; stops at a torn tail, raises on a malformed header."""
+        cdef const uint8_t *buf = self._data()
+        cdef Py_ssize_t pos = start_position, end = self.size
+        cdef Head h
+        cdef int st = W_OK
+        cdef list out = []
+        if pos < 0 or pos > end:
+            raise ValueError(f"start position {pos} is outside {self.log_path} ({end} bytes)")
+        while True:
+            with nogil:
+                pos = _next_txn_batch(buf, pos, end, &h, &st)
+            if st == W_END or st == W_TORN:
+                break
+            if st != W_OK:
+                raise _errors.corrupt(f"{self.log_path}: " + _walk_error(st, pos, buf, end), pos,
                                       path=self.log_path)
             out.append(_info(&h, pos, buf))
             pos += h.size

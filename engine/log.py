@@ -46,6 +46,7 @@ from seglog.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, fsy
 from seglog.clock import Clock, Scheduler
 from seglog.config import LogConfig
 from seglog.errors import (
+    CorruptIndexError,
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
@@ -55,6 +56,7 @@ from seglog.errors import (
 )
 from seglog.leader_epoch import LeaderEpochCache
 from seglog.records import batch_headers, decode_records
+from seglog.txnindex import AbortedTxn, TransactionIndex
 
 log = logging.getLogger("seglog.log")
 
@@ -198,6 +200,11 @@ class Log:
         self._created: dict[int, int] = {}
         self._jitter: dict[int, int] = {}
         self._rng = random.Random()
+        # Transactions: producer id -> first offset of its open transaction; and each segment's
+        # .txnindex, keyed by base offset with the Segment it belongs to (a later segment at the
+        # same base offset gets a fresh one).
+        self._ongoing_txns: dict[int, int] = {}
+        self._txn_indexes: dict[int, tuple[Segment, TransactionIndex]] = {}
 
     def _segment_kwargs(self) -> dict[str, Any]:
         return dict(index_interval_bytes=self.config.index_interval_bytes,
@@ -225,6 +232,7 @@ class Log:
         reasons: list[str] = []
         recovered = truncated = deleted = 0
         epoch_starts: list[tuple[int, int]] = []
+        rebuilt: set[int] = set()
         # Kafka recovers from the segment holding the recovery point (the last based at or
         # below it) on: a segment's next offset, read from its possibly torn tail, cannot say
         # whether it holds data past the recovery point.
@@ -237,12 +245,14 @@ class Log:
             if not needs_recovery and not self.read_only:
                 try:
                     seg.sanity_check()
+                    self._txn_index_sanity_check(seg)
                 except Exception as exc:  # noqa: BLE001 - any index problem means rebuild
                     log.warning("rebuilding the indexes of %s: %s", seg.log_path, exc)
                     needs_recovery = True
             if needs_recovery and not self.read_only:
                 res = seg.recover()
                 recovered += 1
+                rebuilt.add(base)
                 epoch_starts.extend(res.epoch_starts)
                 # Segments are created at the log end, so an unflushed segment ending before
                 # the next one starts lost its tail: what follows would leave a hole.
@@ -270,6 +280,7 @@ class Log:
             else:
                 self._segments.append(self._create_segment(log_start_offset))
         self.recovery_summary = RecoverySummary(recovered, truncated, deleted, tuple(reasons))
+        self._load_transactions(rebuilt)
         leo = self.log_end_offset
         if log_start_offset > leo:
             # Kafka: the log start checkpoint is ahead of the data (files removed outside).
@@ -495,6 +506,7 @@ class Log:
             seg = self._maybe_roll(len(view), max_ts, first_new, last_new)
             info = seg.append(view, assign_from=first_new if assign_offsets else -1,
                               leader_epoch=epoch if assign_offsets else -1, verify_crc=False)
+            self._track_transactions(seg, view, heads, info.first_offset if assign_offsets else -1)
             if assign_offsets:
                 if epoch >= 0:
                     self.epoch_cache.assign(epoch, info.first_offset)
@@ -596,6 +608,7 @@ class Log:
             for seg in self._segments:
                 if seg.next_offset > self.recovery_point or seg is self.active:
                     seg.flush()
+                    self._flush_txn_index(seg)
             if target > self.recovery_point:
                 self.recovery_point = target
             if target >= self.log_end_offset:
@@ -729,6 +742,135 @@ class Log:
             yield from seg.batches()
 
     # ---------------------------------------------------------------------------------------------
+    # Transactions (Kafka's ProducerStateManager ongoing transactions + TransactionIndex)
+    # ---------------------------------------------------------------------------------------------
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: the first offset of the oldest open transaction, capped by the high
+        watermark. Read-committed consumers read below it."""
+        with self._lock:
+            first = min(self._ongoing_txns.values(), default=self._high_watermark)
+            return min(first, self._high_watermark)
+
+    @property
+    def ongoing_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset of its open transaction."""
+        with self._lock:
+            return dict(self._ongoing_txns)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping ``[start_offset, upper_bound_offset)``, from the
+        txn index of the segment holding ``start_offset`` and of later segments until one
+        proves the search complete (Kafka's ``LocalLog.collectAbortedTransactions``). A
+        read-committed reader drops the records of these producers from each transaction's first
+        offset up to its marker."""
+        with self._lock:
+            segs = self._segments
+            i = 0
+            for k, seg in enumerate(segs):
+                if seg.base_offset <= start_offset:
+                    i = k
+                else:
+                    break
+            found: list[AbortedTxn] = []
+            for seg in segs[i:]:
+                result = self._txn_index(seg).collect_aborted(start_offset, upper_bound_offset)
+                found.extend(result.aborted)
+                if result.is_complete:
+                    break
+            return found
+
+    def transaction_index(self, segment: Segment) -> TransactionIndex:
+        """The ``.txnindex`` of one of this log's segments."""
+        with self._lock:
+            return self._txn_index(segment)
+
+    def _txn_index(self, seg: Segment) -> TransactionIndex:
+        entry = self._txn_indexes.get(seg.base_offset)
+        if entry is None or entry[0] is not seg:
+            live = {id(s) for s in self._segments}
+            for base, (owner, _) in list(self._txn_indexes.items()):
+                if id(owner) not in live:
+                    del self._txn_indexes[base]
+            path = os.path.join(self.dir, filename_prefix(seg.base_offset) + ".txnindex" + seg.suffix)
+            entry = (seg, TransactionIndex(path, seg.base_offset))
+            self._txn_indexes[seg.base_offset] = entry
+        return entry[1]
+
+    def _txn_index_sanity_check(self, seg: Segment) -> None:
+        """Kafka's load-time check, plus: no entry past the segment's data (a stale index)."""
+        idx = self._txn_index(seg)
+        idx.sanity_check()
+        last = idx.last_offset
+        if last is not None and last >= seg.next_offset:
+            raise CorruptIndexError(f"transaction index {idx.path}: last entry's marker offset {last} "
+                                    f"is past the segment's data (next offset {seg.next_offset})",
+                                    path=idx.path, offset=last)
+
+    def _flush_txn_index(self, seg: Segment) -> None:
+        entry = self._txn_indexes.get(seg.base_offset)
+        if entry is not None and entry[0] is seg:
+            entry[1].flush()
+
+    def _apply_txn_batch(self, producer_id: int, base_offset: int, attributes: int,
+                         marker: Any) -> AbortedTxn | None:
+        """One batch through the open-transaction state (Kafka's ``ProducerAppendInfo``): a
+        transactional data batch opens its producer's transaction if none is open; a COMMIT or
+        ABORT marker closes it (an ABORT with none open covers just the marker, as in Kafka).
+        ``marker()`` gives the control type of a control batch. Returns the entry an ABORT adds
+        to the txn index: its LSO is the first offset of the oldest transaction still open, or
+        the marker's offset + 1."""
+        if producer_id < 0:
+            return None
+        if attributes & 0x20:
+            kind = marker()
+            if kind not in (0, 1):
+                return None   # an empty (cleaned) control batch, or not a transaction marker
+            first = self._ongoing_txns.pop(producer_id, base_offset)
+            if kind == 1:
+                return None
+            lso = min(self._ongoing_txns.values(), default=base_offset + 1)
+            return AbortedTxn(producer_id, first, base_offset, lso)
+        if attributes & 0x10:
+            self._ongoing_txns.setdefault(producer_id, base_offset)
+        return None
+
+    def _track_transactions(self, seg: Segment, view: memoryview, heads: Sequence[Any],
+                            assign_from: int) -> None:
+        """After an append to ``seg``: update the open transactions, index aborts in ``seg``."""
+        next_off = assign_from
+        for h in heads:
+            base = h.base_offset if assign_from < 0 else next_off
+            next_off = base + (h.last_offset - h.base_offset) + 1
+            if h.producer_id < 0 or not h.attributes & 0x30:
+                continue
+            aborted = self._apply_txn_batch(
+                h.producer_id, base, h.attributes,
+                lambda h=h: _marker_type(view[h.position:h.position + h.size], h.records_count))
+            if aborted is not None:
+                self._txn_index(seg).append(aborted)
+
+    def _load_transactions(self, rebuild: set[int]) -> None:
+        """Rebuild the open transactions from every segment's transactional and control batch
+        headers (each marker's one control record decoded), and the txn index of the segments
+        in ``rebuild`` (just recovered) from the ABORT markers replayed through that state."""
+        self._ongoing_txns = {}
+        for seg in self._segments:
+            idx = None
+            if seg.base_offset in rebuild and not self.read_only:
+                idx = self._txn_index(seg)
+                idx.reset()
+            for b in seg.transaction_batches():
+                aborted = self._apply_txn_batch(
+                    b.producer_id, b.base_offset, b.attributes,
+                    lambda b=b, seg=seg: _segment_marker_type(seg, b))
+                if aborted is not None and idx is not None:
+                    idx.append(aborted)
+            if idx is not None:
+                idx.flush()
+
+    # ---------------------------------------------------------------------------------------------
     # Truncation, deletion, retention
     # ---------------------------------------------------------------------------------------------
 
@@ -749,6 +891,8 @@ class Log:
                 self._segments.pop().delete()
             self.active.truncate_to(offset)
             leo = self.log_end_offset
+            self._txn_index(self.active).truncate_to(leo)
+            self._load_transactions(set())
             if self.log_start_offset > leo:
                 # The batch holding ``offset`` began below the log start and went whole.
                 self.log_start_offset = leo
@@ -772,6 +916,8 @@ class Log:
             for seg in self._segments:
                 seg.delete()
             self._segments = [self._create_segment(offset)]
+            self._ongoing_txns.clear()
+            self._txn_indexes.clear()
             self.log_start_offset = offset
             self._high_watermark = offset
             self.recovery_point = offset
@@ -964,6 +1110,22 @@ class Log:
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+def _marker_type(batch: Any, records_count: int) -> int | None:
+    """The control type of a control batch's first record (0 ABORT, 1 COMMIT, ...); None for an
+    empty batch."""
+    if records_count <= 0:
+        return None
+    for rec in decode_records(batch, include_control=True):
+        t: int | None = rec.control_type
+        return t
+    return None
+
+
+def _segment_marker_type(seg: Segment, b: Any) -> int | None:
+    with seg.view(b.position, b.size) as v:
+        return _marker_type(v, b.records_count)
 
 
 def _with_log_append_time(view: memoryview, heads: Sequence[Any], now: int) -> bytearray:
