@@ -599,8 +599,9 @@ class Consumer:
                         ) -> list[memoryview]:
         """Slices of ``view`` holding the batches a read_committed reader may see: batches of
         aborted transactions and control batches are dropped (Kafka's consumer-side filter
-        over the fetch's aborted transactions)."""
-        aborted = sorted(part.state.aborted_overlapping(heads[0].base_offset, heads[-1].last_offset + 1),
+        over the aborted transactions the log's ``.txnindex`` lists for the fetched range)."""
+        aborted = sorted(part.log.collect_aborted_transactions(heads[0].base_offset,
+                                                               heads[-1].last_offset + 1),
                          key=lambda a: a.first_offset)
         if not aborted and not any(h.is_control for h in heads):
             return [view[:]]

@@ -86,7 +86,7 @@ from seglog.log import (
     parse_partition_dir,
 )
 from seglog.producer_state import ProducerStateManager, last_sequence
-from seglog.records import batch_headers, decode_columns, decode_records
+from seglog.records import batch_headers, decode_columns
 
 if TYPE_CHECKING:
     from seglog.consumer import Consumer
@@ -225,23 +225,8 @@ class _Partition:
             return info.first_offset, info.log_append_time
 
     def last_stable_offset(self) -> int:
-        with self.lock:
-            if not self.state.transactions_loaded:
-                self.state.load_transactions(self.log.batches(), self._control_type)
-            first = self.state.first_unstable_offset()
-            hw = self.log.high_watermark
-            return hw if first is None else min(first, hw)
-
-    def _control_type(self, b: Any) -> int | None:
-        for seg in self.log.segments:
-            if seg.base_offset <= b.base_offset < seg.next_offset:
-                view = seg.view(b.position, b.size)
-                try:
-                    recs = decode_records(view, include_control=True, verify_crc=False)
-                finally:
-                    view.release()
-                return recs[0].control_type if recs else None
-        return None
+        """The log's last stable offset (the high watermark unless a transaction is open)."""
+        return self.log.last_stable_offset
 
 
 class _Topic:
@@ -777,34 +762,23 @@ class Store:
         if len(heads) == 1 and h.producer_id >= 0 and not h.is_control:
             return self._append_to(part.topic, part.partition, view, producer_id=h.producer_id,
                                    producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
-                                   count=h.last_offset - h.base_offset + 1,
-                                   transactional=h.is_transactional)
+                                   count=h.last_offset - h.base_offset + 1)
         with part.lock:
             info = part.log.append(view, leader_epoch=_epoch(part.log))
             first = info.first_offset
             for b in heads:
                 n = b.last_offset - b.base_offset + 1
-                if b.producer_id >= 0:
-                    if b.is_control:
-                        recs = decode_records(view[b.position - heads[0].position:][:b.size],
-                                              include_control=True)
-                        ctype = recs[0].control_type if recs else None
-                        if ctype in (0, 1):
-                            part.state.end_transaction(b.producer_id, b.producer_epoch, ctype, first,
-                                                       part.log.high_watermark)
-                    else:
-                        part.state.update(b.producer_id, b.producer_epoch, b.base_sequence,
-                                          last_sequence(b.base_sequence, b.base_offset, b.last_offset),
-                                          first, first + n - 1, b.max_timestamp,
-                                          transactional=b.is_transactional)
+                if b.producer_id >= 0 and not b.is_control:
+                    part.state.update(b.producer_id, b.producer_epoch, b.base_sequence,
+                                      last_sequence(b.base_sequence, b.base_offset, b.last_offset),
+                                      first, first + n - 1, b.max_timestamp)
                 first += n
         self._notify()
         return AppendResult(part.topic, part.partition, info.first_offset, info.last_offset,
                             info.log_append_time, info.log_start_offset)
 
     def _append_to(self, topic: str, partition: int, data: Any, *, producer_id: int = -1,
-                   producer_epoch: int = -1, base_sequence: int = -1, count: int = 0,
-                   transactional: bool = False) -> AppendResult:
+                   producer_epoch: int = -1, base_sequence: int = -1, count: int = 0) -> AppendResult:
         """The producer's append: one batch whose producer fields the caller already knows."""
         part = self._partition(topic, partition)
         with part.lock:
@@ -816,8 +790,7 @@ class Store:
                                         part.log.log_start_offset, duplicate=True)
                 info = part.log.append(data, leader_epoch=_epoch(part.log))
                 part.state.update(producer_id, producer_epoch, base_sequence, last_seq,
-                                  info.first_offset, info.last_offset, info.max_timestamp,
-                                  transactional=transactional)
+                                  info.first_offset, info.last_offset, info.max_timestamp)
             else:
                 info = part.log.append(data, leader_epoch=_epoch(part.log))
         self._notify()
