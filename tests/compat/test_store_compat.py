@@ -59,3 +59,39 @@ def test_kafka_python_reads_every_api_path(tmp_path: Path) -> None:
     for name in ("recovery-point-offset-checkpoint", "replication-offset-checkpoint",
                  "log-start-offset-checkpoint", "cleaner-offset-checkpoint", ".kafka_cleanshutdown"):
         assert (tmp_path / name).exists(), name
+
+
+def _kafka_python_all(path: Path) -> list[tuple[int, int, bytes | None, bytes | None]]:
+    out = []
+    records = MemoryRecords((path / "00000000000000000000.log").read_bytes())
+    while records.has_next():
+        batch = records.next_batch()
+        for r in batch:
+            out.append((r.offset, -1 if r.timestamp is None else r.timestamp, r.key, r.value))
+    return out
+
+
+def test_broker_dirs_read_through_the_consumer(fixtures_dir: Path) -> None:
+    """Kafka-written logs (LZ4 with LogAppendTime; legacy magic-0 gzip and snappy) through the
+    store's consumer, checked against kafka-python."""
+    import pytest
+
+    pytest.importorskip("seglog._native.compression")
+    for root in ("kafka-connect-spooldir", "kafkalite"):
+        base = fixtures_dir / "kafka-real" / root
+        with Store.open(base, read_only=True) as store:
+            for topic in store.topics():
+                expect = _kafka_python_all(base / f"{topic}-0")
+                assert expect
+                c = store.consumer(auto_offset_reset="earliest")
+                c.assign([(topic, 0)])
+                got = []
+                while recs := c.poll(max_records=100_000):
+                    got.extend((r.offset, r.timestamp, r.key, r.value) for r in recs)
+                assert got == expect, topic
+                c.seek((topic, 0), 0)
+                table = c.poll_columns()
+                assert table.column("offset").to_pylist() == [e[0] for e in expect]
+                assert table.column("value").to_pylist() == [e[3] for e in expect]
+                if topic.startswith("_confluent-controlcenter"):
+                    assert set(table.column("timestampType").to_pylist()) == {1}
