@@ -136,8 +136,10 @@ def test_collect_aborted_follows_kafka(tmp_path):
 @given(st.lists(st.tuples(st.integers(0, 30), st.integers(1, 40), st.integers(0, 40)), max_size=12),
        st.integers(0, 300), st.integers(0, 300))
 def test_collect_aborted_matches_an_overlap_model(tmp_path_factory, shape, fetch, bound):
-    """Model: a transaction [first, last] overlaps the fetch [fetch, bound) iff the two ranges
-    intersect; the search stops after the first entry whose LSO is at or past the bound."""
+    """Model (Kafka's TransactionIndex.collectAbortedTxns): an entry is collected when
+    last >= fetch and first < bound — the ranges intersect whenever fetch < bound, and an empty
+    fetch (fetch == bound) still collects a transaction spanning it, as Kafka does; the search
+    stops after the first entry whose LSO is at or past the bound."""
     idx = TransactionIndex(tmp_path_factory.mktemp("t") / "0.txnindex", 0)
     txns, last = [], -1
     for pid, (span, gap, lso_gap) in enumerate(shape):
@@ -147,7 +149,7 @@ def test_collect_aborted_matches_an_overlap_model(tmp_path_factory, shape, fetch
         idx.append(txns[-1])
     stop = next((i for i, t in enumerate(txns) if t.last_stable_offset >= bound), None)
     scanned = txns if stop is None else txns[:stop + 1]
-    want = [t for t in scanned if max(t.first_offset, fetch) < min(t.last_offset + 1, bound)]
+    want = [t for t in scanned if t.last_offset >= fetch and t.first_offset < bound]
     got = idx.collect_aborted(fetch, bound)
     assert got.aborted == want and got.is_complete == (stop is not None)
 
