@@ -79,11 +79,12 @@ on disk, ``auto`` uses the high watermark when the log dir has that file and the
 otherwise. A partition missing from an existing file has committed nothing.
 
 ``read_committed``. Batches of aborted transactions and everything from the first offset of a
-transaction still open (the last stable offset) on are left out. Aborted transactions come from
-a segment's ``.txnindex`` when the segment has one (Kafka writes them; seglog does not yet) and
-otherwise from a scan of batch headers on the driver, reading the control record key of each
-transaction marker (ABORT or COMMIT); the last segment is always scanned, for open
-transactions. The scan starts at the first segment read, so a transaction still open that
+transaction still open (the last stable offset) on are left out. The driver walks the batch
+headers of the range (headers only: producer id, attributes, offsets) to follow each
+producer's open transaction; a transaction marker closes it. Whether it aborted comes from the
+segment's ``.txnindex`` when the segment has one (Kafka writes them; seglog does not yet) and
+otherwise from the marker's control record key (ABORT or COMMIT), the only record bytes
+planning reads. The walk starts at the first offset read, so a transaction still open that
 began before it is not seen.
 
 Writing. ``df.write.format("seglog").mode("append").option("topic", "t").save(path)`` takes
@@ -795,21 +796,21 @@ def _read_txn_index(path: str) -> list[tuple[int, int, int]] | None:
 
 
 def transaction_state(info: PartitionInfo, start: int) -> tuple[list[tuple[int, int, int]], int]:
-    """(aborted transactions overlapping [start, bound), last stable offset) of a partition."""
+    """(aborted transactions overlapping [start, bound), last stable offset) of a partition.
+
+    Walks the batch headers from ``start`` to the bound, tracking each producer's open
+    transaction; a marker closes it. Whether a marker aborted is read from the segment's
+    ``.txnindex`` when it has one, else from the marker's control record key."""
     aborted: list[tuple[int, int, int]] = []
     open_first: dict[int, int] = {}
-    last = len(info.segments) - 1
     for i, base in enumerate(info.segments):
         if info.segment_end(i) <= start:
             continue
         if base >= info.bound:
             break
-        prefix = os.path.join(info.dir, filename_prefix(base))
-        if i < last:
-            entries = _read_txn_index(prefix + ".txnindex")
-            if entries is not None:
-                aborted.extend(e for e in entries if e[2] >= start and e[1] < info.bound)
-                continue
+        index = _read_txn_index(os.path.join(info.dir, filename_prefix(base) + ".txnindex"))
+        if index is not None:
+            aborted.extend(e for e in index if e[2] >= start and e[1] < info.bound)
         seg = _open_segment(info.dir, base)
         try:
             pos = 0
@@ -820,12 +821,12 @@ def transaction_state(info: PartitionInfo, start: int) -> tuple[list[tuple[int, 
                 if b.base_offset >= info.bound:
                     break
                 if b.is_control:
-                    with seg.view(b.position, b.size) as view:
-                        recs = decode_records(view, include_control=True)
-                    kind = recs[0].control_type if recs else None
                     first = open_first.pop(b.producer_id, None)
-                    if kind == 0 and first is not None:
-                        aborted.append((b.producer_id, first, b.last_offset))
+                    if index is None and first is not None:
+                        with seg.view(b.position, b.size) as view:
+                            recs = decode_records(view, include_control=True)
+                        if recs and recs[0].control_type == 0:
+                            aborted.append((b.producer_id, first, b.last_offset))
                 elif b.is_transactional:
                     open_first.setdefault(b.producer_id, b.base_offset)
         finally:
@@ -1202,10 +1203,13 @@ def _decode(seg: Segment, pos: int, end: int, lo: int, hi: int, flags: dict[str,
         return
     except CorruptRecordError as exc:
         if ro.fail_on_data_loss:
-            where = f" (batch at byte {pos + exc.position})" if getattr(exc, "position", None) is not None else ""
-            raise CorruptRecordError(f"seglog: {seg.log_path}{where}: {exc.args[0] if exc.args else exc}; "
-                                     "set failOnDataLoss=false to skip corrupt batches",
-                                     path=seg.log_path) from None
+            rel = exc.position
+            msg = exc.message
+            if rel is not None and msg.endswith(f" (at byte {rel})"):
+                msg = msg[: -len(f" (at byte {rel})")]
+            raise CorruptRecordError(f"seglog: {msg}; set failOnDataLoss=false to skip corrupt batches",
+                                     path=seg.log_path,
+                                     position=None if rel is None else pos + rel) from None
     # failOnDataLoss=false: batch by batch, skipping the ones that do not decode.
     with seg.view(pos, end - pos) as view:
         heads = [(h.position, h.size) for h in batch_headers(view)]
