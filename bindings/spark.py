@@ -1709,13 +1709,18 @@ class SeglogWriter(DataSourceArrowWriter):
                 hw_file.update(updates)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Drop what the job appended past the high watermarks. Best effort: Spark may still be
+        stopping tasks, and a record appended after this is removed by the next commit."""
         log_dir = self.spec["log_dir"]
         hws = _read_hws(OffsetCheckpointFile(os.path.join(log_dir, HIGH_WATERMARK_FILE)))
-        tps = {(t, p) for m in messages if isinstance(m, SeglogCommitMessage) for t, p, _, _ in m.appended}
-        for tp in sorted(tps):
-            d = os.path.join(log_dir, f"{tp[0]}-{tp[1]}")
-            with _dir_lock(d):
-                lg = _log_open(d, self.spec["config"])
+        topics = {self.spec["topic"]} if self.spec["topic"] else set(self.partition_counts)
+        topics |= {t for m in messages if isinstance(m, SeglogCommitMessage) for t, _, _, _ in m.appended}
+        for pd in find_partition_dirs([log_dir]):
+            if pd.topic not in topics:
+                continue
+            tp = (pd.topic, pd.partition)
+            with _dir_lock(pd.dir):
+                lg = _log_open(pd.dir, self.spec["config"])
                 try:
                     lg.truncate_to(max(hws.get(tp, lg.log_start_offset), lg.log_start_offset))
                 finally:
