@@ -74,6 +74,9 @@ cdef extern from "kbytes.h" nogil:
     void kb_store_u16(uint8_t *p, uint16_t v)
     void kb_store_u32(uint8_t *p, uint32_t v)
     void kb_store_u64(uint8_t *p, uint64_t v)
+    int64_t kb_wrap_add(int64_t a, int64_t b)
+    int64_t kb_wrap_sub(int64_t a, int64_t b)
+    int kb_utf8_valid(const uint8_t *p, int64_t n)
     int kb_varint_size(int32_t v)
     int kb_varlong_size(int64_t v)
     uint8_t *kb_write_varint(uint8_t *p, int32_t v)
@@ -223,9 +226,9 @@ cdef int _bincol_init(BinCol *c, object obj, str name, list keep) except -1:
         if converted is None:
             converted = list(obj)
         converted[i] = memoryview(item).tobytes()
-    if converted is not None:
-        fast = converted
-        items = PySequence_Fast_ITEMS(fast)
+    # A private tuple: no later Python code can resize or reorder what ``items`` points into.
+    fast = tuple(converted if converted is not None else fast)
+    items = PySequence_Fast_ITEMS(fast)
     keep.append(fast)
     c.kind = K_SEQ
     c.n = n
@@ -382,10 +385,17 @@ cdef int _tscol_init(TsCol *c, object obj, Py_ssize_t n, list keep) except -1:
             return 0
     if len(obj) != n:
         raise ValueError(f"timestamps has {len(obj)} items, values has {n}")
-    fast = PySequence_Fast(obj, "timestamps")
-    keep.append(fast)
-    c.kind = T_SEQ
-    c.items = PySequence_Fast_ITEMS(fast)
+    # Resolved once into an owned int64 array: converting an item may run Python code
+    # (__index__), which must not happen while the encoder holds pointers into the columns.
+    fast = tuple(obj)
+    owned = bytearray(8 * n)
+    cdef int64_t *d = <int64_t *>PyByteArray_AS_STRING(owned)
+    cdef Py_ssize_t i
+    for i in range(n):
+        d[i] = PyLong_AsLongLong(fast[i])
+    keep.append(owned)
+    c.kind = T_BUF
+    c.data = d
     return 0
 
 
@@ -457,22 +467,23 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
     cdef list keep = []
     cdef BinCol vcol, kcol
     cdef TsCol tcol
-    _bincol_init(&vcol, values, "values", keep)
-    if vcol.kind == K_NULL:
+    cdef Py_ssize_t n, i
+    if values is None:
         raise TypeError("values must be a column (a list of bytes or None), not None")
-    cdef Py_ssize_t n = vcol.n, i
+    if isinstance(values, (bytes, bytearray, memoryview, str)):
+        raise TypeError(f"values must be a column (a list of bytes), not a single {type(values).__name__}")
+    if not hasattr(values, "__len__"):
+        values = list(values)
+    n = len(values)
     if n == 0:
         raise ValueError("a record batch needs at least one record; values is empty")
     if n > INT32_MAX:
         raise ValueError(f"{n} records do not fit one batch (at most {INT32_MAX})")
-    _bincol_init(&kcol, keys, "keys", keep)
-    if kcol.kind != K_NULL and kcol.n != n:
-        raise ValueError(f"keys has {kcol.n} items, values has {n}")
-    _tscol_init(&tcol, timestamps, n, keep)
     cdef int codec = codec_id(compression)
-
+    # Everything that may run Python code (timestamps' __index__, header values' buffers) is
+    # resolved before any pointer into the value and key columns is taken.
+    _tscol_init(&tcol, timestamps, n, keep)
     cdef list hsections = None
-    cdef object hlist
     if headers is not None:
         if len(headers) != n:
             raise ValueError(f"headers has {len(headers)} items, values has {n}")
@@ -480,6 +491,12 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
         for i, h in enumerate(headers):
             if h:
                 hsections[i] = _encode_headers(h, i)
+    _bincol_init(&vcol, values, "values", keep)
+    if vcol.n != n:
+        raise ValueError(f"values changed length while being encoded ({n} -> {vcol.n})")
+    _bincol_init(&kcol, keys, "keys", keep)
+    if kcol.kind != K_NULL and kcol.n != n:
+        raise ValueError(f"keys has {kcol.n} items, values has {n}")
 
     cdef int32_t *sizes = <int32_t *>malloc(n * sizeof(int32_t))
     if sizes == NULL:
@@ -500,7 +517,7 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
             ts = _ts_get(&tcol, i)
             if ts > max_ts:
                 max_ts = ts
-            delta = <int64_t>(<uint64_t>ts - <uint64_t>base_ts)
+            delta = kb_wrap_sub(ts, base_ts)
             klen = _bincol_get(&kcol, i, &kp)
             vlen = _bincol_get(&vcol, i, &vp)
             if hsections is None or hsections[i] is None:
@@ -530,7 +547,7 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
 
         for i in range(n):
             ts = _ts_get(&tcol, i)
-            delta = <int64_t>(<uint64_t>ts - <uint64_t>base_ts)
+            delta = kb_wrap_sub(ts, base_ts)
             klen = _bincol_get(&kcol, i, &kp)
             vlen = _bincol_get(&vcol, i, &vp)
             p = kb_write_varint(p, sizes[i])
@@ -761,7 +778,7 @@ cdef Py_ssize_t _batch_size_at(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t en
     if <Py_ssize_t>length + LOG_OVERHEAD > remaining:
         if allow_truncated:
             return 0
-        _raise_corrupt(f"truncated batch: length field says {length + LOG_OVERHEAD} bytes, "
+        _raise_corrupt(f"truncated batch: length field says {<Py_ssize_t>length + LOG_OVERHEAD} bytes, "
                        f"only {remaining} remain", pos)
     return <Py_ssize_t>length + LOG_OVERHEAD
 
@@ -797,7 +814,7 @@ cdef BatchHeader _make_header(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t siz
     if bh.magic == 2:
         _read_v2_head(b, &h)
         bh.base_offset = h.base_offset
-        bh.last_offset = h.base_offset + h.last_delta
+        bh.last_offset = kb_wrap_add(h.base_offset, h.last_delta)
         bh.partition_leader_epoch = h.ple
         bh.crc = h.crc
         bh.attributes = h.attrs
@@ -970,6 +987,8 @@ cdef _Source _records_area(const uint8_t *b, Py_ssize_t pos, Py_ssize_t size, in
         s.start = b + header
         s.end = b + size
         return s
+    if size - header <= 0:
+        _raise_corrupt(f"batch at offset {offset}: compressed records area is empty", pos)
     try:
         out = _codecs().decompress(codec, <const uint8_t[:size - header]>(b + header), magic=magic,
                                    max_size=max_decompressed)
@@ -994,7 +1013,7 @@ cdef class _Decoder:
     cdef bint allow_truncated
     cdef Py_ssize_t max_decompressed
     cdef int64_t min_offset
-    cdef int64_t max_offset      # exclusive
+    cdef int64_t max_incl        # last offset to keep (inclusive)
     cdef list out                # Record sink, or None
     cdef _ColumnBuilder cols     # column sink, or None
     # Aborted transactions (read_committed): a transactional data batch of producer
@@ -1020,10 +1039,10 @@ cdef class _Decoder:
     cdef int emit_v2(self, const uint8_t *b, Py_ssize_t pos, V2Head *h) except -1:
         cdef int codec = h.attrs & ATTR_CODEC_MASK
         cdef bint control = (h.attrs & ATTR_CONTROL) != 0
-        cdef int64_t last = h.base_offset + h.last_delta
+        cdef int64_t last = kb_wrap_add(h.base_offset, h.last_delta)
         if control and not self.include_control:
             return 0
-        if last < self.min_offset or h.base_offset >= self.max_offset or h.count == 0:
+        if last < self.min_offset or h.base_offset > self.max_incl or h.count == 0:
             return 0
         if self.ab_n and not control and (h.attrs & ATTR_TRANSACTIONAL) and self.aborted(h):
             return 0
@@ -1047,10 +1066,10 @@ cdef class _Decoder:
             if p == NULL:
                 _raise_corrupt(f"record {i} of the batch at offset {h.base_offset}: "
                                f"{err.decode()}", pos)
-            offset = h.base_offset + r.offset_delta
-            if offset < self.min_offset or offset >= self.max_offset:
+            offset = kb_wrap_add(h.base_offset, r.offset_delta)
+            if offset < self.min_offset or offset > self.max_incl:
                 continue
-            ts = h.max_ts if log_append else <int64_t>(<uint64_t>h.base_ts + <uint64_t>r.ts_delta)
+            ts = h.max_ts if log_append else kb_wrap_add(h.base_ts, r.ts_delta)
             if self.cols is not None:
                 self.cols.add(offset, ts, 1 if log_append else 0, h.ple, &r)
                 continue
@@ -1112,11 +1131,11 @@ cdef class _Decoder:
                                      (attrs & ATTR_LOG_APPEND_TIME) != 0)
         if inner:
             if magic == 1:
-                offset = rel_base + offset
+                offset = kb_wrap_add(rel_base, offset)
                 if wrapper_log_append:
                     ts = wrapper_ts
                     ts_type = 1
-        if offset < self.min_offset or offset >= self.max_offset:
+        if offset < self.min_offset or offset > self.max_incl:
             return 0
         cdef RecView r
         cdef Record rec
@@ -1157,7 +1176,7 @@ cdef class _Decoder:
                 isize = _inner_size(p, ipos, n, pos)
                 last_rel = kb_load_i64(p + ipos)
                 ipos += isize
-            rel_base = offset - last_rel if offset != 0 else 0
+            rel_base = kb_wrap_sub(offset, last_rel) if offset != 0 else 0
             ipos = 0
         while ipos < n:
             isize = _inner_size(p, ipos, n, pos)
@@ -1211,7 +1230,9 @@ cdef _Decoder _decoder(const uint8_t[::1] buf, bint verify_crc, bint include_con
     d.allow_truncated = allow_truncated
     d.max_decompressed = max_decompressed
     d.min_offset = -(2 ** 63) if min_offset is None else min_offset
-    d.max_offset = 2 ** 63 - 1 if max_offset is None else max_offset
+    if max_offset is not None and max_offset <= -(2 ** 63):
+        raise ValueError(f"max_offset {max_offset} leaves nothing to decode")
+    d.max_incl = 2 ** 63 - 1 if max_offset is None else max_offset - 1
     return d
 
 
@@ -1489,8 +1510,15 @@ cdef class _ColumnBuilder:
             _gbuf_reserve(&self.hk_off, 4)
             _gbuf_reserve(&self.hv_off, 4)
             _gbuf_reserve(&self.hv_valid, 2)
-            _gbuf_reserve(&self.hk_data, hk)
-            _gbuf_put(&self.hk_data, p, hk)
+            if kb_utf8_valid(p, hk):
+                _gbuf_reserve(&self.hk_data, hk)
+                _gbuf_put(&self.hk_data, p, hk)
+            else:
+                # An Arrow string must be UTF-8: replace bad bytes as decode_records (and Kafka's
+                # Utils.utf8) does.
+                fixed = PyUnicode_DecodeUTF8(<const char *>p, hk, "replace").encode("utf-8")
+                _gbuf_reserve(&self.hk_data, len(fixed))
+                _gbuf_put(&self.hk_data, PyBytes_AS_STRING(fixed), len(fixed))
             end = <int32_t>self.hk_data.len
             _gbuf_put(&self.hk_off, &end, 4)
             p += hk

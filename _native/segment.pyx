@@ -66,6 +66,7 @@ cdef extern from "kbytes.h" nogil:
     int64_t kb_load_i64(const uint8_t *p)
     void kb_store_u32(uint8_t *p, uint32_t v)
     void kb_store_u64(uint8_t *p, uint64_t v)
+    int64_t kb_wrap_add(int64_t a, int64_t b)
 
 cdef extern from "crc32c.h" nogil:
     uint32_t seglog_crc32c(uint32_t crc, const uint8_t *p, size_t n)
@@ -216,7 +217,7 @@ cdef inline int _head_at(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, Hea
     if h.magic == 2:
         h.ple = kb_load_i32(b + 12)
         h.attrs = kb_load_u16(b + 21)
-        h.last_offset = h.base_offset + kb_load_i32(b + 23)
+        h.last_offset = kb_wrap_add(h.base_offset, kb_load_i32(b + 23))
         h.max_ts = kb_load_i64(b + 35)
         h.count = kb_load_i32(b + 57)
         if kb_load_i32(b + 23) < 0:

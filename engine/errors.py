@@ -700,6 +700,7 @@ class UnknownLeaderEpochError(KafkaError, code=75, name="UNKNOWN_LEADER_EPOCH", 
 class UnsupportedCompressionTypeError(
     NotWrittenError,
     KafkaError,
+    ValueError,
     code=76,
     name="UNSUPPORTED_COMPRESSION_TYPE",
     retriable=False,

@@ -21,6 +21,11 @@ static inline void kb_store_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 
 static inline void kb_store_u32(uint8_t *p, uint32_t v) { v = __builtin_bswap32(v); memcpy(p, &v, 4); }
 static inline void kb_store_u64(uint8_t *p, uint64_t v) { v = __builtin_bswap64(v); memcpy(p, &v, 8); }
 
+/* Two's-complement wrapping arithmetic, defined for every input (Kafka's Java longs wrap);
+ * used where untrusted header fields are combined, so corrupt input cannot overflow. */
+static inline int64_t kb_wrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+static inline int64_t kb_wrap_sub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+
 /* Size in bytes of the zigzag varint / varlong encoding of v. */
 static inline int kb_varint_size(int32_t v) {
     uint32_t u = ((uint32_t)v << 1) ^ (uint32_t)(v >> 31);
@@ -45,6 +50,34 @@ static inline uint8_t *kb_write_varlong(uint8_t *p, int64_t v) {
     while (u >= 0x80) { *p++ = (uint8_t)(u | 0x80); u >>= 7; }
     *p++ = (uint8_t)u;
     return p;
+}
+
+/* Strict UTF-8 check (no overlongs, no surrogates, nothing above U+10FFFF), as Python's
+ * decoder applies it: 1 if p[0..n) is valid UTF-8. */
+static inline int kb_utf8_valid(const uint8_t *p, int64_t n) {
+    int64_t i = 0;
+    while (i < n) {
+        uint8_t c = p[i];
+        if (c < 0x80) { i++; continue; }
+        if (c >= 0xC2 && c <= 0xDF) {
+            if (i + 1 >= n || (p[i + 1] & 0xC0) != 0x80) return 0;
+            i += 2;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            if (i + 2 >= n || (p[i + 1] & 0xC0) != 0x80 || (p[i + 2] & 0xC0) != 0x80) return 0;
+            if (c == 0xE0 && p[i + 1] < 0xA0) return 0;   /* overlong */
+            if (c == 0xED && p[i + 1] > 0x9F) return 0;   /* surrogates */
+            i += 3;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            if (i + 3 >= n || (p[i + 1] & 0xC0) != 0x80 || (p[i + 2] & 0xC0) != 0x80 ||
+                (p[i + 3] & 0xC0) != 0x80) return 0;
+            if (c == 0xF0 && p[i + 1] < 0x90) return 0;   /* overlong */
+            if (c == 0xF4 && p[i + 1] > 0x8F) return 0;   /* above U+10FFFF */
+            i += 4;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
 }
 
 /* Readers: at most 5 bytes for a varint and 10 for a varlong, as ByteUtils.readVarint/Varlong;

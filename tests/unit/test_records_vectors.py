@@ -15,8 +15,6 @@ from seglog.records import (
 )
 from tests.vectors import T0, common_columns, segment_file, vector, vector_names
 
-COMPRESSED = ("gzip", "snappy", "lz4", "zstd")
-
 # name -> encode_batch keyword arguments that reproduce it (uncompressed vectors only).
 ENCODE_ARGS = {
     "v2_none_create_base0_ple0": dict(partition_leader_epoch=0),
@@ -30,11 +28,6 @@ ENCODE_ARGS = {
         is_transactional=True,
     ),
 }
-
-
-def needs_codecs(name: str) -> None:
-    if any(c in name for c in COMPRESSED):
-        pytest.importorskip("seglog._native.compression")
 
 
 @pytest.mark.parametrize("name", sorted(ENCODE_ARGS))
@@ -59,7 +52,6 @@ def test_encode_empty_key_and_value_byte_exact():
 
 @pytest.mark.parametrize("name", vector_names())
 def test_every_vector_decodes_to_its_inputs(name):
-    needs_codecs(name)
     values, keys, ts, headers = common_columns()
     buf = vector(name)
     if "marker" in name:
@@ -100,7 +92,6 @@ def test_every_vector_decodes_to_its_inputs(name):
 
 @pytest.mark.parametrize("name", vector_names())
 def test_columns_agree_with_records(name):
-    needs_codecs(name)
     buf = vector(name)
     recs = decode_records(buf, include_control=True)
     cols = decode_columns(buf, include_control=True)
@@ -117,7 +108,6 @@ def test_columns_agree_with_records(name):
 
 
 def test_segment_file_decodes():
-    pytest.importorskip("seglog._native.compression")
     buf = segment_file().read_bytes()
     heads = batch_headers(buf, verify_crc=True)
     assert [h.base_offset for h in heads] == [0, 3, 6, 9, 12, 15, 18]
