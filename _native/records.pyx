@@ -45,6 +45,7 @@ Thread-safety: functions hold the GIL and keep no shared mutable state; objects 
 independent of the input buffer (keys and values are copied out), so the caller may unmap it.
 """
 
+cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_CheckExact
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_FORMAT, PyBUF_ND
@@ -633,14 +634,18 @@ def encode_control_batch(int control_type, *, int64_t base_offset=0, int64_t tim
 # Decoding
 # ---------------------------------------------------------------------------------------------
 
+@cython.no_gc
 cdef class Record:
-    """One record, as a consumer sees it (Kafka's ``ConsumerRecord`` fields)."""
+    """One record, as a consumer sees it (Kafka's ``ConsumerRecord`` fields).
+
+    Not tracked by the cycle collector: a record holds only bytes, ints and its header list,
+    and tracking millions of them made decoding GC-bound."""
     cdef readonly int64_t offset
     cdef readonly int64_t timestamp
     cdef readonly int timestamp_type
     cdef readonly object key
     cdef readonly object value
-    cdef readonly list headers
+    cdef list _headers               # None when the record has no headers
     cdef readonly int32_t leader_epoch
     cdef readonly int64_t producer_id
     cdef readonly int16_t producer_epoch
@@ -648,6 +653,11 @@ cdef class Record:
     cdef readonly bint is_transactional
     cdef readonly bint is_control
     cdef readonly int magic
+
+    @property
+    def headers(self):
+        """``[(str key, bytes-or-None value), ...]`` (a new empty list when there are none)."""
+        return [] if self._headers is None else self._headers
 
     @property
     def control_type(self):
@@ -1004,6 +1014,7 @@ cdef _Source _records_area(const uint8_t *b, Py_ssize_t pos, Py_ssize_t size, in
     return s
 
 
+@cython.final
 cdef class _Decoder:
     """Walks batches and emits records into a list of Record objects or into columns."""
     cdef const uint8_t *buf
@@ -1079,7 +1090,7 @@ cdef class _Decoder:
             rec.timestamp_type = 1 if log_append else 0
             rec.key = None if r.key_len < 0 else PyBytes_FromStringAndSize(<const char *>r.key, r.key_len)
             rec.value = None if r.value_len < 0 else PyBytes_FromStringAndSize(<const char *>r.value, r.value_len)
-            rec.headers = _headers_list(&r) if r.header_count else []
+            rec._headers = _headers_list(&r) if r.header_count else None
             rec.leader_epoch = h.ple
             rec.producer_id = h.pid
             rec.producer_epoch = h.epoch
@@ -1154,7 +1165,7 @@ cdef class _Decoder:
         rec.timestamp_type = ts_type
         rec.key = None if klen < 0 else PyBytes_FromStringAndSize(<const char *>kp, klen)
         rec.value = None if vlen < 0 else PyBytes_FromStringAndSize(<const char *>vp, vlen)
-        rec.headers = []
+        rec._headers = None
         rec.leader_epoch = -1
         rec.producer_id = -1
         rec.producer_epoch = -1
@@ -1168,6 +1179,8 @@ cdef class _Decoder:
         cdef _Source src = _records_area(vp, pos, vlen, codec, magic, 0, self.max_decompressed, offset)
         cdef const uint8_t *p = src.start
         cdef Py_ssize_t n = src.end - src.start, ipos = 0, isize
+        if n == 0:
+            _raise_corrupt(f"compressed wrapper at offset {offset} holds no inner records", pos)
         # v1: absolute = wrapperOffset - lastInnerRelative + innerRelative; find the last inner.
         cdef int64_t last_rel = 0
         cdef int64_t rel_base = 0
@@ -1177,6 +1190,9 @@ cdef class _Decoder:
                 last_rel = kb_load_i64(p + ipos)
                 ipos += isize
             rel_base = kb_wrap_sub(offset, last_rel) if offset != 0 else 0
+            if rel_base < 0:
+                _raise_corrupt(f"compressed wrapper at offset {offset} holds inner relative offsets up "
+                               f"to {last_rel}: its base offset would be negative ({rel_base})", pos)
             ipos = 0
         while ipos < n:
             isize = _inner_size(p, ipos, n, pos)
@@ -1412,6 +1428,7 @@ cdef NativeBuffer _take(GBuf *b, bytes fmt, Py_ssize_t itemsize):
     return nb
 
 
+@cython.final
 cdef class _ColumnBuilder:
     cdef Py_ssize_t n
     cdef bint keys_on
@@ -1616,6 +1633,9 @@ def decode_columns(const uint8_t[::1] buf, *, bint keys=True, bint headers=True,
     b.values_on = values
     b.headers_on = headers
     b.start()
+    # Uncompressed values can never exceed the input: one allocation up front avoids the copies of
+    # repeated growth (pages are only touched as they are written).
+    _gbuf_reserve(&b.val_data, min(buf.shape[0], 1 << 30))
     d.cols = b
     _walk(d, d.buf, 0, d.end)
     cdef Columns c = Columns.__new__(Columns)

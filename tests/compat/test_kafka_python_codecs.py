@@ -174,11 +174,10 @@ def test_v0_lz4_wrapper_uses_kafkas_broken_header_checksum() -> None:
     assert ours(buf) == kp_records(buf) == inp.expected()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a v1 wrapper whose offset is non-zero and below its last inner relative offset is accepted "
-    "and yields offsets below the wrapper's range (here -1, 0, 1); Kafka's "
-    "AbstractLegacyRecordBatch.DeepRecordsIterator throws InvalidRecordException ('wrapper offset "
-    "... is less than the last inner message offset ... and it is not zero')"))
+# Regression test (was a bug):  a v1 wrapper whose offset is non-zero and below its last inner
+# relative offset is accepted  and yields offsets below the wrapper's range (here -1, 0, 1); Kafka's
+# AbstractLegacyRecordBatch.DeepRecordsIterator throws InvalidRecordException ('wrapper offset  ...
+# is less than the last inner message of
 @pytest.mark.parametrize("codec", LEGACY_CODECS.values(), ids=LEGACY_CODECS.keys())
 def test_v1_wrapper_offset_below_last_inner_offset_is_corrupt(codec: int) -> None:
     inp = LegacyInput(1, [0, 1, 2], [10, 11, 12], [b"a", None, b""], [b"x", None, b"y"])
@@ -187,10 +186,9 @@ def test_v1_wrapper_offset_below_last_inner_offset_is_corrupt(codec: int) -> Non
         decode_records(buf)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a compressed legacy wrapper whose payload decompresses to zero bytes (no inner messages) "
-    "decodes to no records; Kafka's DeepRecordsIterator throws InvalidRecordException "
-    "('Found invalid compressed record set with no inner records')"))
+# Regression test (was a bug):  a compressed legacy wrapper whose payload decompresses to zero bytes
+# (no inner messages)  decodes to no records; Kafka's DeepRecordsIterator throws
+# InvalidRecordException  ('Found invalid compressed record set with no inner records')
 @pytest.mark.parametrize("magic", [0, 1])
 def test_legacy_wrapper_with_no_inner_messages_is_corrupt(magic: int) -> None:
     buf = bytes(KpLegacyBuilder(magic=magic, compression_type=1, batch_size=BIG).build())

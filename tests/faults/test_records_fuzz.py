@@ -128,28 +128,6 @@ def need_codecs(name: str) -> None:
 CORRUPT, OK, SKIP = "corrupt", "ok", "skip"  # skip: cannot be judged (no codec module, known bug)
 
 
-def known_length_message_overflow(exc: BaseException, buf: bytes) -> bool:
-    """The debug-build half of test_huge_batch_length_is_reported_correctly: a batch length
-    within 11 of INT32_MAX overflows while the error message is formatted (remove with it)."""
-    if not isinstance(exc, OverflowError):
-        return False
-    pos = 0
-    while len(buf) - pos >= 17:
-        (length,) = struct.unpack_from(">i", buf, pos + 8)
-        if length >= 2**31 - 12:
-            return True
-        if length < 14:
-            return False
-        pos += length + 12
-    return False
-
-
-def known_empty_compressed_area(exc: BaseException) -> bool:
-    """The bug pinned by test_compressed_batch_with_empty_records_area_is_corrupt (remove this
-    once that test XPASSes)."""
-    return isinstance(exc, ValueError) and "Invalid shape in axis 0: 0" in str(exc)
-
-
 def attempt(buf: bytes, fn: Callable[[], Any]) -> tuple[str, Any]:
     try:
         return OK, fn()
@@ -162,14 +140,6 @@ def attempt(buf: bytes, fn: Callable[[], Any]) -> tuple[str, Any]:
         if HAVE_CODECS or "compression" not in str(exc):
             raise
         return SKIP, None
-    except ValueError as exc:
-        if not (HAVE_CODECS and known_empty_compressed_area(exc)):
-            raise
-        return SKIP, None
-    except OverflowError as exc:
-        if not known_length_message_overflow(exc, buf):
-            raise
-        return CORRUPT, exc
 
 
 def rec_tuple(r: Any) -> tuple:
@@ -561,14 +531,13 @@ def test_compressed_byte_mutations(data: st.DataObject) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Known bugs (strict xfail: each turns into a failure when fixed, so the marker gets removed)
+# Regressions: each of these was a bug found by this file, fixed in _native/records.pyx
 # ---------------------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "decode_columns copies header-key bytes unchecked into an Arrow *string* child, so a key that "
-    "is not UTF-8 gives an invalid Arrow array: to_arrow().validate(full=True) raises ArrowInvalid "
-    "and to_pylist() raises UnicodeDecodeError. decode_records decodes the same key with "
-    "errors='replace' (as Kafka's Utils.utf8 does)."))
+# Regression test (was a bug):  decode_columns copies header-key bytes unchecked into an Arrow
+# *string* child, so a key that  is not UTF-8 gives an invalid Arrow array:
+# to_arrow().validate(full=True) raises ArrowInvalid  and to_pylist() raises UnicodeDecodeError.
+# decode_records decodes the same key with  errors='replace' (as Kafk
 def test_columns_with_non_utf8_header_key_are_valid_arrow() -> None:
     buf = encode_batch([b"v"], timestamps=0, headers=[[(b"\xff\xfe", b"x")]])
     (r,) = decode_records(buf)
@@ -588,12 +557,10 @@ def test_columns_header_key_utf8_from_a_foreign_batch() -> None:
     check_both(bytes(buf))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a compressed v2 batch whose records area is empty (batchLength 49, recordsCount >= 1, codec "
-    "1-4, CRC right), or a compressed v0/v1 wrapper whose value is empty (length 0, not null), "
-    "raises ValueError('Invalid shape in axis 0: 0.') from _records_area's "
-    "<const uint8_t[:0]> cast instead of CorruptRecordError (once seglog._native.compression "
-    "exists; before that the import error comes first)"))
+# Regression test (was a bug):  a compressed v2 batch whose records area is empty (batchLength 49,
+# recordsCount >= 1, codec  1-4, CRC right), or a compressed v0/v1 wrapper whose value is empty
+# (length 0, not null),  raises ValueError('Invalid shape in axis 0: 0.') from _records_area's
+# <const uint8_t[:0]> cast instead of CorruptR
 @pytest.mark.parametrize("case", ["v2-gzip", "v2-snappy", "v2-lz4", "v2-zstd", "v0-gzip", "v1-gzip"])
 def test_compressed_batch_with_empty_records_area_is_corrupt(case: str) -> None:
     pytest.importorskip("seglog._native.compression")
@@ -630,11 +597,10 @@ def test_offsets_past_the_int64_range_are_returned_or_corrupt() -> None:
             pass
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a batchLength field >= 2147483636 (INT32_MAX - 11) makes _batch_size_at format "
-    "'{length + LOG_OVERHEAD}' in int32: the release build reports a negative size "
-    "('length field says -2147483637 bytes'), the debug build raises OverflowError instead of "
-    "CorruptRecordError. Format <Py_ssize_t>length + LOG_OVERHEAD."))
+# Regression test (was a bug):  a batchLength field >= 2147483636 (INT32_MAX - 11) makes
+# _batch_size_at format  '{length + LOG_OVERHEAD}' in int32: the release build reports a negative
+# size  ('length field says -2147483637 bytes'), the debug build raises OverflowError instead of
+# CorruptRecordError. Format <Py_ssize_t>length + LO
 def test_huge_batch_length_is_reported_correctly() -> None:
     buf = bytearray(UNCOMPRESSED["ours1"])
     struct.pack_into(">i", buf, 8, 2**31 - 1)
@@ -642,10 +608,9 @@ def test_huge_batch_length_is_reported_correctly() -> None:
         decode_records(bytes(buf))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "max_offset=None is implemented as max_offset = 2**63 - 1, exclusive, so a record at offset "
-    "2**63 - 1 (Long.MAX_VALUE; kafka-python and aiokafka return it) is silently dropped by "
-    "decode_records, iter_records and decode_columns; a batch based there decodes to []."))
+# Regression test (was a bug):  max_offset=None is implemented as max_offset = 2**63 - 1, exclusive,
+# so a record at offset  2**63 - 1 (Long.MAX_VALUE; kafka-python and aiokafka return it) is silently
+# dropped by  decode_records, iter_records and decode_columns; a batch based there decodes to [].
 def test_record_at_the_largest_offset_is_returned() -> None:
     buf = encode_batch([b"a"], base_offset=2**63 - 1, timestamps=0)
     assert [r.offset for r in decode_records(buf)] == [2**63 - 1]
@@ -688,13 +653,10 @@ print("ok")
 """
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "encode_batch reads each timestamp (PyLong_AsLongLong -> __index__) once while sizing and "
-    "again while writing, and keeps raw pointers into the values list/bytearrays across those "
-    "calls: a timestamp whose value changes, or whose __index__ resizes a bytearray value, makes "
-    "the writer overrun the output bytes (heap corruption: 'free(): corrupted unsorted chunks', "
-    "SIGABRT) or emit a batch that fails to decode. Fix: resolve all timestamps into an int64 "
-    "array before measuring any item."))
+# Regression test (was a bug):  encode_batch reads each timestamp (PyLong_AsLongLong -> __index__)
+# once while sizing and  again while writing, and keeps raw pointers into the values list/bytearrays
+# across those  calls: a timestamp whose value changes, or whose __index__ resizes a bytearray
+# value, makes  the writer overrun the out
 @pytest.mark.parametrize("mode", ["changing-timestamp", "grow-value"])
 def test_encode_survives_reentrant_timestamp_objects(mode: str, tmp_path: Any) -> None:
     import subprocess
