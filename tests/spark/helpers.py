@@ -46,9 +46,13 @@ def write_log(d: Path, batches: Sequence[dict[str, Any]], config: dict[str, Any]
         lg.close()
 
 
-def sample_batches(partition: int, n_batches: int, per_batch: int, t0: int = T0) -> list[dict[str, Any]]:
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
+def sample_batches(partition: int, n_batches: int, per_batch: int, t0: int = T0,
+                   codecs: Sequence[str] = ("none",)) -> list[dict[str, Any]]:
     """Batches with keys (some null), values (some null), headers (some records), and
-    timestamps that go back and forth inside each batch."""
+    timestamps that go back and forth inside each batch; batch b uses codecs[b % len]."""
     out = []
     for b in range(n_batches):
         vals, keys, hdrs, ts = [], [], [], []
@@ -58,13 +62,17 @@ def sample_batches(partition: int, n_batches: int, per_batch: int, t0: int = T0)
             keys.append(None if n % 7 == 3 else b"k%d" % (n % 13))
             hdrs.append([("h1", b"x%d" % n), ("nil", None)] if n % 5 == 0 else None)
             ts.append(t0 + b * 1000 + (i * 37) % 500)
-        out.append(dict(values=vals, keys=keys, headers=hdrs, timestamps=ts))
+        out.append(dict(values=vals, keys=keys, headers=hdrs, timestamps=ts,
+                        compression=codecs[b % len(codecs)]))
     return out
 
 
 def oracle(part_dir: Path, topic: str, partition: int, *, include_control: bool = False) -> list[dict[str, Any]]:
     """Every record of a partition dir as kafka-python decodes its segment files, in offset
-    order, as rows of Spark's Kafka schema (timestamp in ms, headers None when empty)."""
+    order, as rows of Spark's Kafka schema (timestamp in ms, headers None when empty).
+
+    kafka-python gives magic-0 messages a timestamp and type of None; Kafka's Java consumer,
+    which Spark's Kafka source uses, gives -1 (NO_TIMESTAMP) and -1 (NO_TIMESTAMP_TYPE)."""
     rows = []
     for f in sorted(p for p in os.listdir(part_dir) if p.endswith(".log")):
         mr = MemoryRecords((part_dir / f).read_bytes())
@@ -76,7 +84,9 @@ def oracle(part_dir: Path, topic: str, partition: int, *, include_control: bool 
                 headers = [(k, v) for k, v in (getattr(r, "headers", None) or [])]
                 rows.append({
                     "key": r.key, "value": r.value, "topic": topic, "partition": partition,
-                    "offset": r.offset, "timestamp": r.timestamp, "timestampType": r.timestamp_type,
+                    "offset": r.offset,
+                    "timestamp": -1 if r.timestamp is None else r.timestamp,
+                    "timestampType": -1 if r.timestamp_type is None else r.timestamp_type,
                     "headers": headers or None,
                 })
     return rows

@@ -7,6 +7,7 @@ import pytest
 
 from tests.spark.conftest import DISCOVERY
 from tests.spark.helpers import (
+    CODECS,
     REAL,
     T0,
     copy_real,
@@ -20,11 +21,11 @@ from tests.spark.helpers import (
 
 @pytest.fixture(scope="module")
 def ours(tmp_path_factory):
-    """Two topics, three partitions, many small segments, written by seglog."""
+    """Two topics, three partitions, many small segments, every codec, written by seglog."""
     root = tmp_path_factory.mktemp("ours")
     spec = {("orders", 0): 12, ("orders", 1): 7, ("audit", 0): 3}
     for (topic, p), n in spec.items():
-        write_log(root / f"{topic}-{p}", sample_batches(p, n, 25), {"segment.bytes": 4096})
+        write_log(root / f"{topic}-{p}", sample_batches(p, n, 25, codecs=CODECS), {"segment.bytes": 4096})
     rows = [r for (topic, p) in spec for r in oracle(root / f"{topic}-{p}", topic, p)]
     return root, rows
 
