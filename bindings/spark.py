@@ -411,7 +411,8 @@ def _columns(opts: Mapping[str, str]) -> tuple[str, ...]:
         except ValueError as exc:
             raise _option_error("columns", str(exc)) from None
         return cols
-    return KAFKA_COLUMNS + (("headers",) if headers else ()) + (("leaderEpoch",) if epoch else ())
+    extra: tuple[str, ...] = (("headers",) if headers else ()) + (("leaderEpoch",) if epoch else ())
+    return tuple(KAFKA_COLUMNS) + extra
 
 
 def parse_read_options(options: Mapping[str, Any], *, streaming: bool = False,
@@ -768,7 +769,7 @@ def exact_timestamp_offset(d: str, ref: TsBatch) -> int:
     ts = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(cols.timestamps)])
     idx = pc.index(pc.greater_equal(ts, ref.timestamp), True).as_py()
     if idx < 0:
-        return max(ref.last_offset, found.last_offset) + 1
+        return int(max(ref.last_offset, found.last_offset)) + 1
     offs = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(cols.offsets)])
     return int(offs[idx].as_py())
 
@@ -1235,7 +1236,7 @@ def _filter_ms(value: Any) -> int | None:
     if isinstance(value, datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=timezone.utc)
-        return (value - _EPOCH) // timedelta(milliseconds=1)
+        return int((value - _EPOCH) // timedelta(milliseconds=1))
     return None
 
 
@@ -1257,7 +1258,7 @@ def push_filters(filters: Iterable[Any]) -> tuple[Constraints, list[Any]]:
         kind = type(f).__name__
         attr = getattr(f, "attribute", None)
         col = attr[0] if isinstance(attr, tuple) and len(attr) == 1 else None
-        value = getattr(f, "value", None)
+        value: Any = getattr(f, "value", None)
         op = ops.get(kind)
         if col in never_null and kind == "IsNotNull":
             continue
@@ -1618,7 +1619,7 @@ class SeglogWriter(DataSourceArrowWriter):
         return SeglogCommitMessage(task, attempt, tuple(appended))
 
     def _partition_count(self, topic: str) -> int:
-        return self.partition_counts.get(topic, self.spec["num_partitions"])
+        return int(self.partition_counts.get(topic, self.spec["num_partitions"]))
 
     def _encode(self, batch: pa.RecordBatch, sticky: int, spools: dict[tuple[str, int], _Spool]) -> None:
         names = batch.schema.names
@@ -1730,7 +1731,8 @@ class SeglogWriter(DataSourceArrowWriter):
 
 def _read_hws(f: OffsetCheckpointFile) -> dict[tuple[str, int], int]:
     try:
-        return f.read()
+        hws: dict[tuple[str, int], int] = f.read()
+        return hws
     except CorruptCheckpointError as exc:
         raise SeglogError(f"seglog: {exc}", path=f.path) from None
 
@@ -1810,7 +1812,7 @@ def _partitions(rows: pa.RecordBatch, count: int, sticky: int, topic: str) -> pa
 
 
 def _header_lists(arr: pa.Array) -> list[Any]:
-    out = []
+    out: list[Any] = []
     for rec in arr.to_pylist():
         if not rec:
             out.append(None)

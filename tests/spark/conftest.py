@@ -15,6 +15,22 @@ import pytest
 DISCOVERY: dict[str, object] = {}
 
 
+def _has(module: str, name: str) -> bool:
+    try:
+        return hasattr(__import__(module, fromlist=[name]), name)
+    except ImportError:
+        return False
+
+
+#: Filter pushdown for Python data sources arrived in PySpark 4.1.
+requires_pushdown = pytest.mark.skipif(not _has("pyspark.sql.datasource", "EqualTo"),
+                                       reason="filter pushdown needs PySpark >= 4.1")
+#: Admission control (ReadLimit, SupportsTriggerAvailableNow) arrived in PySpark 4.2.
+requires_admission_control = pytest.mark.skipif(
+    not _has("pyspark.sql.streaming.datasource", "ReadMaxRows"),
+    reason="streaming admission control needs PySpark >= 4.2")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = os.path.dirname(__file__)
     for item in items:

@@ -8,6 +8,7 @@ import re
 import pytest
 
 import seglog.bindings.spark as sp
+from tests.spark.conftest import requires_pushdown
 from tests.spark.helpers import T0, expected_rows, oracle, sample_batches, spark_rows, write_log
 
 
@@ -101,6 +102,7 @@ def filter_nodes(plan):
     return re.findall(r"(?<![A-Za-z])Filter \((.*)\)\n", plan)
 
 
+@requires_pushdown
 def test_pushed_filters_narrow_the_plan(spark, logs):
     root, rows = logs
     load = lambda: spark.read.format("seglog").option("maxBytesPerPartition", "1").load(str(root))  # noqa: E731
@@ -133,6 +135,7 @@ def test_filters_same_rows_without_pushdown(spark, logs):
     assert [r["offset"] for r in spark_rows(q3)] == [5, 77, 399]
 
 
+@requires_pushdown
 def test_push_filters_in_process():
     from pyspark.sql.datasource import EqualTo, GreaterThan, In, IsNotNull, LessThanOrEqual, StringStartsWith
 
@@ -144,6 +147,19 @@ def test_push_filters_in_process():
     assert (c.offset_lo, c.offset_hi) == (12, 16)
     assert c.partition_ok(2) and not c.partition_ok(1)
     assert c.topic_ok("orders") and not c.topic_ok("audit")
+
+
+def test_pushdown_off_in_the_session(spark, logs):
+    """With the session's pushdown conf off, PySpark refuses readers that define pushFilters;
+    the source then hands out its plain reader and Spark filters everything itself."""
+    root, rows = logs
+    spark.conf.set(sp.PUSHDOWN_CONF, "false")
+    try:
+        q = spark.read.format("seglog").load(str(root)).where("partition = 1 AND offset >= 30")
+        assert filter_nodes(executed_plan(q))
+        assert spark_rows(q) == expected_rows([r for r in rows if r["partition"] == 1 and r["offset"] >= 30])
+    finally:
+        spark.conf.set(sp.PUSHDOWN_CONF, "true")
 
 
 def test_high_watermark_bounds_reads(spark, tmp_path):

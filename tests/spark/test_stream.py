@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.spark.conftest import requires_admission_control
 from tests.spark.helpers import sample_batches, write_log
 
 
@@ -22,8 +23,8 @@ def run_available_now(spark, root, checkpoint, **opts):
     return [b for b in batches if b]
 
 
+@requires_admission_control
 def test_stream_reads_appends_exactly_once(spark, tmp_path):
-    pytest.importorskip("pyspark.sql.streaming.datasource")   # admission control: PySpark >= 4.2
     root = tmp_path / "logs"
     write_log(root / "s-0", sample_batches(0, 10, 10))
     ckpt = tmp_path / "ckpt"
@@ -39,6 +40,18 @@ def test_stream_reads_appends_exactly_once(spark, tmp_path):
     assert all(len(b) <= 40 for b in second)
 
     assert run_available_now(spark, root, ckpt, startingOffsets="earliest") == []
+
+
+def test_stream_without_a_limit_reads_everything_once(spark, tmp_path):
+    """Every PySpark 4.x: no maxRecordsPerTrigger, appends between runs read exactly once."""
+    root = tmp_path / "logs"
+    write_log(root / "s-0", sample_batches(0, 3, 10))
+    ckpt = tmp_path / "ckpt"
+    first = run_available_now(spark, root, ckpt, startingOffsets="earliest")
+    assert sorted(x for b in first for x in b) == [(0, o) for o in range(30)]
+    write_log(root / "s-0", sample_batches(0, 1, 7))
+    second = run_available_now(spark, root, ckpt, startingOffsets="earliest")
+    assert sorted(x for b in second for x in b) == [(0, o) for o in range(30, 37)]
 
 
 def test_stream_starts_at_latest_by_default(spark, tmp_path):
