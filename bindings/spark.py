@@ -204,7 +204,12 @@ def register(spark: Any, *, filter_pushdown: bool = True) -> None:
     ``spark.sql.python.filterPushdown.enabled`` so pushed filters narrow the plan."""
     if filter_pushdown:
         spark.conf.set(PUSHDOWN_CONF, "true")
-    spark.dataSource.register(SeglogDataSource)
+    try:
+        spark.dataSource.register(SeglogDataSource)
+    except Exception as exc:
+        # PySpark 4.0 refuses to register a name it already found through pyspark_seglog.
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
+            raise
 
 
 # ---------------------------------------------------------------------------------------------

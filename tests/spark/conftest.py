@@ -36,6 +36,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if str(item.path).startswith(here):
             item.add_marker(pytest.mark.spark)
+            # PySpark 4.0's py4j sockets are left for the garbage collector.
+            item.add_marker(pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning"))
+            item.add_marker(pytest.mark.filterwarnings(
+                "ignore:Exception ignored in. <socket.socket:pytest.PytestUnraisableExceptionWarning"))
 
 
 @pytest.fixture(scope="session")
