@@ -576,10 +576,8 @@ def find_partition_dirs(paths: Sequence[str]) -> list[PartitionDir]:
         parsed = parse_partition_dir(os.path.basename(p))
         if parsed is not None and not _has_partition_children(p):
             candidates = [(parsed, p)]
-            log_dir = os.path.dirname(p)
         else:
             candidates = []
-            log_dir = p
             with os.scandir(p) as it:
                 for e in it:
                     tp = parse_partition_dir(e.name)
@@ -590,7 +588,7 @@ def find_partition_dirs(paths: Sequence[str]) -> list[PartitionDir]:
             if prev is not None and prev.dir != d:
                 raise ConfigError(f"seglog: partition {topic}-{part} is in two places: {prev.dir} and "
                                   f"{d}; give the paths of one replica only", key="path")
-            found[(topic, part)] = PartitionDir(topic, part, d, os.path.dirname(d) if d != p else log_dir)
+            found[(topic, part)] = PartitionDir(topic, part, d, os.path.dirname(d))
     return [found[k] for k in sorted(found)]
 
 
@@ -933,8 +931,8 @@ def _resolve_start(info: PartitionInfo, ro: ReadOptions, bound: Bound) -> tuple[
             if ro.timestamp_strategy == "latest":
                 return info.bound, None
             raise OffsetOutOfRangeError(
-                f"seglog: no record of {name} has a timestamp >= {ts} (startingTimestamp); use "
-                "startingOffsetsByTimestampStrategy=latest to start at the end instead")
+                f"seglog: no record of {name} has a timestamp >= {ts} (the starting timestamp); "
+                "use startingOffsetsByTimestampStrategy=latest to start at the end instead")
         return b.base_offset, b
     if bound.kind == "earliest":
         return info.log_start, None
@@ -1128,11 +1126,15 @@ def _segment_range(seg: Segment, lo: int, hi: int) -> tuple[int, int] | None:
     if found is None:
         return None
     pos = found.position
-    end = seg.size
     if hi < seg.next_offset:
         e = seg.translate_offset(hi)
-        if e is not None:
-            end = e.position if (e.magic == 2 and e.base_offset >= hi) else e.position + e.size
+        if e is None:
+            return None
+        end = e.position if (e.magic == 2 and e.base_offset >= hi) else e.position + e.size
+    else:
+        # Up to the last whole batch: a broker may be writing (or have torn) the tail.
+        last = seg.translate_offset(seg.next_offset - 1)
+        end = pos if last is None else last.position + last.size
     return (pos, end) if end > pos else None
 
 
@@ -1140,8 +1142,8 @@ def _walk_error(seg: Segment, pos: int) -> str:
     try:
         seg.batches(pos)
     except SeglogError as exc:
-        return str(exc)
-    return f"invalid batch at byte {pos}"
+        return str(exc.message)
+    return f"{seg.log_path}: invalid batch at byte {pos}"
 
 
 def read_partition(part: SeglogInputPartition, ro: ReadOptions) -> Iterator[pa.RecordBatch]:
@@ -1177,7 +1179,7 @@ def read_partition(part: SeglogInputPartition, ro: ReadOptions) -> Iterator[pa.R
             while pos < stop:
                 nxt_pos = seg.batch_end(pos, chunk, stop, True)
                 if nxt_pos <= pos:
-                    msg = f"{seg.log_path}: {_walk_error(seg, pos)}"
+                    msg = _walk_error(seg, pos)
                     if ro.fail_on_data_loss:
                         raise CorruptRecordError(f"seglog: {msg}; set failOnDataLoss=false to skip it",
                                                  path=seg.log_path, position=pos)
@@ -1706,7 +1708,7 @@ class SeglogWriter(DataSourceArrowWriter):
                 lg = _log_open(d, self.spec["config"])
                 try:
                     hw = max(current.get(tp, lg.log_start_offset), lg.log_start_offset)
-                    updates[tp] = _settle(lg, hw, sorted(runs[tp]))
+                    updates[tp] = _settle(lg, min(hw, lg.log_end_offset), sorted(runs[tp]))
                 finally:
                     with _dir_lock(log_dir):
                         lg.close()

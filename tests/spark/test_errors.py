@@ -84,3 +84,16 @@ def test_corrupt_segment(spark, logdir, tmp_path):
     assert line.endswith(f"; set failOnDataLoss=false to skip corrupt batches (in {seg}, at byte {h.position})")
     df = spark.read.format("seglog").option("failOnDataLoss", "false").load(str(root))
     assert df.count() == 60 - h.records_count
+
+
+def test_torn_tail_of_a_live_log(spark, logdir, tmp_path):
+    """A broker writing (or killed while writing) the last batch: the whole batches are read."""
+    import shutil
+
+    root = tmp_path / "logs"
+    shutil.copytree(logdir / "orders-0", root / "orders-0")
+    last = sorted((root / "orders-0").glob("*.log"))[-1]
+    whole = last.read_bytes()
+    with open(last, "ab") as f:
+        f.write(whole[:40])                         # the first 40 bytes of a copy of a batch
+    assert spark.read.format("seglog").load(str(root)).count() == 60
