@@ -8,6 +8,11 @@ Two build profiles, chosen by the environment variable ``SEGLOG_DEBUG``:
   checks on, ``-O1 -g``, and the C macro ``SEGLOG_DEBUG`` defined (enables C assertions).
 
 Generated C goes to ``build/cython-<profile>/`` so switching profiles always regenerates it.
+
+Editable installs (``pip install -e .``) map seglog's packages through setuptools' import
+hook, which ``pkgutil.iter_modules()`` cannot list. PySpark finds data sources by listing
+top-level ``pyspark_*`` modules that way, so an editable install also puts the directory that
+holds ``pyspark_seglog.py`` (and nothing else) on ``sys.path`` with a ``.pth`` file.
 """
 
 import glob
@@ -15,6 +20,11 @@ import os
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+
+try:
+    from setuptools.command.editable_wheel import editable_wheel as _editable_wheel
+except ImportError:  # setuptools without PEP 660 support
+    _editable_wheel = None
 
 DEBUG = os.environ.get("SEGLOG_DEBUG", "") not in ("", "0")
 PROFILE = "debug" if DEBUG else "release"
@@ -47,7 +57,38 @@ for pyx in sorted(glob.glob(os.path.join("_native", "*.pyx"))):
         )
     )
 
+DISCOVERY_DIR = os.path.join(here, "bindings", "discovery")
+cmdclass = {}
+
+if _editable_wheel is not None and hasattr(_editable_wheel, "_select_strategy"):
+
+    class _WithDiscoveryPath:
+        """Wraps setuptools' editable strategy: also writes a .pth naming DISCOVERY_DIR."""
+
+        def __init__(self, inner, name):
+            self.inner = inner
+            self.name = name
+
+        def __enter__(self):
+            self.inner.__enter__()
+            return self
+
+        def __exit__(self, *exc):
+            return self.inner.__exit__(*exc)
+
+        def __call__(self, wheel, files, mapping):
+            self.inner(wheel, files, mapping)
+            wheel.writestr(f"__editable__.{self.name}.pyspark_discovery.pth",
+                           (DISCOVERY_DIR + "\n").encode("utf-8"))
+
+    class editable_wheel(_editable_wheel):
+        def _select_strategy(self, name, tag, build_lib):
+            return _WithDiscoveryPath(super()._select_strategy(name, tag, build_lib), name)
+
+    cmdclass["editable_wheel"] = editable_wheel
+
 setup(
+    cmdclass=cmdclass,
     ext_modules=cythonize(
         extensions,
         compiler_directives=directives,

@@ -1027,6 +1027,25 @@ cdef class _Decoder:
     cdef int64_t max_incl        # last offset to keep (inclusive)
     cdef list out                # Record sink, or None
     cdef _ColumnBuilder cols     # column sink, or None
+    # Aborted transactions (read_committed): a transactional data batch of producer
+    # ab_pid[i] whose base offset lies in [ab_first[i], ab_last[i]] is skipped.
+    cdef int64_t *ab_pid
+    cdef int64_t *ab_first
+    cdef int64_t *ab_last
+    cdef Py_ssize_t ab_n
+
+    def __dealloc__(self):
+        free(self.ab_pid)
+        free(self.ab_first)
+        free(self.ab_last)
+
+    cdef bint aborted(self, const V2Head *h) noexcept:
+        cdef Py_ssize_t i
+        for i in range(self.ab_n):
+            if (self.ab_pid[i] == h.pid and self.ab_first[i] <= h.base_offset
+                    and h.base_offset <= self.ab_last[i]):
+                return True
+        return False
 
     cdef int emit_v2(self, const uint8_t *b, Py_ssize_t pos, V2Head *h) except -1:
         cdef int codec = h.attrs & ATTR_CODEC_MASK
@@ -1035,6 +1054,8 @@ cdef class _Decoder:
         if control and not self.include_control:
             return 0
         if last < self.min_offset or h.base_offset > self.max_incl or h.count == 0:
+            return 0
+        if self.ab_n and not control and (h.attrs & ATTR_TRANSACTIONAL) and self.aborted(h):
             return 0
         cdef _Source src = _records_area(b, pos, h.length + LOG_OVERHEAD, codec, 2, V2_HEADER,
                                          self.max_decompressed, h.base_offset)
@@ -1214,8 +1235,10 @@ cdef int _walk(_Decoder d, const uint8_t *buf, Py_ssize_t start, Py_ssize_t end)
 
 cdef _Decoder _decoder(const uint8_t[::1] buf, bint verify_crc, bint include_control,
                        bint allow_truncated, object min_offset, object max_offset,
-                       Py_ssize_t max_decompressed):
+                       Py_ssize_t max_decompressed, object aborted=None):
     cdef _Decoder d = _Decoder.__new__(_Decoder)
+    if aborted is not None:
+        _set_aborted(d, aborted)
     d.buf = &buf[0] if buf.shape[0] else _EMPTY
     d.end = buf.shape[0]
     d.verify_crc = verify_crc
@@ -1229,16 +1252,43 @@ cdef _Decoder _decoder(const uint8_t[::1] buf, bint verify_crc, bint include_con
     return d
 
 
+cdef int _set_aborted(_Decoder d, object aborted) except -1:
+    cdef list ranges = []
+    cdef Py_ssize_t i, n
+    for item in aborted:
+        try:
+            pid, first, last = item
+            ranges.append((int(pid), int(first), int(last)))
+        except (TypeError, ValueError):
+            raise TypeError(f"aborted transactions must be (producer_id, first_offset, last_offset) "
+                            f"triples of ints, got {item!r}") from None
+    n = len(ranges)
+    if n == 0:
+        return 0
+    d.ab_pid = <int64_t *>malloc(n * sizeof(int64_t))
+    d.ab_first = <int64_t *>malloc(n * sizeof(int64_t))
+    d.ab_last = <int64_t *>malloc(n * sizeof(int64_t))
+    if d.ab_pid == NULL or d.ab_first == NULL or d.ab_last == NULL:
+        raise MemoryError()
+    for i in range(n):
+        d.ab_pid[i], d.ab_first[i], d.ab_last[i] = ranges[i]
+    d.ab_n = n
+    return 0
+
+
 def decode_records(const uint8_t[::1] buf, *, bint verify_crc=True, bint include_control=False,
                    bint allow_truncated=False, min_offset=None, max_offset=None,
-                   Py_ssize_t max_decompressed=DEFAULT_MAX_DECOMPRESSED):
+                   Py_ssize_t max_decompressed=DEFAULT_MAX_DECOMPRESSED, aborted=None):
     """Every record in ``buf`` (any number of batches, any magic) as a list of :class:`Record`.
 
     Control records (transaction markers, KRaft control records) are left out unless
     ``include_control``. ``min_offset``/``max_offset`` (exclusive) keep only records in range.
+    ``aborted`` (read_committed) is an iterable of ``(producer_id, first_offset, last_offset)``
+    aborted transactions: a transactional data batch of that producer whose base offset lies in
+    ``[first_offset, last_offset]`` is left out, as Kafka's consumer drops it.
     """
     cdef _Decoder d = _decoder(buf, verify_crc, include_control, allow_truncated, min_offset,
-                               max_offset, max_decompressed)
+                               max_offset, max_decompressed, aborted)
     d.out = []
     _walk(d, d.buf, 0, d.end)
     return d.out
@@ -1282,13 +1332,13 @@ cdef class RecordIterator:
 
 def iter_records(buf, *, bint verify_crc=True, bint include_control=False,
                  bint allow_truncated=False, min_offset=None, max_offset=None,
-                 Py_ssize_t max_decompressed=DEFAULT_MAX_DECOMPRESSED):
+                 Py_ssize_t max_decompressed=DEFAULT_MAX_DECOMPRESSED, aborted=None):
     """Iterate the records in ``buf`` lazily, one batch decoded at a time (see decode_records)."""
     cdef const uint8_t[::1] mv = buf
     cdef RecordIterator it = RecordIterator.__new__(RecordIterator)
     it.owner = mv
     it.d = _decoder(mv, verify_crc, include_control, allow_truncated, min_offset, max_offset,
-                    max_decompressed)
+                    max_decompressed, aborted)
     it.pending = []
     it.index = 0
     it.pos = 0
@@ -1382,6 +1432,7 @@ cdef NativeBuffer _take(GBuf *b, bytes fmt, Py_ssize_t itemsize):
 cdef class _ColumnBuilder:
     cdef Py_ssize_t n
     cdef bint keys_on
+    cdef bint values_on
     cdef bint headers_on
     cdef GBuf offsets, timestamps, ts_types, epochs
     cdef GBuf key_off, key_data, key_valid
@@ -1399,8 +1450,9 @@ cdef class _ColumnBuilder:
 
     cdef int start(self) except -1:
         cdef int32_t zero = 0
-        _gbuf_reserve(&self.val_off, 4)
-        _gbuf_put(&self.val_off, &zero, 4)
+        if self.values_on:
+            _gbuf_reserve(&self.val_off, 4)
+            _gbuf_put(&self.val_off, &zero, 4)
         if self.keys_on:
             _gbuf_reserve(&self.key_off, 4)
             _gbuf_put(&self.key_off, &zero, 4)
@@ -1419,8 +1471,9 @@ cdef class _ColumnBuilder:
         _gbuf_reserve(&self.timestamps, 8 * count)
         _gbuf_reserve(&self.ts_types, count)
         _gbuf_reserve(&self.epochs, 4 * count)
-        _gbuf_reserve(&self.val_off, 4 * count)
-        _gbuf_reserve(&self.val_valid, count // 8 + 2)
+        if self.values_on:
+            _gbuf_reserve(&self.val_off, 4 * count)
+            _gbuf_reserve(&self.val_valid, count // 8 + 2)
         if self.keys_on:
             _gbuf_reserve(&self.key_off, 4 * count)
             _gbuf_reserve(&self.key_valid, count // 8 + 2)
@@ -1458,8 +1511,9 @@ cdef class _ColumnBuilder:
         if self.keys_on:
             self._bin(&self.key_off, &self.key_data, &self.key_valid, &self.key_nulls, i,
                       r.key, r.key_len)
-        self._bin(&self.val_off, &self.val_data, &self.val_valid, &self.val_nulls, i,
-                  r.value, r.value_len)
+        if self.values_on:
+            self._bin(&self.val_off, &self.val_data, &self.val_valid, &self.val_nulls, i,
+                      r.value, r.value_len)
         if self.headers_on:
             self._headers(r)
         self.n += 1
@@ -1503,7 +1557,8 @@ cdef class Columns:
     1 LogAppendTime), ``leader_epochs`` int32. Keys and values are Arrow binary layouts:
     ``*_offsets`` int32 (count + 1 entries), ``*_data`` bytes, ``*_validity`` an LSB-first
     bitmap (None when nothing is null). Headers are an Arrow list<struct<key string, value
-    binary>>: ``header_offsets`` (count + 1) index the header entries.
+    binary>>: ``header_offsets`` (count + 1) index the header entries. Columns that were not
+    asked for (``keys``/``values``/``headers`` False) have None buffers.
     """
     cdef readonly Py_ssize_t count
     cdef readonly object offsets, timestamps, timestamp_types, leader_epochs
@@ -1522,7 +1577,7 @@ cdef class Columns:
 
     def to_arrow(self):
         """A ``pyarrow.RecordBatch`` (columns: offset, timestamp, timestampType, leaderEpoch,
-        key, value, headers; key/headers only when decoded). No copy of the buffers."""
+        key, value, headers; key/value/headers only when decoded). No copy of the buffers."""
         import pyarrow as pa
         n = self.count
         def bitmap(v):
@@ -1539,10 +1594,11 @@ cdef class Columns:
                 pa.binary(), n, [bitmap(self.key_validity), pa.py_buffer(self.key_offsets),
                                  pa.py_buffer(self.key_data)], null_count=self.key_null_count))
             names.append("key")
-        arrays.append(pa.Array.from_buffers(
-            pa.binary(), n, [bitmap(self.value_validity), pa.py_buffer(self.value_offsets),
-                             pa.py_buffer(self.value_data)], null_count=self.value_null_count))
-        names.append("value")
+        if self.value_offsets is not None:
+            arrays.append(pa.Array.from_buffers(
+                pa.binary(), n, [bitmap(self.value_validity), pa.py_buffer(self.value_offsets),
+                                 pa.py_buffer(self.value_data)], null_count=self.value_null_count))
+            names.append("value")
         if self.header_offsets is not None:
             nh = self.header_count
             hkeys = pa.Array.from_buffers(pa.string(), nh, [None, pa.py_buffer(self.header_key_offsets),
@@ -1562,15 +1618,19 @@ cdef class Columns:
 def decode_columns(const uint8_t[::1] buf, *, bint keys=True, bint headers=True,
                    bint verify_crc=True, bint include_control=False, bint allow_truncated=False,
                    min_offset=None, max_offset=None,
-                   Py_ssize_t max_decompressed=DEFAULT_MAX_DECOMPRESSED):
+                   Py_ssize_t max_decompressed=DEFAULT_MAX_DECOMPRESSED, bint values=True,
+                   aborted=None):
     """Decode every record in ``buf`` into :class:`Columns` with no per-record Python objects.
 
-    ``keys=False`` / ``headers=False`` skip decoding those columns (their buffers are None).
+    ``keys=False`` / ``values=False`` / ``headers=False`` skip copying those columns (their
+    buffers are None); records are still parsed and checked. ``aborted`` drops the batches of
+    aborted transactions (see :func:`decode_records`).
     """
     cdef _Decoder d = _decoder(buf, verify_crc, include_control, allow_truncated, min_offset,
-                               max_offset, max_decompressed)
+                               max_offset, max_decompressed, aborted)
     cdef _ColumnBuilder b = _ColumnBuilder.__new__(_ColumnBuilder)
     b.keys_on = keys
+    b.values_on = values
     b.headers_on = headers
     b.start()
     # Uncompressed values can never exceed the input: one allocation up front avoids the copies of
@@ -1584,10 +1644,11 @@ def decode_columns(const uint8_t[::1] buf, *, bint keys=True, bint headers=True,
     c.timestamps = _take(&b.timestamps, b"q", 8)
     c.timestamp_types = _take(&b.ts_types, b"b", 1)
     c.leader_epochs = _take(&b.epochs, b"i", 4)
-    c.value_offsets = _take(&b.val_off, b"i", 4)
-    c.value_data = _take(&b.val_data, b"B", 1)
-    c.value_validity = _take(&b.val_valid, b"B", 1) if b.val_nulls else None
-    c.value_null_count = b.val_nulls
+    if values:
+        c.value_offsets = _take(&b.val_off, b"i", 4)
+        c.value_data = _take(&b.val_data, b"B", 1)
+        c.value_validity = _take(&b.val_valid, b"B", 1) if b.val_nulls else None
+        c.value_null_count = b.val_nulls
     if keys:
         c.key_offsets = _take(&b.key_off, b"i", 4)
         c.key_data = _take(&b.key_data, b"B", 1)

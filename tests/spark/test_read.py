@@ -1,0 +1,136 @@
+"""Batch reads: Spark's rows equal kafka-python's decode of the same segment files."""
+from __future__ import annotations
+
+import inspect
+import pkgutil
+
+import pytest
+
+from tests.spark.conftest import DISCOVERY
+from tests.spark.helpers import (
+    CODECS,
+    REAL,
+    T0,
+    copy_real,
+    expected_rows,
+    oracle,
+    sample_batches,
+    spark_rows,
+    write_log,
+)
+
+
+@pytest.fixture(scope="module")
+def ours(tmp_path_factory):
+    """Two topics, three partitions, many small segments, every codec, written by seglog."""
+    root = tmp_path_factory.mktemp("ours")
+    spec = {("orders", 0): 12, ("orders", 1): 7, ("audit", 0): 3}
+    for (topic, p), n in spec.items():
+        write_log(root / f"{topic}-{p}", sample_batches(p, n, 25, codecs=CODECS), {"segment.bytes": 4096})
+    rows = [r for (topic, p) in spec for r in oracle(root / f"{topic}-{p}", topic, p)]
+    return root, rows
+
+
+def test_discovery_without_register(spark):
+    assert DISCOVERY["result"] is True, f"format('seglog') before register failed: {DISCOVERY['result']!r}"
+    assert "pyspark_seglog" in {m.name for m in pkgutil.iter_modules()}
+
+
+def test_schema_matches_kafka_source(spark, ours):
+    from pyspark.sql.types import (
+        ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType, TimestampType)
+
+    root, _ = ours
+    df = spark.read.format("seglog").option("includeHeaders", "true").load(str(root))
+    assert df.schema == StructType([
+        StructField("key", BinaryType()), StructField("value", BinaryType()),
+        StructField("topic", StringType()), StructField("partition", IntegerType()),
+        StructField("offset", LongType()), StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+        StructField("headers", ArrayType(StructType([StructField("key", StringType()),
+                                                     StructField("value", BinaryType())]))),
+    ])
+
+
+def test_arrow_schema_is_what_spark_expects():
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from seglog.bindings.arrow import COLUMNS, arrow_schema
+    from seglog.bindings.spark import spark_schema
+
+    cols = list(COLUMNS)
+    kw = {"timezone": "UTC"} if "timezone" in inspect.signature(to_arrow_schema).parameters else {}
+    assert arrow_schema(cols).equals(to_arrow_schema(spark_schema(cols), **kw))
+
+
+def test_our_dirs_equal_kafka_python(spark, ours):
+    root, rows = ours
+    df = spark.read.format("seglog").option("includeHeaders", "true").load(str(root))
+    got = spark_rows(df, headers=True)
+    assert len(got) == 12 * 25 + 7 * 25 + 3 * 25
+    assert got == expected_rows(rows, headers=True)
+
+
+@pytest.mark.parametrize("name", sorted(REAL))
+def test_real_kafka_dirs_equal_kafka_python(spark, tmp_path, name):
+    if REAL[name][1]:
+        pytest.importorskip("seglog._native.compression")
+    root = copy_real([name], tmp_path / "logs")
+    topic, _, p = name.rpartition("-")
+    rows = oracle(root / name, topic, int(p))
+    df = spark.read.format("seglog").option("includeHeaders", "true").load(str(root))
+    assert spark_rows(df, headers=True) == expected_rows(rows, headers=True)
+
+
+def test_partition_dir_glob_and_list_paths(spark, ours):
+    root, rows = ours
+    one = spark.read.format("seglog").load(str(root / "orders-1"))
+    assert one.count() == 7 * 25
+    globbed = spark.read.format("seglog").load(str(root / "orders-*"))
+    listed = spark.read.format("seglog").load([str(root / "orders-0"), str(root / "audit-0")])
+    assert globbed.count() == 19 * 25
+    assert listed.count() == 15 * 25
+
+
+def test_topic_selection(spark, ours):
+    root, _ = ours
+    assert spark.read.format("seglog").option("topics", "audit").load(str(root)).count() == 75
+    assert (spark.read.format("seglog").option("subscribePattern", "ord.*").load(str(root)).count()
+            == 19 * 25)
+    assert (spark.read.format("seglog").option("assign", '{"orders": [1]}').load(str(root))
+            .select("partition").distinct().collect()[0][0]) == 1
+
+
+def test_offset_ranges(spark, ours):
+    root, rows = ours
+    df = (spark.read.format("seglog")
+          .option("startingOffsets", '{"orders": {"0": 30, "1": -2}, "audit": {"0": -1}}')
+          .option("endingOffsets", '{"orders": {"0": 151, "1": -1}}')
+          .load(str(root)))
+    want = [r for r in rows if (r["topic"], r["partition"]) == ("orders", 0) and 30 <= r["offset"] < 151]
+    want += [r for r in rows if (r["topic"], r["partition"]) == ("orders", 1)]
+    assert spark_rows(df) == expected_rows(want)
+
+
+def _first_at_or_after(rows, ts):
+    """Kafka's offsetsForTimes: the first offset whose record timestamp is >= ts."""
+    for r in rows:
+        if r["timestamp"] >= ts:
+            return r["offset"]
+    return None
+
+
+@pytest.mark.parametrize("start,end", [(T0 + 3200, T0 + 7100), (T0 + 3000, None), (None, T0 + 250)])
+def test_timestamp_ranges_are_exact(spark, ours, start, end):
+    root, rows = ours
+    part = [r for r in rows if (r["topic"], r["partition"]) == ("orders", 0)]
+    reader = spark.read.format("seglog").option("assign", '{"orders": [0]}')
+    if start is not None:
+        reader = reader.option("startingTimestamp", str(start))
+    if end is not None:
+        reader = reader.option("endingTimestamp", str(end))
+    lo = 0 if start is None else _first_at_or_after(part, start)
+    hi = 10**9 if end is None else _first_at_or_after(part, end)
+    want = [r for r in part if lo <= r["offset"] < hi]
+    assert want and len(want) < len(part)
+    assert spark_rows(reader.load(str(root))) == expected_rows(want)
