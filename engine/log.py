@@ -918,6 +918,23 @@ class Log:
             if error is not None:
                 raise error
 
+    def abandon(self) -> None:
+        """Close every file as a killed process leaves them: nothing flushed, no checkpoint
+        written, indexes not trimmed (fault injection: the data written so far stays in the
+        files, as it stays in the page cache after SIGKILL). A segment whose data is still
+        viewed keeps its files open until the views are released."""
+        with self._lock:
+            if self._closed:
+                return
+            if self._flush_task is not None and self.scheduler is not None:
+                self.scheduler.cancel(self._flush_task)
+            for seg in self._segments + self._pending_deletes:
+                try:
+                    seg.close_without_trim()
+                except BufferError:
+                    pass
+            self._closed = True
+
     def __enter__(self) -> Log:
         return self
 
