@@ -274,7 +274,9 @@ class Log:
         first_base = self._segments[0].base_offset if self._segments else 0
         self.log_start_offset = max(log_start_offset, first_base)
         for epoch, start in epoch_starts:
-            if not self.read_only:
+            # Kafka's LogSegment.recover: only epochs newer than the cache's latest are added;
+            # a recovered segment's first batch is not where an older epoch started.
+            if not self.read_only and epoch > self.epoch_cache.latest_epoch:
                 self.epoch_cache.assign(epoch, start)
         if not self.read_only:
             self.epoch_cache.truncate_from_end(leo)
