@@ -320,6 +320,7 @@ class Controller:
         def later_incarnation(r: int) -> bool:
             return r in brokers and recorded.get(r, -1) != brokers[r].broker_epoch
 
+        last_known = tuple(st.last_known)
         unclean = {r for r in set(isr) | set(elr)
                    if later_incarnation(r) and not brokers[r].clean_shutdown}
         if unclean:
@@ -327,18 +328,24 @@ class Controller:
             elr = tuple(r for r in elr if r not in unclean)
             if rest or elr:
                 isr = rest
+            if not rest:
+                last_known = tuple(dict.fromkeys(last_known + tuple(sorted(unclean))))
         dead = {r for r in isr if r not in live}
         if dead:
             isr, elr = el.shrink_with_elr(isr, elr, dead, min_isr, keep_last=True)
         leader, epoch = st.leader, st.leader_epoch
         if (leader not in live or leader not in isr or later_incarnation(leader)
                 or force_new_epoch):
-            candidates = isr
+            # Nobody in the ISR or the ELR: the replicas that left them after unclean restarts
+            # are the last resort (they may miss committed records, as classic Kafka's last
+            # ISR member does after losing its page cache).
+            last_resort = not isr and not elr
+            candidates = tuple(r for r in assignment if r in last_known) if last_resort else isr
             e = el.offline_election(assignment, candidates, elr, live,
                                     unclean_enabled=topic.log_config.unclean_leader_election_enable,
                                     allow_out_of_isr=mut.ALLOW_OUT_OF_ISR_ELECTION in self.mutants)
-            isr, elr = e.isr, e.elr
             if e.leader != NO_LEADER:
+                isr, elr = ((e.leader,), ()) if last_resort and not e.unclean else (e.isr, e.elr)
                 gone = {r for r in isr if r not in live}
                 isr, elr = el.shrink_with_elr(isr, elr, gone, min_isr, keep_last=True)
                 if e.unclean:
@@ -346,14 +353,15 @@ class Controller:
                     log.warning("%s-%d: unclean election of node %d", tp[0], tp[1], e.leader)
                 self.elections += 1
                 recorded[e.leader] = brokers[e.leader].broker_epoch
+                last_known = ()
             if e.leader != leader or e.leader != NO_LEADER:
                 epoch += 1
             leader = e.leader
-        keep = set(isr) | set(elr) | ({leader} if leader != NO_LEADER else set())
+        keep = set(isr) | set(elr) | set(last_known) | ({leader} if leader != NO_LEADER else set())
         epochs = tuple(sorted((r, ep) for r, ep in recorded.items() if r in keep))
-        new = PartitionState(leader, epoch, isr, elr, st.partition_epoch, self.epoch, epochs)
-        if (new.leader, new.leader_epoch, new.isr, new.elr, new.broker_epochs) == \
-                (st.leader, st.leader_epoch, st.isr, st.elr, st.broker_epochs):
+        new = PartitionState(leader, epoch, isr, elr, st.partition_epoch, self.epoch, epochs, last_known)
+        if (new.leader, new.leader_epoch, new.isr, new.elr, new.broker_epochs, new.last_known) == \
+                (st.leader, st.leader_epoch, st.isr, st.elr, st.broker_epochs, st.last_known):
             return False
         self._write(tp, new)
         log.info("%s-%d: leader %d epoch %d ISR %s ELR %s", tp[0], tp[1], leader, epoch, isr, elr)

@@ -74,6 +74,9 @@ class PartitionState:
     #: (replica, broker epoch) of the leader and the ISR and ELR members when they were elected
     #: or admitted: a registration with another broker epoch is a later incarnation (KIP-903).
     broker_epochs: tuple[tuple[int, int], ...] = ()
+    #: Replicas taken out of an ISR or ELR that would otherwise be empty by an unclean restart:
+    #: the last resort when nobody else is left to elect (KIP-966's "last known leader").
+    last_known: tuple[int, ...] = ()
 
     def broker_epoch(self, replica: int) -> int:
         for r, e in self.broker_epochs:
@@ -85,14 +88,15 @@ class PartitionState:
         return dumps({"leader": self.leader, "leader_epoch": self.leader_epoch,
                       "isr": list(self.isr), "elr": list(self.elr),
                       "controller_epoch": self.controller_epoch,
-                      "broker_epochs": {str(r): e for r, e in self.broker_epochs}})
+                      "broker_epochs": {str(r): e for r, e in self.broker_epochs},
+                      "last_known": list(self.last_known)})
 
     @classmethod
     def from_json(cls, data: bytes, version: int) -> PartitionState:
         d = loads(data)
         epochs = tuple(sorted((int(r), int(e)) for r, e in d.get("broker_epochs", {}).items()))
         return cls(d["leader"], d["leader_epoch"], tuple(d["isr"]), tuple(d.get("elr", ())),
-                   version, d.get("controller_epoch", 0), epochs)
+                   version, d.get("controller_epoch", 0), epochs, tuple(d.get("last_known", ())))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -137,7 +137,9 @@ class SimCluster:
     def event(self, text: str) -> None:
         self.events.append(f"t={self.clock.monotonic_ms()} {text}")
 
-    def crash(self, i: int, *, power_loss: bool = False) -> None:
+    def crash(self, i: int, *, power_loss: bool = False, keep: str = "random") -> None:
+        """Kill node ``i``; with ``power_loss`` its unflushed bytes are lost too, cut at a random
+        byte (``keep="random"``) or exactly at the last fsync (``keep="durable"``)."""
         n = self.nodes[i]
         if n is None or not n.running:
             return
@@ -149,7 +151,7 @@ class SimCluster:
         self.nodes[i] = None
         if power_loss:
             self.power_losses += 1
-            self._apply_power_loss(n, cuts)
+            self._apply_power_loss(n, cuts, keep)
         self.event(f"{'power loss' if power_loss else 'kill'} node {i}")
 
     def shutdown(self, i: int, *, deregister: bool = False) -> None:
@@ -213,13 +215,14 @@ class SimCluster:
             out[lg.dir] = (segs, rp)
         return out
 
-    def _apply_power_loss(self, n: ReplicaNode, cuts: dict[str, tuple[list[tuple[str, int, int]], int]]) -> None:
+    def _apply_power_loss(self, n: ReplicaNode, cuts: dict[str, tuple[list[tuple[str, int, int]], int]],
+                          keep: str = "random") -> None:
         for d, (segs, _rp) in cuts.items():
             if not segs:
                 continue
             # One random byte position among the unsynced bytes; everything after it is lost.
             total = sum(size - durable for _, durable, size in segs)
-            pick = self.rng.randint(0, total)
+            pick = self.rng.randint(0, total) if keep == "random" else 0
             for k, (path, durable, size) in enumerate(segs):
                 span = size - durable
                 if pick <= span:
@@ -307,6 +310,36 @@ class SimCluster:
                            and self.leader_replica((name, p)) is not None, 10_000, 5,
                            f"a leader for {name}-{p}")
         return resp
+
+    def init_producer_id(self) -> tuple[int, int]:
+        resp = self.call(self.wait_controller(), InitProducerIdRequest())
+        assert isinstance(resp, InitProducerIdResponse) and resp.error == NONE, resp
+        return resp.producer_id, resp.producer_epoch
+
+    def produce(self, tp: tuple[str, int], values: list[bytes], *, acks: int = -1, dst: int | None = None,
+                pid: int = -1, epoch: int = -1, seq: int = -1, timeout_ms: int = 5000) -> list[Any]:
+        """Send one batch to ``dst`` (default: the current leader); the box fills with
+        (response, error)."""
+        batch = encode_batch(values, timestamps=self.clock.time_ms(), producer_id=pid, producer_epoch=epoch,
+                             base_sequence=seq)
+        target = self.leader_of(tp) if dst is None else dst
+        return self.request(target, ProduceRequest(tp[0], tp[1], batch, acks, timeout_ms), timeout_ms + 1000)
+
+    def produce_ok(self, tp: tuple[str, int], values: list[bytes], **kw: Any) -> ProduceResponse:
+        box = self.produce(tp, values, **kw)
+        self.run_until(lambda: bool(box), 10_000, 1, "a produce response")
+        resp, err = box[0]
+        if err is not None:
+            raise err
+        assert isinstance(resp, ProduceResponse)
+        if resp.error != NONE:
+            raise error_for_code(resp.error)(resp.message)
+        return resp
+
+    def values(self, i: int, tp: tuple[str, int]) -> dict[int, bytes]:
+        p = self.replica(i, tp)
+        assert p is not None, f"node {i} does not host {tp}"
+        return log_values(p)
 
     def elect_preferred(self, tp: tuple[str, int]) -> Any:
         return self.call(self.wait_controller(), ElectLeadersRequest(tp[0], tp[1]))
