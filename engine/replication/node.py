@@ -429,6 +429,11 @@ class ReplicaNode:
         self.live_brokers = dict(req.live_brokers)
         if req.addresses:
             self.addresses = dict(req.addresses)
+            learn = getattr(self.transport, "set_address", None)
+            if learn is not None:
+                for nid, addr in req.addresses:
+                    if nid != self.node_id:
+                        learn(nid, addr)
         for topic, cfg in req.topic_configs:
             self.topic_configs[topic] = json.loads(cfg)
         metadata = {}
