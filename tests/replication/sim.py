@@ -808,9 +808,11 @@ class SimProducer(SimClient):
             self.next_at = self.c.clock.monotonic_ms() + 50
             if isinstance(exc, OutOfOrderSequenceError) and self.idempotent:
                 self.checker.count("oos")
+                if self.c.leader_of(self.tp) != leader:
+                    return  # a stale leader's opinion: ask for metadata, retry the same sequence
                 self.oos_in_a_row += 1
                 if self.oos_in_a_row < 3:
-                    return  # maybe a stale leader: ask for metadata, retry the same sequence
+                    return
                 # What clients do when the leader keeps refusing (Redpanda #3039's trap): bump
                 # the epoch, restart the sequence, resend the same records.
                 self.oos_in_a_row = 0
