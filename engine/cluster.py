@@ -460,6 +460,8 @@ class ClusterProducer:
         self._pid_lock: asyncio.Lock | None = None
         self._sticky: dict[str, int] = {}
         self._closed = False
+        self._lock = threading.Lock()
+        self._outstanding: set[concurrent.futures.Future[RecordMetadata]] = set()
 
     # -- public (any thread) ---------------------------------------------------------------------
 
@@ -468,6 +470,9 @@ class ClusterProducer:
         if self._closed:
             raise RuntimeError("the producer is closed")
         fut: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
+        with self._lock:
+            self._outstanding.add(fut)
+        fut.add_done_callback(self._forget)
         ts = timestamp if timestamp is not None else self.cluster.clock.time_ms()
         self.cluster.loop.call_soon_threadsafe(self._enqueue, topic, partition, _Pending(value, key, ts, fut))
         return fut
@@ -476,11 +481,17 @@ class ClusterProducer:
                    ) -> list[concurrent.futures.Future[RecordMetadata]]:
         return [self.send(topic, v, partition=partition) for v in values]
 
+    def _forget(self, fut: concurrent.futures.Future[RecordMetadata]) -> None:
+        with self._lock:
+            self._outstanding.discard(fut)
+
     def flush(self, timeout: float | None = None) -> None:
-        async def idle() -> None:
-            while any(self._queues.values()) or self._in_flight:
-                await asyncio.sleep(0.005)
-        self.cluster._call(idle(), timeout)
+        """Wait until every record sent so far is acknowledged or has failed."""
+        with self._lock:
+            waiting = list(self._outstanding)
+        _, not_done = concurrent.futures.wait(waiting, timeout)
+        if not_done:
+            raise TimeoutError(f"{len(not_done)} records still unacknowledged after {timeout} s")
 
     def close(self) -> None:
         if self._closed:
