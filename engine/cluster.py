@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import functools
 import itertools
 import json
 import logging
@@ -195,12 +196,15 @@ class LocalCluster:
         node = ReplicaNode(i, self.node_dir(i), coordinator=self.coordinator, transport=self.transport,
                            clock=self.clock, scheduler=gs, config=self.replica_config,
                            log_defaults=self.log_defaults,
-                           coordinator_reachable=lambda i=i: i not in self._paused)
+                           coordinator_reachable=functools.partial(self._reachable, i))
         host, port = await self.transport.listen(i, node.handle, self.host, port)
         self._ports[i] = port
         node.address = f"{host}:{port}"
         self.nodes[i] = node
         node.start()
+
+    def _reachable(self, i: int) -> bool:
+        return i not in self._paused
 
     def _node(self, i: int) -> ReplicaNode:
         if i not in self.nodes:
@@ -306,7 +310,8 @@ class LocalCluster:
         return [] if st is None else list(st.isr)
 
     def state(self, topic: str, partition: int = 0) -> PartitionState | None:
-        return self._on_loop(self._state, topic, partition)
+        st: PartitionState | None = self._on_loop(self._state, topic, partition)
+        return st
 
     # -- admin ---------------------------------------------------------------------------------
 
