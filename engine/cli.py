@@ -554,6 +554,70 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+def _cluster_demo(args: argparse.Namespace) -> int:
+    """The three-replica story: produce, kill the leader, watch the ISR shrink and the
+    election, keep producing, restart the node and watch it rejoin, consume everything."""
+    from seglog.cluster import LocalCluster
+
+    def say(text: str) -> None:
+        print(text, flush=True)
+
+    n = args.records
+    with LocalCluster(nodes=3, dir=args.dir) as cluster:
+        say(f"seglog demo: three nodes on loopback TCP, data in {cluster.dir}")
+        cluster.create_topic("orders", partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
+        leader = cluster.leader("orders")
+        say(f"  topic 'orders': leader node {leader}, ISR {cluster.isr('orders')}, min.insync.replicas=2")
+        producer = cluster.producer(acks="all", enable_idempotence=True)
+        acked: dict[bytes, int] = {}
+
+        def produce(start: int, count: int) -> None:
+            futures = [(b"order-%06d" % i, producer.send("orders", b"order-%06d" % i)) for i in range(start, start + count)]
+            producer.flush(60)
+            for v, f in futures:
+                acked[v] = f.result().offset
+
+        t0 = time.perf_counter()
+        produce(0, n)
+        say(f"  produced {n:,} records with acks=all in {time.perf_counter() - t0:.2f} s")
+        assert leader is not None
+        say(f"  killing the leader, node {leader} (abrupt: sockets closed, nothing flushed)")
+        cluster.kill(leader)
+        t0 = time.perf_counter()
+        shown = ""
+        while True:
+            st = cluster.state("orders")
+            line = f"leader {st.leader if st else '?'}, ISR {list(st.isr) if st else []}"
+            if line != shown:
+                say(f"    {time.perf_counter() - t0:5.2f} s  {line}")
+                shown = line
+            if st is not None and st.leader not in (-1, leader):
+                break
+            time.sleep(0.05)
+        say(f"  node {cluster.leader('orders')} was elected (epoch {cluster.state('orders').leader_epoch}); "  # type: ignore[union-attr]
+            "producing on")
+        produce(n, n)
+        say(f"  restarting node {leader}")
+        cluster.restart(leader)
+        cluster.wait_for(lambda: leader in cluster._state("orders", 0).isr, 30, "the ISR rejoin")  # type: ignore[union-attr]
+        say(f"  node {leader} caught up and rejoined: ISR {cluster.isr('orders')}")
+        producer.close()
+        consumer = cluster.consumer()
+        consumer.assign([("orders", 0)])
+        got = []
+        while len(got) < len(acked):
+            batch = consumer.poll(2000)
+            if not batch:
+                break
+            got += batch
+        consumer.close()
+        values = {r.value: r.offset for r in got}
+        lost = [v for v in acked if values.get(v) != acked[v]]
+        say(f"  consumed {len(got):,} records: {len(acked):,} acknowledged, {len(lost)} lost, "
+            f"{len(got) - len(values)} duplicated")
+        return 0 if not lost and len(got) == len(values) else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="seglog", description="An embedded commit log in Apache Kafka's on-disk format.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -567,6 +631,11 @@ def build_parser() -> argparse.ArgumentParser:
                       choices=["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"],
                       help="the topic's compression.type (default: as produced, uncompressed)")
     demo.set_defaults(func=_demo)
+    cdemo = sub.add_parser("cluster-demo", help="three replicas on loopback: kill the leader, "
+                           "watch the election, lose nothing")
+    cdemo.add_argument("--dir", help="directory for the nodes' data (default: a temporary one, removed)")
+    cdemo.add_argument("--records", type=int, default=5000, help="records per phase (default 5000)")
+    cdemo.set_defaults(func=_cluster_demo)
 
     describe = sub.add_parser("describe", help="topics, partitions, offsets, segments and sizes of a log dir")
     describe.add_argument("dir", help="a store or a Kafka broker's log.dir")

@@ -292,7 +292,9 @@ class Log:
         first_base = self._segments[0].base_offset if self._segments else 0
         self.log_start_offset = max(log_start_offset, first_base)
         for epoch, start in epoch_starts:
-            if not self.read_only:
+            # Kafka's LogSegment.recover: only epochs newer than the cache's latest are added;
+            # a recovered segment's first batch is not where an older epoch started.
+            if not self.read_only and epoch > self.epoch_cache.latest_epoch:
                 self.epoch_cache.assign(epoch, start)
         if not self.read_only:
             self.epoch_cache.truncate_from_end(leo)
@@ -1100,6 +1102,23 @@ class Log:
             self._closed = True
             if error is not None:
                 raise error
+
+    def abandon(self) -> None:
+        """Close every file as a killed process leaves them: nothing flushed, no checkpoint
+        written, indexes not trimmed (fault injection: the data written so far stays in the
+        files, as it stays in the page cache after SIGKILL). A segment whose data is still
+        viewed keeps its files open until the views are released."""
+        with self._lock:
+            if self._closed:
+                return
+            if self._flush_task is not None and self.scheduler is not None:
+                self.scheduler.cancel(self._flush_task)
+            for seg in self._segments + self._pending_deletes:
+                try:
+                    seg.close_without_trim()
+                except BufferError:
+                    pass
+            self._closed = True
 
     def __enter__(self) -> Log:
         return self
