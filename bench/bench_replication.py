@@ -45,7 +45,8 @@ def _produce(cluster: LocalCluster, topic: str, acks: str, n: int = N) -> None:
 def test_cluster_throughput(benchmark, cluster: LocalCluster, topic: str, acks: str) -> None:  # type: ignore[no-untyped-def]
     benchmark.extra_info["records"] = N
     benchmark.pedantic(_produce, args=(cluster, topic, acks), rounds=3, iterations=1, warmup_rounds=1)
-    benchmark.extra_info["records_per_s"] = N / benchmark.stats.stats.mean
+    if benchmark.stats is not None:  # None under --benchmark-disable (the CI smoke pass)
+        benchmark.extra_info["records_per_s"] = N / benchmark.stats.stats.mean
 
 
 def test_bare_log_append(benchmark) -> None:  # type: ignore[no-untyped-def]
@@ -61,7 +62,8 @@ def test_bare_log_append(benchmark) -> None:  # type: ignore[no-untyped-def]
 
     benchmark.extra_info["records"] = N
     benchmark.pedantic(run, rounds=3, iterations=1)
-    benchmark.extra_info["records_per_s"] = N / benchmark.stats.stats.mean
+    if benchmark.stats is not None:  # None under --benchmark-disable (the CI smoke pass)
+        benchmark.extra_info["records_per_s"] = N / benchmark.stats.stats.mean
 
 
 def test_acks_all_latency_at_half_peak(benchmark, cluster: LocalCluster) -> None:  # type: ignore[no-untyped-def]
