@@ -14,6 +14,7 @@ _classes: dict[str, type[BaseException]] = {
     "corrupt_record": ValueError,
     "invalid_record": ValueError,
     "record_too_large": ValueError,
+    "unknown_topic_or_partition": KeyError,
     "unsupported_compression": ValueError,
     "storage": OSError,
     # index files (.index / .timeindex): a file that fails the sanity check (rebuild it),

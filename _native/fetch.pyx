@@ -27,6 +27,10 @@ cdef class FetchSlice:
     def path(self):
         return self.segment.log_path
 
+    @property
+    def fd(self):
+        return self.segment.fileno()
+
     def __repr__(self):
         return f"FetchSlice({self.segment.log_path!r}, position={self.position}, length={self.length})"
 

@@ -78,6 +78,7 @@ cdef extern from "kafka_index.h" nogil:
     int64_t seglog_first_nonzero(const uint8_t *p, int64_t n)
 
 DEFAULT_MAX_INDEX_SIZE = 10485760     # segment.index.bytes
+_BACK_CHUNK = 65536                   # bytes of the sparse index file allocated at a time
 _SEEK_DATA = getattr(_os, "SEEK_DATA", None)
 _SEEK_HOLE = getattr(_os, "SEEK_HOLE", None)
 # Walks and zeroing over at least this many bytes release the GIL.
@@ -111,6 +112,7 @@ cdef class _Index:
     cdef int64_t _cap         # whole entries that fit: _length // _es
     cdef int64_t _n           # valid entries
     cdef int64_t _dirty       # bytes [_dirty, _length) are known to be zero
+    cdef int64_t _backed      # bytes [0, _backed) have disk blocks (see _back)
     cdef Py_ssize_t _views
     cdef Py_ssize_t _pins
     cdef bint _open
@@ -213,12 +215,43 @@ cdef class _Index:
         self._p = <uint8_t *>nb.buf if nb != NULL else NULL
         self._length = length
         self._cap = length // self._es
+        self._backed = 0
         if old != NULL:
             PyBuffer_Release(old)
             PyMem_Free(old)
         if old_mm is not None:
             old_mm.close()
         return 0
+
+    cdef int _back(self, int64_t end) except -1:
+        """Give bytes [0, end) disk blocks before they are written through the mapping. The
+        preallocated file is sparse: on a full disk the first store to a hole page would
+        raise SIGBUS and kill the process, where an append must fail with a storage error."""
+        cdef int64_t upto
+        if end <= self._backed:
+            return 0
+        upto = min(max(end, self._backed + _BACK_CHUNK), self._length)
+        end = min(end, self._length)
+        fd = _os.open(self.path, _os.O_RDWR | _os.O_CLOEXEC)
+        try:
+            try:
+                _os.posix_fallocate(fd, self._backed, upto - self._backed)
+            except OSError:
+                upto = end                      # a nearly full disk: just what is needed
+                _os.posix_fallocate(fd, self._backed, upto - self._backed)
+        except OSError as e:
+            raise _errors.make("storage", f"{self.path}: cannot allocate disk space for index entries "
+                               f"up to byte {end}: {e.strerror}", path=self.path) from e
+        finally:
+            _os.close(fd)
+        self._backed = upto
+        return 0
+
+    def reserve(self, int64_t entries):
+        """Make sure the next ``entries`` appends (within the file) cannot fail for lack of
+        disk space; raise a storage error now if they would."""
+        self._check_writable()
+        self._back((self._n + entries) * self._es)
 
     cdef int _unmap(self) except -1:
         cdef Py_buffer *old = self._bufp
@@ -652,6 +685,7 @@ cdef class OffsetIndex(_Index):
                                path=self.path, offset=offset, position=position, limit=INT32_MAX)
         if n == 0 and rel == 0 and position == 0:
             return
+        self._back((n + 1) * SEGLOG_OIDX_ENTRY)
         seglog_put_be32(e, <uint32_t>rel)
         seglog_put_be32(e + 4, <uint32_t>position)
         self._n = n + 1
@@ -767,6 +801,7 @@ cdef class TimeIndex(_Index):
         if n >= self._cap:
             self._check_unpinned("grow")
             self.resize(self._length + SEGLOG_TIDX_ENTRY)
+        self._back((n + 1) * SEGLOG_TIDX_ENTRY)
         e = self._p + n * SEGLOG_TIDX_ENTRY
         seglog_put_be64(e, <uint64_t>timestamp)
         seglog_put_be32(e + 8, <uint32_t>rel)

@@ -83,6 +83,7 @@ cdef enum:
     CRC_START = 21
     IOV_BATCH = 512            # batches per pwritev call (2 iovecs each, under IOV_MAX 1024)
     ATTR_CODEC_MASK = 0x07
+    ATTR_TRANSACTIONAL = 0x10
     ATTR_CONTROL = 0x20
 
 NO_PARTITION_LEADER_EPOCH = -1
@@ -161,7 +162,7 @@ cdef class BatchInfo:
 
     @property
     def is_transactional(self):
-        return self.magic == 2 and bool(self.attributes & 0x10)
+        return self.magic == 2 and bool(self.attributes & ATTR_TRANSACTIONAL)
 
     def __repr__(self):
         return (f"BatchInfo(position={self.position}, size={self.size}, magic={self.magic}, "
@@ -234,6 +235,19 @@ cdef inline int _head_at(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, Hea
         h.count = 1
         # Legacy CRC-32 is checked by the recovery walk (_legacy_crc_ok), not here.
     return W_OK
+
+
+cdef Py_ssize_t _next_txn_batch(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, Head *h,
+                                int *status) noexcept nogil:
+    """Position of the next v2 batch at or after ``pos`` with attributes transactional or control
+    and producerId >= 0 (``status`` W_OK), or where the walk ended (another status)."""
+    while True:
+        status[0] = _head_at(buf, pos, end, h, False)
+        if status[0] != W_OK:
+            return pos
+        if h.magic == 2 and (h.attrs & (ATTR_CONTROL | ATTR_TRANSACTIONAL)) and kb_load_i64(buf + pos + 43) >= 0:
+            return pos
+        pos += h.size
 
 
 cdef str _walk_error(int status, Py_ssize_t pos, const uint8_t *buf, Py_ssize_t end):
@@ -481,10 +495,21 @@ cdef class Segment:
             if pos == 0:
                 self.rolling_based_timestamp = h.max_ts
             pos += h.size
+        # Kafka's loadLargestTimestamp: the time index's last entry, then the batches after it
+        # (a crash, or a full disk at close, can leave it without the final max entry).
+        pos = 0
         if self.time_index.entries:
             ts, off = self.time_index.last_entry
             self.max_timestamp_so_far = ts
             self.offset_of_max_timestamp = off
+            _, p = self.offset_index.lookup(off)
+            if 0 <= p < self.size:
+                pos = p
+        while _head_at(buf, pos, self.size, &h, False) == W_OK:
+            if h.max_ts > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = h.max_ts
+                self.offset_of_max_timestamp = h.last_offset
+            pos += h.size
         if self.size and self.rolling_based_timestamp < 0:
             st = _head_at(buf, 0, self.size, &h, False)
             if st == W_OK:
@@ -505,6 +530,12 @@ cdef class Segment:
 
     def can_convert_to_relative_offset(self, int64_t offset):
         return 0 <= offset - self.base_offset <= INT32_MAX
+
+    def fileno(self):
+        """The ``.log`` file descriptor (for ``os.sendfile``/``os.pread`` of whole batches)."""
+        if self.closed:
+            raise ValueError(f"segment {self.log_path} is closed")
+        return self.fd
 
     def __len__(self):
         return self.size
@@ -574,6 +605,10 @@ cdef class Segment:
             records += h.count
             count += 1
             pos += h.size
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            # Index entries go in after the data; a full disk must fail the append before it.
+            self.offset_index.reserve(1)
+            self.time_index.reserve(1)
         self._write(src, n, count, assign_from, leader_epoch)
         cdef Py_ssize_t start_pos = self.size
         self.size += n
@@ -763,6 +798,29 @@ cdef class Segment:
             pos += h.size
         return out
 
+    def transaction_batches(self, Py_ssize_t start_position=0):
+        """BatchInfo of the v2 batches from ``start_position`` that carry a producer id and are
+        transactional or control: what the transaction state is rebuilt from. A header walk
+        without CRC checks; stops at a torn tail, raises on a malformed header."""
+        cdef const uint8_t *buf = self._data()
+        cdef Py_ssize_t pos = start_position, end = self.size
+        cdef Head h
+        cdef int st = W_OK
+        cdef list out = []
+        if pos < 0 or pos > end:
+            raise ValueError(f"start position {pos} is outside {self.log_path} ({end} bytes)")
+        while True:
+            with nogil:
+                pos = _next_txn_batch(buf, pos, end, &h, &st)
+            if st == W_END or st == W_TORN:
+                break
+            if st != W_OK:
+                raise _errors.corrupt(f"{self.log_path}: " + _walk_error(st, pos, buf, end), pos,
+                                      path=self.log_path)
+            out.append(_info(&h, pos, buf))
+            pos += h.size
+        return out
+
     def find_offset_by_timestamp(self, int64_t timestamp, int64_t starting_offset=0):
         """(position, BatchInfo) of the first batch at or after ``starting_offset`` whose max
         timestamp is >= ``timestamp`` (Kafka's ``LogSegment.findOffsetByTimestamp`` before the
@@ -789,8 +847,24 @@ cdef class Segment:
         if self.read_only:
             raise PermissionError(f"cannot recover {self.log_path}: opened read-only")
         self._refuse_if_viewed("recover")
-        self.offset_index.truncate()
-        self.time_index.truncate()
+        try:
+            return self._recover(collect_batches, max_batch_size)
+        except OSError:
+            # A storage error (full disk) mid-rebuild: leave no sparse preallocated index tail,
+            # which tmpfs cannot even read back while full.
+            for idx in (self.offset_index, self.time_index):
+                try:
+                    idx.trim_to_valid_size()
+                except OSError:
+                    pass
+            raise
+
+    def _recover(self, bint collect_batches, Py_ssize_t max_batch_size):
+        # Kafka's reset(): no entries, and room for them again (a cleanly closed segment's
+        # indexes were trimmed to their entries); trimmed again at the end, as Kafka does.
+        for idx in (self.offset_index, self.time_index):
+            idx.truncate()
+            idx.resize(idx.max_index_size)
         cdef const uint8_t *buf = self._data()
         cdef Py_ssize_t pos = 0, last_index_pos = 0
         cdef Head h
@@ -849,6 +923,8 @@ cdef class Segment:
         res.next_offset = self.next_offset
         self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp,
                                      skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
         self.bytes_since_last_index_entry = pos - last_index_pos
         return res
 

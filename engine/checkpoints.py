@@ -17,7 +17,7 @@ import os
 import threading
 from collections.abc import Iterable, Mapping
 
-from seglog.errors import SeglogError
+from seglog.errors import KafkaStorageError, SeglogError
 
 
 class CorruptCheckpointError(SeglogError):
@@ -37,16 +37,25 @@ def fsync_dir(path: str) -> None:
 def atomic_write(path: str, data: bytes) -> None:
     """Replace ``path`` with ``data``: tmp file, fsync, rename, fsync of the directory."""
     tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        # The old file is still in place; say which file could not be written.
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise KafkaStorageError(f"cannot write checkpoint file {path}: {exc.strerror or exc}",
+                                path=path) from exc
     fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 

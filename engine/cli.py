@@ -1,77 +1,708 @@
-"""The ``seglog`` command line."""
+"""The ``seglog`` command line.
+
+    seglog demo [--dir DIR] [--records N]          a store end to end, with progress
+    seglog describe DIR [--internal]               topics, partitions, offsets, segments, sizes
+    seglog dump FILE... [--print-data-log]         batches, records, index entries (kafka-dump-log)
+    seglog produce DIR TOPIC [--file F]            lines as records
+    seglog consume DIR TOPIC [--offset N | --timestamp T] [--format json]
+
+Errors are one line on stderr naming the file, offset or option at fault (exit status 1; 2 for
+a bad command line), never a traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
+import base64
+import json
 import os
+import re
+import struct
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import IO, Any
 
+from seglog.errors import SeglogError
+
+
+class CliError(Exception):
+    """A user-facing problem: printed as one line."""
+
+
+# -------------------------------------------------------------------------------------------------
+# Progress
+# -------------------------------------------------------------------------------------------------
+
+class _Progress:
+    """A progress bar on a terminal; a line every 10 % otherwise."""
+
+    def __init__(self, label: str, total: int, stream: IO[str], unit: str = "records") -> None:
+        self.label = label
+        self.total = max(total, 1)
+        self.stream = stream
+        self.unit = unit
+        self.tty = stream.isatty()
+        self.start = time.perf_counter()
+        self.last_step = -1
+
+    def update(self, done: int) -> None:
+        frac = min(done / self.total, 1.0)
+        rate = done / max(time.perf_counter() - self.start, 1e-9)
+        if self.tty:
+            width = 30
+            bar = "#" * int(frac * width) + "." * (width - int(frac * width))
+            self.stream.write(f"\r  {self.label} [{bar}] {frac * 100:5.1f}% {done:,}/{self.total:,} "
+                              f"{self.unit} ({rate / 1e6:.2f} M/s)")
+            self.stream.flush()
+            return
+        step = int(frac * 10)
+        if step != self.last_step:
+            self.last_step = step
+            self.stream.write(f"  {self.label}: {frac * 100:3.0f}% ({done:,} of {self.total:,} {self.unit})\n")
+            self.stream.flush()
+
+    def finish(self, done: int) -> float:
+        self.update(done)
+        elapsed = time.perf_counter() - self.start
+        if self.tty:
+            self.stream.write("\n")
+        return elapsed
+
+
+# -------------------------------------------------------------------------------------------------
+# demo
+# -------------------------------------------------------------------------------------------------
 
 def _demo(args: argparse.Namespace) -> int:
-    from seglog.records import batch_headers, decode_columns, decode_records, encode_batch
+    from seglog import Store, TopicPartition
 
-    out_dir = args.dir or tempfile.mkdtemp(prefix="seglog-demo-")
-    os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, "%020d.log" % 0)
-    n_batches, per_batch = args.batches, args.records
-    codecs = ["none", "gzip", "snappy", "lz4", "zstd"]
-    print(f"seglog demo: writing {n_batches} record batches of {per_batch} records to {path}")
-    t0 = time.perf_counter()
-    offset = 0
-    written = 0
-    with open(path, "wb") as f:
-        for b in range(n_batches):
-            values = [b"value-%08d " % (offset + i) + b"x" * 80 for i in range(per_batch)]
-            keys = [b"key-%d" % ((offset + i) % 100) for i in range(per_batch)]
-            codec = codecs[b % len(codecs)]
-            batch = encode_batch(values, keys=keys, base_offset=offset, compression=codec,
-                                 partition_leader_epoch=0)
-            f.write(batch)
-            written += len(batch)
-            offset += per_batch
-    t_write = time.perf_counter() - t0
-    print(f"  wrote {offset:,} records, {written:,} bytes in {t_write:.3f} s "
-          f"(codecs rotating through {', '.join(codecs)})")
+    out = sys.stdout
+    if args.records < 1:
+        raise CliError(f"--records must be at least 1, got {args.records}")
+    if args.partitions < 1:
+        raise CliError(f"--partitions must be at least 1, got {args.partitions}")
+    base = args.dir or tempfile.mkdtemp(prefix="seglog-demo-")
+    os.makedirs(base, exist_ok=True)
+    path = os.path.join(base, "store")
+    n, parts = args.records, args.partitions
+    topic = "demo-events"
+    out.write(f"seglog demo: a store in {path}\n")
+    with Store.open(path) as store:
+        if topic in store.topics():
+            store.delete_topic(topic)
+        store.create_topic(topic, parts, {"segment.bytes": args.segment_bytes,
+                                          "compression.type": args.compression})
+        out.write(f"  created topic {topic!r}: {parts} partitions, segment.bytes={args.segment_bytes:,}, "
+                  f"compression.type={args.compression}\n")
+        producer = store.producer()
+        chunk = 50_000
+        bar = _Progress("produce", n, out)
+        sent = 0
+        while sent < n:
+            m = min(chunk, n - sent)
+            values = [b"event %010d " % i + b"." * 80 for i in range(sent, sent + m)]
+            keys = [b"user-%d" % (i % 1000) for i in range(sent, sent + m)]
+            producer.send_batch(topic, values, keys=keys)
+            sent += m
+            bar.update(sent)
+        t_prod = bar.finish(sent)
+        out.write(f"  produced {n:,} records (keys user-0..user-999, murmur2-partitioned) in "
+                  f"{t_prod:.2f} s: {n / t_prod / 1e6:.2f} M records/s\n")
 
-    with open(path, "rb") as f:
-        data = f.read()
-    t0 = time.perf_counter()
-    heads = batch_headers(data, verify_crc=True)
-    cols = decode_columns(data)
-    t_cols = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    recs = decode_records(data)
-    t_recs = time.perf_counter() - t0
-    assert cols.count == len(recs) == offset
-    assert recs[0].offset == 0 and recs[-1].offset == offset - 1
-    print(f"  read back {len(heads)} batches, every CRC verified: {cols.count:,} records as columns "
-          f"in {t_cols:.3f} s, as record objects in {t_recs:.3f} s")
-    first, last = recs[0], recs[-1]
-    print(f"  first record: offset {first.offset}, key {first.key!r}, value {first.value[:16]!r}...")
-    print(f"  last record:  offset {last.offset}, key {last.key!r}, value {last.value[:16]!r}...")
+        consumer = store.consumer(group_id="demo-verifier", auto_offset_reset="earliest")
+        consumer.assign([TopicPartition(topic, p) for p in range(parts)])
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        bar = _Progress("consume", n, out)
+        got = 0
+        numbers = []
+        while got < n:
+            table = consumer.poll_columns(timeout_ms=0)
+            if not table.num_rows:
+                break
+            # The event number inside each value, without a Python object per record.
+            digits = pc.binary_slice(table.column("value"), 6, 16)
+            numbers.append(pc.cast(pc.cast(digits, pa.string()), pa.int64()))
+            got += table.num_rows
+            bar.update(got)
+        t_cons = bar.finish(got)
+        consumer.commit()
+        seen = pa.chunked_array(numbers, pa.int64()) if numbers else pa.chunked_array([], pa.int64())
+        distinct = pc.count_distinct(seen).as_py() if got else 0
+        in_range = got == 0 or (pc.min(seen).as_py() >= 0 and pc.max(seen).as_py() < n)
+        missing = n - distinct if in_range else n
+        out.write(f"  consumed {got:,} records back as Arrow columns in {t_cons:.2f} s: "
+                  f"{got / max(t_cons, 1e-9) / 1e6:.2f} M records/s\n")
+        if got != n or missing:
+            raise CliError(f"verification failed: {got:,} records read, {missing:,} of {n:,} missing")
+        out.write(f"  verified: every one of the {n:,} records came back exactly once; offsets "
+                  f"committed for group demo-verifier\n")
+        desc = store.describe(topic)
+    with Store.open(path, read_only=True) as ro:
+        out.write("\n")
+        _print_describe(ro.describe(internal=False), out)
+    out.write(f"\n  files in {path}/{topic}-0:\n")
+    for name in sorted(os.listdir(os.path.join(path, f"{topic}-0")))[:8]:
+        size = os.path.getsize(os.path.join(path, f"{topic}-0", name))
+        out.write(f"    {name:40s} {size:>12,} bytes\n")
+    out.write(f"\n  the directory is a Kafka log dir: try `seglog describe {path}` or "
+              f"`seglog dump {desc[0].partitions[0].path}/{'0' * 20}.log`\n")
     if not args.dir:
-        print(f"  (files left in {out_dir})")
+        out.write(f"  (files left in {base})\n")
     return 0
 
 
+# -------------------------------------------------------------------------------------------------
+# describe
+# -------------------------------------------------------------------------------------------------
+
+def _human(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def _print_describe(topics: Sequence[Any], out: IO[str]) -> None:
+    rows = [("TOPIC", "PARTITION", "LOG-START", "HIGH-WATERMARK", "LOG-END", "RECOVERY-POINT",
+             "SEGMENTS", "SIZE")]
+    for t in topics:
+        for p in t.partitions:
+            rows.append((t.name, str(p.partition), f"{p.log_start_offset:,}", f"{p.high_watermark:,}",
+                         f"{p.log_end_offset:,}", f"{p.recovery_point:,}", str(p.segments),
+                         _human(p.size_bytes)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        cells = [r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]
+        out.write("  ".join(cells).rstrip() + "\n")
+    for t in topics:
+        if t.config_overrides:
+            cfg = ", ".join(f"{k}={_fmt_cfg(v)}" for k, v in sorted(t.config_overrides.items()))
+            out.write(f"{t.name}: {cfg}\n")
+
+
+def _fmt_cfg(v: Any) -> str:
+    return ",".join(v) if isinstance(v, (tuple, list)) else str(v)
+
+
+def _describe(args: argparse.Namespace) -> int:
+    from seglog import Store
+
+    if not os.path.isdir(args.dir):
+        raise CliError(f"{args.dir}: no such directory")
+    with Store.open(args.dir, read_only=True) as store:
+        topics = store.describe(args.topic, internal=args.internal) if args.topic else \
+            store.describe(internal=args.internal)
+        if not topics:
+            sys.stdout.write(f"{args.dir}: no topics\n")
+            return 0
+        _print_describe(topics, sys.stdout)
+    return 0
+
+
+# -------------------------------------------------------------------------------------------------
+# produce / consume
+# -------------------------------------------------------------------------------------------------
+
+def _produce(args: argparse.Namespace) -> int:
+    from seglog import Store
+
+    source: IO[bytes]
+    if args.file and args.file != "-":
+        try:
+            source = open(args.file, "rb")
+        except OSError as exc:
+            raise CliError(f"{args.file}: {exc.strerror}") from None
+    else:
+        source = sys.stdin.buffer
+    sep = args.key_separator.encode() if args.key_separator is not None else None
+    count = 0
+    with Store.open(args.dir, create=args.create) as store:
+        if args.topic not in store.topics():
+            if not args.create:
+                raise CliError(f"topic {args.topic!r} does not exist in {args.dir} (use --create "
+                               "to create it)")
+            store.create_topic(args.topic, args.partitions)
+        producer = store.producer(linger_ms=100, compression_type=args.compression)
+        try:
+            for lineno, line in enumerate(source, 1):
+                line = line.rstrip(b"\n").rstrip(b"\r")
+                key = None
+                if sep is not None:
+                    key, found, value = line.partition(sep)
+                    if not found:
+                        raise CliError(f"line {lineno}: no key separator {args.key_separator!r}")
+                else:
+                    value = line
+                producer.send(args.topic, value, key=key, partition=args.partition)
+                count += 1
+            producer.flush()
+        finally:
+            if source is not sys.stdin.buffer:
+                source.close()
+    sys.stderr.write(f"produced {count:,} record(s) to {args.topic}\n")
+    return 0
+
+
+def _text(b: bytes | None) -> Any:
+    if b is None:
+        return None
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(b).decode("ascii")}
+
+
+def _consume(args: argparse.Namespace) -> int:
+    from seglog import Store, TopicPartition
+
+    if (args.offset is not None) + (args.timestamp is not None) + bool(args.from_beginning) > 1:
+        raise CliError("give at most one of --offset, --timestamp, --from-beginning")
+    out = sys.stdout.buffer
+    writable = args.group is not None
+    with Store.open(args.dir, read_only=not writable, create=False) as store:
+        if args.topic not in store.topics(internal=True):
+            raise CliError(f"topic {args.topic!r} does not exist in {args.dir}")
+        n_parts = store.partitions_for(args.topic)
+        parts = [args.partition] if args.partition is not None else range(n_parts)
+        for p in parts:
+            if not 0 <= p < n_parts:
+                raise CliError(f"--partition {p}: topic {args.topic!r} has {n_parts} partition(s)")
+        consumer = store.consumer(
+            group_id=args.group, auto_offset_reset="earliest" if args.group is None else "latest",
+            isolation_level=args.isolation_level, enable_auto_commit=False)
+        tps = [TopicPartition(args.topic, p) for p in parts]
+        consumer.assign(tps)
+        for tp in tps:
+            if args.offset is not None:
+                start = args.offset if args.offset >= 0 else max(
+                    consumer.end_offsets([tp])[tp] + args.offset, consumer.beginning_offsets([tp])[tp])
+                consumer.seek(tp, start)
+            elif args.timestamp is not None:
+                found = consumer.offsets_for_times({tp: args.timestamp})[tp]
+                if found is None:
+                    consumer.seek_to_end(tp)
+                else:
+                    consumer.seek(tp, found.offset)
+            elif args.from_beginning:
+                consumer.seek_to_beginning(tp)
+        shown = 0
+        limit = args.max_messages
+        while limit is None or shown < limit:
+            recs = consumer.poll(max_records=10_000 if limit is None else min(10_000, limit - shown),
+                                 timeout_ms=args.timeout_ms)
+            if not recs:
+                break
+            for tp, rs in recs.items():
+                for r in rs:
+                    if args.format == "json":
+                        line = json.dumps({
+                            "topic": tp.topic, "partition": tp.partition, "offset": r.offset,
+                            "timestamp": r.timestamp, "key": _text(r.key), "value": _text(r.value),
+                            "headers": [[k, _text(v)] for k, v in r.headers]}, ensure_ascii=False)
+                        out.write(line.encode("utf-8") + b"\n")
+                    else:
+                        if args.print_key:
+                            out.write((r.key if r.key is not None else b"null") + args.key_separator.encode())
+                        out.write((r.value if r.value is not None else b"null") + b"\n")
+                    shown += 1
+        out.flush()
+        if writable:
+            consumer.commit()
+    return 0
+
+
+# -------------------------------------------------------------------------------------------------
+# dump
+# -------------------------------------------------------------------------------------------------
+
+_CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+
+def _dump(args: argparse.Namespace) -> int:
+    problems = 0
+    for path in args.files:
+        if not os.path.exists(path):
+            raise CliError(f"{path}: no such file")
+        if os.path.isdir(path):
+            raise CliError(f"{path}: is a directory (give segment files: *.log, *.index, ...)")
+        sys.stdout.write(f"Dumping {path}\n")
+        name = os.path.basename(path)
+        if name.endswith(".log"):
+            if args.verify_index_only:
+                continue
+            problems += _dump_log(path, args)
+        elif name.endswith(".index"):
+            problems += _dump_index(path, args, time_index=False)
+        elif name.endswith(".timeindex"):
+            problems += _dump_index(path, args, time_index=True)
+        elif name.endswith(".txnindex"):
+            problems += _dump_txnindex(path)
+        elif name.endswith(".snapshot"):
+            problems += _dump_snapshot(path)
+        elif name in ("leader-epoch-checkpoint",) or name.endswith("-checkpoint"):
+            with open(path, encoding="utf-8", errors="replace") as f:
+                sys.stdout.write(f.read())
+        else:
+            raise CliError(f"{path}: not a segment file (expected .log, .index, .timeindex, "
+                           ".txnindex, .snapshot or a checkpoint)")
+    if problems:
+        sys.stderr.write(f"seglog dump: {problems} problem(s) found\n")
+        return 1
+    return 0
+
+
+def _base_offset(path: str) -> int:
+    stem = os.path.basename(path).split(".")[0]
+    if not stem.isdigit():
+        raise CliError(f"{path}: the file name is not a 20-digit base offset")
+    return int(stem)
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise CliError(f"{path}: {exc.strerror}") from None
+
+
+def _dump_log(path: str, args: argparse.Namespace) -> int:
+    from seglog.errors import CorruptRecordError
+    from seglog.records import batch_headers, decode_records
+
+    data = _read(path)
+    base = _base_offset(path)
+    sys.stdout.write(f"Log starting offset: {base}\n")
+    problems = 0
+    try:
+        heads = batch_headers(data)
+        bad_at = None
+    except CorruptRecordError as exc:
+        bad_at = exc.position if exc.position is not None else 0
+        heads = batch_headers(data, 0, bad_at) if bad_at else []
+        reason = re.sub(r" \(at byte \d+\)$", "", exc.message)
+    out = sys.stdout
+    for h in heads:
+        try:
+            batch_headers(data, h.position, h.position + h.size, verify_crc=True)
+            valid = True
+        except CorruptRecordError:
+            valid = False
+            problems += 1
+        ts_type = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}[h.timestamp_type]
+        horizon = h.base_timestamp if h.magic == 2 and h.attributes & 0x40 else None
+        out.write(
+            f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.records_count} "
+            f"baseSequence: {h.base_sequence} lastSequence: {h.last_sequence} "
+            f"producerId: {h.producer_id} producerEpoch: {h.producer_epoch} "
+            f"partitionLeaderEpoch: {h.partition_leader_epoch} "
+            f"isTransactional: {str(h.is_transactional).lower()} isControl: {str(h.is_control).lower()} "
+            f"deleteHorizonMs: {horizon if horizon is not None else 'none'} position: {h.position} "
+            f"{ts_type}: {h.max_timestamp} size: {h.size} magic: {h.magic} "
+            f"compresscodec: {_CODECS.get(h.compression, h.compression)} crc: {h.crc} "
+            f"isvalid: {str(valid).lower()}\n")
+        if args.print_data_log and valid:
+            try:
+                recs = decode_records(data[h.position:h.position + h.size], include_control=True,
+                                      max_decompressed=args.max_message_size * 64)
+            except (CorruptRecordError, SeglogError, ValueError) as exc:
+                out.write(f"| cannot decode the records of the batch at position {h.position}: {exc}\n")
+                problems += 1
+                continue
+            for r in recs:
+                line = (f"| offset: {r.offset} {ts_type}: {r.timestamp} "
+                        f"keySize: {len(r.key) if r.key is not None else -1} "
+                        f"valueSize: {len(r.value) if r.value is not None else -1} "
+                        f"sequence: {r.sequence} headerKeys: [{','.join(k for k, _ in r.headers)}]")
+                if r.is_control:
+                    names = {0: "ABORT", 1: "COMMIT"}
+                    line += f" endTxnMarker: {names.get(r.control_type, r.control_type)}"
+                else:
+                    line += f" key: {_show(r.key)} payload: {_show(r.value)}"
+                out.write(line + "\n")
+    if bad_at is not None:
+        out.write(f"Found a corrupt batch at position {bad_at} of {path}: {reason}; "
+                  f"{len(data) - bad_at} byte(s) from there on cannot be read\n")
+        problems += 1
+    return problems
+
+
+def _show(b: bytes | None) -> str:
+    if b is None:
+        return "null"
+    return b.decode("utf-8", "backslashreplace")
+
+
+def _index_entries(data: bytes, entry: int) -> list[bytes]:
+    n = len(data) // entry
+    out = []
+    for i in range(n):
+        e = data[i * entry:(i + 1) * entry]
+        if i > 0 and not any(e):
+            break  # the preallocated, never written tail
+        out.append(e)
+    return out
+
+
+def _dump_index(path: str, args: argparse.Namespace, *, time_index: bool) -> int:
+    from seglog.records import batch_headers
+
+    data = _read(path)
+    base = _base_offset(path)
+    size = 12 if time_index else 8
+    problems = 0
+    out = sys.stdout
+    if len(data) % size:
+        out.write(f"the file size {len(data)} is not a multiple of the {size}-byte entry size\n")
+        problems += 1
+    log_path = path[: -len(".timeindex" if time_index else ".index")] + ".log"
+    heads = None
+    if os.path.exists(log_path):
+        try:
+            heads = batch_headers(_read(log_path), allow_truncated=True)
+        except SeglogError as exc:
+            out.write(f"cannot check against {log_path}: {exc}\n")
+    by_pos = {h.position: h for h in heads} if heads is not None else {}
+    prev = None
+    for i, e in enumerate(_index_entries(data, size)):
+        if time_index:
+            ts, rel = struct.unpack(">qi", e)
+            offset = base + rel
+            if not args.verify_index_only:
+                out.write(f"timestamp: {ts} offset: {offset}\n")
+            if prev is not None and (ts < prev[0] or offset < prev[1]):
+                out.write(f"entry {i}: timestamp {ts} / offset {offset} goes backwards after "
+                          f"{prev[0]} / {prev[1]}\n")
+                problems += 1
+            if heads is not None and not any(h.base_offset <= offset <= h.last_offset and h.max_timestamp == ts
+                                             for h in heads):
+                out.write(f"entry {i}: no batch holding offset {offset} has max timestamp {ts} in {log_path}\n")
+                problems += 1
+            prev = (ts, offset)
+        else:
+            rel, pos = struct.unpack(">ii", e)
+            offset = base + rel
+            if not args.verify_index_only:
+                out.write(f"offset: {offset} position: {pos}\n")
+            if prev is not None and (offset <= prev[0] or pos <= prev[1]):
+                out.write(f"entry {i}: offset {offset} / position {pos} does not increase after "
+                          f"{prev[0]} / {prev[1]}\n")
+                problems += 1
+            if heads is not None:
+                h = by_pos.get(pos)
+                if h is None:
+                    out.write(f"entry {i}: offset {offset} points at position {pos}, where no batch "
+                              f"starts in {log_path}\n")
+                    problems += 1
+                elif h.base_offset > offset:
+                    out.write(f"entry {i}: offset {offset} points at position {pos}, whose batch "
+                              f"starts at offset {h.base_offset}\n")
+                    problems += 1
+            prev = (offset, pos)
+    if args.verify_index_only and not problems:
+        out.write(f"{path}: index matches the log\n")
+    return problems
+
+
+def _dump_txnindex(path: str) -> int:
+    data = _read(path)
+    problems = 0
+    if len(data) % 34:
+        sys.stdout.write(f"the file size {len(data)} is not a multiple of the 34-byte entry size\n")
+        problems += 1
+    for i in range(len(data) // 34):
+        version, pid, first, last, lso = struct.unpack(">hqqqq", data[i * 34:(i + 1) * 34])
+        sys.stdout.write(f"version: {version} producerId: {pid} firstOffset: {first} "
+                         f"lastOffset: {last} lastStableOffset: {lso}\n")
+    return problems
+
+
+def _dump_snapshot(path: str) -> int:
+    from seglog._native.crc32c import crc32c
+
+    data = _read(path)
+    if len(data) < 10:
+        raise CliError(f"{path}: {len(data)} bytes is too short for a producer snapshot (10 at least)")
+    version, crc, count = struct.unpack(">hIi", data[:10])
+    actual = crc32c(data[6:])
+    if version != 1:
+        raise CliError(f"{path}: unknown producer snapshot version {version}")
+    if actual != crc:
+        raise CliError(f"{path}: CRC mismatch: stored {crc:08x}, computed {actual:08x}")
+    if len(data) != 10 + 46 * count:
+        raise CliError(f"{path}: {count} entries need {10 + 46 * count} bytes, the file has {len(data)}")
+    for i in range(count):
+        pid, epoch, seq, off, delta, ts, coord, txn = struct.unpack(
+            ">qhiqiqiq", data[10 + 46 * i:10 + 46 * (i + 1)])
+        sys.stdout.write(f"producerId: {pid} producerEpoch: {epoch} coordinatorEpoch: {coord} "
+                         f"currentTxnFirstOffset: {txn} lastTimestamp: {ts} "
+                         f"firstSequence: {seq - delta} lastSequence: {seq} lastOffset: {off} "
+                         f"offsetDelta: {delta}\n")
+    return 0
+
+
+# -------------------------------------------------------------------------------------------------
+# Entry point
+# -------------------------------------------------------------------------------------------------
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one line, exit status 2
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _cluster_demo(args: argparse.Namespace) -> int:
+    """The three-replica story: produce, kill the leader, watch the ISR shrink and the
+    election, keep producing, restart the node and watch it rejoin, consume everything."""
+    from seglog.cluster import LocalCluster
+
+    def say(text: str) -> None:
+        print(text, flush=True)
+
+    n = args.records
+    with LocalCluster(nodes=3, dir=args.dir) as cluster:
+        say(f"seglog demo: three nodes on loopback TCP, data in {cluster.dir}")
+        cluster.create_topic("orders", partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
+        leader = cluster.leader("orders")
+        say(f"  topic 'orders': leader node {leader}, ISR {cluster.isr('orders')}, min.insync.replicas=2")
+        producer = cluster.producer(acks="all", enable_idempotence=True)
+        acked: dict[bytes, int] = {}
+
+        def produce(start: int, count: int) -> None:
+            futures = [(b"order-%06d" % i, producer.send("orders", b"order-%06d" % i)) for i in range(start, start + count)]
+            producer.flush(60)
+            for v, f in futures:
+                acked[v] = f.result().offset
+
+        t0 = time.perf_counter()
+        produce(0, n)
+        say(f"  produced {n:,} records with acks=all in {time.perf_counter() - t0:.2f} s")
+        assert leader is not None
+        say(f"  killing the leader, node {leader} (abrupt: sockets closed, nothing flushed)")
+        cluster.kill(leader)
+        t0 = time.perf_counter()
+        shown = ""
+        while True:
+            st = cluster.state("orders")
+            line = f"leader {st.leader if st else '?'}, ISR {list(st.isr) if st else []}"
+            if line != shown:
+                say(f"    {time.perf_counter() - t0:5.2f} s  {line}")
+                shown = line
+            if st is not None and st.leader not in (-1, leader):
+                break
+            time.sleep(0.05)
+        say(f"  node {cluster.leader('orders')} was elected (epoch {cluster.state('orders').leader_epoch}); "  # type: ignore[union-attr]
+            "producing on")
+        produce(n, n)
+        say(f"  restarting node {leader}")
+        cluster.restart(leader)
+        cluster.wait_for(lambda: leader in cluster._state("orders", 0).isr, 30, "the ISR rejoin")  # type: ignore[union-attr]
+        say(f"  node {leader} caught up and rejoined: ISR {cluster.isr('orders')}")
+        producer.close()
+        consumer = cluster.consumer()
+        consumer.assign([("orders", 0)])
+        got = []
+        while len(got) < len(acked):
+            batch = consumer.poll(2000)
+            if not batch:
+                break
+            got += batch
+        consumer.close()
+        values = {r.value: r.offset for r in got}
+        lost = [v for v in acked if values.get(v) != acked[v]]
+        say(f"  consumed {len(got):,} records: {len(acked):,} acknowledged, {len(lost)} lost, "
+            f"{len(got) - len(values)} duplicated")
+        return 0 if not lost and len(got) == len(values) else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="seglog", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="write and read back a segment file, showing what happens")
-    demo.add_argument("--dir", help="directory to write into (default: a new temporary directory)")
-    demo.add_argument("--batches", type=int, default=50, help="number of batches (default 50)")
-    demo.add_argument("--records", type=int, default=2000, help="records per batch (default 2000)")
+    parser = _Parser(prog="seglog", description="An embedded commit log in Apache Kafka's on-disk format.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    demo = sub.add_parser("demo", help="create a store, produce a million records, consume and verify them")
+    demo.add_argument("--dir", help="directory to work in (default: a new temporary directory)")
+    demo.add_argument("--records", type=int, default=1_000_000, help="records to produce (default 1,000,000)")
+    demo.add_argument("--partitions", type=int, default=3, help="partitions of the topic (default 3)")
+    demo.add_argument("--segment-bytes", type=int, default=16 << 20, help="segment.bytes (default 16 MiB)")
+    demo.add_argument("--compression", default="producer",
+                      choices=["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"],
+                      help="the topic's compression.type (default: as produced, uncompressed)")
     demo.set_defaults(func=_demo)
+    cdemo = sub.add_parser("cluster-demo", help="three replicas on loopback: kill the leader, "
+                           "watch the election, lose nothing")
+    cdemo.add_argument("--dir", help="directory for the nodes' data (default: a temporary one, removed)")
+    cdemo.add_argument("--records", type=int, default=5000, help="records per phase (default 5000)")
+    cdemo.set_defaults(func=_cluster_demo)
+
+    describe = sub.add_parser("describe", help="topics, partitions, offsets, segments and sizes of a log dir")
+    describe.add_argument("dir", help="a store or a Kafka broker's log.dir")
+    describe.add_argument("--topic", help="only this topic")
+    describe.add_argument("--internal", action="store_true", help="include internal topics (__consumer_offsets)")
+    describe.set_defaults(func=_describe)
+
+    dump = sub.add_parser("dump", help="print the batches, records and index entries of segment files")
+    dump.add_argument("files", nargs="+", metavar="FILE",
+                      help=".log, .index, .timeindex, .txnindex, .snapshot or checkpoint files")
+    dump.add_argument("--print-data-log", action="store_true", help="print every record too")
+    dump.add_argument("--verify-index-only", action="store_true",
+                      help="check index files against their .log and print only problems")
+    dump.add_argument("--max-message-size", type=int, default=5 * 1024 * 1024,
+                      help="largest batch to decode (default 5 MiB)")
+    dump.set_defaults(func=_dump)
+
+    produce = sub.add_parser("produce", help="append lines (stdin or a file) as records")
+    produce.add_argument("dir")
+    produce.add_argument("topic")
+    produce.add_argument("--file", help="read lines from this file (default: stdin)")
+    produce.add_argument("--key-separator", help="split each line into key and value at this string")
+    produce.add_argument("--partition", type=int, help="write every record to this partition")
+    produce.add_argument("--create", action="store_true", help="create the topic if it is missing")
+    produce.add_argument("--partitions", type=int, default=1, help="partitions when creating (default 1)")
+    produce.add_argument("--compression", default="none",
+                         choices=["none", "gzip", "snappy", "lz4", "zstd"], help="compression.type")
+    produce.set_defaults(func=_produce)
+
+    consume = sub.add_parser("consume", help="print records as text or JSON lines")
+    consume.add_argument("dir")
+    consume.add_argument("topic")
+    consume.add_argument("--partition", type=int, help="only this partition")
+    consume.add_argument("--offset", type=int,
+                         help="start at this offset (negative: that many before the end)")
+    consume.add_argument("--timestamp", type=int, help="start at the first record at or after this time (ms)")
+    consume.add_argument("--from-beginning", action="store_true",
+                         help="start at the log start (the default without --group)")
+    consume.add_argument("--group", help="a consumer group: start at its committed offsets, commit at the end")
+    consume.add_argument("--max-messages", type=int, help="stop after this many records")
+    consume.add_argument("--format", choices=["text", "json"], default="text")
+    consume.add_argument("--print-key", action="store_true", help="text format: print key<sep>value")
+    consume.add_argument("--key-separator", default="\t", help="separator for --print-key (default TAB)")
+    consume.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"],
+                         default="read_uncommitted")
+    consume.add_argument("--timeout-ms", type=int, default=0, help="wait this long for new records")
+    consume.set_defaults(func=_consume)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    return int(args.func(args))
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return int(func(args))
+    except CliError as exc:
+        sys.stderr.write(f"seglog {args.command}: error: {exc}\n")
+        return 1
+    except BrokenPipeError:  # pragma: no cover - `seglog consume ... | head`
+        return 0
+    except (SeglogError, OSError, ValueError, TypeError) as exc:
+        sys.stderr.write(f"seglog {args.command}: error: {exc}\n")
+        return 1
+    except KeyboardInterrupt:
+        sys.stderr.write(f"seglog {args.command}: interrupted\n")
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -674,6 +674,10 @@ _BROKER_KEYS = (
         ValidList(_CLEANUP_POLICIES), topic_key="cleanup.policy",
     ),
     _broker("log.cleaner.enable", "boolean", True, "Whether the log cleaner (compaction) runs."),
+    _broker("log.cleaner.backoff.ms", "long", 15_000,
+        "How often the cleaner looks for compacted logs that need cleaning.",
+        Range.at_least(0),
+    ),
     _broker("log.cleaner.delete.retention.ms", "long", _DAY_MS,
         "Broker-wide default of delete.retention.ms.",
         Range.at_least(0), topic_key="delete.retention.ms",
@@ -808,6 +812,16 @@ _BROKER_KEYS = (
     _broker("socket.request.max.bytes", "int", 100 * 1024 * 1024,
         _IGNORED,
         Range.at_least(1), importance="high", used=False,
+    ),
+    _broker("offsets.topic.num.partitions", "int", 50,
+        "Partitions of the internal __consumer_offsets topic, which stores committed consumer "
+        "offsets (a group's offsets live in one partition, chosen by the group id's hash). "
+        "Fixed once the topic exists.",
+        Range.at_least(1), importance="high",
+    ),
+    _broker("offsets.topic.segment.bytes", "int", 104_857_600,
+        "The segment.bytes of the __consumer_offsets topic.",
+        Range.at_least(1), importance="high",
     ),
     _broker("offsets.topic.replication.factor", "short", 3,
         _IGNORED,
@@ -1324,6 +1338,7 @@ class BrokerConfig(_KafkaConfig):
     )
     log_cleanup_policy: tuple[str, ...] = _default("broker", "log.cleanup.policy")
     log_cleaner_enable: bool = _default("broker", "log.cleaner.enable")
+    log_cleaner_backoff_ms: int = _default("broker", "log.cleaner.backoff.ms")
     log_cleaner_delete_retention_ms: int = _default("broker", "log.cleaner.delete.retention.ms")
     log_cleaner_min_cleanable_ratio: float = _default("broker", "log.cleaner.min.cleanable.ratio")
     log_cleaner_min_compaction_lag_ms: int = _default("broker", "log.cleaner.min.compaction.lag.ms")
@@ -1367,6 +1382,8 @@ class BrokerConfig(_KafkaConfig):
     socket_send_buffer_bytes: int = _default("broker", "socket.send.buffer.bytes")
     socket_receive_buffer_bytes: int = _default("broker", "socket.receive.buffer.bytes")
     socket_request_max_bytes: int = _default("broker", "socket.request.max.bytes")
+    offsets_topic_num_partitions: int = _default("broker", "offsets.topic.num.partitions")
+    offsets_topic_segment_bytes: int = _default("broker", "offsets.topic.segment.bytes")
     offsets_topic_replication_factor: int = _default("broker", "offsets.topic.replication.factor")
     transaction_state_log_replication_factor: int = _default(
         "broker", "transaction.state.log.replication.factor"

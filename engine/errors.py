@@ -836,6 +836,7 @@ _native_errors.install(
     corrupt_record=CorruptRecordError,
     invalid_record=InvalidRecordError,
     record_too_large=RecordTooLargeError,
+    unknown_topic_or_partition=UnknownTopicOrPartitionError,
     unsupported_compression=UnsupportedCompressionTypeError,
     storage=KafkaStorageError,
 )

@@ -42,10 +42,11 @@ from typing import Any
 
 from seglog._native.fetch import FetchSlice, fetch_partition
 from seglog._native.segment import Segment, filename_prefix
-from seglog.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
+from seglog.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, fsync_dir
 from seglog.clock import Clock, Scheduler
 from seglog.config import LogConfig
 from seglog.errors import (
+    CorruptIndexError,
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
@@ -55,6 +56,7 @@ from seglog.errors import (
 )
 from seglog.leader_epoch import LeaderEpochCache
 from seglog.records import batch_headers, decode_records
+from seglog.txnindex import AbortedTxn, TransactionIndex
 
 log = logging.getLogger("seglog.log")
 
@@ -128,6 +130,8 @@ class RecoverySummary:
 class Log:
     """A partition log directory. Create with :meth:`open`."""
 
+    _dir_checkpoints: bool
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("use Log.open(dir, config) to open a log")
 
@@ -149,6 +153,7 @@ class Log:
         log_start_offset: int | None = None,
         clean_shutdown: bool | None = None,
         high_watermark: int | None = None,
+        dir_checkpoints: bool = True,
     ) -> Log:
         """Open (creating if needed) the partition log in ``directory``.
 
@@ -157,9 +162,13 @@ class Log:
         from the parent directory the way Kafka lays a log dir out. ``read_only`` opens a
         directory another program owns (a Kafka broker's) without changing any file.
         ``scheduler`` runs the ``flush.ms`` flusher and delayed file deletion.
+        ``dir_checkpoints=False`` leaves the parent directory's checkpoint files alone (neither
+        read nor written): the owner of the log dir passes the values in and writes the files
+        for all its partitions at once.
         """
         self = object.__new__(cls)
         self._init(os.fspath(directory), config, clock or Clock(), scheduler, read_only, replicated)
+        self._dir_checkpoints = dir_checkpoints
         self._load(recovery_point, log_start_offset, clean_shutdown, high_watermark)
         return self
 
@@ -191,6 +200,11 @@ class Log:
         self._created: dict[int, int] = {}
         self._jitter: dict[int, int] = {}
         self._rng = random.Random()
+        # Transactions: producer id -> first offset of its open transaction; and each segment's
+        # .txnindex, keyed by base offset with the Segment it belongs to (a later segment at the
+        # same base offset gets a fresh one).
+        self._ongoing_txns: dict[int, int] = {}
+        self._txn_indexes: dict[int, tuple[Segment, TransactionIndex]] = {}
 
     def _segment_kwargs(self) -> dict[str, Any]:
         return dict(index_interval_bytes=self.config.index_interval_bytes,
@@ -203,13 +217,14 @@ class Log:
             if self.read_only:
                 raise FileNotFoundError(f"log directory not found: {self.dir}")
             os.makedirs(self.dir, exist_ok=True)
+            fsync_dir(os.path.dirname(self.dir))
         parent = os.path.dirname(self.dir)
         if clean_shutdown is None:
             clean_shutdown = os.path.exists(os.path.join(parent, CLEAN_SHUTDOWN_FILE))
         if recovery_point is None:
-            recovery_point = self._read_tp_checkpoint(self._recovery_file, 0)
+            recovery_point = self._read_tp_checkpoint(self._recovery_file, 0) if self._dir_checkpoints else 0
         if log_start_offset is None:
-            log_start_offset = self._read_tp_checkpoint(self._log_start_file, 0)
+            log_start_offset = self._read_tp_checkpoint(self._log_start_file, 0) if self._dir_checkpoints else 0
         self.epoch_cache = LeaderEpochCache(self.dir, read_only=self.read_only)
         if not self.read_only:
             self._remove_temporary_files()
@@ -217,25 +232,38 @@ class Log:
         reasons: list[str] = []
         recovered = truncated = deleted = 0
         epoch_starts: list[tuple[int, int]] = []
+        rebuilt: set[int] = set()
+        # Kafka recovers from the segment holding the recovery point (the last based at or
+        # below it) on: a segment's next offset, read from its possibly torn tail, cannot say
+        # whether it holds data past the recovery point.
+        unflushed_from = max((b for b in bases if b <= recovery_point), default=-1)
         for i, base in enumerate(bases):
             missing_index = self._index_missing(base)
             seg = self._open_segment(base)
-            needs_recovery = missing_index or (not clean_shutdown and seg.next_offset > recovery_point)
+            needs_recovery = missing_index or (not clean_shutdown and (
+                base >= unflushed_from or seg.next_offset > recovery_point))
             if not needs_recovery and not self.read_only:
                 try:
                     seg.sanity_check()
+                    self._txn_index_sanity_check(seg)
                 except Exception as exc:  # noqa: BLE001 - any index problem means rebuild
                     log.warning("rebuilding the indexes of %s: %s", seg.log_path, exc)
                     needs_recovery = True
             if needs_recovery and not self.read_only:
                 res = seg.recover()
                 recovered += 1
+                rebuilt.add(base)
                 epoch_starts.extend(res.epoch_starts)
-                if res.truncated_bytes:
+                # Segments are created at the log end, so an unflushed segment ending before
+                # the next one starts lost its tail: what follows would leave a hole.
+                lost_tail = (not clean_shutdown and i + 1 < len(bases) and seg.next_offset < bases[i + 1])
+                if res.truncated_bytes or lost_tail:
                     truncated += res.truncated_bytes
-                    reasons.append(f"{seg.log_path}: {res.reason}; truncated {res.truncated_bytes} bytes")
-                    log.warning("recovery of %s: %s; truncated %d bytes", seg.log_path, res.reason,
-                                res.truncated_bytes)
+                    reason = (f"{res.reason}; truncated {res.truncated_bytes} bytes" if res.truncated_bytes
+                              else f"ends at offset {seg.next_offset}, before the next segment's base "
+                                   f"offset {bases[i + 1]}: the records between were lost")
+                    reasons.append(f"{seg.log_path}: {reason}")
+                    log.warning("recovery of %s: %s", seg.log_path, reason)
                     self._segments.append(seg)
                     # Kafka deletes every later segment once one was cut short.
                     for later in bases[i + 1:]:
@@ -252,15 +280,21 @@ class Log:
             else:
                 self._segments.append(self._create_segment(log_start_offset))
         self.recovery_summary = RecoverySummary(recovered, truncated, deleted, tuple(reasons))
+        self._load_transactions(rebuilt)
         leo = self.log_end_offset
         if log_start_offset > leo:
             # Kafka: the log start checkpoint is ahead of the data (files removed outside).
             log.warning("log start offset %d of %s is beyond its end %d", log_start_offset, self.dir, leo)
             log_start_offset = leo
+            start_moved_back = True
+        else:
+            start_moved_back = False
         first_base = self._segments[0].base_offset if self._segments else 0
         self.log_start_offset = max(log_start_offset, first_base)
         for epoch, start in epoch_starts:
-            if not self.read_only:
+            # Kafka's LogSegment.recover: only epochs newer than the cache's latest are added;
+            # a recovered segment's first batch is not where an older epoch started.
+            if not self.read_only and epoch > self.epoch_cache.latest_epoch:
                 self.epoch_cache.assign(epoch, start)
         if not self.read_only:
             self.epoch_cache.truncate_from_end(leo)
@@ -273,6 +307,10 @@ class Log:
             self._high_watermark = min(max(hw, self.log_start_offset), leo)
         else:
             self._high_watermark = leo
+        if start_moved_back and not self.read_only:
+            # Records written from here on are below the old checkpointed start: record the
+            # new start now, or the next open would hide them.
+            self.checkpoint()
         if self.scheduler is not None and not self.read_only:
             self._schedule_flusher()
 
@@ -353,7 +391,11 @@ class Log:
             return seg
         self._created[base] = self.clock.time_ms()
         self._jitter[base] = self.config.random_segment_jitter(self._rng)
-        return Segment(self.dir, base, create=True, **self._segment_kwargs())
+        seg = Segment(self.dir, base, create=True, **self._segment_kwargs())
+        # The new file's name is durable before anything relies on it: once older segments
+        # are deleted (retention, DeleteRecords, truncation), it alone records the log end.
+        fsync_dir(self.dir)
+        return seg
 
     # ---------------------------------------------------------------------------------------------
     # State
@@ -466,6 +508,7 @@ class Log:
             seg = self._maybe_roll(len(view), max_ts, first_new, last_new)
             info = seg.append(view, assign_from=first_new if assign_offsets else -1,
                               leader_epoch=epoch if assign_offsets else -1, verify_crc=False)
+            self._track_transactions(seg, view, heads, info.first_offset if assign_offsets else -1)
             if assign_offsets:
                 if epoch >= 0:
                     self.epoch_cache.assign(epoch, info.first_offset)
@@ -567,6 +610,7 @@ class Log:
             for seg in self._segments:
                 if seg.next_offset > self.recovery_point or seg is self.active:
                     seg.flush()
+                    self._flush_txn_index(seg)
             if target > self.recovery_point:
                 self.recovery_point = target
             if target >= self.log_end_offset:
@@ -592,8 +636,9 @@ class Log:
             return False
 
     def checkpoint(self) -> None:
-        """Write this log's recovery point and log start offset to the log dir's checkpoints."""
-        if self.read_only:
+        """Write this log's recovery point and log start offset to the log dir's checkpoints
+        (nothing when opened with ``dir_checkpoints=False``)."""
+        if self.read_only or not self._dir_checkpoints:
             return
         self._recovery_file.update({self._tp: self.recovery_point})
         self._log_start_file.update(
@@ -639,14 +684,9 @@ class Log:
             if timestamp == LATEST_TIMESTAMP:
                 return hw, -1
             if timestamp == MAX_TIMESTAMP:
-                best: tuple[int, int] | None = None
-                for seg in self._segments:
-                    if seg.max_timestamp_so_far >= 0 and (best is None or seg.max_timestamp_so_far > best[1]):
-                        best = (seg.offset_of_max_timestamp, seg.max_timestamp_so_far)
-                if best is None:
-                    return None
-                # The precise record: decode its batch.
-                return self._first_record_at_or_after(best[1], best[0], hw, exact_offset=best[0])
+                found = self._max_timestamp_record()
+                # As Kafka's ListOffsets: an answer at or above the bound is not served.
+                return found if found is not None and found[0] < hw else None
             if timestamp < 0:
                 raise ValueError(f"invalid timestamp {timestamp}: use >= 0, or -1/-2/-3")
             for seg in self._segments:
@@ -670,24 +710,167 @@ class Log:
                     return rec.offset, rec.timestamp
             start = b.last_offset + 1
 
-    def _first_record_at_or_after(self, timestamp: int, offset: int, bound: int, *,
-                                  exact_offset: int) -> tuple[int, int] | None:
+    def _max_timestamp_record(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first readable record with the largest timestamp. Each
+        segment knows its maximum; only in the segment holding the log start can that maximum
+        lie in records below it (DeleteRecords), and there the batches left are read."""
+        start = self.log_start_offset
+        best_ts, best_seg, best_batch = -1, None, None
         for seg in self._segments:
-            if seg.base_offset <= exact_offset < seg.next_offset:
-                b = seg.translate_offset(exact_offset)
-                if b is None:
-                    return None
-                best = None
-                for rec in decode_records(seg.view(b.position, b.size), min_offset=self.log_start_offset):
-                    if best is None or rec.timestamp > best[1]:
-                        best = (rec.offset, rec.timestamp)
-                return best
+            if seg.next_offset <= start or seg.max_timestamp_so_far <= best_ts:
+                continue
+            if seg.base_offset >= start:
+                best_ts, best_seg = seg.max_timestamp_so_far, seg
+                best_batch = seg.translate_offset(seg.offset_of_max_timestamp)
+                continue
+            first = seg.translate_offset(start)
+            for b in seg.batches(first.position if first is not None else seg.size):
+                ts = b.max_timestamp
+                if b.base_offset < start:
+                    recs = decode_records(seg.view(b.position, b.size), min_offset=start)
+                    ts = max((r.timestamp for r in recs), default=-1)
+                if ts > best_ts:
+                    best_ts, best_seg, best_batch = ts, seg, b
+        if best_seg is None or best_batch is None:
+            return None
+        for rec in decode_records(best_seg.view(best_batch.position, best_batch.size), min_offset=start):
+            if rec.timestamp == best_ts:
+                return rec.offset, rec.timestamp
         return None
 
     def batches(self) -> Iterator[Any]:
         """BatchInfo of every batch, oldest first (headers only)."""
         for seg in self.segments:
             yield from seg.batches()
+
+    # ---------------------------------------------------------------------------------------------
+    # Transactions (Kafka's ProducerStateManager ongoing transactions + TransactionIndex)
+    # ---------------------------------------------------------------------------------------------
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: the first offset of the oldest open transaction, capped by the high
+        watermark. Read-committed consumers read below it."""
+        with self._lock:
+            first = min(self._ongoing_txns.values(), default=self._high_watermark)
+            return min(first, self._high_watermark)
+
+    @property
+    def ongoing_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset of its open transaction."""
+        with self._lock:
+            return dict(self._ongoing_txns)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping ``[start_offset, upper_bound_offset)``, from the
+        txn index of the segment holding ``start_offset`` and of later segments until one
+        proves the search complete (Kafka's ``LocalLog.collectAbortedTransactions``). A
+        read-committed reader drops the records of these producers from each transaction's first
+        offset up to its marker."""
+        with self._lock:
+            segs = self._segments
+            i = 0
+            for k, seg in enumerate(segs):
+                if seg.base_offset <= start_offset:
+                    i = k
+                else:
+                    break
+            found: list[AbortedTxn] = []
+            for seg in segs[i:]:
+                result = self._txn_index(seg).collect_aborted(start_offset, upper_bound_offset)
+                found.extend(result.aborted)
+                if result.is_complete:
+                    break
+            return found
+
+    def transaction_index(self, segment: Segment) -> TransactionIndex:
+        """The ``.txnindex`` of one of this log's segments."""
+        with self._lock:
+            return self._txn_index(segment)
+
+    def _txn_index(self, seg: Segment) -> TransactionIndex:
+        entry = self._txn_indexes.get(seg.base_offset)
+        if entry is None or entry[0] is not seg:
+            live = {id(s) for s in self._segments}
+            for base, (owner, _) in list(self._txn_indexes.items()):
+                if id(owner) not in live:
+                    del self._txn_indexes[base]
+            path = os.path.join(self.dir, filename_prefix(seg.base_offset) + ".txnindex" + seg.suffix)
+            entry = (seg, TransactionIndex(path, seg.base_offset))
+            self._txn_indexes[seg.base_offset] = entry
+        return entry[1]
+
+    def _txn_index_sanity_check(self, seg: Segment) -> None:
+        """Kafka's load-time check, plus: no entry past the segment's data (a stale index)."""
+        idx = self._txn_index(seg)
+        idx.sanity_check()
+        last = idx.last_offset
+        if last is not None and last >= seg.next_offset:
+            raise CorruptIndexError(f"transaction index {idx.path}: last entry's marker offset {last} "
+                                    f"is past the segment's data (next offset {seg.next_offset})",
+                                    path=idx.path, offset=last)
+
+    def _flush_txn_index(self, seg: Segment) -> None:
+        entry = self._txn_indexes.get(seg.base_offset)
+        if entry is not None and entry[0] is seg:
+            entry[1].flush()
+
+    def _apply_txn_batch(self, producer_id: int, base_offset: int, attributes: int,
+                         marker: Any) -> AbortedTxn | None:
+        """One batch through the open-transaction state (Kafka's ``ProducerAppendInfo``): a
+        transactional data batch opens its producer's transaction if none is open; a COMMIT or
+        ABORT marker closes it (an ABORT with none open covers just the marker, as in Kafka).
+        ``marker()`` gives the control type of a control batch. Returns the entry an ABORT adds
+        to the txn index: its LSO is the first offset of the oldest transaction still open, or
+        the marker's offset + 1."""
+        if producer_id < 0:
+            return None
+        if attributes & 0x20:
+            kind = marker()
+            if kind not in (0, 1):
+                return None   # an empty (cleaned) control batch, or not a transaction marker
+            first = self._ongoing_txns.pop(producer_id, base_offset)
+            if kind == 1:
+                return None
+            lso = min(self._ongoing_txns.values(), default=base_offset + 1)
+            return AbortedTxn(producer_id, first, base_offset, lso)
+        if attributes & 0x10:
+            self._ongoing_txns.setdefault(producer_id, base_offset)
+        return None
+
+    def _track_transactions(self, seg: Segment, view: memoryview, heads: Sequence[Any],
+                            assign_from: int) -> None:
+        """After an append to ``seg``: update the open transactions, index aborts in ``seg``."""
+        next_off = assign_from
+        for h in heads:
+            base = h.base_offset if assign_from < 0 else next_off
+            next_off = base + (h.last_offset - h.base_offset) + 1
+            if h.producer_id < 0 or not h.attributes & 0x30:
+                continue
+            aborted = self._apply_txn_batch(
+                h.producer_id, base, h.attributes,
+                lambda h=h: _marker_type(view[h.position:h.position + h.size], h.records_count))
+            if aborted is not None:
+                self._txn_index(seg).append(aborted)
+
+    def _load_transactions(self, rebuild: set[int]) -> None:
+        """Rebuild the open transactions from every segment's transactional and control batch
+        headers (each marker's one control record decoded), and the txn index of the segments
+        in ``rebuild`` (just recovered) from the ABORT markers replayed through that state."""
+        self._ongoing_txns = {}
+        for seg in self._segments:
+            idx = None
+            if seg.base_offset in rebuild and not self.read_only:
+                idx = self._txn_index(seg)
+                idx.reset()
+            for b in seg.transaction_batches():
+                aborted = self._apply_txn_batch(
+                    b.producer_id, b.base_offset, b.attributes,
+                    lambda b=b, seg=seg: _segment_marker_type(seg, b))
+                if aborted is not None and idx is not None:
+                    idx.append(aborted)
+            if idx is not None:
+                idx.flush()
 
     # ---------------------------------------------------------------------------------------------
     # Truncation, deletion, retention
@@ -705,31 +888,54 @@ class Log:
                 return False
             if offset < self.log_start_offset:
                 return self.truncate_fully_and_start_at(offset)
+            self._refuse_if_viewed([s for s in self._segments if s.next_offset > offset], "truncate")
             while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
                 self._segments.pop().delete()
             self.active.truncate_to(offset)
             leo = self.log_end_offset
+            self._txn_index(self.active).truncate_to(leo)
+            self._load_transactions(set())
+            if self.log_start_offset > leo:
+                # The batch holding ``offset`` began below the log start and went whole.
+                self.log_start_offset = leo
             self.epoch_cache.truncate_from_end(leo)
             self._high_watermark = min(self._high_watermark, leo)
             self.recovery_point = min(self.recovery_point, leo)
             self.active.offset_index.resize(self.config.segment_index_bytes)
             self.active.time_index.resize(self.config.segment_index_bytes)
-            self._unflushed_messages = 0
+            # What lies between the recovery point and the new end is still unflushed.
+            self._unflushed_messages = leo - self.recovery_point
+            # The checkpointed recovery point may now lie past the end: rewritten, it would
+            # vouch for whatever is appended at those offsets next (Kafka's LogManager.truncateTo).
+            self.checkpoint()
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> bool:
         """Delete everything and continue with an empty log at ``offset``."""
         with self._lock:
             self._check_writable()
+            self._refuse_if_viewed(self._segments, "truncate")
             for seg in self._segments:
                 seg.delete()
             self._segments = [self._create_segment(offset)]
+            self._ongoing_txns.clear()
+            self._txn_indexes.clear()
             self.log_start_offset = offset
             self._high_watermark = offset
             self.recovery_point = offset
             self.epoch_cache.truncate_from_end(offset)
             self._unflushed_messages = 0
+            self.checkpoint()
             return True
+
+    def _refuse_if_viewed(self, segments: Sequence[Segment], action: str) -> None:
+        """Check before changing anything: a segment refuses truncation or deletion while
+        views of its data live, and a refusal half way would leave the log inconsistent."""
+        for seg in segments:
+            n = seg.live_views()
+            if n:
+                raise BufferError(f"cannot {action} {self.dir}: {n} exported view(s) of "
+                                  f"{seg.log_path} are still alive; release them first")
 
     def delete_records(self, before_offset: int) -> int:
         """Move the log start offset to ``before_offset`` (Kafka's DeleteRecords): records below
@@ -823,6 +1029,35 @@ class Log:
         if seg in self._pending_deletes:
             self._pending_deletes.remove(seg)
 
+    def replace_segments(self, new: Segment | None, old: Sequence[Segment]) -> None:
+        """Put cleaner output in place of ``old`` (Kafka's ``replaceSegments``). ``new`` must
+        carry the ``.swap`` suffix and cover no offset outside the old segments' range; None
+        removes the old segments without a replacement. The old segments are renamed
+        ``.deleted`` (then deleted), then ``new`` loses its suffix: a crash at any step is
+        completed by the next load (``_remove_temporary_files``)."""
+        with self._lock:
+            self._check_writable()
+            if not old:
+                raise ValueError("no segments to replace")
+            try:
+                first = self._segments.index(old[0])
+            except ValueError:
+                raise KafkaStorageError(f"segment {old[0].log_path} is no longer part of {self.dir}") from None
+            if self._segments[first:first + len(old)] != list(old):
+                raise KafkaStorageError(f"the segments to replace in {self.dir} are not consecutive")
+            if first + len(old) >= len(self._segments):
+                raise KafkaStorageError(f"the active segment of {self.dir} cannot be replaced")
+            if new is not None and new.suffix != SWAP_SUFFIX:
+                raise ValueError(f"the replacement {new.log_path} must carry the {SWAP_SUFFIX} suffix")
+            for seg in old:
+                self._schedule_delete(seg)
+            if new is not None:
+                new.change_suffix(SWAP_SUFFIX, "")
+            self._segments[first:first + len(old)] = [new] if new is not None else []
+            if self.log_start_offset < self._segments[0].base_offset:
+                self.log_start_offset = self._segments[0].base_offset
+                self.epoch_cache.truncate_from_start(self.log_start_offset)
+
     # ---------------------------------------------------------------------------------------------
     # Close
     # ---------------------------------------------------------------------------------------------
@@ -832,18 +1067,55 @@ class Log:
         with self._lock:
             if self._closed:
                 return
+            self._refuse_if_viewed(self._segments, "close")
             if self._flush_task is not None and self.scheduler is not None:
                 self.scheduler.cancel(self._flush_task)
+            # A storage error (a full disk) must not leave files open: close everything, as a
+            # crash would leave it if trimming fails, then raise the first error.
+            error: BaseException | None = None
             if not self.read_only:
-                self.flush()
-                self.checkpoint()
+                try:
+                    self.flush()
+                    self.checkpoint()
+                except OSError as exc:
+                    error = exc
             for seg in self._segments:
-                if not self.read_only:
-                    seg.on_become_inactive()
-                seg.close()
+                try:
+                    if not self.read_only:
+                        seg.on_become_inactive()
+                    seg.close()
+                except OSError as exc:
+                    error = error or exc
+                    # No room for the max-timestamp entry: still cut the sparse preallocated
+                    # tails, which some filesystems (tmpfs) cannot even read back when full.
+                    for idx in (seg.offset_index, seg.time_index):
+                        try:
+                            idx.trim_to_valid_size()
+                        except OSError:
+                            pass
+                    seg.close_without_trim()
             for seg in list(self._pending_deletes):
                 try:
                     seg.delete()
+                except BufferError:
+                    pass
+            self._closed = True
+            if error is not None:
+                raise error
+
+    def abandon(self) -> None:
+        """Close every file as a killed process leaves them: nothing flushed, no checkpoint
+        written, indexes not trimmed (fault injection: the data written so far stays in the
+        files, as it stays in the page cache after SIGKILL). A segment whose data is still
+        viewed keeps its files open until the views are released."""
+        with self._lock:
+            if self._closed:
+                return
+            if self._flush_task is not None and self.scheduler is not None:
+                self.scheduler.cancel(self._flush_task)
+            for seg in self._segments + self._pending_deletes:
+                try:
+                    seg.close_without_trim()
                 except BufferError:
                     pass
             self._closed = True
@@ -857,6 +1129,22 @@ class Log:
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+def _marker_type(batch: Any, records_count: int) -> int | None:
+    """The control type of a control batch's first record (0 ABORT, 1 COMMIT, ...); None for an
+    empty batch."""
+    if records_count <= 0:
+        return None
+    for rec in decode_records(batch, include_control=True):
+        t: int | None = rec.control_type
+        return t
+    return None
+
+
+def _segment_marker_type(seg: Segment, b: Any) -> int | None:
+    with seg.view(b.position, b.size) as v:
+        return _marker_type(v, b.records_count)
 
 
 def _with_log_append_time(view: memoryview, heads: Sequence[Any], now: int) -> bytearray:

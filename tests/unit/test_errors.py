@@ -331,6 +331,7 @@ def test_native_classes_are_installed() -> None:
         "invalid_record": errors.InvalidRecordError,
         "record_too_large": errors.RecordTooLargeError,
         "unsupported_compression": errors.UnsupportedCompressionTypeError,
+        "unknown_topic_or_partition": errors.UnknownTopicOrPartitionError,
         "storage": KafkaStorageError,
     }
 

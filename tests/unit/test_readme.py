@@ -1,4 +1,4 @@
-"""The README's example runs as written."""
+"""The README's examples run as written."""
 import re
 
 from tests.conftest import ROOT
@@ -7,9 +7,15 @@ from tests.conftest import ROOT
 def test_readme_example_runs(capsys):
     text = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert blocks, "the README lost its example"
+    assert len(blocks) == 2, "the README lost an example"
+    outputs = []
     for code in blocks:
         exec(compile(code, "README.md", "exec"), {})
-    out = capsys.readouterr().out.splitlines()
-    assert out[0] == "0 2"
-    assert out[1:] == ["0 b'k1' b'first'", "1 b'k2' b'second'", "2 b'k1' None"]
+        outputs.append(capsys.readouterr().out.splitlines())
+    store_out, log_out = outputs
+    # The store: the future's offset, then every record of the three partitions.
+    assert store_out[0] == "0"
+    assert sorted(store_out[1:]) == ["0 b'order-17' b'created'", "0 b'x' b'a'", "0 b'z' b'c'",
+                                     "1 b'y' b'b'"]
+    assert log_out[0] == "0 2"
+    assert log_out[1:] == ["0 b'k1' b'first'", "1 b'k2' b'second'", "2 b'k1' None"]

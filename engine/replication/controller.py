@@ -1,0 +1,626 @@
+"""The controller: one node of the cluster, elected through the coordinator, that owns every
+partition state change (Kafka's ``KafkaController`` in ZooKeeper mode, with KRaft's
+AlterPartition and KIP-903/KIP-966 rules).
+
+Election: every node tries to create the ephemeral ``/controller`` znode; the winner bumps
+``/controller_epoch`` by compare-and-set and every later write of its is a ``multi`` that first
+checks that znode's version, so a controller that lost its session (or was replaced) cannot
+change anything. Nodes refuse controller requests with an older controller epoch.
+
+Partition state changes, each a compare-and-set on the state znode's version (the partition
+epoch):
+
+* a node's registration disappears (session expired or closed): it leaves every ISR it is in
+  (never the last member), and every partition it led gets a new leader — the first live ISR
+  replica in assignment order, else the first live eligible leader replica, else (only with
+  ``unclean.leader.election.enable``) the first live replica, else none; the leader epoch is
+  bumped whenever the leader changes;
+* a node registers with a new broker epoch (a restart): partitions it led get a new epoch;
+  after an unclean shutdown it also leaves every ISR and ELR, since its unflushed tail may be
+  gone (KIP-966) — if it was the last ISR member and an eligible leader replica exists, the
+  ISR is emptied and that replica is elected instead;
+* a leader's AlterPartition (ISR shrink or expand) is applied if its leader epoch and partition
+  epoch are current, and added members are registered with the broker epoch they fetch with;
+* members removed while the ISR drops below ``min.insync.replicas`` become eligible leader
+  replicas (they hold everything committed); the ELR is cleared once the ISR is back at the
+  minimum.
+
+After each change the controller sends every live node the full state (LeaderAndIsr) and
+resends it to any node that has not acknowledged the latest version.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from seglog.config import LogConfig
+from seglog.errors import (
+    ConfigError,
+    ElectionNotNeededError,
+    FencedLeaderEpochError,
+    IneligibleReplicaError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    InvalidTopicError,
+    KafkaError,
+    NotControllerError,
+    PreferredLeaderNotAvailableError,
+    StaleBrokerEpochError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+    code_for_exception,
+)
+from seglog.replication import election as el
+from seglog.replication import mutations as mut
+from seglog.replication.coordinator import (
+    BadVersionError,
+    Check,
+    ConnectionLossError,
+    CoordinatorError,
+    Create,
+    CoordinatorSession,
+    NoNodeError,
+    SessionExpiredError,
+    SetData,
+)
+from seglog.replication.messages import (
+    INVALID_UPDATE_VERSION,
+    NONE,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    CreateTopicRequest,
+    CreateTopicResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+)
+from seglog.replication.metadata import (
+    BROKER_IDS_PATH,
+    CONTROLLER_EPOCH_PATH,
+    NO_LEADER,
+    PRODUCER_ID_BLOCK_PATH,
+    PRODUCER_ID_BLOCK_SIZE,
+    TOPICS_PATH,
+    PartitionInfo,
+    PartitionState,
+    TopicPartition,
+    broker_path,
+    dumps,
+    loads,
+    parse_topic_record,
+    state_path,
+    topic_path,
+    topic_record,
+)
+
+if TYPE_CHECKING:
+    from seglog.replication.node import ReplicaNode
+
+log = logging.getLogger("seglog.replication.controller")
+
+_LEGAL_TOPIC = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    broker_epoch: int
+    clean_shutdown: bool
+    address: str = ""
+
+
+@dataclasses.dataclass(slots=True)
+class TopicInfo:
+    assignment: dict[int, tuple[int, ...]]
+    config: dict[str, Any]
+    log_config: LogConfig
+
+
+class ControllerFenced(Exception):
+    """This controller was replaced; it must stop."""
+
+
+class Controller:
+    def __init__(self, node: ReplicaNode, session: CoordinatorSession, epoch: int,
+                 epoch_version: int) -> None:
+        self.node = node
+        self.session = session
+        self.epoch = epoch
+        self.epoch_version = epoch_version
+        self.active = True
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.topics: dict[str, TopicInfo] = {}
+        self.states: dict[TopicPartition, PartitionState] = {}
+        self.version = 0
+        self.acked: dict[int, int] = {}
+        self._inflight: dict[int, int] = {}
+        self._pid_next = 0
+        self._pid_end = 0
+        self._rng = random.Random(node.node_id * 7919 + epoch)
+        self.elections = 0
+        self.unclean_elections = 0
+        self._resync_task: Any = None
+        self._armed: set[str] = set()
+
+    @property
+    def mutants(self) -> frozenset[str]:
+        return self.node.mutants
+
+    # ---------------------------------------------------------------------------------------------
+    # Lifecycle
+    # ---------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        log.info("node %d is controller (epoch %d)", self.node.node_id, self.epoch)
+        self._guard(self._load)
+        if not self.active:
+            return
+        self._guard(self._reconcile)
+        self._publish()
+        period = max(50, self.node.config.replica_fetch_backoff_ms // 2)
+        self._resync_task = self.node.scheduler.schedule(
+            "controller resync", self._periodic, delay_ms=period, period_ms=period)
+
+    def resign(self) -> None:
+        if not self.active:
+            return
+        self.active = False
+        if self._resync_task is not None:
+            self.node.scheduler.cancel(self._resync_task)
+        log.info("node %d is no longer controller (epoch %d)", self.node.node_id, self.epoch)
+
+    def _guard(self, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except ControllerFenced:
+            self.resign()
+            self.node.on_controller_resigned()
+        except (SessionExpiredError, BadVersionError):
+            self.resign()
+            self.node.on_controller_resigned()
+        except ConnectionLossError:
+            pass  # retried by the periodic task
+
+    def _periodic(self) -> None:
+        if not self.active:
+            return
+        self._guard(self._refresh_brokers)
+        if not self.active:
+            return
+        self._guard(self._reconcile)
+        self._resend()
+
+    # ---------------------------------------------------------------------------------------------
+    # Loading state from the coordinator
+    # ---------------------------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        s = self.session
+        for path in ("/brokers", BROKER_IDS_PATH, TOPICS_PATH):
+            if s.exists(path) is None:
+                try:
+                    s.create(path, b"")
+                except CoordinatorError:
+                    pass
+        self._refresh_brokers()
+        self._refresh_topics()
+
+    def _refresh_brokers(self) -> None:
+        if not self.active:
+            return
+        s = self.session
+        ids = s.children(BROKER_IDS_PATH, watch=self._arm(BROKER_IDS_PATH))
+        current: dict[int, BrokerInfo] = {}
+        for name in ids:
+            try:
+                data, stat = s.get(broker_path(int(name)), watch=self._arm(broker_path(int(name))))
+            except NoNodeError:
+                continue
+            d = loads(data) or {}
+            current[int(name)] = BrokerInfo(stat.czxid, bool(d.get("clean_shutdown", True)),
+                                            d.get("address", ""))
+        if current == self.brokers:
+            return
+        for b in sorted(set(self.brokers) - set(current)):
+            log.info("controller %d: node %d is gone", self.node.node_id, b)
+        for b, info in sorted(current.items()):
+            if self.brokers.get(b) != info:
+                log.info("controller %d: node %d registered (broker epoch %d, %s shutdown)",
+                         self.node.node_id, b, info.broker_epoch,
+                         "clean" if info.clean_shutdown else "unclean")
+                self.acked.pop(b, None)
+                self._inflight.pop(b, None)
+        self.brokers = current
+        self._reconcile()
+        self.version += 1
+        self._publish()
+
+    def _arm(self, path: str) -> Callable[[Any], None] | None:
+        """A watch callback for ``path`` unless one is already set (watches are one-shot)."""
+        if path in self._armed:
+            return None
+        self._armed.add(path)
+
+        def fire(_ev: Any) -> None:
+            self._armed.discard(path)
+            if self.active:
+                self._guard(self._refresh_brokers)
+
+        return fire
+
+    def _refresh_topics(self) -> None:
+        s = self.session
+        for name in s.children(TOPICS_PATH):
+            self._load_topic(name)
+
+    def _load_topic(self, name: str) -> None:
+        s = self.session
+        data, _ = s.get(topic_path(name))
+        assignment, config = parse_topic_record(data)
+        self.topics[name] = TopicInfo(assignment, config, self._log_config(config))
+        for p in assignment:
+            try:
+                sdata, stat = s.get(state_path(name, p))
+            except NoNodeError:
+                continue
+            self.states[(name, p)] = PartitionState.from_json(sdata, stat.version)
+
+    def _log_config(self, overrides: dict[str, Any]) -> LogConfig:
+        return self.node.topic_config(overrides)
+
+    # ---------------------------------------------------------------------------------------------
+    # State changes
+    # ---------------------------------------------------------------------------------------------
+
+    def _live(self) -> set[int]:
+        return set(self.brokers)
+
+    def _write(self, tp: TopicPartition, new: PartitionState) -> PartitionState:
+        """Compare-and-set the partition state; the returned state carries the new version."""
+        old = self.states[tp]
+        new = dataclasses.replace(new, controller_epoch=self.epoch)
+        res = self.session.multi([Check(CONTROLLER_EPOCH_PATH, self.epoch_version),
+                                  SetData(state_path(*tp), new.to_json(), old.partition_epoch)])
+        stat = res[1]
+        assert stat is not None
+        written = dataclasses.replace(new, partition_epoch=stat.version)
+        self.states[tp] = written
+        self.version += 1
+        return written
+
+    def _change(self, tp: TopicPartition, *, force_new_epoch: bool = False) -> bool:
+        """Bring one partition's state in line with the live registrations; True if written.
+
+        Idempotent, so a new controller (or the periodic check) can run it on everything:
+        1. members whose registration is a later, unclean incarnation than the one admitted
+           leave the ISR and the ELR (their unflushed tail may be gone) — but the ISR is only
+           emptied when an eligible leader replica exists to take over;
+        2. members that are not registered leave the ISR (never its last member; below
+           min.insync.replicas they become eligible leader replicas);
+        3. a leader that is gone, out of the ISR or restarted (another broker epoch) is
+           replaced by election, with a new leader epoch.
+        """
+        st = self.states[tp]
+        topic = self.topics[tp[0]]
+        assignment = topic.assignment[tp[1]]
+        min_isr = min(topic.log_config.min_insync_replicas, len(assignment))
+        brokers = self.brokers
+        live = set(brokers)
+        recorded = dict(st.broker_epochs)
+        isr, elr = tuple(st.isr), tuple(st.elr)
+
+        def later_incarnation(r: int) -> bool:
+            return r in brokers and recorded.get(r, -1) != brokers[r].broker_epoch
+
+        last_known = tuple(st.last_known)
+        unclean = {r for r in set(isr) | set(elr)
+                   if later_incarnation(r) and not brokers[r].clean_shutdown}
+        if unclean:
+            rest = tuple(r for r in isr if r not in unclean)
+            elr = tuple(r for r in elr if r not in unclean)
+            if rest or elr:
+                isr = rest
+            if not rest:
+                last_known = tuple(dict.fromkeys(last_known + tuple(sorted(unclean))))
+        dead = {r for r in isr if r not in live}
+        if dead:
+            isr, elr = el.shrink_with_elr(isr, elr, dead, min_isr, keep_last=True)
+        leader, epoch = st.leader, st.leader_epoch
+        if (leader not in live or leader not in isr or later_incarnation(leader)
+                or force_new_epoch):
+            # Nobody in the ISR or the ELR: the replicas that left them after unclean restarts
+            # are the last resort (they may miss committed records, as classic Kafka's last
+            # ISR member does after losing its page cache).
+            last_resort = not isr and not elr
+            candidates = tuple(r for r in assignment if r in last_known) if last_resort else isr
+            e = el.offline_election(assignment, candidates, elr, live,
+                                    unclean_enabled=topic.log_config.unclean_leader_election_enable,
+                                    allow_out_of_isr=mut.ALLOW_OUT_OF_ISR_ELECTION in self.mutants)
+            if e.leader != NO_LEADER:
+                isr, elr = ((e.leader,), ()) if last_resort and not e.unclean else (e.isr, e.elr)
+                gone = {r for r in isr if r not in live}
+                isr, elr = el.shrink_with_elr(isr, elr, gone, min_isr, keep_last=True)
+                if e.unclean:
+                    self.unclean_elections += 1
+                    log.warning("%s-%d: unclean election of node %d", tp[0], tp[1], e.leader)
+                self.elections += 1
+                recorded[e.leader] = brokers[e.leader].broker_epoch
+                last_known = ()
+            if e.leader != leader or e.leader != NO_LEADER:
+                epoch += 1
+            leader = e.leader
+        keep = set(isr) | set(elr) | set(last_known) | ({leader} if leader != NO_LEADER else set())
+        epochs = tuple(sorted((r, ep) for r, ep in recorded.items() if r in keep))
+        new = PartitionState(leader, epoch, isr, elr, st.partition_epoch, self.epoch, epochs, last_known)
+        if (new.leader, new.leader_epoch, new.isr, new.elr, new.broker_epochs, new.last_known) == \
+                (st.leader, st.leader_epoch, st.isr, st.elr, st.broker_epochs, st.last_known):
+            return False
+        self._write(tp, new)
+        log.info("%s-%d: leader %d epoch %d ISR %s ELR %s", tp[0], tp[1], leader, epoch, isr, elr)
+        return True
+
+    def _reconcile(self) -> None:
+        for tp in sorted(self.states):
+            self._change(tp)
+
+    # ---------------------------------------------------------------------------------------------
+    # Telling the nodes
+    # ---------------------------------------------------------------------------------------------
+
+    def full_state(self, target: int) -> LeaderAndIsrRequest:
+        parts = []
+        for (t, p), st in sorted(self.states.items()):
+            parts.append(PartitionInfo(t, p, self.topics[t].assignment[p], st))
+        info = self.brokers.get(target)
+        return LeaderAndIsrRequest(
+            self.node.node_id, self.epoch, info.broker_epoch if info else -1, tuple(parts),
+            tuple(sorted((b, i.broker_epoch) for b, i in self.brokers.items())),
+            tuple(sorted((t, json.dumps(ti.config, sort_keys=True)) for t, ti in self.topics.items())),
+            tuple(sorted((b, i.address) for b, i in self.brokers.items() if i.address)))
+
+    def _publish(self) -> None:
+        if not self.active:
+            return
+        for b in sorted(self.brokers):
+            self._send_state(b)
+
+    def _resend(self) -> None:
+        for b in sorted(self.brokers):
+            if self.acked.get(b, -1) < self.version and self._inflight.get(b, -1) < self.version:
+                self._send_state(b)
+
+    def _send_state(self, b: int) -> None:
+        version = self.version
+        self._inflight[b] = version
+        req = self.full_state(b)
+
+        def done(resp: Any, err: BaseException | None) -> None:
+            if self._inflight.get(b) == version:
+                self._inflight.pop(b, None)
+            if err is None and isinstance(resp, LeaderAndIsrResponse) and resp.error == NONE:
+                self.acked[b] = max(self.acked.get(b, -1), version)
+
+        self.node.send(b, req, done, self.node.config.controller_socket_timeout_ms)
+
+    # ---------------------------------------------------------------------------------------------
+    # Requests
+    # ---------------------------------------------------------------------------------------------
+
+    def _not_active(self) -> KafkaError | None:
+        if not self.active:
+            return NotControllerError(f"node {self.node.node_id} is not the controller")
+        return None
+
+    def handle_alter_partition(self, req: AlterPartitionRequest) -> AlterPartitionResponse:
+        err = self._not_active()
+        if err is not None:
+            return AlterPartitionResponse(code_for_exception(err), message=str(err))
+        try:
+            return self._alter_partition(req)
+        except (SessionExpiredError, BadVersionError, ControllerFenced) as exc:
+            self.resign()
+            self.node.on_controller_resigned()
+            e = NotControllerError(f"controller {self.node.node_id} was replaced: {exc}")
+            return AlterPartitionResponse(code_for_exception(e), message=str(e))
+        except ConnectionLossError as exc:
+            e = NotControllerError(f"controller {self.node.node_id} cannot reach the coordinator: {exc}")
+            return AlterPartitionResponse(code_for_exception(e), message=str(e))
+
+    def _alter_partition(self, req: AlterPartitionRequest) -> AlterPartitionResponse:
+        tp = (req.topic, req.partition)
+        st = self.states.get(tp)
+        if st is None:
+            e: KafkaError = UnknownTopicOrPartitionError(f"no partition {req.topic}-{req.partition}")
+            return AlterPartitionResponse(code_for_exception(e), message=str(e))
+        if req.broker_id != st.leader or req.leader_epoch != st.leader_epoch:
+            e = FencedLeaderEpochError(
+                f"node {req.broker_id} at leader epoch {req.leader_epoch} may not change the ISR of "
+                f"{req.topic}-{req.partition}: its leader is {st.leader} at epoch {st.leader_epoch}")
+            return AlterPartitionResponse(code_for_exception(e), message=str(e))
+        if req.partition_epoch != st.partition_epoch:
+            return AlterPartitionResponse(
+                INVALID_UPDATE_VERSION, message=f"partition epoch {req.partition_epoch} is stale; "
+                f"{req.topic}-{req.partition} is at {st.partition_epoch}")
+        info = self.brokers.get(req.broker_id)
+        if info is None or info.broker_epoch != req.broker_epoch:
+            e = StaleBrokerEpochError(f"node {req.broker_id} sent broker epoch {req.broker_epoch}")
+            return AlterPartitionResponse(code_for_exception(e), message=str(e))
+        assignment = self.topics[req.topic].assignment[req.partition]
+        new_isr = tuple(req.new_isr)
+        if req.broker_id not in new_isr or any(r not in assignment for r in new_isr) or \
+                len(set(new_isr)) != len(new_isr):
+            e = InvalidRequestError(f"ISR {list(new_isr)} is not a set of replicas {list(assignment)} "
+                                    "holding the leader")
+            return AlterPartitionResponse(code_for_exception(e), message=str(e))
+        added = [r for r in new_isr if r not in st.isr]
+        removed = {r for r in st.isr if r not in new_isr}
+        sent_epochs = dict(zip(new_isr, req.new_isr_epochs)) if req.new_isr_epochs else {}
+        recorded = dict(st.broker_epochs)
+        for r in added:
+            info_r = self.brokers.get(r)
+            if info_r is None or sent_epochs.get(r, info_r.broker_epoch) != info_r.broker_epoch:
+                e = IneligibleReplicaError(
+                    f"node {r} is not registered with the broker epoch it fetched with "
+                    f"({sent_epochs.get(r)}); it cannot join the ISR of {req.topic}-{req.partition}")
+                return AlterPartitionResponse(code_for_exception(e), message=str(e))
+            recorded[r] = info_r.broker_epoch
+        min_isr = min(self.topics[req.topic].log_config.min_insync_replicas, len(assignment))
+        isr, elr = el.shrink_with_elr(st.isr, st.elr, removed, min_isr, keep_last=True)
+        isr, elr = el.expand_with_elr(isr, elr, added, min_isr)
+        keep = set(isr) | set(elr) | {st.leader}
+        epochs = tuple(sorted((r, ep) for r, ep in recorded.items() if r in keep))
+        new = self._write(tp, PartitionState(st.leader, st.leader_epoch, isr, elr, st.partition_epoch,
+                                             self.epoch, epochs))
+        # The leader learns the result from the answer; the others with the next resync.
+        return AlterPartitionResponse(NONE, new)
+
+    def handle_create_topic(self, req: CreateTopicRequest) -> CreateTopicResponse:
+        err = self._not_active()
+        if err is not None:
+            return CreateTopicResponse(code_for_exception(err), str(err))
+        try:
+            return self._create_topic(req)
+        except KafkaError as e:
+            return CreateTopicResponse(code_for_exception(e), str(e))
+        except ConfigError as e:
+            return CreateTopicResponse(code_for_exception(e), str(e))
+        except (SessionExpiredError, BadVersionError) as exc:
+            self.resign()
+            self.node.on_controller_resigned()
+            e2 = NotControllerError(f"controller {self.node.node_id} was replaced: {exc}")
+            return CreateTopicResponse(code_for_exception(e2), str(e2))
+        except ConnectionLossError as exc:
+            e3 = NotControllerError(f"controller {self.node.node_id} cannot reach the coordinator: {exc}")
+            return CreateTopicResponse(code_for_exception(e3), str(e3))
+
+    def _create_topic(self, req: CreateTopicRequest) -> CreateTopicResponse:
+        name = req.name
+        if not name or len(name) > 249 or name in (".", "..") or any(c not in _LEGAL_TOPIC for c in name):
+            raise InvalidTopicError(f"invalid topic name {name!r}: 1-249 characters of [a-zA-Z0-9._-], "
+                                    "not '.' or '..'")
+        if name in self.topics:
+            raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+        config = {k: json.loads(v) for k, v in req.config}
+        log_config = self._log_config(config)
+        live = sorted(self.brokers)
+        if req.assignment:
+            assignment = {p: tuple(r) for p, r in enumerate(req.assignment)}
+            for p, r in assignment.items():
+                if not r or len(set(r)) != len(r):
+                    raise InvalidReplicaAssignmentError(f"partition {p}: replicas {list(r)} must be "
+                                                        "distinct and non-empty")
+        else:
+            if req.replication_factor > len(live):
+                raise InvalidReplicationFactorError(
+                    f"replication factor {req.replication_factor} is larger than the {len(live)} "
+                    f"live nodes {live}")
+            placed = el.assign_replicas(req.partitions, req.replication_factor, live, rng=self._rng)
+            assignment = dict(enumerate(placed))
+        ops: list[Any] = [Check(CONTROLLER_EPOCH_PATH, self.epoch_version),
+                          Create(topic_path(name), topic_record(assignment, config)),
+                          Create(topic_path(name) + "/partitions", b"")]
+        states = {}
+        for p, replicas in assignment.items():
+            alive = tuple(r for r in replicas if r in self.brokers)
+            leader = alive[0] if alive else NO_LEADER
+            isr0 = alive or replicas[:1]
+            epochs = tuple(sorted((r, self.brokers[r].broker_epoch) for r in isr0 if r in self.brokers))
+            st = PartitionState(leader, 0, isr0, (), 0, self.epoch, epochs)
+            states[p] = st
+            ops.append(Create(topic_path(name) + f"/partitions/{p}", b""))
+            ops.append(Create(state_path(name, p), st.to_json()))
+        self.session.multi(ops)
+        self.topics[name] = TopicInfo(assignment, config, log_config)
+        for p, st in states.items():
+            self.states[(name, p)] = st
+        self.version += 1
+        self._publish()
+        return CreateTopicResponse(NONE, assignment=tuple(assignment[p] for p in sorted(assignment)))
+
+    def handle_elect_leaders(self, req: ElectLeadersRequest) -> ElectLeadersResponse:
+        err = self._not_active()
+        if err is not None:
+            return ElectLeadersResponse(code_for_exception(err), message=str(err))
+        tp = (req.topic, req.partition)
+        st = self.states.get(tp)
+        if st is None:
+            e: KafkaError = UnknownTopicOrPartitionError(f"no partition {req.topic}-{req.partition}")
+            return ElectLeadersResponse(code_for_exception(e), message=str(e))
+        assignment = self.topics[req.topic].assignment[req.partition]
+        preferred = el.preferred_election(assignment, st.isr, self._live())
+        if preferred == NO_LEADER:
+            e = PreferredLeaderNotAvailableError(
+                f"the preferred replica {assignment[0]} of {req.topic}-{req.partition} is not alive "
+                f"and in the ISR {list(st.isr)}")
+            return ElectLeadersResponse(code_for_exception(e), st.leader, str(e))
+        if preferred == st.leader:
+            e = ElectionNotNeededError(f"node {preferred} already leads {req.topic}-{req.partition}")
+            return ElectLeadersResponse(code_for_exception(e), st.leader, str(e))
+        try:
+            self._write(tp, dataclasses.replace(st, leader=preferred, leader_epoch=st.leader_epoch + 1))
+        except (SessionExpiredError, BadVersionError, ConnectionLossError) as exc:
+            e = NotControllerError(f"controller {self.node.node_id} could not write: {exc}")
+            return ElectLeadersResponse(code_for_exception(e), st.leader, str(e))
+        self.elections += 1
+        self._publish()
+        return ElectLeadersResponse(NONE, preferred)
+
+    def handle_init_producer_id(self, req: InitProducerIdRequest) -> InitProducerIdResponse:
+        err = self._not_active()
+        if err is not None:
+            return InitProducerIdResponse(code_for_exception(err), message=str(err))
+        if req.producer_id >= 0:
+            if req.producer_epoch >= 32766:
+                pass  # falls through to a new producer id, as Kafka does on epoch exhaustion
+            else:
+                return InitProducerIdResponse(NONE, req.producer_id, req.producer_epoch + 1)
+        try:
+            if self._pid_next >= self._pid_end:
+                self._claim_pid_block()
+        except (SessionExpiredError, BadVersionError, ConnectionLossError) as exc:
+            e = NotControllerError(f"controller {self.node.node_id} could not allocate producer ids: {exc}")
+            return InitProducerIdResponse(code_for_exception(e), message=str(e))
+        pid = self._pid_next
+        self._pid_next += 1
+        return InitProducerIdResponse(NONE, pid, 0)
+
+    def _claim_pid_block(self) -> None:
+        s = self.session
+        for _ in range(10):
+            stat = s.exists(PRODUCER_ID_BLOCK_PATH)
+            if stat is None:
+                try:
+                    s.multi([Check(CONTROLLER_EPOCH_PATH, self.epoch_version),
+                             Create(PRODUCER_ID_BLOCK_PATH, dumps({"next": PRODUCER_ID_BLOCK_SIZE}))])
+                except CoordinatorError:
+                    continue
+                self._pid_next, self._pid_end = 0, PRODUCER_ID_BLOCK_SIZE
+                return
+            data, stat2 = s.get(PRODUCER_ID_BLOCK_PATH)
+            start = int((loads(data) or {}).get("next", 0))
+            try:
+                s.multi([Check(CONTROLLER_EPOCH_PATH, self.epoch_version),
+                         SetData(PRODUCER_ID_BLOCK_PATH, dumps({"next": start + PRODUCER_ID_BLOCK_SIZE}),
+                                 stat2.version)])
+            except BadVersionError:
+                continue
+            self._pid_next, self._pid_end = start, start + PRODUCER_ID_BLOCK_SIZE
+            return
+        raise ConnectionLossError("could not claim a producer id block")
+
+    def describe(self) -> dict[str, Any]:
+        return {"controller": self.node.node_id, "epoch": self.epoch,
+                "brokers": {b: i.broker_epoch for b, i in self.brokers.items()},
+                "partitions": {f"{t}-{p}": dataclasses.asdict(st) for (t, p), st in self.states.items()}}
+
+
+def error_response_for(exc: KafkaError) -> LeaderAndIsrResponse:
+    return LeaderAndIsrResponse(code_for_exception(exc), str(exc))

@@ -1,0 +1,277 @@
+"""Requests and responses between nodes, clients and the controller.
+
+The same message objects travel over both transports: the in-memory one passes them as
+objects, the TCP one encodes them with :func:`encode` / :func:`decode` (a JSON header with
+record bytes carried out of band; framing in ``docs/replication-protocol.md``).
+
+Errors travel as Kafka error codes (``error``, 0 for none) with an optional message, so a
+client can always tell "not written" from "indeterminate" (:mod:`seglog.errors`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from seglog.replication.metadata import PartitionInfo, PartitionState
+
+NONE = 0
+# AlterPartition's compare-and-set failure (Kafka's INVALID_UPDATE_VERSION); kept as a plain code
+# because seglog.errors registers only the codes its clients raise.
+INVALID_UPDATE_VERSION = 95
+
+ISOLATION_LOG_END = "log_end"
+ISOLATION_HIGH_WATERMARK = "high_watermark"
+CONSUMER_REPLICA_ID = -1
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FetchPartition:
+    topic: str
+    partition: int
+    fetch_offset: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    log_start_offset: int = -1
+    max_bytes: int = 1 << 20
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FetchRequest:
+    replica_id: int  # CONSUMER_REPLICA_ID for consumers
+    partitions: tuple[FetchPartition, ...]
+    broker_epoch: int = -1
+    max_wait_ms: int = 0
+    min_bytes: int = 1
+    max_bytes: int = 10 << 20
+    isolation: str = ISOLATION_HIGH_WATERMARK
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FetchPartitionResponse:
+    topic: str
+    partition: int
+    error: int = NONE
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    log_end_offset: int = -1
+    diverging_epoch: int = -1  # with diverging_end_offset: the leader's (epoch, end offset)
+    diverging_end_offset: int = -1
+    records: Any = b""  # bytes, or a LogReadResult on the sending side (zero copy)
+    message: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FetchResponse:
+    partitions: tuple[FetchPartitionResponse, ...]
+    error: int = NONE
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProduceRequest:
+    topic: str
+    partition: int
+    records: bytes
+    acks: int = -1
+    timeout_ms: int = 30_000
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProduceResponse:
+    topic: str
+    partition: int
+    error: int = NONE
+    base_offset: int = -1
+    last_offset: int = -1
+    log_append_time: int = -1
+    message: str = ""
+    duplicate: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LeaderAndIsrRequest:
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int  # the receiver's registered broker epoch; a stale one is refused
+    partitions: tuple[PartitionInfo, ...]
+    live_brokers: tuple[tuple[int, int], ...]  # (node id, broker epoch)
+    topic_configs: tuple[tuple[str, str], ...] = ()  # (topic, JSON config overrides)
+    addresses: tuple[tuple[int, str], ...] = ()  # (node id, "host:port") when over TCP
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LeaderAndIsrResponse:
+    error: int = NONE
+    message: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AlterPartitionRequest:
+    broker_id: int
+    broker_epoch: int
+    topic: str
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[int, ...]
+    new_isr_epochs: tuple[int, ...] = ()  # the broker epoch each member fetched with
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AlterPartitionResponse:
+    error: int = NONE
+    state: PartitionState | None = None
+    message: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MetadataRequest:
+    topics: tuple[str, ...] = ()  # empty: all
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MetadataResponse:
+    controller_id: int
+    partitions: tuple[PartitionInfo, ...]
+    live_brokers: tuple[tuple[int, int], ...]
+    addresses: tuple[tuple[int, str], ...] = ()
+    error: int = NONE
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class InitProducerIdRequest:
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class InitProducerIdResponse:
+    error: int = NONE
+    producer_id: int = -1
+    producer_epoch: int = -1
+    message: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CreateTopicRequest:
+    name: str
+    partitions: int
+    replication_factor: int
+    config: tuple[tuple[str, str], ...] = ()  # (key, JSON value)
+    assignment: tuple[tuple[int, ...], ...] = ()  # explicit replicas per partition, or empty
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CreateTopicResponse:
+    error: int = NONE
+    message: str = ""
+    assignment: tuple[tuple[int, ...], ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ElectLeadersRequest:
+    topic: str
+    partition: int
+    preferred: bool = True
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ElectLeadersResponse:
+    error: int = NONE
+    leader: int = -1
+    message: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ErrorResponse:
+    """A request that could not be handled at all (unknown kind, node shutting down)."""
+
+    error: int
+    message: str = ""
+
+
+MESSAGE_TYPES: tuple[type, ...] = (
+    FetchPartition, FetchRequest, FetchPartitionResponse, FetchResponse, ProduceRequest,
+    ProduceResponse, LeaderAndIsrRequest, LeaderAndIsrResponse, AlterPartitionRequest,
+    AlterPartitionResponse, MetadataRequest, MetadataResponse, InitProducerIdRequest,
+    InitProducerIdResponse, CreateTopicRequest, CreateTopicResponse, ElectLeadersRequest,
+    ElectLeadersResponse, ErrorResponse, PartitionInfo, PartitionState,
+)
+_BY_NAME: dict[str, type] = {t.__name__: t for t in MESSAGE_TYPES}
+
+
+# -- wire codec -----------------------------------------------------------------------------------
+
+
+def _to_plain(x: Any, blobs: list[Any]) -> Any:
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        name = type(x).__name__
+        if name not in _BY_NAME:
+            if hasattr(x, "slices"):  # a LogReadResult: records sent from the segment files
+                blobs.append(x)
+                return {"$b": len(blobs) - 1}
+            raise TypeError(f"cannot encode {name}")
+        out: dict[str, Any] = {"$t": name}
+        for f in dataclasses.fields(x):
+            out[f.name] = _to_plain(getattr(x, f.name), blobs)
+        return out
+    if isinstance(x, (bytes, bytearray, memoryview)):
+        blobs.append(x)
+        return {"$b": len(blobs) - 1}
+    if hasattr(x, "slices") and hasattr(x, "to_bytes"):
+        blobs.append(x)
+        return {"$b": len(blobs) - 1}
+    if isinstance(x, tuple):
+        return [_to_plain(v, blobs) for v in x]
+    if isinstance(x, list):
+        return [_to_plain(v, blobs) for v in x]
+    if isinstance(x, dict):
+        return {"$d": [[_to_plain(k, blobs), _to_plain(v, blobs)] for k, v in x.items()]}
+    return x
+
+
+def _from_plain(x: Any, blobs: Sequence[bytes]) -> Any:
+    if isinstance(x, dict):
+        if "$b" in x:
+            return blobs[x["$b"]]
+        if "$d" in x:
+            return {_from_plain(k, blobs): _from_plain(v, blobs) for k, v in x["$d"]}
+        cls = _BY_NAME[x["$t"]]
+        return cls(**{k: _from_plain(v, blobs) for k, v in x.items() if k != "$t"})
+    if isinstance(x, list):
+        return tuple(_from_plain(v, blobs) for v in x)
+    return x
+
+
+def encode(msg: Any) -> tuple[bytes, list[Any]]:
+    """(JSON header, out-of-band blobs): bytes-like objects or LogReadResults."""
+    blobs: list[Any] = []
+    plain = _to_plain(msg, blobs)
+    return json.dumps(plain, separators=(",", ":")).encode(), blobs
+
+
+def decode(header: bytes, blobs: Sequence[bytes]) -> Any:
+    return _from_plain(json.loads(header), blobs)
+
+
+def materialize(msg: Any) -> Any:
+    """The message with every LogReadResult replaced by its bytes (copied now, so a later
+    truncation of the segment cannot change what was sent)."""
+    if isinstance(msg, FetchResponse):
+        parts = tuple(
+            dataclasses.replace(p, records=p.records.to_bytes()) if not isinstance(p.records, bytes) else p
+            for p in msg.partitions)
+        return dataclasses.replace(msg, partitions=parts)
+    return msg
+
+
+def error_message(code: int, message: str = "") -> str:
+    from seglog.errors import error_for_code
+
+    if code == INVALID_UPDATE_VERSION:
+        name = "INVALID_UPDATE_VERSION"
+    else:
+        name = error_for_code(code).error_name
+    return f"{name}: {message}" if message else name

@@ -1,0 +1,168 @@
+"""Cluster metadata as the coordinator stores it: partition states, node registrations, topics,
+and the replication settings a node runs with.
+
+Coordinator layout (JSON values; Kafka's ZooKeeper layout, simplified)::
+
+    /controller                              ephemeral  {"broker_id": N}
+    /controller_epoch                        persistent {"epoch": E}   (its version fences writes)
+    /brokers/ids/N                           ephemeral  {"clean_shutdown": bool, "address": ...}
+                                                        czxid = the node's broker epoch
+    /brokers/topics/T                        persistent {"partitions": {"0": [1, 2, 3]}, "config": {...}}
+    /brokers/topics/T/partitions/P/state     persistent {"leader", "leader_epoch", "isr", "elr",
+                                                         "controller_epoch"}
+                                                        version = the partition epoch (the CAS version)
+    /latest_producer_id_block                persistent {"next": N}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from seglog.config import BrokerConfig
+
+NO_LEADER = -1
+
+CONTROLLER_PATH = "/controller"
+CONTROLLER_EPOCH_PATH = "/controller_epoch"
+BROKER_IDS_PATH = "/brokers/ids"
+TOPICS_PATH = "/brokers/topics"
+PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
+PRODUCER_ID_BLOCK_SIZE = 1000
+
+TopicPartition = tuple[str, int]
+
+
+def broker_path(node_id: int) -> str:
+    return f"{BROKER_IDS_PATH}/{node_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{TOPICS_PATH}/{topic}"
+
+
+def state_path(topic: str, partition: int) -> str:
+    return f"{TOPICS_PATH}/{topic}/partitions/{partition}/state"
+
+
+def dumps(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+
+
+def loads(data: bytes) -> Any:
+    return json.loads(data.decode()) if data else None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartitionState:
+    """One partition's replication state (Kafka's ``LeaderAndIsr``).
+
+    ``partition_epoch`` is the version of the state znode: every change bumps it and every
+    change is a compare-and-set on it. ``leader_epoch`` is bumped on every leader change only.
+    ``elr`` holds the eligible leader replicas (KIP-966): members removed from the ISR while
+    it was below ``min.insync.replicas``, which therefore hold every committed record.
+    """
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    elr: tuple[int, ...] = ()
+    partition_epoch: int = 0
+    controller_epoch: int = 0
+    #: (replica, broker epoch) of the leader and the ISR and ELR members when they were elected
+    #: or admitted: a registration with another broker epoch is a later incarnation (KIP-903).
+    broker_epochs: tuple[tuple[int, int], ...] = ()
+    #: Replicas taken out of an ISR or ELR that would otherwise be empty by an unclean restart:
+    #: the last resort when nobody else is left to elect (KIP-966's "last known leader").
+    last_known: tuple[int, ...] = ()
+
+    def broker_epoch(self, replica: int) -> int:
+        for r, e in self.broker_epochs:
+            if r == replica:
+                return e
+        return -1
+
+    def to_json(self) -> bytes:
+        return dumps({"leader": self.leader, "leader_epoch": self.leader_epoch,
+                      "isr": list(self.isr), "elr": list(self.elr),
+                      "controller_epoch": self.controller_epoch,
+                      "broker_epochs": {str(r): e for r, e in self.broker_epochs},
+                      "last_known": list(self.last_known)})
+
+    @classmethod
+    def from_json(cls, data: bytes, version: int) -> PartitionState:
+        d = loads(data)
+        epochs = tuple(sorted((int(r), int(e)) for r, e in d.get("broker_epochs", {}).items()))
+        return cls(d["leader"], d["leader_epoch"], tuple(d["isr"]), tuple(d.get("elr", ())),
+                   version, d.get("controller_epoch", 0), epochs, tuple(d.get("last_known", ())))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    """A partition's assignment with its current state (what LeaderAndIsr carries)."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    state: PartitionState
+
+    @property
+    def tp(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReplicaConfig:
+    """Node-level replication settings (Kafka's keys; see ``docs/configuration.md``)."""
+
+    replica_lag_time_max_ms: int = 30_000
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_min_bytes: int = 1
+    replica_fetch_max_bytes: int = 1024 * 1024
+    replica_fetch_response_max_bytes: int = 10 * 1024 * 1024
+    replica_fetch_backoff_ms: int = 1000
+    replica_socket_timeout_ms: int = 30_000
+    session_timeout_ms: int = 18_000
+    replica_high_watermark_checkpoint_interval_ms: int = 5000
+    controller_socket_timeout_ms: int = 30_000
+    request_timeout_ms: int = 30_000
+
+    def __post_init__(self) -> None:
+        if self.replica_fetch_wait_max_ms >= self.replica_lag_time_max_ms:
+            raise ValueError(
+                f"replica.fetch.wait.max.ms ({self.replica_fetch_wait_max_ms}) must be below "
+                f"replica.lag.time.max.ms ({self.replica_lag_time_max_ms}), or idle followers "
+                "drop out of the ISR")
+        for f in dataclasses.fields(self):
+            if getattr(self, f.name) < 0:
+                raise ValueError(f"{f.name.replace('_', '.')} must be >= 0, got {getattr(self, f.name)}")
+
+    @classmethod
+    def from_broker_config(cls, cfg: BrokerConfig) -> ReplicaConfig:
+        return cls(
+            replica_lag_time_max_ms=cfg.replica_lag_time_max_ms,
+            replica_fetch_wait_max_ms=cfg.replica_fetch_wait_max_ms,
+            replica_fetch_min_bytes=cfg.replica_fetch_min_bytes,
+            replica_fetch_max_bytes=cfg.replica_fetch_max_bytes,
+            replica_fetch_response_max_bytes=cfg.replica_fetch_response_max_bytes,
+            replica_fetch_backoff_ms=cfg.replica_fetch_backoff_ms,
+            replica_socket_timeout_ms=cfg.replica_socket_timeout_ms,
+            session_timeout_ms=cfg.zookeeper_session_timeout_ms,
+            replica_high_watermark_checkpoint_interval_ms=cfg.replica_high_watermark_checkpoint_interval_ms,
+            controller_socket_timeout_ms=cfg.controller_socket_timeout_ms,
+        )
+
+    def with_overrides(self, **kw: Any) -> ReplicaConfig:
+        return dataclasses.replace(self, **kw)
+
+
+def topic_record(assignment: Mapping[int, tuple[int, ...]], config: Mapping[str, Any]) -> bytes:
+    return dumps({"partitions": {str(p): list(r) for p, r in sorted(assignment.items())},
+                  "config": dict(config)})
+
+
+def parse_topic_record(data: bytes) -> tuple[dict[int, tuple[int, ...]], dict[str, Any]]:
+    d = loads(data)
+    return ({int(p): tuple(r) for p, r in d["partitions"].items()}, dict(d.get("config", {})))

@@ -1,0 +1,755 @@
+"""A replica node: the partitions it hosts, the requests it serves, its follower fetchers, its
+ISR expiry timer, its coordinator session and, when elected, the controller (Kafka's
+``KafkaServer`` + ``ReplicaManager`` + ``ReplicaFetcherManager``, reduced to what replication
+needs).
+
+Everything runs on one thread of control: requests, responses and timers are callbacks from
+the transport and the scheduler, so the same code runs inside the deterministic simulation
+(in-memory network, manual clock) and on an asyncio loop over TCP.
+
+On disk a node is a Kafka log directory::
+
+    <data_dir>/<topic>-<partition>/...          partition logs (segments, leader-epoch-checkpoint,
+                                                producer snapshots)
+    <data_dir>/replication-offset-checkpoint    high watermarks (every
+                                                replica.high.watermark.checkpoint.interval.ms)
+    <data_dir>/recovery-point-offset-checkpoint written by the logs
+    <data_dir>/.kafka_cleanshutdown             present only after a clean shutdown
+
+A node registers with the coordinator at start, saying whether it shut down cleanly: after an
+unclean shutdown the controller takes it out of every ISR until it has caught up again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from seglog.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
+from seglog.clock import Clock
+from seglog.config import LogConfig
+from seglog.errors import (
+    InvalidRequestError,
+    KafkaError,
+    KafkaStorageError,
+    NotControllerError,
+    NotLeaderOrFollowerBeforeAppendError,
+    NotLeaderOrFollowerError,
+    StaleBrokerEpochError,
+    StaleControllerEpochError,
+    UnknownServerError,
+    UnknownTopicOrPartitionError,
+    code_for_exception,
+)
+from seglog.log import CLEAN_SHUTDOWN_FILE, Log, parse_partition_dir
+from seglog.replication import mutations as mut
+from seglog.replication.controller import Controller
+from seglog.replication.coordinator import (
+    BadVersionError,
+    ConnectionLossError,
+    Coordinator,
+    CoordinatorError,
+    CoordinatorSession,
+    NodeExistsError,
+    NoNodeError,
+    SessionExpiredError,
+)
+from seglog.replication.messages import (
+    CONSUMER_REPLICA_ID,
+    ISOLATION_LOG_END,
+    NONE,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    CreateTopicRequest,
+    CreateTopicResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    ErrorResponse,
+    FetchPartition,
+    FetchPartitionResponse,
+    FetchRequest,
+    FetchResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    MetadataRequest,
+    MetadataResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from seglog.replication.metadata import (
+    BROKER_IDS_PATH,
+    CONTROLLER_EPOCH_PATH,
+    CONTROLLER_PATH,
+    NO_LEADER,
+    PartitionInfo,
+    ReplicaConfig,
+    TopicPartition,
+    broker_path,
+    dumps,
+    loads,
+)
+from seglog.replication.partition import AppendResult, Partition, Role
+from seglog.replication.transport import Reply, Transport
+
+log = logging.getLogger("seglog.replication.node")
+
+HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
+
+
+@dataclasses.dataclass(slots=True)
+class _Fetcher:
+    leader: int
+    in_flight: bool = False
+    backoff_until: int = 0
+    kick: Any = None
+
+
+@dataclasses.dataclass(slots=True)
+class _ParkedFetch:
+    src: int
+    req: FetchRequest
+    reply: Reply
+    timer: Any = None
+    done: bool = False
+
+
+class ReplicaNode:
+    """One node of a replicated cluster (see module docs)."""
+
+    def __init__(self, node_id: int, data_dir: str, *, coordinator: Coordinator, transport: Transport,
+                 clock: Clock, scheduler: Any, config: ReplicaConfig | None = None,
+                 log_defaults: Mapping[str, Any] | None = None, mutants: frozenset[str] = frozenset(),
+                 coordinator_reachable: Callable[[], bool] | None = None, address: str = "") -> None:
+        self.node_id = node_id
+        self.data_dir = os.path.abspath(data_dir)
+        self.coordinator = coordinator
+        self.transport = transport
+        self.clock = clock
+        self.scheduler = scheduler
+        self.config = config or ReplicaConfig()
+        self.log_defaults = dict(log_defaults or {})
+        self.mutants = mut.check(mutants)
+        self.address = address
+        self._coordinator_reachable = coordinator_reachable
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.metadata: dict[TopicPartition, PartitionInfo] = {}
+        self.live_brokers: dict[int, int] = {}
+        self.addresses: dict[int, str] = {}
+        self.topic_configs: dict[str, dict[str, Any]] = {}
+        self.controller_id = -1
+        self.controller_epoch_seen = -1
+        self.controller: Controller | None = None
+        self.session: CoordinatorSession | None = None
+        self.broker_epoch = -1
+        self.stats: dict[str, int] = {}
+        self.running = False
+        self.clean_start = False
+        self.started_clean = False
+        self._fetchers: dict[int, _Fetcher] = {}
+        self._parked: dict[TopicPartition, list[_ParkedFetch]] = {}
+        self._tasks: list[Any] = []
+        self._hw_file = OffsetCheckpointFile(os.path.join(self.data_dir, HW_CHECKPOINT_FILE))
+        self._hw_checkpoint: dict[TopicPartition, int] = {}
+        self._unopened: set[str] = set()
+        self.durable_epoch_files: dict[str, bytes | None] = {}
+
+    # ---------------------------------------------------------------------------------------------
+    # Lifecycle
+    # ---------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        os.makedirs(self.data_dir, exist_ok=True)
+        marker = os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE)
+        has_logs = any(parse_partition_dir(n) is not None and os.path.isdir(os.path.join(self.data_dir, n))
+                       for n in os.listdir(self.data_dir))
+        # A node with no logs at all lost nothing, whatever ended its last run.
+        self.clean_start = os.path.exists(marker) or not has_logs
+        self.started_clean = self.clean_start
+        try:
+            self._hw_checkpoint = self._hw_file.read()
+        except CorruptCheckpointError as exc:
+            log.warning("%s; high watermarks start at the log start", exc)
+            self._hw_checkpoint = {}
+        self._unopened = set()
+        for name in sorted(os.listdir(self.data_dir)):
+            parsed = parse_partition_dir(name)
+            if parsed is not None and os.path.isdir(os.path.join(self.data_dir, name)):
+                self._unopened.add(name)
+                self._snapshot_epoch_file(os.path.join(self.data_dir, name))
+        if os.path.exists(marker):
+            os.unlink(marker)
+        self.running = True
+        self.transport.register(self.node_id, self.handle)
+        cfg = self.config
+        self._every("coordinator heartbeat", self._heartbeat, max(1, cfg.session_timeout_ms // 3))
+        self._every("isr expiration", self._expire_isr, max(1, cfg.replica_lag_time_max_ms // 2))
+        self._every("high watermark checkpoint", self.checkpoint_high_watermarks,
+                    max(1, cfg.replica_high_watermark_checkpoint_interval_ms))
+        self._every("fetcher kick", self._kick_fetchers, max(1, cfg.replica_fetch_backoff_ms))
+        self._every("log flush", self._flush_logs, 100)
+        self._connect()
+
+    def _every(self, name: str, fn: Callable[[], object], period_ms: int) -> None:
+        self._tasks.append(self.scheduler.schedule(f"node {self.node_id} {name}", fn,
+                                                   delay_ms=period_ms, period_ms=period_ms))
+
+    def shutdown(self, *, deregister: bool = False) -> None:
+        """Clean shutdown: flush and close every log, snapshot producer state, checkpoint high
+        watermarks, leave the clean-shutdown marker. With ``deregister`` the coordinator session
+        is closed too (the controller reacts at once instead of after the session timeout)."""
+        if not self.running:
+            return
+        self.running = False
+        self._stop_tasks()
+        if self.controller is not None:
+            self.controller.resign()
+            self.controller = None
+        self._fail_parked()
+        for p in self.partitions.values():
+            p.stop()
+            p.producer_state.take_snapshot(p.log.log_end_offset)
+        self.checkpoint_high_watermarks()
+        for p in self.partitions.values():
+            p.log.close()
+        if self.started_clean or not self._unopened:
+            # After an unclean start, logs this run never opened are still unrecovered.
+            with open(os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE), "wb") as f:
+                f.flush()
+                os.fsync(f.fileno())
+        if deregister and self.session is not None:
+            try:
+                self.session.close()
+            except CoordinatorError:
+                pass
+        self.transport.unregister(self.node_id)
+
+    def crash(self) -> None:
+        """Stop as a killed process does: nothing flushed, nothing checkpointed, no marker."""
+        if not self.running:
+            return
+        self.running = False
+        self._stop_tasks()
+        if self.controller is not None:
+            self.controller.active = False
+            self.controller = None
+        self.transport.unregister(self.node_id)
+        for p in self.partitions.values():
+            p.log.abandon()
+
+    def _stop_tasks(self) -> None:
+        for t in self._tasks:
+            self.scheduler.cancel(t)
+        self._tasks.clear()
+        for f in self._fetchers.values():
+            if f.kick is not None:
+                self.scheduler.cancel(f.kick)
+
+    # ---------------------------------------------------------------------------------------------
+    # Coordinator: session, registration, controller election
+    # ---------------------------------------------------------------------------------------------
+
+    def _connect(self) -> None:
+        try:
+            self.session = self.coordinator.connect(reachable=self._coordinator_reachable,
+                                                    session_timeout_ms=self.config.session_timeout_ms)
+            self._register()
+            self._elect_controller()
+        except (ConnectionLossError, SessionExpiredError) as exc:
+            log.info("node %d cannot reach the coordinator yet: %s", self.node_id, exc)
+            self.session = None if self.session is None or self.session.expired else self.session
+
+    def _register(self) -> None:
+        assert self.session is not None
+        s = self.session
+        for path in ("/brokers", BROKER_IDS_PATH):
+            if s.exists(path) is None:
+                try:
+                    s.create(path, b"")
+                except NodeExistsError:
+                    pass
+        data = dumps({"clean_shutdown": self.clean_start, "address": self.address})
+        stat = s.create(broker_path(self.node_id), data, ephemeral=True, replace=True)
+        self.broker_epoch = stat.czxid
+        self.stats["registrations"] = self.stats.get("registrations", 0) + 1
+        # Later registrations of this process (after a lost session) follow no crash.
+        self.clean_start = True
+        log.info("node %d registered with broker epoch %d", self.node_id, self.broker_epoch)
+
+    def _heartbeat(self) -> None:
+        if self.session is None or self.broker_epoch < 0:
+            self._connect()
+            return
+        try:
+            self.session.heartbeat()
+            if self.session.exists(broker_path(self.node_id)) is None:
+                self._register()
+        except ConnectionLossError:
+            return
+        except SessionExpiredError:
+            log.info("node %d lost its coordinator session; registering again", self.node_id)
+            if self.controller is not None:
+                self.controller.resign()
+                self.controller = None
+            self.session = None
+            self.broker_epoch = -1
+            self._connect()
+            return
+        if self.controller is None and self.controller_id < 0:
+            self._elect_controller()
+
+    def _elect_controller(self) -> None:
+        if self.session is None or not self.running:
+            return
+        s = self.session
+        try:
+            try:
+                s.create(CONTROLLER_PATH, dumps({"broker_id": self.node_id}), ephemeral=True)
+            except NodeExistsError:
+                data, _ = s.get(CONTROLLER_PATH, watch=self._on_controller_event)
+                self.controller_id = int((loads(data) or {}).get("broker_id", -1))
+                return
+            try:
+                data, stat = s.get(CONTROLLER_EPOCH_PATH)
+                epoch = int((loads(data) or {}).get("epoch", 0)) + 1
+                new = s.set(CONTROLLER_EPOCH_PATH, dumps({"epoch": epoch}), stat.version)
+            except NoNodeError:
+                epoch = 1
+                s.create(CONTROLLER_EPOCH_PATH, dumps({"epoch": epoch}))
+                _, new = s.get(CONTROLLER_EPOCH_PATH)
+            s.exists(CONTROLLER_PATH, watch=self._on_controller_event)
+        except BadVersionError:
+            self._drop_controller_znode()
+            return
+        except (ConnectionLossError, SessionExpiredError, NoNodeError):
+            return
+        self.controller_id = self.node_id
+        self.controller = Controller(self, s, epoch, new.version)
+        self.stats["controller_elections"] = self.stats.get("controller_elections", 0) + 1
+        self.controller.start()
+
+    def _drop_controller_znode(self) -> None:
+        if self.session is None:
+            return
+        try:
+            data, stat = self.session.get(CONTROLLER_PATH)
+            if int((loads(data) or {}).get("broker_id", -1)) == self.node_id:
+                self.session.delete(CONTROLLER_PATH, stat.version)
+        except CoordinatorError:
+            pass
+
+    def _on_controller_event(self, _ev: Any) -> None:
+        if not self.running:
+            return
+        if self.controller is not None:
+            # Our /controller znode changed or vanished: we are no longer controller.
+            if self.session is not None:
+                try:
+                    st = self.session.exists(CONTROLLER_PATH)
+                except CoordinatorError:
+                    st = None
+                if st is not None and st.ephemeral_owner == self.session.session_id:
+                    self.session.exists(CONTROLLER_PATH, watch=self._on_controller_event)
+                    return
+            self.controller.resign()
+            self.controller = None
+        self.controller_id = -1
+        self._elect_controller()
+
+    def on_controller_resigned(self) -> None:
+        self.controller = None
+        self.controller_id = -1
+        self._drop_controller_znode()
+
+    # ---------------------------------------------------------------------------------------------
+    # Requests
+    # ---------------------------------------------------------------------------------------------
+
+    def send(self, dst: int, message: Any, callback: Callable[[Any, BaseException | None], None],
+             timeout_ms: int) -> None:
+        self.transport.request(self.node_id, dst, message, callback, timeout_ms)
+
+    def handle(self, src: int, msg: Any, reply: Reply) -> None:
+        if not self.running:
+            return
+        try:
+            if isinstance(msg, FetchRequest):
+                self._handle_fetch(src, msg, reply)
+            elif isinstance(msg, ProduceRequest):
+                self._handle_produce(msg, reply)
+            elif isinstance(msg, LeaderAndIsrRequest):
+                reply(self._handle_leader_and_isr(msg))
+            elif isinstance(msg, MetadataRequest):
+                reply(self.metadata_response(msg))
+            elif isinstance(msg, AlterPartitionRequest):
+                c = self.controller
+                if c is None:
+                    e = NotControllerError(f"node {self.node_id} is not the controller")
+                    reply(AlterPartitionResponse(code_for_exception(e), message=str(e)))
+                else:
+                    reply(c.handle_alter_partition(msg))
+            elif isinstance(msg, CreateTopicRequest):
+                c = self.controller
+                reply(c.handle_create_topic(msg) if c is not None else
+                      CreateTopicResponse(NotControllerError.code, f"node {self.node_id} is not the controller"))
+            elif isinstance(msg, ElectLeadersRequest):
+                c = self.controller
+                reply(c.handle_elect_leaders(msg) if c is not None else
+                      ElectLeadersResponse(NotControllerError.code, message=f"node {self.node_id} is not the controller"))
+            elif isinstance(msg, InitProducerIdRequest):
+                c = self.controller
+                reply(c.handle_init_producer_id(msg) if c is not None else
+                      InitProducerIdResponse(NotControllerError.code, message=f"node {self.node_id} is not the controller"))
+            else:
+                e2 = InvalidRequestError(f"unknown request {type(msg).__name__}")
+                reply(ErrorResponse(code_for_exception(e2), str(e2)))
+        except KafkaError as exc:
+            log.warning("node %d: %s while handling %s", self.node_id, exc, type(msg).__name__)
+            reply(ErrorResponse(code_for_exception(exc), str(exc)))
+
+    # -- LeaderAndIsr ---------------------------------------------------------------------------
+
+    def _handle_leader_and_isr(self, req: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+        if req.controller_epoch < self.controller_epoch_seen:
+            e: KafkaError = StaleControllerEpochError(
+                f"controller epoch {req.controller_epoch} is older than {self.controller_epoch_seen}")
+            return LeaderAndIsrResponse(code_for_exception(e), str(e))
+        if req.broker_epoch != self.broker_epoch or self.broker_epoch < 0:
+            e = StaleBrokerEpochError(f"request for broker epoch {req.broker_epoch}; node "
+                                      f"{self.node_id} is registered with {self.broker_epoch}")
+            return LeaderAndIsrResponse(code_for_exception(e), str(e))
+        self.controller_epoch_seen = req.controller_epoch
+        self.controller_id = req.controller_id
+        old_live = self.live_brokers
+        self.live_brokers = dict(req.live_brokers)
+        if req.addresses:
+            self.addresses = dict(req.addresses)
+            learn = getattr(self.transport, "set_address", None)
+            if learn is not None:
+                for nid, addr in req.addresses:
+                    if nid != self.node_id:
+                        learn(nid, addr)
+        for topic, cfg in req.topic_configs:
+            self.topic_configs[topic] = json.loads(cfg)
+        metadata = {}
+        for info in req.partitions:
+            metadata[info.tp] = info
+        self.metadata = metadata
+        for info in req.partitions:
+            if self.node_id not in info.replicas:
+                continue
+            p = self.partitions.get(info.tp)
+            if p is None:
+                try:
+                    p = self._open_partition(info)
+                except (OSError, KafkaError) as exc:
+                    log.error("node %d cannot open %s-%d: %s", self.node_id, info.topic, info.partition, exc)
+                    continue
+            was_leader = p.is_leader
+            if p.apply_state(info) and was_leader and not p.is_leader:
+                self._complete_parked(p.tp, error=True)
+        if old_live != self.live_brokers:
+            for p in self.partitions.values():
+                p.maybe_increment_high_watermark()
+        self._update_fetchers()
+        return LeaderAndIsrResponse()
+
+    def topic_config(self, overrides: Mapping[str, Any] | None = None) -> LogConfig:
+        merged = dict(self.log_defaults)
+        merged.update(overrides or {})
+        return LogConfig.from_dict(merged)
+
+    def _open_partition(self, info: PartitionInfo) -> Partition:
+        cfg = self.topic_config(self.topic_configs.get(info.topic))
+        d = os.path.join(self.data_dir, f"{info.topic}-{info.partition}")
+        lg = Log.open(d, cfg, clock=self.clock, replicated=True,
+                      high_watermark=self._hw_checkpoint.get(info.tp),
+                      clean_shutdown=self.started_clean if os.path.isdir(d) else True)
+        self._unopened.discard(os.path.basename(d))
+        p = Partition(self, info.topic, info.partition, lg, cfg, info.replicas)
+        self.partitions[info.tp] = p
+        self.stats["producer_snapshots_loaded"] = (self.stats.get("producer_snapshots_loaded", 0)
+                                                   + p.producer_state.snapshots_loaded)
+        return p
+
+    # -- produce --------------------------------------------------------------------------------
+
+    def _handle_produce(self, req: ProduceRequest, reply: Reply) -> None:
+        tp = (req.topic, req.partition)
+        p = self.partitions.get(tp)
+
+        def respond(first: int, last: int, append_time: int, err: KafkaError | None, dup: bool) -> None:
+            if req.acks == 0:
+                return
+            if err is None:
+                reply(ProduceResponse(req.topic, req.partition, NONE, first, last, append_time, duplicate=dup))
+            else:
+                reply(ProduceResponse(req.topic, req.partition, code_for_exception(err), first, last,
+                                      message=str(err), duplicate=dup))
+
+        if p is None:
+            if tp in self.metadata:
+                respond(-1, -1, -1, NotLeaderOrFollowerBeforeAppendError(
+                    f"node {self.node_id} does not host {req.topic}-{req.partition}"), False)
+            else:
+                respond(-1, -1, -1, UnknownTopicOrPartitionError(
+                    f"node {self.node_id} knows no partition {req.topic}-{req.partition}"), False)
+            return
+        try:
+            res: AppendResult = p.append_as_leader(req.records, req.acks)
+        except KafkaError as exc:
+            respond(-1, -1, -1, exc, False)
+            return
+        except OSError as exc:
+            respond(-1, -1, -1, KafkaStorageError(f"node {self.node_id}: {exc}"), False)
+            return
+        except Exception as exc:  # noqa: BLE001 - reported as an indeterminate failure
+            log.exception("node %d: produce to %s-%d failed", self.node_id, req.topic, req.partition)
+            respond(-1, -1, -1, UnknownServerError(f"node {self.node_id}: {exc!r}"), False)
+            return
+        if req.acks == -1:
+            p.park_produce(res, respond, req.timeout_ms)
+        else:
+            respond(res.first_offset, res.last_offset, res.log_append_time, None, res.duplicate)
+
+    # -- fetch (leader side) --------------------------------------------------------------------
+
+    def _fetch_once(self, req: FetchRequest, *, first: bool) -> tuple[FetchResponse, int, bool]:
+        out = []
+        total = 0
+        stop = False  # an error or a divergence answers at once
+        budget = req.max_bytes
+        for fp in req.partitions:
+            tp = (fp.topic, fp.partition)
+            p = self.partitions.get(tp)
+            if p is None:
+                e = UnknownTopicOrPartitionError(f"node {self.node_id} hosts no {fp.topic}-{fp.partition}")
+                out.append(FetchPartitionResponse(fp.topic, fp.partition, code_for_exception(e), message=str(e)))
+                stop = True
+                continue
+            if req.replica_id >= 0:
+                if first:
+                    r = p.fetch_for_follower(req.replica_id, req.broker_epoch, fp, budget)
+                else:
+                    r = self._reread_follower(p, fp, budget)
+            else:
+                r = p.fetch_for_consumer(fp, budget, req.isolation)
+            size = len(r.records) if isinstance(r.records, (bytes, bytearray)) else r.records.size
+            total += size
+            budget = max(0, budget - size)
+            if r.error != NONE or r.diverging_epoch >= 0 or r.diverging_end_offset >= 0:
+                stop = True
+            out.append(r)
+        return FetchResponse(tuple(out)), total, stop
+
+    def _reread_follower(self, p: Partition, fp: FetchPartition, budget: int) -> FetchPartitionResponse:
+        if not p.is_leader or fp.current_leader_epoch != p.leader_epoch:
+            return p._error(NotLeaderOrFollowerError(f"node {self.node_id} no longer leads "
+                                                     f"{p.topic}-{p.partition}"))
+        if fp.fetch_offset > p.log.log_end_offset or fp.fetch_offset < p.log.log_start_offset:
+            return p._error(NotLeaderOrFollowerError(f"{p.topic}-{p.partition} moved under the fetch"))
+        return p.read(fp.fetch_offset, min(budget, fp.max_bytes), ISOLATION_LOG_END)
+
+    def _handle_fetch(self, src: int, req: FetchRequest, reply: Reply) -> None:
+        resp, total, stop = self._fetch_once(req, first=True)
+        if stop or total >= req.min_bytes or req.max_wait_ms <= 0:
+            reply(resp)
+            return
+        pf = _ParkedFetch(src, req, reply)
+        pf.timer = self.scheduler.schedule(f"fetch wait {src}", lambda: self._finish_parked(pf),
+                                           delay_ms=req.max_wait_ms)
+        for fp in req.partitions:
+            self._parked.setdefault((fp.topic, fp.partition), []).append(pf)
+
+    def _finish_parked(self, pf: _ParkedFetch) -> None:
+        if pf.done:
+            return
+        pf.done = True
+        self.scheduler.cancel(pf.timer)
+        for fp in pf.req.partitions:
+            lst = self._parked.get((fp.topic, fp.partition))
+            if lst and pf in lst:
+                lst.remove(pf)
+        if not self.running:
+            return
+        resp, _, _ = self._fetch_once(pf.req, first=False)
+        pf.reply(resp)
+
+    def _complete_parked(self, tp: TopicPartition, *, followers: bool = True, consumers: bool = True,
+                         error: bool = False) -> None:
+        lst = self._parked.get(tp)
+        if not lst:
+            return
+        for pf in list(lst):
+            is_follower = pf.req.replica_id != CONSUMER_REPLICA_ID
+            if error or (is_follower and followers) or (not is_follower and consumers):
+                self._finish_parked(pf)
+
+    def _fail_parked(self) -> None:
+        for lst in list(self._parked.values()):
+            for pf in list(lst):
+                pf.done = True
+                self.scheduler.cancel(pf.timer)
+        self._parked.clear()
+
+    def on_log_appended(self, partition: Partition) -> None:
+        # New data wakes parked follower fetches (and consumers reading to the log end).
+        self._complete_parked(partition.tp, followers=True, consumers=False)
+
+    def on_high_watermark(self, partition: Partition) -> None:
+        # A HW-only change wakes consumers, never a parked follower fetch (KIP-227 note in §1.4).
+        self._complete_parked(partition.tp, followers=False, consumers=True)
+
+    # -- PartitionHost ----------------------------------------------------------------------------
+
+    def broker_epoch_of(self, node_id: int) -> int:
+        return self.live_brokers.get(node_id, -1)
+
+    def schedule(self, name: str, fn: Callable[[], object], delay_ms: int) -> Any:
+        return self.scheduler.schedule(name, fn, delay_ms=delay_ms)
+
+    def cancel(self, task: Any) -> None:
+        self.scheduler.cancel(task)
+
+    def submit_alter_partition(self, partition: Partition, new_isr: tuple[int, ...]) -> None:
+        epochs = tuple(self.broker_epoch if r == self.node_id else
+                       (partition.remotes[r].broker_epoch if r in partition.remotes else -1)
+                       for r in new_isr)
+        req = AlterPartitionRequest(self.node_id, self.broker_epoch, partition.topic, partition.partition,
+                                    partition.leader_epoch, partition.partition_epoch, new_isr, epochs)
+        sent_epoch = partition.partition_epoch
+        ctrl = self.controller_id
+
+        def done(resp: Any, err: BaseException | None) -> None:
+            if not self.running:
+                return
+            if err is not None or not isinstance(resp, AlterPartitionResponse):
+                partition.on_alter_partition_response(new_isr, sent_epoch, None, -1)
+                return
+            partition.on_alter_partition_response(new_isr, sent_epoch, resp.state, resp.error)
+
+        if ctrl < 0:
+            partition.on_alter_partition_response(new_isr, sent_epoch, None, NotControllerError.code)
+            return
+        self.send(ctrl, req, done, self.config.controller_socket_timeout_ms)
+
+    # ---------------------------------------------------------------------------------------------
+    # Follower fetchers
+    # ---------------------------------------------------------------------------------------------
+
+    def _update_fetchers(self) -> None:
+        leaders = {p.leader for p in self.partitions.values()
+                   if p.role is Role.FOLLOWER and p.leader not in (NO_LEADER, self.node_id)}
+        for leader in leaders:
+            if leader not in self._fetchers:
+                self._fetchers[leader] = _Fetcher(leader)
+        for f in list(self._fetchers.values()):
+            if f.leader not in leaders and not f.in_flight:
+                del self._fetchers[f.leader]
+        for f in list(self._fetchers.values()):
+            self._maybe_fetch(f)
+
+    def _kick_fetchers(self) -> None:
+        self._update_fetchers()
+
+    def _maybe_fetch(self, f: _Fetcher) -> None:
+        if not self.running or f.in_flight or self.broker_epoch < 0:
+            return
+        now = self.clock.monotonic_ms()
+        if now < f.backoff_until:
+            return
+        parts = [p for p in self.partitions.values() if p.role is Role.FOLLOWER and p.leader == f.leader]
+        if not parts:
+            return
+        cfg = self.config
+        sent = tuple(p.fetch_partition_request(cfg.replica_fetch_max_bytes) for p in parts)
+        req = FetchRequest(self.node_id, sent, self.broker_epoch, cfg.replica_fetch_wait_max_ms,
+                           cfg.replica_fetch_min_bytes, cfg.replica_fetch_response_max_bytes,
+                           ISOLATION_LOG_END)
+        f.in_flight = True
+        by_tp = {(fp.topic, fp.partition): fp for fp in sent}
+
+        def done(resp: Any, err: BaseException | None) -> None:
+            f.in_flight = False
+            if not self.running:
+                return
+            backoff = err is not None or not isinstance(resp, FetchResponse)
+            if not backoff:
+                for pr in resp.partitions:
+                    p = self.partitions.get((pr.topic, pr.partition))
+                    fp = by_tp.get((pr.topic, pr.partition))
+                    if p is None or fp is None:
+                        continue
+                    try:
+                        backoff |= p.on_fetch_response(fp, pr)
+                    except (KafkaError, OSError) as exc:
+                        log.warning("node %d: replicating %s-%d from %d failed: %s", self.node_id,
+                                    pr.topic, pr.partition, f.leader, exc)
+                        self.stats["fetch_apply_errors"] = self.stats.get("fetch_apply_errors", 0) + 1
+                        backoff = True
+            if backoff:
+                f.backoff_until = self.clock.monotonic_ms() + self.config.replica_fetch_backoff_ms
+                if f.kick is not None:
+                    self.scheduler.cancel(f.kick)
+                f.kick = self.scheduler.schedule(f"fetch backoff {self.node_id}->{f.leader}",
+                                                 lambda: self._maybe_fetch(f),
+                                                 delay_ms=self.config.replica_fetch_backoff_ms)
+            else:
+                self._maybe_fetch(f)
+
+        self.send(f.leader, req, done, cfg.replica_socket_timeout_ms)
+
+    # ---------------------------------------------------------------------------------------------
+    # Timers
+    # ---------------------------------------------------------------------------------------------
+
+    def _expire_isr(self) -> None:
+        for p in list(self.partitions.values()):
+            p.maybe_shrink_isr()
+
+    def checkpoint_high_watermarks(self) -> None:
+        hws = {tp: p.log.high_watermark for tp, p in self.partitions.items() if not p.log.closed}
+        if not hws:
+            return
+        merged = dict(self._hw_checkpoint)
+        merged.update(hws)
+        self._hw_file.write(merged)
+        for p in self.partitions.values():
+            if not p.log.closed:
+                p.log.checkpoint()
+
+    def _flush_logs(self) -> None:
+        for p in self.partitions.values():
+            if not p.log.closed:
+                p.log.maybe_flush_by_time()
+
+    def _snapshot_epoch_file(self, partition_dir: str) -> None:
+        """The epoch checkpoint as this node found it at start: all a power loss would leave
+        of it if its writes were never fsynced (read only by the simulation's power-loss fault
+        under the ``epoch_cache_no_fsync`` mutation)."""
+        if mut.EPOCH_CACHE_NO_FSYNC not in self.mutants:
+            return
+        path = os.path.join(partition_dir, "leader-epoch-checkpoint")
+        try:
+            with open(path, "rb") as f:
+                self.durable_epoch_files[path] = f.read()
+        except FileNotFoundError:
+            self.durable_epoch_files[path] = None
+
+    # ---------------------------------------------------------------------------------------------
+    # Metadata
+    # ---------------------------------------------------------------------------------------------
+
+    def metadata_response(self, req: MetadataRequest | None = None) -> MetadataResponse:
+        parts = tuple(info for tp, info in sorted(self.metadata.items())
+                      if req is None or not req.topics or info.topic in req.topics)
+        return MetadataResponse(self.controller_id, parts, tuple(sorted(self.live_brokers.items())),
+                                tuple(sorted(self.addresses.items())))
+
+    def partition(self, topic: str, partition: int) -> Partition | None:
+        return self.partitions.get((topic, partition))

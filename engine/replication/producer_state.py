@@ -1,0 +1,278 @@
+"""Idempotent-producer state of one partition replica (Kafka's ``ProducerStateManager``,
+``ProducerAppendInfo`` and ``ProducerStateEntry``), kept by the leader *and* the followers,
+with Kafka's ``.snapshot`` files.
+
+Per producer id: the producer epoch and the metadata of its last five batches (first/last
+sequence, last offset, timestamp). A batch from a client (leader side) is checked first:
+
+1. it repeats one of the five cached batches (same epoch, same first and last sequence): a
+   duplicate — nothing is appended, the original offsets are returned;
+2. its epoch is older than the producer's: ``InvalidProducerEpochError``;
+3. a newer epoch must start at sequence 0 (unless the producer had no epoch yet);
+4. the same epoch must continue at last sequence + 1 (0 after 2^31-1); otherwise
+   ``OutOfOrderSequenceError`` — a duplicate older than the five-batch window lands here too.
+   A producer the state does not know (expired, or its records deleted) may start anywhere.
+
+Followers apply their batches without checks (replication origin), so a newly elected leader
+answers retries of batches its predecessor replicated with the original offsets.
+
+Snapshot file ``<offset %020d>.snapshot`` (``ProducerSnapshot`` v1, big-endian; the offset is
+the log offset the state reflects, i.e. the log end offset when it was taken)::
+
+    int16  version = 1
+    uint32 crc              CRC-32C of every byte after this field
+    int32  count
+    count x 46 bytes:
+      int64 producerId  int16 epoch  int32 lastSequence  int64 lastOffset
+      int32 offsetDelta (lastSeq - firstSeq of the last batch)  int64 timestamp
+      int32 coordinatorEpoch  int64 currentTxnFirstOffset (-1: none)
+
+Kafka keeps only each producer's last batch in a snapshot; on load the state is rebuilt from
+the latest snapshot at or below the log end plus the batches after it. Snapshots are written at
+every segment roll (state as of the new segment's base offset) and at clean shutdown, and
+deleted beyond the log end (after truncation) and below the log start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import re
+import struct
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+from seglog._native.crc32c import crc32c
+from seglog.checkpoints import atomic_write
+from seglog.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+
+log = logging.getLogger("seglog.replication.producer_state")
+
+NUM_BATCHES_TO_RETAIN = 5
+INT32_MAX = 2**31 - 1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+SNAPSHOT_VERSION = 1
+SNAPSHOT_SUFFIX = ".snapshot"
+_SNAPSHOT_NAME = re.compile(r"^(\d{20})\.snapshot$")
+_HEAD = struct.Struct(">hIi")
+_ENTRY = struct.Struct(">qhiqiqiq")
+assert _ENTRY.size == 46
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclasses.dataclass(slots=True)
+class ProducerEntry:
+    producer_id: int
+    epoch: int = NO_PRODUCER_EPOCH
+    batches: deque[BatchMetadata] = dataclasses.field(
+        default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if epoch != self.epoch:
+            return None
+        for b in self.batches:
+            if b.first_seq == first_seq and b.last_seq == last_seq:
+                return b
+        return None
+
+
+def last_sequence(base_sequence: int, records: int) -> int:
+    """The last sequence of a batch, wrapping past 2^31-1 as Kafka does."""
+    return (base_sequence + records - 1) % (INT32_MAX + 1)
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+def snapshot_path(directory: str, offset: int) -> str:
+    return os.path.join(directory, "%020d%s" % (offset, SNAPSHOT_SUFFIX))
+
+
+def encode_snapshot(entries: Iterable[ProducerEntry]) -> bytes:
+    body = bytearray()
+    n = 0
+    for e in sorted(entries, key=lambda e: e.producer_id):
+        if not e.batches:
+            continue
+        b = e.batches[-1]
+        body += _ENTRY.pack(e.producer_id, e.epoch, b.last_seq, b.last_offset,
+                            b.last_seq - b.first_seq if b.last_seq >= b.first_seq else
+                            b.last_offset - b.first_offset,
+                            b.timestamp, e.coordinator_epoch, e.current_txn_first_offset)
+        n += 1
+    payload = struct.pack(">i", n) + bytes(body)
+    return struct.pack(">hI", SNAPSHOT_VERSION, crc32c(payload)) + payload
+
+
+def decode_snapshot(data: bytes, path: str = "<snapshot>") -> list[ProducerEntry]:
+    """Entries of a snapshot file; raises ValueError naming the file on any damage."""
+    if len(data) < _HEAD.size:
+        raise ValueError(f"producer snapshot {path} is {len(data)} bytes, shorter than its "
+                         f"{_HEAD.size}-byte header")
+    version, crc, count = _HEAD.unpack_from(data, 0)
+    if version != SNAPSHOT_VERSION:
+        raise ValueError(f"producer snapshot {path} has version {version}, expected {SNAPSHOT_VERSION}")
+    if crc32c(data[6:]) != crc:
+        raise ValueError(f"producer snapshot {path} fails its CRC-32C check")
+    if count < 0 or len(data) != _HEAD.size + count * _ENTRY.size:
+        raise ValueError(f"producer snapshot {path} declares {count} entries but holds "
+                         f"{len(data) - _HEAD.size} bytes of them ({_ENTRY.size} bytes each)")
+    out = []
+    for i in range(count):
+        pid, epoch, last_seq, last_offset, delta, ts, coord, txn = _ENTRY.unpack_from(
+            data, _HEAD.size + i * _ENTRY.size)
+        e = ProducerEntry(pid, epoch, coordinator_epoch=coord, current_txn_first_offset=txn)
+        e.batches.append(BatchMetadata(last_seq - delta, last_seq, last_offset - delta, last_offset, ts))
+        out.append(e)
+    return out
+
+
+class ProducerStateManager:
+    """Producer state of one partition replica (see module docs). Not thread-safe: the
+    replication layer calls it under the partition's own serialisation."""
+
+    def __init__(self, directory: str) -> None:
+        self.dir = directory
+        self.producers: dict[int, ProducerEntry] = {}
+        self.map_end_offset = 0
+        self.snapshots_loaded = 0
+
+    # -- client-side check (leader) -------------------------------------------------------------
+
+    def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        """Validate a client's batch; the cached metadata if it is a duplicate, else None.
+        Raises ``InvalidProducerEpochError`` or ``OutOfOrderSequenceError``."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return None
+        dup = entry.find_duplicate(epoch, first_seq, last_seq)
+        if dup is not None:
+            return dup
+        if epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"producer {producer_id} sent epoch {epoch}, older than its current epoch {entry.epoch}")
+        if epoch != entry.epoch:
+            if first_seq != 0 and entry.epoch != NO_PRODUCER_EPOCH:
+                raise OutOfOrderSequenceError(
+                    f"producer {producer_id} started epoch {epoch} at sequence {first_seq}; a new "
+                    "epoch must start at sequence 0")
+            return None
+        current = entry.last_seq
+        if entry.epoch != NO_PRODUCER_EPOCH and current != NO_SEQUENCE and not _in_sequence(current, first_seq):
+            raise OutOfOrderSequenceError(
+                f"producer {producer_id} epoch {epoch} sent sequence {first_seq}; expected "
+                f"{0 if current == INT32_MAX else current + 1} (last written {current})")
+        return None
+
+    # -- updates ---------------------------------------------------------------------------------
+
+    def update(self, producer_id: int, epoch: int, first_seq: int, last_seq: int,
+               first_offset: int, last_offset: int, timestamp: int) -> None:
+        """Record an appended batch (leader or follower)."""
+        if producer_id < 0:
+            return
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerEntry(producer_id)
+        if epoch != entry.epoch:
+            entry.epoch = epoch
+            entry.batches.clear()
+        entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset, timestamp))
+        self.map_end_offset = max(self.map_end_offset, last_offset + 1)
+
+    def update_from_batches(self, heads: Iterable[Any]) -> None:
+        """Apply batch headers (``batch_headers`` / ``BatchInfo``) in log order."""
+        for h in heads:
+            if h.producer_id >= 0 and not h.is_control:
+                self.update(h.producer_id, h.producer_epoch, h.base_sequence,
+                            last_sequence(h.base_sequence, h.last_offset - h.base_offset + 1),
+                            h.base_offset, h.last_offset, h.max_timestamp)
+            self.map_end_offset = max(self.map_end_offset, h.last_offset + 1)
+
+    # -- snapshots -------------------------------------------------------------------------------
+
+    def snapshot_offsets(self) -> list[int]:
+        out = []
+        try:
+            names = os.listdir(self.dir)
+        except FileNotFoundError:
+            return []
+        for n in names:
+            m = _SNAPSHOT_NAME.match(n)
+            if m:
+                out.append(int(m.group(1)))
+        return sorted(out)
+
+    def take_snapshot(self, offset: int | None = None) -> str:
+        """Write the state as ``<offset>.snapshot`` (default: the map end offset)."""
+        off = self.map_end_offset if offset is None else offset
+        path = snapshot_path(self.dir, off)
+        atomic_write(path, encode_snapshot(self.producers.values()))
+        return path
+
+    def delete_snapshots(self, *, above: int | None = None, below: int | None = None) -> None:
+        for off in self.snapshot_offsets():
+            if (above is not None and off > above) or (below is not None and off < below):
+                try:
+                    os.unlink(snapshot_path(self.dir, off))
+                except FileNotFoundError:
+                    pass
+
+    def load(self, log: Any) -> None:
+        """Rebuild from the latest usable snapshot at or below the log end plus the batches
+        after it (on open and after truncation)."""
+        leo = log.log_end_offset
+        start = log.log_start_offset
+        self.delete_snapshots(above=leo, below=start)
+        self.producers.clear()
+        self.map_end_offset = start
+        for off in reversed(self.snapshot_offsets()):
+            path = snapshot_path(self.dir, off)
+            try:
+                with open(path, "rb") as f:
+                    entries = decode_snapshot(f.read(), path)
+            except (OSError, ValueError) as exc:
+                log.warning("ignoring producer snapshot: %s", exc)
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
+                continue
+            for e in entries:
+                self.producers[e.producer_id] = e
+            self.map_end_offset = off
+            self.snapshots_loaded += 1
+            break
+        self._replay(log, self.map_end_offset)
+
+    def truncate_and_reload(self, log: Any) -> None:
+        """The log was truncated (or its start moved): rebuild from the snapshots and the log."""
+        self.load(log)
+
+    def _replay(self, log: Any, from_offset: int) -> None:
+        for seg in log.segments:
+            if seg.next_offset <= from_offset:
+                continue
+            for b in seg.batches():
+                if b.last_offset < from_offset:
+                    continue
+                self.update_from_batches((b,))
+        self.map_end_offset = max(self.map_end_offset, log.log_end_offset)

@@ -1,0 +1,92 @@
+"""Helpers shared by the segment/log tests: batches, plain-Python readings of index files and of
+Kafka's indexing rule (the oracles), fixture copies."""
+from __future__ import annotations
+
+import shutil
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from seglog.records import encode_batch
+
+from tests.conftest import FIXTURES
+
+T0 = 1_700_000_000_000
+KAFKA_REAL = FIXTURES / "kafka-real"
+CONSUMER_OFFSETS_6 = KAFKA_REAL / "LDI-POC" / "__consumer_offsets-6"
+
+
+def batch(n: int = 1, *, ts: int | list[int] = T0, size: int = 10, tag: int = 0, base_offset: int = 0,
+          epoch: int = -1) -> bytes:
+    """One v2 batch of ``n`` records; values ``b"<tag>:<i>"`` padded to ``size`` bytes."""
+    values = [f"{tag}:{i}".encode().ljust(size, b".") for i in range(n)]
+    return encode_batch(values, timestamps=ts, base_offset=base_offset, partition_leader_epoch=epoch)
+
+
+def read_offset_index(path: str | Path, base: int) -> list[tuple[int, int]]:
+    """(absolute offset, position) of a Kafka .index file, stopping at the zero tail."""
+    data = Path(path).read_bytes()
+    out = []
+    for i in range(len(data) // 8):
+        rel, pos = struct.unpack_from(">ii", data, 8 * i)
+        if i > 0 and rel == 0:
+            break
+        if i == 0 and rel == 0 and pos == 0:
+            break
+        out.append((base + rel, pos))
+    return out
+
+
+def read_time_index(path: str | Path, base: int) -> list[tuple[int, int]]:
+    """(timestamp, absolute offset) of a Kafka .timeindex file, stopping at the zero tail."""
+    data = Path(path).read_bytes()
+    out = []
+    for i in range(len(data) // 12):
+        ts, rel = struct.unpack_from(">qi", data, 12 * i)
+        if ts == 0 and rel == 0:
+            break
+        out.append((ts, base + rel))
+    return out
+
+
+@dataclass
+class KafkaIndexRule:
+    """Kafka's ``LogSegment.append`` indexing, per append call, in plain Python."""
+
+    interval: int
+    base: int
+    size: int = 0
+    since_last: int = 0
+    max_ts: int = -1
+    offset_of_max_ts: int = -1
+    offsets: list[tuple[int, int]] = field(default_factory=list)
+    times: list[tuple[int, int]] = field(default_factory=list)
+
+    def append(self, nbytes: int, last_offset: int, batch_max_ts: list[tuple[int, int]]) -> None:
+        """One append call: ``batch_max_ts`` is (max timestamp, last offset) per batch."""
+        for ts, off in batch_max_ts:
+            if ts > self.max_ts:
+                self.max_ts, self.offset_of_max_ts = ts, off
+        if self.since_last > self.interval:
+            self.offsets.append((last_offset, self.size))
+            self._time_entry()
+            self.since_last = 0
+        self.since_last += nbytes
+        self.size += nbytes
+
+    def _time_entry(self) -> None:
+        last = self.times[-1][0] if self.times else -1
+        if self.max_ts > last:
+            self.times.append((self.max_ts, self.offset_of_max_ts))
+
+    def close(self) -> None:
+        self._time_entry()
+
+
+def copy_partition(src: Path, dest_parent: Path, name: str | None = None) -> Path:
+    """Copy a fixture partition directory to ``dest_parent/<topic>-<n>``."""
+    dest = dest_parent / (name or src.name)
+    shutil.copytree(src, dest)
+    for p in dest.iterdir():
+        p.chmod(0o644)
+    return dest

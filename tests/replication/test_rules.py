@@ -1,0 +1,340 @@
+"""The replication rules one at a time: election and placement, the caught-up predicate, the
+high watermark, ISR changes, acks, the coordinator's compare-and-set and sessions."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from seglog.clock import ManualClock, Scheduler
+from seglog.errors import (
+    InvalidReplicationFactorError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    RequestTimedOutError,
+    write_outcome,
+)
+from seglog.replication import election as el
+from seglog.replication.coordinator import (
+    BadVersionError,
+    Check,
+    ConnectionLossError,
+    InMemoryCoordinator,
+    NodeExistsError,
+    SessionExpiredError,
+    SetData,
+)
+from seglog.replication.partition import IsrState, RemoteReplica
+
+from tests.replication.sim import SimCluster
+
+# -- election and placement ---------------------------------------------------------------------
+
+
+def test_offline_election_prefers_first_live_isr_member_in_assignment_order() -> None:
+    e = el.offline_election([3, 1, 2], isr=[2, 1], elr=[], live={1, 2, 3}, unclean_enabled=False)
+    assert (e.leader, e.unclean) == (1, False)
+    e = el.offline_election([3, 1, 2], isr=[2, 1], elr=[], live={2, 3}, unclean_enabled=False)
+    assert e.leader == 2
+
+
+def test_offline_election_never_picks_outside_the_isr_unless_unclean_is_enabled() -> None:
+    e = el.offline_election([1, 2, 3], isr=[1], elr=[], live={2, 3}, unclean_enabled=False)
+    assert e.leader == el.NO_LEADER and e.isr == (1,)  # the ISR is never emptied
+    e = el.offline_election([1, 2, 3], isr=[1], elr=[], live={2, 3}, unclean_enabled=True)
+    assert (e.leader, e.isr, e.unclean) == (2, (2,), True)
+
+
+def test_offline_election_uses_eligible_leader_replicas_before_unclean() -> None:
+    e = el.offline_election([1, 2, 3], isr=[1], elr=[3, 2], live={2, 3}, unclean_enabled=True)
+    assert (e.leader, e.isr, e.elr, e.unclean) == (2, (2,), (3,), False)
+
+
+def test_preferred_election_needs_the_first_replica_alive_and_in_sync() -> None:
+    assert el.preferred_election([1, 2, 3], [1, 2, 3], {1, 2, 3}) == 1
+    assert el.preferred_election([1, 2, 3], [2, 3], {1, 2, 3}) == el.NO_LEADER
+    assert el.preferred_election([1, 2, 3], [1, 2, 3], {2, 3}) == el.NO_LEADER
+
+
+def test_shrink_below_min_isr_fills_the_elr_and_keeps_the_last_member() -> None:
+    assert el.shrink_with_elr([1, 2, 3], [], {3}, 2) == ((1, 2), ())
+    assert el.shrink_with_elr([1, 2], [], {2}, 2) == ((1,), (2,))
+    assert el.shrink_with_elr([1], [2], {1}, 2) == ((1,), (2,))
+    assert el.expand_with_elr([1], [2], [3], 2) == ((1, 3), ())
+
+
+def test_placement_matches_kafkas_documented_layout() -> None:
+    # AdminUtils' doc: 5 brokers, 10 partitions, 3 replicas, start index 0 and shift 0.
+    got = el.assign_replicas(10, 3, [0, 1, 2, 3, 4], start_index=0)
+    first = {p: r[0] for p, r in enumerate(got)}
+    second = {p: r[1] for p, r in enumerate(got)}
+    third = {p: r[2] for p, r in enumerate(got)}
+    assert first == {0: 0, 1: 1, 2: 2, 3: 3, 4: 4, 5: 0, 6: 1, 7: 2, 8: 3, 9: 4}
+    # rows of the table: broker -> partitions holding it as 2nd / 3rd replica
+    assert {b: sorted(p for p, r in second.items() if r == b) for b in range(5)} == \
+        {0: [4, 8], 1: [0, 9], 2: [1, 5], 3: [2, 6], 4: [3, 7]}
+    assert {b: sorted(p for p, r in third.items() if r == b) for b in range(5)} == \
+        {0: [3, 7], 1: [4, 8], 2: [0, 9], 3: [1, 5], 4: [2, 6]}
+
+
+def test_placement_spreads_leaders_and_rejects_impossible_factors() -> None:
+    got = el.assign_replicas(30, 3, [7, 8, 9], rng=random.Random(5))
+    leaders = [r[0] for r in got]
+    assert {b: leaders.count(b) for b in (7, 8, 9)} == {7: 10, 8: 10, 9: 10}
+    assert all(len(set(r)) == 3 for r in got)
+    with pytest.raises(InvalidReplicationFactorError, match="larger than the 2 available"):
+        el.assign_replicas(1, 3, [1, 2])
+
+
+# -- the caught-up predicate --------------------------------------------------------------------
+
+
+def test_caught_up_to_the_live_leo_moves_last_caught_up_to_now() -> None:
+    r = RemoteReplica(1)
+    r.update_fetch_state(10, 0, leader_leo=10, now_ms=1000, broker_epoch=5)
+    assert r.last_caught_up_time_ms == 1000
+    assert r.is_caught_up(10, 40_000, 30_000)  # LEO equal: in sync whatever the time
+    assert not r.is_caught_up(11, 40_000, 30_000)
+    assert r.is_caught_up(11, 31_000, 30_000)
+
+
+def test_caught_up_to_the_previous_fetch_leo_uses_the_previous_fetch_time() -> None:
+    r = RemoteReplica(1)
+    r.update_fetch_state(5, 0, leader_leo=10, now_ms=1000, broker_epoch=5)
+    assert r.last_caught_up_time_ms == 0  # behind, and nothing before
+    # Next fetch reaches the LEO the leader had at the previous fetch, not today's.
+    r.update_fetch_state(10, 0, leader_leo=12, now_ms=1500, broker_epoch=5)
+    assert r.last_caught_up_time_ms == 1000
+    # Not reaching the previous LEO leaves it unchanged.
+    r.update_fetch_state(11, 0, leader_leo=20, now_ms=2000, broker_epoch=5)
+    assert r.last_caught_up_time_ms == 1000
+    assert r.last_fetch_leader_log_end_offset == 20
+
+
+def test_maximal_isr_is_the_old_one_while_shrinking_and_the_larger_while_expanding() -> None:
+    assert IsrState((1, 2, 3), "shrink", (1, 2)).maximal == (1, 2, 3)
+    assert IsrState((1, 2), "expand", (3,)).maximal == (1, 2, 3)
+    assert IsrState((1, 2)).maximal == (1, 2)
+
+
+# -- coordinator ----------------------------------------------------------------------------------
+
+
+def _coord(timeout: int = 1000) -> tuple[ManualClock, InMemoryCoordinator]:
+    clock = ManualClock()
+    sched = Scheduler(clock)
+    return clock, InMemoryCoordinator(clock, sched, session_timeout_ms=timeout)
+
+
+def test_compare_and_set_and_multi_are_all_or_nothing() -> None:
+    _, c = _coord()
+    s = c.connect()
+    st = s.create("/a", b"1")
+    s.create("/b", b"x")
+    assert st.version == 0
+    assert s.set("/a", b"2", 0).version == 1
+    with pytest.raises(BadVersionError):
+        s.set("/a", b"3", 0)
+    with pytest.raises(BadVersionError):
+        s.multi([SetData("/b", b"y"), Check("/a", 0)])
+    assert s.get("/b")[0] == b"x"  # the first op of the failed multi did not happen
+    s.multi([Check("/a", 1), SetData("/b", b"z", 0)])
+    assert s.get("/b")[0] == b"z"
+
+
+def test_sessions_expire_on_the_injected_clock_and_take_their_ephemeral_znodes() -> None:
+    clock, c = _coord(1000)
+    a, b = c.connect(), c.connect(session_timeout_ms=60_000)
+    a.create("/eph", b"", ephemeral=True)
+    events = []
+    b.exists("/eph", watch=events.append)
+    clock.advance(600)
+    a.heartbeat()
+    b.heartbeat()
+    clock.advance(600)
+    assert a.exists("/eph") is not None  # heard from 600 ms ago
+    clock.advance(1200)
+    with pytest.raises(SessionExpiredError):
+        a.heartbeat()
+    assert c.read("/eph") is None
+    assert [e.kind for e in events] == ["deleted"]
+
+
+def test_unreachable_sessions_fail_calls_and_miss_heartbeats() -> None:
+    clock, c = _coord(1000)
+    up = [True]
+    s = c.connect(reachable=lambda: up[0])
+    s.create("/x", b"", ephemeral=True)
+    up[0] = False
+    with pytest.raises(ConnectionLossError):
+        s.get("/x")
+    clock.advance(1500)
+    up[0] = True
+    with pytest.raises(SessionExpiredError):
+        s.heartbeat()
+
+
+def test_ephemeral_create_with_replace_takes_over_and_changes_czxid() -> None:
+    _, c = _coord()
+    old, new = c.connect(), c.connect()
+    st1 = old.create("/brokers", b"") and old.create("/brokers/1", b"a", ephemeral=True)
+    with pytest.raises(NodeExistsError):
+        new.create("/brokers/1", b"b", ephemeral=True)
+    st2 = new.create("/brokers/1", b"b", ephemeral=True, replace=True)
+    assert st2.czxid > st1.czxid and st2.ephemeral_owner == new.session_id
+    old.close()
+    assert c.read("/brokers/1") is not None  # the old session no longer owned it
+
+
+# -- node level ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cluster(tmp_path: Path):  # type: ignore[no-untyped-def]
+    c = SimCluster(str(tmp_path), seed=3)
+    yield c
+    c.close()
+
+
+def _produce(c: SimCluster, tp: tuple[str, int], value: bytes, acks: int = -1, timeout_ms: int = 5000) -> list:
+    from seglog.records import encode_batch
+    from seglog.replication.messages import ProduceRequest
+
+    leader = c.leader_of(tp)
+    return c.request(leader, ProduceRequest(tp[0], tp[1], encode_batch([value], timestamps=c.clock.time_ms()),
+                                            acks, timeout_ms), timeout_ms + 1000)
+
+
+def _result(box: list):  # type: ignore[no-untyped-def]
+    from seglog.errors import error_for_code
+
+    resp, err = box[0]
+    if err is not None:
+        return err
+    return None if resp.error == 0 else error_for_code(resp.error)(resp.message)
+
+
+def test_isr_shrinks_within_one_and_a_half_lag_and_acks_all_then_fails_before_append(cluster: SimCluster) -> None:
+    c = cluster
+    tp = ("t", 0)
+    c.create_topic("t", 1, 3, {"min.insync.replicas": 2})
+    leader = c.leader_of(tp)
+    followers = [i for i in c.ids if i != leader]
+    box = _produce(c, tp, b"m0")
+    c.run_until(lambda: bool(box), 5000)
+    assert _result(box) is None
+    lag = c.config.replica_lag_time_max_ms
+    for f in followers:
+        c.pause(f)
+    t0 = c.clock.monotonic_ms()
+    lp = c.leader_replica(tp)
+    assert lp is not None
+    c.run_until(lambda: lp.isr_state.isr == (leader,), 3 * lag, 10, "ISR shrink")
+    took = c.clock.monotonic_ms() - t0
+    assert lag <= took <= 1.5 * lag + 200, took
+    box = _produce(c, tp, b"m1")
+    c.run_until(lambda: bool(box), 5000)
+    err = _result(box)
+    assert isinstance(err, NotEnoughReplicasError) and write_outcome(err) == "not_written"
+    assert lp.log_end_offset == 1  # nothing appended
+
+
+def test_acks_all_parked_when_the_isr_shrinks_under_min_isr_is_indeterminate(cluster: SimCluster) -> None:
+    c = cluster
+    tp = ("t", 0)
+    c.create_topic("t", 1, 3, {"min.insync.replicas": 2})
+    leader = c.leader_of(tp)
+    for f in [i for i in c.ids if i != leader]:
+        c.pause(f)
+    box = _produce(c, tp, b"m0", timeout_ms=20_000)
+    c.run_until(lambda: bool(box), 25_000)
+    err = _result(box)
+    # HW cannot move under min ISR: the parked request times out, appended but not committed.
+    assert isinstance(err, RequestTimedOutError) and write_outcome(err) == "indeterminate"
+    assert NotEnoughReplicasAfterAppendError.definitely_not_written is False
+
+
+def test_high_watermark_waits_for_the_maximal_isr_during_a_pending_shrink(tmp_path: Path) -> None:
+    c = SimCluster(str(tmp_path), nodes=4, seed=3)
+    try:
+        _pending_shrink(c)
+    finally:
+        c.close()
+
+
+def _pending_shrink(c: SimCluster) -> None:
+    tp = ("t", 0)
+    ctrl = c.wait_controller()
+    others = [i for i in c.ids if i != ctrl]
+    c.create_topic("t", 1, 3, {"min.insync.replicas": 1}, assignment=(tuple(others),))
+    leader = c.leader_of(tp)
+    lp = c.leader_replica(tp)
+    assert lp is not None
+    f1 = others[1]
+    box = _produce(c, tp, b"m0")
+    c.run_until(lambda: bool(box), 3000)
+    assert _result(box) is None and lp.high_watermark == 1
+    # Cut the leader from the controller so its shrink stays pending.
+    c.pause(f1)
+    c.net.cut(leader, ctrl)
+    box = _produce(c, tp, b"m1", acks=1)
+    c.run_until(lambda: bool(box), 3000)
+    c.run_until(lambda: lp.isr_state.pending == "shrink", 10_000, 10, "a pending shrink")
+    c.run_until(lambda: lp.remotes[others[2]].log_end_offset == 2, 3000)
+    c.advance(500)
+    assert lp.high_watermark == 1  # f1 is still in the maximal ISR
+    c.heal()
+    c.run_until(lambda: lp.isr_state.pending is None and f1 not in lp.isr_state.isr, 10_000)
+    c.run_until(lambda: lp.high_watermark == lp.log_end_offset, 5000)
+
+
+def test_a_stale_leader_cannot_change_the_isr(cluster: SimCluster) -> None:
+    from seglog.replication.messages import AlterPartitionRequest, AlterPartitionResponse
+
+    c = cluster
+    tp = ("t", 0)
+    c.create_topic("t", 1, 3)
+    st = c.state(tp)
+    assert st is not None
+    ctrl = c.wait_controller()
+    resp = c.call(ctrl, AlterPartitionRequest(st.leader, c.node(st.leader).broker_epoch, "t", 0,
+                                              st.leader_epoch - 1, st.partition_epoch, (st.leader,)))
+    assert isinstance(resp, AlterPartitionResponse) and resp.error != 0
+    resp = c.call(ctrl, AlterPartitionRequest(st.leader, c.node(st.leader).broker_epoch, "t", 0,
+                                              st.leader_epoch, st.partition_epoch + 7, (st.leader,)))
+    assert resp.error == 95  # INVALID_UPDATE_VERSION: the compare-and-set failed
+    assert c.state(tp) == st
+
+
+def test_preferred_leader_election_moves_leadership_back(cluster: SimCluster) -> None:
+    from seglog.replication.messages import ElectLeadersResponse
+
+    c = cluster
+    tp = ("t", 0)
+    c.create_topic("t", 1, 3, assignment=((0, 1, 2),))
+    assert c.leader_of(tp) == 0
+    c.crash(0)
+    c.run_until(lambda: c.leader_of(tp) not in (0, -1), 10_000)
+    epoch = c.state(tp).leader_epoch  # type: ignore[union-attr]
+    c.start_node(0)
+    c.run_until(lambda: 0 in c.state(tp).isr, 20_000)  # type: ignore[union-attr]
+    resp = c.elect_preferred(tp)
+    assert isinstance(resp, ElectLeadersResponse) and resp.error == 0 and resp.leader == 0
+    c.run_until(lambda: c.leader_replica(tp) is not None and c.leader_replica(tp).host.node_id == 0, 5000)  # type: ignore[union-attr]
+    assert c.state(tp).leader_epoch == epoch + 1  # type: ignore[union-attr]
+
+
+def test_controller_failover_through_the_coordinator(cluster: SimCluster) -> None:
+    c = cluster
+    c.create_topic("t", 1, 3)
+    first = c.wait_controller()
+    epoch = c.node(first).controller.epoch  # type: ignore[union-attr]
+    c.crash(first)
+    second = c.wait_controller(10_000)
+    assert second != first
+    assert c.node(second).controller.epoch == epoch + 1  # type: ignore[union-attr]
+    c.start_node(first)
+    c.advance(2000)
+    assert c.controller() == second

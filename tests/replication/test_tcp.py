@@ -1,0 +1,217 @@
+"""The TCP transport: frames as documented, record bytes sent from the segment files, the
+shared-secret handshake, TLS, timeouts and connection loss."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import ssl
+import struct
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from seglog.errors import NetworkError, RequestTimedOutError
+from seglog.log import Log
+from seglog.records import decode_records, encode_batch
+from seglog.replication.messages import (
+    FetchPartitionResponse,
+    FetchResponse,
+    MetadataRequest,
+    ProduceRequest,
+    ProduceResponse,
+    decode,
+    encode,
+)
+from seglog.replication.tcp import (
+    KIND_CHALLENGE,
+    KIND_HELLO,
+    KIND_PROOF,
+    KIND_REQUEST,
+    KIND_RESPONSE,
+    KIND_WELCOME,
+    TcpTransport,
+    proof_for,
+)
+
+
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    lp = asyncio.new_event_loop()
+    yield lp
+    lp.close()
+
+
+def _frame(kind: int, corr: int, header: bytes, blobs: list[bytes]) -> bytes:
+    """The documented frame, built independently of the transport."""
+    body = struct.pack(">BII", kind, corr, len(header)) + header + struct.pack(">I", len(blobs))
+    body += b"".join(struct.pack(">I", len(b)) + b for b in blobs)
+    return struct.pack(">I", len(body)) + body
+
+
+async def _read(reader: asyncio.StreamReader) -> tuple[int, int, bytes, list[bytes]]:
+    (length,) = struct.unpack(">I", await reader.readexactly(4))
+    body = await reader.readexactly(length)
+    kind, corr, hlen = struct.unpack_from(">BII", body)
+    header = body[9:9 + hlen]
+    (count,) = struct.unpack_from(">I", body, 9 + hlen)
+    pos = 13 + hlen
+    blobs = []
+    for _ in range(count):
+        (n,) = struct.unpack_from(">I", body, pos)
+        blobs.append(body[pos + 4:pos + 4 + n])
+        pos += 4 + n
+    assert pos == len(body)
+    return kind, corr, header, blobs
+
+
+def test_a_raw_client_speaks_the_documented_protocol(loop: asyncio.AbstractEventLoop, tmp_path: Path) -> None:
+    """A client written from the document alone: handshake, a request, a response whose record
+    bytes come from a segment file."""
+    log = Log.open(tmp_path / "t-0")
+    log.append(encode_batch([b"a", b"b"], timestamps=1_700_000_000_000))
+
+    def handler(src: int, msg: Any, reply: Any) -> None:
+        assert src == 7 and isinstance(msg, MetadataRequest)
+        reply(FetchResponse((FetchPartitionResponse("t", 0, high_watermark=2, records=log.read(0)),)))
+
+    async def run() -> tuple[Any, int]:
+        t = TcpTransport(loop, secret=b"s3cret")
+        host, port = await t.listen(1, handler)
+        reader, writer = await asyncio.open_connection(host, port)
+        writer.write(_frame(KIND_HELLO, 0, json.dumps({"node": 7}).encode(), []))
+        kind, _, _, blobs = await _read(reader)
+        assert kind == KIND_CHALLENGE and len(blobs[0]) == 32
+        writer.write(_frame(KIND_PROOF, 0, b"{}", [proof_for(b"s3cret", blobs[0], 7)]))
+        kind, _, _, _ = await _read(reader)
+        assert kind == KIND_WELCOME
+        header, raw = encode(MetadataRequest())
+        writer.write(_frame(KIND_REQUEST, 42, header, [bytes(b) for b in raw]))
+        kind, corr, header, blobs = await _read(reader)
+        writer.close()
+        await t.close()
+        assert kind == KIND_RESPONSE
+        return decode(header, blobs), corr
+
+    resp, corr = loop.run_until_complete(run())
+    assert corr == 42
+    assert [r.value for r in decode_records(resp.partitions[0].records)] == [b"a", b"b"]
+    log.close()
+
+
+def test_requests_and_responses_between_transports(loop: asyncio.AbstractEventLoop, tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "t-0")
+    for i in range(50):
+        log.append(encode_batch([b"x" * 1000], timestamps=1_700_000_000_000))
+
+    def handler(src: int, msg: Any, reply: Any) -> None:
+        if isinstance(msg, ProduceRequest):
+            reply(ProduceResponse(msg.topic, msg.partition, base_offset=len(msg.records)))
+        else:
+            reply(FetchResponse((FetchPartitionResponse("t", 0, records=log.read(0, 1 << 20)),)))
+
+    async def run() -> list[Any]:
+        t = TcpTransport(loop)
+        await t.listen(1, handler)
+        t.register(2, lambda *a: None)
+        results: list[Any] = []
+        done = asyncio.Event()
+
+        def cb(resp: Any, err: BaseException | None) -> None:
+            results.append(resp if err is None else err)
+            if len(results) == 3:
+                done.set()
+
+        t.request(2, 1, ProduceRequest("t", 0, b"\x00" * 777), cb, 2000)
+        t.request(2, 1, MetadataRequest(), cb, 2000)
+        t.request(2, 1, ProduceRequest("t", 0, b"\x01" * 5), cb, 2000)
+        await asyncio.wait_for(done.wait(), 5)
+        await t.close()
+        return results
+
+    results = loop.run_until_complete(run())
+    by_type = {type(r).__name__: r for r in results}
+    assert sorted(r.base_offset for r in results if isinstance(r, ProduceResponse)) == [5, 777]
+    records = by_type["FetchResponse"].partitions[0].records
+    assert isinstance(records, bytes) and len(decode_records(records)) == 50
+    log.close()
+
+
+def test_a_wrong_secret_is_refused(loop: asyncio.AbstractEventLoop) -> None:
+    async def run() -> tuple[list[Any], int]:
+        server = TcpTransport(loop, secret=b"right")
+        host, port = await server.listen(1, lambda src, msg, reply: reply(ProduceResponse("t", 0)))
+        intruder = TcpTransport(loop, secret=b"wrong")
+        intruder.addresses[1] = (host, port)
+        intruder.register(9, lambda *a: None)
+        got: list[Any] = []
+        done = asyncio.Event()
+        intruder.request(9, 1, MetadataRequest(), lambda r, e: (got.append(e or r), done.set()), 2000)
+        await asyncio.wait_for(done.wait(), 5)
+        await intruder.close()
+        await server.close()
+        return got, server.refused_handshakes
+
+    got, refused = loop.run_until_complete(run())
+    assert isinstance(got[0], NetworkError) and refused == 1
+
+
+def test_timeouts_and_a_vanished_server(loop: asyncio.AbstractEventLoop) -> None:
+    async def run() -> list[Any]:
+        t = TcpTransport(loop)
+        await t.listen(1, lambda src, msg, reply: None)  # never answers
+        t.register(2, lambda *a: None)
+        got: list[Any] = []
+        done = asyncio.Event()
+
+        def cb(r: Any, e: BaseException | None) -> None:
+            got.append(e)
+            if len(got) == 2:
+                done.set()
+
+        t.request(2, 1, MetadataRequest(), cb, 100)
+        await asyncio.sleep(0.3)
+        t.request(2, 1, MetadataRequest(), cb, 5000)
+        await asyncio.sleep(0.1)
+        t.unregister(1)  # the node dies: its connections close
+        await asyncio.wait_for(done.wait(), 5)
+        await t.close()
+        return got
+
+    got = loop.run_until_complete(run())
+    assert isinstance(got[0], RequestTimedOutError)
+    assert isinstance(got[1], NetworkError)
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make a certificate")
+def test_tls(loop: asyncio.AbstractEventLoop, tmp_path: Path) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key),
+                    "-out", str(cert)], check=True, capture_output=True)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    client_ctx = ssl.create_default_context(cafile=str(cert))
+    log = Log.open(tmp_path / "t-0")
+    log.append(encode_batch([b"secret record"], timestamps=1_700_000_000_000))
+
+    async def run() -> Any:
+        t = TcpTransport(loop, server_ssl=server_ctx, client_ssl=client_ctx, secret="both")
+        await t.listen(1, lambda src, msg, reply: reply(
+            FetchResponse((FetchPartitionResponse("t", 0, records=log.read(0)),))))
+        t.register(2, lambda *a: None)
+        fut = loop.create_future()
+        t.request(2, 1, MetadataRequest(), lambda r, e: fut.set_result(e or r), 5000)
+        resp = await asyncio.wait_for(fut, 10)
+        await t.close()
+        return resp
+
+    resp = loop.run_until_complete(run())
+    assert [r.value for r in decode_records(resp.partitions[0].records)] == [b"secret record"]
+    log.close()
+    os.unlink(key)

@@ -1,0 +1,189 @@
+"""Compaction against a plain model: the latest record per key survives, offsets unchanged."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from seglog import Store
+from seglog.cleaner import Cleaner
+from seglog.clock import ManualClock
+from seglog.records import batch_headers, decode_records
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def store(tmp_path: Path, clock: ManualClock) -> Any:
+    s = Store.open(tmp_path, clock=clock, config={"log.cleaner.enable": False})
+    yield s
+    s.close()
+
+
+def _records(store: Store, topic: str = "c") -> list[Any]:
+    lg = store.log(topic, 0)
+    return decode_records(lg.read(lg.log_start_offset, 1 << 30).to_bytes())
+
+
+def _expected(written: list[tuple[int, bytes | None, bytes | None]], end: int,
+              drop_tombstones: bool = False) -> list[tuple[int, bytes | None, bytes | None]]:
+    last: dict[bytes, int] = {}
+    for off, k, _ in written:
+        if off < end and k is not None:
+            last[k] = off
+    out = []
+    for off, k, v in written:
+        if off >= end:
+            out.append((off, k, v))
+        elif k is not None and last[k] == off and not (drop_tombstones and v is None):
+            out.append((off, k, v))
+    return out
+
+
+def _produce(store: Store, n: int, keys: int, seed: int, topic: str = "c") -> list[Any]:
+    rng = random.Random(seed)
+    p = store.producer(linger_ms=0)
+    written = []
+    for i in range(n):
+        k = b"key-%d" % rng.randrange(keys)
+        v = None if rng.random() < 0.1 else b"value-%d-" % i + b"x" * rng.randrange(50)
+        md = p.send(topic, v, key=k, headers=[("i", b"%d" % i)] if i % 5 == 0 else None)
+        written.append((md.offset, k, v))
+    return written
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_latest_per_key_survives(store: Store, clock: ManualClock, seed: int) -> None:
+    store.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": 2048})
+    written = _produce(store, 600, 40, seed)
+    lg = store.log("c", 0)
+    end = lg.active.base_offset
+    before_heads = {h.base_offset: h for s in lg.segments for h in s.batches()}
+    res = Cleaner(clock).clean(lg, None)
+    assert res is not None and res.first_dirty_offset == end
+    assert res.bytes_after < res.bytes_before and res.segments_after < res.segments_before
+    got = [(r.offset, r.key, r.value) for r in _records(store)]
+    assert got == _expected(written, end)
+    # Headers survive rewriting.
+    hdr = {r.offset: r.headers for r in _records(store)}
+    for off, _, _ in _expected(written, end):
+        assert hdr[off] == ([("i", b"%d" % off)] if off % 5 == 0 else [])
+    # Every surviving batch keeps its offsets and producer fields.
+    for s in lg.segments:
+        for h in s.batches():
+            orig = before_heads[h.base_offset]
+            assert (h.last_offset, h.producer_id, h.producer_epoch, h.base_sequence) == \
+                (orig.last_offset, orig.producer_id, orig.producer_epoch, orig.base_sequence)
+    # A consumer reads the same thing, and nothing needs cleaning now.
+    c = store.consumer(auto_offset_reset="earliest")
+    c.assign([("c", 0)])
+    assert [r.offset for r in c.poll(max_records=10_000)] == [o for o, _, _ in got]
+    assert Cleaner(clock).clean(lg, res.first_dirty_offset) is None
+
+
+def test_tombstones_go_after_delete_retention(store: Store, clock: ManualClock) -> None:
+    store.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": 1024,
+                                "delete.retention.ms": 60_000})
+    p = store.producer()
+    written = []
+    for i in range(30):
+        written.append((p.send("c", b"v" * 40, key=b"a%d" % i).offset, b"a%d" % i, b"v" * 40))
+    for i in range(0, 30, 3):
+        written.append((p.send("c", None, key=b"a%d" % i).offset, b"a%d" % i, None))
+    lg = store.log("c", 0)
+    lg.roll()
+    cleaner = Cleaner(clock)
+    r1 = cleaner.clean(lg, None, force=True)
+    assert r1 is not None and r1.tombstones_removed == 0
+    assert [(r.offset, r.key, r.value) for r in _records(store)] == _expected(written, r1.first_dirty_offset)
+    heads = [h for s in lg.segments for h in s.batches()]
+    with_tombstones = [h for h in batch_headers(lg.read(0, 1 << 30).to_bytes()) if h.attributes & 0x40]
+    assert with_tombstones and all(h.base_timestamp == clock.time_ms() + 60_000 for h in with_tombstones)
+    assert heads
+    clock.advance(59_999)
+    assert cleaner.clean(lg, None, force=True).tombstones_removed == 0  # type: ignore[union-attr]
+    clock.advance(1)
+    r3 = cleaner.clean(lg, None, force=True)
+    assert r3 is not None and r3.tombstones_removed == 10
+    assert [(r.offset, r.key, r.value) for r in _records(store)] == \
+        _expected(written, r1.first_dirty_offset, drop_tombstones=True)
+
+
+def test_dirty_ratio_and_compaction_lag(store: Store, clock: ManualClock) -> None:
+    store.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": 1024,
+                                "min.cleanable.dirty.ratio": 0.9, "min.compaction.lag.ms": 10_000})
+    p = store.producer()
+    for i in range(100):
+        p.send("c", b"v" * 30, key=b"k%d" % (i % 10), timestamp=clock.time_ms())
+    lg = store.log("c", 0)
+    cleaner = Cleaner(clock)
+    assert cleaner.clean(lg, None) is None  # every segment is younger than the lag
+    clock.advance(10_001)
+    res = cleaner.clean(lg, None)
+    assert res is not None
+    # Right after cleaning, the dirty part is empty: below the ratio.
+    for i in range(3):
+        p.send("c", b"w", key=b"k%d" % i, timestamp=clock.time_ms() - 20_000)
+    lg.roll()
+    assert cleaner.cleanable_range(lg, res.first_dirty_offset) is None
+    assert cleaner.cleanable_range(lg, res.first_dirty_offset, force=True) is not None
+
+
+def test_keyless_records_are_dropped(store: Store, clock: ManualClock) -> None:
+    store.create_topic("c", 1)  # delete policy: keyless records allowed
+    p = store.producer()
+    p.send("c", b"no key")
+    p.send("c", b"keyed", key=b"k")
+    store.alter_topic_config("c", {"cleanup.policy": "compact"})
+    lg = store.log("c", 0)
+    lg.roll()
+    Cleaner(clock).clean(lg, None, force=True)
+    assert [(r.offset, r.key) for r in _records(store)] == [(1, b"k")]
+
+
+def test_fully_obsolete_segments_disappear(store: Store, clock: ManualClock) -> None:
+    store.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": 600})
+    p = store.producer()
+    for _ in range(10):
+        for k in range(3):
+            p.send("c", b"v" * 60, key=b"k%d" % k)
+    lg = store.log("c", 0)
+    lg.roll()
+    res = Cleaner(clock).clean(lg, None, force=True)
+    assert res is not None
+    assert [r.offset for r in _records(store)] == [27, 28, 29]
+    assert lg.log_start_offset == lg.segments[0].base_offset
+
+
+def test_compact_delete_policy_also_expires(store: Store, clock: ManualClock) -> None:
+    store.create_topic("c", 1, {"cleanup.policy": "compact,delete", "segment.bytes": 500,
+                                "retention.ms": 1000, "file.delete.delay.ms": 0})
+    p = store.producer()
+    for i in range(20):
+        p.send("c", b"v" * 50, key=b"k%d" % (i % 2))
+    store.log("c", 0).roll()
+    assert store.run_cleaner() == 1
+    clock.advance(2000)
+    assert store.run_retention() >= 1
+    assert _records(store) == []
+
+
+def test_compressed_batches_are_rebuilt_with_their_codec(store: Store, clock: ManualClock) -> None:
+    pytest.importorskip("seglog._native.compression")
+    store.create_topic("c", 1, {"cleanup.policy": "compact", "compression.type": "lz4"})
+    p = store.producer(linger_ms=10)
+    for i in range(50):
+        p.send("c", b"value %d" % i, key=b"k%d" % (i % 7))
+    p.flush()
+    lg = store.log("c", 0)
+    lg.roll()
+    Cleaner(clock).clean(lg, None, force=True)
+    heads = batch_headers(lg.read(0, 1 << 30).to_bytes())
+    assert {h.compression for h in heads} == {3}
+    assert sorted(r.value for r in _records(store)) == sorted(b"value %d" % i for i in range(43, 50))

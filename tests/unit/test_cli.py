@@ -1,0 +1,185 @@
+"""The command line: demo, describe, dump, produce, consume; one-line errors."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from seglog import Store
+from seglog.cli import build_parser, main
+
+LDI = Path("kafka-real/LDI-POC")
+
+
+def run(capsys: Any, *argv: str, stdin: bytes | None = None, monkeypatch: Any = None) -> tuple[int, str, str]:
+    if stdin is not None:
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def one_line_error(err: str) -> None:
+    assert err.count("\n") == 1 and "Traceback" not in err and "error" in err
+
+
+def test_parser_has_every_command() -> None:
+    names = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert {"demo", "describe", "dump", "produce", "consume"} <= set(names)
+
+
+def test_demo(tmp_path: Path, capsys: Any) -> None:
+    rc, out, err = run(capsys, "demo", "--dir", str(tmp_path), "--records", "3000", "--partitions", "2")
+    assert rc == 0, err
+    assert "produced 3,000 records" in out and "consumed 3,000 records" in out
+    assert "verified: every one of the 3,000 records came back exactly once" in out
+    assert "produce: 100%" in out and "consume: 100%" in out  # progress while it ran
+    assert "demo-events" in out and "00000000000000000000.log" in out
+    with Store.open(tmp_path / "store", read_only=True) as store:
+        assert store.describe("demo-events")[0].records == 3000
+    # Running it again in the same directory starts over.
+    assert run(capsys, "demo", "--dir", str(tmp_path), "--records", "100")[0] == 0
+
+
+def test_describe(tmp_path: Path, capsys: Any, fixtures_dir: Path) -> None:
+    rc, out, _ = run(capsys, "describe", str(fixtures_dir / LDI))
+    assert rc == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["TOPIC", "PARTITION", "LOG-START", "HIGH-WATERMARK", "LOG-END",
+                                "RECOVERY-POINT", "SEGMENTS", "SIZE"]
+    assert lines[1].split()[:5] == ["TestTopicPatient", "0", "0", "3", "3"]
+    rc, out, _ = run(capsys, "describe", str(fixtures_dir / LDI), "--internal")
+    assert "__consumer_offsets" in out and "13" in out
+    rc, _, err = run(capsys, "describe", str(tmp_path / "missing"))
+    assert rc == 1
+    one_line_error(err)
+
+
+def test_dump_log_of_a_kafka_broker(capsys: Any, fixtures_dir: Path) -> None:
+    path = fixtures_dir / LDI / "TestTopicPatient-0/00000000000000000000.log"
+    rc, out, _ = run(capsys, "dump", str(path))
+    assert rc == 0
+    batches = [line for line in out.splitlines() if line.startswith("baseOffset:")]
+    assert len(batches) == 3
+    assert "producerId: 1 producerEpoch: 0" in batches[0] and "baseSequence: 0" in batches[0]
+    assert all("isvalid: true" in b and "compresscodec: none" in b for b in batches)
+    rc, out, _ = run(capsys, "dump", "--print-data-log", str(path))
+    recs = [line for line in out.splitlines() if line.startswith("| offset:")]
+    assert [r.split()[2] for r in recs] == ["0", "1", "2"]
+    assert all("payload: {" in r for r in recs)
+
+
+def test_dump_index_files(capsys: Any, fixtures_dir: Path) -> None:
+    d = fixtures_dir / LDI / "__consumer_offsets-6"
+    rc, out, _ = run(capsys, "dump", str(d / "00000000000000000000.index"))
+    assert rc == 0
+    assert "offset: 3 position: 4730" in out and "offset: 7 position: 9571" in out
+    rc, out, _ = run(capsys, "dump", str(d / "00000000000000000000.timeindex"))
+    assert rc == 0 and "offset: 12" in out
+    rc, out, _ = run(capsys, "dump", "--verify-index-only", str(d / "00000000000000000000.index"),
+                     str(d / "00000000000000000000.timeindex"))
+    assert rc == 0 and out.count("index matches the log") == 2
+    rc, out, _ = run(capsys, "dump", str(d / "00000000000000000013.snapshot"), str(d / "leader-epoch-checkpoint"))
+    assert rc == 0 and "0\n1\n0 0\n" in out
+    rc, out, _ = run(capsys, "dump", "--print-data-log", str(d / "00000000000000000000.log"))
+    assert rc == 0 and out.count("| offset:") == 13
+
+
+def test_dump_reports_corruption(tmp_path: Path, capsys: Any, fixtures_dir: Path) -> None:
+    src = fixtures_dir / LDI / "__consumer_offsets-6"
+    dst = tmp_path / "p-0"
+    shutil.copytree(src, dst)
+    log = dst / "00000000000000000000.log"
+    data = bytearray(log.read_bytes())
+    data[5000] ^= 0xFF  # inside the second batch's records: a CRC mismatch
+    data += b"\x00" * 20  # and a torn tail
+    log.chmod(0o644)
+    log.write_bytes(bytes(data))
+    rc, out, err = run(capsys, "dump", str(log))
+    assert rc == 1
+    assert "isvalid: false" in out
+    assert f"Found a corrupt batch at position {len(data) - 20}" in out
+    assert "problem(s) found" in err
+    idx = dst / "00000000000000000000.index"
+    idx.chmod(0o644)
+    idx.write_bytes(idx.read_bytes()[:8] + (3 << 32 | 4000).to_bytes(8, "big"))
+    rc, out, _ = run(capsys, "dump", "--verify-index-only", str(idx))
+    assert rc == 1 and "entry 1" in out and "position 4000" in out
+
+
+def test_dump_errors(tmp_path: Path, capsys: Any) -> None:
+    rc, _, err = run(capsys, "dump", str(tmp_path / "none.log"))
+    assert rc == 1
+    one_line_error(err)
+    (tmp_path / "x.txt").write_text("hi")
+    rc, _, err = run(capsys, "dump", str(tmp_path / "x.txt"))
+    assert rc == 1 and "not a segment file" in err
+    one_line_error(err)
+    bad = tmp_path / "00000000000000000000.snapshot"
+    bad.write_bytes(b"\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00")
+    rc, _, err = run(capsys, "dump", str(bad))
+    assert rc == 1 and "CRC mismatch" in err
+
+
+def test_produce_and_consume(tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
+    d = str(tmp_path / "s")
+    lines = b"".join(b"user-%d=event %d\n" % (i % 3, i) for i in range(20))
+    rc, _, err = run(capsys, "produce", d, "events", "--create", "--partitions", "2",
+                     "--key-separator", "=", stdin=lines, monkeypatch=monkeypatch)
+    assert rc == 0 and "produced 20 record(s)" in err
+    rc, out, _ = run(capsys, "consume", d, "events", "--format", "json")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert sorted(r["value"] for r in rows) == sorted(f"event {i}" for i in range(20))
+    assert {r["key"] for r in rows} == {"user-0", "user-1", "user-2"}
+    assert all(r["topic"] == "events" and r["partition"] in (0, 1) for r in rows)
+    p0 = [r for r in rows if r["partition"] == 0]
+    rc, out, _ = run(capsys, "consume", d, "events", "--partition", "0", "--offset", "1",
+                     "--max-messages", "2", "--print-key", "--key-separator", "|")
+    assert out.splitlines() == [f"{r['key']}|{r['value']}" for r in p0[1:3]]
+    ts = rows[0]["timestamp"]
+    rc, out, _ = run(capsys, "consume", d, "events", "--timestamp", str(ts + 1))
+    assert out == ""
+    # A group starts at its committed offsets and commits at the end.
+    rc, out, _ = run(capsys, "consume", d, "events", "--group", "g", "--from-beginning")
+    assert len(out.splitlines()) == 20
+    rc, out, _ = run(capsys, "consume", d, "events", "--group", "g")
+    assert out == ""
+    # From a file, binary values come out as base64 in JSON.
+    f = tmp_path / "in.txt"
+    f.write_bytes(b"\xff\xfe\n")
+    assert run(capsys, "produce", d, "events", "--file", str(f), "--partition", "1")[0] == 0
+    rc, out, _ = run(capsys, "consume", d, "events", "--partition", "1", "--offset", "-1", "--format", "json")
+    assert json.loads(out)["value"] == {"base64": "//4="}
+
+
+def test_produce_and_consume_errors(tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
+    d = str(tmp_path / "s")
+    rc, _, err = run(capsys, "produce", d, "t", stdin=b"x\n", monkeypatch=monkeypatch)
+    assert rc == 1 and "no such" not in err
+    one_line_error(err)
+    rc, _, err = run(capsys, "produce", d, "t", "--create", "--key-separator", ":", stdin=b"nokey\n",
+                     monkeypatch=monkeypatch)
+    assert rc == 1 and "line 1" in err
+    one_line_error(err)
+    rc, _, err = run(capsys, "produce", d, "t", "--file", str(tmp_path / "missing"))
+    assert rc == 1 and "missing" in err
+    rc, _, err = run(capsys, "produce", d, "bad/name", "--create", stdin=b"x\n", monkeypatch=monkeypatch)
+    assert rc == 1 and "illegal" in err
+    one_line_error(err)
+    rc, _, err = run(capsys, "consume", d, "nope")
+    assert rc == 1 and "nope" in err
+    rc, _, err = run(capsys, "consume", d, "t", "--offset", "1", "--timestamp", "2")
+    assert rc == 1 and "at most one" in err
+    rc, _, err = run(capsys, "consume", str(tmp_path / "nodir"), "t")
+    assert rc == 1
+    one_line_error(err)
+    with pytest.raises(SystemExit) as exc:
+        main(["consume"])
+    assert exc.value.code == 2
+    _, err = capsys.readouterr()
+    one_line_error(err)

@@ -1,0 +1,565 @@
+"""One segment (``seglog._native.segment.Segment``): append with offset and epoch assignment,
+Kafka's index rule, lookups against plain-Python answers, recovery, truncation, counted views,
+file life (trim on close, suffix change, delete) and read-only opening of broker-written files."""
+from __future__ import annotations
+
+import bisect
+import os
+import random
+import struct
+
+import pytest
+from kafka.record.memory_records import MemoryRecords
+
+from seglog._native.crc32c import crc32c
+from seglog._native.segment import Segment, filename_prefix
+from seglog.errors import CorruptRecordError, InvalidRecordError
+from seglog.records import batch_headers, decode_records, encode_batch
+
+from tests.logkit import (
+    CONSUMER_OFFSETS_6,
+    T0,
+    KafkaIndexRule,
+    batch,
+    copy_partition,
+    read_offset_index,
+    read_time_index,
+)
+
+
+def new_segment(tmp_path, base=0, **kw):
+    kw.setdefault("index_interval_bytes", 4096)
+    kw.setdefault("max_index_size", 1024)
+    return Segment(tmp_path, base, create=True, **kw)
+
+
+def file_bytes(seg: Segment) -> bytes:
+    with open(seg.log_path, "rb") as f:
+        return f.read()
+
+
+def kafka_python_batches(buf: bytes) -> list:
+    out, mr = [], MemoryRecords(buf)
+    while (b := mr.next_batch()) is not None:
+        out.append(b)
+    return out
+
+
+# -- names -------------------------------------------------------------------------------------
+
+
+def test_file_names_are_kafkas(tmp_path):
+    assert filename_prefix(0) == "00000000000000000000"
+    assert filename_prefix(1234) == "00000000000000001234"
+    assert filename_prefix(2**63 - 1) == "9223372036854775807".rjust(20, "0")
+    seg = new_segment(tmp_path, 1234)
+    seg.close()
+    assert sorted(os.listdir(tmp_path)) == [
+        "00000000000000001234.index", "00000000000000001234.log", "00000000000000001234.timeindex"]
+
+
+def test_create_refuses_existing_and_open_refuses_missing(tmp_path):
+    new_segment(tmp_path).close()
+    with pytest.raises(FileExistsError, match="00000000000000000000.log"):
+        new_segment(tmp_path)
+    with pytest.raises(FileNotFoundError, match="00000000000000000007.log"):
+        Segment(tmp_path, 7)
+    with pytest.raises(ValueError, match="base offset"):
+        Segment(tmp_path, -1, create=True)
+
+
+# -- append ------------------------------------------------------------------------------------
+
+
+def test_append_assigns_offsets_and_epoch_in_header_crc_still_verifies(tmp_path):
+    seg = new_segment(tmp_path, 100)
+    src = batch(3, ts=[T0, T0 + 5, T0 + 2])
+    before = bytes(src)
+    info = seg.append(src, assign_from=100, leader_epoch=7)
+    assert src == before, "the caller's buffer must not be modified"
+    assert (info.first_offset, info.last_offset, info.batches, info.records) == (100, 102, 1, 3)
+    assert (info.position, info.size) == (0, len(src))
+    assert (info.max_timestamp, info.offset_of_max_timestamp) == (T0 + 5, 102)
+    info2 = seg.append(src, assign_from=103, leader_epoch=8)
+    assert (info2.first_offset, info2.last_offset, info2.position) == (103, 105, len(src))
+    data = file_bytes(seg)
+    assert len(data) == 2 * len(src) == seg.size
+    heads = batch_headers(data, verify_crc=True)
+    assert [(h.base_offset, h.last_offset, h.partition_leader_epoch) for h in heads] == [
+        (100, 102, 7), (103, 105, 8)]
+    # Only baseOffset and partitionLeaderEpoch differ from what was sent; the CRC is unchanged.
+    for i, h in enumerate(heads):
+        on_disk = data[h.position:h.position + h.size]
+        assert on_disk[16:] == src[16:]
+        assert struct.unpack_from(">qii", on_disk) == (100 + 3 * i, len(src) - 12, 7 + i)
+        assert struct.unpack_from(">I", on_disk, 17)[0] == crc32c(on_disk[21:])
+    # An independent decoder agrees.
+    kp = kafka_python_batches(data)
+    assert all(b.validate_crc() for b in kp)
+    assert [r.offset for b in kp for r in b] == list(range(100, 106))
+    assert [(r.offset, r.timestamp) for r in decode_records(data)][:3] == [
+        (100, T0), (101, T0 + 5), (102, T0 + 2)]
+    seg.close()
+
+
+def test_append_several_batches_in_one_buffer_gets_contiguous_offsets(tmp_path):
+    seg = new_segment(tmp_path, 0)
+    # The batches' own base offsets are ignored when assigning; only their spans count.
+    buf = batch(2, base_offset=50) + batch(1, base_offset=3) + batch(4, base_offset=9)
+    info = seg.append(buf, assign_from=0)
+    assert (info.first_offset, info.last_offset, info.batches, info.records) == (0, 6, 3, 7)
+    heads = batch_headers(file_bytes(seg), verify_crc=True)
+    assert [(h.base_offset, h.last_offset) for h in heads] == [(0, 1), (2, 2), (3, 6)]
+    assert seg.next_offset == 7
+    seg.close()
+
+
+def test_follower_append_keeps_offsets_and_epoch(tmp_path):
+    seg = new_segment(tmp_path, 10)
+    seg.append(batch(2, base_offset=10, epoch=3))
+    seg.append(batch(1, base_offset=15, epoch=4))   # gaps are allowed (compacted leader)
+    heads = batch_headers(file_bytes(seg), verify_crc=True)
+    assert [(h.base_offset, h.last_offset, h.partition_leader_epoch) for h in heads] == [
+        (10, 11, 3), (15, 15, 4)]
+    assert seg.next_offset == 16
+    size = seg.size
+    with pytest.raises(InvalidRecordError, match="out-of-order offsets"):
+        seg.append(batch(1, base_offset=15))
+    with pytest.raises(InvalidRecordError, match="out-of-order offsets"):
+        seg.append(batch(1, base_offset=20) + batch(1, base_offset=20))
+    assert seg.size == size == os.path.getsize(seg.log_path)
+    seg.close()
+
+
+def test_append_validates_everything_before_writing(tmp_path):
+    seg = new_segment(tmp_path)
+    good = batch(2)
+    bad = bytearray(batch(2))
+    bad[-1] ^= 1
+    with pytest.raises(CorruptRecordError, match="CRC mismatch"):
+        seg.append(good + bytes(bad), assign_from=0)
+    with pytest.raises(CorruptRecordError, match="torn batch"):
+        seg.append(good + good[:30], assign_from=0)
+    with pytest.raises(ValueError, match="empty"):
+        seg.append(b"", assign_from=0)
+    legacy = bytes.fromhex("0000000000000000" "0000000e" "00000000" "00" "00" "ffffffff" "ffffffff")
+    with pytest.raises(InvalidRecordError, match="magic 0"):
+        seg.append(legacy)
+    assert seg.size == 0 and os.path.getsize(seg.log_path) == 0 and seg.next_offset == 0
+    # verify_crc=False lets a caller that already checked skip the second pass.
+    seg.append(bytes(bad), assign_from=0, verify_crc=False)
+    assert seg.size == len(bad)
+    seg.close()
+
+
+def test_relative_offset_overflow_is_refused(tmp_path):
+    seg = new_segment(tmp_path, 0)
+    seg.append(batch(1), assign_from=0)
+    assert seg.can_convert_to_relative_offset(2**31 - 1)
+    assert not seg.can_convert_to_relative_offset(2**31)
+    with pytest.raises(InvalidRecordError, match="roll first"):
+        seg.append(batch(2), assign_from=2**31 - 1)
+    with pytest.raises(InvalidRecordError, match="roll first"):
+        seg.append(batch(1, base_offset=2**31))
+    assert seg.next_offset == 1
+    seg.append(batch(1, base_offset=2**31 - 1))
+    assert seg.next_offset == 2**31
+    seg.close()
+
+
+# -- Kafka's index rule ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("interval", [0, 1, 100, 333, 4096])
+def test_index_entries_follow_kafkas_rule(tmp_path, interval):
+    rng = random.Random(interval)
+    seg = new_segment(tmp_path, 1000, index_interval_bytes=interval, max_index_size=1 << 16)
+    rule = KafkaIndexRule(interval, 1000)
+    nxt = 1000
+    for k in range(120):
+        batches = []
+        per_batch = []
+        for _ in range(rng.choice([1, 1, 1, 2, 3])):
+            n = rng.randint(1, 4)
+            ts = [T0 + rng.randint(-50, 200) + k for _ in range(n)]
+            batches.append(batch(n, ts=ts, size=rng.randint(1, 60), tag=k))
+            per_batch.append((max(ts), nxt + n - 1))
+            nxt += n
+        buf = b"".join(batches)
+        info = seg.append(buf, assign_from=per_batch[0][1] - (len(decode_records(batches[0])) - 1))
+        rule.append(len(buf), info.last_offset, per_batch)
+        assert info.last_offset == nxt - 1
+    assert seg.offset_index.entries == len(rule.offsets)
+    assert [seg.offset_index.entry(i) for i in range(seg.offset_index.entries)] == rule.offsets
+    assert [seg.time_index.entry(i) for i in range(seg.time_index.entries)] == rule.times
+    seg.close()
+    rule.close()
+    # On close the files are trimmed to their entries, the time index ending with the max entry.
+    assert os.path.getsize(seg.offset_index.path) == 8 * len(rule.offsets)
+    assert os.path.getsize(seg.time_index.path) == 12 * len(rule.times)
+    assert read_offset_index(seg.offset_index.path, 1000) == rule.offsets
+    assert read_time_index(seg.time_index.path, 1000) == rule.times
+
+
+def test_recover_rebuilds_the_same_indexes_as_single_batch_appends(tmp_path):
+    rng = random.Random(5)
+    seg = new_segment(tmp_path, 0, index_interval_bytes=200, max_index_size=4096)
+    for k in range(80):
+        seg.append(batch(rng.randint(1, 3), ts=T0 + rng.randint(0, 1000), size=rng.randint(5, 90), tag=k),
+                   assign_from=seg.next_offset)
+    want_off = [seg.offset_index.entry(i) for i in range(seg.offset_index.entries)]
+    want_time = [seg.time_index.entry(i) for i in range(seg.time_index.entries)]
+    state = (seg.next_offset, seg.max_timestamp_so_far, seg.offset_of_max_timestamp,
+             seg.bytes_since_last_index_entry)
+    res = seg.recover()
+    assert (res.valid_bytes, res.truncated_bytes, res.batches, res.next_offset, res.reason) == (
+        seg.size, 0, 80, seg.next_offset, None)
+    assert [seg.offset_index.entry(i) for i in range(seg.offset_index.entries)] == want_off
+    # Recovery ends with the max-timestamp entry, as close does.
+    got_time = [seg.time_index.entry(i) for i in range(seg.time_index.entries)]
+    assert got_time[:len(want_time)] == want_time
+    assert got_time[len(want_time):] in ([], [(seg.max_timestamp_so_far, seg.offset_of_max_timestamp)])
+    assert (seg.next_offset, seg.max_timestamp_so_far, seg.offset_of_max_timestamp,
+            seg.bytes_since_last_index_entry) == state
+    # Appends after recovery continue the same rule.
+    seg.append(batch(1), assign_from=seg.next_offset)
+    seg.close()
+
+
+# -- lookups -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def filled(tmp_path):
+    """A segment at base 500 with 60 batches of 1-5 records, small index interval."""
+    rng = random.Random(11)
+    seg = new_segment(tmp_path, 500, index_interval_bytes=150)
+    model = []      # (base, last, position, size, max_ts, [record timestamps])
+    for k in range(60):
+        n = rng.randint(1, 5)
+        ts = [T0 + rng.randint(0, 3000) for _ in range(n)]
+        info = seg.append(batch(n, ts=ts, size=rng.randint(1, 40), tag=k), assign_from=seg.next_offset)
+        model.append((info.first_offset, info.last_offset, info.position, info.size, max(ts), ts))
+    yield seg, model
+    if not seg.closed:
+        seg.close()
+
+
+def test_translate_offset_matches_bisect(filled):
+    seg, model = filled
+    lasts = [m[1] for m in model]
+    for off in range(480, seg.next_offset + 3):
+        got = seg.translate_offset(off)
+        i = bisect.bisect_left(lasts, off)
+        if i == len(model):
+            assert got is None
+            continue
+        assert (got.position, got.base_offset, got.last_offset, got.size) == (
+            model[i][2], model[i][0], model[i][1], model[i][3])
+
+
+def test_read_whole_batches_within_limits(filled):
+    seg, model = filled
+    lasts = [m[1] for m in model]
+    for off in (500, 517, model[30][1], seg.next_offset - 1):
+        i = bisect.bisect_left(lasts, off)
+        for max_bytes in (0, 1, model[i][3], model[i][3] + 1, 300, 10**6):
+            v = seg.read(off, max_bytes)
+            j = i
+            while j < len(model) and model[j][2] + model[j][3] - model[i][2] <= max_bytes:
+                j += 1
+            j = max(j, i + 1)        # min_one_batch
+            assert v.nbytes == model[j - 1][2] + model[j - 1][3] - model[i][2]
+            assert bytes(v) == file_bytes(seg)[model[i][2]:model[i][2] + v.nbytes]
+            v.release()
+            v = seg.read(off, max_bytes, min_one_batch=False)
+            if max_bytes < model[i][3]:
+                assert v is None
+            else:
+                v.release()
+    assert seg.read(seg.next_offset, 100) is None
+    # Never past max_position.
+    v = seg.read(500, 10**6, max_position=model[10][2])
+    assert v.nbytes == model[10][2]
+    v.release()
+    assert seg.read(model[10][0], 10**6, max_position=model[10][2]) is None
+    with pytest.raises(ValueError, match="max_bytes"):
+        seg.read(500, -1)
+
+
+def test_batches_and_batch_end(filled):
+    seg, model = filled
+    infos = seg.batches(verify_crc=True)
+    assert [(b.position, b.base_offset, b.last_offset, b.max_timestamp) for b in infos] == [
+        (m[2], m[0], m[1], m[4]) for m in model]
+    assert seg.batches(model[5][2])[0].base_offset == model[5][0]
+    assert seg.batch_end(0, 0, -1, True) == model[0][3]
+    assert seg.batch_end(0, 0, -1, False) == 0
+    assert seg.batch_end(model[3][2], 10**9, model[7][2], False) == model[7][2]
+
+
+def test_find_offset_by_timestamp_matches_a_scan(filled):
+    seg, model = filled
+    for target in [0, T0, T0 + 1, T0 + 1500, T0 + 2999, T0 + 3000, T0 + 4000] + [m[4] for m in model]:
+        for start in (500, model[20][0], model[20][0] + 1, model[50][1]):
+            want = next((m for m in model if m[4] >= target and m[1] >= start), None)
+            got = seg.find_offset_by_timestamp(target, start)
+            if want is None:
+                assert got is None
+            else:
+                assert (got.position, got.base_offset) == (want[2], want[0]), (target, start)
+
+
+def test_reopen_finds_next_offset_and_max_timestamp(filled, tmp_path):
+    seg, model = filled
+    seg.close()
+    again = Segment(tmp_path, 500, index_interval_bytes=150, max_index_size=1024)
+    assert again.next_offset == model[-1][1] + 1
+    mx = max(m[4] for m in model)
+    assert again.max_timestamp_so_far == mx
+    assert again.offset_of_max_timestamp == next(m[1] for m in model if m[4] == mx)
+    assert again.rolling_based_timestamp == model[0][4]
+    again.sanity_check()
+    assert again.translate_offset(model[40][0]).position == model[40][2]
+    again.close()
+
+
+# -- recovery ----------------------------------------------------------------------------------
+
+
+def test_recover_truncates_a_torn_tail(filled):
+    seg, model = filled
+    seg.flush()
+    with open(seg.log_path, "ab") as f:
+        f.write(batch(3)[:40])
+    seg.close_without_trim()
+    seg = Segment(seg.dir, 500, index_interval_bytes=150, max_index_size=1024)
+    res = seg.recover()
+    assert res.truncated_bytes == 40 and "torn batch" in res.reason
+    assert res.valid_bytes == seg.size == os.path.getsize(seg.log_path) == model[-1][2] + model[-1][3]
+    assert seg.next_offset == model[-1][1] + 1
+    seg.close()
+
+
+def test_recover_stops_at_a_flipped_bit_and_reports_it(filled):
+    seg, model = filled
+    seg.close()
+    with open(seg.log_path, "r+b") as f:
+        f.seek(model[33][2] + 70)
+        b = f.read(1)
+        f.seek(model[33][2] + 70)
+        f.write(bytes([b[0] ^ 0x10]))
+    seg = Segment(seg.dir, 500, index_interval_bytes=150, max_index_size=1024)
+    res = seg.recover()
+    assert "CRC mismatch" in res.reason and f"position {model[33][2]}" in res.reason
+    assert res.valid_bytes == model[33][2] and res.batches == 33
+    assert seg.next_offset == model[33][0]
+    assert all(e[0] < model[33][0] for e in (seg.offset_index.entry(i) for i in range(seg.offset_index.entries)))
+    seg.close()
+
+
+def test_recover_refuses_offsets_that_go_backwards(tmp_path):
+    seg = new_segment(tmp_path, 0)
+    seg.append(batch(2, base_offset=0))
+    seg.append(batch(2, base_offset=2))
+    seg.close()
+    # Append a CRC-valid batch whose offsets repeat (as a buggy writer would).
+    with open(seg.log_path, "ab") as f:
+        f.write(batch(1, base_offset=1))
+    seg = Segment(tmp_path, 0, max_index_size=1024)
+    res = seg.recover()
+    assert "does not follow" in res.reason and res.next_offset == 4 and res.batches == 2
+    seg.close()
+
+
+def test_recover_collects_leader_epoch_starts(tmp_path):
+    seg = new_segment(tmp_path, 0)
+    for epoch, n in [(0, 2), (0, 1), (2, 3), (2, 1), (5, 1)]:
+        seg.append(batch(n), assign_from=seg.next_offset, leader_epoch=epoch)
+    res = seg.recover(collect_batches=True)
+    assert res.epoch_starts == [(0, 0), (2, 3), (5, 7)]
+    assert [b.base_offset for b in res.batch_infos] == [0, 2, 3, 6, 7]
+    seg.close()
+
+
+# -- truncation --------------------------------------------------------------------------------
+
+
+def test_truncate_to_removes_whole_batches_and_index_entries(filled):
+    seg, model = filled
+    k = 37
+    cut = model[k][0] + 1 if model[k][1] > model[k][0] else model[k][0]   # inside batch k if possible
+    removed = seg.truncate_to(cut)
+    assert removed == model[-1][2] + model[-1][3] - model[k][2]
+    assert seg.size == model[k][2] == os.path.getsize(seg.log_path)
+    assert seg.next_offset == model[k][0]
+    entries = [seg.offset_index.entry(i) for i in range(seg.offset_index.entries)]
+    assert all(off < model[k][0] for off, _ in entries)
+    times = [seg.time_index.entry(i) for i in range(seg.time_index.entries)]
+    assert all(off < model[k][0] for _, off in times)
+    mx = max(m[4] for m in model[:k])
+    assert seg.max_timestamp_so_far == mx
+    assert seg.offset_of_max_timestamp == next(m[1] for m in model if m[4] == mx)
+    assert seg.truncate_to(seg.next_offset) == 0
+    # Appends continue at the cut; the index rule continues from the last entry.
+    info = seg.append(batch(2), assign_from=seg.next_offset)
+    assert (info.first_offset, info.position) == (model[k][0], model[k][2])
+    assert seg.translate_offset(model[k][0]).position == model[k][2]
+    size = seg.size
+    assert seg.truncate_to(0) == size and seg.size == 0 and seg.next_offset == 500
+    assert seg.offset_index.entries == 0 and seg.time_index.entries == 0
+    assert seg.max_timestamp_so_far == -1
+
+
+# -- counted views -----------------------------------------------------------------------------
+
+
+def test_live_views_block_truncate_close_recover_and_delete(filled):
+    seg, _ = filled
+    v = seg.read(500, 100)
+    w = seg.view(10, 20)
+    assert seg.live_views() == 2
+    for action in (lambda: seg.truncate_to(501), seg.close, seg.recover, seg.delete, seg.close_without_trim):
+        with pytest.raises(BufferError, match="exported view"):
+            action()
+    v.release()
+    assert seg.live_views() == 1
+    with pytest.raises(BufferError):
+        seg.truncate_to(501)
+    w.release()
+    assert seg.live_views() == 0
+    seg.truncate_to(501)
+    seg.close()
+
+
+def test_views_survive_a_remap_and_still_count(tmp_path):
+    seg = Segment(tmp_path, 0, create=True, segment_bytes=4096, max_index_size=1024)
+    seg.append(batch(1), assign_from=0)
+    v = seg.view()
+    first = bytes(v)
+    for k in range(100):       # grows far past the reservation: new mappings
+        seg.append(batch(3, size=100, tag=k), assign_from=seg.next_offset)
+    assert bytes(v) == first
+    assert seg.live_views() == 1
+    with pytest.raises(BufferError):
+        seg.truncate_to(0)
+    del v
+    assert seg.live_views() == 0
+    assert [r.offset for r in decode_records(seg.view())] == list(range(seg.next_offset))
+    seg.close()
+
+
+# -- file life ---------------------------------------------------------------------------------
+
+
+def test_close_trims_and_close_without_trim_keeps_preallocation(tmp_path):
+    seg = new_segment(tmp_path, 0, index_interval_bytes=0, max_index_size=800)
+    for _ in range(4):
+        seg.append(batch(1, ts=T0 + seg.next_offset), assign_from=seg.next_offset)
+    seg.close_without_trim()
+    assert os.path.getsize(tmp_path / "00000000000000000000.index") == 800
+    assert os.path.getsize(tmp_path / "00000000000000000000.timeindex") == 792
+    seg = Segment(tmp_path, 0, index_interval_bytes=0, max_index_size=800)
+    seg.sanity_check()
+    assert seg.offset_index.entries == 3 and seg.next_offset == 4
+    seg.close()
+    n = len(batch(1))
+    assert read_offset_index(tmp_path / "00000000000000000000.index", 0) == [(1, n), (2, 2 * n), (3, 3 * n)]
+    assert os.path.getsize(tmp_path / "00000000000000000000.index") == 24
+    # Close appended the max-timestamp entry (T0 + 3 at offset 3).
+    assert read_time_index(tmp_path / "00000000000000000000.timeindex", 0) == [
+        (T0 + 1, 1), (T0 + 2, 2), (T0 + 3, 3)]
+
+
+def test_on_become_inactive_adds_max_entry_and_trims(tmp_path):
+    seg = new_segment(tmp_path, 0, index_interval_bytes=10**6)
+    seg.append(batch(2, ts=[T0 + 9, T0]), assign_from=0)
+    seg.append(batch(1, ts=T0 + 3), assign_from=2)
+    seg.on_become_inactive()
+    assert os.path.getsize(seg.offset_index.path) == 0
+    assert read_time_index(seg.time_index.path, 0) == [(T0 + 9, 1)]
+    seg.close()
+
+
+def test_change_suffix_then_delete(filled, tmp_path):
+    seg, _ = filled
+    seg.change_suffix("", ".deleted")
+    assert sorted(os.listdir(tmp_path)) == [
+        "00000000000000000500.index.deleted", "00000000000000000500.log.deleted",
+        "00000000000000000500.timeindex.deleted"]
+    v = seg.read(500, 10)      # still readable through the open files
+    assert v.nbytes > 0
+    with pytest.raises(BufferError):
+        seg.delete()
+    v.release()
+    seg.delete()
+    assert os.listdir(tmp_path) == []
+    assert seg.closed
+
+
+def test_flush_and_repr(filled):
+    seg, _ = filled
+    seg.flush()
+    assert "base_offset=500" in repr(seg) and len(seg) == seg.size
+
+
+# -- Kafka-written files -----------------------------------------------------------------------
+
+
+def test_read_only_open_of_the_kafka_fixture(tmp_path):
+    before = {p.name: p.read_bytes() for p in CONSUMER_OFFSETS_6.iterdir()}
+    seg = Segment(CONSUMER_OFFSETS_6, 0, read_only=True)
+    assert seg.next_offset == 13
+    assert seg.offset_index.entries == 2 and seg.time_index.entries == 3
+    assert seg.max_timestamp_so_far == 1769793578176 and seg.offset_of_max_timestamp == 12
+    infos = seg.batches(verify_crc=True)
+    assert len(infos) == 13 and [b.position for b in infos][:4] == [0, 1780, 1940, 4730]
+    for off in range(13):
+        assert seg.translate_offset(off).last_offset == off
+    v = seg.read(3, 10**6)
+    assert [r.offset for r in decode_records(v)] == list(range(3, 13))
+    v.release()
+    assert seg.find_offset_by_timestamp(1769791783399).last_offset == 3
+    with pytest.raises(PermissionError):
+        seg.append(batch(1), assign_from=13)
+    with pytest.raises(PermissionError):
+        seg.truncate_to(5)
+    with pytest.raises(PermissionError):
+        seg.recover()
+    seg.close()
+    assert {p.name: p.read_bytes() for p in CONSUMER_OFFSETS_6.iterdir()} == before
+
+
+def test_read_only_open_without_index_files(tmp_path):
+    d = copy_partition(CONSUMER_OFFSETS_6, tmp_path, "__consumer_offsets-6")
+    (d / "00000000000000000000.index").unlink()
+    (d / "00000000000000000000.timeindex").unlink()
+    seg = Segment(d, 0, read_only=True)
+    assert seg.next_offset == 13
+    assert seg.translate_offset(7).position == 9571
+    assert seg.find_offset_by_timestamp(1769793578176).last_offset == 12
+    seg.close()
+    assert not (d / "00000000000000000000.index").exists()
+
+
+def test_writable_open_of_a_kafka_copy_continues_its_log(tmp_path):
+    d = copy_partition(CONSUMER_OFFSETS_6, tmp_path, "__consumer_offsets-6")
+    seg = Segment(d, 0, max_index_size=1024)
+    seg.sanity_check()
+    assert seg.next_offset == 13
+    assert seg.index_full      # trimmed by Kafka's clean shutdown: the log re-expands the active one
+    seg.offset_index.resize(1024)
+    seg.time_index.resize(1024)
+    info = seg.append(encode_batch([b"x"], timestamps=1769793578177), assign_from=13, leader_epoch=0)
+    assert (info.first_offset, info.position) == (13, 13751)
+    # As in Kafka's LogSegment, the bytes since the last entry count from 0 on a loaded segment:
+    # the first append after opening adds no entry.
+    assert seg.offset_index.entries == 2
+    big = encode_batch([b"y" * 5000], timestamps=1769793578178)
+    seg.append(big, assign_from=14, leader_epoch=0)
+    assert seg.offset_index.entries == 2
+    seg.append(big, assign_from=15, leader_epoch=0)
+    assert seg.offset_index.entry(-1) == (15, 13751 + info.size + len(big))
+    seg.close()
+    assert read_time_index(d / "00000000000000000000.timeindex", 0)[-2:] == [
+        (1769793578176, 12), (1769793578178, 14)]
