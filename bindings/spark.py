@@ -82,9 +82,9 @@ otherwise. A partition missing from an existing file has committed nothing.
 transaction still open (the last stable offset) on are left out. The driver walks the batch
 headers of the range (headers only: producer id, attributes, offsets) to follow each
 producer's open transaction; a transaction marker closes it. Whether it aborted comes from the
-segment's ``.txnindex`` when the segment has one (Kafka writes them; seglog does not yet) and
-otherwise from the marker's control record key (ABORT or COMMIT), the only record bytes
-planning reads. The walk starts at the first offset read, so a transaction still open that
+segment's ``.txnindex`` when the segment has one (Kafka and seglog write one where a transaction
+aborted) and otherwise from the marker's control record key (ABORT or COMMIT), the only record
+bytes planning reads. The walk starts at the first offset read, so a transaction still open that
 began before it is not seen.
 
 Writing. ``df.write.format("seglog").mode("append").option("topic", "t").save(path)`` takes
@@ -123,7 +123,6 @@ import logging
 import math
 import os
 import re
-import struct
 import sys
 import tempfile
 import time
@@ -165,6 +164,7 @@ from seglog.errors import (
 )
 from seglog.log import Log, parse_partition_dir
 from seglog.records import batch_headers, decode_columns, decode_records, encode_batch
+from seglog.txnindex import TransactionIndex
 
 try:  # PySpark >= 4.2: admission control for stream readers.
     from pyspark.sql.streaming.datasource import (
@@ -195,7 +195,6 @@ LOG_START_FILE = "log-start-offset-checkpoint"
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 _SEGMENT_LOG = re.compile(r"^(\d{20})\.log$")
-_TXN_ENTRY = struct.Struct(">hqqqq")  # version, producerId, firstOffset, lastOffset, lastStableOffset
 _EARLIEST, _LATEST = -2, -1
 
 
@@ -781,22 +780,13 @@ def exact_timestamp_offset(d: str, ref: TsBatch) -> int:
 # Transactions (read_committed, driver)
 # ---------------------------------------------------------------------------------------------
 
-def _read_txn_index(path: str) -> list[tuple[int, int, int]] | None:
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
+def _read_txn_index(path: str, base: int) -> list[tuple[int, int, int]] | None:
+    """(producer id, first offset, marker offset) of each entry of a ``.txnindex``; None when the
+    segment has none."""
+    index = TransactionIndex(path, base)
+    if not index.exists:
         return None
-    usable = len(data) - len(data) % _TXN_ENTRY.size
-    out = []
-    for version, pid, first, last, _lso in _TXN_ENTRY.iter_unpack(data[:usable]):
-        if version != 0:
-            raise CorruptRecordError(f"seglog: {path}: transaction index entry of unknown version "
-                                     f"{version}", path=path)
-        if pid == 0 and first == 0 and last == 0:
-            break  # preallocated zero tail
-        out.append((pid, first, last))
-    return out
+    return [(t.producer_id, t.first_offset, t.last_offset) for t in index.all_entries()]
 
 
 def transaction_state(info: PartitionInfo, start: int) -> tuple[list[tuple[int, int, int]], int]:
@@ -812,7 +802,7 @@ def transaction_state(info: PartitionInfo, start: int) -> tuple[list[tuple[int, 
             continue
         if base >= info.bound:
             break
-        index = _read_txn_index(os.path.join(info.dir, filename_prefix(base) + ".txnindex"))
+        index = _read_txn_index(os.path.join(info.dir, filename_prefix(base) + ".txnindex"), base)
         if index is not None:
             aborted.extend(e for e in index if e[2] >= start and e[1] < info.bound)
         seg = _open_segment(info.dir, base)
