@@ -1023,10 +1023,12 @@ class Simulation:
                 target = c.controller()
             if c.nodes[target] is None:
                 return
-            if kind == "power_loss" and (down or any(c.lost_tail.values()) or c.paused):
+            if (kind == "power_loss" or "power_loss" in self.cfg.faults) and (
+                    down or any(c.lost_tail.values()) or c.paused):
                 # One node at a time, and only once the previous one has caught up: losing the
                 # page cache of every ISR member may lose acknowledged writes (allowed), which
-                # is not what this fault tests.
+                # is not what this fault tests. A kill counts too: an unclean restart leaves the
+                # ISR like a power loss, and the controller cannot tell them apart.
                 return
             if len(down) >= 1 and self.rng.random() < 0.7:
                 return  # keep most runs to one node down at a time

@@ -51,8 +51,8 @@ def _run(tmp_path: Path, seed: int, profile: str, *, steps: int = 1200,
     return run_seed(cfg, str(tmp_path / f"seed-{seed}"))
 
 
-@pytest.mark.parametrize("profile,seeds", [("all", (1, 2, 3)), ("crash", (1,)), ("network", (1,)),
-                                           ("power", (1, 2)), ("unclean", (1,)), ("catch_up", (1, 6))])
+@pytest.mark.parametrize("profile,seeds", [("all", (2, 3)), ("crash", (1,)), ("network", (1,)),
+                                           ("power", (1, 2)), ("unclean", (1,)), ("catch_up", (1,))])
 def test_invariants_hold(tmp_path: Path, profile: str, seeds: tuple[int, ...]) -> None:
     control_losses = 0
     for seed in seeds:
