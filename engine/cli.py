@@ -618,6 +618,50 @@ def _cluster_demo(args: argparse.Namespace) -> int:
         return 0 if not lost and len(got) == len(values) else 1
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _bench(args: argparse.Namespace) -> int:
+    """The benchmark suite: seglog beside its peers on the same work, side by side."""
+    from pathlib import Path
+
+    from seglog.benchmarks import BENCHMARKS, NOT_YET
+    from seglog.benchmarks.runner import Options, SelectionError, estimate_seconds, run, select
+
+    try:
+        chosen = select(BENCHMARKS, args.only)
+    except SelectionError as exc:
+        raise CliError(str(exc)) from None
+    if args.list:
+        for b in BENCHMARKS:
+            goals = "; ".join(g.text for g in b.goals)
+            print(f"{b.name:18} {b.title}" + (f"  [goal {goals}]" if goals else ""))
+        for name, why in NOT_YET.items():
+            print(f"{name:18} not available: {why}")
+        return 0
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise CliError(f"--out {args.out}: exists and is not a directory")
+    opts = Options(quick=args.quick, rounds=args.rounds, records=args.records, work_dir=args.work_dir)
+    if args.work_dir is not None and not os.path.isdir(args.work_dir):
+        raise CliError(f"--work-dir {args.work_dir}: no such directory")
+    est = estimate_seconds(chosen, opts)
+    mode = "--quick: small sizes, about a minute" if args.quick else (
+        f"full sizes (10 M records for append/read/poll_columns/Spark): roughly {est / 60:.0f} min "
+        "on a 2-core machine; --quick runs in about a minute")
+    sys.stderr.write(f"seglog bench: {len(chosen)} benchmarks, {opts.n_rounds} rounds; {mode}\n")
+    argv = ["seglog", *(args.argv or ["bench"])]
+    run(chosen, opts, out, argv=argv)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="seglog", description="An embedded commit log in Apache Kafka's on-disk format.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -683,12 +727,27 @@ def build_parser() -> argparse.ArgumentParser:
                          default="read_uncommitted")
     consume.add_argument("--timeout-ms", type=int, default=0, help="wait this long for new records")
     consume.set_defaults(func=_consume)
+
+    bench = sub.add_parser("bench", help="the benchmark suite: seglog beside its peers, as a table, "
+                           "a JSON file and a chart")
+    bench.add_argument("--quick", action="store_true", help="small sizes, about a minute (what CI runs)")
+    bench.add_argument("--only", nargs="+", metavar="NAME",
+                       help="only these benchmarks (names, groups or patterns like 'encode-*'; see --list)")
+    bench.add_argument("--out", default="seglog-bench", metavar="DIR",
+                       help="directory for results.json and ratios.png (default ./seglog-bench)")
+    bench.add_argument("--rounds", type=_positive, help="rounds per benchmark (default 3 quick, 5 full)")
+    bench.add_argument("--records", type=_positive,
+                       help="records for the benchmarks sized in records (overrides --quick/full sizes)")
+    bench.add_argument("--work-dir", help="where the benchmarks write their files (default: the temp dir)")
+    bench.add_argument("--list", action="store_true", help="list the benchmarks and their goals, run nothing")
+    bench.set_defaults(func=_bench)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(argv) if argv is not None else sys.argv[1:]
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return int(func(args))
