@@ -2,65 +2,39 @@
 
     pytest bench/bench_crc32c.py --benchmark-columns=median,ops --benchmark-sort=name
 
-Groups: ``crc32c <size>`` (seglog, the ``crc32c`` package, ``google-crc32c`` when installed,
-our portable table path), ``crc32 <size>`` (seglog vs ``zlib.crc32``), ``gil <size>`` (the
+Groups: ``crc32c-<size>`` (the registry's benchmarks, as ``seglog bench --only crc32c``: seglog,
+the ``crc32c`` package, ``google-crc32c`` when installed, our portable table path, memcpy),
+``crc32 <size>`` (seglog vs ``zlib.crc32``), ``gil <size>`` (the
 same CRC-32C call holding vs releasing the GIL: the measurement behind ``CRC32C_NOGIL_MIN``),
-and and ``murmur2`` (per key and vectorised, vs pure Python and kafka-python).
+and ``murmur2`` (per key and vectorised, vs pure Python and kafka-python).
 """
 
 from __future__ import annotations
 
-import importlib
 import random
 import warnings
 import zlib
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
 import crc32c as crc32c_pkg
 import pytest
 
 from seglog._native import crc32c as native
+from seglog.benchmarks import cases
 from seglog.partitioner import murmur2, partition_for_key, partitions_for_keys
 
 SIZES = {"100B": 100, "4KiB": 4096, "1MiB": 1 << 20}
 DATA = {name: random.Random(n).randbytes(n) for name, n in SIZES.items()}
 
 
-def _google() -> ModuleType | None:
-    try:
-        return importlib.import_module("google_crc32c")
-    except ImportError:
-        return None
+CRC32C_CASES = cases("crc32c-100B", "crc32c-4KiB", "crc32c-1MiB")
 
 
-google_crc32c = _google()
-
-
-def _google_value(data: bytes) -> int:
-    assert google_crc32c is not None
-    return int(google_crc32c.value(data))
-
-
-CRC32C_IMPLS: dict[str, Callable[[bytes], Any]] = {
-    "seglog": native.crc32c,
-    "crc32c-pkg": crc32c_pkg.crc32c,
-    "google-crc32c": _google_value,
-    "seglog-table": native._crc32c_portable,
-}
-
-
-@pytest.mark.parametrize("size", list(SIZES))
-@pytest.mark.parametrize("impl", list(CRC32C_IMPLS))
-def test_crc32c(benchmark: Any, impl: str, size: str) -> None:
-    if impl == "google-crc32c" and google_crc32c is None:
-        pytest.skip("google-crc32c is not installed")
-    data = DATA[size]
-    fn = CRC32C_IMPLS[impl]
-    benchmark.group = f"crc32c {size}"
-    benchmark.extra_info["bytes"] = len(data)
-    assert benchmark(fn, data) == crc32c_pkg.crc32c(data)
+@pytest.mark.parametrize("name,contender", CRC32C_CASES, ids=[f"{n}-{c}" for n, c in CRC32C_CASES])
+def test_crc32c(bench_run: Callable[[str, str], None], name: str, contender: str) -> None:
+    """The registry's crc32c benchmarks (``seglog bench --only crc32c``)."""
+    bench_run(name, contender)
 
 
 @pytest.mark.parametrize("size", list(SIZES))

@@ -2,27 +2,24 @@
 ``acks=all`` beside a single replica (same cluster code, replication factor 1) and beside a
 bare ``Log.append`` of the same batches. 100-byte records.
 
-Throughput tests produce ``N`` records through ``ClusterProducer`` (batches form while one
-request per partition is in flight) and wait for every acknowledgement. The latency test sends
+Throughput: the registry's ``replication`` benchmark (``seglog.benchmarks.suite``), which
+produces records through ``ClusterProducer`` (batches form while one request per partition is
+in flight) and waits for every acknowledgement. The latency test sends
 one record at a time at about half the acks=all peak rate and records p50/p99 of send -> ack in
 ``extra_info``. Run with ``pytest bench/bench_replication.py``.
 """
 
 from __future__ import annotations
 
-import os
 import statistics
-import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
+from seglog.benchmarks import cases
 from seglog.cluster import LocalCluster
-from seglog.log import Log
-from seglog.records import encode_batch
 
-N = 20_000
 VALUE = b"v" * 100
 
 
@@ -34,36 +31,21 @@ def cluster() -> Iterator[LocalCluster]:
         yield c
 
 
-def _produce(cluster: LocalCluster, topic: str, acks: str, n: int = N) -> None:
+def _produce(cluster: LocalCluster, topic: str, acks: str, n: int) -> None:
     with cluster.producer(acks=acks, batch_size=64 * 1024) as p:
         futures = [p.send(topic, VALUE, partition=0) for _ in range(n)]
         p.flush(120)
         futures[-1].result(10)
 
 
-@pytest.mark.parametrize("topic,acks", [("rf1", "1"), ("rf3", "1"), ("rf3", "all")])
-def test_cluster_throughput(benchmark, cluster: LocalCluster, topic: str, acks: str) -> None:  # type: ignore[no-untyped-def]
-    benchmark.extra_info["records"] = N
-    benchmark.pedantic(_produce, args=(cluster, topic, acks), rounds=3, iterations=1, warmup_rounds=1)
-    if benchmark.stats is not None:  # None under --benchmark-disable (the CI smoke pass)
-        benchmark.extra_info["records_per_s"] = N / benchmark.stats.stats.mean
+CASES = cases("replication")
 
 
-def test_bare_log_append(benchmark) -> None:  # type: ignore[no-untyped-def]
-    """The floor: the batches a producer would build, appended to one local log."""
-    d = tempfile.mkdtemp()
-    batch = encode_batch([VALUE] * 500, timestamps=1_700_000_000_000)
-
-    def run() -> None:
-        log = Log.open(os.path.join(d, f"t-{time.monotonic_ns()}"))
-        for _ in range(N // 500):
-            log.append(batch)
-        log.close()
-
-    benchmark.extra_info["records"] = N
-    benchmark.pedantic(run, rounds=3, iterations=1)
-    if benchmark.stats is not None:  # None under --benchmark-disable (the CI smoke pass)
-        benchmark.extra_info["records_per_s"] = N / benchmark.stats.stats.mean
+@pytest.mark.parametrize("name,contender", CASES, ids=[c for _, c in CASES])
+def test_cluster_throughput(bench_run: Callable[[str, str], None], name: str, contender: str) -> None:
+    """The registry's ``replication`` benchmark (``seglog bench --only replication``): 3 replicas
+    with acks=all and acks=1, one replica, and a bare ``Log.append`` of the same records."""
+    bench_run(name, contender)
 
 
 def test_acks_all_latency_at_half_peak(benchmark, cluster: LocalCluster) -> None:  # type: ignore[no-untyped-def]

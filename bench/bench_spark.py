@@ -1,5 +1,9 @@
 """Spark reading seglog directories, side by side with the alternatives, in one run.
 
+``test_registry``: the registry's ``spark-count`` and ``spark-aggregate`` benchmarks (what
+``seglog bench --only spark`` runs: seglog vs ``spark.read.parquet``; goal: full rows >= 0.9x
+Parquet). The rest of this file is a wider look for developers:
+
 Data: ``SEGLOG_SPARK_BENCH_RECORDS`` records (default 10 million) with 8-byte keys and 100-byte
 values in 8 partitions, written once by seglog; the same rows (all seven Kafka columns) written
 once by pyarrow as Parquet (one file per partition, 100k-row row groups, snappy); and the very
@@ -29,11 +33,13 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+
+from seglog.benchmarks import cases
 
 pytestmark = pytest.mark.spark
 
@@ -42,6 +48,14 @@ PARTITIONS = 8
 SEGMENTS = 10_000
 T0 = 1_700_000_000_000
 PER_BATCH = 1000
+
+
+REGISTRY_CASES = cases("spark-count", "spark-aggregate")
+
+
+@pytest.mark.parametrize("name,contender", REGISTRY_CASES, ids=[f"{n}-{c}" for n, c in REGISTRY_CASES])
+def test_registry(bench_run: Callable[[str, str], None], name: str, contender: str) -> None:
+    bench_run(name, contender)
 
 
 def _smoke(config: Any) -> bool:
@@ -55,19 +69,10 @@ def spark():
 
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("no Java runtime")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
+    from seglog.benchmarks.suite import spark_session
 
-    from seglog.bindings.spark import register
-
-    s = (SparkSession.builder.master("local[2]").appName("seglog-bench")
-         .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-         .config("spark.driver.memory", "4g").config("spark.sql.session.timeZone", "UTC")
-         .getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    register(s)
-    yield s
-    s.stop()
+    # The registry's session, shared with test_registry; stopped at the end of the session.
+    return spark_session()
 
 
 def _scratch(name: str) -> Any:

@@ -8,7 +8,13 @@ are imported only when a benchmark is prepared.
 from __future__ import annotations
 
 from .registry import Benchmark, Contender, Goal, Summary, Work, judge, ratios, summarize
+from .registry import cases as _cases
 from .suite import BENCHMARKS, NOT_YET, get, shutdown
 
-__all__ = ["BENCHMARKS", "NOT_YET", "Benchmark", "Contender", "Goal", "Summary", "Work", "get", "judge",
-           "ratios", "shutdown", "summarize"]
+__all__ = ["BENCHMARKS", "NOT_YET", "Benchmark", "Contender", "Goal", "Summary", "Work", "cases", "get",
+           "judge", "ratios", "shutdown", "summarize"]
+
+
+def cases(*names: str) -> list[tuple[str, str]]:
+    """(benchmark, contender) pairs of the named registry entries, for pytest parametrisation."""
+    return _cases(BENCHMARKS, *names)

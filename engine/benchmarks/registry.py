@@ -193,3 +193,9 @@ def java_missing() -> str | None:
     if importlib.util.find_spec("pyarrow") is None:
         return "pyarrow is not installed (pip install pyarrow)"
     return None
+
+
+def cases(benchmarks: Sequence[Benchmark], *names: str) -> list[tuple[str, str]]:
+    """(benchmark, contender) pairs of the named benchmarks: pytest parametrisation."""
+    by_name = {b.name: b for b in benchmarks}
+    return [(n, c.name) for n in names for c in by_name[n].contenders]

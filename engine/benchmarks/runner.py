@@ -484,33 +484,38 @@ def write_chart(doc: Mapping[str, Any], path: Path) -> str | None:
         prim = next((c for c in b["contenders"] if c["role"] == "seglog" and c["status"] == "ok"), None)
         if prim is None:
             continue
-        goal = next((g["value"] for g in b["goals"] if g["kind"] == "ratio"
-                     and g["versus"] and any(c["name"] == g["versus"] and c["role"] == "peer"
-                                             for c in b["contenders"])), None)
-        rows.append((b["name"], prim.get("vs_best_peer"), prim.get("vs_limit"), goal))
+        roles = {c["name"]: c["role"] for c in b["contenders"]}
+        # Ratio goals against a peer go on the left panel, against the limit on the right.
+        ticks = {"peer": None, "limit": None}
+        for g in b["goals"]:
+            if g["kind"] == "ratio" and roles.get(g["versus"]) in ticks and g["subject"] == prim["name"]:
+                ticks[roles[g["versus"]]] = g["value"]
+        verdicts = [g["met"] for g in b["goals"] if g["met"] is not None]
+        color = "#999999" if not verdicts else ("#2a7" if all(verdicts) else "#d64")
+        rows.append((b["name"], prim.get("vs_best_peer"), prim.get("vs_limit"), ticks, color))
     if not rows:
         return "no benchmark produced ratios"
-    fig, axes = plt.subplots(1, 2, figsize=(12, 0.35 * len(rows) + 1.6), sharey=True)
-    names = [r[0] for r in rows][::-1]
-    ys = range(len(names))
-    for ax, idx, title in ((axes[0], 1, "seglog ÷ best peer (rate)"), (axes[1], 2, "seglog ÷ machine limit (rate)")):
-        vals = [r[idx] for r in rows][::-1]
-        ax.barh(list(ys), [v if v is not None else 0 for v in vals],
-                color=["#2a7" if (v or 0) >= 1 else "#d64" for v in vals])
+    fig, axes = plt.subplots(1, 2, figsize=(12, 0.35 * len(rows) + 1.8), sharey=True)
+    rows = rows[::-1]
+    ys = list(range(len(rows)))
+    for ax, idx, role, title in ((axes[0], 1, "peer", "seglog ÷ best peer (rate)"),
+                                 (axes[1], 2, "limit", "seglog ÷ machine limit (rate)")):
+        vals = [r[idx] for r in rows]
+        ax.barh(ys, [v if v is not None else 0 for v in vals], color=[r[4] for r in rows])
         ax.axvline(1.0, color="black", lw=0.8)
         ax.set_xscale("log")
         ax.set_title(title, fontsize=10)
-        for y, v in zip(ys, vals):
+        for y, v, r in zip(ys, vals, rows):
             if v is not None:
                 ax.text(v, y, f" {v:.2g}×", va="center", fontsize=7)
-    for y, r in zip(ys, rows[::-1]):
-        if r[3] is not None:
-            axes[0].plot([r[3]], [y], marker="|", color="blue", markersize=12)
-    axes[0].set_yticks(list(ys))
-    axes[0].set_yticklabels(names, fontsize=8)
+            if r[3][role] is not None:
+                ax.plot([r[3][role]], [y], marker="|", color="blue", markersize=12)
+    axes[0].set_yticks(ys)
+    axes[0].set_yticklabels([r[0] for r in rows], fontsize=8)
     m = doc["machine"]
     fig.suptitle(f"seglog bench ({doc['mode']}) — {m['cpu']}, {m['cores']} cores; "
-                 f"load {doc['load_average_start']} → {doc.get('load_average_end')}; blue tick: goal",
+                 f"load {doc['load_average_start']} → {doc.get('load_average_end')}\n"
+                 "blue tick: goal; green: goals met, red: a goal missed, grey: no goal",
                  fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

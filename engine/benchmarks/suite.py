@@ -1177,6 +1177,7 @@ def _replication_benches() -> list[Benchmark]:
 
 
 BENCHMARKS: tuple[Benchmark, ...] = (
+    _crc_bench("100B", 100),
     _crc_bench("4KiB", 4096),
     _crc_bench("1MiB", 1 << 20),
     *_codec_benches("100B", 100),
