@@ -1129,7 +1129,7 @@ def _prepare_replication(p: Mapping[str, int], base: Path, available: frozenset[
     from seglog.log import Log
     from seglog.records import encode_batch
 
-    n = p["records"]
+    n = p["count"]
     value = b"v" * 100
     cluster = LocalCluster(nodes=3, dir=_workdir(base, "cluster"))
     try:
@@ -1172,7 +1172,7 @@ def _replication_benches() -> list[Benchmark]:
         contenders=(Contender("3 replicas, acks=all", "seglog"), Contender("3 replicas, acks=1", "seglog"),
                     Contender("1 replica", "seglog"),
                     Contender("Log.append (no network)", "limit", note="the same records, batches of 500")),
-        prepare=_prepare_replication, quick={"records": 2_000}, full={"records": 50_000},
+        prepare=_prepare_replication, quick={"count": 2_000}, full={"count": 50_000},
         full_round_seconds=20)]
 
 
