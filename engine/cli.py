@@ -658,7 +658,11 @@ def _bench(args: argparse.Namespace) -> int:
         "on a 2-core machine; --quick runs in about a minute")
     sys.stderr.write(f"seglog bench: {len(chosen)} benchmarks, {opts.n_rounds} rounds; {mode}\n")
     argv = ["seglog", *(args.argv or ["bench"])]
-    run(chosen, opts, out, argv=argv)
+    doc = run(chosen, opts, out, argv=argv)
+    broken = [b["name"] for b in doc["benchmarks"]
+              if b["status"] == "error" or any(c["status"] == "error" for c in b["contenders"])]
+    if broken:
+        raise CliError(f"{len(broken)} benchmark(s) failed: {', '.join(broken)} (see {out / 'results.json'})")
     return 0
 
 

@@ -228,3 +228,14 @@ def test_cli_runs_a_real_benchmark(tmp_path: Path, capsys: pytest.CaptureFixture
     assert doc["command"] == ["seglog", "bench", "--quick", "--rounds", "2", "--only", "crc32c-100B",
                               "--out", str(tmp_path)]
     assert "crc32c-100B — CRC-32C of a 100B buffer" in capsys.readouterr().out
+
+
+def test_cli_fails_when_a_benchmark_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import seglog.benchmarks
+
+    monkeypatch.setattr(seglog.benchmarks, "BENCHMARKS", (_fake(), _fake("broken", fail=True)))
+    assert main(["bench", "--quick", "--rounds", "1", "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.rstrip().splitlines()[-1].startswith("seglog bench: error: 1 benchmark(s) failed: broken")
+    assert json.loads((tmp_path / "results.json").read_text())["benchmarks"][0]["status"] == "ok"
