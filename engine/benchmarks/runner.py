@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import fnmatch
+import functools
 import importlib.metadata
 import json
 import os
@@ -91,6 +92,7 @@ def _version(dist: str) -> str | None:
         return None
 
 
+@functools.lru_cache(maxsize=1)
 def _java() -> str | None:
     import shutil
     import subprocess
@@ -307,9 +309,14 @@ def run(benchmarks: Sequence[Benchmark], opts: Options, out_dir: Path,
     prog = progress if progress is not None else Progress(len(benchmarks))
     # Each benchmark's own scratch directory, removed after it.
     root = Path(tempfile.mkdtemp(prefix="seglog-bench-", dir=opts.work_dir or os.environ.get("SEGLOG_BENCH_DIR")))
+    json_path = out_dir / "results.json"
+    doc["complete"] = False
     try:
         for bench in benchmarks:
             doc["benchmarks"].append(_run_one(bench, opts, root, prog))
+            # Written after every benchmark, so an interrupted run keeps what it measured.
+            json_path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+        doc["complete"] = True
     finally:
         suite.shutdown()
         import shutil
@@ -320,7 +327,6 @@ def run(benchmarks: Sequence[Benchmark], opts: Options, out_dir: Path,
     doc["finished"] = finished.isoformat(timespec="seconds")
     doc["duration_s"] = round((finished - started).total_seconds(), 1)
     doc["load_average_end"] = load_average()
-    json_path = out_dir / "results.json"
     doc["chart"] = None
     chart_path = out_dir / "ratios.png"
     chart_note = write_chart(doc, chart_path)

@@ -118,9 +118,10 @@ def _prepare_crc32c(p: Mapping[str, int], base: Path, available: frozenset[str])
         if pkg.crc32c(data) != native.crc32c(data):
             raise AssertionError("seglog and the crc32c package disagree")
     if "google-crc32c" in available:
-        import google_crc32c  # type: ignore[import-not-found]
+        import importlib
 
-        calls["google-crc32c"] = lambda: google_crc32c.value(data)
+        google_value = importlib.import_module("google_crc32c").value
+        calls["google-crc32c"] = lambda: google_value(data)
     calls["portable table"] = lambda: native._crc32c_portable(data)
     buf = bytearray(len(data))
 
@@ -180,7 +181,7 @@ def _prepare_encode(p: Mapping[str, int], base: Path, available: frozenset[str])
 
         calls["aiokafka"] = lambda: _builder_encode(Aio(2, 0, 0, -1, -1, -1, BIG), keys, values, stamps)
     if "kafka-python" in available:
-        from kafka.record.default_records import DefaultRecordBatchBuilder as Kp  # type: ignore[import-untyped]
+        from kafka.record.default_records import DefaultRecordBatchBuilder as Kp  # type: ignore[import-untyped,unused-ignore]
 
         calls["kafka-python"] = lambda: _builder_encode(Kp(2, 0, False, -1, -1, -1, BIG), keys, values, stamps)
     for name, fn in calls.items():
@@ -412,6 +413,10 @@ def _fill(sink: Any, cols: Columns) -> None:
         flush()
 
 
+def _filler(f: _Fresh, cols: Columns) -> Callable[[], None]:
+    return lambda: _fill(f.obj, cols)
+
+
 def _encoded_pool(cols: Columns) -> list[bytes]:
     from seglog.records import encode_batch
 
@@ -432,7 +437,7 @@ def _prepare_append(p: Mapping[str, int], base: Path, available: frozenset[str])
         f = _Fresh(base, f"append-{len(fresh)}", opener)
         fresh.append(f)
         setup[name] = f.setup
-        calls[name] = (lambda f=f: _fill(f.obj, cols))
+        calls[name] = _filler(f, cols)
     # The limit: write() of the very bytes seglog writes, already encoded.
     pool = _encoded_pool(cols)
     plain = _Fresh(base, "append-write", lambda d: os.open(d / "raw.bin", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
@@ -1061,10 +1066,9 @@ def _spark_data(p: Mapping[str, int], base: Path) -> dict[str, Any]:
         lg.close()
     ro = sp.parse_read_options({"path": str(logs)})
     planned = sp.plan_batch(ro, sp.Constraints())
-    schema = sp.BatchBuilder(ro.columns, topic="x", partition=0).schema
     for part in range(parts):
         batches = [b for q in planned if q.partition == part for b in sp.read_partition(q, ro)]
-        pq.write_table(pa.Table.from_batches(batches, schema), str(parquet / f"part-{part}.parquet"),
+        pq.write_table(pa.Table.from_batches(batches), str(parquet / f"part-{part}.parquet"),
                        row_group_size=100_000, compression="snappy")
     return {"records": per_part * parts, "logs": str(logs), "parquet": str(parquet), "root": root}
 
@@ -1092,8 +1096,9 @@ def _prepare_spark(p: Mapping[str, int], base: Path, available: frozenset[str], 
     expected = {name: _spark_query(df, query) for name, df in frames.items()}  # also warms up
     if query == "count" and any(v != data["records"] for v in expected.values()):
         raise AssertionError(f"count() disagrees: {expected}")
-    calls: dict[str, Callable[[], object]] = {
-        name: (lambda df=df: _spark_query(df, query)) for name, df in frames.items()}
+    def runner(df: Any) -> Callable[[], object]:
+        return lambda: _spark_query(df, query)
+    calls: dict[str, Callable[[], object]] = {name: runner(df) for name, df in frames.items()}
     return Work(items=data["records"], calls=calls, repeatable=False,
                 close=lambda: shutil.rmtree(data["root"], ignore_errors=True))
 

@@ -174,7 +174,7 @@ def test_json_schema(tmp_path: Path) -> None:
     doc, out, err = _run(tmp_path, [_fake(extra=(missing,)), _fake("broken", fail=True)])
     on_disk = json.loads((tmp_path / "out" / "results.json").read_text())
     assert on_disk == json.loads(json.dumps(doc))
-    assert doc["schema"] == SCHEMA and doc["mode"] == "quick" and doc["rounds"] == 2
+    assert doc["schema"] == SCHEMA and doc["mode"] == "quick" and doc["rounds"] == 2 and doc["complete"]
     assert doc["command"] == ["seglog", "bench", "--quick"]
     m = doc["machine"]
     for key in ("cpu", "cores", "memory_bytes", "kernel", "python", "crc32c_implementation", "versions"):
