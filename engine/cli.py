@@ -653,9 +653,13 @@ def _bench(args: argparse.Namespace) -> int:
     if args.work_dir is not None and not os.path.isdir(args.work_dir):
         raise CliError(f"--work-dir {args.work_dir}: no such directory")
     est = estimate_seconds(chosen, opts)
-    mode = "--quick: small sizes, about a minute" if args.quick else (
-        f"full sizes (10 M records for append/read/poll_columns/Spark): roughly {est / 60:.0f} min "
-        "on a 2-core machine; --quick runs in about a minute")
+    if args.quick:
+        mode = "--quick: small sizes, about a minute plus Spark's start-up"
+    else:
+        sizes = (f"{args.records:,} records where sized in records" if args.records
+                 else "10 M records for append/read/poll_columns/Spark")
+        mode = (f"full sizes ({sizes}): roughly {max(1, round(est / 60))} min on an idle 2-core machine, "
+                "longer under load; --quick runs in about a minute")
     sys.stderr.write(f"seglog bench: {len(chosen)} benchmarks, {opts.n_rounds} rounds; {mode}\n")
     argv = ["seglog", *(args.argv or ["bench"])]
     doc = run(chosen, opts, out, argv=argv)

@@ -283,9 +283,16 @@ def report_benchmark(bench: Benchmark, params: Mapping[str, int], work: Work | N
 
 
 def estimate_seconds(benchmarks: Sequence[Benchmark], opts: Options) -> float:
+    """Rough seconds for a full run (the registry's per-round figures, scaled to ``--records``)."""
     if opts.quick:
         return 0.0
-    return sum(b.full_round_seconds * (opts.n_rounds + 2) for b in benchmarks)
+    total = 0.0
+    for b in benchmarks:
+        scale = 1.0
+        if opts.records is not None and b.full.get("records"):
+            scale = opts.records / b.full["records"]
+        total += b.full_round_seconds * scale * (opts.n_rounds + 2)
+    return total
 
 
 def run(benchmarks: Sequence[Benchmark], opts: Options, out_dir: Path,
