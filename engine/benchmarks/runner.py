@@ -342,6 +342,7 @@ def run(benchmarks: Sequence[Benchmark], opts: Options, out_dir: Path,
     else:
         doc["chart_skipped"] = chart_note
     json_path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    (out_dir / "results.md").write_text(render_markdown(doc))
     out.write(render_table(doc))
     out.write(f"\nresults: {json_path}\n")
     out.write(f"chart:   {chart_path}\n" if chart_note is None else f"chart:   skipped ({chart_note})\n")
@@ -474,6 +475,35 @@ def render_table(doc: Mapping[str, Any]) -> str:
     lines.append("* the machine's limit for the same bytes (memcpy, write(), read()); ratios are rates "
                  "(higher is faster).")
     return "\n".join(lines) + "\n"
+
+
+def render_markdown(doc: Mapping[str, Any]) -> str:
+    """One row per benchmark: seglog's primary contender, the best peer, the ratios, the goals
+    (what the README's results section shows)."""
+    m = doc["machine"]
+    cmd = " ".join(doc["command"]) if doc.get("command") else "seglog bench"
+    out = [f"`{cmd}` — {doc['started']}, {doc['rounds']} rounds, medians.",
+           f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory']}, {m['kernel']}, {m['python']}, "
+           f"CRC-32C {m['crc32c_implementation']}. Load average (1/5/15 min) {doc['load_average_start']} at "
+           f"the start, {doc.get('load_average_end')} at the end.", "",
+           "| benchmark | seglog | rate | best peer | its rate | ÷ best peer | ÷ limit | goal |",
+           "|---|---|---|---|---|---|---|---|"]
+    for b in doc["benchmarks"]:
+        if b["status"] != "ok":
+            out.append(f"| {b['name']} | {b['status']}: {b.get('reason', '')} | | | | | | |")
+            continue
+        by = {c["name"]: c for c in b["contenders"]}
+        prim = next((c for c in b["contenders"] if c["role"] == "seglog" and c["status"] == "ok"), None)
+        if prim is None:
+            continue
+        unit = "B/s" if b["unit"] == "bytes" else b["unit"].rstrip("s") + "/s"
+        peer = prim.get("best_peer")
+        peer_rate = _si(by[peer]["items_per_s"], unit) if peer else "–"
+        goals = "; ".join(f"{g['text']}: {'met' if g['met'] else 'not met' if g['met'] is False else 'n/a'}"
+                          for g in b["goals"]) or "–"
+        out.append(f"| {b['name']} | {prim['name']} | {_si(prim['items_per_s'], unit)} | {peer or '–'} | "
+                   f"{peer_rate} | {_ratio(prim.get('vs_best_peer'))} | {_ratio(prim.get('vs_limit'))} | {goals} |")
+    return "\n".join(out) + "\n"
 
 
 # -------------------------------------------------------------------------------------------------
