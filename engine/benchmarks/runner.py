@@ -490,7 +490,8 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
            "|---|---|---|---|---|---|---|---|"]
     for b in doc["benchmarks"]:
         if b["status"] != "ok":
-            out.append(f"| {b['name']} | {b['status']}: {b.get('reason', '')} | | | | | | |")
+            why = b.get("reason") or next((c.get("reason") for c in b["contenders"] if c.get("reason")), "")
+            out.append(f"| {b['name']} | {b['status']}: {why} | | | | | | |")
             continue
         by = {c["name"]: c for c in b["contenders"]}
         prim = next((c for c in b["contenders"] if c["role"] == "seglog" and c["status"] == "ok"), None)

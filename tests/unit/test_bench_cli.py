@@ -197,7 +197,7 @@ def test_json_schema(tmp_path: Path) -> None:
     assert all(c["status"] == "error" and "prepare broke" in c["reason"] for c in broken["contenders"])
     assert "fake — a fake benchmark" in out and "results:" in out
     md = (tmp_path / "out" / "results.md").read_text()
-    assert "| fake | ours |" in md and "| broken | error: |" in md and "seglog bench --quick" in md
+    assert "| fake | ours |" in md and "| broken | error: RuntimeError: prepare broke |" in md and "seglog bench --quick" in md
     assert "broken: error: RuntimeError: prepare broke" in err
     assert "[2/2] broken done" in err  # not a terminal: one line per benchmark
 
