@@ -150,11 +150,12 @@ class Progress:
         self.started = time.monotonic()
         self._width = 0
 
-    def update(self, label: str, advance: int = 0) -> None:
+    def update(self, label: str, advance: int = 0, partial: float = 0.0) -> None:
+        """``advance`` whole benchmarks done; ``partial`` of the current one (0..1)."""
         self.done = min(self.total, self.done + advance)
         if not self.tty:
             return
-        frac = self.done / self.total
+        frac = min(1.0, (self.done + partial) / self.total)
         bar = "#" * int(frac * 30)
         elapsed = time.monotonic() - self.started
         line = f"\r[{bar:<30}] {frac * 100:5.1f}% {elapsed:6.1f}s  {label}"[:160]
@@ -210,13 +211,16 @@ def _loops(fn: Callable[[], object], target: float) -> int:
 
 
 def measure(work: Work, order: Sequence[str], rounds: int, min_sample: float,
-            tick: Callable[[str], None] = lambda label: None) -> tuple[dict[str, list[float]], dict[str, int]]:
+            tick: Callable[[str, float], None] = lambda label, frac: None) -> tuple[dict[str, list[float]], dict[str, int]]:
     """Seconds per call of each contender in ``order`` (those in ``work.calls``), ``rounds``
     samples each, the order rotated each round; and the calls per sample used."""
     names = [n for n in order if n in work.calls]
+    steps = max(1, len(names) * (rounds + 1))
+    step = 0
     loops: dict[str, int] = {}
     for name in names:  # warm-up (and calibration for repeatable calls)
-        tick(f"{name}: warm-up")
+        tick(f"{name}: warm-up", step / steps)
+        step += 1
         if name in work.setup:
             work.setup[name]()
         if work.repeatable:
@@ -228,7 +232,8 @@ def measure(work: Work, order: Sequence[str], rounds: int, min_sample: float,
     for r in range(rounds):
         k = r % len(names) if names else 0
         for name in names[k:] + names[:k]:
-            tick(f"{name}: round {r + 1}/{rounds}")
+            tick(f"{name}: round {r + 1}/{rounds}", step / steps)
+            step += 1
             fn = work.calls[name]
             if name in work.setup:
                 work.setup[name]()
@@ -380,7 +385,7 @@ def _run_one(bench: Benchmark, opts: Options, root: Path, prog: Progress) -> dic
         work = bench.prepare(params, work_dir, available)
         order = [c.name for c in bench.contenders]
         samples, loops = measure(work, order, opts.n_rounds, opts.sample_seconds,
-                                 lambda label: prog.update(f"{bench.name}: {label}"))
+                                 lambda label, frac: prog.update(f"{bench.name}: {label}", partial=frac))
     except Exception as exc:  # noqa: BLE001 - a failing benchmark is reported, the run goes on
         tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
         errors = {c.name: tb for c in bench.contenders if c.name not in missing}
