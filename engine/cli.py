@@ -658,8 +658,8 @@ def _bench(args: argparse.Namespace) -> int:
     else:
         sizes = (f"{args.records:,} records where sized in records" if args.records
                  else "10 M records for append/read/poll_columns/Spark")
-        mode = (f"full sizes ({sizes}): roughly {max(1, round(est / 60))} min on an idle 2-core machine, "
-                "longer under load; --quick runs in about a minute")
+        mode = (f"full sizes ({sizes}): roughly {max(1, round(est / 60))} min (as measured on a "
+                "shared 2-core machine); --quick runs in about a minute")
     sys.stderr.write(f"seglog bench: {len(chosen)} benchmarks, {opts.n_rounds} rounds; {mode}\n")
     argv = ["seglog", *(args.argv or ["bench"])]
     doc = run(chosen, opts, out, argv=argv)
