@@ -477,7 +477,7 @@ def render_table(doc: Mapping[str, Any]) -> str:
         for g in b["goals"]:
             lines.append("  " + goal_text(g))
         lines.append("")
-    lines.append("* the machine's limit for the same bytes (memcpy, write(), read()); ratios are rates "
+    lines.append("* the machine's limit for the same work (memcpy, write(), read() of the same bytes; bisect on an in-memory list for lookups); ratios are rates "
                  "(higher is faster).")
     return "\n".join(lines) + "\n"
 
