@@ -465,10 +465,6 @@ def _prepare_append(p: Mapping[str, int], base: Path, available: frozenset[str])
                 close=close, params={"records_per_batch": cols.per_batch})
 
 
-class _Reader:
-    """One store filled once; ``read()`` scans it all into columns."""
-
-
 def _read_seglog(d: Path) -> Callable[[], int]:
     from seglog.log import Log
     from seglog.records import decode_columns
