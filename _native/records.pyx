@@ -408,49 +408,7 @@ cdef inline int64_t _ts_get(const TsCol *c, Py_ssize_t i) except? -1:
     return PyLong_AsLongLong(<object>c.items[i])
 
 
-cdef bytes _encode_headers(object hdrs, Py_ssize_t i):
-    """The header section of one record (count + entries), or None for no headers."""
-    cdef Py_ssize_t count = len(hdrs), total = kb_varint_size(<int32_t>count)
-    cdef list parts = []
-    cdef bytes kb
-    cdef object v
-    cdef Py_ssize_t vlen
-    for h in hdrs:
-        try:
-            k, v = h
-        except (TypeError, ValueError):
-            raise TypeError(f"headers[{i}]: each header must be a (key, value) pair, got {h!r}") from None
-        if isinstance(k, str):
-            kb = PyUnicode_AsUTF8String(k)
-        elif isinstance(k, (bytes, bytearray)):
-            kb = bytes(k)
-        else:
-            raise TypeError(f"headers[{i}]: header key must be str, got {type(k).__name__}")
-        if v is not None:
-            if isinstance(v, str):
-                raise TypeError(f"headers[{i}]: header {k!r} value is a str; header values are bytes")
-            v = bytes(v)
-            vlen = len(<bytes>v)
-        else:
-            vlen = -1
-        parts.append((kb, v))
-        total += kb_varint_size(<int32_t>len(kb)) + len(kb) + kb_varint_size(<int32_t>vlen) + max(vlen, 0)
-    if total > INT32_MAX:
-        raise ValueError(f"headers[{i}] are larger than a record can hold")
-    out = PyBytes_FromStringAndSize(NULL, total)
-    cdef uint8_t *p = <uint8_t *>PyBytes_AS_STRING(out)
-    p = kb_write_varint(p, <int32_t>count)
-    for kb, v in parts:
-        p = kb_write_varint(p, <int32_t>len(kb))
-        memcpy(p, PyBytes_AS_STRING(kb), len(kb))
-        p += len(kb)
-        if v is None:
-            p = kb_write_varint(p, -1)
-        else:
-            p = kb_write_varint(p, <int32_t>len(<bytes>v))
-            memcpy(p, PyBytes_AS_STRING(v), len(<bytes>v))
-            p += len(<bytes>v)
-    return out
+include "headers.pxi"
 
 
 def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t base_offset=0,
@@ -491,7 +449,7 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
         hsections = [None] * n
         for i, h in enumerate(headers):
             if h:
-                hsections[i] = _encode_headers(h, i)
+                hsections[i] = _header_section(h, f"headers[{i}]: ")
     _bincol_init(&vcol, values, "values", keep)
     if vcol.n != n:
         raise ValueError(f"values changed length while being encoded ({n} -> {vcol.n})")
@@ -1356,14 +1314,15 @@ def iter_records(buf, *, bint verify_crc=True, bint include_control=False,
 # Columnar output: Arrow-layout buffers, no Python object per record
 # ---------------------------------------------------------------------------------------------
 
+include "export.pxi"
+
+
 cdef class NativeBuffer:
     """An owned block of memory exported through the buffer protocol (read-only)."""
     cdef char *data
     cdef Py_ssize_t size
     cdef Py_ssize_t itemsize
     cdef bytes fmt
-    cdef Py_ssize_t shape[1]
-    cdef Py_ssize_t strides[1]
 
     def __dealloc__(self):
         free(self.data)
@@ -1376,25 +1335,12 @@ cdef class NativeBuffer:
         return self.size
 
     def __getbuffer__(self, Py_buffer *view, int flags):
-        self.shape[0] = self.size // self.itemsize
-        self.strides[0] = self.itemsize
-        view.buf = self.data if self.data != NULL else <char *>_EMPTY
+        _export_readonly(view, self.data if self.data != NULL else <char *>_EMPTY, self.size,
+                         self.itemsize, PyBytes_AS_STRING(self.fmt), flags)
         view.obj = self
-        view.len = self.size
-        view.readonly = 1
-        view.itemsize = self.itemsize
-        if flags & PyBUF_FORMAT:
-            view.format = PyBytes_AS_STRING(self.fmt)
-        else:
-            view.format = NULL
-        view.ndim = 1
-        view.shape = self.shape if (flags & PyBUF_ND) else NULL
-        view.strides = self.strides if (flags & PyBUF_ND) else NULL
-        view.suboffsets = NULL
-        view.internal = NULL
 
     def __releasebuffer__(self, Py_buffer *view):
-        pass
+        _release_export(view)
 
 
 cdef struct GBuf:
