@@ -1709,3 +1709,27 @@ def decode_columns(const uint8_t[::1] buf, *, bint keys=True, bint headers=True,
         c.header_value_null_count = b.hv_nulls
         c.header_count = b.nh
     return c
+
+
+def first_at_or_after(const uint8_t[::1] buf, int64_t timestamp, *, min_offset=None,
+                      max_offset=None, bint verify_crc=False,
+                      Py_ssize_t max_decompressed=DEFAULT_MAX_DECOMPRESSED):
+    """``(offset, timestamp)`` of the first data record in ``buf`` whose timestamp is
+    >= ``timestamp`` (offsets in [min_offset, max_offset)), or None: the record-level step of
+    Kafka's ``LogSegment.findOffsetByTimestamp``, with no Python object per record. Like Kafka's,
+    it does not check CRCs unless ``verify_crc`` (the batches were checked when appended or
+    recovered; the reader checks them again).
+    """
+    cdef _Decoder d = _decoder(buf, verify_crc, False, False, min_offset, max_offset,
+                               max_decompressed, None)
+    cdef _ColumnBuilder b = _ColumnBuilder.__new__(_ColumnBuilder)
+    b.start()
+    d.cols = b
+    _walk(d, d.buf, 0, d.end)
+    cdef const int64_t *ts = <const int64_t *>b.timestamps.data
+    cdef const int64_t *offs = <const int64_t *>b.offsets.data
+    cdef Py_ssize_t i
+    for i in range(b.n):
+        if ts[i] >= timestamp:
+            return offs[i], ts[i]
+    return None
