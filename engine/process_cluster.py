@@ -17,7 +17,8 @@ Each node is ``python -m seglog.cli node --config <dir>/node-N.properties`` (see
 ``<dir>/node-N``, its output in ``<dir>/node-N.log`` and a loopback port fixed for the cluster's
 life (a restarted node comes back on the same one). Without ``zookeeper=`` (a connect string)
 the cluster starts its own ZooKeeper server (:mod:`seglog.testing.zookeeper`) and stops it at
-:meth:`close`. Timers default to :data:`seglog.cluster.LOCAL_REPLICA_CONFIG` (3 s sessions);
+:meth:`close`; with one, a chroot (``host:port/some/path``) keeps clusters sharing a server
+apart, and is created when missing. Timers default to :data:`seglog.cluster.LOCAL_REPLICA_CONFIG` (3 s sessions);
 ``node_config`` adds or overrides any broker property of every node.
 
 Leader, ISR and partition state are read from ZooKeeper (the source of truth); producers,
@@ -148,7 +149,9 @@ class ProcessCluster(LocalCluster):
                 self.zk_server = ZooKeeperServer(data_dir=os.path.join(self.dir, "zookeeper")).start()
                 zookeeper = self.zk_server.connect_string
             self.zookeeper_connect = zookeeper
-            from seglog.replication.zookeeper import ZooKeeperCoordinator
+            from seglog.replication.zookeeper import ZooKeeperCoordinator, ensure_chroot
+
+            ensure_chroot(zookeeper)
 
             self.coordinator = ZooKeeperCoordinator(zookeeper, session_timeout_ms=10_000)
             self._ports = {i: free_port(host) for i in self.ids}

@@ -390,3 +390,19 @@ class ZooKeeperCoordinator:
                 self._reader.stop()
                 self._reader.close()
                 self._reader = None
+
+
+def ensure_chroot(hosts: str, timeout_s: float = 10) -> None:
+    """Create the chroot path of a ``zookeeper.connect`` string if it is missing (ZooKeeper
+    does not create it; Kafka asks operators to)."""
+    servers, slash, chroot = hosts.partition("/")
+    if not slash or not chroot.strip("/"):
+        return
+    kz = _kazoo()
+    client = kz.client.KazooClient(hosts=servers, timeout=timeout_s, logger=_kazoo_log)
+    client.start(timeout=timeout_s)
+    try:
+        client.ensure_path("/" + chroot.strip("/"))
+    finally:
+        client.stop()
+        client.close()
