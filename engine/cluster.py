@@ -20,6 +20,17 @@ as a killed process (sockets closed, logs abandoned unflushed); :meth:`LocalClus
 brings it back from its directory; :meth:`LocalCluster.pause` freezes it for a while (its
 timers and requests wait, its coordinator session may expire) as SIGSTOP would.
 
+With ``coordinator="zookeeper"`` the nodes (still in this process) coordinate through a real
+ZooKeeper server: ``zookeeper="host:port[/chroot]"``, or one the cluster starts and stops
+(:mod:`seglog.testing.zookeeper`). There :meth:`kill` also ends the node's session at once (a
+dead process's session would expire after the timeout), and :meth:`pause` cannot stop kazoo's
+pings, so a paused node keeps its session.
+
+``processes=True`` (with ``coordinator="zookeeper"``) runs every node as its own
+``seglog node`` process instead: :class:`seglog.process_cluster.ProcessCluster`, with
+kill/terminate/restart/pause by PID and :meth:`~seglog.process_cluster.ProcessCluster.info`
+(each node's PID, port, log directory).
+
 Producers and consumers made here are thread-safe; their requests run on the cluster's loop.
 """
 
@@ -169,7 +180,9 @@ class LocalCluster:
             self.transport = TcpTransport(self.loop, secret=secret, server_ssl=server_ssl, client_ssl=client_ssl)
             self.scheduler = LoopScheduler(self.loop, self.clock)
             if zookeeper is not None:
-                from seglog.replication.zookeeper import ZooKeeperCoordinator
+                from seglog.replication.zookeeper import ZooKeeperCoordinator, ensure_chroot
+
+                ensure_chroot(zookeeper)
 
                 self.coordinator = ZooKeeperCoordinator(  # type: ignore[assignment]
                     zookeeper, post=self.loop.call_soon_threadsafe,
