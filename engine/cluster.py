@@ -184,7 +184,7 @@ class LocalCluster:
 
                 ensure_chroot(zookeeper)
 
-                self.coordinator = ZooKeeperCoordinator(  # type: ignore[assignment]
+                self.coordinator: Any = ZooKeeperCoordinator(
                     zookeeper, post=self.loop.call_soon_threadsafe,
                     session_timeout_ms=self.replica_config.session_timeout_ms)
             else:

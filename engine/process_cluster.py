@@ -387,8 +387,10 @@ class ProcessCluster(LocalCluster):
                      config: Mapping[str, Any] | None = None, *, timeout_s: float = 30) -> None:
         self.client.create_topic(name, partitions, replication_factor, config, timeout_s=timeout_s)
         for p in range(partitions):
-            self.wait_for(lambda p=p: (st := self._state(name, p)) is not None and st.leader >= 0,
-                          timeout_s, f"a leader for {name}-{p}")
+            def led(p: int = p) -> bool:
+                st = self._state(name, p)
+                return st is not None and st.leader >= 0
+            self.wait_for(led, timeout_s, f"a leader for {name}-{p}")
 
     def elect_preferred_leader(self, topic: str, partition: int = 0) -> int:
         return int(self.client.elect_preferred_leader(topic, partition))

@@ -71,10 +71,10 @@ _KINDS = {"CREATED": "created", "DELETED": "deleted", "CHANGED": "changed", "CHI
 
 def _kazoo() -> Any:
     try:
-        import kazoo.client
-        import kazoo.exceptions
-        import kazoo.protocol.states
-        import kazoo.retry
+        import kazoo.client  # type: ignore[import-untyped]
+        import kazoo.exceptions  # type: ignore[import-untyped]
+        import kazoo.protocol.states  # type: ignore[import-untyped]
+        import kazoo.retry  # type: ignore[import-untyped]
     except ImportError as exc:  # pragma: no cover - depends on the installation
         raise ImportError("the ZooKeeper coordinator needs kazoo: pip install 'seglog[zookeeper]'") from exc
     return kazoo

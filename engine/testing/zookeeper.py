@@ -58,7 +58,7 @@ def unavailable_reason() -> str | None:
     if _java() is None:
         return "no java runtime on PATH (ZooKeeper needs one): apt-get install openjdk-17-jre-headless"
     try:
-        import kazoo  # noqa: F401
+        import kazoo  # type: ignore[import-untyped]  # noqa: F401
     except ImportError:
         return "the kazoo package is missing: pip install 'seglog[zookeeper]'"
     return None
