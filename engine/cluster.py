@@ -447,6 +447,24 @@ class _Client:
         return fut
 
     async def refresh_metadata(self) -> None:
+        """Fresh metadata from the first node that answers; concurrent callers share one
+        round of requests."""
+        if self._meta_in_flight:
+            fut: asyncio.Future[None] = self.cluster.loop.create_future()
+            self._meta_waiters.append(fut)
+            await fut
+            return
+        self._meta_in_flight = True
+        try:
+            await self._refresh_metadata()
+        finally:
+            self._meta_in_flight = False
+            waiters, self._meta_waiters = self._meta_waiters, []
+            for w in waiters:
+                if not w.done():
+                    w.set_result(None)
+
+    async def _refresh_metadata(self) -> None:
         for dst in self._live():
             try:
                 resp = await self.request(dst, MetadataRequest(), 3000)
@@ -568,10 +586,19 @@ class ClusterProducer:
 
     async def _route(self, topic: str, partition: int | None, rec: _Pending) -> None:
         if topic not in self._c.partitions:
-            await self._c.refresh_metadata()
-            if topic not in self._c.partitions:
-                rec.future.set_exception(UnknownTopicOrPartitionError(f"no topic {topic!r} in the cluster"))
-                return
+            # As Kafka's producer: wait up to max.block.ms for metadata naming the topic (a node
+            # may not have heard of a topic created a moment ago).
+            deadline = time.monotonic() + self.config.max_block_ms / 1000
+            while True:
+                await self._c.refresh_metadata()
+                if topic in self._c.partitions:
+                    break
+                if time.monotonic() >= deadline:
+                    rec.future.set_exception(UnknownTopicOrPartitionError(
+                        f"no topic {topic!r} in the cluster's metadata after max.block.ms="
+                        f"{self.config.max_block_ms}"))
+                    return
+                await asyncio.sleep(self.config.retry_backoff_ms / 1000)
         n = self._c.partitions[topic]
         if partition is None:
             if rec.key is not None:
