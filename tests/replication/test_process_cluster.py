@@ -175,3 +175,29 @@ def test_describe_bootstrap_prints_kafka_topics_layout(cluster: Any) -> None:
         assert (f"\tTopic: desc\tPartition: {p}\tLeader: {st.leader}\tReplicas: "
                 f"{','.join(map(str, cluster.client.describe_topics(['desc'])[p].replicas))}\t"
                 f"Isr: {','.join(map(str, st.isr))}") in lines
+
+
+def test_zookeeper_restart_keeps_the_cluster(tmp_path: Any) -> None:
+    """ZooKeeper killed and started again within the session timeout: sessions survive (the
+    server persisted them), no node is declared dead, the controller and leader stay, and
+    acks=all writes continue once the nodes have reconnected."""
+    with LocalCluster(nodes=3, dir=tmp_path / "c", coordinator="zookeeper", processes=True,
+                      replica_config={"session.timeout.ms": 6000}) as cluster:
+        assert cluster.zk_server is not None
+        cluster.create_topic("z", partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
+        producer = cluster.producer(acks="all")
+        assert producer.send("z", b"before").result(30).offset == 0
+        st = cluster.state("z")
+        controller = cluster.controller()
+        cluster.zk_server.kill()
+        # The data plane does not need ZooKeeper: writes go on while it is down.
+        assert producer.send("z", b"during").result(30).offset == 1
+        cluster.zk_server.start()
+        assert producer.send("z", b"after").result(30).offset == 2
+        time.sleep(2)  # past any reconnection, within the session timeout
+        assert cluster.registered() == [0, 1, 2]
+        assert cluster.controller() == controller
+        after = cluster.state("z")
+        assert after is not None and st is not None and after.leader == st.leader
+        assert after.leader_epoch == st.leader_epoch
+        producer.close()

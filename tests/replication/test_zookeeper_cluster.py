@@ -16,6 +16,8 @@ from seglog.cluster import LocalCluster
 from seglog.replication.coordinator import BadVersionError
 from seglog.replication.metadata import CONTROLLER_EPOCH_PATH, loads
 
+pytestmark = pytest.mark.cluster
+
 _chroots = itertools.count()
 
 
