@@ -201,3 +201,22 @@ def test_zookeeper_restart_keeps_the_cluster(tmp_path: Any) -> None:
         assert after is not None and st is not None and after.leader == st.leader
         assert after.leader_epoch == st.leader_epoch
         producer.close()
+
+
+def test_advertised_listener_set_per_node(cluster: Any) -> None:
+    """A node advertises what ``advertised.listeners`` says (how a proxy is put in front of
+    it); clients and peers then reach it there."""
+    port = cluster.port(2)
+    cluster.set_node_config(2, {"advertised.listeners": f"PLAINTEXT://localhost:{port}"})
+    with open(cluster.config_path(2)) as f:
+        assert f"advertised.listeners=PLAINTEXT://localhost:{port}\n" in f.read()
+    cluster.restart(2)
+    assert cluster._registration(2)["address"] == f"localhost:{port}"
+    assert cluster.info()[2].port == port
+    cluster.create_topic("adv", partitions=1, replication_factor=3)
+    producer = cluster.producer(acks="all")
+    assert producer.send("adv", b"x").result(30).offset == 0
+    producer.close()
+    cluster.wait_for(lambda: sorted(cluster.isr("adv")) == [0, 1, 2], 30, "a full ISR")
+    with pytest.raises(Exception, match="advertised.listeners|listener"):
+        cluster.set_node_config(1, {"advertised.listeners": "nonsense"})
