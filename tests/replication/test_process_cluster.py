@@ -185,7 +185,7 @@ def test_zookeeper_restart_keeps_the_cluster(tmp_path: Any) -> None:
                       replica_config={"session.timeout.ms": 6000}) as cluster:
         assert cluster.zk_server is not None
         cluster.create_topic("z", partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
-        producer = cluster.producer(acks="all")
+        producer = cluster.producer(acks="all", enable_idempotence=True)
         assert producer.send("z", b"before").result(30).offset == 0
         st = cluster.state("z")
         controller = cluster.controller()
@@ -195,11 +195,12 @@ def test_zookeeper_restart_keeps_the_cluster(tmp_path: Any) -> None:
         cluster.zk_server.start()
         assert producer.send("z", b"after").result(30).offset == 2
         time.sleep(2)  # past any reconnection, within the session timeout
-        assert cluster.registered() == [0, 1, 2]
-        assert cluster.controller() == controller
         after = cluster.state("z")
-        assert after is not None and st is not None and after.leader == st.leader
-        assert after.leader_epoch == st.leader_epoch
+        logs = {i: cluster._log_tail(i, 40) for i in cluster.ids}
+        assert cluster.registered() == [0, 1, 2], logs
+        assert cluster.controller() == controller, logs
+        assert after is not None and st is not None and after.leader == st.leader, (after, st, logs)
+        assert after.leader_epoch == st.leader_epoch, (after, st, logs)
         producer.close()
 
 
