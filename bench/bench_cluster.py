@@ -1,8 +1,8 @@
 """Three node processes (``seglog node``) with ZooKeeper on loopback: ``acks=all`` produce
 throughput and latency, and leader failover time against ``zookeeper.session.timeout.ms``.
 
-* throughput: ``N`` 100-byte records through one idempotent-off producer (batches form while
-  one request per partition is in flight), every acknowledgement awaited;
+* throughput: the registry's ``replication-zookeeper`` benchmark (``seglog.benchmarks.suite``:
+  acks=all, acks=1 and one replica beside a bare ``Log.append``, every acknowledgement awaited);
 * latency: one record at a time at about half the measured peak rate, p50/p99 of send -> ack;
 * failover: SIGKILL the partition's leader, then send one ``acks=all`` record and wait for its
   acknowledgement (the producer refreshes metadata and retries every 50 ms); failover time =
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -29,9 +29,9 @@ _reason = unavailable_reason()
 if _reason is not None:
     pytest.skip(_reason, allow_module_level=True)
 
+from seglog.benchmarks import cases  # noqa: E402
 from seglog.cluster import LocalCluster  # noqa: E402
 
-N = 20_000
 VALUE = b"v" * 100
 TRIALS = 10
 
@@ -65,12 +65,15 @@ def _produce(cluster: Any, n: int) -> None:
         futures[-1].result(10)
 
 
-def test_processes_acks_all_throughput(benchmark: Any, cluster: Any) -> None:
-    n = 2000 if benchmark.disabled else N
-    benchmark.extra_info["records"] = n
-    benchmark.pedantic(_produce, args=(cluster, n), rounds=3, iterations=1, warmup_rounds=1)
-    if benchmark.stats is not None:  # None under --benchmark-disable (the CI smoke pass)
-        benchmark.extra_info["records_per_s"] = round(n / benchmark.stats.stats.mean)
+CASES = cases("replication-zookeeper")
+
+
+@pytest.mark.parametrize("name,contender", CASES, ids=[c for _, c in CASES])
+def test_processes_throughput(bench_run: Callable[[str, str], None], name: str, contender: str) -> None:
+    """The registry's ``replication-zookeeper`` benchmark (``seglog bench --only
+    replication-zookeeper``): acks=all and acks=1 on three replicas, one replica, and a bare
+    ``Log.append`` of the same records."""
+    bench_run(name, contender)
 
 
 def test_processes_acks_all_latency_at_half_peak(benchmark: Any, cluster: Any) -> None:
