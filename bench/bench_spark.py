@@ -19,7 +19,9 @@ Readers:
   as ``seglog`` minus the Python data source API.
 
 Queries: ``all_columns`` (an aggregate over every column), ``sum_length_value``
-(``sum(length(value))``) and ``count``. Rows/s = records / median time.
+(``sum(length(value))``) and ``count``. Rows/s = records / median time. ``test_side_by_side``
+also records each case's CPU seconds in the JVM and in Spark's Python workers (from /proc),
+steadier than wall time on a shared machine.
 
 Planning: the driver's planning of 10,000 segments (8 partitions), directly and through Spark.
 
