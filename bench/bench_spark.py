@@ -17,11 +17,15 @@ Readers:
 * ``parquet``: ``spark.read.parquet`` of the same rows;
 * ``mapInArrow_ipc``: ``mapInArrow`` yielding the saved batches (memory-mapped, no decoding):
   the ceiling of Python-to-JVM transport for these batches;
+* ``pyds_ipc``: a minimal Python data source yielding the same saved batches: the ceiling of
+  the Python Data Source API itself (``seglog`` minus our decoding);
 * ``mapInArrow_decode``: ``mapInArrow`` running the seglog reader's decode loop: the same work
   as ``seglog`` minus the Python data source API.
 
 Queries: ``all_columns`` (an aggregate over every column), ``sum_length_value``
-(``sum(length(value))``) and ``count``. Rows/s = records / median time.
+(``sum(length(value))``) and ``count``. Rows/s = records / median time. ``test_side_by_side``
+also records each case's CPU seconds in the JVM and in Spark's Python workers (from /proc),
+steadier than wall time on a shared machine.
 
 Planning: the driver's planning of 10,000 segments (8 partitions), directly and through Spark.
 
@@ -72,7 +76,9 @@ def spark():
     from seglog.benchmarks.suite import spark_session
 
     # The registry's session, shared with test_registry; stopped at the end of the session.
-    return spark_session()
+    s = spark_session()
+    s.dataSource.register(_ipc_source())
+    return s
 
 
 def _scratch(name: str) -> Any:
@@ -143,6 +149,8 @@ def _frame(spark: Any, data: dict[str, Any], reader: str, query: str) -> Any:
         return spark.read.parquet(str(data["parquet"]))
     schema: StructType = sp.spark_schema(sp.KAFKA_COLUMNS)
     ipc_dir, logs = str(data["ipc"]), str(data["logs"])
+    if reader == "pyds_ipc":
+        return spark.read.format("seglog_bench_ipc").option("dir", ipc_dir).load()
     if reader == "mapInArrow_ipc":
         def from_ipc(it: Any) -> Any:
             import pyarrow as pa
@@ -178,8 +186,44 @@ def _run(df: Any, query: str) -> Any:
                   F.sum("timestampType")).collect()
 
 
+def _ipc_source() -> Any:
+    """A Python data source yielding the saved Arrow batches of each partition (defined in a
+    function so that Spark pickles the classes by value for its workers)."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    import seglog.bindings.spark as sp
+
+    class Reader(DataSourceReader):
+        def __init__(self, ipc_dir: str) -> None:
+            self.ipc_dir = ipc_dir
+
+        def partitions(self) -> list[InputPartition]:
+            return [InputPartition(p) for p in range(PARTITIONS)]
+
+        def read(self, partition: InputPartition) -> Any:
+            import pyarrow as pa
+
+            r = pa.ipc.open_file(pa.memory_map(f"{self.ipc_dir}/part-{partition.value}.arrow"))
+            for i in range(r.num_record_batches):
+                yield r.get_batch(i)
+
+    class Source(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "seglog_bench_ipc"
+
+        def schema(self) -> Any:
+            return sp.spark_schema(sp.KAFKA_COLUMNS)
+
+        def reader(self, schema: Any) -> Reader:
+            return Reader(self.options["dir"])
+
+    return Source
+
+
 CASES = [(r, q) for q in ("all_columns", "sum_length_value", "count")
-         for r in ("seglog", "seglog_columns", "parquet", "mapInArrow_ipc", "mapInArrow_decode")
+         for r in ("seglog", "seglog_columns", "parquet", "mapInArrow_ipc", "pyds_ipc",
+                   "mapInArrow_decode")
          if not (r == "seglog_columns" and q == "all_columns")]
 
 
@@ -206,6 +250,7 @@ def test_side_by_side(benchmark, spark, data):
     cases = [c for c in CASES if not (c[0].startswith("mapInArrow") and not _has_pandas())]
     frames = {c: _frame(spark, data, *c) for c in cases}
     times: dict[tuple[str, str], list[float]] = {c: [] for c in cases}
+    cpu: dict[tuple[str, str], list[tuple[float, float]]] = {c: [] for c in cases}
     loads: list[float] = []
     state = {"round": 0}
 
@@ -214,14 +259,18 @@ def test_side_by_side(benchmark, spark, data):
         state["round"] += 1
         order = cases[k % len(cases):] + cases[:k % len(cases)]
         for c in order:
+            c0 = _cpu_of_children()
             t = time.perf_counter()
             _run(frames[c], c[1])
             times[c].append(time.perf_counter() - t)
+            c1 = _cpu_of_children()
+            cpu[c].append((c1[0] - c0[0], c1[1] - c0[1]))
         loads.append(os.getloadavg()[0])
 
     one_round()  # warm-up, not kept
     for c in cases:
         times[c].clear()
+        cpu[c].clear()
     benchmark.pedantic(one_round, rounds=1 if benchmark.disabled else 5, iterations=1)
     n = data["records"]
     med = {c: statistics.median(v) for c, v in times.items()}
@@ -231,12 +280,49 @@ def test_side_by_side(benchmark, spark, data):
     for (reader, query), m in med.items():
         info[f"{query}/{reader}/median_s"] = round(m, 3)
         info[f"{query}/{reader}/Mrows_per_s"] = round(n / m / 1e6, 3)
+        if cpu[(reader, query)] and cpu[(reader, query)][0][0] >= 0:
+            # CPU seconds of the JVM and of the Python workers: less noisy than wall time on a
+            # shared machine, and they show where the time goes.
+            info[f"{query}/{reader}/cpu_jvm_s"] = round(statistics.median(x[0] for x in cpu[(reader, query)]), 2)
+            info[f"{query}/{reader}/cpu_python_s"] = round(statistics.median(x[1] for x in cpu[(reader, query)]), 2)
     for query in ("all_columns", "sum_length_value", "count"):
         ours = med.get(("seglog", query))
-        for other in ("parquet", "mapInArrow_ipc", "mapInArrow_decode", "seglog_columns"):
+        for other in ("parquet", "mapInArrow_ipc", "pyds_ipc", "mapInArrow_decode", "seglog_columns"):
             if ours and (other, query) in med:
                 # speed of seglog relative to the other reader (rows/s ratio)
                 info[f"{query}/seglog_vs_{other}"] = round(med[(other, query)] / ours, 3)
+
+
+def _cpu_of_children() -> tuple[float, float]:
+    """CPU seconds used so far by this process's descendants: (the JVM, the Python workers and
+    planners Spark started), from /proc; (-1, -1) where there is no /proc."""
+    if not os.path.isdir("/proc/self/task"):
+        return -1.0, -1.0
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[tuple[int, bool, float]]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        comm, rest = stat.split("(", 1)[1].rsplit(")", 1)
+        fields = rest.split()
+        # utime, stime, and the waited-for children's cutime, cstime (fields 14-17)
+        used = sum(int(x) for x in fields[11:15]) / tick
+        children.setdefault(int(fields[1]), []).append((int(name), comm == "java", used))
+    jvm = py = 0.0
+    stack = [os.getpid()]
+    while stack:
+        for pid, is_jvm, used in children.get(stack.pop(), []):
+            if is_jvm:
+                jvm += used
+            else:
+                py += used
+            stack.append(pid)
+    return jvm, py
 
 
 def _has_pandas() -> bool:

@@ -49,7 +49,8 @@ Read options (names as in Spark's Kafka source where one exists; case-insensitiv
 ``includeHeaders``,                 add ``headers`` / ``leaderEpoch``
 ``includeLeaderEpoch``
 ``columns``                         the exact output columns, comma-separated
-``maxRowsPerBatch``                 rows per Arrow batch handed to Spark (default 10000)
+``maxRowsPerBatch``                 rows per Arrow batch handed to Spark (default 100000); each
+                                    batch comes from at most 64 MiB of log (or one bigger batch)
 ``maxRecordsPerTrigger``            streaming: offsets per micro-batch, shared across partitions in
 (alias ``maxOffsetsPerTrigger``)    proportion to their backlog (needs PySpark >= 4.2)
 ``pushFilters``                     ``auto`` (default) or ``false``
@@ -479,7 +480,9 @@ def parse_read_options(options: Mapping[str, Any], *, streaming: bool = False,
         include_control=_bool(opts, "includecontrol", False),
         read_up_to=norm,
         columns=tuple(columns) if columns is not None else _columns(opts),
-        max_rows_per_batch=_int(opts, "maxrowsperbatch", 10_000, 1) or 1,
+        # 100k rather than 10k rows: measured ~9 % less CPU a full-row read (Spark's Python
+        # worker and the JVM pay per batch); the 64 MiB chunk cap bounds a batch's memory.
+        max_rows_per_batch=_int(opts, "maxrowsperbatch", 100_000, 1) or 1,
         max_records_per_trigger=_int(opts, trigger_key, None, 1),
         push_filters=push == "auto",
         streaming=streaming,

@@ -71,6 +71,40 @@ def test_our_dirs_equal_kafka_python(spark, ours):
     assert got == expected_rows(rows, headers=True)
 
 
+@pytest.mark.parametrize("rows", ["7", "1000000"])
+def test_batch_size_does_not_change_rows(spark, ours, rows):
+    """Batches cut below and far above a Kafka batch (so topic/partition columns of many
+    sizes) give the same rows."""
+    root, expected = ours
+    df = (spark.read.format("seglog").option("includeHeaders", "true")
+          .option("maxRowsPerBatch", rows).load(str(root)))
+    assert spark_rows(df, headers=True) == expected_rows(expected, headers=True)
+
+
+def test_builder_constant_columns_across_sizes():
+    import pyarrow as pa
+
+    from seglog.bindings.arrow import KAFKA_COLUMNS, BatchBuilder
+    from seglog.records import decode_columns, encode_batch
+
+    b = BatchBuilder(KAFKA_COLUMNS, topic="orders", partition=5)
+    for n in (3, 9, 1, 9, 4, 12):
+        cols = decode_columns(encode_batch([b"v%d" % i for i in range(n)], keys=[b"k"] * n,
+                                           timestamps=T0), **b.decode_flags)
+        rb = b.build(cols)
+        rb.validate(full=True)
+        assert rb.schema == b.schema
+        assert rb.column("topic").equals(pa.array(["orders"] * n, pa.string()))
+        assert rb.column("partition").equals(pa.array([5] * n, pa.int32()))
+        assert rb.column("timestamp").cast(pa.int64()).to_pylist() == [T0 * 1000] * n
+        assert rb.column("timestampType").to_pylist() == [0] * n
+        # What Spark receives: the IPC stream of the batch.
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, rb.schema) as w:
+            w.write_batch(rb)
+        assert pa.ipc.open_stream(sink.getvalue()).read_next_batch().equals(rb)
+
+
 @pytest.mark.parametrize("name", sorted(REAL))
 def test_real_kafka_dirs_equal_kafka_python(spark, tmp_path, name):
     if REAL[name][1]:
