@@ -618,6 +618,20 @@ def _cluster_demo(args: argparse.Namespace) -> int:
         return 0 if not lost and len(got) == len(values) else 1
 
 
+def _node(args: argparse.Namespace) -> int:
+    from seglog.replication.server import run
+
+    overrides: dict[str, str] = {}
+    for item in args.override or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise CliError(f"--override {item!r}: expected key=value")
+        overrides[key.strip()] = value.strip()
+    if not os.path.isfile(args.config):
+        raise CliError(f"{args.config}: no such file")
+    return run(args.config, overrides)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="seglog", description="An embedded commit log in Apache Kafka's on-disk format.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -636,6 +650,14 @@ def build_parser() -> argparse.ArgumentParser:
     cdemo.add_argument("--dir", help="directory for the nodes' data (default: a temporary one, removed)")
     cdemo.add_argument("--records", type=int, default=5000, help="records per phase (default 5000)")
     cdemo.set_defaults(func=_cluster_demo)
+
+    node = sub.add_parser("node", help="run one replica node process (Kafka broker keys; ZooKeeper "
+                          "coordination); SIGTERM shuts it down cleanly")
+    node.add_argument("--config", required=True, help="the node's .properties file (node.id, log.dirs, "
+                      "listeners, zookeeper.connect, ...)")
+    node.add_argument("--override", action="append", metavar="KEY=VALUE",
+                      help="set a property over the file's (repeatable)")
+    node.set_defaults(func=_node)
 
     describe = sub.add_parser("describe", help="topics, partitions, offsets, segments and sizes of a log dir")
     describe.add_argument("dir", help="a store or a Kafka broker's log.dir")

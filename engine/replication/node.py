@@ -64,6 +64,8 @@ from seglog.replication.messages import (
     NONE,
     AlterPartitionRequest,
     AlterPartitionResponse,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
     CreateTopicRequest,
     CreateTopicResponse,
     ElectLeadersRequest,
@@ -228,6 +230,28 @@ class ReplicaNode:
             except CoordinatorError:
                 pass
         self.transport.unregister(self.node_id)
+
+    def request_controlled_shutdown(
+            self, done: Callable[[tuple[TopicPartition, ...] | None, str], None]) -> None:
+        """Ask the controller to move this node's leaderships and ISR memberships away (Kafka's
+        controlled shutdown). ``done(remaining, message)``: the partitions this node still leads,
+        or None when no controller answered."""
+        req = ControlledShutdownRequest(self.node_id, self.broker_epoch)
+
+        def finish(resp: Any, err: BaseException | None) -> None:
+            if err is not None:
+                done(None, str(err))
+            elif isinstance(resp, ControlledShutdownResponse) and resp.error == NONE:
+                done(tuple((t, p) for t, p in resp.remaining), "")
+            else:
+                done(None, getattr(resp, "message", "") or type(resp).__name__)
+
+        if self.controller is not None and self.controller.active:
+            finish(self.controller.handle_controlled_shutdown(req), None)
+        elif self.controller_id < 0 or self.broker_epoch < 0:
+            done(None, "no controller is known")
+        else:
+            self.send(self.controller_id, req, finish, self.config.controller_socket_timeout_ms)
 
     def crash(self) -> None:
         """Stop as a killed process does: nothing flushed, nothing checkpointed, no marker."""
@@ -401,6 +425,11 @@ class ReplicaNode:
                 c = self.controller
                 reply(c.handle_elect_leaders(msg) if c is not None else
                       ElectLeadersResponse(NotControllerError.code, message=f"node {self.node_id} is not the controller"))
+            elif isinstance(msg, ControlledShutdownRequest):
+                c = self.controller
+                reply(c.handle_controlled_shutdown(msg) if c is not None else
+                      ControlledShutdownResponse(NotControllerError.code,
+                                                 f"node {self.node_id} is not the controller"))
             elif isinstance(msg, InitProducerIdRequest):
                 c = self.controller
                 reply(c.handle_init_producer_id(msg) if c is not None else
