@@ -113,13 +113,28 @@ class ConsumerRecord:
 class LocalCluster:
     """``nodes`` replica nodes in this process over loopback TCP (see module docs)."""
 
+    def __new__(cls, *args: Any, processes: bool = False, **kwargs: Any) -> LocalCluster:
+        if processes and cls is LocalCluster:
+            from seglog.process_cluster import ProcessCluster
+
+            return object.__new__(ProcessCluster)
+        return object.__new__(cls)
+
     def __init__(self, nodes: int = 3, dir: str | os.PathLike[str] | None = None,
                  coordinator: str = "memory", *, replica_config: ReplicaConfig | Mapping[str, Any] | None = None,
                  log_defaults: Mapping[str, Any] | None = None, secret: bytes | str | None = None,
-                 ssl: Any = None, host: str = "127.0.0.1") -> None:
-        if coordinator != "memory":
-            raise ValueError(f"coordinator {coordinator!r} is not available: only 'memory' (the "
-                             "ZooKeeper coordinator comes with the multi-process cluster)")
+                 ssl: Any = None, host: str = "127.0.0.1", processes: bool = False,
+                 zookeeper: str | None = None) -> None:
+        if coordinator not in ("memory", "zookeeper"):
+            raise ValueError(f"coordinator {coordinator!r} is not available: 'memory' or 'zookeeper'")
+        if processes:
+            raise ValueError("processes=True is served by seglog.process_cluster.ProcessCluster")
+        self.zk_server: Any = None
+        if coordinator == "zookeeper" and zookeeper is None:
+            from seglog.testing.zookeeper import ZooKeeperServer
+
+            self.zk_server = ZooKeeperServer().start()
+            zookeeper = self.zk_server.connect_string
         if nodes < 1:
             raise ValueError(f"a cluster needs at least one node, got {nodes}")
         self._own_dir = dir is None
@@ -153,8 +168,15 @@ class LocalCluster:
         async def setup() -> None:
             self.transport = TcpTransport(self.loop, secret=secret, server_ssl=server_ssl, client_ssl=client_ssl)
             self.scheduler = LoopScheduler(self.loop, self.clock)
-            self.coordinator = InMemoryCoordinator(self.clock, self.scheduler,  # type: ignore[arg-type]
-                                                   session_timeout_ms=self.replica_config.session_timeout_ms)
+            if zookeeper is not None:
+                from seglog.replication.zookeeper import ZooKeeperCoordinator
+
+                self.coordinator = ZooKeeperCoordinator(  # type: ignore[assignment]
+                    zookeeper, post=self.loop.call_soon_threadsafe,
+                    session_timeout_ms=self.replica_config.session_timeout_ms)
+            else:
+                self.coordinator = InMemoryCoordinator(self.clock, self.scheduler,  # type: ignore[arg-type]
+                                                       session_timeout_ms=self.replica_config.session_timeout_ms)
             for i in self.ids:
                 await self._start_node(i)
 
@@ -226,6 +248,11 @@ class LocalCluster:
             self._paused.discard(node)
             self._gs[node].kill()
             n.crash()
+            if self.zk_server is not None or not isinstance(self.coordinator, InMemoryCoordinator):
+                # In one process a ZooKeeper session outlives the node; end it as a dead
+                # process's would end (at once rather than after the timeout).
+                if n.session is not None:
+                    n.session.close()
             self.nodes[node] = None
 
         self._on_loop(stop)
@@ -266,7 +293,7 @@ class LocalCluster:
             for i, n in self.nodes.items():
                 if n is not None:
                     self._gs[i].kill()
-                    n.shutdown()
+                    n.shutdown(deregister=not isinstance(self.coordinator, InMemoryCoordinator))
             self.coordinator.close()
             await self.transport.close()
 
@@ -278,6 +305,8 @@ class LocalCluster:
             self._thread.join(timeout=10)
             if not self._thread.is_alive():
                 self.loop.close()
+            if self.zk_server is not None:
+                self.zk_server.stop()
             if self._own_dir:
                 shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -317,6 +346,9 @@ class LocalCluster:
 
     def _client(self) -> _Client:
         return _Client(self, next(self._client_ids))
+
+    def _learn(self, resp: MetadataResponse) -> None:
+        """Clients of an in-process cluster know where every node is already."""
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3,
                      config: Mapping[str, Any] | None = None, *, timeout_s: float = 30) -> None:
@@ -407,6 +439,8 @@ class _Client:
                 resp = await self.request(dst, MetadataRequest(), 3000)
             except SeglogError:
                 continue
+            if isinstance(resp, MetadataResponse):
+                self.cluster._learn(resp)
             if isinstance(resp, MetadataResponse) and resp.partitions:
                 self.metadata = {p.tp: (p.state.leader, p.state.leader_epoch) for p in resp.partitions}
                 counts: dict[str, int] = {}
@@ -428,6 +462,7 @@ class _Client:
                             return resp
                     except SeglogError:
                         pass
+                await self.refresh_metadata()
                 if time.monotonic() > deadline:
                     raise RequestTimedOutError(f"no controller answered {type(msg).__name__} in {timeout_s} s")
                 await asyncio.sleep(0.05)
@@ -554,6 +589,7 @@ class ClusterProducer:
                             return
                 except SeglogError:
                     pass
+                await self._c.refresh_metadata()
                 await asyncio.sleep(0.05)
 
     async def _drain(self, tp: tuple[str, int]) -> None:

@@ -297,7 +297,7 @@ class ReplicaNode:
                     s.create(path, b"")
                 except NodeExistsError:
                     pass
-        data = dumps({"clean_shutdown": self.clean_start, "address": self.address})
+        data = dumps({"clean_shutdown": self.clean_start, "address": self.address, "pid": os.getpid()})
         stat = s.create(broker_path(self.node_id), data, ephemeral=True, replace=True)
         self.broker_epoch = stat.czxid
         self.stats["registrations"] = self.stats.get("registrations", 0) + 1

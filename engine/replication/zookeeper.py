@@ -59,6 +59,10 @@ from seglog.replication.coordinator import (
 )
 
 log = logging.getLogger("seglog.replication.zookeeper")
+# kazoo's own messages (connection drops are routine: a killed server, a paused process) go
+# through the application's logging setup, never Python's last-resort stderr handler.
+_kazoo_log = logging.getLogger("seglog.replication.zookeeper.kazoo")
+_kazoo_log.addHandler(logging.NullHandler())
 
 Post = Callable[[Callable[[], None]], object]
 
@@ -330,7 +334,7 @@ class ZooKeeperCoordinator:
         kz = _kazoo()
         retry = kz.retry.KazooRetry(max_tries=-1, delay=0.05, max_delay=0.5)
         return kz.client.KazooClient(hosts=self.hosts, timeout=session_timeout_ms / 1000,
-                                     connection_retry=retry, randomize_hosts=False)
+                                     connection_retry=retry, randomize_hosts=False, logger=_kazoo_log)
 
     def connect(self, *, reachable: Callable[[], bool] | None = None,
                 session_timeout_ms: int | None = None) -> ZooKeeperSession:
