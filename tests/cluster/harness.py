@@ -136,10 +136,16 @@ class FaultCluster(ProcessCluster):
 
     # -- nemesis -------------------------------------------------------------------------------------
 
-    def _fault(self, fault: str, target: Any, role: str, led: list[list[Any]] | None = None, **extra: Any) -> None:
-        if self.history is not None:
-            self.history.invoke("nemesis", "nemesis", {"fault": fault, "target": target, "role": role,
-                                                       "led": led or [], **extra})
+    def _fault(self, fault: str, target: Any, role: str, led: list[list[Any]] | None = None, **extra: Any) -> int | None:
+        """Log a fault's start; :meth:`fault_done` with the returned id logs its end (undone)."""
+        if self.history is None:
+            return None
+        return self.history.invoke("nemesis", "nemesis", {"fault": fault, "target": target, "role": role,
+                                                          "led": led or [], **extra})
+
+    def fault_done(self, op: int | None) -> None:
+        if self.history is not None and op is not None:
+            self.history.ok(op)
 
     def led_by(self, node: int, topics: dict[str, int]) -> list[list[Any]]:
         return [[t, p] for t, n in topics.items() for p in range(n) if self.leader(t, p) == node]

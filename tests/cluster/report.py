@@ -10,7 +10,8 @@ provenance. Fault and latency figures come from the history's ``nemesis`` and ``
 
 Latencies (seconds): *failover* — a fault on a leader to the first ``ok`` send on a partition it
 led, invoked after the fault; *ISR shrink* — a fault on a follower to the first observation of an
-ISR without it; *ISR expand* — a ``heal`` to the first observation of a full ISR, per partition.
+ISR without it; *ISR expand* — a ``heal``, or the end of a fault (the ``ok`` of its nemesis
+operation), to the first observation of a full ISR, per partition not whole at that moment.
 """
 
 from __future__ import annotations
@@ -70,8 +71,20 @@ def latencies(ops: list[Op]) -> dict[str, dict[str, Any]]:
     failover: list[float] = []
     shrink: list[float] = []
     expand: list[float] = []
+    ends = {o.id: o.time for o in ops if o.f == "nemesis" and o.type == "ok"}
     for f in faults:
         kind = f.value.get("fault")
+        end = ends.get(f.id)
+        if kind != "heal" and end is not None:
+            # ISR expand after the fault was undone, for partitions not whole at that moment
+            for tp, obs in isr_obs.items():
+                before = [(isr, reps) for t, isr, reps in obs if t <= end]
+                if not before or not before[-1][1] or sorted(before[-1][0]) == sorted(before[-1][1]):
+                    continue
+                for t, isr, reps in obs:
+                    if t > end and reps and sorted(isr) == sorted(reps):
+                        expand.append(t - end)
+                        break
         if kind == "heal":
             for tp, obs in isr_obs.items():
                 for t, isr, reps in obs:

@@ -79,17 +79,18 @@ class Nemesis:
     def step(self) -> None:
         kind = self.rng.choice(self.mix)
         c, rng = self.c, self.rng
+        op: int | None = None
         if kind in ("kill", "kill_controller"):
             node, role = self._pick("controller" if kind == "kill_controller" else self._role())
             led = c.led_by(node, TOPICS)
-            c._fault("kill", node, role, led)
+            op = c._fault("kill", node, role, led)
             c.kill(node)
             time.sleep(rng.uniform(0, 5))
             c.restart(node)
         elif kind == "pause":
             node, role = self._pick(self._role())
             secs = LAG_S * rng.choice((0.5, 1, 2, 4))
-            c._fault("pause", node, role, c.led_by(node, TOPICS), seconds=secs)
+            op = c._fault("pause", node, role, c.led_by(node, TOPICS), seconds=secs)
             c.pause(node)
             time.sleep(secs)
             c.resume(node)
@@ -98,7 +99,7 @@ class Nemesis:
             mode = rng.choice(("leader_followers", "isolate", "one_way", "delay", "throttle", "reset"))
             led = c.led_by(node, TOPICS)
             hold = rng.uniform(3, 8)
-            c._fault("partition", node, role, led, mode=mode, seconds=round(hold, 2))
+            op = c._fault("partition", node, role, led, mode=mode, seconds=round(hold, 2))
             if mode == "leader_followers":
                 links = c.links_of(node)
                 c.hub.set(links, "blackhole")
@@ -121,14 +122,14 @@ class Nemesis:
             c.hub.set(links, "pass")
         elif kind == "power_loss":
             node, role = self._pick(self._role())
-            c._fault("power_loss", node, role, c.led_by(node, TOPICS))
+            op = c._fault("power_loss", node, role, c.led_by(node, TOPICS))
             c.power_loss(node, rng, keep=rng.choice(("durable", "random")))
             time.sleep(rng.uniform(0, 2))
             c.restart(node)
         elif kind == "torn":
             node, role = self._pick(self._role())
             how = rng.choice(("torn", "garbage", "flip_last", "torn"))
-            c._fault("torn", node, role, c.led_by(node, TOPICS), how=how)
+            op = c._fault("torn", node, role, c.led_by(node, TOPICS), how=how)
             c.damage_tail(node, rng, how)
             time.sleep(rng.uniform(0, 2))
             c.restart(node)
@@ -138,7 +139,7 @@ class Nemesis:
             if fs is None:
                 self.skipped[kind] = self.skipped.get(kind, 0) + 1
                 return
-            c._fault("disk_full", node, role, c.led_by(node, TOPICS))
+            op = c._fault("disk_full", node, role, c.led_by(node, TOPICS))
             fs.fill()
             time.sleep(rng.uniform(3, 6))
             fs.free()
@@ -148,10 +149,11 @@ class Nemesis:
             if node is None:
                 self.skipped[kind] = self.skipped.get(kind, 0) + 1
                 return
-            c._fault("zk_expire", node, "controller", c.led_by(node, TOPICS))
+            op = c._fault("zk_expire", node, "controller", c.led_by(node, TOPICS))
             c.hub.set(f"{node}->zk", "blackhole")
             time.sleep(2.5 * LAG_S)  # past the 3 s session
             c.hub.set(f"{node}->zk", "pass")
+        c.fault_done(op)
         self.applied[kind] = self.applied.get(kind, 0) + 1
         # One fault at a time: wait for the cluster to be whole before the next (up to 20 s), so
         # a second power loss never hits a replica whose lost tail is not back yet.

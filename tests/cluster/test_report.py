@@ -73,3 +73,20 @@ def test_report_names_a_violation() -> None:
     rep = build(r.h.ops, res, {"seed": 1})
     assert not rep["valid"] and rep["safety"]["lost"] == 1
     assert "result: INVALID" in text(rep) and "lost: p1:4 acked" in text(rep)
+
+
+def test_isr_expand_is_measured_from_the_end_of_a_fault() -> None:
+    h = History()
+    obs = {"topic": "safe", "partition": 0, "node": 0, "role": "leader", "epoch": 1, "replicas": [0, 1, 2]}
+    h.event("observer", "observe", {**obs, "isr": [0, 1, 2]})
+    _timed(h, 1.0)
+    op = h.invoke("nemesis", "nemesis", {"fault": "kill", "target": 2, "role": "follower"})
+    _timed(h, 4.0)
+    h.event("observer", "observe", {**obs, "isr": [0, 1]})
+    _timed(h, 6.0)
+    h.ok(op)  # restarted
+    _timed(h, 7.5)
+    h.event("observer", "observe", {**obs, "isr": [0, 1, 2]})
+    lat = latencies(h.ops)
+    assert lat["isr_expand_s"]["p50"] == 1.5
+    assert lat["isr_shrink_s"]["p50"] == 3.0
