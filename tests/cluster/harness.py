@@ -143,9 +143,9 @@ class FaultCluster(ProcessCluster):
         return self.history.invoke("nemesis", "nemesis", {"fault": fault, "target": target, "role": role,
                                                           "led": led or [], **extra})
 
-    def fault_done(self, op: int | None) -> None:
+    def fault_done(self, op: int | None, extra: dict[str, Any] | None = None) -> None:
         if self.history is not None and op is not None:
-            self.history.ok(op)
+            self.history.ok(op, extra)
 
     def led_by(self, node: int, topics: dict[str, int]) -> list[list[Any]]:
         return [[t, p] for t, n in topics.items() for p in range(n) if self.leader(t, p) == node]

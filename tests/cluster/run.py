@@ -80,6 +80,7 @@ class Nemesis:
         kind = self.rng.choice(self.mix)
         c, rng = self.c, self.rng
         op: int | None = None
+        lost: dict[str, int] = {}
         if kind in ("kill", "kill_controller"):
             node, role = self._pick("controller" if kind == "kill_controller" else self._role())
             led = c.led_by(node, TOPICS)
@@ -123,7 +124,9 @@ class Nemesis:
         elif kind == "power_loss":
             node, role = self._pick(self._role())
             op = c._fault("power_loss", node, role, c.led_by(node, TOPICS))
-            c.power_loss(node, rng, keep=rng.choice(("durable", "random")))
+            cut = c.power_loss(node, rng, keep=rng.choice(("durable", "random")))
+            lost["lost_batches"] = sum(v["lost_batches"] for v in cut.values())
+            lost["lost_bytes"] = sum(v["lost_bytes"] for v in cut.values())
             time.sleep(rng.uniform(0, 2))
             c.restart(node)
         elif kind == "torn":
@@ -153,7 +156,7 @@ class Nemesis:
             c.hub.set(f"{node}->zk", "blackhole")
             time.sleep(2.5 * LAG_S)  # past the 3 s session
             c.hub.set(f"{node}->zk", "pass")
-        c.fault_done(op)
+        c.fault_done(op, lost or None)
         self.applied[kind] = self.applied.get(kind, 0) + 1
         # One fault at a time: wait for the cluster to be whole before the next (up to 20 s), so
         # a second power loss never hits a replica whose lost tail is not back yet.
