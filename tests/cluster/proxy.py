@@ -246,6 +246,9 @@ class ProxyHub:
         self.loop.run_forever()
 
     def _call(self, fn: Callable[[], Any], timeout: float = 10) -> Any:
+        if self.loop.is_closed():
+            raise RuntimeError("the proxy hub is closed")
+
         async def wrapped() -> Any:
             r = fn()
             if asyncio.iscoroutine(r):

@@ -29,6 +29,7 @@ class Scenario:
         self.cluster = FaultCluster(3, os.path.join(dir, "cluster"), history=self.history, **cluster_kw)
         self.threads: list[Any] = []
         self.observer: Observer | None = None
+        self._closed = False
         try:
             self.cluster.create_topic("safe", self.topics["safe"], 3,
                                       {"min.insync.replicas": 2, **(safe_config or {})})
@@ -91,8 +92,21 @@ class Scenario:
         return self.result
 
     def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         for t in self.threads:
             t.stop()
+        # Heal first so the clients' outstanding requests end before their loop closes.
+        try:
+            self.cluster.hub.heal()
+            for i in list(self.cluster._paused):
+                self.cluster.resume(i)
+        except Exception:  # noqa: BLE001 - closing after a failure: best effort
+            pass
+        for t in self.threads:
+            t.join(45)
+        self.threads = []
         if self.observer is not None:
             self.observer.stop()
             self.observer = None
