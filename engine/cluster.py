@@ -20,6 +20,17 @@ as a killed process (sockets closed, logs abandoned unflushed); :meth:`LocalClus
 brings it back from its directory; :meth:`LocalCluster.pause` freezes it for a while (its
 timers and requests wait, its coordinator session may expire) as SIGSTOP would.
 
+With ``coordinator="zookeeper"`` the nodes (still in this process) coordinate through a real
+ZooKeeper server: ``zookeeper="host:port[/chroot]"``, or one the cluster starts and stops
+(:mod:`seglog.testing.zookeeper`). There :meth:`kill` also ends the node's session at once (a
+dead process's session would expire after the timeout), and :meth:`pause` cannot stop kazoo's
+pings, so a paused node keeps its session.
+
+``processes=True`` (with ``coordinator="zookeeper"``) runs every node as its own
+``seglog node`` process instead: :class:`seglog.process_cluster.ProcessCluster`, with
+kill/terminate/restart/pause by PID and :meth:`~seglog.process_cluster.ProcessCluster.info`
+(each node's PID, port, log directory).
+
 Producers and consumers made here are thread-safe; their requests run on the cluster's loop.
 """
 
@@ -169,9 +180,11 @@ class LocalCluster:
             self.transport = TcpTransport(self.loop, secret=secret, server_ssl=server_ssl, client_ssl=client_ssl)
             self.scheduler = LoopScheduler(self.loop, self.clock)
             if zookeeper is not None:
-                from seglog.replication.zookeeper import ZooKeeperCoordinator
+                from seglog.replication.zookeeper import ZooKeeperCoordinator, ensure_chroot
 
-                self.coordinator = ZooKeeperCoordinator(  # type: ignore[assignment]
+                ensure_chroot(zookeeper)
+
+                self.coordinator: Any = ZooKeeperCoordinator(
                     zookeeper, post=self.loop.call_soon_threadsafe,
                     session_timeout_ms=self.replica_config.session_timeout_ms)
             else:
@@ -434,6 +447,24 @@ class _Client:
         return fut
 
     async def refresh_metadata(self) -> None:
+        """Fresh metadata from the first node that answers; concurrent callers share one
+        round of requests."""
+        if self._meta_in_flight:
+            fut: asyncio.Future[None] = self.cluster.loop.create_future()
+            self._meta_waiters.append(fut)
+            await fut
+            return
+        self._meta_in_flight = True
+        try:
+            await self._refresh_metadata()
+        finally:
+            self._meta_in_flight = False
+            waiters, self._meta_waiters = self._meta_waiters, []
+            for w in waiters:
+                if not w.done():
+                    w.set_result(None)
+
+    async def _refresh_metadata(self) -> None:
         for dst in self._live():
             try:
                 resp = await self.request(dst, MetadataRequest(), 3000)
@@ -555,10 +586,19 @@ class ClusterProducer:
 
     async def _route(self, topic: str, partition: int | None, rec: _Pending) -> None:
         if topic not in self._c.partitions:
-            await self._c.refresh_metadata()
-            if topic not in self._c.partitions:
-                rec.future.set_exception(UnknownTopicOrPartitionError(f"no topic {topic!r} in the cluster"))
-                return
+            # As Kafka's producer: wait up to max.block.ms for metadata naming the topic (a node
+            # may not have heard of a topic created a moment ago).
+            deadline = time.monotonic() + self.config.max_block_ms / 1000
+            while True:
+                await self._c.refresh_metadata()
+                if topic in self._c.partitions:
+                    break
+                if time.monotonic() >= deadline:
+                    rec.future.set_exception(UnknownTopicOrPartitionError(
+                        f"no topic {topic!r} in the cluster's metadata after max.block.ms="
+                        f"{self.config.max_block_ms}"))
+                    return
+                await asyncio.sleep(self.config.retry_backoff_ms / 1000)
         n = self._c.partitions[topic]
         if partition is None:
             if rec.key is not None:

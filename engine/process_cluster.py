@@ -17,8 +17,10 @@ Each node is ``python -m seglog.cli node --config <dir>/node-N.properties`` (see
 ``<dir>/node-N``, its output in ``<dir>/node-N.log`` and a loopback port fixed for the cluster's
 life (a restarted node comes back on the same one). Without ``zookeeper=`` (a connect string)
 the cluster starts its own ZooKeeper server (:mod:`seglog.testing.zookeeper`) and stops it at
-:meth:`close`. Timers default to :data:`seglog.cluster.LOCAL_REPLICA_CONFIG` (3 s sessions);
-``node_config`` adds or overrides any broker property of every node.
+:meth:`close`; with one, a chroot (``host:port/some/path``) keeps clusters sharing a server
+apart, and is created when missing. Timers default to :data:`seglog.cluster.LOCAL_REPLICA_CONFIG` (3 s sessions);
+``node_config`` adds or overrides any broker property of every node, ``node_configs`` (by node id)
+or :meth:`~ProcessCluster.set_node_config` of one (e.g. ``advertised.listeners`` through a proxy).
 
 Leader, ISR and partition state are read from ZooKeeper (the source of truth); producers,
 consumers and topic creation go through a :class:`seglog.client.ClusterClient` bootstrapped from
@@ -109,6 +111,7 @@ class ProcessCluster(LocalCluster):
                  log_defaults: Mapping[str, Any] | None = None, secret: bytes | str | None = None,
                  ssl: Any = None, host: str = "127.0.0.1", processes: bool = True,
                  zookeeper: str | None = None, node_config: Mapping[str, Any] | None = None,
+                 node_configs: Mapping[int, Mapping[str, Any]] | None = None,
                  start_timeout_s: float = 60) -> None:
         from seglog.testing.zookeeper import ZooKeeperServer, free_port
 
@@ -132,6 +135,7 @@ class ProcessCluster(LocalCluster):
                 **{k.replace(".", "_"): v for k, v in replica_config.items()})
         self.log_defaults = dict(log_defaults or {})
         self.node_config = dict(node_config or {})
+        self.node_configs = {i: dict(c) for i, c in (node_configs or {}).items()}
         self.host = host
         self.ids = list(range(nodes))
         self.python = sys.executable
@@ -148,7 +152,9 @@ class ProcessCluster(LocalCluster):
                 self.zk_server = ZooKeeperServer(data_dir=os.path.join(self.dir, "zookeeper")).start()
                 zookeeper = self.zk_server.connect_string
             self.zookeeper_connect = zookeeper
-            from seglog.replication.zookeeper import ZooKeeperCoordinator
+            from seglog.replication.zookeeper import ZooKeeperCoordinator, ensure_chroot
+
+            ensure_chroot(zookeeper)
 
             self.coordinator = ZooKeeperCoordinator(zookeeper, session_timeout_ms=10_000)
             self._ports = {i: free_port(host) for i in self.ids}
@@ -217,11 +223,33 @@ class ProcessCluster(LocalCluster):
         for k, v in self.log_defaults.items():
             props[_broker_key(k)] = v
         props.update(self.node_config)
+        props.update(self.node_configs.get(i, {}))
         return props
 
+    def set_node_config(self, node: int, properties: Mapping[str, Any]) -> None:
+        """Add or override properties of one node (``advertised.listeners`` pointing at a proxy,
+        a different timer); they take effect at its next :meth:`restart`."""
+        self._check(node)
+        merged = dict(self.node_configs.get(node, {}))
+        merged.update(properties)
+        old = self.node_configs.get(node)
+        self.node_configs[node] = merged
+        try:
+            self._write_config(node)
+        except Exception:
+            if old is None:
+                self.node_configs.pop(node, None)
+            else:
+                self.node_configs[node] = old
+            raise
+
     def _write_config(self, i: int) -> None:
+        from seglog.replication.server import parse_listener
+
         props = self._properties(i)
-        BrokerConfig.from_dict(props)  # a bad setting fails here, not in a child's log
+        cfg = BrokerConfig.from_dict(props)  # a bad setting fails here, not in a child's log
+        for listener in cfg.listeners + (cfg.advertised_listeners or ()):
+            parse_listener(listener)
         with open(self.config_path(i), "w") as f:
             f.write(f"# node {i} of the cluster in {self.dir}\n")
             for k, v in props.items():
@@ -253,8 +281,7 @@ class ProcessCluster(LocalCluster):
                 raise RuntimeError(f"node {i} exited during start-up; see {self.log_path(i)}:\n"
                                    + self._log_tail(i))
             reg = self._registration(i)
-            return reg is not None and reg.get("address") == self.address(i) and \
-                reg.get("pid", pid) == pid
+            return reg is not None and reg.get("pid") == pid  # this incarnation, not a stale one
         self.wait_for(ok, self.start_timeout_s, f"node {i} to register")
 
     def _log_tail(self, i: int, lines: int = 15) -> str:
@@ -384,8 +411,10 @@ class ProcessCluster(LocalCluster):
                      config: Mapping[str, Any] | None = None, *, timeout_s: float = 30) -> None:
         self.client.create_topic(name, partitions, replication_factor, config, timeout_s=timeout_s)
         for p in range(partitions):
-            self.wait_for(lambda p=p: (st := self._state(name, p)) is not None and st.leader >= 0,
-                          timeout_s, f"a leader for {name}-{p}")
+            def led(p: int = p) -> bool:
+                st = self._state(name, p)
+                return st is not None and st.leader >= 0
+            self.wait_for(led, timeout_s, f"a leader for {name}-{p}")
 
     def elect_preferred_leader(self, topic: str, partition: int = 0) -> int:
         return int(self.client.elect_preferred_leader(topic, partition))

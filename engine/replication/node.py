@@ -335,8 +335,12 @@ class ReplicaNode:
             try:
                 s.create(CONTROLLER_PATH, dumps({"broker_id": self.node_id}), ephemeral=True)
             except NodeExistsError:
-                data, _ = s.get(CONTROLLER_PATH, watch=self._on_controller_event)
+                data, cstat = s.get(CONTROLLER_PATH, watch=self._on_controller_event)
                 self.controller_id = int((loads(data) or {}).get("broker_id", -1))
+                if cstat.ephemeral_owner == s.session_id and self.controller is None:
+                    # Our own znode, left behind when we resigned without reaching the
+                    # coordinator: drop it so that an election happens (its watch fires).
+                    self._drop_controller_znode()
                 return
             try:
                 data, stat = s.get(CONTROLLER_EPOCH_PATH)
@@ -375,6 +379,12 @@ class ReplicaNode:
             if self.session is not None:
                 try:
                     st = self.session.exists(CONTROLLER_PATH)
+                except ConnectionLossError:
+                    # Cannot tell whether we still own /controller: ask again shortly rather
+                    # than resign while the znode may still be ours.
+                    self.scheduler.schedule(f"node {self.node_id} controller check",
+                                            lambda: self._on_controller_event(_ev), delay_ms=100)
+                    return
                 except CoordinatorError:
                     st = None
                 if st is not None and st.ephemeral_owner == self.session.session_id:

@@ -37,7 +37,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from seglog.clock import Clock
-from seglog.config import BrokerConfig, ConfigError
+from seglog.config import BrokerConfig
+from seglog.errors import ConfigError
 from seglog.replication.metadata import ReplicaConfig, TopicPartition
 from seglog.replication.node import ReplicaNode
 from seglog.replication.tcp import LoopScheduler, TcpTransport

@@ -71,10 +71,10 @@ _KINDS = {"CREATED": "created", "DELETED": "deleted", "CHANGED": "changed", "CHI
 
 def _kazoo() -> Any:
     try:
-        import kazoo.client
-        import kazoo.exceptions
-        import kazoo.protocol.states
-        import kazoo.retry
+        import kazoo.client  # type: ignore[import-untyped]
+        import kazoo.exceptions  # type: ignore[import-untyped]
+        import kazoo.protocol.states  # type: ignore[import-untyped]
+        import kazoo.retry  # type: ignore[import-untyped]
     except ImportError as exc:  # pragma: no cover - depends on the installation
         raise ImportError("the ZooKeeper coordinator needs kazoo: pip install 'seglog[zookeeper]'") from exc
     return kazoo
@@ -390,3 +390,19 @@ class ZooKeeperCoordinator:
                 self._reader.stop()
                 self._reader.close()
                 self._reader = None
+
+
+def ensure_chroot(hosts: str, timeout_s: float = 10) -> None:
+    """Create the chroot path of a ``zookeeper.connect`` string if it is missing (ZooKeeper
+    does not create it; Kafka asks operators to)."""
+    servers, slash, chroot = hosts.partition("/")
+    if not slash or not chroot.strip("/"):
+        return
+    kz = _kazoo()
+    client = kz.client.KazooClient(hosts=servers, timeout=timeout_s, logger=_kazoo_log)
+    client.start(timeout=timeout_s)
+    try:
+        client.ensure_path("/" + chroot.strip("/"))
+    finally:
+        client.stop()
+        client.close()

@@ -58,7 +58,7 @@ def unavailable_reason() -> str | None:
     if _java() is None:
         return "no java runtime on PATH (ZooKeeper needs one): apt-get install openjdk-17-jre-headless"
     try:
-        import kazoo  # noqa: F401
+        import kazoo  # type: ignore[import-untyped]  # noqa: F401
     except ImportError:
         return "the kazoo package is missing: pip install 'seglog[zookeeper]'"
     return None
@@ -173,6 +173,7 @@ class ZooKeeperServer:
         p, self.process = self.process, None
         if p is not None and p.poll() is None:
             try:
+                os.killpg(p.pid, signal.SIGCONT)
                 os.killpg(p.pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
@@ -187,6 +188,26 @@ class ZooKeeperServer:
         _running.discard(self)
         if self._own_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+    def kill(self) -> None:
+        """SIGKILL the server, keeping its data directory and port: :meth:`start` brings it
+        back with every persistent znode and the sessions that have not timed out meanwhile."""
+        p, self.process = self.process, None
+        if p is not None and p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait(10)
+
+    def pause(self) -> None:
+        """SIGSTOP the server (clients see timeouts, then lost connections)."""
+        if self.process is not None:
+            os.killpg(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.process is not None:
+            os.killpg(self.process.pid, signal.SIGCONT)
 
     def __enter__(self) -> ZooKeeperServer:
         return self.start()
