@@ -322,10 +322,10 @@ def check(ops: Iterable[Op], replicas: Mapping[TP, Sequence[ReplicaState]], *,
             if len(keys) > 1:
                 acc.add("inconsistent_offsets", tp, f"{tp}@{off} has {sorted(keys)}")
     # 5: polled records stay
-    for tp, offs in polled.items():
+    for tp, polled_offs in polled.items():
         if tp[0] in control or tp not in final:
             continue
-        for off, key in offs.items():
+        for off, key in polled_offs.items():
             if final[tp].get(off) != key:
                 acc.add("read_then_vanish", tp, f"{key} polled at {tp}@{off}, final log has {final[tp].get(off)!r}")
     # 3 + 4b: duplicates and order of idempotent clients in the final logs

@@ -100,8 +100,8 @@ def latencies(ops: list[Op]) -> dict[str, dict[str, Any]]:
         target = f.value.get("target")
         if f.value.get("role") == "follower" and isinstance(target, int):
             for tp, obs in isr_obs.items():
-                before = [isr for t, isr, _ in obs if t < f.time]
-                if not before or target not in before[-1]:
+                isrs_before = [isr for t, isr, _ in obs if t < f.time]
+                if not isrs_before or target not in isrs_before[-1]:
                     continue
                 for t, isr, _ in obs:
                     if t >= f.time and target not in isr:
