@@ -58,6 +58,23 @@ from seglog.leader_epoch import LeaderEpochCache
 from seglog.records import batch_headers, decode_records, first_at_or_after
 from seglog.txnindex import AbortedTxn, TransactionIndex
 
+#: Fault injection (opt-in): when set, every change of a log's recovery point (the offset below
+#: which its data is fsynced) is appended to this file as ``<log dir>\t<recovery point>`` lines,
+#: so a harness can cut the files back to what a power loss would leave after SIGKILLing the
+#: process. One short ``O_APPEND`` write per change; never read by seglog.
+FSYNC_JOURNAL_ENV = "SEGLOG_FSYNC_JOURNAL"
+
+
+def _journal_recovery_point(directory: str, recovery_point: int) -> None:
+    path = os.environ.get(FSYNC_JOURNAL_ENV)
+    if not path:
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{os.path.abspath(directory)}\t{recovery_point}\n".encode())
+    finally:
+        os.close(fd)
+
 log = logging.getLogger("seglog.log")
 
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
@@ -614,6 +631,7 @@ class Log:
                     self._flush_txn_index(seg)
             if target > self.recovery_point:
                 self.recovery_point = target
+                _journal_recovery_point(self.dir, target)
             if target >= self.log_end_offset:
                 self._unflushed_messages = 0
             self._last_flush_ms = self.clock.monotonic_ms()
@@ -903,6 +921,7 @@ class Log:
             self.epoch_cache.truncate_from_end(leo)
             self._high_watermark = min(self._high_watermark, leo)
             self.recovery_point = min(self.recovery_point, leo)
+            _journal_recovery_point(self.dir, self.recovery_point)
             self.active.offset_index.resize(self.config.segment_index_bytes)
             self.active.time_index.resize(self.config.segment_index_bytes)
             # What lies between the recovery point and the new end is still unflushed.
@@ -925,6 +944,7 @@ class Log:
             self.log_start_offset = offset
             self._high_watermark = offset
             self.recovery_point = offset
+            _journal_recovery_point(self.dir, offset)
             self.epoch_cache.truncate_from_end(offset)
             self._unflushed_messages = 0
             self.checkpoint()

@@ -686,6 +686,9 @@ class Partition:
             log.warning("%s-%d: node %d truncates below its high watermark %d to %d (%s)",
                         self.topic, self.partition, self.host.node_id, hw, offset, reason)
             self.host.stats["truncations_below_hw"] = self.host.stats.get("truncations_below_hw", 0) + 1
+        else:
+            log.info("%s-%d: node %d truncates from %d to %d, high watermark %d (%s)", self.topic, self.partition,
+                     self.host.node_id, leo, offset, hw, reason)
         self.truncations.append((leo, offset, hw))
         self.host.stats["truncations"] = self.host.stats.get("truncations", 0) + 1
         self.host.stats["truncated_records"] = self.host.stats.get("truncated_records", 0) + leo - offset

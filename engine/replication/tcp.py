@@ -158,6 +158,25 @@ class _Pending:
     timer: asyncio.TimerHandle | None
 
 
+LINK_ADDRESSES_ENV = "SEGLOG_LINK_ADDRESSES"
+
+
+def link_addresses_from_env(value: str | None = None) -> dict[tuple[int, int], tuple[str, int]]:
+    """Parse ``src>dst=host:port[,...]`` (default: the ``SEGLOG_LINK_ADDRESSES`` variable): node
+    ``src`` reaches node ``dst`` at that address instead of the one ``dst`` advertises."""
+    text = os.environ.get(LINK_ADDRESSES_ENV, "") if value is None else value
+    out: dict[tuple[int, int], tuple[str, int]] = {}
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        link, eq, addr = item.partition("=")
+        src, gt, dst = link.partition(">")
+        host, colon, port = addr.rpartition(":")
+        if not (eq and gt and colon and src.strip().lstrip("-").isdigit() and dst.strip().lstrip("-").isdigit()
+                and port.isdigit()):
+            raise ValueError(f"{LINK_ADDRESSES_ENV}: {item!r} is not src>dst=host:port")
+        out[(int(src), int(dst))] = (host.strip("[]"), int(port))
+    return out
+
+
 class _Conn:
     """A client connection from one endpoint to one node."""
 
@@ -173,7 +192,7 @@ class _Conn:
         self.task = t.loop.create_task(self._run())
 
     async def _run(self) -> None:
-        host, port = self.t.addresses[self.dst]
+        host, port = self.t.link_addresses.get((self.src, self.dst)) or self.t.addresses[self.dst]
         try:
             reader, writer = await asyncio.wait_for(
                 asyncio.open_connection(host, port, ssl=self.t.client_ssl,
@@ -278,6 +297,9 @@ class TcpTransport:
         self.client_ssl = client_ssl
         self.connect_timeout_s = connect_timeout_s
         self.addresses: dict[int, tuple[str, int]] = {}
+        #: Per directed link (src, dst), an address that wins over ``addresses[dst]`` (fault
+        #: injection: a proxy listener per link), from ``SEGLOG_LINK_ADDRESSES``.
+        self.link_addresses: dict[tuple[int, int], tuple[str, int]] = link_addresses_from_env()
         self._handlers: dict[int, Handler] = {}
         self._servers: dict[int, asyncio.AbstractServer] = {}
         self._server_conns: dict[int, set[asyncio.StreamWriter]] = {}
