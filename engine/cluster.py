@@ -661,8 +661,12 @@ class ClusterProducer:
         backoff = self.config.retry_backoff_ms / 1000
         last: BaseException | None = None
         attempts = 0
+        maybe_written = False  # an earlier attempt ended in a way that may have appended
         while True:
             attempts += 1
+            if last is not None and not getattr(last, "definitely_not_written", False) and \
+                    not isinstance(last, LeaderNotAvailableError):
+                maybe_written = True
             leader = self._c.metadata.get(tp, (-1, -1))[0]
             if leader < 0 or self.cluster.nodes.get(leader) is None and attempts > 1:
                 await self._c.refresh_metadata()
@@ -696,6 +700,13 @@ class ClusterProducer:
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, self.config.retry_backoff_max_ms / 1000)
         err = last or RequestTimedOutError("delivery timed out")
+        if maybe_written and getattr(err, "definitely_not_written", False):
+            # The last attempt was refused before appending, but an earlier one may have been
+            # appended: the outcome of the batch is unknown, not "not written".
+            err = RequestTimedOutError(
+                f"{tp[0]}-{tp[1]}: gave up after {attempts} attempts; an earlier attempt may have "
+                f"been appended (last error: {err})")
+            err.__cause__ = last
         if self.idempotent and not getattr(err, "definitely_not_written", False):
             # Kafka bumps the epoch after giving up on a batch that may be in the log.
             self._pid = -1

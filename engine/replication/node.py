@@ -150,6 +150,12 @@ class ReplicaNode:
         self.session: CoordinatorSession | None = None
         self.broker_epoch = -1
         self.stats: dict[str, int] = {}
+        # Called once when a write to the log dir fails (Kafka's LogDirFailureChannel). A node has
+        # one log dir, so, as Kafka does when its last log dir goes offline, the process running
+        # it should halt (no flush, no marker: recovery runs on restart) and let the session
+        # expiry move leadership. None: the failure is only logged (the in-process modes).
+        self.on_log_dir_failure: Callable[[BaseException], None] | None = None
+        self.log_dir_failed = False
         self.running = False
         self.clean_start = False
         self.started_clean = False
@@ -543,9 +549,12 @@ class ReplicaNode:
             res: AppendResult = p.append_as_leader(req.records, req.acks)
         except KafkaError as exc:
             respond(-1, -1, -1, exc, False)
+            if isinstance(exc, KafkaStorageError):
+                self._maybe_log_dir_failure(p, exc)
             return
         except OSError as exc:
             respond(-1, -1, -1, KafkaStorageError(f"node {self.node_id}: {exc}"), False)
+            self._maybe_log_dir_failure(p, exc)
             return
         except Exception as exc:  # noqa: BLE001 - reported as an indeterminate failure
             log.exception("node %d: produce to %s-%d failed", self.node_id, req.topic, req.partition)
@@ -731,6 +740,8 @@ class ReplicaNode:
                                     pr.topic, pr.partition, f.leader, exc)
                         self.stats["fetch_apply_errors"] = self.stats.get("fetch_apply_errors", 0) + 1
                         backoff = True
+                        if isinstance(exc, OSError):
+                            self._maybe_log_dir_failure(p, exc)
             if backoff:
                 f.backoff_until = self.clock.monotonic_ms() + self.config.replica_fetch_backoff_ms
                 if f.kick is not None:
@@ -757,15 +768,34 @@ class ReplicaNode:
             return
         merged = dict(self._hw_checkpoint)
         merged.update(hws)
-        self._hw_file.write(merged)
-        for p in self.partitions.values():
-            if not p.log.closed:
-                p.log.checkpoint()
+        try:
+            self._hw_file.write(merged)
+            for p in self.partitions.values():
+                if not p.log.closed:
+                    p.log.checkpoint()
+        except OSError as exc:
+            self._maybe_log_dir_failure(None, exc)
+            raise
 
     def _flush_logs(self) -> None:
         for p in self.partitions.values():
             if not p.log.closed:
-                p.log.maybe_flush_by_time()
+                try:
+                    p.log.maybe_flush_by_time()
+                except OSError as exc:
+                    self._maybe_log_dir_failure(p, exc)
+                    raise
+
+    def _maybe_log_dir_failure(self, p: Any, exc: BaseException) -> None:
+        """A storage error from a write: the log dir has failed, unless it came from a log
+        this node closed itself (a shutdown racing a request)."""
+        if not self.running or self.log_dir_failed or (p is not None and p.log.closed):
+            return
+        self.log_dir_failed = True
+        self.stats["log_dir_failures"] = self.stats.get("log_dir_failures", 0) + 1
+        log.error("node %d: log dir %s failed: %s", self.node_id, self.data_dir, exc)
+        if self.on_log_dir_failure is not None:
+            self.on_log_dir_failure(exc)
 
     def _snapshot_epoch_file(self, partition_dir: str) -> None:
         """The epoch checkpoint as this node found it at start: all a power loss would leave

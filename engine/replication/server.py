@@ -96,8 +96,18 @@ class NodeServer:
         self.node = ReplicaNode(self.node_id, config.effective_log_dirs[0], coordinator=self.coordinator,
                                 transport=self.transport, clock=self.clock, scheduler=self.scheduler,
                                 config=self.replica_config, log_defaults=config.topic_defaults())
+        self.node.on_log_dir_failure = self._halt_on_log_dir_failure
         self.stopped = asyncio.Event()
         self._stopping = False
+
+    def _halt_on_log_dir_failure(self, exc: BaseException) -> None:
+        # Kafka halts a broker whose last log dir has failed: nothing more is written (no
+        # checkpoint, no clean-shutdown marker), so the restart recovers the logs, and the
+        # ZooKeeper session expiry makes the controller move leadership away.
+        log.critical("node %d: halting: the only log dir %s failed (%s)", self.node_id,
+                     self.node.data_dir, exc)
+        logging.shutdown()
+        os._exit(1)
 
     async def start(self) -> str:
         host, port = parse_listener(self.config.listeners[0])

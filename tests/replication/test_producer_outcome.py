@@ -1,0 +1,72 @@
+"""ClusterProducer's final error says "not written" only when no attempt may have appended."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from seglog.clock import ManualClock
+from seglog.config import ProducerConfig
+from seglog.cluster import ClusterProducer, _Pending
+from seglog.errors import NotEnoughReplicasError, RequestTimedOutError
+from seglog.replication.messages import ProduceResponse
+
+
+class _Client:
+    """Answers produce requests from a script: an exception to raise or an error code."""
+
+    def __init__(self, script: list[Any]) -> None:
+        self.script = script
+        self.metadata = {("t", 0): (1, 0)}
+        self.requests = 0
+
+    async def refresh_metadata(self) -> None:
+        return None
+
+    async def request(self, node: int, req: Any, timeout: float) -> Any:
+        step = self.script[min(self.requests, len(self.script) - 1)]
+        self.requests += 1
+        if isinstance(step, BaseException):
+            raise step
+        return ProduceResponse("t", 0, error=step, message="scripted")
+
+
+class _Cluster:
+    def __init__(self, client: _Client) -> None:
+        self.client = client
+        self.clock = ManualClock()
+        self.nodes = {1: object()}
+
+    def _client(self) -> _Client:
+        return self.client
+
+
+def _outcome(script: list[Any]) -> BaseException:
+    async def go() -> BaseException:
+        cfg = ProducerConfig.from_dict({"acks": "all", "enable.idempotence": False, "retry.backoff.ms": 1,
+                                        "retry.backoff.max.ms": 1, "delivery.timeout.ms": 300,
+                                        "request.timeout.ms": 100, "linger.ms": 0})
+        p = ClusterProducer(_Cluster(_Client(script)), cfg)  # type: ignore[arg-type]
+        import concurrent.futures
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        await p._send_batch(("t", 0), [_Pending(b"v", None, 0, fut)])
+        exc = fut.exception(timeout=0)
+        assert exc is not None
+        return exc
+
+    return asyncio.run(go())
+
+
+NER = NotEnoughReplicasError.code  # refused before appending: definitely not written
+
+
+def test_only_refusals_end_as_not_written() -> None:
+    exc = _outcome([NER])
+    assert isinstance(exc, NotEnoughReplicasError) and exc.definitely_not_written
+
+
+def test_a_refusal_after_a_timed_out_attempt_is_indeterminate() -> None:
+    exc = _outcome([RequestTimedOutError("lost response"), NER])
+    assert isinstance(exc, RequestTimedOutError) and not exc.definitely_not_written
+    assert "may have been appended" in str(exc)
+    assert isinstance(exc.__cause__, NotEnoughReplicasError)
+
