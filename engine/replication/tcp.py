@@ -55,6 +55,8 @@ _HEAD = struct.Struct(">IBII")  # frame length, kind, correlation id, header len
 _BODY = struct.Struct(">BII")  # the same without the length
 _U32 = struct.Struct(">I")
 MAX_FRAME = 256 * 1024 * 1024
+#: Record blobs smaller than this are copied into the frame; larger ones go out by sendfile.
+SENDFILE_MIN = 64 * 1024
 
 
 def proof_for(secret: bytes, nonce: bytes, node_id: int) -> bytes:
@@ -78,7 +80,10 @@ def _blobs_of(raw: list[Any]) -> list[_Blob]:
     file descriptors (valid even if the segment is closed or renamed meanwhile)."""
     out = []
     for b in raw:
-        if hasattr(b, "slices"):
+        if hasattr(b, "slices") and b.size < SENDFILE_MIN:
+            # A small read costs less copied now than a sendfile round through the selector.
+            out.append(_Blob(data=b.to_bytes()))
+        elif hasattr(b, "slices"):
             fds = []
             try:
                 for s in b.slices:
@@ -223,12 +228,36 @@ class _FrameProtocol(asyncio.streams.FlowControlMixin, asyncio.BufferedProtocol)
         return self._frames.popleft()
 
 
+_WRITE_BACKLOG = 4 * 1024 * 1024  # beyond this much unsent, writers wait for the socket (drain)
+
+
 class _Writer:
     """Frames written one after another on one connection."""
 
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self.writer = writer
         self.lock = asyncio.Lock()
+
+    def send_now(self, kind: int, corr: int, header: bytes, blobs: list[_Blob]) -> bool:
+        """Write the frame at once if nothing else is being written and it needs no sendfile
+        (the common case: no task, no lock); False if it must go through :meth:`send`."""
+        w = self.writer
+        if self.lock.locked() or w.is_closing() or any(b.data is None for b in blobs):
+            return False
+        transport = w.transport
+        if transport.get_write_buffer_size() > _WRITE_BACKLOG:
+            return False
+        rest = 1 + 4 + 4 + len(header) + 4 + sum(4 + len(b.data) for b in blobs)
+        parts = [_HEAD.pack(rest, kind, corr, len(header)), header, _U32.pack(len(blobs))]
+        for b in blobs:
+            parts.append(_U32.pack(len(b.data)))
+            parts.append(b.data)
+        if rest < SENDFILE_MIN:
+            transport.write(b"".join(parts))
+        else:
+            for part in parts:  # large blobs are not copied into one buffer first
+                transport.write(part)
+        return True
 
     async def send(self, kind: int, corr: int, header: bytes, blobs: list[_Blob]) -> None:
         try:
@@ -356,6 +385,9 @@ class _Conn:
         self.pending[corr] = _Pending(callback, timer)
         header, raw = encode(msg)
         blobs = _blobs_of(raw)
+        if self.ready.done() and not self.closed and self.out is not None and self.ready.exception() is None \
+                and self.out.send_now(KIND_REQUEST, corr, header, blobs):
+            return
         self.t.loop.create_task(self._send_when_ready(corr, header, blobs))
 
     async def _send_when_ready(self, corr: int, header: bytes, blobs: list[_Blob]) -> None:
@@ -531,6 +563,8 @@ class TcpTransport:
             replied[0] = True
             header, raw = encode(resp)
             blobs = _blobs_of(raw)  # zero copy: file descriptors taken now
+            if out.send_now(KIND_RESPONSE, corr, header, blobs):
+                return
             task = self.loop.create_task(out.send(KIND_RESPONSE, corr, header, blobs))
             task.add_done_callback(_ignore_connection_errors)
 
