@@ -129,7 +129,7 @@ def test_bad_arguments(tmp_path: Path) -> None:
 def test_the_cluster_demo_tells_the_story(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     from seglog.cli import main
 
-    assert main(["cluster-demo", "--records", "300", "--dir", str(tmp_path / "demo")]) == 0
+    assert main(["demo", "--no-spark", "--records", "300", "--dir", str(tmp_path / "demo")]) == 0
     out = capsys.readouterr().out
     assert "was elected" in out and "rejoined" in out
-    assert "600 acknowledged, 0 lost, 0 duplicated" in out
+    assert "600 acknowledged, 0 lost or moved, 0 duplicated, 0 unexpected" in out
