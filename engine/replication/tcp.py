@@ -110,6 +110,7 @@ class _FrameProtocol(asyncio.streams.FlowControlMixin, asyncio.BufferedProtocol)
     def __init__(self, loop: asyncio.AbstractEventLoop,
                  on_made: Callable[[_FrameProtocol, asyncio.BaseTransport], None] | None = None) -> None:
         super().__init__(loop=loop)
+        self._frame_loop = loop
         self._scratch = bytearray(self.SCRATCH)
         self._sv = memoryview(self._scratch)
         self._have = 0
@@ -223,7 +224,7 @@ class _FrameProtocol(asyncio.streams.FlowControlMixin, asyncio.BufferedProtocol)
                 raise self._exc
             if self._eof:
                 raise asyncio.IncompleteReadError(b"", None)
-            self._waiter = self._loop.create_future()
+            self._waiter = self._frame_loop.create_future()
             await self._waiter
         return self._frames.popleft()
 
