@@ -518,6 +518,12 @@ class ClusterProducer:
             raise ValueError(f"keys has {len(keys)} items, values has {n}")
         if n == 0:
             return []
+        with self._lock:
+            earlier = bool(self._outstanding)
+        if earlier:
+            # Records sent one at a time before this call are written first, as the store's
+            # producer writes its lingering batches first.
+            self.flush(self.config.delivery_timeout_ms / 1000 + 5)
         if timestamps is None:
             timestamps = self.cluster.clock.time_ms()
         nparts = self.cluster._call(self._partition_count(topic))
@@ -798,6 +804,8 @@ class ClusterProducer:
                 settle(slot, n, resp)
 
             for slot, (_, v, k, t) in zip(slots, chunks):
+                if self.idempotent and self._pid < 0:
+                    await self._ensure_pid()  # another partition's failure began a new epoch
                 data, _ = self._encode(tp, v, k, t)
                 if failed is not None:
                     retry.append((slot, data, len(v), None))
