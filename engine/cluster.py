@@ -16,10 +16,11 @@ demos.
 Each node is a :class:`~seglog.replication.node.ReplicaNode` with its own log directory under
 ``dir`` and its own TCP port; they share an in-memory coordinator (``coordinator="memory"``)
 and one asyncio event loop on a background thread (their periodic checkpoint files are
-written, and fsynced, on a second one, so that a slow fsync does not stall the loop). :meth:`LocalCluster.kill` drops a node
-as a killed process (sockets closed, logs abandoned unflushed); :meth:`LocalCluster.restart`
-brings it back from its directory; :meth:`LocalCluster.pause` freezes it for a while (its
-timers and requests wait, its coordinator session may expire) as SIGSTOP would.
+written, and fsynced, on a second one, so that a slow fsync does not stall the loop).
+:meth:`LocalCluster.kill` drops a node as a killed process (sockets closed, logs abandoned
+unflushed); :meth:`LocalCluster.restart` brings it back from its directory;
+:meth:`LocalCluster.pause` freezes it for a while (its timers and requests wait, its
+coordinator session may expire) as SIGSTOP would.
 
 Producers and consumers made here are thread-safe; their requests run on the cluster's loop.
 ``ClusterProducer.send_batch`` takes columns as :meth:`seglog.producer.Producer.send_batch`
