@@ -238,12 +238,13 @@ class _Writer:
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self.writer = writer
         self.lock = asyncio.Lock()
+        self.queued = 0  # frames handed to tasks and not yet written: later frames queue behind
 
     def send_now(self, kind: int, corr: int, header: bytes, blobs: list[_Blob]) -> bool:
         """Write the frame at once if nothing else is being written and it needs no sendfile
         (the common case: no task, no lock); False if it must go through :meth:`send`."""
         w = self.writer
-        if self.lock.locked() or w.is_closing() or any(b.data is None for b in blobs):
+        if self.queued or self.lock.locked() or w.is_closing() or any(b.data is None for b in blobs):
             return False
         transport = w.transport
         if transport.get_write_buffer_size() > _WRITE_BACKLOG:
@@ -259,6 +260,19 @@ class _Writer:
             for part in parts:  # large blobs are not copied into one buffer first
                 transport.write(part)
         return True
+
+    def submit(self, kind: int, corr: int, header: bytes, blobs: list[_Blob]) -> asyncio.Task[None] | None:
+        """Write the frame now if it can be (None), else in a task that keeps its place in line."""
+        if self.send_now(kind, corr, header, blobs):
+            return None
+        self.queued += 1
+        return asyncio.get_running_loop().create_task(self._send_queued(kind, corr, header, blobs))
+
+    async def _send_queued(self, kind: int, corr: int, header: bytes, blobs: list[_Blob]) -> None:
+        try:
+            await self.send(kind, corr, header, blobs)
+        finally:
+            self.queued -= 1
 
     async def send(self, kind: int, corr: int, header: bytes, blobs: list[_Blob]) -> None:
         try:
@@ -316,6 +330,7 @@ class _Conn:
         self.next_corr = 1
         self.out: _Writer | None = None
         self.closed = False
+        self.waiting = 0  # requests waiting to be written (for the connection or the writer)
         self.task = t.loop.create_task(self._run())
 
     async def _run(self) -> None:
@@ -386,12 +401,21 @@ class _Conn:
         self.pending[corr] = _Pending(callback, timer)
         header, raw = encode(msg)
         blobs = _blobs_of(raw)
-        if self.ready.done() and not self.closed and self.out is not None and self.ready.exception() is None \
-                and self.out.send_now(KIND_REQUEST, corr, header, blobs):
+        if not self.waiting and self.ready.done() and not self.closed and self.out is not None \
+                and self.ready.exception() is None and self.out.send_now(KIND_REQUEST, corr, header, blobs):
             return
+        # Requests are written in the order they are made (a produce pipeline relies on it):
+        # once one waits, later ones wait behind it.
+        self.waiting += 1
         self.t.loop.create_task(self._send_when_ready(corr, header, blobs))
 
     async def _send_when_ready(self, corr: int, header: bytes, blobs: list[_Blob]) -> None:
+        try:
+            await self._write_when_ready(corr, header, blobs)
+        finally:
+            self.waiting -= 1
+
+    async def _write_when_ready(self, corr: int, header: bytes, blobs: list[_Blob]) -> None:
         try:
             await self.ready
             assert self.out is not None
@@ -564,10 +588,9 @@ class TcpTransport:
             replied[0] = True
             header, raw = encode(resp)
             blobs = _blobs_of(raw)  # zero copy: file descriptors taken now
-            if out.send_now(KIND_RESPONSE, corr, header, blobs):
-                return
-            task = self.loop.create_task(out.send(KIND_RESPONSE, corr, header, blobs))
-            task.add_done_callback(_ignore_connection_errors)
+            task = out.submit(KIND_RESPONSE, corr, header, blobs)
+            if task is not None:
+                task.add_done_callback(_ignore_connection_errors)
 
         handler(src, msg, reply)
 

@@ -176,3 +176,21 @@ def test_send_batch_ships_columns_by_key_and_survives_a_leader_kill(tmp_path: Pa
         for (p, o), i in offsets.items():
             assert by_pos[(p, o)].value == values[i] and by_pos[(p, o)].key == keys[i]
         assert [by_pos[(0, o)].value for o in late] == more  # nothing lost, in order
+
+
+def test_send_batch_keeps_column_order_without_idempotence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Several ~1 MiB requests in flight on one connection, with no write backlog allowed so that
+    # most of them go through the writer's queue: without sequence numbers only the order of the
+    # frames on the wire (and of their handling) keeps the column in order.
+    monkeypatch.setattr("seglog.replication.tcp._WRITE_BACKLOG", 0)
+    with LocalCluster(nodes=1, dir=tmp_path / "cluster") as cluster:
+        cluster.create_topic("t", partitions=1, replication_factor=1)
+        producer = cluster.producer(acks="1", enable_idempotence=False)
+        n = 80_000
+        values = [b"%08d" % i + b"." * 100 for i in range(n)]
+        results = producer.send_batch("t", values, partition=0)
+        assert len(results) >= 8
+        assert [r.first_offset for r in results] == sorted(r.first_offset for r in results)
+        producer.close()
+        got = _consume_all(cluster, "t", 1, n)
+        assert [r.value for r in got] == values
