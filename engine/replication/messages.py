@@ -205,6 +205,7 @@ _BY_NAME: dict[str, type] = {t.__name__: t for t in MESSAGE_TYPES}
 # -- wire codec -----------------------------------------------------------------------------------
 
 
+_JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps would build one per call
 _FIELDS: dict[type, tuple[str, ...]] = {t: tuple(f.name for f in dataclasses.fields(t)) for t in MESSAGE_TYPES}
 _SCALARS = (int, str, bool, float, type(None))
 
@@ -251,7 +252,7 @@ def encode(msg: Any) -> tuple[bytes, list[Any]]:
     """(JSON header, out-of-band blobs): bytes-like objects or LogReadResults."""
     blobs: list[Any] = []
     plain = _to_plain(msg, blobs)
-    return json.dumps(plain, separators=(",", ":")).encode(), blobs
+    return _JSON.encode(plain).encode(), blobs
 
 
 def decode(header: bytes, blobs: Sequence[bytes]) -> Any:
