@@ -95,6 +95,6 @@ setup(
         build_dir=os.path.join("build", f"cython-{PROFILE}"),
         # The profile is part of build_dir, so a profile switch regenerates; within one
         # profile Cython's own timestamp check decides.
-        include_path=["_native"],
+        include_path=["_native", os.path.join("_native", "include")],
     ),
 )

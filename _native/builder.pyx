@@ -73,6 +73,8 @@ cdef enum:
     MAX_RECORD_OVERHEAD = 21     # length(5) + attrs(1) + offsetDelta(5) + keyLen(5) + valueLen(5)
 
 cdef char *_FORMAT_B = b"B"
+
+include "export.pxi"
 cdef object _compression_mod = None
 
 
@@ -116,52 +118,7 @@ cdef inline Py_ssize_t _bytes_of(object obj, const uint8_t **ptr, Py_buffer *vie
     return view.len
 
 
-cdef bytes _header_section(object headers):
-    """The encoded header section of one record (count + entries)."""
-    cdef list parts = []
-    cdef Py_ssize_t total
-    cdef bytes kb
-    cdef object v
-    if not isinstance(headers, (list, tuple)):
-        raise TypeError(f"headers must be a list of (str key, bytes value) pairs, not "
-                        f"{type(headers).__name__}")
-    total = kb_varint_size(<int32_t>len(headers))
-    for h in headers:
-        try:
-            k, v = h
-        except (TypeError, ValueError):
-            raise TypeError(f"each header must be a (key, value) pair, got {h!r}") from None
-        if isinstance(k, str):
-            kb = PyUnicode_AsUTF8String(k)
-        elif isinstance(k, (bytes, bytearray)):
-            kb = bytes(k)
-        else:
-            raise TypeError(f"a header key must be str, got {type(k).__name__}")
-        if v is not None:
-            if isinstance(v, str):
-                raise TypeError(f"header {k!r} has a str value; header values are bytes")
-            v = bytes(v)
-            total += kb_varint_size(<int32_t>len(<bytes>v)) + len(<bytes>v)
-        else:
-            total += 1
-        total += kb_varint_size(<int32_t>len(kb)) + len(kb)
-        parts.append((kb, v))
-    if total > INT32_MAX:
-        raise ValueError("the record headers are larger than a record can hold")
-    out = bytearray(total)
-    cdef uint8_t *p = <uint8_t *>PyByteArray_AS_STRING(out)
-    p = kb_write_varint(p, <int32_t>len(parts))
-    for kb, v in parts:
-        p = kb_write_varint(p, <int32_t>len(kb))
-        memcpy(p, PyBytes_AS_STRING(kb), len(kb))
-        p += len(kb)
-        if v is None:
-            p = kb_write_varint(p, -1)
-        else:
-            p = kb_write_varint(p, <int32_t>len(<bytes>v))
-            memcpy(p, PyBytes_AS_STRING(v), len(<bytes>v))
-            p += len(<bytes>v)
-    return bytes(out)
+include "headers.pxi"
 
 
 @cython.final
@@ -314,8 +271,6 @@ cdef class BatchBuilder:
     cdef bint explicit_deltas
     cdef readonly bint sealed
     cdef Py_ssize_t exports
-    cdef Py_ssize_t shape[1]
-    cdef Py_ssize_t strides[1]
     # producer batch state
     cdef public str topic
     cdef public int32_t partition
@@ -414,7 +369,7 @@ cdef class BatchBuilder:
                 if headers is None or (isinstance(headers, (list, tuple)) and len(headers) == 0):
                     hlen = 1
                 else:
-                    hsec = _header_section(headers)
+                    hsec = _header_section(headers, "")
                     hlen = PyBytes_GET_SIZE(hsec)
                 if klen > INT32_MAX or vlen > INT32_MAX:
                     raise _errors.make("record_too_large",
@@ -598,22 +553,12 @@ cdef class BatchBuilder:
     def __getbuffer__(self, Py_buffer *view, int flags):
         if not self.sealed:
             raise BufferError("build() the batch before exporting it")
-        self.shape[0] = self.length
-        self.strides[0] = 1
-        view.buf = self.buf
+        _export_readonly(view, self.buf, self.length, 1, _FORMAT_B, flags)
         view.obj = self
-        view.len = self.length
-        view.readonly = 1
-        view.itemsize = 1
-        view.format = _FORMAT_B if (flags & PyBUF_FORMAT) else NULL
-        view.ndim = 1
-        view.shape = self.shape if (flags & PyBUF_ND) else NULL
-        view.strides = self.strides if (flags & PyBUF_ND) else NULL
-        view.suboffsets = NULL
-        view.internal = NULL
         self.exports += 1
 
     def __releasebuffer__(self, Py_buffer *view):
+        _release_export(view)
         self.exports -= 1
 
     # -- producer batch outcome ------------------------------------------------------------

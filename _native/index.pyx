@@ -86,6 +86,8 @@ cdef int64_t _NOGIL_BYTES = 65536
 cdef uint8_t _EMPTY[1]
 cdef char *_FORMAT_B = "B"
 
+include "export.pxi"
+
 cdef enum:
     _KIND_OFFSET = 1
     _KIND_TIME = 2
@@ -521,30 +523,13 @@ cdef class _Index:
         if flags & PyBUF_WRITABLE:
             raise BufferError(f"index {self.path}: views are read-only")
         self._check_open()
-        cdef Py_ssize_t *dims = <Py_ssize_t *>malloc(2 * sizeof(Py_ssize_t))
-        if dims == NULL:
-            raise MemoryError()
-        cdef Py_ssize_t nbytes = <Py_ssize_t>(self._n * self._es)
-        dims[0] = nbytes
-        dims[1] = 1
-        buffer.buf = <void *>(self._p if self._p != NULL else _EMPTY)
+        _export_readonly(buffer, self._p if self._p != NULL else _EMPTY,
+                         <Py_ssize_t>(self._n * self._es), 1, _FORMAT_B, flags)
         buffer.obj = self
-        buffer.len = nbytes
-        buffer.readonly = 1
-        buffer.itemsize = 1
-        buffer.format = NULL
-        if flags & PyBUF_FORMAT:
-            buffer.format = _FORMAT_B
-        buffer.ndim = 1
-        buffer.shape = dims if (flags & PyBUF_ND) == PyBUF_ND else NULL
-        buffer.strides = dims + 1 if (flags & PyBUF_STRIDES) == PyBUF_STRIDES else NULL
-        buffer.suboffsets = NULL
-        buffer.internal = dims
         self._views += 1
 
     def __releasebuffer__(self, Py_buffer *buffer):
-        free(buffer.internal)
-        buffer.internal = NULL
+        _release_export(buffer)
         self._views -= 1
 
     # ---- lifecycle ---------------------------------------------------------------------------

@@ -408,49 +408,7 @@ cdef inline int64_t _ts_get(const TsCol *c, Py_ssize_t i) except? -1:
     return PyLong_AsLongLong(<object>c.items[i])
 
 
-cdef bytes _encode_headers(object hdrs, Py_ssize_t i):
-    """The header section of one record (count + entries), or None for no headers."""
-    cdef Py_ssize_t count = len(hdrs), total = kb_varint_size(<int32_t>count)
-    cdef list parts = []
-    cdef bytes kb
-    cdef object v
-    cdef Py_ssize_t vlen
-    for h in hdrs:
-        try:
-            k, v = h
-        except (TypeError, ValueError):
-            raise TypeError(f"headers[{i}]: each header must be a (key, value) pair, got {h!r}") from None
-        if isinstance(k, str):
-            kb = PyUnicode_AsUTF8String(k)
-        elif isinstance(k, (bytes, bytearray)):
-            kb = bytes(k)
-        else:
-            raise TypeError(f"headers[{i}]: header key must be str, got {type(k).__name__}")
-        if v is not None:
-            if isinstance(v, str):
-                raise TypeError(f"headers[{i}]: header {k!r} value is a str; header values are bytes")
-            v = bytes(v)
-            vlen = len(<bytes>v)
-        else:
-            vlen = -1
-        parts.append((kb, v))
-        total += kb_varint_size(<int32_t>len(kb)) + len(kb) + kb_varint_size(<int32_t>vlen) + max(vlen, 0)
-    if total > INT32_MAX:
-        raise ValueError(f"headers[{i}] are larger than a record can hold")
-    out = PyBytes_FromStringAndSize(NULL, total)
-    cdef uint8_t *p = <uint8_t *>PyBytes_AS_STRING(out)
-    p = kb_write_varint(p, <int32_t>count)
-    for kb, v in parts:
-        p = kb_write_varint(p, <int32_t>len(kb))
-        memcpy(p, PyBytes_AS_STRING(kb), len(kb))
-        p += len(kb)
-        if v is None:
-            p = kb_write_varint(p, -1)
-        else:
-            p = kb_write_varint(p, <int32_t>len(<bytes>v))
-            memcpy(p, PyBytes_AS_STRING(v), len(<bytes>v))
-            p += len(<bytes>v)
-    return out
+include "headers.pxi"
 
 
 def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t base_offset=0,
@@ -491,7 +449,7 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
         hsections = [None] * n
         for i, h in enumerate(headers):
             if h:
-                hsections[i] = _encode_headers(h, i)
+                hsections[i] = _header_section(h, f"headers[{i}]: ")
     _bincol_init(&vcol, values, "values", keep)
     if vcol.n != n:
         raise ValueError(f"values changed length while being encoded ({n} -> {vcol.n})")
@@ -1072,6 +1030,7 @@ cdef class _Decoder:
                            f"(batch at offset {h.base_offset})", pos)
         if self.cols is not None:
             self.cols.reserve(h.count)
+            self.cols.from_input = codec == 0
         for i in range(h.count):
             p = _parse_record(p, rend, &r, &err)
             if p == NULL:
@@ -1151,6 +1110,8 @@ cdef class _Decoder:
         cdef RecView r
         cdef Record rec
         if self.cols is not None:
+            if not inner:
+                self.cols.from_input = True
             r.key = kp
             r.key_len = klen
             r.value = vp
@@ -1194,6 +1155,8 @@ cdef class _Decoder:
                 _raise_corrupt(f"compressed wrapper at offset {offset} holds inner relative offsets up "
                                f"to {last_rel}: its base offset would be negative ({rel_base})", pos)
             ipos = 0
+        if self.cols is not None:
+            self.cols.from_input = False
         while ipos < n:
             isize = _inner_size(p, ipos, n, pos)
             if p[ipos + 16] != magic:
@@ -1201,6 +1164,8 @@ cdef class _Decoder:
                                f"magic {magic} (wrapper at offset {offset})", pos)
             self.emit_legacy(p + ipos, pos, isize, True, offset, ts, log_append, rel_base)
             ipos += isize
+        if self.cols is not None:
+            self.cols.from_input = True
         return 0
 
 
@@ -1349,14 +1314,15 @@ def iter_records(buf, *, bint verify_crc=True, bint include_control=False,
 # Columnar output: Arrow-layout buffers, no Python object per record
 # ---------------------------------------------------------------------------------------------
 
+include "export.pxi"
+
+
 cdef class NativeBuffer:
     """An owned block of memory exported through the buffer protocol (read-only)."""
     cdef char *data
     cdef Py_ssize_t size
     cdef Py_ssize_t itemsize
     cdef bytes fmt
-    cdef Py_ssize_t shape[1]
-    cdef Py_ssize_t strides[1]
 
     def __dealloc__(self):
         free(self.data)
@@ -1369,25 +1335,12 @@ cdef class NativeBuffer:
         return self.size
 
     def __getbuffer__(self, Py_buffer *view, int flags):
-        self.shape[0] = self.size // self.itemsize
-        self.strides[0] = self.itemsize
-        view.buf = self.data if self.data != NULL else <char *>_EMPTY
+        _export_readonly(view, self.data if self.data != NULL else <char *>_EMPTY, self.size,
+                         self.itemsize, PyBytes_AS_STRING(self.fmt), flags)
         view.obj = self
-        view.len = self.size
-        view.readonly = 1
-        view.itemsize = self.itemsize
-        if flags & PyBUF_FORMAT:
-            view.format = PyBytes_AS_STRING(self.fmt)
-        else:
-            view.format = NULL
-        view.ndim = 1
-        view.shape = self.shape if (flags & PyBUF_ND) else NULL
-        view.strides = self.strides if (flags & PyBUF_ND) else NULL
-        view.suboffsets = NULL
-        view.internal = NULL
 
     def __releasebuffer__(self, Py_buffer *view):
-        pass
+        _release_export(view)
 
 
 cdef struct GBuf:
@@ -1439,6 +1392,13 @@ cdef class _ColumnBuilder:
     cdef GBuf val_off, val_data, val_valid
     cdef GBuf hdr_off, hk_off, hk_data, hv_off, hv_data, hv_valid
     cdef Py_ssize_t key_nulls, val_nulls, hv_nulls, nh
+    # views mode: keys and values as Arrow binary_view entries (16 bytes each) pointing into
+    # variadic buffer 0 = the input (uncompressed records, no copy) or 1 = ``spill`` (records
+    # of compressed batches, copied out of the decompressed area, which does not outlive it).
+    cdef bint views
+    cdef bint from_input
+    cdef const uint8_t *input_base
+    cdef GBuf key_views, val_views, spill
 
     def __dealloc__(self):
         free(self.offsets.data); free(self.timestamps.data); free(self.ts_types.data)
@@ -1446,14 +1406,15 @@ cdef class _ColumnBuilder:
         free(self.key_valid.data); free(self.val_off.data); free(self.val_data.data)
         free(self.val_valid.data); free(self.hdr_off.data); free(self.hk_off.data)
         free(self.hk_data.data); free(self.hv_off.data); free(self.hv_data.data)
-        free(self.hv_valid.data)
+        free(self.hv_valid.data); free(self.key_views.data); free(self.val_views.data)
+        free(self.spill.data)
 
     cdef int start(self) except -1:
         cdef int32_t zero = 0
-        if self.values_on:
+        if self.values_on and not self.views:
             _gbuf_reserve(&self.val_off, 4)
             _gbuf_put(&self.val_off, &zero, 4)
-        if self.keys_on:
+        if self.keys_on and not self.views:
             _gbuf_reserve(&self.key_off, 4)
             _gbuf_put(&self.key_off, &zero, 4)
         if self.headers_on:
@@ -1472,10 +1433,10 @@ cdef class _ColumnBuilder:
         _gbuf_reserve(&self.ts_types, count)
         _gbuf_reserve(&self.epochs, 4 * count)
         if self.values_on:
-            _gbuf_reserve(&self.val_off, 4 * count)
+            _gbuf_reserve(&self.val_views if self.views else &self.val_off, (16 if self.views else 4) * count)
             _gbuf_reserve(&self.val_valid, count // 8 + 2)
         if self.keys_on:
-            _gbuf_reserve(&self.key_off, 4 * count)
+            _gbuf_reserve(&self.key_views if self.views else &self.key_off, (16 if self.views else 4) * count)
             _gbuf_reserve(&self.key_valid, count // 8 + 2)
         if self.headers_on:
             _gbuf_reserve(&self.hdr_off, 4 * count)
@@ -1500,6 +1461,43 @@ cdef class _ColumnBuilder:
         _gbuf_put(off, &end, 4)
         return 0
 
+    cdef inline int _view(self, GBuf *views, GBuf *valid, Py_ssize_t *nulls, Py_ssize_t i,
+                          const uint8_t *p, int32_t n) except -1:
+        # Arrow binary_view entry: int32 length, then either the bytes inline (length <= 12,
+        # zero-padded) or a 4-byte prefix, int32 buffer index and int32 offset in that buffer.
+        cdef char *v = views.data + views.len
+        cdef Py_ssize_t at
+        cdef int32_t index, off
+        if (i & 7) == 0:
+            valid.data[valid.len] = 0
+            valid.len += 1
+        memset(v, 0, 16)
+        views.len += 16
+        if n < 0:
+            nulls[0] += 1
+            return 0
+        valid.data[i >> 3] |= <char>(1 << (i & 7))
+        memcpy(v, &n, 4)
+        if n <= 12:
+            memcpy(v + 4, p, n)
+            return 0
+        memcpy(v + 4, p, 4)
+        if self.from_input:
+            index = 0
+            at = p - self.input_base
+        else:
+            index = 1
+            at = self.spill.len
+            if at + n > INT32_MAX:
+                raise OverflowError("key and value bytes of compressed batches exceed 2 GiB; "
+                                    "decode fewer batches at once")
+            _gbuf_reserve(&self.spill, n)
+            _gbuf_put(&self.spill, p, n)
+        off = <int32_t>at
+        memcpy(v + 8, &index, 4)
+        memcpy(v + 12, &off, 4)
+        return 0
+
     cdef int add(self, int64_t offset, int64_t ts, int ts_type, int32_t epoch,
                  const RecView *r) except -1:
         cdef int8_t tt = <int8_t>ts_type
@@ -1508,12 +1506,19 @@ cdef class _ColumnBuilder:
         _gbuf_put(&self.timestamps, &ts, 8)
         _gbuf_put(&self.ts_types, &tt, 1)
         _gbuf_put(&self.epochs, &epoch, 4)
-        if self.keys_on:
-            self._bin(&self.key_off, &self.key_data, &self.key_valid, &self.key_nulls, i,
-                      r.key, r.key_len)
-        if self.values_on:
-            self._bin(&self.val_off, &self.val_data, &self.val_valid, &self.val_nulls, i,
-                      r.value, r.value_len)
+        if self.views:
+            if self.keys_on:
+                self._view(&self.key_views, &self.key_valid, &self.key_nulls, i, r.key, r.key_len)
+            if self.values_on:
+                self._view(&self.val_views, &self.val_valid, &self.val_nulls, i, r.value,
+                           r.value_len)
+        else:
+            if self.keys_on:
+                self._bin(&self.key_off, &self.key_data, &self.key_valid, &self.key_nulls, i,
+                          r.key, r.key_len)
+            if self.values_on:
+                self._bin(&self.val_off, &self.val_data, &self.val_valid, &self.val_nulls, i,
+                          r.value, r.value_len)
         if self.headers_on:
             self._headers(r)
         self.n += 1
@@ -1559,6 +1564,11 @@ cdef class Columns:
     bitmap (None when nothing is null). Headers are an Arrow list<struct<key string, value
     binary>>: ``header_offsets`` (count + 1) index the header entries. Columns that were not
     asked for (``keys``/``values``/``headers`` False) have None buffers.
+
+    Decoded with ``views=True``, keys and values are Arrow binary_view layouts instead:
+    ``key_views``/``value_views`` hold 16-byte view entries (validity as above; ``*_offsets``
+    and ``*_data`` are None) and ``view_buffers`` the variadic data buffers they point into:
+    the input itself, then the bytes copied out of compressed batches.
     """
     cdef readonly Py_ssize_t count
     cdef readonly object offsets, timestamps, timestamp_types, leader_epochs
@@ -1568,6 +1578,7 @@ cdef class Columns:
     cdef readonly object header_value_offsets, header_value_data, header_value_validity
     cdef readonly Py_ssize_t key_null_count, value_null_count, header_value_null_count
     cdef readonly Py_ssize_t header_count
+    cdef readonly object key_views, value_views, view_buffers
 
     def __len__(self):
         return self.count
@@ -1589,12 +1600,23 @@ cdef class Columns:
             pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(self.leader_epochs)]),
         ]
         names = ["offset", "timestamp", "timestampType", "leaderEpoch"]
-        if self.key_offsets is not None:
+        data = None if self.view_buffers is None else [pa.py_buffer(b) for b in self.view_buffers]
+        if self.key_views is not None:
+            arrays.append(pa.Array.from_buffers(
+                pa.binary_view(), n, [bitmap(self.key_validity), pa.py_buffer(self.key_views)] + data,
+                null_count=self.key_null_count))
+            names.append("key")
+        elif self.key_offsets is not None:
             arrays.append(pa.Array.from_buffers(
                 pa.binary(), n, [bitmap(self.key_validity), pa.py_buffer(self.key_offsets),
                                  pa.py_buffer(self.key_data)], null_count=self.key_null_count))
             names.append("key")
-        if self.value_offsets is not None:
+        if self.value_views is not None:
+            arrays.append(pa.Array.from_buffers(
+                pa.binary_view(), n, [bitmap(self.value_validity), pa.py_buffer(self.value_views)] + data,
+                null_count=self.value_null_count))
+            names.append("value")
+        elif self.value_offsets is not None:
             arrays.append(pa.Array.from_buffers(
                 pa.binary(), n, [bitmap(self.value_validity), pa.py_buffer(self.value_offsets),
                                  pa.py_buffer(self.value_data)], null_count=self.value_null_count))
@@ -1619,23 +1641,35 @@ def decode_columns(const uint8_t[::1] buf, *, bint keys=True, bint headers=True,
                    bint verify_crc=True, bint include_control=False, bint allow_truncated=False,
                    min_offset=None, max_offset=None,
                    Py_ssize_t max_decompressed=DEFAULT_MAX_DECOMPRESSED, bint values=True,
-                   aborted=None):
+                   aborted=None, bint views=False):
     """Decode every record in ``buf`` into :class:`Columns` with no per-record Python objects.
 
     ``keys=False`` / ``values=False`` / ``headers=False`` skip copying those columns (their
     buffers are None); records are still parsed and checked. ``aborted`` drops the batches of
     aborted transactions (see :func:`decode_records`).
+
+    ``views=True`` emits keys and values as Arrow binary_view columns that point into ``buf``
+    instead of copying them (only records of compressed batches are copied): the result keeps
+    ``buf`` alive and exported, so it must not be changed while the columns are in use.
+    ``buf`` is then limited to 2 GiB (view offsets are int32).
     """
+    if views and buf.shape[0] > INT32_MAX:
+        raise ValueError(f"decode_columns(views=True) takes at most {INT32_MAX} bytes (Arrow view "
+                         f"offsets are int32), got {buf.shape[0]}")
     cdef _Decoder d = _decoder(buf, verify_crc, include_control, allow_truncated, min_offset,
                                max_offset, max_decompressed, aborted)
     cdef _ColumnBuilder b = _ColumnBuilder.__new__(_ColumnBuilder)
     b.keys_on = keys
     b.values_on = values
     b.headers_on = headers
+    b.views = views
+    b.from_input = True
+    b.input_base = d.buf
     b.start()
-    # Uncompressed values can never exceed the input: one allocation up front avoids the copies of
-    # repeated growth (pages are only touched as they are written).
-    _gbuf_reserve(&b.val_data, min(buf.shape[0], 1 << 30))
+    if not views:
+        # Uncompressed values can never exceed the input: one allocation up front avoids the
+        # copies of repeated growth (pages are only touched as they are written).
+        _gbuf_reserve(&b.val_data, min(buf.shape[0], 1 << 30))
     d.cols = b
     _walk(d, d.buf, 0, d.end)
     cdef Columns c = Columns.__new__(Columns)
@@ -1644,16 +1678,27 @@ def decode_columns(const uint8_t[::1] buf, *, bint keys=True, bint headers=True,
     c.timestamps = _take(&b.timestamps, b"q", 8)
     c.timestamp_types = _take(&b.ts_types, b"b", 1)
     c.leader_epochs = _take(&b.epochs, b"i", 4)
-    if values:
-        c.value_offsets = _take(&b.val_off, b"i", 4)
-        c.value_data = _take(&b.val_data, b"B", 1)
-        c.value_validity = _take(&b.val_valid, b"B", 1) if b.val_nulls else None
-        c.value_null_count = b.val_nulls
-    if keys:
-        c.key_offsets = _take(&b.key_off, b"i", 4)
-        c.key_data = _take(&b.key_data, b"B", 1)
-        c.key_validity = _take(&b.key_valid, b"B", 1) if b.key_nulls else None
-        c.key_null_count = b.key_nulls
+    if views:
+        c.view_buffers = (<object>buf, _take(&b.spill, b"B", 1))
+        if values:
+            c.value_views = _take(&b.val_views, b"16s", 16)
+            c.value_validity = _take(&b.val_valid, b"B", 1) if b.val_nulls else None
+            c.value_null_count = b.val_nulls
+        if keys:
+            c.key_views = _take(&b.key_views, b"16s", 16)
+            c.key_validity = _take(&b.key_valid, b"B", 1) if b.key_nulls else None
+            c.key_null_count = b.key_nulls
+    else:
+        if values:
+            c.value_offsets = _take(&b.val_off, b"i", 4)
+            c.value_data = _take(&b.val_data, b"B", 1)
+            c.value_validity = _take(&b.val_valid, b"B", 1) if b.val_nulls else None
+            c.value_null_count = b.val_nulls
+        if keys:
+            c.key_offsets = _take(&b.key_off, b"i", 4)
+            c.key_data = _take(&b.key_data, b"B", 1)
+            c.key_validity = _take(&b.key_valid, b"B", 1) if b.key_nulls else None
+            c.key_null_count = b.key_nulls
     if headers:
         c.header_offsets = _take(&b.hdr_off, b"i", 4)
         c.header_key_offsets = _take(&b.hk_off, b"i", 4)
@@ -1664,3 +1709,27 @@ def decode_columns(const uint8_t[::1] buf, *, bint keys=True, bint headers=True,
         c.header_value_null_count = b.hv_nulls
         c.header_count = b.nh
     return c
+
+
+def first_at_or_after(const uint8_t[::1] buf, int64_t timestamp, *, min_offset=None,
+                      max_offset=None, bint verify_crc=False,
+                      Py_ssize_t max_decompressed=DEFAULT_MAX_DECOMPRESSED):
+    """``(offset, timestamp)`` of the first data record in ``buf`` whose timestamp is
+    >= ``timestamp`` (offsets in [min_offset, max_offset)), or None: the record-level step of
+    Kafka's ``LogSegment.findOffsetByTimestamp``, with no Python object per record. Like Kafka's,
+    it does not check CRCs unless ``verify_crc`` (the batches were checked when appended or
+    recovered; the reader checks them again).
+    """
+    cdef _Decoder d = _decoder(buf, verify_crc, False, False, min_offset, max_offset,
+                               max_decompressed, None)
+    cdef _ColumnBuilder b = _ColumnBuilder.__new__(_ColumnBuilder)
+    b.start()
+    d.cols = b
+    _walk(d, d.buf, 0, d.end)
+    cdef const int64_t *ts = <const int64_t *>b.timestamps.data
+    cdef const int64_t *offs = <const int64_t *>b.offsets.data
+    cdef Py_ssize_t i
+    for i in range(b.n):
+        if ts[i] >= timestamp:
+            return offs[i], ts[i]
+    return None

@@ -98,6 +98,11 @@ def _storage_error(str msg, object path, **fields):
     raise _errors.make("storage", msg, path=path, **fields)
 
 
+include "export.pxi"
+
+cdef char *_FORMAT_B = b"B"
+
+
 cdef class Mapping:
     """A read-only mapping of the first ``length`` bytes of a file; unmapped when unreferenced.
 
@@ -107,33 +112,18 @@ cdef class Mapping:
     cdef size_t length
     cdef size_t reserved
     cdef readonly Py_ssize_t exports
-    cdef Py_ssize_t shape[1]
-    cdef Py_ssize_t strides[1]
 
     def __dealloc__(self):
         if self.addr != NULL:
             munmap(self.addr, self.reserved)
 
     def __getbuffer__(self, Py_buffer *view, int flags):
-        self.shape[0] = self.length
-        self.strides[0] = 1
-        view.buf = self.addr
+        _export_readonly(view, self.addr, self.length, 1, _FORMAT_B, flags)
         view.obj = self
-        view.len = self.length
-        view.readonly = 1
-        view.itemsize = 1
-        if flags & PyBUF_FORMAT:
-            view.format = b"B"
-        else:
-            view.format = NULL
-        view.ndim = 1
-        view.shape = self.shape if (flags & PyBUF_ND) else NULL
-        view.strides = self.strides if (flags & PyBUF_ND) else NULL
-        view.suboffsets = NULL
-        view.internal = NULL
         self.exports += 1
 
     def __releasebuffer__(self, Py_buffer *view):
+        _release_export(view)
         self.exports -= 1
 
 

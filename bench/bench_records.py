@@ -14,8 +14,9 @@ Groups (one table each, the implementations side by side):
 * ``decode <size>``: batch bytes to record objects, CRC-32C checked. Ours ``decode_records``;
   theirs ``DefaultRecordBatch`` + ``validate_crc`` + iteration.
 * ``columns <size>``: batch bytes to offset/timestamp/key/value data. Ours ``decode_columns``
-  (Arrow-layout buffers, no Python object per record) and ``decode_columns(...).to_arrow()``;
-  aiokafka iterating its records and touching those four fields.
+  (Arrow-layout buffers, no Python object per record), ``decode_columns(...).to_arrow()`` and
+  ``decode_columns(..., views=True)`` (Arrow binary_view keys/values pointing into the input:
+  no value bytes copied); aiokafka iterating its records and touching those four fields.
 
 Goals (docs/performance.md, Part C): encode >= 5x aiokafka, columnar decode >= 10x aiokafka.
 """
@@ -145,6 +146,10 @@ def _columns_ours_arrow(buf: bytes) -> int:
     return int(decode_columns(buf, headers=False).to_arrow().num_rows)
 
 
+def _columns_ours_views(buf: bytes) -> int:
+    return len(decode_columns(buf, headers=False, views=True))
+
+
 def _iterate_aiokafka(buf: bytes) -> int:
     b = AioBatch(buf)
     if not b.validate_crc():
@@ -157,7 +162,7 @@ def _iterate_aiokafka(buf: bytes) -> int:
 
 
 COLUMNAR = {"seglog-columns": _columns_ours, "seglog-arrow": _columns_ours_arrow,
-            "aiokafka-iterate": _iterate_aiokafka}
+            "seglog-views": _columns_ours_views, "aiokafka-iterate": _iterate_aiokafka}
 
 
 @pytest.mark.parametrize("size", list(SIZES))

@@ -192,6 +192,19 @@ def _fmt_cfg(v: Any) -> str:
 def _describe(args: argparse.Namespace) -> int:
     from seglog import Store
 
+    if args.bootstrap:
+        if args.dir:
+            raise CliError("give a log directory or --bootstrap, not both")
+        from seglog.client import ClusterClient, format_describe
+
+        with ClusterClient(args.bootstrap, metadata_timeout_s=args.timeout) as client:
+            parts = client.describe_topics([args.topic] if args.topic else None)
+        if args.topic and not parts:
+            raise CliError(f"topic {args.topic!r} does not exist in the cluster at {args.bootstrap}")
+        sys.stdout.write(format_describe(parts))
+        return 0
+    if not args.dir:
+        raise CliError("give a log directory, or --bootstrap HOST:PORT for a running cluster")
     if not os.path.isdir(args.dir):
         raise CliError(f"{args.dir}: no such directory")
     with Store.open(args.dir, read_only=True) as store:
@@ -736,6 +749,20 @@ def _demo_main(args: argparse.Namespace) -> int:
     return _cluster_demo(args)
 
 
+def _node(args: argparse.Namespace) -> int:
+    from seglog.replication.server import run
+
+    overrides: dict[str, str] = {}
+    for item in args.override or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise CliError(f"--override {item!r}: expected key=value")
+        overrides[key.strip()] = value.strip()
+    if not os.path.isfile(args.config):
+        raise CliError(f"{args.config}: no such file")
+    return run(args.config, overrides)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="seglog", description="An embedded commit log in Apache Kafka's on-disk format.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -753,11 +780,25 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--segment-bytes", type=int, default=16 << 20,
                       help="--single: segment.bytes (default 16 MiB)")
     demo.add_argument("--compression", default="producer",
+                      choices=["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"],
                       help="--single: the topic's compression.type (default: as produced, uncompressed)")
     demo.set_defaults(func=_demo_main)
 
-    describe = sub.add_parser("describe", help="topics, partitions, offsets, segments and sizes of a log dir")
-    describe.add_argument("dir", help="a store or a Kafka broker's log.dir")
+    node = sub.add_parser("node", help="run one replica node process (Kafka broker keys; ZooKeeper "
+                          "coordination); SIGTERM shuts it down cleanly")
+    node.add_argument("--config", required=True, help="the node's .properties file (node.id, log.dirs, "
+                      "listeners, zookeeper.connect, ...)")
+    node.add_argument("--override", action="append", metavar="KEY=VALUE",
+                      help="set a property over the file's (repeatable)")
+    node.set_defaults(func=_node)
+
+    describe = sub.add_parser("describe", help="topics, partitions, offsets, segments and sizes of a log dir; "
+                              "with --bootstrap, each partition's Leader, Replicas and Isr in a running cluster")
+    describe.add_argument("dir", nargs="?", help="a store or a Kafka broker's log.dir")
+    describe.add_argument("--bootstrap", metavar="HOST:PORT[,HOST:PORT...]",
+                          help="describe a running cluster as kafka-topics.sh --describe does")
+    describe.add_argument("--timeout", type=float, default=10.0,
+                          help="--bootstrap: seconds to wait for a node to answer (default 10)")
     describe.add_argument("--topic", help="only this topic")
     describe.add_argument("--internal", action="store_true", help="include internal topics (__consumer_offsets)")
     describe.set_defaults(func=_describe)

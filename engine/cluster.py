@@ -22,6 +22,17 @@ unflushed); :meth:`LocalCluster.restart` brings it back from its directory;
 :meth:`LocalCluster.pause` freezes it for a while (its timers and requests wait, its
 coordinator session may expire) as SIGSTOP would.
 
+With ``coordinator="zookeeper"`` the nodes (still in this process) coordinate through a real
+ZooKeeper server: ``zookeeper="host:port[/chroot]"``, or one the cluster starts and stops
+(:mod:`seglog.testing.zookeeper`). There :meth:`kill` also ends the node's session at once (a
+dead process's session would expire after the timeout), and :meth:`pause` cannot stop kazoo's
+pings, so a paused node keeps its session.
+
+``processes=True`` (with ``coordinator="zookeeper"``) runs every node as its own
+``seglog node`` process instead: :class:`seglog.process_cluster.ProcessCluster`, with
+kill/terminate/restart/pause by PID and :meth:`~seglog.process_cluster.ProcessCluster.info`
+(each node's PID, port, log directory).
+
 Producers and consumers made here are thread-safe; their requests run on the cluster's loop.
 ``ClusterProducer.send_batch`` takes columns as :meth:`seglog.producer.Producer.send_batch`
 does and ships them as ~1 MiB batches, several in flight.
@@ -121,13 +132,28 @@ class ConsumerRecord:
 class LocalCluster:
     """``nodes`` replica nodes in this process over loopback TCP (see module docs)."""
 
+    def __new__(cls, *args: Any, processes: bool = False, **kwargs: Any) -> LocalCluster:
+        if processes and cls is LocalCluster:
+            from seglog.process_cluster import ProcessCluster
+
+            return object.__new__(ProcessCluster)
+        return object.__new__(cls)
+
     def __init__(self, nodes: int = 3, dir: str | os.PathLike[str] | None = None,
                  coordinator: str = "memory", *, replica_config: ReplicaConfig | Mapping[str, Any] | None = None,
                  log_defaults: Mapping[str, Any] | None = None, secret: bytes | str | None = None,
-                 ssl: Any = None, host: str = "127.0.0.1") -> None:
-        if coordinator != "memory":
-            raise ValueError(f"coordinator {coordinator!r} is not available: only 'memory' (the "
-                             "ZooKeeper coordinator comes with the multi-process cluster)")
+                 ssl: Any = None, host: str = "127.0.0.1", processes: bool = False,
+                 zookeeper: str | None = None) -> None:
+        if coordinator not in ("memory", "zookeeper"):
+            raise ValueError(f"coordinator {coordinator!r} is not available: 'memory' or 'zookeeper'")
+        if processes:
+            raise ValueError("processes=True is served by seglog.process_cluster.ProcessCluster")
+        self.zk_server: Any = None
+        if coordinator == "zookeeper" and zookeeper is None:
+            from seglog.testing.zookeeper import ZooKeeperServer
+
+            self.zk_server = ZooKeeperServer().start()
+            zookeeper = self.zk_server.connect_string
         if nodes < 1:
             raise ValueError(f"a cluster needs at least one node, got {nodes}")
         self._own_dir = dir is None
@@ -164,8 +190,17 @@ class LocalCluster:
         async def setup() -> None:
             self.transport = TcpTransport(self.loop, secret=secret, server_ssl=server_ssl, client_ssl=client_ssl)
             self.scheduler = LoopScheduler(self.loop, self.clock)
-            self.coordinator = InMemoryCoordinator(self.clock, self.scheduler,  # type: ignore[arg-type]
-                                                   session_timeout_ms=self.replica_config.session_timeout_ms)
+            if zookeeper is not None:
+                from seglog.replication.zookeeper import ZooKeeperCoordinator, ensure_chroot
+
+                ensure_chroot(zookeeper)
+
+                self.coordinator: Any = ZooKeeperCoordinator(
+                    zookeeper, post=self.loop.call_soon_threadsafe,
+                    session_timeout_ms=self.replica_config.session_timeout_ms)
+            else:
+                self.coordinator = InMemoryCoordinator(self.clock, self.scheduler,  # type: ignore[arg-type]
+                                                       session_timeout_ms=self.replica_config.session_timeout_ms)
             for i in self.ids:
                 await self._start_node(i)
 
@@ -238,6 +273,11 @@ class LocalCluster:
             self._paused.discard(node)
             self._gs[node].kill()
             n.crash()
+            if self.zk_server is not None or not isinstance(self.coordinator, InMemoryCoordinator):
+                # In one process a ZooKeeper session outlives the node; end it as a dead
+                # process's would end (at once rather than after the timeout).
+                if n.session is not None:
+                    n.session.close()
             self.nodes[node] = None
 
         self._on_loop(stop)
@@ -278,7 +318,7 @@ class LocalCluster:
             for i, n in self.nodes.items():
                 if n is not None:
                     self._gs[i].kill()
-                    n.shutdown()
+                    n.shutdown(deregister=not isinstance(self.coordinator, InMemoryCoordinator))
             self.coordinator.close()
             await self.transport.close()
 
@@ -291,6 +331,8 @@ class LocalCluster:
             if not self._thread.is_alive():
                 self.loop.close()
             self._io.shutdown(wait=True)
+            if self.zk_server is not None:
+                self.zk_server.stop()
             if self._own_dir:
                 shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -330,6 +372,9 @@ class LocalCluster:
 
     def _client(self) -> _Client:
         return _Client(self, next(self._client_ids))
+
+    def _learn(self, resp: MetadataResponse) -> None:
+        """Clients of an in-process cluster know where every node is already."""
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3,
                      config: Mapping[str, Any] | None = None, *, timeout_s: float = 30) -> None:
@@ -415,13 +460,31 @@ class _Client:
         return fut
 
     async def refresh_metadata(self, want: str | None = None) -> None:
-        """Metadata from the first live node that has some (that knows topic ``want``, if one
-        does)."""
+        """Fresh metadata from the first node that answers (that knows topic ``want``, if one
+        does); concurrent callers share one round of requests."""
+        if self._meta_in_flight:
+            fut: asyncio.Future[None] = self.cluster.loop.create_future()
+            self._meta_waiters.append(fut)
+            await fut
+            return
+        self._meta_in_flight = True
+        try:
+            await self._refresh_metadata(want)
+        finally:
+            self._meta_in_flight = False
+            waiters, self._meta_waiters = self._meta_waiters, []
+            for w in waiters:
+                if not w.done():
+                    w.set_result(None)
+
+    async def _refresh_metadata(self, want: str | None) -> None:
         for dst in self._live():
             try:
                 resp = await self.request(dst, MetadataRequest(), 3000)
             except SeglogError:
                 continue
+            if isinstance(resp, MetadataResponse):
+                self.cluster._learn(resp)
             if isinstance(resp, MetadataResponse) and resp.partitions and (
                     want is None or any(p.topic == want for p in resp.partitions)):
                 self.metadata = {p.tp: (p.state.leader, p.state.leader_epoch) for p in resp.partitions}
@@ -444,6 +507,7 @@ class _Client:
                             return resp
                     except SeglogError:
                         pass
+                await self.refresh_metadata()
                 if time.monotonic() > deadline:
                     raise RequestTimedOutError(f"no controller answered {type(msg).__name__} in {timeout_s} s")
                 await asyncio.sleep(0.05)
@@ -653,6 +717,7 @@ class ClusterProducer:
                             return
                 except SeglogError:
                     pass
+                await self._c.refresh_metadata()
                 await asyncio.sleep(0.05)
 
     def _tp_lock(self, tp: tuple[str, int]) -> asyncio.Lock:
@@ -768,8 +833,10 @@ class ClusterProducer:
             if topic in self._c.partitions:
                 break
             if time.monotonic() >= deadline:
-                raise UnknownTopicOrPartitionError(f"no topic {topic!r} in the cluster")
-            await asyncio.sleep(0.05)
+                raise UnknownTopicOrPartitionError(
+                    f"no topic {topic!r} in the cluster's metadata after max.block.ms="
+                    f"{self.config.max_block_ms}")
+            await asyncio.sleep(self.config.retry_backoff_ms / 1000)
         return self._c.partitions[topic]
 
     async def _ship_columns(self, topic: str, chunks: list[tuple[int, Any, Any, Any]]) -> list[BatchResult]:

@@ -25,6 +25,7 @@ from seglog._native.records import (
     decode_records,
     encode_batch,
     encode_control_batch,
+    first_at_or_after,
     iter_records,
 )
 
@@ -43,5 +44,6 @@ __all__ = [
     "decode_records",
     "encode_batch",
     "encode_control_batch",
+    "first_at_or_after",
     "iter_records",
 ]

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,3 +17,19 @@ def fixtures_dir() -> Path:
     if not FIXTURES.is_dir():
         pytest.fail(f"the shared fixtures are missing: expected them at {FIXTURES}")
     return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def zookeeper_server() -> Iterator[Any]:
+    """One ZooKeeper server (Debian's package) on a free loopback port for the whole session;
+    tests that need it skip, saying why, when it is not installed."""
+    from seglog.testing.zookeeper import ZooKeeperServer, unavailable_reason
+
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    server = ZooKeeperServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -74,6 +74,8 @@ from seglog.replication.messages import (
     NONE,
     AlterPartitionRequest,
     AlterPartitionResponse,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
     CreateTopicRequest,
     CreateTopicResponse,
     ElectLeadersRequest,
@@ -149,6 +151,7 @@ class Controller:
         self.unclean_elections = 0
         self._resync_task: Any = None
         self._armed: set[str] = set()
+        self.shutting_down: set[int] = set()
 
     @property
     def mutants(self) -> frozenset[str]:
@@ -238,6 +241,7 @@ class Controller:
                          "clean" if info.clean_shutdown else "unclean")
                 self.acked.pop(b, None)
                 self._inflight.pop(b, None)
+                self.shutting_down.discard(b)
         self.brokers = current
         self._reconcile()
         self.version += 1
@@ -466,6 +470,10 @@ class Controller:
         recorded = dict(st.broker_epochs)
         for r in added:
             info_r = self.brokers.get(r)
+            if r in self.shutting_down:
+                e = IneligibleReplicaError(f"node {r} is shutting down; it cannot join the ISR of "
+                                           f"{req.topic}-{req.partition}")
+                return AlterPartitionResponse(code_for_exception(e), message=str(e))
             if info_r is None or sent_epochs.get(r, info_r.broker_epoch) != info_r.broker_epoch:
                 e = IneligibleReplicaError(
                     f"node {r} is not registered with the broker epoch it fetched with "
@@ -572,6 +580,61 @@ class Controller:
         self.elections += 1
         self._publish()
         return ElectLeadersResponse(NONE, preferred)
+
+    def handle_controlled_shutdown(self, req: ControlledShutdownRequest) -> ControlledShutdownResponse:
+        """Move leadership off a node that is about to stop, to the first live ISR member (in
+        assignment order) not shutting down, and take the node out of every ISR it is in (never
+        emptying one). ``remaining``: the partitions it still leads (no other ISR member)."""
+        err = self._not_active()
+        if err is not None:
+            return ControlledShutdownResponse(code_for_exception(err), str(err))
+        b = req.broker_id
+        info = self.brokers.get(b)
+        if info is None or info.broker_epoch != req.broker_epoch:
+            e: KafkaError = StaleBrokerEpochError(
+                f"node {b} asked for a controlled shutdown with broker epoch {req.broker_epoch}; "
+                f"registered: {info.broker_epoch if info else 'none'}")
+            return ControlledShutdownResponse(code_for_exception(e), str(e))
+        self.shutting_down.add(b)
+        remaining: list[TopicPartition] = []
+        try:
+            for tp in sorted(self.states):
+                st = self.states[tp]
+                if b != st.leader and b not in st.isr:
+                    continue
+                assignment = self.topics[tp[0]].assignment[tp[1]]
+                min_isr = min(self.topics[tp[0]].log_config.min_insync_replicas, len(assignment))
+                leader, epoch = st.leader, st.leader_epoch
+                if b == st.leader:
+                    candidates = [r for r in assignment if r in st.isr and r != b and r in self.brokers
+                                  and r not in self.shutting_down]
+                    if not candidates:
+                        remaining.append(tp)
+                        continue
+                    leader, epoch = candidates[0], epoch + 1
+                if len(st.isr) > 1:
+                    isr, elr = el.shrink_with_elr(st.isr, st.elr, {b}, min_isr, keep_last=True)
+                else:
+                    isr, elr = st.isr, st.elr
+                keep = set(isr) | set(elr) | {leader}
+                epochs = tuple((r, ep) for r, ep in st.broker_epochs if r in keep)
+                self._write(tp, dataclasses.replace(st, leader=leader, leader_epoch=epoch, isr=isr, elr=elr,
+                                                    broker_epochs=epochs))
+                if leader != st.leader:
+                    self.elections += 1
+                log.info("%s-%d: controlled shutdown of node %d: leader %d epoch %d ISR %s", tp[0], tp[1],
+                         b, leader, epoch, isr)
+        except (SessionExpiredError, BadVersionError, ControllerFenced) as exc:
+            self.resign()
+            self.node.on_controller_resigned()
+            e2 = NotControllerError(f"controller {self.node.node_id} was replaced: {exc}")
+            return ControlledShutdownResponse(code_for_exception(e2), str(e2))
+        except ConnectionLossError as exc:
+            e3 = NotControllerError(f"controller {self.node.node_id} cannot reach the coordinator: {exc}")
+            return ControlledShutdownResponse(code_for_exception(e3), str(e3))
+        self.version += 1
+        self._publish()
+        return ControlledShutdownResponse(NONE, remaining=tuple(remaining))
 
     def handle_init_producer_id(self, req: InitProducerIdRequest) -> InitProducerIdResponse:
         err = self._not_active()

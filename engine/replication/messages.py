@@ -185,6 +185,22 @@ class ElectLeadersResponse:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ControlledShutdownRequest:
+    """A node about to stop asks the controller to move its leaderships and ISR memberships
+    away first (Kafka's ControlledShutdown)."""
+
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ControlledShutdownResponse:
+    error: int = NONE
+    message: str = ""
+    remaining: tuple[tuple[str, int], ...] = ()  # partitions the node still leads
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ErrorResponse:
     """A request that could not be handled at all (unknown kind, node shutting down)."""
 
@@ -197,7 +213,8 @@ MESSAGE_TYPES: tuple[type, ...] = (
     ProduceResponse, LeaderAndIsrRequest, LeaderAndIsrResponse, AlterPartitionRequest,
     AlterPartitionResponse, MetadataRequest, MetadataResponse, InitProducerIdRequest,
     InitProducerIdResponse, CreateTopicRequest, CreateTopicResponse, ElectLeadersRequest,
-    ElectLeadersResponse, ErrorResponse, PartitionInfo, PartitionState,
+    ElectLeadersResponse, ErrorResponse, PartitionInfo, PartitionState, ControlledShutdownRequest,
+    ControlledShutdownResponse,
 )
 _BY_NAME: dict[str, type] = {t.__name__: t for t in MESSAGE_TYPES}
 

@@ -65,6 +65,8 @@ from seglog.replication.messages import (
     NONE,
     AlterPartitionRequest,
     AlterPartitionResponse,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
     CreateTopicRequest,
     CreateTopicResponse,
     ElectLeadersRequest,
@@ -235,6 +237,28 @@ class ReplicaNode:
                 pass
         self.transport.unregister(self.node_id)
 
+    def request_controlled_shutdown(
+            self, done: Callable[[tuple[TopicPartition, ...] | None, str], None]) -> None:
+        """Ask the controller to move this node's leaderships and ISR memberships away (Kafka's
+        controlled shutdown). ``done(remaining, message)``: the partitions this node still leads,
+        or None when no controller answered."""
+        req = ControlledShutdownRequest(self.node_id, self.broker_epoch)
+
+        def finish(resp: Any, err: BaseException | None) -> None:
+            if err is not None:
+                done(None, str(err))
+            elif isinstance(resp, ControlledShutdownResponse) and resp.error == NONE:
+                done(tuple((t, p) for t, p in resp.remaining), "")
+            else:
+                done(None, getattr(resp, "message", "") or type(resp).__name__)
+
+        if self.controller is not None and self.controller.active:
+            finish(self.controller.handle_controlled_shutdown(req), None)
+        elif self.controller_id < 0 or self.broker_epoch < 0:
+            done(None, "no controller is known")
+        else:
+            self.send(self.controller_id, req, finish, self.config.controller_socket_timeout_ms)
+
     def crash(self) -> None:
         """Stop as a killed process does: nothing flushed, nothing checkpointed, no marker."""
         if not self.running:
@@ -281,7 +305,7 @@ class ReplicaNode:
                     s.create(path, b"")
                 except NodeExistsError:
                     pass
-        data = dumps({"clean_shutdown": self.clean_start, "address": self.address})
+        data = dumps({"clean_shutdown": self.clean_start, "address": self.address, "pid": os.getpid()})
         stat = s.create(broker_path(self.node_id), data, ephemeral=True, replace=True)
         self.broker_epoch = stat.czxid
         self.stats["registrations"] = self.stats.get("registrations", 0) + 1
@@ -319,8 +343,12 @@ class ReplicaNode:
             try:
                 s.create(CONTROLLER_PATH, dumps({"broker_id": self.node_id}), ephemeral=True)
             except NodeExistsError:
-                data, _ = s.get(CONTROLLER_PATH, watch=self._on_controller_event)
+                data, cstat = s.get(CONTROLLER_PATH, watch=self._on_controller_event)
                 self.controller_id = int((loads(data) or {}).get("broker_id", -1))
+                if cstat.ephemeral_owner == s.session_id and self.controller is None:
+                    # Our own znode, left behind when we resigned without reaching the
+                    # coordinator: drop it so that an election happens (its watch fires).
+                    self._drop_controller_znode()
                 return
             try:
                 data, stat = s.get(CONTROLLER_EPOCH_PATH)
@@ -359,6 +387,12 @@ class ReplicaNode:
             if self.session is not None:
                 try:
                     st = self.session.exists(CONTROLLER_PATH)
+                except ConnectionLossError:
+                    # Cannot tell whether we still own /controller: ask again shortly rather
+                    # than resign while the znode may still be ours.
+                    self.scheduler.schedule(f"node {self.node_id} controller check",
+                                            lambda: self._on_controller_event(_ev), delay_ms=100)
+                    return
                 except CoordinatorError:
                     st = None
                 if st is not None and st.ephemeral_owner == self.session.session_id:
@@ -409,6 +443,11 @@ class ReplicaNode:
                 c = self.controller
                 reply(c.handle_elect_leaders(msg) if c is not None else
                       ElectLeadersResponse(NotControllerError.code, message=f"node {self.node_id} is not the controller"))
+            elif isinstance(msg, ControlledShutdownRequest):
+                c = self.controller
+                reply(c.handle_controlled_shutdown(msg) if c is not None else
+                      ControlledShutdownResponse(NotControllerError.code,
+                                                 f"node {self.node_id} is not the controller"))
             elif isinstance(msg, InitProducerIdRequest):
                 c = self.controller
                 reply(c.handle_init_producer_id(msg) if c is not None else

@@ -131,6 +131,7 @@ def check_ours_reads(inp: BatchInput, buf: bytes) -> None:
         assert not r.is_control
     assert list(iter_records(buf)) == recs
     assert arrow_rows(decode_columns(buf)) == expected
+    assert arrow_rows(decode_columns(buf, views=True)) == expected
 
     (h,) = batch_headers(buf, verify_crc=True)
     (kb,) = kp_batches(buf)

@@ -191,15 +191,16 @@ def check(buf: bytes, *, verify_crc: bool, use_model: bool = True) -> tuple[str,
     it_o, it = attempt(buf, lambda: [rec_tuple(r) for r in iter_records(buf, **kw)])
     col_o, cols = attempt(buf, lambda: decode_columns(buf, **kw))
     slim_o, slim = attempt(buf, lambda: decode_columns(buf, keys=False, headers=False, **kw))
+    view_o, viewed = attempt(buf, lambda: decode_columns(buf, views=True, **kw).to_arrow())
     hdr_o, _ = attempt(buf, lambda: batch_headers(buf, verify_crc=verify_crc))
     tr_o, tr = attempt(buf, lambda: [rec_tuple(r) for r in decode_records(
         buf, allow_truncated=True, **kw)])
     hidden_o, hidden = attempt(buf, lambda: [rec_tuple(r) for r in decode_records(
         buf, verify_crc=verify_crc)])
-    if SKIP in (rec_o, it_o, col_o, slim_o, tr_o, hidden_o):
+    if SKIP in (rec_o, it_o, col_o, slim_o, tr_o, hidden_o, view_o):
         return SKIP, None
 
-    assert rec_o == it_o == col_o == slim_o, (rec_o, it_o, col_o, slim_o)
+    assert rec_o == it_o == col_o == slim_o == view_o, (rec_o, it_o, col_o, slim_o, view_o)
     if hdr_o == CORRUPT:
         assert rec_o == CORRUPT, "batch_headers found corruption that decode_records accepted"
     if rec_o == OK:
@@ -210,9 +211,13 @@ def check(buf: bytes, *, verify_crc: bool, use_model: bool = True) -> tuple[str,
         assert hidden_o == OK and hidden == [r for r in recs if not r[11]]
         table = cols.to_arrow()
         table.validate()
+        viewed.validate()
         assert table.num_rows == len(recs)
+        assert viewed.column("key").to_pylist() == table.column("key").to_pylist()
+        assert viewed.column("value").to_pylist() == table.column("value").to_pylist()
         if all(_utf8(h[0]) for r in recs for h in r[5]):
             table.validate(full=True)
+            viewed.validate(full=True)
     if use_model:
         try:
             expected = model.decode(buf, verify_crc=verify_crc)

@@ -115,8 +115,10 @@ def test_a_cluster_with_a_shared_secret_and_preferred_election(tmp_path: Path) -
 
 
 def test_bad_arguments(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="only 'memory'"):
-        LocalCluster(coordinator="zookeeper")
+    with pytest.raises(ValueError, match="'memory' or 'zookeeper'"):
+        LocalCluster(coordinator="etcd")
+    with pytest.raises(ValueError, match="through ZooKeeper"):
+        LocalCluster(coordinator="memory", processes=True)
     with LocalCluster(nodes=1, dir=tmp_path / "c") as cluster:
         with pytest.raises(ValueError, match="no node 5"):
             cluster.kill(5)

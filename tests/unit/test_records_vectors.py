@@ -96,6 +96,7 @@ def test_columns_agree_with_records(name):
     recs = decode_records(buf, include_control=True)
     cols = decode_columns(buf, include_control=True)
     table = cols.to_arrow().to_pylist()
+    assert decode_columns(buf, include_control=True, views=True).to_arrow().to_pylist() == table
     assert len(table) == len(recs) == cols.count
     for row, rec in zip(table, recs):
         assert row["offset"] == rec.offset

@@ -1,0 +1,149 @@
+"""Three node processes (``seglog node``) with ZooKeeper on loopback: ``acks=all`` produce
+throughput and latency, and leader failover time against ``zookeeper.session.timeout.ms``.
+
+* throughput: ``N`` 100-byte records through one idempotent-off producer (batches form while
+  one request per partition is in flight), every acknowledgement awaited;
+* latency: one record at a time at about half the measured peak rate, p50/p99 of send -> ack;
+* failover: SIGKILL the partition's leader, then send one ``acks=all`` record and wait for its
+  acknowledgement (the producer refreshes metadata and retries every 50 ms); failover time =
+  kill -> that acknowledgement. Repeated ``TRIALS`` times per session timeout (the killed node is
+  restarted and back in the ISR before the next trial); p50/p99/max in ``extra_info``, with how
+  many of the killed leaders were also the controller.
+
+Skipped when ZooKeeper is not installed. Run with ``pytest bench/bench_cluster.py``; with
+``--benchmark-disable`` (the CI smoke pass) every measurement runs once, briefly.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from seglog.testing.zookeeper import ZooKeeperServer, unavailable_reason
+
+_reason = unavailable_reason()
+if _reason is not None:
+    pytest.skip(_reason, allow_module_level=True)
+
+from seglog.cluster import LocalCluster  # noqa: E402
+
+N = 20_000
+VALUE = b"v" * 100
+TRIALS = 10
+
+
+@pytest.fixture(scope="module")
+def zk() -> Iterator[ZooKeeperServer]:
+    with ZooKeeperServer() as server:
+        yield server
+
+
+def _cluster(zk: ZooKeeperServer, name: str, session_timeout_ms: int = 3000) -> Any:
+    return LocalCluster(nodes=3, coordinator="zookeeper", processes=True,
+                        zookeeper=f"{zk.connect_string}/{name}-{time.monotonic_ns()}",
+                        replica_config={"session.timeout.ms": session_timeout_ms})
+
+
+@pytest.fixture(scope="module")
+def cluster(zk: ZooKeeperServer) -> Iterator[Any]:
+    c = _cluster(zk, "bench")
+    try:
+        c.create_topic("rf3", 1, 3, {"min.insync.replicas": 2})
+        yield c
+    finally:
+        c.close()
+
+
+def _produce(cluster: Any, n: int) -> None:
+    with cluster.producer(acks="all", batch_size=64 * 1024) as p:
+        futures = [p.send("rf3", VALUE, partition=0) for _ in range(n)]
+        p.flush(120)
+        futures[-1].result(10)
+
+
+def test_processes_acks_all_throughput(benchmark: Any, cluster: Any) -> None:
+    n = 2000 if benchmark.disabled else N
+    benchmark.extra_info["records"] = n
+    benchmark.pedantic(_produce, args=(cluster, n), rounds=3, iterations=1, warmup_rounds=1)
+    if benchmark.stats is not None:  # None under --benchmark-disable (the CI smoke pass)
+        benchmark.extra_info["records_per_s"] = round(n / benchmark.stats.stats.mean)
+
+
+def test_processes_acks_all_latency_at_half_peak(benchmark: Any, cluster: Any) -> None:
+    count = 200 if benchmark.disabled else 2000
+    t0 = time.perf_counter()
+    _produce(cluster, 5000)
+    peak = 5000 / (time.perf_counter() - t0)
+    rate = peak / 2
+    latencies: list[float] = []
+
+    def run_timed() -> None:
+        done_at: dict[int, float] = {}
+        with cluster.producer(acks="all") as p:
+            start = time.perf_counter()
+            sent_at = []
+            futs = []
+            for i in range(count):
+                due = start + i / rate
+                now = time.perf_counter()
+                if due > now:
+                    time.sleep(due - now)
+                sent_at.append(time.perf_counter())
+                f = p.send("rf3", VALUE, partition=0)
+                f.add_done_callback(lambda _f, i=i: done_at.__setitem__(i, time.perf_counter()))
+                futs.append(f)
+            for f in futs:
+                f.result(30)
+            latencies.extend((done_at[i] - sent_at[i]) * 1000 for i in range(len(futs)))
+
+    benchmark.pedantic(run_timed, rounds=1, iterations=1)
+    q = statistics.quantiles(latencies, n=100)
+    benchmark.extra_info.update({"peak_records_per_s": round(peak), "rate": round(rate),
+                                 "p50_ms": round(q[49], 3), "p99_ms": round(q[98], 3)})
+
+
+@pytest.mark.parametrize("session_timeout_ms", [1000, 3000, 6000])
+def test_processes_leader_failover(benchmark: Any, zk: ZooKeeperServer, session_timeout_ms: int) -> None:
+    trials = 1 if benchmark.disabled else TRIALS
+    if benchmark.disabled and session_timeout_ms != 1000:
+        pytest.skip("the smoke pass measures one session timeout")
+    times: list[float] = []
+    controller_too = 0
+    c = _cluster(zk, f"failover-{session_timeout_ms}", session_timeout_ms)
+    try:
+        c.create_topic("f", 1, 3, {"min.insync.replicas": 2})
+        producer = c.producer(acks="all", enable_idempotence=True, retry_backoff_ms=50,
+                              retry_backoff_max_ms=50, request_timeout_ms=max(1000, session_timeout_ms),
+                              delivery_timeout_ms=120_000)
+        producer.send("f", b"warm-up").result(30)
+
+        def trial(k: int) -> None:
+            nonlocal controller_too
+            c.wait_for(lambda: len(c.isr("f")) == 3, 60, "a full ISR")
+            leader = c.leader("f")
+            controller_too += leader == c.controller()
+            t0 = time.perf_counter()
+            c.kill(leader)
+            producer.send("f", b"after-kill-%d" % k).result(120)
+            times.append(time.perf_counter() - t0)
+            c.restart(leader)
+
+        def run() -> None:
+            for k in range(trials):
+                trial(k)
+
+        benchmark.pedantic(run, rounds=1, iterations=1)
+        producer.close()
+    finally:
+        c.close()
+    ms = sorted(t * 1000 for t in times)
+    q = statistics.quantiles(ms, n=100, method="inclusive") if len(ms) > 1 else [ms[0]] * 99
+    benchmark.extra_info.update({
+        "session_timeout_ms": session_timeout_ms, "trials": len(ms),
+        "failover_p50_ms": round(q[49]), "failover_p99_ms": round(q[98]), "failover_max_ms": round(ms[-1]),
+        "failover_min_ms": round(ms[0]), "leader_was_controller": controller_too,
+        "failover_ms": [round(x) for x in ms]})

@@ -1,0 +1,247 @@
+"""Clients of a running cluster over TCP: bootstrap from any node, then follow metadata.
+
+>>> from seglog.client import ClusterClient
+>>> with ClusterClient("127.0.0.1:9092") as client:             # doctest: +SKIP
+...     client.create_topic("orders", partitions=3, replication_factor=3,
+...                         config={"min.insync.replicas": 2})
+...     producer = client.producer(acks="all", enable_idempotence=True)
+...     producer.send("orders", b"order-1", key=b"customer-7").result()
+...     producer.close()
+...     consumer = client.consumer()
+...     consumer.subscribe(["orders"])
+...     records = consumer.poll(timeout_ms=2000)
+...     for p in client.describe_topics():                    # Leader, Replicas, Isr
+...         print(p.topic, p.partition, p.state.leader, p.replicas, p.state.isr)
+
+The producer and consumer are those of :class:`seglog.cluster.LocalCluster`
+(:class:`~seglog.cluster.ClusterProducer`, :class:`~seglog.cluster.ClusterConsumer`): each request
+goes to the partition's leader as the latest metadata names it; on ``NotLeaderOrFollowerError``,
+a lost connection or a timeout the client refreshes metadata from any live node (the bootstrap
+addresses when none answers) and retries with exponential backoff (``retry.backoff.ms`` up to
+``retry.backoff.max.ms``) until ``delivery.timeout.ms``. An idempotent producer keeps its
+producer id and sequence numbers across leader changes, so a retried batch the old leader had
+already replicated is acknowledged once, at its original offsets.
+
+Every request runs on one asyncio loop on a background thread; the objects are thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from seglog.clock import Clock
+from seglog.config import ConsumerConfig, ProducerConfig
+from seglog.errors import KafkaError, error_for_code
+from seglog.replication.messages import (
+    NONE,
+    CreateTopicRequest,
+    CreateTopicResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    MetadataResponse,
+)
+from seglog.replication.metadata import PartitionInfo
+from seglog.replication.tcp import TcpTransport
+
+_BOOTSTRAP_BASE = -100  # bootstrap addresses get ids -100, -101, ... until metadata names the nodes
+
+
+def parse_bootstrap(bootstrap: str | Sequence[str]) -> list[str]:
+    items = bootstrap.split(",") if isinstance(bootstrap, str) else list(bootstrap)
+    out = []
+    for item in items:
+        item = item.strip()
+        host, colon, port = item.rpartition(":")
+        if not colon or not host or not port.isdigit():
+            raise ValueError(f"bootstrap address {item!r} is not host:port")
+        out.append(item)
+    if not out:
+        raise ValueError("no bootstrap address given (host:port[,host:port...])")
+    return out
+
+
+class ClusterClient:
+    """A connection to a cluster of node processes (see module docs)."""
+
+    def __init__(self, bootstrap: str | Sequence[str], *, secret: bytes | str | None = None,
+                 ssl: Any = None, metadata_timeout_s: float = 30) -> None:
+        from seglog.cluster import _Client
+
+        self._client_cls = _Client
+        self.bootstrap = parse_bootstrap(bootstrap)
+        self.clock = Clock()
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run_loop, name="seglog-client", daemon=True)
+        self._thread.start()
+        self._closed = False
+        self._client_ids = iter(range(20_000, 2**31))
+        self.live: dict[int, int] = {}  # node id -> broker epoch, from the latest metadata
+        self.addresses: dict[int, str] = {}
+        self.controller_id = -1
+        self.partitions: dict[tuple[str, int], PartitionInfo] = {}
+
+        async def setup() -> None:
+            self.transport = TcpTransport(self.loop, secret=secret, client_ssl=ssl)
+            for k, addr in enumerate(self.bootstrap):
+                self.transport.set_address(_BOOTSTRAP_BASE - k, addr)
+
+        self._call(setup())
+        self._admin = self._client()
+        deadline = time.monotonic() + metadata_timeout_s
+        while True:
+            self._call(self._admin.refresh_metadata())
+            if self.live:
+                break
+            if time.monotonic() > deadline:
+                self.close()
+                raise TimeoutError(f"no node answered a metadata request at {', '.join(self.bootstrap)} "
+                                   f"within {metadata_timeout_s} s")
+            time.sleep(0.1)
+
+    # -- the loop (what ClusterProducer / ClusterConsumer use) ------------------------------------
+
+    def _run_loop(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def _call(self, coro: Any, timeout: float | None = 60) -> Any:
+        if self._closed:
+            raise RuntimeError("the client is closed")
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def _on_loop(self, fn: Any, *args: Any) -> Any:
+        async def run() -> Any:
+            return fn(*args)
+        return self._call(run())
+
+    @property
+    def nodes(self) -> dict[int, object]:
+        """Nodes to ask for metadata, in order: the live ones, then the bootstrap addresses."""
+        out: dict[int, object] = {i: True for i in sorted(self.live)}
+        for k in range(len(self.bootstrap)):
+            out[_BOOTSTRAP_BASE - k] = True
+        return out
+
+    def _controller(self) -> int | None:
+        return self.controller_id if self.controller_id >= 0 else None
+
+    def _client(self) -> Any:
+        return self._client_cls(self, next(self._client_ids))  # type: ignore[arg-type]
+
+    def _learn(self, resp: MetadataResponse) -> None:
+        for nid, addr in resp.addresses:
+            if self.addresses.get(nid) != addr:
+                self.addresses[nid] = addr
+                self.transport.set_address(nid, addr)
+        live = {b: e for b, e in resp.live_brokers if b in self.addresses}
+        if live:
+            self.live = live
+        if resp.controller_id >= 0:
+            self.controller_id = resp.controller_id
+        if resp.partitions:
+            self.partitions = {p.tp: p for p in resp.partitions}
+
+    # -- public ---------------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Ask the cluster for fresh metadata now."""
+        self._call(self._admin.refresh_metadata())
+
+    def describe_topics(self, topics: Iterable[str] | None = None) -> list[PartitionInfo]:
+        """Every partition's replicas and state (leader, leader epoch, ISR), fresh from a node."""
+        self.refresh()
+        wanted = set(topics) if topics is not None else None
+        return [p for tp, p in sorted(self.partitions.items()) if wanted is None or tp[0] in wanted]
+
+    def leader(self, topic: str, partition: int = 0) -> int | None:
+        self.refresh()
+        p = self.partitions.get((topic, partition))
+        return None if p is None or p.state.leader < 0 else p.state.leader
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3,
+                     config: Mapping[str, Any] | None = None, *, timeout_s: float = 30) -> None:
+        """Create a topic and wait until every partition has a leader in the metadata."""
+        req = CreateTopicRequest(name, partitions, replication_factor,
+                                 tuple((k, json.dumps(v)) for k, v in (config or {}).items()))
+        resp = self._admin.call_controller(req, timeout_s)
+        assert isinstance(resp, CreateTopicResponse)
+        if resp.error != NONE:
+            raise error_for_code(resp.error)(resp.message)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.refresh()
+            if all((p := self.partitions.get((name, i))) is not None and p.state.leader >= 0
+                   for i in range(partitions)):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topic {name!r} has no leader for every partition after {timeout_s} s")
+            time.sleep(0.05)
+
+    def elect_preferred_leader(self, topic: str, partition: int = 0) -> int:
+        resp = self._admin.call_controller(ElectLeadersRequest(topic, partition), 30)
+        assert isinstance(resp, ElectLeadersResponse)
+        if resp.error != NONE:
+            raise error_for_code(resp.error)(resp.message)
+        return resp.leader
+
+    def producer(self, **config: Any) -> Any:
+        """A :class:`~seglog.cluster.ClusterProducer`; keywords are Kafka producer keys with '_'
+        for '.' (``acks="all"``, ``enable_idempotence=True``, ``delivery_timeout_ms=...``)."""
+        from seglog.cluster import ClusterProducer, _dotted
+
+        return ClusterProducer(self, ProducerConfig.from_dict(_dotted(config)))  # type: ignore[arg-type]
+
+    def consumer(self, **config: Any) -> Any:
+        """A :class:`~seglog.cluster.ClusterConsumer` reading committed records from the leaders."""
+        from seglog.cluster import ClusterConsumer, _dotted
+
+        cfg: dict[str, Any] = {"auto.offset.reset": "earliest"}
+        cfg.update(_dotted(config))
+        return ClusterConsumer(self, ConsumerConfig.from_dict(cfg))  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        if self._closed:
+            return
+
+        async def down() -> None:
+            await self.transport.close()
+
+        try:
+            self._call(down(), 10)
+        except (KafkaError, RuntimeError, TimeoutError):
+            pass
+        finally:
+            self._closed = True
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=10)
+            if not self._thread.is_alive():
+                self.loop.close()
+
+    def __enter__(self) -> ClusterClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def format_describe(partitions: Sequence[PartitionInfo]) -> str:
+    """``kafka-topics.sh --describe``'s layout: a topic line, then one line per partition."""
+    by_topic: dict[str, list[PartitionInfo]] = {}
+    for p in partitions:
+        by_topic.setdefault(p.topic, []).append(p)
+    lines = []
+    for topic, parts in sorted(by_topic.items()):
+        parts.sort(key=lambda p: p.partition)
+        rf = max(len(p.replicas) for p in parts)
+        lines.append(f"Topic: {topic}\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}")
+        for p in parts:
+            leader = str(p.state.leader) if p.state.leader >= 0 else "none"
+            lines.append(f"\tTopic: {topic}\tPartition: {p.partition}\tLeader: {leader}\t"
+                         f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.state.isr))}"
+                         + (f"\tElr: {','.join(map(str, p.state.elr))}" if p.state.elr else ""))
+    return "\n".join(lines) + ("\n" if lines else "")

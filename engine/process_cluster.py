@@ -1,0 +1,467 @@
+"""A cluster of node processes on loopback with ZooKeeper coordination:
+``LocalCluster(coordinator="zookeeper", processes=True)`` returns a :class:`ProcessCluster`.
+
+>>> from seglog.cluster import LocalCluster
+>>> with LocalCluster(nodes=3, coordinator="zookeeper", processes=True) as cluster:  # doctest: +SKIP
+...     cluster.create_topic("orders", partitions=1, replication_factor=3,
+...                          config={"min.insync.replicas": 2})
+...     leader = cluster.leader("orders")
+...     print(cluster.info()[leader])        # NodeInfo(node_id, pid, host, port, data_dir, ...)
+...     cluster.kill(leader)                 # SIGKILL by PID; its ZooKeeper session expires
+...     cluster.restart(leader)              # the same id, port and log directory
+...     cluster.terminate(0)                 # SIGTERM: controlled shutdown, clean-shutdown marker
+...     cluster.pause(1, 5.0)                # SIGSTOP now, SIGCONT in 5 s
+
+Each node is ``python -m seglog.cli node --config <dir>/node-N.properties`` (see
+:mod:`seglog.replication.server`), its own process group, with its log directory
+``<dir>/node-N``, its output in ``<dir>/node-N.log`` and a loopback port fixed for the cluster's
+life (a restarted node comes back on the same one). Without ``zookeeper=`` (a connect string)
+the cluster starts its own ZooKeeper server (:mod:`seglog.testing.zookeeper`) and stops it at
+:meth:`close`; with one, a chroot (``host:port/some/path``) keeps clusters sharing a server
+apart, and is created when missing. Timers default to :data:`seglog.cluster.LOCAL_REPLICA_CONFIG` (3 s sessions);
+``node_config`` adds or overrides any broker property of every node, ``node_configs`` (by node id)
+or :meth:`~ProcessCluster.set_node_config` of one (e.g. ``advertised.listeners`` through a proxy).
+
+Leader, ISR and partition state are read from ZooKeeper (the source of truth); producers,
+consumers and topic creation go through a :class:`seglog.client.ClusterClient` bootstrapped from
+every node's address. Processes are only ever signalled by the PIDs this object started.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from seglog.cluster import LOCAL_REPLICA_CONFIG, ClusterConsumer, ClusterProducer, LocalCluster
+from seglog.config import _BY_SCOPE, _TOPIC_SYNONYMS, BrokerConfig
+from seglog.replication.metadata import (
+    CONTROLLER_PATH,
+    PartitionState,
+    ReplicaConfig,
+    broker_path,
+    loads,
+    state_path,
+)
+
+_REPLICA_KEYS = {
+    "replica_lag_time_max_ms": "replica.lag.time.max.ms",
+    "replica_fetch_wait_max_ms": "replica.fetch.wait.max.ms",
+    "replica_fetch_min_bytes": "replica.fetch.min.bytes",
+    "replica_fetch_max_bytes": "replica.fetch.max.bytes",
+    "replica_fetch_response_max_bytes": "replica.fetch.response.max.bytes",
+    "replica_fetch_backoff_ms": "replica.fetch.backoff.ms",
+    "replica_socket_timeout_ms": "replica.socket.timeout.ms",
+    "session_timeout_ms": "zookeeper.session.timeout.ms",
+    "replica_high_watermark_checkpoint_interval_ms": "replica.high.watermark.checkpoint.interval.ms",
+    "controller_socket_timeout_ms": "controller.socket.timeout.ms",
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """Where one node process lives (what a fault injector needs)."""
+
+    node_id: int
+    pid: int | None  # None while the node is not running
+    host: str
+    port: int
+    data_dir: str
+    config_path: str
+    log_path: str
+    running: bool
+    paused: bool
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def _broker_key(key: str) -> str:
+    """A topic key (``segment.bytes``) as the broker key setting its default."""
+    if key in _BY_SCOPE["broker"]:
+        return key
+    for k in _TOPIC_SYNONYMS.get(key, []):
+        if k.to_topic is None:
+            return k.name
+    raise ValueError(f"no broker property sets the default of topic key {key!r}")
+
+
+def _prop(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+class ProcessCluster(LocalCluster):
+    """``nodes`` node processes and a ZooKeeper server (see module docs)."""
+
+    def __init__(self, nodes: int = 3, dir: str | os.PathLike[str] | None = None,
+                 coordinator: str = "zookeeper", *, replica_config: ReplicaConfig | Mapping[str, Any] | None = None,
+                 log_defaults: Mapping[str, Any] | None = None, secret: bytes | str | None = None,
+                 ssl: Any = None, host: str = "127.0.0.1", processes: bool = True,
+                 zookeeper: str | None = None, node_config: Mapping[str, Any] | None = None,
+                 node_configs: Mapping[int, Mapping[str, Any]] | None = None,
+                 start_timeout_s: float = 60) -> None:
+        from seglog.testing.zookeeper import ZooKeeperServer, free_port
+
+        if coordinator != "zookeeper":
+            raise ValueError(f"node processes coordinate through ZooKeeper; coordinator={coordinator!r} "
+                             "is only available in-process (processes=False)")
+        if secret is not None or ssl is not None:
+            raise ValueError("secret= and ssl= are not available with processes=True yet")
+        if nodes < 1:
+            raise ValueError(f"a cluster needs at least one node, got {nodes}")
+        self._closed = False
+        self._own_dir = dir is None
+        self.dir = os.path.abspath(os.fspath(dir)) if dir is not None else tempfile.mkdtemp(prefix="seglog-procs-")
+        os.makedirs(self.dir, exist_ok=True)
+        if replica_config is None:
+            self.replica_config = LOCAL_REPLICA_CONFIG
+        elif isinstance(replica_config, ReplicaConfig):
+            self.replica_config = replica_config
+        else:
+            self.replica_config = LOCAL_REPLICA_CONFIG.with_overrides(
+                **{k.replace(".", "_"): v for k, v in replica_config.items()})
+        self.log_defaults = dict(log_defaults or {})
+        self.node_config = dict(node_config or {})
+        self.node_configs = {i: dict(c) for i, c in (node_configs or {}).items()}
+        self.host = host
+        self.ids = list(range(nodes))
+        self.python = sys.executable
+        self.start_timeout_s = start_timeout_s
+        self._procs: dict[int, subprocess.Popen[bytes] | None] = {i: None for i in self.ids}
+        self._paused: set[int] = set()
+        self._timers: list[threading.Timer] = []
+        self._lock = threading.RLock()
+        self.zk_server: ZooKeeperServer | None = None
+        self._client_obj: Any = None
+        self.coordinator: Any = None
+        try:
+            if zookeeper is None:
+                self.zk_server = ZooKeeperServer(data_dir=os.path.join(self.dir, "zookeeper")).start()
+                zookeeper = self.zk_server.connect_string
+            self.zookeeper_connect = zookeeper
+            from seglog.replication.zookeeper import ZooKeeperCoordinator, ensure_chroot
+
+            ensure_chroot(zookeeper)
+
+            self.coordinator = ZooKeeperCoordinator(zookeeper, session_timeout_ms=10_000)
+            self._ports = {i: free_port(host) for i in self.ids}
+            for i in self.ids:
+                self._write_config(i)
+            for i in self.ids:
+                self._spawn(i)
+            for i in self.ids:
+                self._wait_registered(i)
+            self.wait_for(lambda: self.controller() is not None, start_timeout_s, "a controller")
+        except BaseException:
+            self.close()
+            raise
+
+    # -- where things are ------------------------------------------------------------------------
+
+    def node_dir(self, i: int) -> str:
+        return os.path.join(self.dir, f"node-{i}")
+
+    def config_path(self, i: int) -> str:
+        return os.path.join(self.dir, f"node-{i}.properties")
+
+    def log_path(self, i: int) -> str:
+        return os.path.join(self.dir, f"node-{i}.log")
+
+    def port(self, i: int) -> int:
+        self._check(i)
+        return self._ports[i]
+
+    def address(self, i: int) -> str:
+        return f"{self.host}:{self.port(i)}"
+
+    def pid(self, i: int) -> int | None:
+        """The node's process id, or None while it is not running."""
+        self._check(i)
+        p = self._procs[i]
+        return p.pid if p is not None and p.poll() is None else None
+
+    def is_running(self, i: int) -> bool:
+        return self.pid(i) is not None
+
+    def info(self) -> dict[int, NodeInfo]:
+        """Every node's PID, address, log directory, config and output file."""
+        return {i: NodeInfo(i, self.pid(i), self.host, self._ports[i], self.node_dir(i), self.config_path(i),
+                            self.log_path(i), self.pid(i) is not None, i in self._paused)
+                for i in self.ids}
+
+    def _check(self, i: int) -> None:
+        if i not in self._procs:
+            raise ValueError(f"no node {i} in this cluster (nodes {self.ids})")
+
+    # -- processes -------------------------------------------------------------------------------
+
+    def _properties(self, i: int) -> dict[str, Any]:
+        rc = self.replica_config
+        props: dict[str, Any] = {
+            "node.id": i,
+            "log.dirs": self.node_dir(i),
+            "listeners": f"PLAINTEXT://{self.host}:{self._ports[i]}",
+            "zookeeper.connect": self.zookeeper_connect,
+            "zookeeper.connection.timeout.ms": 10_000,
+            "controlled.shutdown.retry.backoff.ms": 200,
+        }
+        for attr, key in _REPLICA_KEYS.items():
+            props[key] = getattr(rc, attr)
+        for k, v in self.log_defaults.items():
+            props[_broker_key(k)] = v
+        props.update(self.node_config)
+        props.update(self.node_configs.get(i, {}))
+        return props
+
+    def set_node_config(self, node: int, properties: Mapping[str, Any]) -> None:
+        """Add or override properties of one node (``advertised.listeners`` pointing at a proxy,
+        a different timer); they take effect at its next :meth:`restart`."""
+        self._check(node)
+        merged = dict(self.node_configs.get(node, {}))
+        merged.update(properties)
+        old = self.node_configs.get(node)
+        self.node_configs[node] = merged
+        try:
+            self._write_config(node)
+        except Exception:
+            if old is None:
+                self.node_configs.pop(node, None)
+            else:
+                self.node_configs[node] = old
+            raise
+
+    def _write_config(self, i: int) -> None:
+        from seglog.replication.server import parse_listener
+
+        props = self._properties(i)
+        cfg = BrokerConfig.from_dict(props)  # a bad setting fails here, not in a child's log
+        for listener in cfg.listeners + (cfg.advertised_listeners or ()):
+            parse_listener(listener)
+        with open(self.config_path(i), "w") as f:
+            f.write(f"# node {i} of the cluster in {self.dir}\n")
+            for k, v in props.items():
+                f.write(f"{k}={_prop(v)}\n")
+
+    def _spawn(self, i: int) -> None:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the cluster is closed")
+            out = open(self.log_path(i), "ab")
+            try:
+                env = dict(os.environ, PYTHONUNBUFFERED="1")
+                self._procs[i] = subprocess.Popen(
+                    [self.python, "-m", "seglog.cli", "node", "--config", self.config_path(i)],
+                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                    start_new_session=True)
+            finally:
+                out.close()
+
+    def _registration(self, i: int) -> dict[str, Any] | None:
+        r = self.coordinator.read(broker_path(i))
+        return None if r is None else (loads(r[0]) or {})
+
+    def _wait_registered(self, i: int) -> None:
+        pid = self.pid(i)
+
+        def ok() -> bool:
+            if self._procs[i] is None or self._procs[i].poll() is not None:  # type: ignore[union-attr]
+                raise RuntimeError(f"node {i} exited during start-up; see {self.log_path(i)}:\n"
+                                   + self._log_tail(i))
+            reg = self._registration(i)
+            return reg is not None and reg.get("pid") == pid  # this incarnation, not a stale one
+        self.wait_for(ok, self.start_timeout_s, f"node {i} to register")
+
+    def _log_tail(self, i: int, lines: int = 15) -> str:
+        try:
+            with open(self.log_path(i), "rb") as f:
+                return b"".join(f.readlines()[-lines:]).decode(errors="replace")
+        except OSError:
+            return "(no output)"
+
+    def _signal(self, i: int, sig: int) -> subprocess.Popen[bytes]:
+        self._check(i)
+        p = self._procs[i]
+        if p is None or p.poll() is not None:
+            raise RuntimeError(f"node {i} is not running")
+        os.kill(p.pid, sig)
+        return p
+
+    def kill(self, node: int, sig: int = signal.SIGKILL) -> None:
+        """SIGKILL the node (by its PID) and reap it: nothing flushed, no marker; its ZooKeeper
+        session expires after ``zookeeper.session.timeout.ms``."""
+        p = self._signal(node, sig)
+        if node in self._paused:
+            self._paused.discard(node)
+            try:
+                os.kill(p.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        p.wait(30)
+
+    def terminate(self, node: int, timeout_s: float = 60) -> int:
+        """SIGTERM: the node shuts down cleanly (controlled shutdown first when enabled); returns
+        its exit status once it has exited."""
+        p = self._signal(node, signal.SIGTERM)
+        if node in self._paused:
+            self.resume(node)
+        return p.wait(timeout_s)
+
+    def restart(self, node: int) -> None:
+        """Start the node again (killing it first if it runs) with the same id, port and log
+        directory, and wait until it has registered."""
+        if self.is_running(node):
+            self.kill(node)
+        self._spawn(node)
+        self._wait_registered(node)
+
+    def start(self, node: int) -> None:
+        """Start a stopped node (an alias of :meth:`restart` that refuses a running one)."""
+        if self.is_running(node):
+            raise RuntimeError(f"node {node} is already running (pid {self.pid(node)})")
+        self.restart(node)
+
+    def pause(self, node: int, seconds: float | None = None) -> None:
+        """SIGSTOP the node; SIGCONT after ``seconds`` (None: at :meth:`resume`). Returns at once."""
+        self._signal(node, signal.SIGSTOP)
+        self._paused.add(node)
+        if seconds is not None:
+            t = threading.Timer(seconds, self._resume_quietly, (node,))
+            t.daemon = True
+            self._timers.append(t)
+            t.start()
+
+    def _resume_quietly(self, node: int) -> None:
+        try:
+            self.resume(node)
+        except RuntimeError:
+            pass
+
+    def resume(self, node: int) -> None:
+        if node not in self._paused:
+            return
+        self._paused.discard(node)
+        self._signal(node, signal.SIGCONT)
+
+    # -- state, from ZooKeeper ---------------------------------------------------------------------
+
+    def wait_for(self, predicate: Callable[[], Any], timeout_s: float = 30, what: str = "a condition") -> None:
+        deadline = time.monotonic() + timeout_s
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{what} not reached within {timeout_s} s")
+            time.sleep(0.02)
+
+    def controller(self) -> int | None:
+        r = self.coordinator.read(CONTROLLER_PATH)
+        if r is None:
+            return None
+        return int((loads(r[0]) or {}).get("broker_id", -1))
+
+    def _controller(self) -> int | None:
+        return self.controller()
+
+    def registered(self) -> list[int]:
+        """Nodes registered in ZooKeeper now (live sessions)."""
+        return sorted(int(x) for x in self.coordinator.children_of("/brokers/ids"))
+
+    def _state(self, topic: str, partition: int) -> PartitionState | None:
+        r = self.coordinator.read(state_path(topic, partition))
+        return None if r is None else PartitionState.from_json(r[0], r[1].version)
+
+    def leader(self, topic: str, partition: int = 0) -> int | None:
+        st = self._state(topic, partition)
+        return None if st is None or st.leader < 0 else st.leader
+
+    def isr(self, topic: str, partition: int = 0) -> list[int]:
+        st = self._state(topic, partition)
+        return [] if st is None else list(st.isr)
+
+    def state(self, topic: str, partition: int = 0) -> PartitionState | None:
+        return self._state(topic, partition)
+
+    # -- clients -----------------------------------------------------------------------------------
+
+    @property
+    def client(self) -> Any:
+        """A :class:`seglog.client.ClusterClient` bootstrapped from every node (made on first use)."""
+        from seglog.client import ClusterClient
+
+        with self._lock:
+            if self._client_obj is None:
+                self._client_obj = ClusterClient([self.address(i) for i in self.ids])
+            return self._client_obj
+
+    def bootstrap_servers(self) -> str:
+        return ",".join(self.address(i) for i in self.ids)
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3,
+                     config: Mapping[str, Any] | None = None, *, timeout_s: float = 30) -> None:
+        self.client.create_topic(name, partitions, replication_factor, config, timeout_s=timeout_s)
+        for p in range(partitions):
+            def led(p: int = p) -> bool:
+                st = self._state(name, p)
+                return st is not None and st.leader >= 0
+            self.wait_for(led, timeout_s, f"a leader for {name}-{p}")
+
+    def elect_preferred_leader(self, topic: str, partition: int = 0) -> int:
+        return int(self.client.elect_preferred_leader(topic, partition))
+
+    def producer(self, **config: Any) -> ClusterProducer:
+        return self.client.producer(**config)  # type: ignore[no-any-return]
+
+    def consumer(self, **config: Any) -> ClusterConsumer:
+        return self.client.consumer(**config)  # type: ignore[no-any-return]
+
+    # -- end ---------------------------------------------------------------------------------------
+
+    def close(self, timeout_s: float = 30) -> None:
+        """Stop every node (SIGTERM, SIGKILL after ``timeout_s``), the client, and the ZooKeeper
+        server this cluster started; a directory it made is removed."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        for t in self._timers:
+            t.cancel()
+        if self._client_obj is not None:
+            self._client_obj.close()
+        procs = [(i, p) for i, p in self._procs.items() if p is not None and p.poll() is None]
+        for i, p in procs:
+            try:
+                if i in self._paused:
+                    os.kill(p.pid, signal.SIGCONT)
+                os.kill(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + timeout_s
+        for _, p in procs:
+            try:
+                p.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait(10)
+        if self.coordinator is not None:
+            self.coordinator.close()
+        if self.zk_server is not None:
+            self.zk_server.stop()
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> ProcessCluster:
+        return self

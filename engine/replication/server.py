@@ -1,0 +1,179 @@
+"""One node process: ``seglog node --config node.properties`` (Kafka's ``kafka-server-start``).
+
+The properties file uses Kafka's broker keys (:class:`seglog.config.BrokerConfig`):
+
+=====================================  =====================================================
+``node.id`` (or ``broker.id``)         this node's id (required, >= 0)
+``log.dirs`` (or ``log.dir``)          its log directory (one)
+``listeners``                          ``PLAINTEXT://host:port`` it serves clients and peers on
+``advertised.listeners``               the address others are told (default: the listener)
+``zookeeper.connect``                  ``host:port[,host:port...][/chroot]`` (required)
+``zookeeper.session.timeout.ms``       its session; expiry = this node's death (18000)
+``zookeeper.connection.timeout.ms``    how long to wait for ZooKeeper (default: the session)
+``controlled.shutdown.enable``         move leadership away before stopping on SIGTERM (true)
+``controlled.shutdown.max.retries``    attempts before stopping regardless (3)
+``controlled.shutdown.retry.backoff.ms``  pause between attempts (5000)
+``replica.*``, ``min.insync.replicas``, ``log.*``  replication settings and topic defaults
+=====================================  =====================================================
+
+Everything runs on one asyncio loop on the main thread (the node has no locks); ZooKeeper's
+watch callbacks are posted to it. SIGTERM or SIGINT shut the node down cleanly: controlled
+shutdown first (when enabled), then every log flushed and closed, producer state snapshotted,
+high watermarks checkpointed, the clean-shutdown marker written, the ZooKeeper session closed;
+exit status 0. SIGKILL leaves what a crash leaves; the session then expires after
+``zookeeper.session.timeout.ms`` and the controller elects new leaders.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from seglog.clock import Clock
+from seglog.config import BrokerConfig
+from seglog.errors import ConfigError
+from seglog.replication.metadata import ReplicaConfig, TopicPartition
+from seglog.replication.node import ReplicaNode
+from seglog.replication.tcp import LoopScheduler, TcpTransport
+
+log = logging.getLogger("seglog.node")
+
+
+def parse_listener(listener: str) -> tuple[str, int]:
+    """``NAME://host:port`` -> (host, port); an empty host means every interface."""
+    _, sep, rest = listener.partition("://")
+    if not sep:
+        raise ConfigError(f"listener {listener!r} is not NAME://host:port", key="listeners", value=listener)
+    host, colon, port = rest.rpartition(":")
+    if not colon or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(f"listener {listener!r} has no valid port (0-65535)", key="listeners", value=listener)
+    return host.strip("[]"), int(port)
+
+
+def load_config(path: str, overrides: Mapping[str, str] | None = None) -> BrokerConfig:
+    """The node's configuration: the properties file, then ``overrides`` (key=value)."""
+    cfg = BrokerConfig.from_properties_file(path)
+    if overrides:
+        cfg = cfg.with_overrides(dict(overrides))
+    if cfg.effective_node_id < 0:
+        raise ConfigError(f"{path}: node.id (or broker.id) is required", key="node.id", value=cfg.node_id)
+    if not cfg.zookeeper_connect:
+        raise ConfigError(f"{path}: zookeeper.connect is required (host:port[,host:port...][/chroot])",
+                          key="zookeeper.connect", value=None)
+    if len(cfg.effective_log_dirs) != 1:
+        raise ConfigError(f"{path}: one log directory is supported, got {list(cfg.effective_log_dirs)}",
+                          key="log.dirs", value=cfg.log_dirs)
+    if not cfg.listeners:
+        raise ConfigError(f"{path}: listeners is empty", key="listeners", value=cfg.listeners)
+    return cfg
+
+
+class NodeServer:
+    """A :class:`ReplicaNode` serving TCP with a ZooKeeper session, on the running loop."""
+
+    def __init__(self, config: BrokerConfig, loop: asyncio.AbstractEventLoop) -> None:
+        from seglog.replication.zookeeper import ZooKeeperCoordinator
+
+        self.config = config
+        self.loop = loop
+        self.node_id = config.effective_node_id
+        self.clock = Clock()
+        self.scheduler = LoopScheduler(loop, self.clock)
+        self.transport = TcpTransport(loop)
+        assert config.zookeeper_connect is not None
+        self.coordinator = ZooKeeperCoordinator(
+            config.zookeeper_connect, post=loop.call_soon_threadsafe,
+            session_timeout_ms=config.zookeeper_session_timeout_ms,
+            connection_timeout_ms=config.zookeeper_connection_timeout_ms)
+        self.replica_config = ReplicaConfig.from_broker_config(config)
+        self.node = ReplicaNode(self.node_id, config.effective_log_dirs[0], coordinator=self.coordinator,
+                                transport=self.transport, clock=self.clock, scheduler=self.scheduler,
+                                config=self.replica_config, log_defaults=config.topic_defaults())
+        self.stopped = asyncio.Event()
+        self._stopping = False
+
+    async def start(self) -> str:
+        host, port = parse_listener(self.config.listeners[0])
+        bound, port = await self.transport.listen(self.node_id, self.node.handle, host or "0.0.0.0", port)
+        if self.config.advertised_listeners:
+            ahost, aport = parse_listener(self.config.advertised_listeners[0])
+            address = f"{ahost or socket.getfqdn()}:{aport or port}"
+        else:
+            address = f"{host or socket.getfqdn()}:{port}"
+        self.node.address = address
+        self.node.start()
+        log.info("node %d (pid %d) listening on %s:%d, advertised as %s, log dir %s", self.node_id,
+                 os.getpid(), bound, port, address, self.node.data_dir)
+        return address
+
+    async def controlled_shutdown(self) -> bool:
+        """Ask the controller to move leadership away, retrying; True when nothing is left."""
+        cfg = self.config
+        for attempt in range(1, cfg.controlled_shutdown_max_retries + 1):
+            fut: asyncio.Future[tuple[tuple[TopicPartition, ...] | None, str]] = self.loop.create_future()
+
+            def done(remaining: tuple[TopicPartition, ...] | None, message: str,
+                     fut: asyncio.Future[Any] = fut) -> None:
+                if not fut.done():
+                    fut.set_result((remaining, message))
+
+            self.node.request_controlled_shutdown(done)
+            try:
+                remaining, message = await asyncio.wait_for(
+                    fut, self.replica_config.controller_socket_timeout_ms / 1000 + 1)
+            except asyncio.TimeoutError:
+                remaining, message = None, "the controller did not answer"
+            if remaining == ():
+                log.info("node %d: controlled shutdown succeeded (attempt %d)", self.node_id, attempt)
+                return True
+            log.warning("node %d: controlled shutdown attempt %d: %s", self.node_id, attempt,
+                        message or f"still leading {sorted(remaining or ())}")
+            if attempt < cfg.controlled_shutdown_max_retries:
+                await asyncio.sleep(cfg.controlled_shutdown_retry_backoff_ms / 1000)
+        return False
+
+    async def stop(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        t0 = time.monotonic()
+        try:
+            if self.config.controlled_shutdown_enable and self.node.running:
+                await self.controlled_shutdown()
+            self.node.shutdown(deregister=True)
+            await self.transport.close()
+            self.coordinator.close()
+        finally:
+            log.info("node %d stopped cleanly in %.2f s", self.node_id, time.monotonic() - t0)
+            self.stopped.set()
+
+
+async def _serve(config: BrokerConfig) -> int:
+    loop = asyncio.get_running_loop()
+    server = NodeServer(config, loop)
+    await server.start()
+
+    def on_signal(name: str) -> None:
+        log.info("node %d: %s received, shutting down", server.node_id, name)
+        loop.create_task(server.stop())
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig.name)
+    await server.stopped.wait()
+    return 0
+
+
+def run(config_path: str, overrides: Mapping[str, str] | None = None) -> int:
+    """Run a node until SIGTERM/SIGINT (the ``seglog node`` command)."""
+    config = load_config(config_path, overrides)
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return asyncio.run(_serve(config))

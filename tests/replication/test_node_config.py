@@ -1,0 +1,67 @@
+"""``seglog node`` and ``seglog describe --bootstrap``: what they refuse, with messages that
+name the key or the address (no ZooKeeper needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from seglog.cli import main
+from seglog.client import format_describe, parse_bootstrap
+from seglog.replication.metadata import PartitionInfo, PartitionState
+from seglog.replication.server import load_config, parse_listener
+
+
+def _props(tmp_path: Path, text: str) -> str:
+    p = tmp_path / "node.properties"
+    p.write_text(text)
+    return str(p)
+
+
+def test_node_requires_id_and_zookeeper(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _props(tmp_path, f"log.dirs={tmp_path / 'd'}\nzookeeper.connect=127.0.0.1:1\n")
+    assert main(["node", "--config", path]) == 1
+    assert "node.id (or broker.id) is required" in capsys.readouterr().err
+    path = _props(tmp_path, f"node.id=1\nlog.dirs={tmp_path / 'd'}\n")
+    assert main(["node", "--config", path]) == 1
+    assert "zookeeper.connect is required" in capsys.readouterr().err
+    assert main(["node", "--config", str(tmp_path / "missing.properties")]) == 1
+    assert "no such file" in capsys.readouterr().err
+    assert main(["node", "--config", path, "--override", "nonsense"]) == 1
+    assert "expected key=value" in capsys.readouterr().err
+
+
+def test_node_config_overrides_and_listeners(tmp_path: Path) -> None:
+    path = _props(tmp_path, f"node.id=1\nlog.dirs={tmp_path / 'd'}\nzookeeper.connect=h:2181/c\n"
+                            "listeners=PLAINTEXT://127.0.0.1:9092\n")
+    cfg = load_config(path, {"zookeeper.session.timeout.ms": "3000", "node.id": "4"})
+    assert (cfg.effective_node_id, cfg.zookeeper_session_timeout_ms) == (4, 3000)
+    assert parse_listener(cfg.listeners[0]) == ("127.0.0.1", 9092)
+    assert parse_listener("PLAINTEXT://:0") == ("", 0)
+    assert parse_listener("PLAINTEXT://[::1]:19092") == ("::1", 19092)
+    for bad in ("127.0.0.1:9092", "PLAINTEXT://host", "PLAINTEXT://host:99999"):
+        with pytest.raises(Exception, match="listener"):
+            parse_listener(bad)
+    two = _props(tmp_path, f"node.id=1\nlog.dirs={tmp_path / 'a'},{tmp_path / 'b'}\nzookeeper.connect=h:1\n")
+    with pytest.raises(Exception, match="one log directory"):
+        load_config(two)
+
+
+def test_describe_needs_a_dir_or_a_bootstrap(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["describe"]) == 1
+    assert "--bootstrap" in capsys.readouterr().err
+    assert main(["describe", str(tmp_path), "--bootstrap", "127.0.0.1:1"]) == 1
+    assert "not both" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="not host:port"):
+        parse_bootstrap("localhost")
+    assert parse_bootstrap("a:1, b:2") == ["a:1", "b:2"]
+
+
+def test_format_describe_is_kafka_topics_layout() -> None:
+    parts = [PartitionInfo("t", 1, (2, 0, 1), PartitionState(-1, 3, (2,), (), 5, 1)),
+             PartitionInfo("t", 0, (0, 1, 2), PartitionState(1, 2, (1, 2, 0), (), 4, 1))]
+    assert format_describe(parts) == (
+        "Topic: t\tPartitionCount: 2\tReplicationFactor: 3\n"
+        "\tTopic: t\tPartition: 0\tLeader: 1\tReplicas: 0,1,2\tIsr: 1,2,0\n"
+        "\tTopic: t\tPartition: 1\tLeader: none\tReplicas: 2,0,1\tIsr: 2\n")
