@@ -726,6 +726,10 @@ def _cluster_demo(args: argparse.Namespace) -> int:
                            f"{stray} unexpected")
         say(f"  verified: every acknowledged record is there exactly once, at the offset it was "
             f"acknowledged with ({time.perf_counter() - t_start:.1f} s so far)")
+        # Followers learn the final high watermark with their next fetch; wait for it, so that
+        # each node's checkpoint (what Spark reads up to) covers everything.
+        _poll_until(lambda: sorted(cluster.high_watermarks(topic).values()) == [total] * 3, 30,
+                    "the replicas' high watermarks did not all reach the log end")
         node_dirs = [cluster.node_dir(i) for i in cluster.ids]
     # Closed cleanly: every node flushed its logs and checkpointed its high watermark.
     say("  the cluster is shut down; each node's directory is a Kafka log dir:")

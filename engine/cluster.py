@@ -368,6 +368,19 @@ class LocalCluster:
         st: PartitionState | None = self._on_loop(self._state, topic, partition)
         return st
 
+    def high_watermarks(self, topic: str, partition: int = 0) -> dict[int, int]:
+        """Each running replica's high watermark (a follower's trails the leader's by a fetch,
+        and is what its ``replication-offset-checkpoint`` holds after a clean shutdown)."""
+        def read() -> dict[int, int]:
+            out = {}
+            for i, n in self.nodes.items():
+                p = n.partition(topic, partition) if n is not None else None
+                if p is not None and not p.log.closed:
+                    out[i] = p.high_watermark
+            return out
+        hws: dict[int, int] = self._on_loop(read)
+        return hws
+
     # -- admin ---------------------------------------------------------------------------------
 
     def _client(self) -> _Client:
