@@ -1,26 +1,40 @@
-"""Replication cost on loopback: a three-replica ``LocalCluster`` with ``acks=1`` and
-``acks=all`` beside a single replica (same cluster code, replication factor 1) and beside a
-bare ``Log.append`` of the same batches. 100-byte records.
+"""Replication cost on loopback: a three-replica ``LocalCluster`` beside a single replica, with
+100-byte records. Run with ``pytest bench/bench_replication.py``; the numbers are in each
+benchmark's ``extra_info``.
 
-Throughput: the registry's ``replication`` benchmark (``seglog.benchmarks.suite``), which
-produces records through ``ClusterProducer`` (batches form while one request per partition is
-in flight) and waits for every acknowledgement. The latency test sends
-one record at a time at about half the acks=all peak rate and records p50/p99 of send -> ack in
-``extra_info``. Run with ``pytest bench/bench_replication.py``.
+* ``send_batch`` (columns): ``ClusterProducer.send_batch`` of ``N_COLUMNS`` records to a
+  replication-factor-3 topic with ``acks=all`` (and ``acks=1``, and a replication-factor-1
+  topic), each round beside ``Producer.send_batch`` of the same column into a single-replica
+  ``Store`` in the same process, so that both see the same machine load. ``extra_info`` has both
+  rates (median and best round), the ratio of the best rounds and the median of the per-round
+  ratios (goal: >= 0.5), and the load average.
+* ``send`` (one call per record): the registry's ``replication`` benchmark
+  (``seglog.benchmarks.suite``; also ``seglog bench --only replication``).
+* latency: one record at a time with ``acks=all`` at about half the ``send`` peak rate (``N``
+  records sent as fast as possible, acknowledged); p50/p99 of send -> acknowledgement
+  (goal: p99 < 10 ms).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
+from seglog import Store
 from seglog.benchmarks import cases
 from seglog.cluster import LocalCluster
 
+N = 20_000
+N_COLUMNS = 400_000
 VALUE = b"v" * 100
+COLUMN = [VALUE] * N_COLUMNS
+T0 = 1_700_000_000_000
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +45,54 @@ def cluster() -> Iterator[LocalCluster]:
         yield c
 
 
-def _produce(cluster: LocalCluster, topic: str, acks: str, n: int) -> None:
+def _store_send_batch() -> float:
+    """Seconds for ``Producer.send_batch`` of the column into a fresh single-replica store."""
+    d = tempfile.mkdtemp(prefix="seglog-bench-")
+    try:
+        with Store.open(d, config={"log.cleaner.enable": False}) as store:
+            store.create_topic("t", 1)
+            p = store.producer()
+            t = time.perf_counter()
+            p.send_batch("t", COLUMN, timestamps=T0, partition=0)
+            return time.perf_counter() - t
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _cluster_send_batch(cluster: LocalCluster, topic: str, acks: str) -> float:
+    with cluster.producer(acks=acks) as p:
+        t = time.perf_counter()
+        p.send_batch(topic, COLUMN, timestamps=T0, partition=0)
+        return time.perf_counter() - t
+
+
+@pytest.mark.parametrize("topic,acks", [("rf3", "all"), ("rf3", "1"), ("rf1", "all")])
+def test_send_batch_vs_single_store(benchmark, cluster: LocalCluster, topic: str, acks: str) -> None:  # type: ignore[no-untyped-def]
+    _cluster_send_batch(cluster, topic, acks)  # warm-up: connections, producer id
+    store_s: list[float] = []
+    cluster_s: list[float] = []
+
+    def run() -> None:
+        store_s.append(_store_send_batch())
+        cluster_s.append(_cluster_send_batch(cluster, topic, acks))
+
+    benchmark.pedantic(run, rounds=7, iterations=1)
+    ratios = sorted(s / c for s, c in zip(store_s, cluster_s))
+    benchmark.extra_info.update({
+        "records": N_COLUMNS,
+        "store_records_per_s": round(N_COLUMNS / statistics.median(store_s)),
+        "cluster_records_per_s": round(N_COLUMNS / statistics.median(cluster_s)),
+        # Best round of each: the least disturbed by other work on a shared machine.
+        "store_best_records_per_s": round(N_COLUMNS / min(store_s)),
+        "cluster_best_records_per_s": round(N_COLUMNS / min(cluster_s)),
+        "ratio_best": round(min(store_s) / min(cluster_s), 3),
+        "ratio_median": round(statistics.median(ratios), 3),
+        "ratios": [round(r, 3) for r in ratios],
+        "loadavg_1m": round(os.getloadavg()[0], 2),
+    })
+
+
+def _produce(cluster: LocalCluster, topic: str, acks: str, n: int = N) -> None:
     with cluster.producer(acks=acks, batch_size=64 * 1024) as p:
         futures = [p.send(topic, VALUE, partition=0) for _ in range(n)]
         p.flush(120)
@@ -43,15 +104,16 @@ CASES = cases("replication")
 
 @pytest.mark.parametrize("name,contender", CASES, ids=[c for _, c in CASES])
 def test_cluster_throughput(bench_run: Callable[[str, str], None], name: str, contender: str) -> None:
-    """The registry's ``replication`` benchmark (``seglog bench --only replication``): 3 replicas
-    with acks=all and acks=1, one replica, and a bare ``Log.append`` of the same records."""
+    """The registry's ``replication`` benchmark (``seglog bench --only replication``), one call
+    per record: 3 replicas with acks=all and acks=1, one replica, and a bare ``Log.append`` of
+    the same records (the floor)."""
     bench_run(name, contender)
 
 
 def test_acks_all_latency_at_half_peak(benchmark, cluster: LocalCluster) -> None:  # type: ignore[no-untyped-def]
     t0 = time.perf_counter()
-    _produce(cluster, "rf3", "all", 5000)
-    peak = 5000 / (time.perf_counter() - t0)
+    _produce(cluster, "rf3", "all", N)
+    peak = N / (time.perf_counter() - t0)
     rate = peak / 2
     latencies: list[float] = []
     done_at: dict[int, float] = {}
@@ -77,4 +139,5 @@ def test_acks_all_latency_at_half_peak(benchmark, cluster: LocalCluster) -> None
     benchmark.pedantic(run_timed, rounds=1, iterations=1)
     q = statistics.quantiles(latencies, n=100)
     benchmark.extra_info.update({"peak_records_per_s": round(peak), "rate": round(rate),
-                                 "p50_ms": round(q[49], 3), "p99_ms": round(q[98], 3)})
+                                 "p50_ms": round(q[49], 3), "p99_ms": round(q[98], 3),
+                                 "loadavg_1m": round(os.getloadavg()[0], 2)})

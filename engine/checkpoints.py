@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from seglog.errors import KafkaStorageError, SeglogError
 
@@ -124,11 +124,16 @@ class OffsetCheckpointFile:
     def write(self, offsets: Mapping[tuple[str, int], int]) -> None:
         write_checkpoint(self.path, (f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())))
 
-    def update(self, changes: Mapping[tuple[str, int], int | None]) -> None:
+    def update(self, changes: Mapping[tuple[str, int], int | None]
+               | Callable[[], Mapping[tuple[str, int], int | None]]) -> None:
         """Read-modify-write under a process-wide lock for this path (None removes an entry).
-        An unreadable existing file is replaced (its entries are lost, which is safe for
-        recovery points: those partitions are then recovered in full)."""
+        ``changes`` may be a function, called under the lock: two threads checkpointing the same
+        log then cannot write an older value last. An unreadable existing file is replaced (its
+        entries are lost, which is safe for recovery points: those partitions are then
+        recovered in full)."""
         with _lock_for(self.path):
+            if callable(changes):
+                changes = changes()
             try:
                 current = self.read()
             except CorruptCheckpointError:

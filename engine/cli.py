@@ -1,6 +1,7 @@
 """The ``seglog`` command line.
 
-    seglog demo [--dir DIR] [--records N]          a store end to end, with progress
+    seglog demo [--dir DIR] [--records N]          three replicas: failover, rejoin, Spark count
+    seglog demo --single [--records N]             one store end to end, with progress
     seglog describe DIR [--internal]               topics, partitions, offsets, segments, sizes
     seglog dump FILE... [--print-data-log]         batches, records, index entries (kafka-dump-log)
     seglog produce DIR TOPIC [--file F]            lines as records
@@ -567,68 +568,189 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+def _spark_missing() -> str | None:
+    """Why Spark cannot run here (one line, with how to get it), or None if it can."""
+    import importlib.util
+    import shutil
+
+    if importlib.util.find_spec("pyspark") is None:
+        return 'pyspark is not installed (pip install "seglog[spark]")'
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        return "no Java runtime found (install one, e.g. OpenJDK 17, or set JAVA_HOME)"
+    return None
+
+
+def _spark_count(node_dirs: Sequence[str], say: Callable[[str], None]) -> dict[str, int] | None:
+    """Each node's log dir read by Spark (``format("seglog")``): records per dir."""
+    missing = _spark_missing()
+    if missing is not None:
+        say(f"  Spark: skipped, {missing}")
+        return None
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    from seglog.bindings.spark import register
+
+    say("  Spark: starting a local session (local[2]) ...")
+    spark = (SparkSession.builder.master("local[2]").appName("seglog-demo")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    try:
+        spark.sparkContext.setLogLevel("ERROR")
+        register(spark)
+        counts = {}
+        for d in node_dirs:
+            df = spark.read.format("seglog").option("columns", "offset").load(d)
+            counts[d] = df.count()
+            say(f"    spark.read.format(\"seglog\").load({os.path.basename(d)!r}).count() = {counts[d]:,}")
+        return counts
+    finally:
+        spark.stop()
+
+
+def _poll_until(predicate: Callable[[], bool], timeout_s: float, failure: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise CliError(f"{failure} within {timeout_s:.0f} s")
+        time.sleep(0.05)
+
+
 def _cluster_demo(args: argparse.Namespace) -> int:
     """The three-replica story: produce, kill the leader, watch the ISR shrink and the
-    election, keep producing, restart the node and watch it rejoin, consume everything."""
+    election, keep producing, restart the node and watch it rejoin, consume everything, then
+    Spark counts every node's segment dirs."""
     from seglog.cluster import LocalCluster
 
+    out = sys.stdout
+
     def say(text: str) -> None:
-        print(text, flush=True)
+        out.write(text + "\n")
+        out.flush()
 
-    n = args.records
-    with LocalCluster(nodes=3, dir=args.dir) as cluster:
-        say(f"seglog demo: three nodes on loopback TCP, data in {cluster.dir}")
-        cluster.create_topic("orders", partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
-        leader = cluster.leader("orders")
-        say(f"  topic 'orders': leader node {leader}, ISR {cluster.isr('orders')}, min.insync.replicas=2")
-        producer = cluster.producer(acks="all", enable_idempotence=True)
-        acked: dict[bytes, int] = {}
+    n = 200_000 if args.records is None else args.records
+    if n < 1:
+        raise CliError(f"--records must be at least 1, got {n}")
+    base = os.path.abspath(args.dir or tempfile.mkdtemp(prefix="seglog-demo-"))
+    path = os.path.join(base, "cluster")
+    if os.path.exists(path):
+        import shutil
 
-        def produce(start: int, count: int) -> None:
-            futures = [(b"order-%06d" % i, producer.send("orders", b"order-%06d" % i)) for i in range(start, start + count)]
-            producer.flush(60)
-            for v, f in futures:
-                acked[v] = f.result().offset
-
-        t0 = time.perf_counter()
-        produce(0, n)
-        say(f"  produced {n:,} records with acks=all in {time.perf_counter() - t0:.2f} s")
+        shutil.rmtree(path)
+    topic = "orders"
+    acked: list[int] = []  # offsets, by record number
+    t_start = time.perf_counter()
+    with LocalCluster(nodes=3, dir=path) as cluster:
+        say(f"seglog demo: three replica nodes in one process (loopback TCP, in-memory coordinator), "
+            f"data in {path}")
+        cluster.create_topic(topic, partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
+        _poll_until(lambda: cluster.leader(topic) is not None, 30, "no leader was elected for the new topic")
+        leader = cluster.leader(topic)
         assert leader is not None
+        say(f"  topic {topic!r}: replication factor 3, min.insync.replicas=2; leader node {leader}, "
+            f"ISR {cluster.isr(topic)}")
+        producer = cluster.producer(acks="all", enable_idempotence=True)
+
+        def produce(label: str, start: int, count: int) -> None:
+            bar = _Progress(label, count, out)
+            chunk = 20_000
+            done = 0
+            while done < count:
+                m = min(chunk, count - done)
+                values = [b"order-%09d " % i + b"." * 84 for i in range(start + done, start + done + m)]
+                for r in producer.send_batch(topic, values, partition=0):
+                    acked.extend(range(r.first_offset, r.last_offset + 1))
+                done += m
+                bar.update(done)
+            t = bar.finish(done)
+            say(f"  {label}: {count:,} records acknowledged by the ISR (acks=all) in {t:.2f} s, "
+                f"{count / max(t, 1e-9) / 1e6:.2f} M records/s")
+
+        produce("produce", 0, n)
         say(f"  killing the leader, node {leader} (abrupt: sockets closed, nothing flushed)")
         cluster.kill(leader)
         t0 = time.perf_counter()
         shown = ""
         while True:
-            st = cluster.state("orders")
+            st = cluster.state(topic)
             line = f"leader {st.leader if st else '?'}, ISR {list(st.isr) if st else []}"
             if line != shown:
                 say(f"    {time.perf_counter() - t0:5.2f} s  {line}")
                 shown = line
-            if st is not None and st.leader not in (-1, leader):
+            if st is not None and st.leader not in (-1, leader) and leader not in st.isr:
                 break
+            if time.perf_counter() - t0 > 30:
+                raise CliError("no new leader was elected within 30 s")
             time.sleep(0.05)
-        say(f"  node {cluster.leader('orders')} was elected (epoch {cluster.state('orders').leader_epoch}); "  # type: ignore[union-attr]
-            "producing on")
-        produce(n, n)
-        say(f"  restarting node {leader}")
+        st = cluster.state(topic)
+        assert st is not None
+        say(f"  the ISR shrank to {list(st.isr)} and node {st.leader} was elected leader "
+            f"(leader epoch {st.leader_epoch}); producing on")
+        produce("produce", n, n)
+        say(f"  restarting node {leader} from its directory")
         cluster.restart(leader)
-        cluster.wait_for(lambda: leader in cluster._state("orders", 0).isr, 30, "the ISR rejoin")  # type: ignore[union-attr]
-        say(f"  node {leader} caught up and rejoined: ISR {cluster.isr('orders')}")
+        t0 = time.perf_counter()
+        _poll_until(lambda: leader in cluster.isr(topic), 60, f"node {leader} did not rejoin the ISR")
+        say(f"  node {leader} recovered its log, caught up from the leader and rejoined the ISR in "
+            f"{time.perf_counter() - t0:.2f} s: ISR {cluster.isr(topic)}")
         producer.close()
+
+        total = len(acked)
         consumer = cluster.consumer()
-        consumer.assign([("orders", 0)])
-        got = []
-        while len(got) < len(acked):
-            batch = consumer.poll(2000)
+        consumer.assign([(topic, 0)])
+        bar = _Progress("consume", total, out)
+        seen = [-1] * total
+        got = dups = stray = 0
+        while got < total:
+            batch = consumer.poll(2000, max_records=100_000)
             if not batch:
                 break
-            got += batch
+            for r in batch:
+                i = int(r.value[6:15]) if r.value else -1
+                if not 0 <= i < total:
+                    stray += 1
+                elif seen[i] >= 0:
+                    dups += 1
+                else:
+                    seen[i] = r.offset
+            got += len(batch)
+            bar.update(got)
+        t_cons = bar.finish(got)
         consumer.close()
-        values = {r.value: r.offset for r in got}
-        lost = [v for v in acked if values.get(v) != acked[v]]
-        say(f"  consumed {len(got):,} records: {len(acked):,} acknowledged, {len(lost)} lost, "
-            f"{len(got) - len(values)} duplicated")
-        return 0 if not lost and len(got) == len(values) else 1
+        lost = sum(1 for i in range(total) if seen[i] != acked[i])
+        say(f"  consumed {got:,} records in {t_cons:.2f} s: {total:,} acknowledged, {lost} lost or "
+            f"moved, {dups} duplicated, {stray} unexpected")
+        if lost or dups or stray or got != total:
+            raise CliError(f"verification failed: {lost} acknowledged records lost, {dups} duplicated, "
+                           f"{stray} unexpected")
+        say(f"  verified: every acknowledged record is there exactly once, at the offset it was "
+            f"acknowledged with ({time.perf_counter() - t_start:.1f} s so far)")
+        # Followers learn the final high watermark with their next fetch; wait for it, so that
+        # each node's checkpoint (what Spark reads up to) covers everything.
+        _poll_until(lambda: sorted(cluster.high_watermarks(topic).values()) == [total] * 3, 30,
+                    "the replicas' high watermarks did not all reach the log end")
+        node_dirs = [cluster.node_dir(i) for i in cluster.ids]
+    # Closed cleanly: every node flushed its logs and checkpointed its high watermark.
+    say("  the cluster is shut down; each node's directory is a Kafka log dir:")
+    counts = _spark_count(node_dirs, say) if not args.no_spark else None
+    if args.no_spark:
+        say("  Spark: skipped (--no-spark)")
+    if counts is not None:
+        bad = {d: c for d, c in counts.items() if c != total}
+        if bad:
+            raise CliError(f"Spark counted {bad} records, expected {total:,} in every replica")
+        say(f"  Spark read {total:,} records from each of the three replicas")
+    say(f"  files left in {path}: try `seglog describe {node_dirs[0]}`")
+    return 0
+
+
+def _demo_main(args: argparse.Namespace) -> int:
+    if args.single:
+        if args.records is None:
+            args.records = 1_000_000
+        return _demo(args)
+    return _cluster_demo(args)
 
 
 def _positive(text: str) -> int:
@@ -699,20 +821,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="seglog", description="An embedded commit log in Apache Kafka's on-disk format.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    demo = sub.add_parser("demo", help="create a store, produce a million records, consume and verify them")
+    demo = sub.add_parser("demo", help="three replicas in one process: produce, kill the leader, "
+                          "rejoin, consume with nothing lost, Spark counts the files (--single: "
+                          "one store, a million records)")
     demo.add_argument("--dir", help="directory to work in (default: a new temporary directory)")
-    demo.add_argument("--records", type=int, default=1_000_000, help="records to produce (default 1,000,000)")
-    demo.add_argument("--partitions", type=int, default=3, help="partitions of the topic (default 3)")
-    demo.add_argument("--segment-bytes", type=int, default=16 << 20, help="segment.bytes (default 16 MiB)")
+    demo.add_argument("--records", type=int, default=None,
+                      help="records to produce (default 200,000 per phase; 1,000,000 with --single)")
+    demo.add_argument("--no-spark", action="store_true", help="leave out the Spark count")
+    demo.add_argument("--single", action="store_true",
+                      help="the single-store demo: produce, consume as Arrow columns, verify")
+    demo.add_argument("--partitions", type=int, default=3, help="--single: partitions of the topic (default 3)")
+    demo.add_argument("--segment-bytes", type=int, default=16 << 20,
+                      help="--single: segment.bytes (default 16 MiB)")
     demo.add_argument("--compression", default="producer",
                       choices=["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"],
-                      help="the topic's compression.type (default: as produced, uncompressed)")
-    demo.set_defaults(func=_demo)
-    cdemo = sub.add_parser("cluster-demo", help="three replicas on loopback: kill the leader, "
-                           "watch the election, lose nothing")
-    cdemo.add_argument("--dir", help="directory for the nodes' data (default: a temporary one, removed)")
-    cdemo.add_argument("--records", type=int, default=5000, help="records per phase (default 5000)")
-    cdemo.set_defaults(func=_cluster_demo)
+                      help="--single: the topic's compression.type (default: as produced, uncompressed)")
+    demo.set_defaults(func=_demo_main)
 
     node = sub.add_parser("node", help="run one replica node process (Kafka broker keys; ZooKeeper "
                           "coordination); SIGTERM shuts it down cleanly")

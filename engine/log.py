@@ -659,9 +659,11 @@ class Log:
         (nothing when opened with ``dir_checkpoints=False``)."""
         if self.read_only or not self._dir_checkpoints:
             return
-        self._recovery_file.update({self._tp: self.recovery_point})
-        self._log_start_file.update(
-            {self._tp: self.log_start_offset if self.log_start_offset > self._segments[0].base_offset else None})
+        # Values read under the file's lock: a checkpoint written from another thread (a
+        # cluster's checkpoint worker) never lands after a newer one with older values.
+        self._recovery_file.update(lambda: {self._tp: self.recovery_point})
+        self._log_start_file.update(lambda: {
+            self._tp: self.log_start_offset if self.log_start_offset > self._segments[0].base_offset else None})
 
     # ---------------------------------------------------------------------------------------------
     # Reads

@@ -202,7 +202,7 @@ class _Partition:
         self.log = log_
         self.lock = threading.Lock()
         self.name = f"{topic}-{partition}"
-        self.state = ProducerStateManager(self.name)
+        self.state = ProducerStateManager(name=self.name)
         self.cleaner_offset = cleaner_offset
 
     def append_batch(self, data: Any, producer_id: int, producer_epoch: int, base_sequence: int,
@@ -770,7 +770,7 @@ class Store:
                 n = b.last_offset - b.base_offset + 1
                 if b.producer_id >= 0 and not b.is_control:
                     part.state.update(b.producer_id, b.producer_epoch, b.base_sequence,
-                                      last_sequence(b.base_sequence, b.base_offset, b.last_offset),
+                                      last_sequence(b.base_sequence, n),
                                       first, first + n - 1, b.max_timestamp)
                 first += n
         self._notify()

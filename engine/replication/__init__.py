@@ -13,7 +13,8 @@ Modules (rules in ``docs/replication.md``; the wire format in ``docs/replication
   in-memory implementation;
 - :mod:`~seglog.replication.transport` — the transport interface and the in-memory network;
   :mod:`~seglog.replication.tcp` — asyncio TCP;
-- :mod:`~seglog.replication.producer_state` — idempotent producer state and ``.snapshot`` files.
+- idempotent producer state and ``.snapshot`` files: :mod:`seglog.producer_state` (shared
+  with the store).
 """
 
 from __future__ import annotations

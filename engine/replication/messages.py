@@ -222,30 +222,33 @@ _BY_NAME: dict[str, type] = {t.__name__: t for t in MESSAGE_TYPES}
 # -- wire codec -----------------------------------------------------------------------------------
 
 
+_JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps would build one per call
+_FIELDS: dict[type, tuple[str, ...]] = {t: tuple(f.name for f in dataclasses.fields(t)) for t in MESSAGE_TYPES}
+_SCALARS = (int, str, bool, float, type(None))
+
+
 def _to_plain(x: Any, blobs: list[Any]) -> Any:
-    if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        name = type(x).__name__
-        if name not in _BY_NAME:
-            if hasattr(x, "slices"):  # a LogReadResult: records sent from the segment files
-                blobs.append(x)
-                return {"$b": len(blobs) - 1}
-            raise TypeError(f"cannot encode {name}")
-        out: dict[str, Any] = {"$t": name}
-        for f in dataclasses.fields(x):
-            out[f.name] = _to_plain(getattr(x, f.name), blobs)
+    t = type(x)
+    if t in _SCALARS:
+        return x
+    names = _FIELDS.get(t)
+    if names is not None:
+        out: dict[str, Any] = {"$t": t.__name__}
+        for n in names:
+            out[n] = _to_plain(getattr(x, n), blobs)
         return out
-    if isinstance(x, (bytes, bytearray, memoryview)):
+    if t is tuple or t is list:
+        return [_to_plain(v, blobs) for v in x]
+    if isinstance(x, (bytes, bytearray, memoryview)) or hasattr(x, "slices"):
+        # Bytes, or a LogReadResult: records sent from the segment files.
         blobs.append(x)
         return {"$b": len(blobs) - 1}
-    if hasattr(x, "slices") and hasattr(x, "to_bytes"):
-        blobs.append(x)
-        return {"$b": len(blobs) - 1}
-    if isinstance(x, tuple):
-        return [_to_plain(v, blobs) for v in x]
-    if isinstance(x, list):
-        return [_to_plain(v, blobs) for v in x]
     if isinstance(x, dict):
         return {"$d": [[_to_plain(k, blobs), _to_plain(v, blobs)] for k, v in x.items()]}
+    if isinstance(x, (tuple, list)):
+        return [_to_plain(v, blobs) for v in x]
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        raise TypeError(f"cannot encode {t.__name__}")
     return x
 
 
@@ -266,7 +269,7 @@ def encode(msg: Any) -> tuple[bytes, list[Any]]:
     """(JSON header, out-of-band blobs): bytes-like objects or LogReadResults."""
     blobs: list[Any] = []
     plain = _to_plain(msg, blobs)
-    return json.dumps(plain, separators=(",", ":")).encode(), blobs
+    return _JSON.encode(plain).encode(), blobs
 
 
 def decode(header: bytes, blobs: Sequence[bytes]) -> Any:

@@ -22,6 +22,7 @@ unclean shutdown the controller takes it out of every ISR until it has caught up
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import logging
@@ -166,6 +167,10 @@ class ReplicaNode:
         self._hw_checkpoint: dict[TopicPartition, int] = {}
         self._unopened: set[str] = set()
         self.durable_epoch_files: dict[str, bytes | None] = {}
+        #: Runs the periodic checkpoint writes (and their fsyncs) off the caller's thread when set
+        #: (a one-worker executor's ``submit``); ``None`` writes them inline, as the simulation does.
+        self.offload: Callable[[Callable[[], None]], concurrent.futures.Future[None]] | None = None
+        self._checkpointing: concurrent.futures.Future[None] | None = None
 
     # ---------------------------------------------------------------------------------------------
     # Lifecycle
@@ -219,6 +224,7 @@ class ReplicaNode:
             self.controller.resign()
             self.controller = None
         self._fail_parked()
+        self.wait_for_checkpoint()
         for p in self.partitions.values():
             p.stop()
             p.producer_state.take_snapshot(p.log.log_end_offset)
@@ -269,6 +275,8 @@ class ReplicaNode:
             self.controller.active = False
             self.controller = None
         self.transport.unregister(self.node_id)
+        # A write already under way finishes, as it would in a dying process's kernel call.
+        self.wait_for_checkpoint()
         for p in self.partitions.values():
             p.log.abandon()
 
@@ -763,19 +771,41 @@ class ReplicaNode:
             p.maybe_shrink_isr()
 
     def checkpoint_high_watermarks(self) -> None:
+        if self._checkpointing is not None and not self._checkpointing.done():
+            if self.running:
+                return  # the previous tick's writes are still being fsynced: skip this one
+            self.wait_for_checkpoint()
         hws = {tp: p.log.high_watermark for tp, p in self.partitions.items() if not p.log.closed}
         if not hws:
             return
         merged = dict(self._hw_checkpoint)
         merged.update(hws)
-        try:
+        logs = [p.log for p in self.partitions.values() if not p.log.closed]
+
+        def write() -> None:
             self._hw_file.write(merged)
-            for p in self.partitions.values():
-                if not p.log.closed:
-                    p.log.checkpoint()
-        except OSError as exc:
-            self._maybe_log_dir_failure(None, exc)
-            raise
+            for lg in logs:
+                if not lg.closed:
+                    lg.checkpoint()
+
+        if self.offload is None or not self.running:
+            try:
+                write()
+            except OSError as exc:
+                self._maybe_log_dir_failure(None, exc)
+                raise
+        else:
+            self._checkpointing = self.offload(write)
+
+    def wait_for_checkpoint(self) -> None:
+        """Block until an offloaded checkpoint write has finished (a failed one is logged)."""
+        fut, self._checkpointing = self._checkpointing, None
+        if fut is None:
+            return
+        try:
+            fut.result()
+        except Exception as exc:  # noqa: BLE001 - the next checkpoint retries
+            log.warning("node %d: checkpoint write failed: %s", self.node_id, exc)
 
     def _flush_logs(self) -> None:
         for p in self.partitions.values():

@@ -69,7 +69,7 @@ from seglog.replication.messages import (
     FetchPartitionResponse,
 )
 from seglog.replication.metadata import NO_LEADER, PartitionInfo, PartitionState, ReplicaConfig
-from seglog.replication.producer_state import ProducerStateManager, last_sequence
+from seglog.producer_state import ProducerStateManager, last_sequence
 
 if TYPE_CHECKING:
     from seglog.log import Log

@@ -25,6 +25,8 @@ as the node expects (it has no locks).
 from __future__ import annotations
 
 import asyncio
+import asyncio.streams
+import collections
 import dataclasses
 import hashlib
 import hmac
@@ -50,8 +52,11 @@ KIND_PROOF = 5
 KIND_WELCOME = 6
 
 _HEAD = struct.Struct(">IBII")  # frame length, kind, correlation id, header length
+_BODY = struct.Struct(">BII")  # the same without the length
 _U32 = struct.Struct(">I")
 MAX_FRAME = 256 * 1024 * 1024
+#: Record blobs smaller than this are copied into the frame; larger ones go out by sendfile.
+SENDFILE_MIN = 64 * 1024
 
 
 def proof_for(secret: bytes, nonce: bytes, node_id: int) -> bytes:
@@ -75,7 +80,10 @@ def _blobs_of(raw: list[Any]) -> list[_Blob]:
     file descriptors (valid even if the segment is closed or renamed meanwhile)."""
     out = []
     for b in raw:
-        if hasattr(b, "slices"):
+        if hasattr(b, "slices") and b.size < SENDFILE_MIN:
+            # A small read costs less copied now than a sendfile round through the selector.
+            out.append(_Blob(data=b.to_bytes()))
+        elif hasattr(b, "slices"):
             fds = []
             try:
                 for s in b.slices:
@@ -91,20 +99,137 @@ def _blobs_of(raw: list[Any]) -> list[_Blob]:
     return out
 
 
-async def _read_frame(reader: asyncio.StreamReader) -> tuple[int, int, Any, list[bytes]]:
-    head = await reader.readexactly(_HEAD.size)
-    length, kind, corr, hlen = _HEAD.unpack(head)
-    if length > MAX_FRAME or hlen > length:
-        raise ConnectionError(f"frame of {length} bytes (header {hlen}) exceeds the limit {MAX_FRAME}")
-    header = await reader.readexactly(hlen)
-    (count,) = _U32.unpack(await reader.readexactly(4))
-    blobs = []
-    for _ in range(count):
-        (n,) = _U32.unpack(await reader.readexactly(4))
-        if n > length:
-            raise ConnectionError(f"blob of {n} bytes in a frame of {length}")
-        blobs.append(await reader.readexactly(n))
-    return kind, corr, header, blobs
+class _FrameProtocol(asyncio.streams.FlowControlMixin, asyncio.BufferedProtocol):
+    """Reads frames straight out of the socket: small frames land in a 64 KiB scratch buffer
+    (several per ``recv``), a large frame's body is received into a buffer of its own exact size
+    (one copy from the kernel, no reassembly) whose blobs are handed on as memoryviews. Writing
+    goes through a ``StreamWriter`` over the same transport (this class is its flow control)."""
+
+    SCRATCH = 64 * 1024
+
+    def __init__(self, loop: asyncio.AbstractEventLoop,
+                 on_made: Callable[[_FrameProtocol, asyncio.BaseTransport], None] | None = None) -> None:
+        super().__init__(loop=loop)
+        self._frame_loop = loop
+        self._scratch = bytearray(self.SCRATCH)
+        self._sv = memoryview(self._scratch)
+        self._have = 0
+        self._big: bytearray | None = None
+        self._big_view = memoryview(b"")
+        self._big_have = 0
+        self._frames: collections.deque[tuple[int, int, bytes, list[Any]]] = collections.deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._exc: BaseException | None = None
+        self._eof = False
+        self._on_made = on_made
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        if self._on_made is not None:
+            self._on_made(self, transport)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._big is not None:
+            return self._big_view[self._big_have:]
+        return self._sv[self._have:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._big is not None:
+            self._big_have += nbytes
+            if self._big_have == len(self._big):
+                body, self._big, self._big_view = self._big, None, memoryview(b"")
+                self._push(memoryview(body))
+            return
+        self._have += nbytes
+        pos = 0
+        have = self._have
+        while have - pos >= 4:
+            (length,) = _U32.unpack_from(self._scratch, pos)
+            if length > MAX_FRAME or length < _HEAD.size - 4:
+                self._error(ConnectionError(f"frame of {length} bytes is outside [{_HEAD.size - 4}, {MAX_FRAME}]"))
+                return
+            end = pos + 4 + length
+            if end <= have:
+                self._push(bytes(self._sv[pos + 4:end]))
+                pos = end
+                if self._exc is not None:
+                    return
+            elif 4 + length > self.SCRATCH:
+                body = bytearray(length)
+                got = have - pos - 4
+                body[:got] = self._sv[pos + 4:have]
+                self._big, self._big_view, self._big_have = body, memoryview(body), got
+                self._have = 0
+                return
+            else:
+                break
+        if pos:
+            rest = have - pos
+            self._scratch[:rest] = self._sv[pos:have]
+            self._have = rest
+
+    def _push(self, body: Any) -> None:
+        """Split one frame body (everything after the length field) into its parts."""
+        try:
+            kind, corr, hlen = _BODY.unpack_from(body, 0)
+            at = _BODY.size + hlen
+            header = bytes(body[_BODY.size:at])
+            (count,) = _U32.unpack_from(body, at)
+            at += 4
+            blobs = []
+            for _ in range(count):
+                (n,) = _U32.unpack_from(body, at)
+                at += 4
+                if at + n > len(body):
+                    raise ConnectionError(f"blob of {n} bytes runs past the end of its {len(body)}-byte frame")
+                blobs.append(body[at:at + n])
+                at += n
+            if at != len(body) or len(header) != hlen:
+                raise ConnectionError(f"frame parts add up to {at} bytes, the frame holds {len(body)}")
+        except (struct.error, ConnectionError) as exc:
+            self._error(exc if isinstance(exc, ConnectionError) else ConnectionError(f"malformed frame: {exc}"))
+            return
+        self._frames.append((kind, corr, header, blobs))
+        self._wake()
+
+    def _error(self, exc: BaseException) -> None:
+        self._exc = exc
+        if self.transport is not None:
+            self.transport.abort()
+        self._wake()
+
+    def _wake(self) -> None:
+        w, self._waiter = self._waiter, None
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        self._wake()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self._eof = True
+        if exc is not None and self._exc is None:
+            self._exc = exc
+        self._wake()
+
+    async def read_frame(self) -> tuple[int, int, bytes, list[Any]]:
+        """The next frame: (kind, correlation id, header, blobs); raises once the connection
+        ends (``IncompleteReadError`` at a clean end, the error otherwise)."""
+        while not self._frames:
+            if self._exc is not None:
+                raise self._exc
+            if self._eof:
+                raise asyncio.IncompleteReadError(b"", None)
+            self._waiter = self._frame_loop.create_future()
+            await self._waiter
+        return self._frames.popleft()
+
+
+_WRITE_BACKLOG = 4 * 1024 * 1024  # beyond this much unsent, writers wait for the socket (drain)
 
 
 class _Writer:
@@ -113,6 +238,41 @@ class _Writer:
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self.writer = writer
         self.lock = asyncio.Lock()
+        self.queued = 0  # frames handed to tasks and not yet written: later frames queue behind
+
+    def send_now(self, kind: int, corr: int, header: bytes, blobs: list[_Blob]) -> bool:
+        """Write the frame at once if nothing else is being written and it needs no sendfile
+        (the common case: no task, no lock); False if it must go through :meth:`send`."""
+        w = self.writer
+        if self.queued or self.lock.locked() or w.is_closing() or any(b.data is None for b in blobs):
+            return False
+        transport = w.transport
+        if transport.get_write_buffer_size() > _WRITE_BACKLOG:
+            return False
+        rest = 1 + 4 + 4 + len(header) + 4 + sum(4 + len(b.data) for b in blobs)
+        parts = [_HEAD.pack(rest, kind, corr, len(header)), header, _U32.pack(len(blobs))]
+        for b in blobs:
+            parts.append(_U32.pack(len(b.data)))
+            parts.append(b.data)
+        if rest < SENDFILE_MIN:
+            transport.write(b"".join(parts))
+        else:
+            for part in parts:  # large blobs are not copied into one buffer first
+                transport.write(part)
+        return True
+
+    def submit(self, kind: int, corr: int, header: bytes, blobs: list[_Blob]) -> asyncio.Task[None] | None:
+        """Write the frame now if it can be (None), else in a task that keeps its place in line."""
+        if self.send_now(kind, corr, header, blobs):
+            return None
+        self.queued += 1
+        return asyncio.get_running_loop().create_task(self._send_queued(kind, corr, header, blobs))
+
+    async def _send_queued(self, kind: int, corr: int, header: bytes, blobs: list[_Blob]) -> None:
+        try:
+            await self.send(kind, corr, header, blobs)
+        finally:
+            self.queued -= 1
 
     async def send(self, kind: int, corr: int, header: bytes, blobs: list[_Blob]) -> None:
         try:
@@ -189,28 +349,30 @@ class _Conn:
         self.next_corr = 1
         self.out: _Writer | None = None
         self.closed = False
+        self.waiting = 0  # requests waiting to be written (for the connection or the writer)
         self.task = t.loop.create_task(self._run())
 
     async def _run(self) -> None:
         host, port = self.t.link_addresses.get((self.src, self.dst)) or self.t.addresses[self.dst]
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port, ssl=self.t.client_ssl,
-                                        server_hostname=host if self.t.client_ssl else None),
+            loop = self.t.loop
+            transport, reader = await asyncio.wait_for(
+                loop.create_connection(lambda: _FrameProtocol(loop), host, port, ssl=self.t.client_ssl,
+                                       server_hostname=host if self.t.client_ssl else None),
                 timeout=self.t.connect_timeout_s)
-            self.out = _Writer(writer)
+            self.out = _Writer(asyncio.StreamWriter(transport, reader, None, loop))
             await self.out.send(KIND_HELLO, 0, json.dumps({"node": self.src}).encode(), [])
-            kind, _, _, blobs = await _read_frame(reader)
+            kind, _, _, blobs = await reader.read_frame()
             if kind != KIND_CHALLENGE or len(blobs) != 1:
                 raise ConnectionError("no challenge from the server")
             proof = proof_for(self.t.secret, blobs[0], self.src) if self.t.secret else b""
             await self.out.send(KIND_PROOF, 0, b"{}", [_Blob(data=proof)])
-            kind, _, _, _ = await _read_frame(reader)
+            kind, _, _, _ = await reader.read_frame()
             if kind != KIND_WELCOME:
                 raise ConnectionError("the server refused the handshake")
             self.ready.set_result(None)
             while True:
-                kind, corr, header, blobs = await _read_frame(reader)
+                kind, corr, header, blobs = await reader.read_frame()
                 if kind != KIND_RESPONSE:
                     continue
                 p = self.pending.pop(corr, None)
@@ -258,9 +420,21 @@ class _Conn:
         self.pending[corr] = _Pending(callback, timer)
         header, raw = encode(msg)
         blobs = _blobs_of(raw)
+        if not self.waiting and self.ready.done() and not self.closed and self.out is not None \
+                and self.ready.exception() is None and self.out.send_now(KIND_REQUEST, corr, header, blobs):
+            return
+        # Requests are written in the order they are made (a produce pipeline relies on it):
+        # once one waits, later ones wait behind it.
+        self.waiting += 1
         self.t.loop.create_task(self._send_when_ready(corr, header, blobs))
 
     async def _send_when_ready(self, corr: int, header: bytes, blobs: list[_Blob]) -> None:
+        try:
+            await self._write_when_ready(corr, header, blobs)
+        finally:
+            self.waiting -= 1
+
+    async def _write_when_ready(self, corr: int, header: bytes, blobs: list[_Blob]) -> None:
         try:
             await self.ready
             assert self.out is not None
@@ -306,6 +480,7 @@ class TcpTransport:
         self._conns: dict[tuple[int, int], _Conn] = {}
         self._paused: dict[int, list[Callable[[], None]]] = {}
         self.refused_handshakes = 0
+        self._serving: set[asyncio.Task[None]] = set()
 
     # -- endpoints ---------------------------------------------------------------------------------
 
@@ -313,8 +488,14 @@ class TcpTransport:
         """Serve node ``node_id`` on ``host:port`` (0: any free port); returns the address."""
         self._handlers[node_id] = handler
         self._server_conns[node_id] = set()
-        server = await asyncio.start_server(lambda r, w: self._serve(node_id, r, w), host, port,
-                                            ssl=self.server_ssl, reuse_address=True)
+        def made(proto: _FrameProtocol, transport: asyncio.BaseTransport) -> None:
+            writer = asyncio.StreamWriter(transport, proto, None, self.loop)  # type: ignore[arg-type]
+            task = self.loop.create_task(self._serve(node_id, proto, writer))
+            self._serving.add(task)
+            task.add_done_callback(self._serving.discard)
+
+        server = await self.loop.create_server(lambda: _FrameProtocol(self.loop, made), host, port,
+                                               ssl=self.server_ssl, reuse_address=True)
         self._servers[node_id] = server
         sock = server.sockets[0]
         addr = sock.getsockname()[:2]
@@ -380,7 +561,7 @@ class TcpTransport:
 
     # -- server side -------------------------------------------------------------------------------
 
-    async def _serve(self, node_id: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, node_id: int, reader: _FrameProtocol, writer: asyncio.StreamWriter) -> None:
         conns = self._server_conns.get(node_id)
         if conns is None:
             writer.transport.abort()
@@ -388,13 +569,13 @@ class TcpTransport:
         conns.add(writer)
         out = _Writer(writer)
         try:
-            kind, _, header, _ = await _read_frame(reader)
+            kind, _, header, _ = await reader.read_frame()
             if kind != KIND_HELLO:
                 raise ConnectionError("expected hello")
             src = int(json.loads(header)["node"])
             nonce = os.urandom(32)
             await out.send(KIND_CHALLENGE, 0, b"{}", [_Blob(data=nonce)])
-            kind, _, _, blobs = await _read_frame(reader)
+            kind, _, _, blobs = await reader.read_frame()
             if kind != KIND_PROOF or len(blobs) != 1:
                 raise ConnectionError("expected proof")
             if self.secret is not None and not hmac.compare_digest(blobs[0], proof_for(self.secret, nonce, src)):
@@ -403,7 +584,7 @@ class TcpTransport:
                 raise ConnectionError("wrong shared secret")
             await out.send(KIND_WELCOME, 0, b"{}", [])
             while True:
-                kind, corr, header, blobs = await _read_frame(reader)
+                kind, corr, header, blobs = await reader.read_frame()
                 if kind != KIND_REQUEST:
                     continue
                 msg = decode(header, blobs)
@@ -429,8 +610,9 @@ class TcpTransport:
             replied[0] = True
             header, raw = encode(resp)
             blobs = _blobs_of(raw)  # zero copy: file descriptors taken now
-            task = self.loop.create_task(out.send(KIND_RESPONSE, corr, header, blobs))
-            task.add_done_callback(_ignore_connection_errors)
+            task = out.submit(KIND_RESPONSE, corr, header, blobs)
+            if task is not None:
+                task.add_done_callback(_ignore_connection_errors)
 
         handler(src, msg, reply)
 

@@ -13,7 +13,7 @@ import pytest
 from seglog.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 from seglog.log import Log
 from seglog.records import encode_batch
-from seglog.replication.producer_state import (
+from seglog.producer_state import (
     ProducerEntry,
     ProducerStateManager,
     BatchMetadata,

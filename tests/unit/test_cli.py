@@ -33,8 +33,8 @@ def test_parser_has_every_command() -> None:
     assert {"demo", "describe", "dump", "produce", "consume"} <= set(names)
 
 
-def test_demo(tmp_path: Path, capsys: Any) -> None:
-    rc, out, err = run(capsys, "demo", "--dir", str(tmp_path), "--records", "3000", "--partitions", "2")
+def test_demo_single(tmp_path: Path, capsys: Any) -> None:
+    rc, out, err = run(capsys, "demo", "--single", "--dir", str(tmp_path), "--records", "3000", "--partitions", "2")
     assert rc == 0, err
     assert "produced 3,000 records" in out and "consumed 3,000 records" in out
     assert "verified: every one of the 3,000 records came back exactly once" in out
@@ -43,7 +43,50 @@ def test_demo(tmp_path: Path, capsys: Any) -> None:
     with Store.open(tmp_path / "store", read_only=True) as store:
         assert store.describe("demo-events")[0].records == 3000
     # Running it again in the same directory starts over.
-    assert run(capsys, "demo", "--dir", str(tmp_path), "--records", "100")[0] == 0
+    assert run(capsys, "demo", "--single", "--dir", str(tmp_path), "--records", "100")[0] == 0
+
+
+def _cluster_demo_ok(out: str, n: int) -> None:
+    assert "killing the leader" in out
+    assert "the ISR shrank to" in out and "was elected leader" in out
+    assert "rejoined the ISR" in out
+    assert f"consumed {2 * n:,} records" in out and "0 lost or moved, 0 duplicated, 0 unexpected" in out
+    assert "produce: 100%" in out and "consume: 100%" in out  # progress while it ran
+
+
+def test_demo_three_replicas_without_spark(tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
+    # As on a machine without Java: one line saying so and how to get it, and still success.
+    monkeypatch.setattr("seglog.cli._spark_missing", lambda: "no Java runtime found (install one)")
+    rc, out, err = run(capsys, "demo", "--dir", str(tmp_path), "--records", "3000")
+    assert rc == 0, err
+    _cluster_demo_ok(out, 3000)
+    skipped = [line for line in out.splitlines() if "Spark" in line and "skipped" in line]
+    assert skipped == ["  Spark: skipped, no Java runtime found (install one)"]
+    with Store.open(tmp_path / "cluster" / "node-0", read_only=True) as store:
+        assert store.describe("orders")[0].partitions[0].log_end_offset == 6000
+
+
+def test_spark_missing_names_the_extra(monkeypatch: Any) -> None:
+    import importlib.util
+
+    from seglog import cli
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert cli._spark_missing() == 'pyspark is not installed (pip install "seglog[spark]")'
+
+
+@pytest.mark.spark
+def test_demo_three_replicas_with_spark(tmp_path: Path, capsys: Any) -> None:
+    from seglog import cli
+
+    if cli._spark_missing():
+        pytest.skip(cli._spark_missing())
+    rc, out, err = run(capsys, "demo", "--dir", str(tmp_path), "--records", "2000")
+    assert rc == 0, err
+    _cluster_demo_ok(out, 2000)
+    for node in range(3):
+        assert f"load('node-{node}').count() = 4,000" in out
+    assert "Spark read 4,000 records from each of the three replicas" in out
 
 
 def test_describe(tmp_path: Path, capsys: Any, fixtures_dir: Path) -> None:
@@ -141,7 +184,7 @@ def test_produce_and_consume(tmp_path: Path, capsys: Any, monkeypatch: Any) -> N
     rc, out, _ = run(capsys, "consume", d, "events", "--partition", "0", "--offset", "1",
                      "--max-messages", "2", "--print-key", "--key-separator", "|")
     assert out.splitlines() == [f"{r['key']}|{r['value']}" for r in p0[1:3]]
-    ts = rows[0]["timestamp"]
+    ts = max(r["timestamp"] for r in rows)  # the records may straddle a millisecond
     rc, out, _ = run(capsys, "consume", d, "events", "--timestamp", str(ts + 1))
     assert out == ""
     # A group starts at its committed offsets and commits at the end.
