@@ -33,3 +33,14 @@ def zookeeper_server() -> Iterator[Any]:
         yield server
     finally:
         server.stop()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Long tests (``@pytest.mark.slow``: simulation and fault profiles, long state machines and
+    fuzz loops) run only when asked for, with ``-m slow`` or ``SEGLOG_SLOW=1``."""
+    if os.environ.get("SEGLOG_SLOW") == "1" or "slow" in (config.getoption("markexpr") or ""):
+        return
+    skip = pytest.mark.skip(reason="long: run with -m slow or SEGLOG_SLOW=1")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

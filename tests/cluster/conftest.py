@@ -1,6 +1,5 @@
 """Cluster tests (``@pytest.mark.cluster``) need ZooKeeper and a Java runtime and skip, saying
-why, without them. Long profiles (``@pytest.mark.slow``) run only with ``-m slow`` or
-``SEGLOG_SLOW=1``."""
+why, without them. (Long profiles, ``@pytest.mark.slow``, are skipped by tests/conftest.py.)"""
 
 from __future__ import annotations
 
@@ -14,11 +13,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     mine = [i for i in items if str(i.path).startswith(here)]
     if not mine:
         return
-    if not (os.environ.get("SEGLOG_SLOW") == "1" or "slow" in (config.getoption("markexpr") or "")):
-        skip = pytest.mark.skip(reason="long profile: run with -m slow or SEGLOG_SLOW=1")
-        for item in mine:
-            if "slow" in item.keywords:
-                item.add_marker(skip)
     if any("cluster" in i.keywords for i in mine):
         from seglog.testing.zookeeper import unavailable_reason
 

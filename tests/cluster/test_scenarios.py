@@ -267,10 +267,11 @@ def test_s11_disk_full_on_the_leader(sc: Scenario) -> None:
     fs.fill()
     _new_leader(sc, leader, timeout=20)
     sc.wait(lambda: not sc.c.is_running(leader), 10, "the node with the full disk halts")
+    with open(sc.c.log_path(leader), encoding="utf-8", errors="replace") as f:
+        assert "halting: the only log dir" in f.read()
     fs.free()
     sc.c.restart(leader)
     _ok(sc)
-    assert "halting: the only log dir" in open(sc.c.log_path(leader)).read()
 
 
 @pytest.mark.parametrize("how", ["torn", "flip_last"])
