@@ -30,6 +30,7 @@ if _reason is not None:
     pytest.skip(_reason, allow_module_level=True)
 
 from seglog.benchmarks import cases  # noqa: E402
+from seglog.benchmarks.suite import paced_latencies_ms  # noqa: E402
 from seglog.cluster import LocalCluster  # noqa: E402
 
 VALUE = b"v" * 100
@@ -85,23 +86,8 @@ def test_processes_acks_all_latency_at_half_peak(benchmark: Any, cluster: Any) -
     latencies: list[float] = []
 
     def run_timed() -> None:
-        done_at: dict[int, float] = {}
         with cluster.producer(acks="all") as p:
-            start = time.perf_counter()
-            sent_at = []
-            futs = []
-            for i in range(count):
-                due = start + i / rate
-                now = time.perf_counter()
-                if due > now:
-                    time.sleep(due - now)
-                sent_at.append(time.perf_counter())
-                f = p.send("rf3", VALUE, partition=0)
-                f.add_done_callback(lambda _f, i=i: done_at.__setitem__(i, time.perf_counter()))
-                futs.append(f)
-            for f in futs:
-                f.result(30)
-            latencies.extend((done_at[i] - sent_at[i]) * 1000 for i in range(len(futs)))
+            latencies.extend(paced_latencies_ms(p, "rf3", VALUE, count, rate))
 
     benchmark.pedantic(run_timed, rounds=1, iterations=1)
     q = statistics.quantiles(latencies, n=100)

@@ -28,6 +28,7 @@ import pytest
 
 from seglog import Store
 from seglog.benchmarks import cases
+from seglog.benchmarks.suite import paced_latencies_ms
 from seglog.cluster import LocalCluster
 
 N = 20_000
@@ -116,25 +117,10 @@ def test_acks_all_latency_at_half_peak(benchmark, cluster: LocalCluster) -> None
     peak = N / (time.perf_counter() - t0)
     rate = peak / 2
     latencies: list[float] = []
-    done_at: dict[int, float] = {}
 
     def run_timed() -> None:
         with cluster.producer(acks="all") as p:
-            start = time.perf_counter()
-            sent_at = []
-            futs = []
-            for i in range(2000):
-                due = start + i / rate
-                now = time.perf_counter()
-                if due > now:
-                    time.sleep(due - now)
-                sent_at.append(time.perf_counter())
-                f = p.send("rf3", VALUE, partition=0)
-                f.add_done_callback(lambda _f, i=i: done_at.__setitem__(i, time.perf_counter()))
-                futs.append(f)
-            for f in futs:
-                f.result(30)
-            latencies.extend((done_at[i] - sent_at[i]) * 1000 for i in range(len(futs)))
+            latencies.extend(paced_latencies_ms(p, "rf3", VALUE, 2000, rate))
 
     benchmark.pedantic(run_timed, rounds=1, iterations=1)
     q = statistics.quantiles(latencies, n=100)

@@ -34,6 +34,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from seglog._loop import LoopOwner
 from seglog.clock import Clock
 from seglog.config import ConsumerConfig, ProducerConfig
 from seglog.errors import KafkaError, error_for_code
@@ -65,8 +66,10 @@ def parse_bootstrap(bootstrap: str | Sequence[str]) -> list[str]:
     return out
 
 
-class ClusterClient:
+class ClusterClient(LoopOwner):
     """A connection to a cluster of node processes (see module docs)."""
+
+    _what = "client"
 
     def __init__(self, bootstrap: str | Sequence[str], *, secret: bytes | str | None = None,
                  ssl: Any = None, metadata_timeout_s: float = 30) -> None:
@@ -104,20 +107,6 @@ class ClusterClient:
             time.sleep(0.1)
 
     # -- the loop (what ClusterProducer / ClusterConsumer use) ------------------------------------
-
-    def _run_loop(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
-
-    def _call(self, coro: Any, timeout: float | None = 60) -> Any:
-        if self._closed:
-            raise RuntimeError("the client is closed")
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def _on_loop(self, fn: Any, *args: Any) -> Any:
-        async def run() -> Any:
-            return fn(*args)
-        return self._call(run())
 
     @property
     def nodes(self) -> dict[int, object]:

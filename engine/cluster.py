@@ -56,6 +56,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from seglog._loop import LoopOwner
 from seglog.clock import Clock
 from seglog.config import ConsumerConfig, ProducerConfig
 from seglog.errors import (
@@ -129,8 +130,10 @@ class ConsumerRecord:
     value: bytes | None
 
 
-class LocalCluster:
+class LocalCluster(LoopOwner):
     """``nodes`` replica nodes in this process over loopback TCP (see module docs)."""
+
+    _what = "cluster"
 
     def __new__(cls, *args: Any, processes: bool = False, **kwargs: Any) -> LocalCluster:
         if processes and cls is LocalCluster:
@@ -208,20 +211,6 @@ class LocalCluster:
         self.wait_for(lambda: self._controller() is not None, 10, "a controller")
 
     # -- the loop ------------------------------------------------------------------------------
-
-    def _run_loop(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
-
-    def _call(self, coro: Any, timeout: float | None = 60) -> Any:
-        if self._closed:
-            raise RuntimeError("the cluster is closed")
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def _on_loop(self, fn: Any, *args: Any) -> Any:
-        async def run() -> Any:
-            return fn(*args)
-        return self._call(run())
 
     def wait_for(self, predicate: Any, timeout_s: float = 30, what: str = "a condition") -> None:
         deadline = time.monotonic() + timeout_s

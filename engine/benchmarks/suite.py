@@ -472,6 +472,43 @@ def _prepare_append(p: Mapping[str, int], base: Path, available: frozenset[str])
                 close=close, params={"records_per_batch": cols.per_batch})
 
 
+def _read_files(paths: list[Path]) -> Callable[[], int]:
+    """The read() limit: every byte of ``paths`` through one reused 8 MiB buffer."""
+    buf = bytearray(8 << 20)
+
+    def read_all() -> int:
+        total = 0
+        for path in paths:
+            with open(path, "rb", buffering=0) as f:
+                while k := f.readinto(buf):
+                    total += k
+        return total
+    return read_all
+
+
+def paced_latencies_ms(producer: Any, topic: str, value: bytes, count: int, rate: float) -> list[float]:
+    """Send ``count`` records one at a time at ``rate`` records/s (partition 0) and return each
+    one's send -> acknowledgement latency in ms."""
+    import time
+
+    done_at: dict[int, float] = {}
+    sent_at: list[float] = []
+    futs = []
+    start = time.perf_counter()
+    for i in range(count):
+        due = start + i / rate
+        now = time.perf_counter()
+        if due > now:
+            time.sleep(due - now)
+        sent_at.append(time.perf_counter())
+        f = producer.send(topic, value, partition=0)
+        f.add_done_callback(lambda _f, i=i: done_at.__setitem__(i, time.perf_counter()))
+        futs.append(f)
+    for f in futs:
+        f.result(30)
+    return [(done_at[i] - sent_at[i]) * 1000 for i in range(len(futs))]
+
+
 def _read_seglog(d: Path) -> Callable[[], int]:
     from seglog.log import Log
     from seglog.records import decode_columns
@@ -571,16 +608,7 @@ def _prepare_read(p: Mapping[str, int], base: Path, available: frozenset[str]) -
         closers.append(getattr(run, "close", lambda: None))
         calls[name] = run
     seg_files = sorted((dirs[SEGLOG] / "t-0").glob("*.log"))
-    buf = bytearray(8 << 20)
-
-    def read_all() -> int:
-        total = 0
-        for path in seg_files:
-            with open(path, "rb", buffering=0) as f:
-                while k := f.readinto(buf):
-                    total += k
-        return total
-    calls[READ] = read_all
+    calls[READ] = _read_files(seg_files)
 
     def close() -> None:
         for c in closers:
@@ -955,16 +983,7 @@ def _prepare_poll_columns(p: Mapping[str, int], base: Path, available: frozenset
         calls["sqlite3 WAL"] = sqlite_scan
         closers.append(con.close)
     seg_files = sorted((d / "store").glob("t-0/*.log"))
-    buf = bytearray(8 << 20)
-
-    def read_all() -> int:
-        total = 0
-        for path in seg_files:
-            with open(path, "rb", buffering=0) as f:
-                while k := f.readinto(buf):
-                    total += k
-        return total
-    calls[READ] = read_all
+    calls[READ] = _read_files(seg_files)
 
     def close() -> None:
         for c in closers:
