@@ -128,6 +128,8 @@ class ConsumerRecord:
     timestamp: int
     key: bytes | None
     value: bytes | None
+    leader_epoch: int = -1
+    high_watermark: int = -1  # the serving leader's HW in the fetch response that carried it
 
 
 class LocalCluster(LoopOwner):
@@ -985,7 +987,8 @@ class ClusterConsumer:
                     for r in decode_records(pr.records):
                         if r.offset < pos or len(out) >= limit:
                             continue
-                        out.append(ConsumerRecord(tp[0], tp[1], r.offset, r.timestamp, r.key, r.value))
+                        out.append(ConsumerRecord(tp[0], tp[1], r.offset, r.timestamp, r.key, r.value,
+                                                  r.leader_epoch, pr.high_watermark))
                         self._positions[tp] = r.offset + 1
             if out or time.monotonic() >= deadline:
                 return out

@@ -121,7 +121,8 @@ class Consumer(threading.Thread):
         recs = c.poll(timeout_ms=self.poll_ms)
         by_tp: dict[tuple[str, int], list[list[Any]]] = {}
         for r in recs:
-            by_tp.setdefault((r.topic, r.partition), []).append([r.offset, value_key(r.value), None, None])
+            by_tp.setdefault((r.topic, r.partition), []).append(
+                [r.offset, value_key(r.value), r.leader_epoch, r.high_watermark if r.high_watermark >= 0 else None])
         for tp, rs in by_tp.items():
             op = self.history.invoke(self.client, "poll", {"topic": tp[0], "partition": tp[1], "from": starts[tp],
                                                            "invoked_at": round(t_invoke, 3)})
