@@ -49,8 +49,9 @@ cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_CheckExact
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_FORMAT, PyBUF_ND
-from cpython.list cimport PyList_New, PyList_SET_ITEM, PyList_GET_ITEM
-from cpython.long cimport PyLong_AsLongLong
+from cpython.list cimport PyList_New, PyList_SET_ITEM, PyList_GET_ITEM, PyList_CheckExact
+from cpython.tuple cimport PyTuple_CheckExact
+from cpython.long cimport PyLong_AsLong, PyLong_AsLongLong, PyLong_CheckExact
 from cpython.ref cimport PyObject, Py_INCREF
 from cpython.unicode cimport PyUnicode_AsUTF8String, PyUnicode_DecodeUTF8
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, int8_t, int16_t, int32_t, int64_t, uint64_t, INT32_MAX
@@ -191,26 +192,50 @@ cdef inline const uint8_t *_buf_ptr(object buf, list keep) except? NULL:
     return &mv[0]
 
 
-cdef int _bincol_init(BinCol *c, object obj, str name, list keep) except -1:
-    """Resolve ``obj`` into ``c``. ``keep`` holds references that must outlive the encode."""
+cdef int _bincol_init(BinCol *c, object obj, str name, list keep, bint private=True) except -1:
+    """Resolve ``obj`` into ``c``. ``keep`` holds references that must outlive the encode.
+
+    Returns 1 if resolving may have run Python code (a conversion, an iterator, NumPy or
+    pyarrow calls), else 0. An exact list of exact bytes / bytearray / None runs none: with
+    ``private=False`` its items are then read in place (no copy); the caller must make sure no
+    Python code runs before the encode loop is done with them, else re-resolve with
+    ``private=True``, which reads from a private tuple that no later code can change."""
     memset(c, 0, sizeof(BinCol))
     if obj is None:
         c.kind = K_NULL
         c.n = -1
         return 0
+    cdef Py_ssize_t i, n
+    cdef PyObject **items
+    cdef object item
+    cdef list converted = None
+    if PyList_CheckExact(obj) or PyTuple_CheckExact(obj):
+        if private and PyList_CheckExact(obj):
+            obj = tuple(obj)  # copied before it is checked: the copy may run the collector
+        n = PySequence_Fast_GET_SIZE(obj)
+        items = PySequence_Fast_ITEMS(obj)
+        for i in range(n):
+            item = <object>items[i]
+            if not (item is None or PyBytes_CheckExact(item) or PyByteArray_CheckExact(item)):
+                break
+        else:
+            keep.append(obj)
+            c.kind = K_SEQ
+            c.n = n
+            c.items = PySequence_Fast_ITEMS(obj)
+            return 0
     mod = type(obj).__module__ or ""
     if mod.startswith("pyarrow"):
-        return _bincol_arrow(c, obj, name, keep)
+        _bincol_arrow(c, obj, name, keep)
+        return 1
     if mod.startswith("numpy"):
-        return _bincol_numpy(c, obj, name, keep)
+        _bincol_numpy(c, obj, name, keep)
+        return 1
     if not isinstance(obj, (list, tuple)):
         if isinstance(obj, (bytes, bytearray, memoryview, str)):
             raise TypeError(f"{name} must be a column (a list of bytes), not a single {type(obj).__name__}")
         obj = list(obj)
-    cdef Py_ssize_t i, n = len(obj)
-    cdef PyObject **items
-    cdef object item
-    cdef list converted = None
+    n = len(obj)
     fast = PySequence_Fast(obj, "column")
     items = PySequence_Fast_ITEMS(fast)
     for i in range(n):
@@ -226,7 +251,12 @@ cdef int _bincol_init(BinCol *c, object obj, str name, list keep) except -1:
             raise TypeError(f"{name}[{i}] is a {type(item).__name__}, not bytes-like or None") from None
         if converted is None:
             converted = list(obj)
+            if len(converted) != n:
+                raise ValueError(f"{name} changed length while being resolved ({n} -> {len(converted)})")
         converted[i] = memoryview(item).tobytes()
+        # ``items`` may be stale after Python code ran: read on from the private copy.
+        fast = converted
+        items = PySequence_Fast_ITEMS(fast)
     # A private tuple: no later Python code can resize or reorder what ``items`` points into.
     fast = tuple(converted if converted is not None else fast)
     items = PySequence_Fast_ITEMS(fast)
@@ -234,7 +264,7 @@ cdef int _bincol_init(BinCol *c, object obj, str name, list keep) except -1:
     c.kind = K_SEQ
     c.n = n
     c.items = items
-    return 0
+    return 1
 
 
 cdef int _bincol_arrow(BinCol *c, object arr, str name, list keep) except -1:
@@ -336,6 +366,14 @@ cdef struct TsCol:
     const int64_t *data
 
 
+cdef inline int64_t _as_int64(object x) except? -1:
+    # CPython's PyLong_AsLongLong goes through a byte-array conversion for any int of two or
+    # more digits (every millisecond timestamp); PyLong_AsLong folds the digits directly.
+    if sizeof(long) == 8:
+        return PyLong_AsLong(x)
+    return PyLong_AsLongLong(x)
+
+
 cdef int _tscol_init(TsCol *c, object obj, Py_ssize_t n, list keep) except -1:
     memset(c, 0, sizeof(TsCol))
     if obj is None:
@@ -386,14 +424,30 @@ cdef int _tscol_init(TsCol *c, object obj, Py_ssize_t n, list keep) except -1:
             return 0
     if len(obj) != n:
         raise ValueError(f"timestamps has {len(obj)} items, values has {n}")
+    cdef Py_ssize_t i
+    cdef int64_t *d
+    cdef object item
+    owned = bytearray(8 * n)
+    d = <int64_t *>PyByteArray_AS_STRING(owned)
+    if PyList_CheckExact(obj) or PyTuple_CheckExact(obj):
+        # Exact ints convert without running Python code, so the items are read in place.
+        for i in range(n):
+            item = <object>PySequence_Fast_ITEMS(obj)[i]
+            if not PyLong_CheckExact(item):
+                break
+            d[i] = _as_int64(item)
+        else:
+            keep.append(owned)
+            c.kind = T_BUF
+            c.data = d
+            return 0
     # Resolved once into an owned int64 array: converting an item may run Python code
     # (__index__), which must not happen while the encoder holds pointers into the columns.
     fast = tuple(obj)
-    owned = bytearray(8 * n)
-    cdef int64_t *d = <int64_t *>PyByteArray_AS_STRING(owned)
-    cdef Py_ssize_t i
+    if len(fast) != n:
+        raise ValueError(f"timestamps has {len(fast)} items, values has {n}")
     for i in range(n):
-        d[i] = PyLong_AsLongLong(fast[i])
+        d[i] = _as_int64(fast[i])
     keep.append(owned)
     c.kind = T_BUF
     c.data = d
@@ -405,7 +459,7 @@ cdef inline int64_t _ts_get(const TsCol *c, Py_ssize_t i) except? -1:
         return c.scalar
     if c.kind == T_BUF:
         return c.data[i]
-    return PyLong_AsLongLong(<object>c.items[i])
+    return _as_int64(<object>c.items[i])
 
 
 include "headers.pxi"
@@ -431,7 +485,7 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
         raise TypeError("values must be a column (a list of bytes or None), not None")
     if isinstance(values, (bytes, bytearray, memoryview, str)):
         raise TypeError(f"values must be a column (a list of bytes), not a single {type(values).__name__}")
-    if not hasattr(values, "__len__"):
+    if not (PyList_CheckExact(values) or PyTuple_CheckExact(values) or hasattr(values, "__len__")):
         values = list(values)
     n = len(values)
     if n == 0:
@@ -450,10 +504,16 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
         for i, h in enumerate(headers):
             if h:
                 hsections[i] = _header_section(h, f"headers[{i}]: ")
-    _bincol_init(&vcol, values, "values", keep)
+    # Exact lists of bytes are read in place when no Python code (nor an allocation that could
+    # start the garbage collector and its finalizers) runs between resolving them and the end of
+    # the encode loop. If resolving the keys ran any, both columns are resolved again into
+    # private tuples, which no later code can change.
+    _bincol_init(&vcol, values, "values", keep, False)
+    if _bincol_init(&kcol, keys, "keys", keep, False):
+        _bincol_init(&vcol, values, "values", keep, True)
+        _bincol_init(&kcol, keys, "keys", keep, True)
     if vcol.n != n:
         raise ValueError(f"values changed length while being encoded ({n} -> {vcol.n})")
-    _bincol_init(&kcol, keys, "keys", keep)
     if kcol.kind != K_NULL and kcol.n != n:
         raise ValueError(f"keys has {kcol.n} items, values has {n}")
 

@@ -673,6 +673,60 @@ def test_encode_survives_reentrant_timestamp_objects(mode: str, tmp_path: Any) -
     assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
 
 
+_FINALIZER_ENCODE = r"""
+import gc, sys
+from seglog.records import decode_records, encode_batch
+
+# Exact lists of bytes are read in place. Resolving a key that is not bytes allocates, and an
+# allocation can start the collector, whose finalizers run arbitrary code: here they replace the
+# values (or keys) list's items with non-bytes objects and shrink it.
+values = [b"v" * 20 for _ in range(N)]
+keys = [memoryview(b"k" * 8) for _ in range(N)] if MODE.startswith("convert") else [b"k" * 8] * N
+target = values if MODE.endswith("values") else keys
+
+class Saboteur:
+    def __init__(self):
+        self.me = self                       # a cycle: only the collector frees it
+    def __del__(self):
+        target[:] = [12345] * (N // 2)
+
+timestamps = None
+if MODE == "timestamps-values":
+    class Late:                              # runs while the timestamps are resolved
+        def __index__(self):
+            Saboteur(); gc.collect()
+            return 0
+    timestamps = [Late() for _ in range(N)]
+for _ in range(50):
+    Saboteur()
+gc.set_threshold(1, 1, 1)
+try:
+    buf = encode_batch(values, keys=keys, timestamps=timestamps)
+except (TypeError, ValueError) as e:
+    print("refused:", e)
+    sys.exit(0)
+recs = decode_records(buf)
+assert len(recs) == N, len(recs)
+assert all(r.value == b"v" * 20 and r.key == b"k" * 8 for r in recs)
+print("ok")
+"""
+
+
+# Exact lists of bytes are read in place (no private copy). Code that runs while the columns
+# are being resolved (finalizers started by an allocation, a timestamp's __index__) must not
+# leave the encoder with pointers into a list it changed.
+@pytest.mark.parametrize("mode", ["convert-keys-values", "convert-keys-keys", "timestamps-values"])
+def test_encode_survives_finalizers_changing_the_columns(mode: str) -> None:
+    import subprocess
+    import sys
+
+    script = f"N = 200\nMODE = {mode!r}\n" + _FINALIZER_ENCODE
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
+    assert proc.stdout.startswith(("ok", "refused")), proc.stdout
+
+
 # ---------------------------------------------------------------------------------------------
 # Long runs
 # ---------------------------------------------------------------------------------------------
