@@ -99,8 +99,11 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
     return topic, int(part)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class LogAppendInfo:
+    """What an append wrote. (Not frozen, as ``LogReadResult``: one is made per append; treat it
+    as read-only.)"""
+
     first_offset: int
     last_offset: int
     max_timestamp: int
@@ -489,8 +492,9 @@ class Log:
         if not heads:
             raise InvalidRecordError("nothing to append: the buffer holds no batch")
         now = self.clock.time_ms()
-        limit = self.config.max_message_bytes
-        log_append = self.config.message_timestamp_type == "LogAppendTime"
+        cfg = self.config
+        limit = cfg.max_message_bytes
+        log_append = cfg.message_timestamp_type == "LogAppendTime"
         for h in heads:
             if h.magic != 2:
                 raise InvalidRecordError(f"only RecordBatch v2 can be appended; the batch at byte "
@@ -511,18 +515,25 @@ class Log:
             view = memoryview(_with_log_append_time(view, heads, now))
         with self._lock:
             self._check_writable()
-            epoch = leader_epoch if leader_epoch is not None else self.epoch_cache.latest_epoch
-            if assign_offsets and epoch >= 0 and epoch < self.epoch_cache.latest_epoch:
+            latest = self.epoch_cache.latest_epoch
+            epoch = leader_epoch if leader_epoch is not None else latest
+            if assign_offsets and epoch >= 0 and epoch < latest:
                 raise InvalidRecordError(f"leader epoch {epoch} is older than the log's latest "
-                                         f"epoch {self.epoch_cache.latest_epoch}")
-            first_new = heads[0].base_offset if not assign_offsets else self.log_end_offset
-            if not assign_offsets and first_new < self.log_end_offset:
+                                         f"epoch {latest}")
+            log_end = self._segments[-1].next_offset
+            first_new = heads[0].base_offset if not assign_offsets else log_end
+            if not assign_offsets and first_new < log_end:
                 raise InvalidRecordError(
                     f"out-of-order follower append to {self.dir}: batch starts at offset {first_new}, "
-                    f"the log ends at {self.log_end_offset}", offset=first_new)
-            total_offsets = sum(h.last_offset - h.base_offset + 1 for h in heads)
+                    f"the log ends at {log_end}", offset=first_new)
+            if len(heads) == 1:
+                h = heads[0]
+                total_offsets = h.last_offset - h.base_offset + 1
+                max_ts = h.max_timestamp
+            else:
+                total_offsets = sum(h.last_offset - h.base_offset + 1 for h in heads)
+                max_ts = max(h.max_timestamp for h in heads)
             last_new = (first_new + total_offsets - 1) if assign_offsets else heads[-1].last_offset
-            max_ts = max(h.max_timestamp for h in heads)
             seg = self._maybe_roll(len(view), max_ts, first_new, last_new)
             info = seg.append(view, assign_from=first_new if assign_offsets else -1,
                               leader_epoch=epoch if assign_offsets else -1, verify_crc=False)
