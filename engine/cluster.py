@@ -130,6 +130,11 @@ class ConsumerRecord:
     value: bytes | None
     leader_epoch: int = -1
     high_watermark: int = -1  # the serving leader's HW in the fetch response that carried it
+    #: With :attr:`ClusterConsumer.name_leader_epoch`: the node that served the record and the
+    #: leader epoch it checked the fetch against (KIP-320), so ``high_watermark`` is that leader's
+    #: HW in that epoch; -1 otherwise.
+    serving_leader: int = -1
+    serving_leader_epoch: int = -1
 
 
 class LocalCluster(LoopOwner):
@@ -919,7 +924,13 @@ class ClusterProducer:
                 settle(slot, n, resp)
 
 class ClusterConsumer:
-    """Reads committed records (below each leader's high watermark) of assigned partitions."""
+    """Reads committed records (below each leader's high watermark) of assigned partitions.
+
+    With :attr:`name_leader_epoch` set, every fetch names the leader epoch the consumer's
+    metadata gives (KIP-320): a leader in another epoch refuses it (the consumer refreshes its
+    metadata), so each record says which leader, in which epoch, reported its HW."""
+
+    name_leader_epoch = False
 
     def __init__(self, cluster: LocalCluster, config: ConsumerConfig) -> None:
         self.cluster = cluster
@@ -964,9 +975,12 @@ class ClusterConsumer:
             if missing or not by_leader:
                 await self._c.refresh_metadata()
             wait = max(0, min(self.config.fetch_max_wait_ms, int((deadline - time.monotonic()) * 1000)))
+            named = self.name_leader_epoch
             for leader, tps in by_leader.items():
+                epochs = {tp: self._c.metadata.get(tp, (-1, -1))[1] if named else -1 for tp in tps}
                 req = FetchRequest(CONSUMER_REPLICA_ID, tuple(
-                    FetchPartition(t, p, self._positions[(t, p)], max_bytes=self.config.max_partition_fetch_bytes)
+                    FetchPartition(t, p, self._positions[(t, p)], current_leader_epoch=epochs[(t, p)],
+                                   max_bytes=self.config.max_partition_fetch_bytes)
                     for t, p in tps), max_wait_ms=wait, min_bytes=self.config.fetch_min_bytes,
                     max_bytes=self.config.fetch_max_bytes)
                 try:
@@ -984,11 +998,13 @@ class ClusterConsumer:
                     if not pr.records:
                         continue
                     pos = self._positions[tp]
+                    served_epoch = epochs.get(tp, -1)
+                    served_by = leader if served_epoch >= 0 else -1
                     for r in decode_records(pr.records):
                         if r.offset < pos or len(out) >= limit:
                             continue
                         out.append(ConsumerRecord(tp[0], tp[1], r.offset, r.timestamp, r.key, r.value,
-                                                  r.leader_epoch, pr.high_watermark))
+                                                  r.leader_epoch, pr.high_watermark, served_by, served_epoch))
                         self._positions[tp] = r.offset + 1
             if out or time.monotonic() >= deadline:
                 return out

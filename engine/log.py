@@ -146,6 +146,10 @@ class RecoverySummary:
     bytes_truncated: int
     segments_deleted: int
     reasons: tuple[str, ...]
+    #: Everything recovery removed: the invalid tail plus the later segments it deleted, in
+    #: bytes and in records (offsets the segments' readable batches held before recovery).
+    bytes_removed: int = 0
+    records_removed: int = 0
 
 
 class Log:
@@ -251,7 +255,8 @@ class Log:
             self._remove_temporary_files()
         bases = self._segment_bases()
         reasons: list[str] = []
-        recovered = truncated = deleted = 0
+        recovered = truncated = deleted = removed_bytes = removed_records = 0
+        end_before = 0
         epoch_starts: list[tuple[int, int]] = []
         rebuilt: set[int] = set()
         # Kafka recovers from the segment holding the recovery point (the last based at or
@@ -271,6 +276,7 @@ class Log:
                     log.warning("rebuilding the indexes of %s: %s", seg.log_path, exc)
                     needs_recovery = True
             if needs_recovery and not self.read_only:
+                end_before = seg.next_offset
                 res = seg.recover()
                 recovered += 1
                 rebuilt.add(base)
@@ -280,6 +286,8 @@ class Log:
                 lost_tail = (not clean_shutdown and i + 1 < len(bases) and seg.next_offset < bases[i + 1])
                 if res.truncated_bytes or lost_tail:
                     truncated += res.truncated_bytes
+                    removed_bytes += res.truncated_bytes
+                    removed_records += max(0, end_before - seg.next_offset)
                     reason = (f"{res.reason}; truncated {res.truncated_bytes} bytes" if res.truncated_bytes
                               else f"ends at offset {seg.next_offset}, before the next segment's base "
                                    f"offset {bases[i + 1]}: the records between were lost")
@@ -288,7 +296,10 @@ class Log:
                     self._segments.append(seg)
                     # Kafka deletes every later segment once one was cut short.
                     for later in bases[i + 1:]:
-                        self._open_segment(later).delete()
+                        gone = self._open_segment(later)
+                        removed_bytes += gone.size
+                        removed_records += max(0, gone.next_offset - gone.base_offset)
+                        gone.delete()
                         deleted += 1
                     break
             self._segments.append(seg)
@@ -300,7 +311,8 @@ class Log:
                 self._empty_read_only = True
             else:
                 self._segments.append(self._create_segment(log_start_offset))
-        self.recovery_summary = RecoverySummary(recovered, truncated, deleted, tuple(reasons))
+        self.recovery_summary = RecoverySummary(recovered, truncated, deleted, tuple(reasons), removed_bytes,
+                                                removed_records)
         self._load_transactions(rebuilt)
         leo = self.log_end_offset
         if log_start_offset > leo:
@@ -328,6 +340,11 @@ class Log:
             self._high_watermark = min(max(hw, self.log_start_offset), leo)
         else:
             self._high_watermark = leo
+        if removed_bytes or removed_records:
+            # One line per log for tools that count what recovery cut (fault-injection reports).
+            log.warning("%s: recovery truncates to %d (%d records, %d bytes), checkpointed high watermark %d",
+                        self.dir, leo, removed_records, removed_bytes,
+                        -1 if high_watermark is None else high_watermark)
         if start_moved_back and not self.read_only:
             # Records written from here on are below the old checkpointed start: record the
             # new start now, or the next open would hide them.

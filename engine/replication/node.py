@@ -528,6 +528,10 @@ class ReplicaNode:
         self.partitions[info.tp] = p
         self.stats["producer_snapshots_loaded"] = (self.stats.get("producer_snapshots_loaded", 0)
                                                    + p.producer_state.snapshots_loaded)
+        if p.producer_state.snapshots_loaded:
+            log.info("%s-%d: node %d loaded producer state from a snapshot (%d producers, log end %d)",
+                     info.topic, info.partition, self.node_id, len(p.producer_state.producers),
+                     lg.log_end_offset)
         return p
 
     # -- produce --------------------------------------------------------------------------------

@@ -671,8 +671,21 @@ class Partition:
         if resp.log_end_offset >= 0 and leo > resp.log_end_offset:
             self._truncate(resp.log_end_offset, reason="ahead of the leader's log end")
         elif resp.log_start_offset >= 0 and leo < resp.log_start_offset:
+            start, size = self.log.log_start_offset, self.log.size
+            hw = self.log.high_watermark
             self.log.truncate_fully_and_start_at(resp.log_start_offset)
             self.producer_state.truncate_and_reload(self.log)
+            # Everything goes; nothing at or above the new start existed here.
+            log.info("%s-%d: node %d truncates fully from %d to %d (%d records, %d bytes), high watermark %d "
+                     "(behind the leader's log start %d)", self.topic, self.partition, self.host.node_id, leo,
+                     resp.log_start_offset, leo - start, size, hw, resp.log_start_offset)
+            self._count_truncation(leo - start, size)
+
+    def _count_truncation(self, records: int, nbytes: int) -> None:
+        stats = self.host.stats
+        stats["truncations"] = stats.get("truncations", 0) + 1
+        stats["truncated_records"] = stats.get("truncated_records", 0) + records
+        stats["truncated_bytes"] = stats.get("truncated_bytes", 0) + nbytes
 
     def _truncate(self, offset: int, *, reason: str) -> None:
         leo = self.log.log_end_offset
@@ -682,15 +695,19 @@ class Partition:
             self.log.epoch_cache.truncate_from_end(leo)
             return
         hw = self.log.high_watermark
-        if offset < hw:
-            log.warning("%s-%d: node %d truncates below its high watermark %d to %d (%s)",
-                        self.topic, self.partition, self.host.node_id, hw, offset, reason)
-            self.host.stats["truncations_below_hw"] = self.host.stats.get("truncations_below_hw", 0) + 1
-        else:
-            log.info("%s-%d: node %d truncates from %d to %d, high watermark %d (%s)", self.topic, self.partition,
-                     self.host.node_id, leo, offset, hw, reason)
-        self.truncations.append((leo, offset, hw))
-        self.host.stats["truncations"] = self.host.stats.get("truncations", 0) + 1
-        self.host.stats["truncated_records"] = self.host.stats.get("truncated_records", 0) + leo - offset
+        size = self.log.size
         self.log.truncate_to(offset)
         self.producer_state.truncate_and_reload(self.log)
+        # A batch straddling ``offset`` goes whole: the log may end below ``offset`` now.
+        end = self.log.log_end_offset
+        records, nbytes = leo - end, size - self.log.size
+        if offset < hw:
+            log.warning("%s-%d: node %d truncates below its high watermark %d to %d (from %d; %d records, "
+                        "%d bytes) (%s)", self.topic, self.partition, self.host.node_id, hw, offset, leo,
+                        records, nbytes, reason)
+            self.host.stats["truncations_below_hw"] = self.host.stats.get("truncations_below_hw", 0) + 1
+        else:
+            log.info("%s-%d: node %d truncates from %d to %d (%d records, %d bytes), high watermark %d (%s)",
+                     self.topic, self.partition, self.host.node_id, leo, offset, records, nbytes, hw, reason)
+        self.truncations.append((leo, offset, hw))
+        self._count_truncation(records, nbytes)

@@ -21,8 +21,12 @@ Properties and the counters they feed (every ``HARD`` counter must be zero):
    partition differ after quiescence (batches: offsets, leader epoch, producer id/epoch/seq,
    count, CRC; epoch caches), or a replica's HW is not its LEO.
 8. ``split_leader_epochs`` (two leaders in one epoch), ``hw_regressions`` (a leader's HW went
-   back within its epoch), ``epoch_cache_violations`` (not strictly increasing in epoch and start
-   offset), ``truncations_below_hw`` — from ``observe`` and ``truncate`` events.
+   back within its epoch: in ``observe`` events carrying ``hw``, and in one consumer's
+   successive polls answered by the same leader in the same epoch — a poll's ``served``),
+   ``epoch_cache_violations`` (not strictly increasing in epoch and start offset),
+   ``truncations_below_hw`` (a replication truncation below the replica's HW; truncations by
+   recovery at startup, ``kind == "recovery"``, cut what a crash lost and are only counted) —
+   from ``observe``, ``poll`` and ``truncate`` events.
 9. ``unseen`` — ``ok`` sends never polled (liveness; reported, with the count over time).
 10. ``control_lost`` — property 1 on the positive-control topics (expected > 0 under leader kills).
 
@@ -357,15 +361,30 @@ def check(ops: Iterable[Op], replicas: Mapping[TP, Sequence[ReplicaState]], *,
     # 8: from the continuous observations
     leaders: dict[tuple[TP, int], set[int]] = defaultdict(set)
     hw_last: dict[tuple[TP, int, int], int] = {}
+    # A consumer's polls are sequential, so the HWs one leader reports to it within an epoch
+    # are in the leader's own order; across consumers, responses may be logged out of order.
+    hw_polled: dict[tuple[str, TP, int, int], int] = {}
+    hw_observations = Counter[str]()
     truncations = Counter[str]()
     for op in ops:
-        if op.f == "observe" and op.type == "info":
+        if op.f == "poll" and op.type == "ok" and op.value.get("served"):
+            v = op.value
+            tp = (str(v["topic"]), int(v["partition"]))
+            for node, epoch, hw in v["served"]:
+                hw_observations["polls"] += 1
+                k4 = (op.process, tp, int(node), int(epoch))
+                if k4 in hw_polled and int(hw) < hw_polled[k4]:
+                    acc.add("hw_regressions", tp, f"leader {node} of {tp} epoch {epoch} told {op.process} HW "
+                            f"{hw_polled[k4]}, then {hw}")
+                hw_polled[k4] = max(int(hw), hw_polled.get(k4, int(hw)))
+        elif op.f == "observe" and op.type == "info":
             v = op.value
             tp = (str(v["topic"]), int(v["partition"]))
             node, epoch = int(v["node"]), int(v["epoch"])
             if v.get("role") == "leader":
                 leaders[(tp, epoch)].add(node)
                 if v.get("hw") is not None:
+                    hw_observations["observe"] += 1
                     k3 = (tp, epoch, node)
                     hw = int(v["hw"])
                     if k3 in hw_last and hw < hw_last[k3]:
@@ -374,10 +393,15 @@ def check(ops: Iterable[Op], replicas: Mapping[TP, Sequence[ReplicaState]], *,
         elif op.f == "truncate" and op.type == "info":
             v = op.value
             tp = (str(v["topic"]), int(v["partition"]))
+            kind = str(v.get("kind") or "follower")
             truncations["events"] += 1
             truncations["records"] += int(v.get("records") or 0)
             truncations["bytes"] += int(v.get("bytes") or 0)
-            if v.get("hw") is not None and int(v["to"]) < int(v["hw"]) and tp[0] not in control:
+            truncations[f"{kind}_events"] += 1
+            below = v.get("hw") is not None and int(v["to"]) < int(v["hw"])
+            if below and kind == "recovery":
+                truncations["recovery_below_hw"] += 1
+            elif below and tp[0] not in control:
                 acc.add("truncations_below_hw", tp, f"node {v.get('node')} truncated {tp} to {v['to']} below HW {v['hw']}")
     for (tp, epoch), nodes in leaders.items():
         if len(nodes) > 1 and tp[0] not in control:
@@ -411,8 +435,10 @@ def check(ops: Iterable[Op], replicas: Mapping[TP, Sequence[ReplicaState]], *,
             zero_at = None
 
     stats = {"sends": dict(send_counts), "polls": len(polls), "records_read": records_read,
-             "truncations": dict(truncations), "unseen_series": unseen_series, "unseen_zero_at": zero_at,
-             "final_records": {f"{t}-{p}": len(r) for (t, p), r in final.items()}}
+             "truncations": dict(truncations), "hw_observations": dict(hw_observations), "unseen_series": unseen_series, "unseen_zero_at": zero_at,
+             "final_records": {f"{t}-{p}": len(r) for (t, p), r in final.items()},
+             "epoch_cache_entries": {f"{t}-{p}": {str(r.node): len(r.epochs) for r in reps}
+                                     for (t, p), reps in replicas.items()}}
     return CheckResult(dict(acc.counts), {k: dict(v) for k, v in acc.per.items()}, dict(acc.examples), stats)
 
 

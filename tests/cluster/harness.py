@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from seglog.log import FSYNC_JOURNAL_ENV
+from seglog.log import FSYNC_JOURNAL_ENV, parse_partition_dir
 from seglog.process_cluster import ProcessCluster
 from seglog.replication.tcp import LINK_ADDRESSES_ENV
 from tests.cluster import disk
@@ -205,54 +205,94 @@ class FaultCluster(ProcessCluster):
 
     # -- node logs -> history ------------------------------------------------------------------------
 
-    _LEADS = re.compile(r"^(\S+ \S+) \w+ seglog\.\S+: (\S+)-(\d+): node (\d+) leads epoch (\d+) from offset (\d+)")
-    _TRUNC_BELOW = re.compile(r"^(\S+ \S+) \w+ seglog\.\S+: (\S+)-(\d+): node (\d+) truncates below its high "
-                              r"watermark (\d+) to (\d+)")
-    _TRUNC = re.compile(r"^(\S+ \S+) \w+ seglog\.\S+: (\S+)-(\d+): node (\d+) truncates from (\d+) to (\d+), "
-                        r"high watermark (\d+)")
-    _ISR = re.compile(r"^(\S+ \S+) \w+ seglog\.\S+: (\S+)-(\d+): leader (\d+) (shrinks|expands) ISR \S.*-> (\(.*?\)|\[.*?\])")
-
     def scrape_logs(self, history: History) -> dict[str, int]:
         """Add the nodes' own reports to ``history``: leadership (for split-leader epochs),
-        truncations (with the HW at the time), ISR changes. Returns counts by kind."""
-        counts: dict[str, int] = {}
-        wall0 = time.time() - history.now()
-        for i in self.ids:
-            try:
-                with open(self.log_path(i), encoding="utf-8", errors="replace") as f:
-                    lines = f.readlines()
-            except OSError:
+        truncations with their records and bytes (``kind``: ``follower`` — epoch divergence or
+        a log end past the leader's; ``full`` — behind the leader's log start; ``recovery`` — a
+        damaged tail cut at startup, measured against the checkpointed HW), ISR change
+        proposals, producer-snapshot loads and controller elections. Returns counts by kind."""
+        return scrape_node_logs(history, {i: self.log_path(i) for i in self.ids})
+
+
+_P = r"^(\S+ \S+) \w+ seglog\.\S+: "
+_LEADS = re.compile(_P + r"(\S+)-(\d+): node (\d+) leads epoch (\d+) from offset (\d+)")
+_TRUNC_BELOW = re.compile(_P + r"(\S+)-(\d+): node (\d+) truncates below its high watermark (\d+) to (\d+) "
+                          r"\(from (\d+); (\d+) records, (\d+) bytes\)")
+_TRUNC = re.compile(_P + r"(\S+)-(\d+): node (\d+) truncates (fully )?from (\d+) to (\d+) "
+                    r"\((\d+) records, (\d+) bytes\), high watermark (\d+)")
+_RECOVERY = re.compile(_P + r"(\S+): recovery truncates to (\d+) \((\d+) records, (\d+) bytes\), "
+                       r"checkpointed high watermark (-?\d+)")
+_ISR = re.compile(_P + r"(\S+)-(\d+): leader (\d+) (shrinks|expands) ISR \S.*-> (\(.*?\)|\[.*?\])")
+_SNAPSHOT = re.compile(_P + r"(\S+)-(\d+): node (\d+) loaded producer state from a snapshot")
+_CONTROLLER = re.compile(_P + r"node (\d+) is controller \(epoch (\d+)\)")
+
+
+
+def scrape_node_logs(history: History, logs: dict[int, str]) -> dict[str, int]:
+    """:meth:`FaultCluster.scrape_logs` over ``{node id: its log file}``."""
+    counts: dict[str, int] = {}
+    wall0 = time.time() - history.now()
+
+    def bump(k: str, n: int = 1) -> None:
+        counts[k] = counts.get(k, 0) + n
+
+    def truncation(m: re.Match[str], topic: str, part: int, node: int, frm: int | None, to: int,
+                   records: int, nbytes: int, hw: int | None, kind: str) -> None:
+        history.event("node", "truncate", {"topic": topic, "partition": part, "node": node, "from": frm,
+                                           "to": to, "hw": hw, "records": records, "bytes": nbytes,
+                                           "kind": kind, "at": _rel(m.group(1), wall0)})
+        bump("truncations")
+        bump(f"truncations_{kind}")
+        bump("truncated_records", records)
+        bump("truncated_bytes", nbytes)
+
+    for i, path in sorted(logs.items()):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                lines = f.readlines()
+        except OSError:
+            continue
+        for line in lines:
+            if "seglog." not in line:
                 continue
-            for line in lines:
-                m = self._LEADS.match(line)
-                if m:
-                    history.event("node", "observe", {"topic": m.group(2), "partition": int(m.group(3)),
-                                                      "node": int(m.group(4)), "role": "leader",
-                                                      "epoch": int(m.group(5)), "from_log": True,
-                                                      "at": _rel(m.group(1), wall0)})
-                    counts["leads"] = counts.get("leads", 0) + 1
-                    continue
-                m = self._TRUNC_BELOW.match(line)
-                if m:
-                    history.event("node", "truncate", {"topic": m.group(2), "partition": int(m.group(3)),
-                                                       "node": int(m.group(4)), "hw": int(m.group(5)),
-                                                       "to": int(m.group(6)), "at": _rel(m.group(1), wall0)})
-                    counts["truncations_below_hw"] = counts.get("truncations_below_hw", 0) + 1
-                    continue
-                m = self._TRUNC.match(line)
-                if m:
-                    history.event("node", "truncate", {"topic": m.group(2), "partition": int(m.group(3)),
-                                                       "node": int(m.group(4)), "to": int(m.group(6)),
-                                                       "hw": int(m.group(7)),
-                                                       "records": int(m.group(5)) - int(m.group(6)),
-                                                       "at": _rel(m.group(1), wall0)})
-                    counts["truncations"] = counts.get("truncations", 0) + 1
-                    continue
-                m = self._ISR.match(line)
-                if m:
-                    k = "isr_" + m.group(5)
-                    counts[k] = counts.get(k, 0) + 1
-        return counts
+            m = _LEADS.match(line)
+            if m:
+                history.event("node", "observe", {"topic": m.group(2), "partition": int(m.group(3)),
+                                                  "node": int(m.group(4)), "role": "leader",
+                                                  "epoch": int(m.group(5)), "from_log": True,
+                                                  "at": _rel(m.group(1), wall0)})
+                bump("leads")
+                continue
+            m = _TRUNC_BELOW.match(line)
+            if m:
+                truncation(m, m.group(2), int(m.group(3)), int(m.group(4)), int(m.group(7)), int(m.group(6)),
+                           int(m.group(8)), int(m.group(9)), int(m.group(5)), "follower")
+                bump("truncations_below_hw")
+                continue
+            m = _TRUNC.match(line)
+            if m:
+                truncation(m, m.group(2), int(m.group(3)), int(m.group(4)), int(m.group(6)), int(m.group(7)),
+                           int(m.group(8)), int(m.group(9)), int(m.group(10)),
+                           "full" if m.group(5) else "follower")
+                continue
+            m = _RECOVERY.match(line)
+            if m:
+                parsed = parse_partition_dir(os.path.basename(m.group(2).rstrip("/")))
+                if parsed is not None:
+                    hw = int(m.group(6))
+                    truncation(m, parsed[0], parsed[1], i, None, int(m.group(3)), int(m.group(4)),
+                               int(m.group(5)), hw if hw >= 0 else None, "recovery")
+                continue
+            m = _ISR.match(line)
+            if m:
+                bump("isr_" + m.group(5))
+                continue
+            if _SNAPSHOT.match(line):
+                bump("producer_snapshot_loads")
+                continue
+            if _CONTROLLER.match(line):
+                bump("controller_elections")
+    return counts
 
 
 def _rel(stamp: str, wall0: float) -> float:

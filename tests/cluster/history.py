@@ -11,7 +11,8 @@ Operations (``f``):
             ``ok`` adds ``"offset"`` (the acked offset). ``fail`` means *definitely not
             appended*; ``info`` means *indeterminate* (it may be in the log, now or later).
 ``poll``    ``invoke`` has ``{"topic", "partition", "from"}``; ``ok`` carries ``"records"``:
-            ``[[offset, value, leader_epoch, hw], ...]`` (epoch and HW may be null).
+            ``[[offset, value, leader_epoch, hw], ...]`` (epoch and HW may be null) and, when the
+            fetch named the leader epoch, ``"served": [[leader, leader_epoch, hw], ...]``.
 ``nemesis`` process ``"nemesis"``: ``invoke`` when a fault starts, ``info`` when it is done
             (``value`` says which fault, ``"target"`` and ``"role"``).
 ``observe`` process ``"observer"``, type ``info``: a state sample (leader, epoch, HW, ISR per

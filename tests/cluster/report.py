@@ -12,6 +12,12 @@ Latencies (seconds): *failover* — a fault on a leader to the first ``ok`` send
 led, invoked after the fault; *ISR shrink* — a fault on a follower to the first observation of an
 ISR without it; *ISR expand* — a ``heal``, or the end of a fault (the ``ok`` of its nemesis
 operation), to the first observation of a full ISR, per partition not whole at that moment.
+
+Counts (§4.7): truncation events with records and bytes (the nodes' logs, by kind), leader
+epochs and changes, ISR shrinks/expands and unavailable seconds per partition
+(:func:`state_counts`), epoch-cache entries per replica at the end, HW observations, and what
+the node logs say (``node_log_counts`` in the provenance: leaderships taken, ISR changes
+proposed, producer-snapshot loads, controller elections).
 """
 
 from __future__ import annotations
@@ -111,7 +117,43 @@ def latencies(ops: list[Op]) -> dict[str, dict[str, Any]]:
             "produce_latency_s": _summary(produce)}
 
 
-def build(ops: Iterable[Op], result: CheckResult, provenance: Mapping[str, Any]) -> dict[str, Any]:
+def state_counts(ops: list[Op], min_isr: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """Figures from the observer's samples of the partition states in ZooKeeper (``observe``
+    events with ``"zk": True``; each is a change of leader, epoch or ISR): per partition, the
+    leader epochs seen and the changes of leader among them, ISR shrinks and expands, and the
+    seconds *unavailable* — with no leader, and (for topics in ``min_isr``) with an ISR below
+    min.insync.replicas, so acks=all writes are refused — from the first sample to the end of
+    the history. Samples are 100 ms apart: changes undone faster can be missed."""
+    end = ops[-1].time if ops else 0.0
+    by_tp: dict[tuple[str, int], list[tuple[float, int, int, list[int]]]] = defaultdict(list)
+    for o in ops:
+        if o.f == "observe" and o.type == "info" and o.value.get("zk"):
+            tp = (str(o.value["topic"]), int(o.value["partition"]))
+            by_tp[tp].append((o.time, int(o.value["node"]), int(o.value["epoch"]), list(o.value.get("isr") or [])))
+    out: dict[str, Any] = {}
+    for (t, p), obs in sorted(by_tp.items()):
+        epochs = {e for _, leader, e, _ in obs if leader >= 0}
+        changes = sum(1 for a, b in zip(obs, obs[1:]) if b[1] >= 0 and b[1] != a[1])
+        shrinks = sum(1 for a, b in zip(obs, obs[1:]) if set(b[3]) < set(a[3]))
+        expands = sum(1 for a, b in zip(obs, obs[1:]) if set(b[3]) > set(a[3]))
+        no_leader = under = 0.0
+        need = (min_isr or {}).get(t)
+        for k, (time_k, leader, _, isr) in enumerate(obs):
+            span = (obs[k + 1][0] if k + 1 < len(obs) else end) - time_k
+            if leader < 0:
+                no_leader += span
+            if need is not None and (leader < 0 or len(isr) < need):
+                under += span
+        d: dict[str, Any] = {"leader_epochs": len(epochs), "leader_changes": changes, "isr_shrinks": shrinks,
+                             "isr_expands": expands, "no_leader_s": round(no_leader, 2)}
+        if need is not None:
+            d["under_min_isr_s"] = round(under, 2)
+        out[f"{t}-{p}"] = d
+    return out
+
+
+def build(ops: Iterable[Op], result: CheckResult, provenance: Mapping[str, Any],
+          min_isr: Mapping[str, int] | None = None) -> dict[str, Any]:
     ops = list(ops)
     faults: Counter[str] = Counter()
     for o in ops:
@@ -138,7 +180,11 @@ def build(ops: Iterable[Op], result: CheckResult, provenance: Mapping[str, Any])
                          "unseen_series": result.stats.get("unseen_series", [])},
         "performance": {"acked_per_s": round(sends.get("ok", 0) / duration, 2) if duration > 0 else None},
         "counts": {"truncations": result.stats.get("truncations", {}),
-                   "final_records": result.stats.get("final_records", {})},
+                   "final_records": result.stats.get("final_records", {}),
+                   "epoch_cache_entries": result.stats.get("epoch_cache_entries", {}),
+                   "hw_observations": result.stats.get("hw_observations", {}),
+                   "partitions": state_counts(ops, min_isr),
+                   "node_logs": dict(provenance.get("node_log_counts") or {})},
     }
 
 
@@ -160,7 +206,14 @@ def text(report: Mapping[str, Any]) -> str:
         v = a[k]
         lines.append(f"{k}: n {v['n']} p50 {v['p50']} p99 {v['p99']} max {v['max']}")
     lines.append(f"unseen = 0 at {a['unseen_zero_at_s']} s; acked/s {report['performance']['acked_per_s']}")
-    lines.append(f"truncations: {report['counts']['truncations']}")
+    c = report["counts"]
+    lines.append(f"truncations: {c['truncations']}")
+    nl = c.get("node_logs") or {}
+    lines.append("node logs: " + (", ".join(f"{k} {v}" for k, v in sorted(nl.items())) or "none"))
+    for tp, d in sorted((c.get("partitions") or {}).items()):
+        lines.append(f"  {tp}: " + ", ".join(f"{k} {v}" for k, v in d.items())
+                     + f", epoch-cache entries {(c.get('epoch_cache_entries') or {}).get(tp, {})}")
+    lines.append(f"HW observations: {c.get('hw_observations', {})}")
     for k, ex in report.get("examples", {}).items():
         for e in ex:
             lines.append(f"  {k}: {e}")

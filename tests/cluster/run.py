@@ -249,6 +249,7 @@ def run(out_dir: str, cfg: RunConfig = RunConfig(), *, log: Callable[[str], None
         "duration_s": round(time.monotonic() - t_start, 1), "config": dataclasses.asdict(cfg),
         "timings": timings, "nemesis_applied": applied, "nemesis_skipped": skipped, "node_log_counts": scraped,
         "final_read_ends": {f"{t}-{p}": e for (t, p), e in ends.items()},
-        "client_errors": {"consumer_poll_errors": sum(c.errors for c in consumers)}})
+        "client_errors": {"consumer_poll_errors": sum(c.errors for c in consumers)}},
+        min_isr={SAFE: 2, CONTROL: 1})
     report_mod.write(rep, os.path.join(out_dir, "report.json"))
     return rep

@@ -87,7 +87,8 @@ class Scenario:
         self.close()
         ops = load(os.path.join(self.dir, "history.jsonl"))
         self.result = check(ops, replicas, idempotent_clients=IDEM, control_topics=("control",), final_leaders=leaders)
-        self.report = build(ops, self.result, {"scenario": os.path.basename(self.dir), "node_log_counts": self.scraped})
+        self.report = build(ops, self.result, {"scenario": os.path.basename(self.dir), "node_log_counts": self.scraped},
+                            min_isr={"safe": 2, "control": 1})
         write(self.report, os.path.join(self.dir, "report.json"))
         return self.result
 

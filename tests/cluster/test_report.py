@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tests.cluster.checker import HARD
 from tests.cluster.history import History
-from tests.cluster.report import build, latencies, percentile, text, write
+from tests.cluster.report import build, latencies, percentile, state_counts, text, write
 from tests.cluster.test_checker import clean_run
 
 
@@ -90,3 +90,26 @@ def test_isr_expand_is_measured_from_the_end_of_a_fault() -> None:
     lat = latencies(h.ops)
     assert lat["isr_expand_s"]["p50"] == 1.5
     assert lat["isr_shrink_s"]["p50"] == 3.0
+
+
+def test_state_counts_from_observations() -> None:
+    h = History()
+    obs = {"topic": "safe", "partition": 0, "role": "leader", "replicas": [0, 1, 2], "zk": True}
+    h.event("observer", "observe", {**obs, "node": 0, "epoch": 0, "isr": [0, 1, 2]})
+    _timed(h, 2.0)
+    h.event("observer", "observe", {**obs, "node": 0, "epoch": 0, "isr": [0, 1]})      # shrink
+    _timed(h, 3.0)
+    h.event("observer", "observe", {**obs, "node": 0, "epoch": 0, "isr": [0]})         # shrink, under min ISR 2
+    _timed(h, 4.5)
+    h.event("observer", "observe", {**obs, "node": -1, "role": "none", "epoch": 1, "isr": [0]})  # no leader
+    _timed(h, 5.0)
+    h.event("observer", "observe", {**obs, "node": 1, "epoch": 2, "isr": [1]})         # new leader
+    _timed(h, 6.0)
+    h.event("observer", "observe", {**obs, "node": 1, "epoch": 2, "isr": [0, 1, 2]})   # expand
+    _timed(h, 8.0)
+    h.event("observer", "observe", {"topic": "safe", "partition": 0, "node": 1, "role": "leader", "epoch": 2,
+                                    "hw": 5})  # not a ZooKeeper sample: ignored
+    d = state_counts(h.ops, {"safe": 2})["safe-0"]
+    assert d == {"leader_epochs": 2, "leader_changes": 1, "isr_shrinks": 2, "isr_expands": 1,
+                 "no_leader_s": 0.5, "under_min_isr_s": 3.0}
+    assert "under_min_isr_s" not in state_counts(h.ops)["safe-0"]

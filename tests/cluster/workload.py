@@ -9,7 +9,9 @@ operation: ``invoke`` before it is handed to the client, then ``ok`` with its of
 
 Consumers ``c0``, ``c1``: assign mode on every partition of both topics from offset 0, polling
 continuously; every record is logged with its partition and offset (``poll`` operations, one
-per partition per poll, with the position the poll started from).
+per partition per poll, with the position the poll started from). Fetches name the leader
+epoch (KIP-320), so each poll also logs ``served``: the leader that answered, its epoch and the
+HW it reported — the checker's HW observations.
 """
 
 from __future__ import annotations
@@ -120,18 +122,29 @@ class Consumer(threading.Thread):
         t_invoke = self.history.now()
         recs = c.poll(timeout_ms=self.poll_ms)
         by_tp: dict[tuple[str, int], list[list[Any]]] = {}
+        served: dict[tuple[str, int], list[list[int]]] = {}
         for r in recs:
-            by_tp.setdefault((r.topic, r.partition), []).append(
+            tp = (r.topic, r.partition)
+            by_tp.setdefault(tp, []).append(
                 [r.offset, value_key(r.value), r.leader_epoch, r.high_watermark if r.high_watermark >= 0 else None])
+            if r.serving_leader >= 0 and r.high_watermark >= 0:
+                obs = [r.serving_leader, r.serving_leader_epoch, r.high_watermark]
+                if not served.get(tp) or served[tp][-1] != obs:
+                    served.setdefault(tp, []).append(obs)
         for tp, rs in by_tp.items():
             op = self.history.invoke(self.client, "poll", {"topic": tp[0], "partition": tp[1], "from": starts[tp],
                                                            "invoked_at": round(t_invoke, 3)})
-            self.history.ok(op, {"records": rs})
+            extra: dict[str, Any] = {"records": rs}
+            if tp in served:
+                # [[leader, its epoch, its HW], ...]: what the leader that answered reported
+                extra["served"] = served[tp]
+            self.history.ok(op, extra)
         self.records += len(recs)
         return len(recs)
 
     def open(self) -> None:
         self.consumer = self.cluster.consumer(request_timeout_ms=3000, fetch_max_wait_ms=200)
+        self.consumer.name_leader_epoch = True  # each poll then says which leader, in which epoch, served it
         self.consumer.assign(self.tps)
 
     def run(self) -> None:

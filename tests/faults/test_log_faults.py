@@ -72,9 +72,13 @@ def test_bit_flip_keeps_the_valid_prefix(tmp_path, which):
     flip(target, h.position + h.size - 3)               # inside the record data
     unclean(tmp_path)
     size = target.stat().st_size
+    later_bytes = sum(p.stat().st_size for p in logs if p > target)
     log = Log.open(d, CONFIG)
     s = log.recovery_summary
     assert s.bytes_truncated == size - h.position
+    # Everything recovery removed: the cut tail and the later segments, in bytes and records.
+    assert s.bytes_removed == size - h.position + later_bytes
+    assert s.records_removed == len(vals) - h.base_offset
     assert s.segments_deleted == len(logs) - 1 - logs.index(target)
     assert any("CRC mismatch" in r and str(target) in r for r in s.reasons)
     assert read_all(log) == list(enumerate(vals))[:h.base_offset]
