@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -27,6 +29,54 @@ class Clock:
 
     def sleep_ms(self, ms: float) -> None:
         time.sleep(max(ms, 0) / 1000.0)
+
+
+#: Fault injection (opt-in): when set to a file name, a node process's clock reads the wall
+#: time shifted by the whole number of milliseconds that file holds (none, or an unreadable
+#: file: no shift), re-read at most every 50 ms. The monotonic reading — every timer, the ISR
+#: expiry, sessions — is untouched. Only seglog's own wall readings move (timestamps,
+#: LogAppendTime, time-based segment rolls and retention); the process's real clock, its log
+#: lines and its libraries do not.
+WALL_CLOCK_OFFSET_ENV = "SEGLOG_WALL_CLOCK_OFFSET_FILE"
+
+_log = logging.getLogger("seglog.clock")
+
+
+class OffsetWallClock(Clock):
+    """The system clock with its wall reading shifted by the offset in ``path`` (see
+    :data:`WALL_CLOCK_OFFSET_ENV`)."""
+
+    RECHECK_NS = 50_000_000
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.offset_ms = 0
+        self._next_check = 0
+        self._read()
+
+    def _read(self) -> None:
+        try:
+            with open(self.path, encoding="ascii") as f:
+                text = f.read().strip()
+            offset = int(text) if text else 0
+        except (OSError, ValueError):
+            offset = 0
+        if offset != self.offset_ms:
+            _log.warning("wall clock offset %+d ms (was %+d ms), from %s", offset, self.offset_ms, self.path)
+            self.offset_ms = offset
+
+    def time_ms(self) -> int:
+        now = time.monotonic_ns()
+        if now >= self._next_check:
+            self._next_check = now + self.RECHECK_NS
+            self._read()
+        return time.time_ns() // 1_000_000 + self.offset_ms
+
+
+def clock_from_env() -> Clock:
+    """The system clock, or an :class:`OffsetWallClock` when :data:`WALL_CLOCK_OFFSET_ENV` is set."""
+    path = os.environ.get(WALL_CLOCK_OFFSET_ENV)
+    return OffsetWallClock(path) if path else Clock()
 
 
 class ManualClock(Clock):

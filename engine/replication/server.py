@@ -36,7 +36,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from seglog.clock import Clock
+from seglog.clock import clock_from_env
 from seglog.config import BrokerConfig
 from seglog.errors import ConfigError
 from seglog.replication.metadata import ReplicaConfig, TopicPartition
@@ -84,7 +84,7 @@ class NodeServer:
         self.config = config
         self.loop = loop
         self.node_id = config.effective_node_id
-        self.clock = Clock()
+        self.clock = clock_from_env()  # the system clock unless a test shifts its wall reading
         self.scheduler = LoopScheduler(loop, self.clock)
         self.transport = TcpTransport(loop)
         assert config.zookeeper_connect is not None

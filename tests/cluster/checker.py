@@ -29,6 +29,9 @@ Properties and the counters they feed (every ``HARD`` counter must be zero):
    from ``observe``, ``poll`` and ``truncate`` events.
 9. ``unseen`` — ``ok`` sends never polled (liveness; reported, with the count over time).
 10. ``control_lost`` — property 1 on the positive-control topics (expected > 0 under leader kills).
+11. ``stale_changes_accepted`` — a replayed partition-state change (F8: an AlterPartition request
+    older than the state, or an earlier ZooKeeper write) that was applied; from the ``nemesis``
+    operations' completions (``stale_accepted``).
 
 Values are ``"<client>:<n>:"`` padded with dots (:func:`encode_value`); the history stores the
 unpadded ``"<client>:<n>"`` (:func:`value_key`).
@@ -47,7 +50,7 @@ from tests.cluster.history import Op, pairs
 HARD = ("lost", "lost_unpolled", "inconsistent_offsets", "duplicates", "poll_skip", "nonmonotonic", "reordered",
         "read_then_vanish", "read_above_hw", "aborted_reads", "divergent_replicas", "epoch_cache_mismatch",
         "hw_not_at_leo", "split_leader_epochs", "hw_regressions", "epoch_cache_violations",
-        "truncations_below_hw")
+        "truncations_below_hw", "stale_changes_accepted")
 SOFT = ("unseen", "nonidempotent_duplicates", "control_lost")
 EXAMPLES = 5
 
@@ -367,7 +370,12 @@ def check(ops: Iterable[Op], replicas: Mapping[TP, Sequence[ReplicaState]], *,
     hw_observations = Counter[str]()
     truncations = Counter[str]()
     for op in ops:
-        if op.f == "poll" and op.type == "ok" and op.value.get("served"):
+        if op.f == "nemesis" and op.type == "ok" and op.value.get("stale_accepted"):
+            n = int(op.value["stale_accepted"])
+            acc.add("stale_changes_accepted", None, f"{n} stale change(s) applied at {op.time:.1f} s: "
+                    f"{[r for r in op.value.get('requests', []) if r.get('stale') and r.get('response') == 'NONE']} "
+                    f"{[z for z in op.value.get('zk', []) if 'accepted' in z.values()]}", n)
+        elif op.f == "poll" and op.type == "ok" and op.value.get("served"):
             v = op.value
             tp = (str(v["topic"]), int(v["partition"]))
             for node, epoch, hw in v["served"]:

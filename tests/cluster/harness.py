@@ -19,10 +19,12 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from seglog.clock import WALL_CLOCK_OFFSET_ENV
 from seglog.log import FSYNC_JOURNAL_ENV, parse_partition_dir
 from seglog.process_cluster import ProcessCluster
 from seglog.replication.tcp import LINK_ADDRESSES_ENV
 from tests.cluster import disk
+from tests.cluster.churn import FrameTap
 from tests.cluster.checker import ReplicaState, read_replica
 from tests.cluster.history import History
 from tests.cluster.proxy import ProxyHub
@@ -41,6 +43,9 @@ class FaultCluster(ProcessCluster):
     def __init__(self, nodes: int, dir: str | os.PathLike[str], *, history: History | None = None,
                  tmpfs_nodes: Iterable[int] = (), tmpfs_size: str = "8m", **kw: Any) -> None:
         self.hub = ProxyHub()
+        #: Every AlterPartition request a node sends another through the proxy, byte for byte.
+        self.frames = FrameTap()
+        self._zk: Any = None
         self.history = history
         self._links_made = False
         self.journal = os.path.join(os.fspath(dir), "fsync.journal")
@@ -66,7 +71,7 @@ class FaultCluster(ProcessCluster):
         for a in self.ids:
             for b in self.ids:
                 if a != b:
-                    self.hub.add(f"{a}->{b}", (host, self._ports[b]))
+                    self.frames.attach(self.hub.add(f"{a}->{b}", (host, self._ports[b])))
             zk_host, _, zk_port = self.zookeeper_connect.split(",")[0].rpartition(":")
             self.hub.add(f"{a}->zk", (zk_host, int(zk_port)))
             self.hub.add(f"c->{a}", (host, self._ports[a]))
@@ -84,11 +89,23 @@ class FaultCluster(ProcessCluster):
         self._make_links()
         return self.hub.links[f"c->{i}"].address
 
+    def clock_offset_path(self, i: int) -> str:
+        return os.path.join(self.dir, f"wall-clock-offset-{i}")
+
+    def set_wall_clock_offset(self, node: int, offset_ms: int) -> None:
+        """F9: shift node ``node``'s wall clock by ``offset_ms`` (it notices within 50 ms; the
+        shift survives restarts until set back to 0)."""
+        path = self.clock_offset_path(node)
+        with open(path + ".tmp", "w", encoding="ascii") as f:
+            f.write(f"{int(offset_ms)}\n")
+        os.replace(path + ".tmp", path)
+
     def _spawn(self, i: int) -> None:
         if i in self._tmpfs_nodes and i not in self.tmpfs:
             self.tmpfs[i] = disk.Tmpfs(self.node_dir(i), self._tmpfs_size)
-        saved = {k: os.environ.get(k) for k in self._env}
-        os.environ.update(self._env)
+        env = {**self._env, WALL_CLOCK_OFFSET_ENV: self.clock_offset_path(i)}
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
         try:
             super()._spawn(i)
         finally:
@@ -98,7 +115,24 @@ class FaultCluster(ProcessCluster):
                 else:
                     os.environ[k] = v
 
+    def zk(self) -> Any:
+        """A kazoo client of the harness's own on ZooKeeper (direct, not through the proxy)."""
+        if self._zk is None:
+            from kazoo.client import KazooClient  # type: ignore[import-untyped]
+
+            zk = KazooClient(hosts=self.zookeeper_connect, timeout=10)
+            zk.start(timeout=10)
+            self._zk = zk
+        return self._zk
+
     def _close_extras(self) -> None:
+        if self._zk is not None:
+            try:
+                self._zk.stop()
+                self._zk.close()
+            except Exception:  # noqa: BLE001 - closing after a failure: best effort
+                pass
+            self._zk = None
         self.hub.close()
         for fs in self.tmpfs.values():
             fs.close()
@@ -172,6 +206,73 @@ class FaultCluster(ProcessCluster):
             if not self.is_running(i):
                 self.restart(i)
 
+    def controller_churn(self, topics: dict[str, int], rng: random.Random, how: str = "kill",
+                         hold_s: float | None = None) -> dict[str, Any]:
+        """F8: stop the controller while an ISR change is in flight. A follower other than the
+        controller loses its fetches (its links to its peers blackholed; its ZooKeeper session
+        stays, so the controller does not drop it itself), preferably one the other
+        non-controller node leads partitions for; that leader's link to the controller is
+        delayed 0.8 s, so the AlterPartition it sends to shrink the ISR is still inside the
+        proxy when — right as a leader logs the proposal — the controller is SIGKILLed
+        (``how="kill"``, restarted after ``hold_s``, default 0.5-3 s) or SIGSTOPped past its
+        session (``"pause"``, default 2.5 × lag). Then every link passes again. Returns what
+        happened (also the nemesis operation's completion)."""
+        if how not in ("kill", "pause"):
+            raise ValueError(f"controller churn is 'kill' or 'pause', not {how!r}")
+        ctl = self.controller()
+        if ctl is None:
+            return {"skipped": "no controller"}
+        others = [i for i in self.ids if i != ctl]
+        led = {i: self.led_by(i, topics) for i in others}
+        leading = [i for i in others if led[i]]
+        if leading and len(others) > 1:
+            proposer = rng.choice(leading)
+            follower = rng.choice([i for i in others if i != proposer])
+        else:
+            follower = rng.choice(others)
+        cut = [f"{follower}->{o}" for o in self.ids if o != follower]
+        delayed = [f"{i}->{ctl}" for i in self.ids if i not in (ctl, follower)]
+        marks = {i: _size(self.log_path(i)) for i in self.ids}
+        op = self._fault("controller_churn", ctl, "controller", self.led_by(ctl, topics), how=how,
+                         follower=follower)
+        self.hub.set(delayed, "delay", delay_ms=800)
+        self.hub.set(cut, "blackhole")
+        t0 = time.monotonic()
+        seen: set[int] = set()
+        # Wait for a proposal that travels (from a leader other than the controller) if one can.
+        while time.monotonic() - t0 < 4 * LAG_S and not (seen - {ctl} or (seen and not leading)):
+            seen = self._shrink_proposed(marks, follower)
+            time.sleep(0.02)
+        in_flight_s = round(time.monotonic() - t0, 2)
+        if how == "kill":
+            self.kill(ctl)
+            time.sleep(rng.uniform(0.5, 3) if hold_s is None else hold_s)
+            self.restart(ctl)
+        else:
+            self.pause(ctl)
+            time.sleep(2.5 * LAG_S if hold_s is None else hold_s)
+            self.resume(ctl)
+        self.hub.set(delayed + cut, "pass")
+        done = {"controller": ctl, "how": how, "follower": follower, "proposers": sorted(seen),
+                "remote_proposer": bool(seen - {ctl}), "proposal_after_s": in_flight_s}
+        self.fault_done(op, done)
+        return done
+
+    def _shrink_proposed(self, marks: dict[int, int], follower: int) -> set[int]:
+        """The leaders whose logs, past ``marks``, propose to drop ``follower`` from an ISR."""
+        out = set()
+        for i, start in marks.items():
+            try:
+                with open(self.log_path(i), "rb") as f:
+                    f.seek(start)
+                    text = f.read().decode("utf-8", "replace")
+            except OSError:
+                continue
+            for m in _SHRINK.finditer(text):
+                if follower in {int(x) for x in m.group(4).replace(",", " ").split()}:
+                    out.add(int(m.group(3)))
+        return out
+
     def power_loss(self, node: int, rng: random.Random, keep: str = "durable") -> dict[str, dict[str, int]]:
         """SIGKILL, cut to the fsynced lengths, leave the node down (restart it to bring it back)."""
         if self.is_running(node):
@@ -223,6 +324,7 @@ _TRUNC = re.compile(_P + r"(\S+)-(\d+): node (\d+) truncates (fully )?from (\d+)
 _RECOVERY = re.compile(_P + r"(\S+): recovery truncates to (\d+) \((\d+) records, (\d+) bytes\), "
                        r"checkpointed high watermark (-?\d+)")
 _ISR = re.compile(_P + r"(\S+)-(\d+): leader (\d+) (shrinks|expands) ISR \S.*-> (\(.*?\)|\[.*?\])")
+_SHRINK = re.compile(r"(\S+)-(\d+): leader (\d+) shrinks ISR .*?\(lagging \[([^\]]*)\]\)")
 _SNAPSHOT = re.compile(_P + r"(\S+)-(\d+): node (\d+) loaded producer state from a snapshot")
 _CONTROLLER = re.compile(_P + r"node (\d+) is controller \(epoch (\d+)\)")
 
@@ -293,6 +395,13 @@ def scrape_node_logs(history: History, logs: dict[int, str]) -> dict[str, int]:
             if _CONTROLLER.match(line):
                 bump("controller_elections")
     return counts
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def _rel(stamp: str, wall0: float) -> float:

@@ -12,6 +12,9 @@ at run time, applied to its current and future connections:
 ``delay``       every chunk is delivered ``delay_ms`` late (order kept).
 ``throttle``    at most ``rate`` bytes/s each way (may combine with ``delay``).
 
+A link's :attr:`Link.tap` sees every chunk its connections send forward (the harness keeps
+request frames from it to replay them later).
+
 A connection that lost bytes (blackhole or one-way drop) can no longer carry a framed protocol,
 so leaving those modes resets it; the peers reconnect, as they would after a real partition
 timed out their sockets.
@@ -107,6 +110,8 @@ class _Conn:
                 data = await reader.read(_CHUNK)
                 if not data:
                     break
+                if forward and self.link.tap is not None:
+                    self.link.tap(self, data)
                 mode = self.link.mode
                 if mode.drops(forward):
                     self.tainted = True
@@ -190,6 +195,9 @@ class Link:
         self.connect_failures = 0
         self.dropped_bytes = 0
         self.forwarded_bytes = 0
+        #: Called on the proxy's loop with (connection, chunk) for every chunk a connection
+        #: sends forward, whatever the mode (a capture for replays; must be quick).
+        self.tap: Callable[[object, bytes], None] | None = None
 
     @property
     def address(self) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 from tests.cluster import report as report_mod
 from tests.cluster.checker import check
+from tests.cluster.churn import ZkWrite, read_write, replay_all
 from tests.cluster.harness import LAG_S, FaultCluster, Observer, wait
 from tests.cluster.history import History, load
 from tests.cluster.workload import Consumer, Producer, final_read
@@ -32,6 +33,8 @@ PROFILES: dict[str, tuple[str, ...]] = {
     "disk-full": ("disk_full",),
     "torn": ("torn",),
     "controller": ("zk_expire", "kill_controller"),
+    "churn": ("controller_churn", "replay"),
+    "clock": ("clock_jump", "kill"),
 }
 
 
@@ -54,6 +57,20 @@ class Nemesis:
         self.mix = PROFILES[profile]
         self.applied: dict[str, int] = {}
         self.skipped: dict[str, int] = {}
+        #: The last few writes of every partition's state znode, for the ZooKeeper replays.
+        self.zk_writes: dict[tuple[str, int], list[ZkWrite]] = {}
+
+    def _remember_writes(self) -> None:
+        for t, n in TOPICS.items():
+            for p in range(n):
+                try:
+                    w = read_write(self.c.zk(), t, p)
+                except Exception:  # noqa: BLE001 - ZooKeeper hiccup: nothing remembered this time
+                    continue
+                seen = self.zk_writes.setdefault((t, p), [])
+                if not seen or seen[-1].version != w.version:
+                    seen.append(w)
+                    del seen[:-5]
 
     def _pick(self, role: str) -> tuple[int, str]:
         ids = self.c.ids
@@ -81,6 +98,8 @@ class Nemesis:
         c, rng = self.c, self.rng
         op: int | None = None
         lost: dict[str, int] = {}
+        if "replay" in self.mix:
+            self._remember_writes()
         if kind in ("kill", "kill_controller"):
             node, role = self._pick("controller" if kind == "kill_controller" else self._role())
             led = c.led_by(node, TOPICS)
@@ -147,6 +166,26 @@ class Nemesis:
             time.sleep(rng.uniform(3, 6))
             fs.free()
             c.restart(node)
+        elif kind == "controller_churn":
+            done = c.controller_churn(TOPICS, rng, rng.choice(("kill", "pause")))
+            if "skipped" in done:
+                self.skipped[kind] = self.skipped.get(kind, 0) + 1
+                return
+        elif kind == "replay":
+            # Earlier writes only: the latest of each znode is the live state.
+            older = [w for ws in self.zk_writes.values() for w in ws[:-1]]
+            op = c._fault("replay", c.controller(), "controller", frames=len(c.frames.captured()),
+                          zk_writes=len(older))
+            res = replay_all(c, c.frames, rng.sample(older, min(3, len(older))), TOPICS, zk=c.zk())
+            lost = {"stale_accepted": res["stale_accepted"], "regressions": res["regressions"],
+                    "requests": res["requests"], "zk": res["zk"]}  # type: ignore[dict-item]
+        elif kind == "clock_jump":
+            node, role = self._pick(self._role())
+            jump = rng.choice((-1, 1)) * 3_600_000
+            op = c._fault("clock_jump", node, role, c.led_by(node, TOPICS), offset_ms=jump)
+            c.set_wall_clock_offset(node, jump)
+            time.sleep(rng.uniform(2, 6))
+            c.set_wall_clock_offset(node, 0)
         elif kind == "zk_expire":
             node = c.controller()
             if node is None:
@@ -156,7 +195,7 @@ class Nemesis:
             c.hub.set(f"{node}->zk", "blackhole")
             time.sleep(2.5 * LAG_S)  # past the 3 s session
             c.hub.set(f"{node}->zk", "pass")
-        c.fault_done(op, lost or None)
+        c.fault_done(op, lost or None)  # type: ignore[arg-type]
         self.applied[kind] = self.applied.get(kind, 0) + 1
         # One fault at a time: wait for the cluster to be whole before the next (up to 20 s), so
         # a second power loss never hits a replica whose lost tail is not back yet.
