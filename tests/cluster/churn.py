@@ -176,7 +176,7 @@ def error_name(code: int) -> str:
 
 def stale(req: AlterPartitionRequest, st: PartitionState) -> bool:
     """Whether the request is older than the state: another leader epoch or partition epoch."""
-    return req.leader_epoch < st.leader_epoch or req.partition_epoch < st.partition_epoch
+    return bool(req.leader_epoch < st.leader_epoch or req.partition_epoch < st.partition_epoch)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -97,7 +97,7 @@ class Nemesis:
         kind = self.rng.choice(self.mix)
         c, rng = self.c, self.rng
         op: int | None = None
-        lost: dict[str, int] = {}
+        lost: dict[str, Any] = {}
         if "replay" in self.mix:
             self._remember_writes()
         if kind in ("kill", "kill_controller"):
@@ -178,7 +178,7 @@ class Nemesis:
                           zk_writes=len(older))
             res = replay_all(c, c.frames, rng.sample(older, min(3, len(older))), TOPICS, zk=c.zk())
             lost = {"stale_accepted": res["stale_accepted"], "regressions": res["regressions"],
-                    "requests": res["requests"], "zk": res["zk"]}  # type: ignore[dict-item]
+                    "requests": res["requests"], "zk": res["zk"]}
         elif kind == "clock_jump":
             node, role = self._pick(self._role())
             jump = rng.choice((-1, 1)) * 3_600_000
@@ -195,7 +195,7 @@ class Nemesis:
             c.hub.set(f"{node}->zk", "blackhole")
             time.sleep(2.5 * LAG_S)  # past the 3 s session
             c.hub.set(f"{node}->zk", "pass")
-        c.fault_done(op, lost or None)  # type: ignore[arg-type]
+        c.fault_done(op, lost or None)
         self.applied[kind] = self.applied.get(kind, 0) + 1
         # One fault at a time: wait for the cluster to be whole before the next (up to 20 s), so
         # a second power loss never hits a replica whose lost tail is not back yet.

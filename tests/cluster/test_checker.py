@@ -361,3 +361,18 @@ def test_value_encoding_round_trips() -> None:
     assert len(v) == 64 and value_key(v) == "p2:1234"
     with pytest.raises(ValueError, match="must not contain"):
         encode_value("a:b", 1)
+
+
+def test_f8_stale_change_applied_by_a_replay_is_a_violation() -> None:
+    r = clean_run()
+    refused = {"stale_accepted": 0, "requests": [{"stale": True, "response": "INVALID_UPDATE_VERSION"}], "zk": []}
+    i = r.h.invoke("nemesis", "nemesis", {"fault": "replay", "target": 0, "role": "controller"})
+    r.h.ok(i, refused)
+    assert r.check().valid
+    applied = {"stale_accepted": 2, "requests": [{"stale": True, "response": "NONE", "tp": ["safe", 0]}],
+               "zk": [{"path": "/x", "set": "accepted", "multi": "BadVersionError"}]}
+    i = r.h.invoke("nemesis", "nemesis", {"fault": "replay", "target": 0, "role": "controller"})
+    r.h.ok(i, applied)
+    res = r.check()
+    assert res.counts["stale_changes_accepted"] == 2 and not res.valid
+    assert "'response': 'NONE'" in res.examples["stale_changes_accepted"][0]

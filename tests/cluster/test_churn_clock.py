@@ -69,7 +69,7 @@ def test_frame_tap_keeps_exactly_the_alter_partition_frames() -> None:
 
 
 def _state(leader: int, epoch: int, isr: tuple[int, ...]) -> bytes:
-    return PartitionState(leader, epoch, isr, (), 0, 1).to_json()
+    return bytes(PartitionState(leader, epoch, isr, (), 0, 1).to_json())
 
 
 def test_zookeeper_replays_are_refused_and_an_unconditional_write_is_caught(zookeeper_server: Any) -> None:
@@ -284,7 +284,9 @@ def test_f9_wall_clock_jumps_move_no_leader_and_no_isr(sc: Scenario) -> None:
         assert (a.leader, a.leader_epoch) == (st.leader, st.leader_epoch), (tp, st, a)
     seen = _observations(sc.history.ops, t0, t1, sc.topics)
     assert all(len(v) == 1 for v in seen.values()), f"the state moved while the clocks were an hour ahead: {seen}"
-    leader = after[(SAFE, 0)].leader  # type: ignore[union-attr]
+    st0 = after[(SAFE, 0)]
+    assert st0 is not None
+    leader = st0.leader
     _ok(sc)
     # The jumps happened: the leader stamped the records it appended meanwhile with its shifted
     # clock (LogAppendTime), and its log says so.

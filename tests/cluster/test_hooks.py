@@ -65,3 +65,60 @@ def test_requests_follow_the_link_address_through_the_proxy(hub: ProxyHub, monke
     assert isinstance(got[2], MetadataResponse)
     assert isinstance(got[3], MetadataResponse), got[3]
     assert hub.links["2->1"].accepted >= 2
+
+
+def test_truncation_and_recovery_lines_parse_with_records_and_bytes(tmp_path: Any) -> None:
+    """The node-side log lines the harness scrapes (follower truncation, one below the HW, and
+    recovery of a damaged tail at startup), written by the real code paths in the node's log
+    format, come back as ``truncate`` events with the records and bytes removed."""
+    import logging
+    import os
+    from types import SimpleNamespace
+
+    from seglog.clock import Clock
+    from seglog.config import LogConfig
+    from seglog.log import Log
+    from seglog.replication.metadata import ReplicaConfig
+    from seglog.replication.partition import Partition
+    from tests.cluster.harness import scrape_node_logs
+    from tests.cluster.history import History
+    from tests.logkit import batch
+
+    path = tmp_path / "node-0.log"
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("seglog")
+    old_level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        cfg = {"segment.bytes": 1000}
+        d = tmp_path / "data" / "safe-0"
+        one = batch(2, size=20)
+        log = Log.open(d, cfg, replicated=True)
+        for _ in range(30):
+            log.append(one)                               # offsets 0..59, two per batch
+        host = SimpleNamespace(node_id=0, clock=Clock(), config=ReplicaConfig(), mutants=frozenset(), stats={})
+        p = Partition(host, "safe", 0, log, LogConfig.from_dict(cfg), (0, 1, 2))  # type: ignore[arg-type]
+        p._truncate(41, reason="test")                    # the batch 40-41 goes whole
+        log.update_high_watermark(30)
+        p._truncate(20, reason="test")                    # below the HW
+        log.close()
+        seg = sorted(f for f in os.listdir(d) if f.endswith(".log"))[-1]
+        with open(d / seg, "ab") as f:
+            f.write(b"\x00garbage" * 5)                   # a damaged tail, 40 bytes
+        os.unlink(tmp_path / "data" / "recovery-point-offset-checkpoint")
+        Log.open(d, cfg, replicated=True, high_watermark=20, clean_shutdown=False).close()
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+        handler.close()
+    h = History()
+    counts = scrape_node_logs(h, {0: str(path)})
+    events = [(o.value["kind"], o.value["from"], o.value["to"], o.value["hw"], o.value["records"], o.value["bytes"])
+              for o in h.ops if o.f == "truncate"]
+    assert events == [("follower", 60, 41, 0, 20, 10 * len(one)),
+                      ("follower", 40, 20, 30, 20, 10 * len(one)),
+                      ("recovery", None, 20, 20, 0, 40)], events
+    assert counts["truncations"] == 3 and counts["truncations_below_hw"] == 1
+    assert counts["truncated_records"] == 40 and counts["truncated_bytes"] == 20 * len(one) + 40

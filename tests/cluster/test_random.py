@@ -19,6 +19,8 @@ def _assert_run(rep: dict, tmp_path: Path) -> None:  # type: ignore[type-arg]
     assert rep["faults"]["total"] > 0, where
     assert rep["operations"]["send"]["ok"] > 1000, where
     assert rep["reported"]["unseen"] == 0, f"acked records never read: {rep['reported']['unseen']}; {where}"
+    # The HW property ran on real observations (consumers' polls naming the leader epoch).
+    assert rep["counts"]["hw_observations"].get("polls", 0) > 0, where
 
 
 @pytest.mark.parametrize("profile,seed", [("mixed", 1), ("power", 2)])
