@@ -329,7 +329,6 @@ _SNAPSHOT = re.compile(_P + r"(\S+)-(\d+): node (\d+) loaded producer state from
 _CONTROLLER = re.compile(_P + r"node (\d+) is controller \(epoch (\d+)\)")
 
 
-
 def scrape_node_logs(history: History, logs: dict[int, str]) -> dict[str, int]:
     """:meth:`FaultCluster.scrape_logs` over ``{node id: its log file}``."""
     counts: dict[str, int] = {}
