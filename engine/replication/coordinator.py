@@ -436,8 +436,8 @@ class InMemoryCoordinator:
                 nodes[p] = n
         for path, kind, children in events:
             if kind == "created":
-                parent = _parent(path)
-                self._cversion[parent] = self._cversion.get(parent, 0) + 1
+                up = _parent(path)
+                self._cversion[up] = self._cversion.get(up, 0) + 1
             self._fire(path, kind, children)
         return results
 

@@ -219,8 +219,8 @@ class ReplicaNode:
         self.durable_epoch_files: dict[str, bytes | None] = {}
         #: Runs the periodic checkpoint writes (and their fsyncs) off the caller's thread when set
         #: (a one-worker executor's ``submit``); ``None`` writes them inline, as the simulation does.
-        self.offload: Callable[[Callable[[], None]], concurrent.futures.Future[None]] | None = None
-        self._checkpointing: concurrent.futures.Future[None] | None = None
+        self.offload: Callable[[Callable[[], Any]], concurrent.futures.Future[Any]] | None = None
+        self._checkpointing: concurrent.futures.Future[Any] | None = None
 
     # ---------------------------------------------------------------------------------------------
     # Lifecycle
@@ -375,8 +375,8 @@ class ReplicaNode:
                     os.fsync(f.fileno())
             except OSError as exc:
                 failed[d] = exc
-        for d, exc in failed.items():
-            log.error("node %d: log dir %s failed while shutting down: %s", self.node_id, d, exc)
+        for d, err in failed.items():
+            log.error("node %d: log dir %s failed while shutting down: %s", self.node_id, d, err)
         self._unlock_dirs()
         if deregister and self.session is not None:
             try:
@@ -1025,7 +1025,8 @@ class ReplicaNode:
         if fut is None:
             return {}
         try:
-            return fut.result()
+            failed: dict[str, BaseException] = fut.result()
+            return failed
         except Exception as exc:  # noqa: BLE001 - the next checkpoint retries
             log.warning("node %d: checkpoint write failed: %s", self.node_id, exc)
             return {}
