@@ -687,6 +687,8 @@ class ReplicaNode:
             for p in self.partitions.values():
                 p.maybe_increment_high_watermark()
         self._update_fetchers()
+        if not self._offline_reported:
+            self._report_offline()
         return LeaderAndIsrResponse()
 
     def topic_config(self, overrides: Mapping[str, Any] | None = None) -> LogConfig:
@@ -714,7 +716,7 @@ class ReplicaNode:
             # A dir offline since the start may hold this partition: creating it elsewhere
             # would fork its history (Kafka refuses to create a log while a dir is offline).
             self.offline_partitions.add(tp)
-            self._report_offline()
+            self._offline_reported = False  # reported once the whole LeaderAndIsr is applied
             return None
         if home is None:
             home = self._next_log_dir()

@@ -244,3 +244,30 @@ def test_the_last_dir_failing_calls_on_log_dir_failure(sim: SimCluster) -> None:
     sim.run_until(lambda: bool(halted), 5000, 1, "the halt callback")
     assert len(halted) == 1 and halted[0].errno == errno.ENOSPC  # type: ignore[attr-defined]
     assert node.log_dir_failed and node.offline_dirs.keys() == {first, second}
+
+
+def test_a_dir_unusable_at_start_starts_offline(sim: SimCluster) -> None:
+    sim.create_topic(TOPIC, len(ASSIGNMENT), 3, {"min.insync.replicas": 2}, assignment=ASSIGNMENT)
+    sent = fill(sim)
+    sim.run_until(lambda: full_isr(sim), 10_000, 10, "a full ISR")
+    healthy, broken = sim.node_dirs(0)
+    sim.shutdown(0)
+    os.rename(broken, broken + ".away")
+    Path(broken).write_bytes(b"not a directory")
+    n = sim.start_node(0)
+    assert n.offline_dirs.keys() == {broken} and not n.started_clean
+    # The partitions the node has no log for may be in the unusable dir: offline, never created
+    # in the healthy one.
+    sim.run_until(lambda: n.offline_partitions == {(TOPIC, 1), (TOPIC, 3)}
+                  and all(0 not in sim.state((TOPIC, p)).isr for p in (1, 3))  # type: ignore[union-attr]
+                  and sim.leader_of((TOPIC, 1)) not in (-1, 0), 10_000, 10, "t-1 and t-3 offline on node 0")
+    assert sorted(f for f in os.listdir(healthy) if f.startswith("t-")) == ["t-0", "t-2"]
+    sim.run_until(lambda: all(0 in sim.state((TOPIC, p)).isr for p in (0, 2)),  # type: ignore[union-attr]
+                  10_000, 10, "node 0 back in the ISRs of its healthy dir")
+    sim.shutdown(0)
+    os.unlink(broken)
+    os.rename(broken + ".away", broken)
+    sim.start_node(0)
+    sim.run_until(lambda: full_isr(sim), 20_000, 10, "every replica back in its ISR")
+    for tp in TPS:
+        assert list(sim.values(0, tp).values())[:len(sent[tp])] == sent[tp]
