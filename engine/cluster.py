@@ -14,8 +14,8 @@ demos.
 ...     records = consumer.poll(timeout_ms=5000)
 
 Each node is a :class:`~seglog.replication.node.ReplicaNode` with its own log directory under
-``dir`` (``log_dirs=N``: N of them, :meth:`LocalCluster.node_dirs`) and its own TCP port; they share an in-memory coordinator (``coordinator="memory"``)
-and one asyncio event loop on a background thread (their periodic checkpoint files are
+``dir`` (``log_dirs=N``: N of them, :meth:`LocalCluster.node_dirs`) and its own TCP port; they
+share an in-memory coordinator (``coordinator="memory"``) and one asyncio event loop on a background thread (their periodic checkpoint files are
 written, and fsynced, on a second one, so that a slow fsync does not stall the loop).
 :meth:`LocalCluster.kill` drops a node as a killed process (sockets closed, logs abandoned
 unflushed); :meth:`LocalCluster.restart` brings it back from its directory;

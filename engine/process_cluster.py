@@ -14,7 +14,8 @@
 
 Each node is ``python -m seglog.cli node --config <dir>/node-N.properties`` (see
 :mod:`seglog.replication.server`), its own process group, with its log directory
-``<dir>/node-N`` (``log_dirs=K``: also ``<dir>/node-N.dir1`` .. ``.dirK-1``, as ``log.dirs``), its output in ``<dir>/node-N.log`` and a loopback port fixed for the cluster's
+``<dir>/node-N`` (``log_dirs=K``: also ``<dir>/node-N.dir1`` .. ``.dirK-1``, as ``log.dirs``),
+its output in ``<dir>/node-N.log`` and a loopback port fixed for the cluster's
 life (a restarted node comes back on the same one). Without ``zookeeper=`` (a connect string)
 the cluster starts its own ZooKeeper server (:mod:`seglog.testing.zookeeper`) and stops it at
 :meth:`close`; with one, a chroot (``host:port/some/path``) keeps clusters sharing a server

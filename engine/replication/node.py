@@ -475,13 +475,14 @@ class ReplicaNode:
         s = self.session
         if s is None or self.broker_epoch < 0:
             return  # the next registration carries it
+        event = dumps({"version": 1, "broker": self.node_id, "event": 1})
         try:
             s.set(broker_path(self.node_id), self._registration())
             try:
-                s.create_sequential(LOG_DIR_EVENT_PREFIX, dumps({"version": 1, "broker": self.node_id, "event": 1}))
+                s.create_sequential(LOG_DIR_EVENT_PREFIX, event)
             except NoNodeError:
                 s.create(LOG_DIR_EVENT_PATH, b"", make_parents=True)
-                s.create_sequential(LOG_DIR_EVENT_PREFIX, dumps({"version": 1, "broker": self.node_id, "event": 1}))
+                s.create_sequential(LOG_DIR_EVENT_PREFIX, event)
         except NoNodeError:
             return  # not registered right now: the next registration carries it
         except CoordinatorError as exc:
@@ -791,7 +792,8 @@ class ReplicaNode:
             p = self.partitions.get(tp)
             if p is None:
                 e: KafkaError = (self._offline_error(tp) if tp in self.offline_partitions else
-                                 UnknownTopicOrPartitionError(f"node {self.node_id} hosts no {fp.topic}-{fp.partition}"))
+                                 UnknownTopicOrPartitionError(
+                                     f"node {self.node_id} hosts no {fp.topic}-{fp.partition}"))
                 out.append(FetchPartitionResponse(fp.topic, fp.partition, code_for_exception(e), message=str(e)))
                 stop = True
                 continue
