@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from seglog.replication.metadata import LOG_DIR_EVENT_PATH, broker_path, loads
 from tests.cluster.scenario import Scenario
 
 pytestmark = pytest.mark.cluster
@@ -59,6 +60,15 @@ def test_a_full_log_dir_goes_offline_alone(sc: Scenario) -> None:
     sc.wait(lambda: all(node not in sc.c.isr("safe", p) for p in full), 15,
             f"node {node} out of the ISRs of {full}")
     assert sc.c.is_running(node)
+    # Through ZooKeeper: the registration lists the offline replicas (every partition in the
+    # full dir), and the controller consumed the notification.
+    tmpfs_dir = sc.c.node_dirs(node)[TMPFS_DIR]
+    on_tmpfs = sorted([n.rpartition("-")[0], int(n.rpartition("-")[2])] for n in os.listdir(tmpfs_dir)
+                      if n.rpartition("-")[2].isdigit())
+    reg = loads(sc.c.coordinator.read(broker_path(node))[0])
+    assert reg["offline_log_dirs"] == [tmpfs_dir] and reg["offline_replicas"] == on_tmpfs
+    assert {tuple(tp) for tp in on_tmpfs} >= {("safe", p) for p in full}
+    sc.wait(lambda: sc.c.coordinator.children_of(LOG_DIR_EVENT_PATH) == [], 10, "the notification consumed")
     before = {p: _acked(sc, p) for p in kept}
     sc.wait(lambda: all(_acked(sc, p) >= before[p] + 20 for p in kept), 15,
             f"more acked writes to {kept}, led by node {node}")
