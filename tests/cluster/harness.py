@@ -39,13 +39,14 @@ class FaultCluster(ProcessCluster):
     (the run's files stay for the checker and for post-mortems)."""
 
     def __init__(self, nodes: int, dir: str | os.PathLike[str], *, history: History | None = None,
-                 tmpfs_nodes: Iterable[int] = (), tmpfs_size: str = "8m", **kw: Any) -> None:
+                 tmpfs_nodes: Iterable[int] = (), tmpfs_size: str = "8m", tmpfs_dir: int = 0, **kw: Any) -> None:
         self.hub = ProxyHub()
         self.history = history
         self._links_made = False
         self.journal = os.path.join(os.fspath(dir), "fsync.journal")
         self._tmpfs_nodes = set(tmpfs_nodes)
         self._tmpfs_size = tmpfs_size
+        self._tmpfs_dir = tmpfs_dir  # which of a node's log dirs (``log_dirs=``) is the tmpfs
         self.tmpfs: dict[int, disk.Tmpfs] = {}
         self._env: dict[str, str] = {FSYNC_JOURNAL_ENV: self.journal}
         kw.setdefault("replica_config", dict(REPLICA_CONFIG))
@@ -86,7 +87,7 @@ class FaultCluster(ProcessCluster):
 
     def _spawn(self, i: int) -> None:
         if i in self._tmpfs_nodes and i not in self.tmpfs:
-            self.tmpfs[i] = disk.Tmpfs(self.node_dir(i), self._tmpfs_size)
+            self.tmpfs[i] = disk.Tmpfs(self.node_dirs(i)[self._tmpfs_dir], self._tmpfs_size)
         saved = {k: os.environ.get(k) for k in self._env}
         os.environ.update(self._env)
         try:
@@ -128,9 +129,10 @@ class FaultCluster(ProcessCluster):
             for p in range(n):
                 reps = []
                 for i in self.ids:
-                    d = os.path.join(self.node_dir(i), f"{t}-{p}")
-                    if os.path.isdir(d):
-                        reps.append(read_replica(d, i))
+                    for log_dir in self.node_dirs(i):
+                        d = os.path.join(log_dir, f"{t}-{p}")
+                        if os.path.isdir(d):
+                            reps.append(read_replica(d, i))
                 out[(t, p)] = reps
         return out
 
