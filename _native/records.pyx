@@ -54,7 +54,7 @@ from cpython.tuple cimport PyTuple_CheckExact
 from cpython.long cimport PyLong_AsLong, PyLong_AsLongLong, PyLong_CheckExact
 from cpython.ref cimport PyObject, Py_INCREF
 from cpython.unicode cimport PyUnicode_AsUTF8String, PyUnicode_DecodeUTF8
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, int8_t, int16_t, int32_t, int64_t, uint64_t, INT32_MAX
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, int8_t, int16_t, int32_t, int64_t, uint64_t, INT32_MAX, INT64_MIN, INT64_MAX
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memset
 
@@ -1771,6 +1771,61 @@ def decode_columns(const uint8_t[::1] buf, *, bint keys=True, bint headers=True,
     return c
 
 
+cdef int _first_uncompressed(const uint8_t *b, Py_ssize_t n, int64_t target, int64_t lo,
+                             int64_t hi, bint bounded, int64_t *out_off,
+                             int64_t *out_ts) noexcept nogil:
+    """The record-level timestamp search over uncompressed v2 batches, reading records one by
+    one and stopping at the answer, as Kafka's lazy record iterator does: 1 found, 0 none,
+    -1 when the full decoder must answer (a legacy or compressed batch, or anything malformed:
+    the decoder then reports it with its position)."""
+    cdef Py_ssize_t pos = 0, size
+    cdef int32_t length
+    cdef uint16_t attrs
+    cdef int64_t base_off, base_ts, max_ts, off, ts
+    cdef int32_t count, i
+    cdef const uint8_t *p
+    cdef const uint8_t *end
+    cdef const char *err = NULL
+    cdef RecView r
+    while pos < n:
+        if n - pos < V2_HEADER:
+            return -1
+        length = kb_load_i32(b + pos + 8)
+        if length < V2_MIN_LENGTH or <Py_ssize_t>length > n - pos - LOG_OVERHEAD:
+            return -1
+        size = <Py_ssize_t>length + LOG_OVERHEAD
+        if b[pos + 16] != 2:
+            return -1
+        attrs = kb_load_u16(b + pos + 21)
+        if attrs & ATTR_CODEC_MASK:
+            return -1
+        if not attrs & ATTR_CONTROL:
+            base_off = kb_load_i64(b + pos)
+            base_ts = kb_load_i64(b + pos + 27)
+            max_ts = kb_load_i64(b + pos + 35)
+            p = b + pos + V2_HEADER
+            end = b + pos + size
+            count = kb_load_i32(b + pos + 57)
+            if count < 0:
+                return -1
+            for i in range(count):    # the header's count, as the decoder reads them
+                p = _parse_record(p, end, &r, &err)
+                if p == NULL:
+                    return -1
+                off = kb_wrap_add(base_off, r.offset_delta)
+                if off < lo or (bounded and off >= hi):
+                    continue
+                ts = max_ts if attrs & ATTR_LOG_APPEND_TIME else kb_wrap_add(base_ts, r.ts_delta)
+                if ts >= target:
+                    out_off[0] = off
+                    out_ts[0] = ts
+                    return 1
+            if p != end:
+                return -1
+        pos += size
+    return 0
+
+
 def first_at_or_after(const uint8_t[::1] buf, int64_t timestamp, *, min_offset=None,
                       max_offset=None, bint verify_crc=False,
                       Py_ssize_t max_decompressed=DEFAULT_MAX_DECOMPRESSED):
@@ -1780,6 +1835,19 @@ def first_at_or_after(const uint8_t[::1] buf, int64_t timestamp, *, min_offset=N
     it does not check CRCs unless ``verify_crc`` (the batches were checked when appended or
     recovered; the reader checks them again).
     """
+    cdef int64_t lo = INT64_MIN if min_offset is None else <int64_t>min_offset
+    cdef int64_t hi = INT64_MAX if max_offset is None else <int64_t>max_offset
+    cdef bint bounded = max_offset is not None
+    cdef int64_t found_off = 0, found_ts = 0
+    cdef int st
+    if not verify_crc and buf.shape[0] > 0:
+        with nogil:
+            st = _first_uncompressed(&buf[0], buf.shape[0], timestamp, lo, hi, bounded,
+                                     &found_off, &found_ts)
+        if st == 1:
+            return found_off, found_ts
+        if st == 0:
+            return None
     cdef _Decoder d = _decoder(buf, verify_crc, False, False, min_offset, max_offset,
                                max_decompressed, None)
     cdef _ColumnBuilder b = _ColumnBuilder.__new__(_ColumnBuilder)

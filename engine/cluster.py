@@ -14,8 +14,8 @@ demos.
 ...     records = consumer.poll(timeout_ms=5000)
 
 Each node is a :class:`~seglog.replication.node.ReplicaNode` with its own log directory under
-``dir`` and its own TCP port; they share an in-memory coordinator (``coordinator="memory"``)
-and one asyncio event loop on a background thread (their periodic checkpoint files are
+``dir`` (``log_dirs=N``: N of them, :meth:`LocalCluster.node_dirs`) and its own TCP port; they
+share an in-memory coordinator (``coordinator="memory"``) and one asyncio event loop on a background thread (their periodic checkpoint files are
 written, and fsynced, on a second one, so that a slow fsync does not stall the loop).
 :meth:`LocalCluster.kill` drops a node as a killed process (sockets closed, logs abandoned
 unflushed); :meth:`LocalCluster.restart` brings it back from its directory;
@@ -137,6 +137,12 @@ class ConsumerRecord:
     serving_leader_epoch: int = -1
 
 
+def node_dirs(root: str, i: int, n: int) -> list[str]:
+    """Node ``i``'s ``n`` log dirs under a cluster directory ``root``."""
+    first = os.path.join(root, f"node-{i}")
+    return [first] + [f"{first}.dir{k}" for k in range(1, n)]
+
+
 class LocalCluster(LoopOwner):
     """``nodes`` replica nodes in this process over loopback TCP (see module docs)."""
 
@@ -153,7 +159,7 @@ class LocalCluster(LoopOwner):
                  coordinator: str = "memory", *, replica_config: ReplicaConfig | Mapping[str, Any] | None = None,
                  log_defaults: Mapping[str, Any] | None = None, secret: bytes | str | None = None,
                  ssl: Any = None, host: str = "127.0.0.1", processes: bool = False,
-                 zookeeper: str | None = None) -> None:
+                 zookeeper: str | None = None, log_dirs: int = 1) -> None:
         if coordinator not in ("memory", "zookeeper"):
             raise ValueError(f"coordinator {coordinator!r} is not available: 'memory' or 'zookeeper'")
         if processes:
@@ -166,6 +172,9 @@ class LocalCluster(LoopOwner):
             zookeeper = self.zk_server.connect_string
         if nodes < 1:
             raise ValueError(f"a cluster needs at least one node, got {nodes}")
+        if log_dirs < 1:
+            raise ValueError(f"a node needs at least one log dir, got log_dirs={log_dirs}")
+        self.log_dirs = log_dirs
         self._own_dir = dir is None
         self.dir = os.path.abspath(os.fspath(dir)) if dir is not None else tempfile.mkdtemp(prefix="seglog-cluster-")
         os.makedirs(self.dir, exist_ok=True)
@@ -229,13 +238,18 @@ class LocalCluster(LoopOwner):
     # -- nodes ---------------------------------------------------------------------------------
 
     def node_dir(self, i: int) -> str:
+        """The node's (first) log dir."""
         return os.path.join(self.dir, f"node-{i}")
+
+    def node_dirs(self, i: int) -> list[str]:
+        """The node's log dirs: :meth:`node_dir`, then ``node-N.dirK`` for K = 1.. ``log_dirs-1``."""
+        return node_dirs(self.dir, i, self.log_dirs)
 
     async def _start_node(self, i: int) -> None:
         gs = GuardedScheduler(self.scheduler)  # type: ignore[arg-type]
         self._gs[i] = gs
         port = self._ports.get(i, 0)
-        node = ReplicaNode(i, self.node_dir(i), coordinator=self.coordinator, transport=self.transport,
+        node = ReplicaNode(i, self.node_dirs(i), coordinator=self.coordinator, transport=self.transport,
                            clock=self.clock, scheduler=gs, config=self.replica_config,
                            log_defaults=self.log_defaults,
                            coordinator_reachable=functools.partial(self._reachable, i))

@@ -14,7 +14,8 @@
 
 Each node is ``python -m seglog.cli node --config <dir>/node-N.properties`` (see
 :mod:`seglog.replication.server`), its own process group, with its log directory
-``<dir>/node-N``, its output in ``<dir>/node-N.log`` and a loopback port fixed for the cluster's
+``<dir>/node-N`` (``log_dirs=K``: also ``<dir>/node-N.dir1`` .. ``.dirK-1``, as ``log.dirs``),
+its output in ``<dir>/node-N.log`` and a loopback port fixed for the cluster's
 life (a restarted node comes back on the same one). Without ``zookeeper=`` (a connect string)
 the cluster starts its own ZooKeeper server (:mod:`seglog.testing.zookeeper`) and stops it at
 :meth:`close`; with one, a chroot (``host:port/some/path``) keeps clusters sharing a server
@@ -112,7 +113,7 @@ class ProcessCluster(LocalCluster):
                  ssl: Any = None, host: str = "127.0.0.1", processes: bool = True,
                  zookeeper: str | None = None, node_config: Mapping[str, Any] | None = None,
                  node_configs: Mapping[int, Mapping[str, Any]] | None = None,
-                 start_timeout_s: float = 60) -> None:
+                 start_timeout_s: float = 60, log_dirs: int = 1) -> None:
         from seglog.testing.zookeeper import ZooKeeperServer, free_port
 
         if coordinator != "zookeeper":
@@ -122,6 +123,9 @@ class ProcessCluster(LocalCluster):
             raise ValueError("secret= and ssl= are not available with processes=True yet")
         if nodes < 1:
             raise ValueError(f"a cluster needs at least one node, got {nodes}")
+        if log_dirs < 1:
+            raise ValueError(f"a node needs at least one log dir, got log_dirs={log_dirs}")
+        self.log_dirs = log_dirs
         self._closed = False
         self._own_dir = dir is None
         self.dir = os.path.abspath(os.fspath(dir)) if dir is not None else tempfile.mkdtemp(prefix="seglog-procs-")
@@ -212,7 +216,7 @@ class ProcessCluster(LocalCluster):
         rc = self.replica_config
         props: dict[str, Any] = {
             "node.id": i,
-            "log.dirs": self.node_dir(i),
+            "log.dirs": self.node_dirs(i),
             "listeners": f"PLAINTEXT://{self.host}:{self._ports[i]}",
             "zookeeper.connect": self.zookeeper_connect,
             "zookeeper.connection.timeout.ms": 10_000,

@@ -19,6 +19,11 @@ epoch):
   after an unclean shutdown it also leaves every ISR and ELR, since its unflushed tail may be
   gone (KIP-966) — if it was the last ISR member and an eligible leader replica exists, the
   ISR is emptied and that replica is elected instead;
+* a node reports replicas on a failed log dir (its registration lists them as
+  ``offline_replicas``; it then writes a ``/log_dir_event_notification`` znode, whose watch makes
+  the controller re-read the registrations and delete the notification): for those partitions
+  the node counts as not alive — it leaves their ISRs as a dead node does, and a leader among
+  them is replaced. The node's later registrations (a restart) start with no offline replicas;
 * a leader's AlterPartition (ISR shrink or expand) is applied if its leader epoch and partition
   epoch are current, and added members are registered with the broker epoch they fetch with;
 * members removed while the ISR drops below ``min.insync.replicas`` become eligible leader
@@ -65,6 +70,7 @@ from seglog.replication.coordinator import (
     CoordinatorError,
     Create,
     CoordinatorSession,
+    NodeExistsError,
     NoNodeError,
     SessionExpiredError,
     SetData,
@@ -88,6 +94,7 @@ from seglog.replication.messages import (
 from seglog.replication.metadata import (
     BROKER_IDS_PATH,
     CONTROLLER_EPOCH_PATH,
+    LOG_DIR_EVENT_PATH,
     NO_LEADER,
     PRODUCER_ID_BLOCK_PATH,
     PRODUCER_ID_BLOCK_SIZE,
@@ -117,6 +124,9 @@ class BrokerInfo:
     broker_epoch: int
     clean_shutdown: bool
     address: str = ""
+    #: Replicas on the node's failed log dirs (they serve nothing; never leaders, not in ISRs).
+    offline_replicas: frozenset[TopicPartition] = frozenset()
+    offline_dirs: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(slots=True)
@@ -207,7 +217,7 @@ class Controller:
 
     def _load(self) -> None:
         s = self.session
-        for path in ("/brokers", BROKER_IDS_PATH, TOPICS_PATH):
+        for path in ("/brokers", BROKER_IDS_PATH, TOPICS_PATH, LOG_DIR_EVENT_PATH):
             if s.exists(path) is None:
                 try:
                     s.create(path, b"")
@@ -215,6 +225,7 @@ class Controller:
                     pass
         self._refresh_brokers()
         self._refresh_topics()
+        self._log_dir_events()
 
     def _refresh_brokers(self) -> None:
         if not self.active:
@@ -228,14 +239,20 @@ class Controller:
             except NoNodeError:
                 continue
             d = loads(data) or {}
-            current[int(name)] = BrokerInfo(stat.czxid, bool(d.get("clean_shutdown", True)),
-                                            d.get("address", ""))
+            current[int(name)] = BrokerInfo(
+                stat.czxid, bool(d.get("clean_shutdown", True)), d.get("address", ""),
+                frozenset((str(t), int(p)) for t, p in d.get("offline_replicas", ())),
+                tuple(d.get("offline_log_dirs", ())))
         if current == self.brokers:
             return
         for b in sorted(set(self.brokers) - set(current)):
             log.info("controller %d: node %d is gone", self.node.node_id, b)
         for b, info in sorted(current.items()):
-            if self.brokers.get(b) != info:
+            old = self.brokers.get(b)
+            if old is not None and old.broker_epoch == info.broker_epoch and old != info:
+                log.warning("controller %d: node %d has failed log dirs %s; offline replicas %s",
+                            self.node.node_id, b, list(info.offline_dirs), sorted(info.offline_replicas))
+            elif old != info:
                 log.info("controller %d: node %d registered (broker epoch %d, %s shutdown)",
                          self.node.node_id, b, info.broker_epoch,
                          "clean" if info.clean_shutdown else "unclean")
@@ -257,6 +274,46 @@ class Controller:
             self._armed.discard(path)
             if self.active:
                 self._guard(self._refresh_brokers)
+
+        return fire
+
+    def _log_dir_events(self) -> None:
+        """Consume the log dir failure notifications (Kafka's ``LogDirEventNotification``
+        handling) and re-read the registrations, which say which replicas are offline."""
+        if not self.active:
+            return
+        s = self.session
+        try:
+            names = s.children(LOG_DIR_EVENT_PATH, watch=self._arm_log_dir_events())
+        except NoNodeError:
+            self._armed.discard(LOG_DIR_EVENT_PATH)
+            try:
+                s.create(LOG_DIR_EVENT_PATH, b"")
+            except NodeExistsError:
+                pass
+            names = s.children(LOG_DIR_EVENT_PATH, watch=self._arm_log_dir_events())
+        if not names:
+            return
+        for name in names:
+            path = f"{LOG_DIR_EVENT_PATH}/{name}"
+            try:
+                data, _ = s.get(path)
+                s.delete(path)
+            except NoNodeError:
+                continue
+            log.info("controller %d: log dir failure notification %s from node %s", self.node.node_id,
+                     name, (loads(data) or {}).get("broker"))
+        self._refresh_brokers()
+
+    def _arm_log_dir_events(self) -> Callable[[Any], None] | None:
+        if LOG_DIR_EVENT_PATH in self._armed:
+            return None
+        self._armed.add(LOG_DIR_EVENT_PATH)
+
+        def fire(_ev: Any) -> None:
+            self._armed.discard(LOG_DIR_EVENT_PATH)
+            if self.active:
+                self._guard(self._log_dir_events)
 
         return fire
 
@@ -286,6 +343,10 @@ class Controller:
 
     def _live(self) -> set[int]:
         return set(self.brokers)
+
+    def _live_for(self, tp: TopicPartition) -> set[int]:
+        """The registered nodes whose replica of ``tp`` is not on a failed log dir."""
+        return {b for b, info in self.brokers.items() if tp not in info.offline_replicas}
 
     def _write(self, tp: TopicPartition, new: PartitionState) -> PartitionState:
         """Compare-and-set the partition state; the returned state carries the new version."""
@@ -317,7 +378,7 @@ class Controller:
         assignment = topic.assignment[tp[1]]
         min_isr = min(topic.log_config.min_insync_replicas, len(assignment))
         brokers = self.brokers
-        live = set(brokers)
+        live = self._live_for(tp)
         recorded = dict(st.broker_epochs)
         isr, elr = tuple(st.isr), tuple(st.elr)
 
@@ -474,6 +535,10 @@ class Controller:
                 e = IneligibleReplicaError(f"node {r} is shutting down; it cannot join the ISR of "
                                            f"{req.topic}-{req.partition}")
                 return AlterPartitionResponse(code_for_exception(e), message=str(e))
+            if info_r is not None and tp in info_r.offline_replicas:
+                e = IneligibleReplicaError(f"node {r}'s replica of {req.topic}-{req.partition} is on a "
+                                           "failed log dir; it cannot join the ISR")
+                return AlterPartitionResponse(code_for_exception(e), message=str(e))
             if info_r is None or sent_epochs.get(r, info_r.broker_epoch) != info_r.broker_epoch:
                 e = IneligibleReplicaError(
                     f"node {r} is not registered with the broker epoch it fetched with "
@@ -563,7 +628,7 @@ class Controller:
             e: KafkaError = UnknownTopicOrPartitionError(f"no partition {req.topic}-{req.partition}")
             return ElectLeadersResponse(code_for_exception(e), message=str(e))
         assignment = self.topics[req.topic].assignment[req.partition]
-        preferred = el.preferred_election(assignment, st.isr, self._live())
+        preferred = el.preferred_election(assignment, st.isr, self._live_for(tp))
         if preferred == NO_LEADER:
             e = PreferredLeaderNotAvailableError(
                 f"the preferred replica {assignment[0]} of {req.topic}-{req.partition} is not alive "
@@ -606,7 +671,8 @@ class Controller:
                 min_isr = min(self.topics[tp[0]].log_config.min_insync_replicas, len(assignment))
                 leader, epoch = st.leader, st.leader_epoch
                 if b == st.leader:
-                    candidates = [r for r in assignment if r in st.isr and r != b and r in self.brokers
+                    live_tp = self._live_for(tp)
+                    candidates = [r for r in assignment if r in st.isr and r != b and r in live_tp
                                   and r not in self.shutting_down]
                     if not candidates:
                         remaining.append(tp)

@@ -12,7 +12,11 @@ in a small hierarchical store with ZooKeeper's semantics:
 * one-shot watches (data and children), delivered through the scheduler;
 * ``multi``: a list of operations applied atomically or not at all;
 * a global transaction counter (``zxid``); a znode's ``czxid`` is the zxid that created it (a
-  node registration's ``czxid`` is its *broker epoch*, as in Kafka's ZooKeeper mode).
+  node registration's ``czxid`` is its *broker epoch*, as in Kafka's ZooKeeper mode);
+* *sequential* znodes (``create_sequential``): the name gets the number of children ever created
+  under the parent appended as ten zero-padded digits, so names under one parent
+  never repeat and sort in creation order (a node's log dir failure notifications,
+  ``/log_dir_event_notification/log_dir_event_NNNNNNNNNN``, as Kafka's brokers write them).
 
 One deliberate extension: ``create(..., ephemeral=True, replace=True)`` takes over an
 ephemeral znode another session owns, giving it a new ``czxid``. A node restarting within its
@@ -130,6 +134,11 @@ class CoordinatorSession(Protocol):
     def create(self, path: str, data: bytes, *, ephemeral: bool = False,
                replace: bool = False, make_parents: bool = False) -> Stat: ...
 
+    def create_sequential(self, prefix: str, data: bytes) -> str:
+        """Create the persistent znode ``prefix`` + the parent's ten-digit sequence number;
+        returns its path."""
+        ...
+
     def get(self, path: str, watch: WatchFn | None = None) -> tuple[bytes, Stat]: ...
 
     def exists(self, path: str, watch: WatchFn | None = None) -> Stat | None: ...
@@ -230,6 +239,13 @@ class InMemorySession:
         assert res[0] is not None
         return res[0]
 
+    def create_sequential(self, prefix: str, data: bytes) -> str:
+        self._enter()
+        _check_path(prefix)
+        path = f"{prefix}{self._coord._cversion.get(_parent(prefix), 0):010d}"
+        self._coord._apply(self, [Create(path, bytes(data))])
+        return path
+
     def get(self, path: str, watch: WatchFn | None = None) -> tuple[bytes, Stat]:
         self._enter()
         node = self._coord._nodes.get(path)
@@ -290,6 +306,9 @@ class InMemoryCoordinator:
         self.scheduler = scheduler
         self.session_timeout_ms = session_timeout_ms
         self._nodes: dict[str, _Znode] = {"/": _Znode(b"", 0, 0, 0, 0)}
+        # How many children were ever created under a znode: the sequence number of its next
+        # sequential child (ZooKeeper's server numbers them so; deletions do not count).
+        self._cversion: dict[str, int] = {}
         self._zxid = 0
         self._session_ids = itertools.count(0x1000)
         self._sessions: dict[int, InMemorySession] = {}
@@ -416,6 +435,9 @@ class InMemoryCoordinator:
             else:
                 nodes[p] = n
         for path, kind, children in events:
+            if kind == "created":
+                up = _parent(path)
+                self._cversion[up] = self._cversion.get(up, 0) + 1
             self._fire(path, kind, children)
         return results
 

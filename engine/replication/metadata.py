@@ -5,13 +5,19 @@ Coordinator layout (JSON values; Kafka's ZooKeeper layout, simplified)::
 
     /controller                              ephemeral  {"broker_id": N}
     /controller_epoch                        persistent {"epoch": E}   (its version fences writes)
-    /brokers/ids/N                           ephemeral  {"clean_shutdown": bool, "address": ...}
+    /brokers/ids/N                           ephemeral  {"clean_shutdown": bool, "address": ...,
+                                                         "offline_log_dirs": [...],
+                                                         "offline_replicas": [[T, P], ...]}
                                                         czxid = the node's broker epoch
     /brokers/topics/T                        persistent {"partitions": {"0": [1, 2, 3]}, "config": {...}}
     /brokers/topics/T/partitions/P/state     persistent {"leader", "leader_epoch", "isr", "elr",
                                                          "controller_epoch"}
                                                         version = the partition epoch (the CAS version)
     /latest_producer_id_block                persistent {"next": N}
+    /log_dir_event_notification/log_dir_event_NNNNNNNNNN
+                                             persistent sequential {"version": 1, "broker": N,
+                                                         "event": 1}  (a log dir failed; the
+                                                        controller deletes it once handled)
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ CONTROLLER_EPOCH_PATH = "/controller_epoch"
 BROKER_IDS_PATH = "/brokers/ids"
 TOPICS_PATH = "/brokers/topics"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
+LOG_DIR_EVENT_PATH = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = LOG_DIR_EVENT_PATH + "/log_dir_event_"
 PRODUCER_ID_BLOCK_SIZE = 1000
 
 TopicPartition = tuple[str, int]

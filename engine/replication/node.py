@@ -7,27 +7,48 @@ Everything runs on one thread of control: requests, responses and timers are cal
 the transport and the scheduler, so the same code runs inside the deterministic simulation
 (in-memory network, manual clock) and on an asyncio loop over TCP.
 
-On disk a node is a Kafka log directory::
+On disk a node has one or more Kafka log directories (``log.dirs``, Kafka's JBOD). Each is laid
+out as a Kafka broker lays one out, its files covering only the partitions in it::
 
-    <data_dir>/<topic>-<partition>/...          partition logs (segments, leader-epoch-checkpoint,
-                                                producer snapshots)
-    <data_dir>/replication-offset-checkpoint    high watermarks (every
-                                                replica.high.watermark.checkpoint.interval.ms)
-    <data_dir>/recovery-point-offset-checkpoint written by the logs
-    <data_dir>/.kafka_cleanshutdown             present only after a clean shutdown
+    <dir>/.lock                            fcntl-locked while the node runs
+    <dir>/<topic>-<partition>/...          partition logs (segments, leader-epoch-checkpoint,
+                                           producer snapshots)
+    <dir>/replication-offset-checkpoint    high watermarks (every
+                                           replica.high.watermark.checkpoint.interval.ms)
+    <dir>/recovery-point-offset-checkpoint written by the logs, as is log-start-offset-checkpoint
+    <dir>/.kafka_cleanshutdown             present only after a clean shutdown
 
-A node registers with the coordinator at start, saying whether it shut down cleanly: after an
-unclean shutdown the controller takes it out of every ISR until it has caught up again.
+At start every dir is created if missing and locked (a lock held by another process is an error),
+and every partition directory in every dir is found; one partition in two dirs is an error naming
+both. A partition new to the node goes to the healthy dir holding the fewest partitions, ties to
+the one listed first (Kafka's ``LogManager.nextLogDirs``). A dir that cannot be read at start
+starts offline; with every dir offline the node does not start.
+
+A log dir fails when writing, flushing or checkpointing in it raises ``OSError`` (ENOSPC, EIO):
+its partitions go offline at once (their files closed unflushed, their requests answered with
+KAFKA_STORAGE_ERROR, LeaderAndIsr no longer opens them) and the node reports them through the
+coordinator — its registration lists the offline dirs and replicas, then a
+``/log_dir_event_notification`` znode wakes the controller, which moves their leadership away
+and takes them out of their ISRs. The other dirs keep serving. When the last healthy dir fails,
+:attr:`ReplicaNode.on_log_dir_failure` runs (a node process halts, as a Kafka broker does). A
+failed dir stays offline until the node restarts; its missing clean-shutdown marker then makes
+the logs in it recover.
+
+A node registers with the coordinator at start, saying whether it shut down cleanly (every dir
+holding its marker): after an unclean shutdown the controller takes it out of every ISR until it
+has caught up again.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import errno
+import fcntl
 import json
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from seglog.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
@@ -40,7 +61,9 @@ from seglog.errors import (
     NotControllerError,
     NotLeaderOrFollowerBeforeAppendError,
     NotLeaderOrFollowerError,
+    SeglogError,
     StaleBrokerEpochError,
+    StorageError,
     StaleControllerEpochError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
@@ -89,6 +112,8 @@ from seglog.replication.metadata import (
     BROKER_IDS_PATH,
     CONTROLLER_EPOCH_PATH,
     CONTROLLER_PATH,
+    LOG_DIR_EVENT_PATH,
+    LOG_DIR_EVENT_PREFIX,
     NO_LEADER,
     PartitionInfo,
     ReplicaConfig,
@@ -103,6 +128,20 @@ from seglog.replication.transport import Reply, Transport
 log = logging.getLogger("seglog.replication.node")
 
 HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
+LOCK_FILE = ".lock"
+
+
+def _log_dirs(data_dir: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> tuple[str, ...]:
+    raw = [data_dir] if isinstance(data_dir, (str, os.PathLike)) else list(data_dir)
+    dirs = tuple(os.path.abspath(os.fspath(d)) for d in raw)
+    if not dirs:
+        raise ValueError("a node needs at least one log dir")
+    real = [os.path.realpath(d) for d in dirs]
+    for i, r in enumerate(real):
+        if r in real[:i]:
+            raise ValueError(f"log dir {dirs[i]} is listed twice (as {dirs[real.index(r)]}); "
+                             "every log dir must be a different directory")
+    return dirs
 
 
 @dataclasses.dataclass(slots=True)
@@ -125,12 +164,15 @@ class _ParkedFetch:
 class ReplicaNode:
     """One node of a replicated cluster (see module docs)."""
 
-    def __init__(self, node_id: int, data_dir: str, *, coordinator: Coordinator, transport: Transport,
+    def __init__(self, node_id: int, data_dir: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
+                 coordinator: Coordinator, transport: Transport,
                  clock: Clock, scheduler: Any, config: ReplicaConfig | None = None,
                  log_defaults: Mapping[str, Any] | None = None, mutants: frozenset[str] = frozenset(),
                  coordinator_reachable: Callable[[], bool] | None = None, address: str = "") -> None:
         self.node_id = node_id
-        self.data_dir = os.path.abspath(data_dir)
+        #: The log dirs, in the order given (``log.dirs``); :attr:`data_dir` is the first.
+        self.log_dirs = _log_dirs(data_dir)
+        self.data_dir = self.log_dirs[0]
         self.coordinator = coordinator
         self.transport = transport
         self.clock = clock
@@ -151,52 +193,101 @@ class ReplicaNode:
         self.session: CoordinatorSession | None = None
         self.broker_epoch = -1
         self.stats: dict[str, int] = {}
-        # Called once when a write to the log dir fails (Kafka's LogDirFailureChannel). A node has
-        # one log dir, so, as Kafka does when its last log dir goes offline, the process running
-        # it should halt (no flush, no marker: recovery runs on restart) and let the session
-        # expiry move leadership. None: the failure is only logged (the in-process modes).
+        # Called once when the last healthy log dir fails (Kafka's LogDirFailureChannel reaching
+        # its last dir): the process running the node should halt (no flush, no marker: recovery
+        # runs on restart) and let the session expiry move leadership. None: the node keeps
+        # running with every partition offline (the in-process modes).
         self.on_log_dir_failure: Callable[[BaseException], None] | None = None
-        self.log_dir_failed = False
+        #: Failed log dirs (offline until the node restarts), and the partitions in them.
+        self.offline_dirs: dict[str, str] = {}
+        self.offline_partitions: set[TopicPartition] = set()
         self.running = False
         self.clean_start = False
         self.started_clean = False
+        self._dir_of: dict[TopicPartition, str] = {}
+        self._clean_dirs: set[str] = set()
+        self._locks: dict[str, int] = {}
+        self._unscanned_dirs: set[str] = set()  # offline since the start: contents unknown
+        self._offline_reported = True
         self._fetchers: dict[int, _Fetcher] = {}
         self._parked: dict[TopicPartition, list[_ParkedFetch]] = {}
         self._tasks: list[Any] = []
-        self._hw_file = OffsetCheckpointFile(os.path.join(self.data_dir, HW_CHECKPOINT_FILE))
+        self._hw_files = {d: OffsetCheckpointFile(os.path.join(d, HW_CHECKPOINT_FILE)) for d in self.log_dirs}
         self._hw_checkpoint: dict[TopicPartition, int] = {}
-        self._unopened: set[str] = set()
+        self._hw_dir: dict[TopicPartition, str] = {}
+        self._unopened: set[TopicPartition] = set()
         self.durable_epoch_files: dict[str, bytes | None] = {}
         #: Runs the periodic checkpoint writes (and their fsyncs) off the caller's thread when set
         #: (a one-worker executor's ``submit``); ``None`` writes them inline, as the simulation does.
-        self.offload: Callable[[Callable[[], None]], concurrent.futures.Future[None]] | None = None
-        self._checkpointing: concurrent.futures.Future[None] | None = None
+        self.offload: Callable[[Callable[[], Any]], concurrent.futures.Future[Any]] | None = None
+        self._checkpointing: concurrent.futures.Future[Any] | None = None
 
     # ---------------------------------------------------------------------------------------------
     # Lifecycle
     # ---------------------------------------------------------------------------------------------
 
     def start(self) -> None:
-        os.makedirs(self.data_dir, exist_ok=True)
-        marker = os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE)
-        has_logs = any(parse_partition_dir(n) is not None and os.path.isdir(os.path.join(self.data_dir, n))
-                       for n in os.listdir(self.data_dir))
-        # A node with no logs at all lost nothing, whatever ended its last run.
-        self.clean_start = os.path.exists(marker) or not has_logs
-        self.started_clean = self.clean_start
-        try:
-            self._hw_checkpoint = self._hw_file.read()
-        except CorruptCheckpointError as exc:
-            log.warning("%s; high watermarks start at the log start", exc)
-            self._hw_checkpoint = {}
+        self.offline_dirs = {}
+        self._unscanned_dirs = set()
+        self.offline_partitions = set()
+        self._offline_reported = True
+        self._dir_of = {}
+        self._clean_dirs = set()
+        self._hw_checkpoint = {}
+        self._hw_dir = {}
         self._unopened = set()
-        for name in sorted(os.listdir(self.data_dir)):
-            parsed = parse_partition_dir(name)
-            if parsed is not None and os.path.isdir(os.path.join(self.data_dir, name)):
-                self._unopened.add(name)
-                self._snapshot_epoch_file(os.path.join(self.data_dir, name))
-        if os.path.exists(marker):
-            os.unlink(marker)
+        found: dict[TopicPartition, str] = {}
+        markers = []
+        try:
+            for d in self.log_dirs:
+                try:
+                    self._lock_dir(d)
+                    names = sorted(n for n in os.listdir(d) if parse_partition_dir(n) is not None
+                                   and os.path.isdir(os.path.join(d, n)))
+                except StorageError:
+                    raise
+                except OSError as exc:
+                    log.error("node %d: log dir %s is offline from the start: %s", self.node_id, d, exc)
+                    self.offline_dirs[d] = str(exc)
+                    self._unscanned_dirs.add(d)
+                    continue
+                for name in names:
+                    tp = parse_partition_dir(name)
+                    assert tp is not None
+                    if tp in found:
+                        raise StorageError(
+                            f"partition {name} is in two log dirs: {os.path.join(found[tp], name)} and "
+                            f"{os.path.join(d, name)}; delete one of them", path=os.path.join(d, name))
+                    found[tp] = d
+                marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
+                # A dir with no logs at all lost nothing, whatever ended the last run.
+                if os.path.exists(marker) or not names:
+                    self._clean_dirs.add(d)
+                markers.append(marker)
+                try:
+                    hws = self._hw_files[d].read()
+                except CorruptCheckpointError as exc:
+                    log.warning("%s; high watermarks in %s start at the log start", exc, d)
+                    hws = {}
+                for tp, hw in hws.items():
+                    self._hw_checkpoint[tp] = hw
+                    self._hw_dir[tp] = d
+            if len(self.offline_dirs) == len(self.log_dirs):
+                raise StorageError(f"node {self.node_id}: no usable log dir: "
+                                   + "; ".join(f"{d}: {e}" for d, e in self.offline_dirs.items()),
+                                   path=self.data_dir)
+        except BaseException:
+            self._unlock_dirs()
+            raise
+        self._dir_of = found
+        self._unopened = set(found)
+        for tp, d in sorted(found.items()):
+            self._snapshot_epoch_file(os.path.join(d, f"{tp[0]}-{tp[1]}"))
+        self.clean_start = not self.offline_dirs and len(self._clean_dirs) == len(self.log_dirs)
+        self.started_clean = self.clean_start
+        for marker in markers:
+            if os.path.exists(marker):
+                os.unlink(marker)
         self.running = True
         self.transport.register(self.node_id, self.handle)
         cfg = self.config
@@ -207,6 +298,41 @@ class ReplicaNode:
         self._every("fetcher kick", self._kick_fetchers, max(1, cfg.replica_fetch_backoff_ms))
         self._every("log flush", self._flush_logs, 100)
         self._connect()
+
+    def _lock_dir(self, d: str) -> None:
+        """Create ``d`` if missing and hold its ``.lock`` (as a Kafka broker does) until the node
+        stops. POSIX locks belong to the process: a node restarted in the same process (the
+        in-process clusters) takes the lock again."""
+        if d in self._locks:
+            return
+        os.makedirs(d, exist_ok=True)
+        fd = os.open(os.path.join(d, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EAGAIN, errno.EACCES):
+                raise StorageError(f"log dir {d} is locked by another process (its {LOCK_FILE}): another "
+                                   "node runs on it", path=os.path.join(d, LOCK_FILE)) from exc
+            raise
+        self._locks[d] = fd
+
+    def _unlock_dirs(self) -> None:
+        locks, self._locks = self._locks, {}
+        for fd in locks.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    @property
+    def log_dir_failed(self) -> bool:
+        """True once every log dir has failed."""
+        return bool(self.offline_dirs) and len(self.offline_dirs) == len(self.log_dirs)
+
+    def dir_of(self, topic: str, partition: int) -> str | None:
+        """The log dir holding this node's replica of the partition (None: none yet)."""
+        return self._dir_of.get((topic, partition))
 
     def _every(self, name: str, fn: Callable[[], object], period_ms: int) -> None:
         self._tasks.append(self.scheduler.schedule(f"node {self.node_id} {name}", fn,
@@ -225,17 +351,33 @@ class ReplicaNode:
             self.controller = None
         self._fail_parked()
         self.wait_for_checkpoint()
+        failed: dict[str, BaseException] = {}
         for p in self.partitions.values():
             p.stop()
-            p.producer_state.take_snapshot(p.log.log_end_offset)
-        self.checkpoint_high_watermarks()
+            try:
+                p.producer_state.take_snapshot(p.log.log_end_offset)
+            except OSError as exc:
+                failed.setdefault(self._dir_of[p.tp], exc)
+        failed.update(self._write_checkpoints(self._checkpoint_values()))
         for p in self.partitions.values():
-            p.log.close()
-        if self.started_clean or not self._unopened:
-            # After an unclean start, logs this run never opened are still unrecovered.
-            with open(os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE), "wb") as f:
-                f.flush()
-                os.fsync(f.fileno())
+            try:
+                p.log.close()
+            except OSError as exc:
+                failed.setdefault(self._dir_of[p.tp], exc)
+        for d in self.log_dirs:
+            if d in self.offline_dirs or d in failed:
+                continue  # no marker: the logs in it recover at the next start
+            if d not in self._clean_dirs and any(self._dir_of[tp] == d for tp in self._unopened):
+                continue  # after an unclean start, logs this run never opened are still unrecovered
+            try:
+                with open(os.path.join(d, CLEAN_SHUTDOWN_FILE), "wb") as f:
+                    f.flush()
+                    os.fsync(f.fileno())
+            except OSError as exc:
+                failed[d] = exc
+        for d, err in failed.items():
+            log.error("node %d: log dir %s failed while shutting down: %s", self.node_id, d, err)
+        self._unlock_dirs()
         if deregister and self.session is not None:
             try:
                 self.session.close()
@@ -279,6 +421,7 @@ class ReplicaNode:
         self.wait_for_checkpoint()
         for p in self.partitions.values():
             p.log.abandon()
+        self._unlock_dirs()
 
     def _stop_tasks(self) -> None:
         for t in self._tasks:
@@ -311,13 +454,41 @@ class ReplicaNode:
                     s.create(path, b"")
                 except NodeExistsError:
                     pass
-        data = dumps({"clean_shutdown": self.clean_start, "address": self.address, "pid": os.getpid()})
-        stat = s.create(broker_path(self.node_id), data, ephemeral=True, replace=True)
+        stat = s.create(broker_path(self.node_id), self._registration(), ephemeral=True, replace=True)
         self.broker_epoch = stat.czxid
+        self._offline_reported = True
         self.stats["registrations"] = self.stats.get("registrations", 0) + 1
         # Later registrations of this process (after a lost session) follow no crash.
         self.clean_start = True
         log.info("node %d registered with broker epoch %d", self.node_id, self.broker_epoch)
+
+    def _registration(self) -> bytes:
+        return dumps({"clean_shutdown": self.clean_start, "address": self.address, "pid": os.getpid(),
+                      "offline_log_dirs": sorted(self.offline_dirs),
+                      "offline_replicas": [list(tp) for tp in sorted(self.offline_partitions)]})
+
+    def _report_offline(self) -> None:
+        """Tell the controller about failed log dirs: the registration lists the offline dirs
+        and replicas, then a notification znode wakes the controller (Kafka's
+        ``/log_dir_event_notification``). Retried by the heartbeat until it gets through."""
+        self._offline_reported = False
+        s = self.session
+        if s is None or self.broker_epoch < 0:
+            return  # the next registration carries it
+        event = dumps({"version": 1, "broker": self.node_id, "event": 1})
+        try:
+            s.set(broker_path(self.node_id), self._registration())
+            try:
+                s.create_sequential(LOG_DIR_EVENT_PREFIX, event)
+            except NoNodeError:
+                s.create(LOG_DIR_EVENT_PATH, b"", make_parents=True)
+                s.create_sequential(LOG_DIR_EVENT_PREFIX, event)
+        except NoNodeError:
+            return  # not registered right now: the next registration carries it
+        except CoordinatorError as exc:
+            log.warning("node %d cannot report its failed log dirs yet: %s", self.node_id, exc)
+            return
+        self._offline_reported = True
 
     def _heartbeat(self) -> None:
         if self.session is None or self.broker_epoch < 0:
@@ -327,6 +498,8 @@ class ReplicaNode:
             self.session.heartbeat()
             if self.session.exists(broker_path(self.node_id)) is None:
                 self._register()
+            elif not self._offline_reported:
+                self._report_offline()
         except ConnectionLossError:
             return
         except SessionExpiredError:
@@ -494,7 +667,7 @@ class ReplicaNode:
             metadata[info.tp] = info
         self.metadata = metadata
         for info in req.partitions:
-            if self.node_id not in info.replicas:
+            if self.node_id not in info.replicas or info.tp in self.offline_partitions:
                 continue
             p = self.partitions.get(info.tp)
             if p is None:
@@ -502,7 +675,12 @@ class ReplicaNode:
                     p = self._open_partition(info)
                 except (OSError, KafkaError) as exc:
                     log.error("node %d cannot open %s-%d: %s", self.node_id, info.topic, info.partition, exc)
+                    if info.tp in self._dir_of and (isinstance(exc, KafkaStorageError) or (
+                            isinstance(exc, OSError) and not isinstance(exc, SeglogError))):
+                        self._log_dir_failed(self._dir_of[info.tp], exc)
                     continue
+                if p is None:
+                    continue  # offline: its dir failed, or a dir that may hold it is
             was_leader = p.is_leader
             if p.apply_state(info) and was_leader and not p.is_leader:
                 self._complete_parked(p.tp, error=True)
@@ -510,6 +688,8 @@ class ReplicaNode:
             for p in self.partitions.values():
                 p.maybe_increment_high_watermark()
         self._update_fetchers()
+        if not self._offline_reported:
+            self._report_offline()
         return LeaderAndIsrResponse()
 
     def topic_config(self, overrides: Mapping[str, Any] | None = None) -> LogConfig:
@@ -517,13 +697,38 @@ class ReplicaNode:
         merged.update(overrides or {})
         return LogConfig.from_dict(merged)
 
-    def _open_partition(self, info: PartitionInfo) -> Partition:
+    def _next_log_dir(self) -> str | None:
+        """Where a partition new to this node goes: the healthy dir holding the fewest
+        partitions, ties to the first listed (Kafka's ``LogManager.nextLogDirs``)."""
+        counts = dict.fromkeys((d for d in self.log_dirs if d not in self.offline_dirs), 0)
+        if not counts:
+            return None
+        for d in self._dir_of.values():
+            if d in counts:
+                counts[d] += 1
+        return min(counts, key=lambda d: (counts[d], self.log_dirs.index(d)))
+
+    def _open_partition(self, info: PartitionInfo) -> Partition | None:
+        """Open (creating it if new) this node's replica; None when it is offline."""
+        tp = info.tp
         cfg = self.topic_config(self.topic_configs.get(info.topic))
-        d = os.path.join(self.data_dir, f"{info.topic}-{info.partition}")
+        home = self._dir_of.get(tp)
+        if home is None and self._unscanned_dirs:
+            # A dir offline since the start may hold this partition: creating it elsewhere
+            # would fork its history (Kafka refuses to create a log while a dir is offline).
+            self.offline_partitions.add(tp)
+            self._offline_reported = False  # reported once the whole LeaderAndIsr is applied
+            return None
+        if home is None:
+            home = self._next_log_dir()
+            if home is None:
+                return None
+            self._dir_of[tp] = home
+        d = os.path.join(home, f"{info.topic}-{info.partition}")
         lg = Log.open(d, cfg, clock=self.clock, replicated=True,
-                      high_watermark=self._hw_checkpoint.get(info.tp),
-                      clean_shutdown=self.started_clean if os.path.isdir(d) else True)
-        self._unopened.discard(os.path.basename(d))
+                      high_watermark=self._hw_checkpoint.get(tp),
+                      clean_shutdown=home in self._clean_dirs if os.path.isdir(d) else True)
+        self._unopened.discard(tp)
         p = Partition(self, info.topic, info.partition, lg, cfg, info.replicas)
         self.partitions[info.tp] = p
         self.stats["producer_snapshots_loaded"] = (self.stats.get("producer_snapshots_loaded", 0)
@@ -550,7 +755,9 @@ class ReplicaNode:
                                       message=str(err), duplicate=dup))
 
         if p is None:
-            if tp in self.metadata:
+            if tp in self.offline_partitions:
+                respond(-1, -1, -1, self._offline_error(tp), False)
+            elif tp in self.metadata:
                 respond(-1, -1, -1, NotLeaderOrFollowerBeforeAppendError(
                     f"node {self.node_id} does not host {req.topic}-{req.partition}"), False)
             else:
@@ -588,7 +795,9 @@ class ReplicaNode:
             tp = (fp.topic, fp.partition)
             p = self.partitions.get(tp)
             if p is None:
-                e = UnknownTopicOrPartitionError(f"node {self.node_id} hosts no {fp.topic}-{fp.partition}")
+                e: KafkaError = (self._offline_error(tp) if tp in self.offline_partitions else
+                                 UnknownTopicOrPartitionError(
+                                     f"node {self.node_id} hosts no {fp.topic}-{fp.partition}"))
                 out.append(FetchPartitionResponse(fp.topic, fp.partition, code_for_exception(e), message=str(e)))
                 stop = True
                 continue
@@ -686,7 +895,7 @@ class ReplicaNode:
         ctrl = self.controller_id
 
         def done(resp: Any, err: BaseException | None) -> None:
-            if not self.running:
+            if not self.running or self.partitions.get(partition.tp) is not partition:
                 return
             if err is not None or not isinstance(resp, AlterPartitionResponse):
                 partition.on_alter_partition_response(new_isr, sent_epoch, None, -1)
@@ -774,62 +983,108 @@ class ReplicaNode:
         for p in list(self.partitions.values()):
             p.maybe_shrink_isr()
 
-    def checkpoint_high_watermarks(self) -> None:
-        if self._checkpointing is not None and not self._checkpointing.done():
-            if self.running:
-                return  # the previous tick's writes are still being fsynced: skip this one
-            self.wait_for_checkpoint()
-        hws = {tp: p.log.high_watermark for tp, p in self.partitions.items() if not p.log.closed}
-        if not hws:
-            return
-        merged = dict(self._hw_checkpoint)
-        merged.update(hws)
-        logs = [p.log for p in self.partitions.values() if not p.log.closed]
+    def _checkpoint_values(self) -> dict[str, tuple[dict[TopicPartition, int], list[Log]]]:
+        """Per healthy dir holding open logs: the high watermarks of its partitions (entries
+        read at start for partitions not opened since are kept) and its open logs."""
+        out: dict[str, tuple[dict[TopicPartition, int], list[Log]]] = {}
+        for tp, p in self.partitions.items():
+            d = self._dir_of[tp]
+            if p.log.closed or d in self.offline_dirs:
+                continue
+            if d not in out:
+                out[d] = ({t: hw for t, hw in self._hw_checkpoint.items()
+                           if self._dir_of.get(t, self._hw_dir.get(t)) == d}, [])
+            out[d][0][tp] = p.log.high_watermark
+            out[d][1].append(p.log)
+        return out
 
-        def write() -> None:
-            self._hw_file.write(merged)
-            for lg in logs:
-                if not lg.closed:
-                    lg.checkpoint()
-
-        if self.offload is None or not self.running:
+    def _write_checkpoints(self, values: dict[str, tuple[dict[TopicPartition, int], list[Log]]]
+                           ) -> dict[str, BaseException]:
+        """Write each dir's checkpoint files; the dirs whose writes failed, with the error."""
+        failed: dict[str, BaseException] = {}
+        for d, (hws, logs) in values.items():
             try:
-                write()
+                self._hw_files[d].write(hws)
+                for lg in logs:
+                    if not lg.closed:
+                        lg.checkpoint()
             except OSError as exc:
-                self._maybe_log_dir_failure(None, exc)
-                raise
-        else:
-            self._checkpointing = self.offload(write)
+                failed[d] = exc
+        return failed
 
-    def wait_for_checkpoint(self) -> None:
-        """Block until an offloaded checkpoint write has finished (a failed one is logged)."""
+    def checkpoint_high_watermarks(self) -> None:
+        if self._checkpointing is not None:
+            if not self._checkpointing.done() and self.running:
+                return  # the previous tick's writes are still being fsynced: skip this one
+            for d, exc in self.wait_for_checkpoint().items():
+                self._log_dir_failed(d, exc)
+        values = self._checkpoint_values()
+        if not values:
+            return
+        if self.offload is None or not self.running:
+            for d, exc in self._write_checkpoints(values).items():
+                self._log_dir_failed(d, exc)
+        else:
+            self._checkpointing = self.offload(lambda: self._write_checkpoints(values))
+
+    def wait_for_checkpoint(self) -> dict[str, BaseException]:
+        """Block until an offloaded checkpoint write has finished; the dirs it failed in."""
         fut, self._checkpointing = self._checkpointing, None
         if fut is None:
-            return
+            return {}
         try:
-            fut.result()
+            failed: dict[str, BaseException] = fut.result()
+            return failed
         except Exception as exc:  # noqa: BLE001 - the next checkpoint retries
             log.warning("node %d: checkpoint write failed: %s", self.node_id, exc)
+            return {}
 
     def _flush_logs(self) -> None:
-        for p in self.partitions.values():
+        for p in list(self.partitions.values()):
             if not p.log.closed:
                 try:
                     p.log.maybe_flush_by_time()
                 except OSError as exc:
                     self._maybe_log_dir_failure(p, exc)
-                    raise
 
     def _maybe_log_dir_failure(self, p: Any, exc: BaseException) -> None:
-        """A storage error from a write: the log dir has failed, unless it came from a log
-        this node closed itself (a shutdown racing a request)."""
-        if not self.running or self.log_dir_failed or (p is not None and p.log.closed):
+        """A storage error from a write to ``p``'s log: its log dir has failed, unless the log
+        was closed by this node itself (a shutdown racing a request)."""
+        if p is None or p.log.closed or p.tp not in self._dir_of:
             return
-        self.log_dir_failed = True
+        self._log_dir_failed(self._dir_of[p.tp], exc)
+
+    def _log_dir_failed(self, d: str, exc: BaseException) -> None:
+        """Take log dir ``d`` offline (Kafka's ``ReplicaManager.handleLogDirFailure``): its
+        partitions stop being served and their files are closed unflushed; the controller is
+        told. The last healthy dir failing calls :attr:`on_log_dir_failure`."""
+        if not self.running or d in self.offline_dirs:
+            return
+        self.offline_dirs[d] = str(exc)
         self.stats["log_dir_failures"] = self.stats.get("log_dir_failures", 0) + 1
-        log.error("node %d: log dir %s failed: %s", self.node_id, self.data_dir, exc)
-        if self.on_log_dir_failure is not None:
+        tps = sorted(tp for tp, home in self._dir_of.items() if home == d)
+        log.error("node %d: log dir %s failed (%s); its partitions are offline: %s", self.node_id, d, exc,
+                  ", ".join(f"{t}-{p}" for t, p in tps) or "none")
+        if self.log_dir_failed and self.on_log_dir_failure is not None:
             self.on_log_dir_failure(exc)
+            return
+        for tp in tps:
+            self.offline_partitions.add(tp)
+            self._unopened.discard(tp)
+            p = self.partitions.pop(tp, None)
+            if p is None:
+                continue
+            p.fail_delayed(KafkaStorageError(f"node {self.node_id}: the log dir of {tp[0]}-{tp[1]} failed: {exc}"))
+            p.role = Role.NONE
+            p.log.abandon()
+            self._complete_parked(tp, error=True)
+        self._update_fetchers()
+        self._report_offline()
+
+    def _offline_error(self, tp: TopicPartition) -> KafkaStorageError:
+        d = self._dir_of.get(tp)
+        where = f"log dir {d} failed" if d is not None else "a log dir that may hold it is offline"
+        return KafkaStorageError(f"node {self.node_id}'s replica of {tp[0]}-{tp[1]} is offline: {where}")
 
     def _snapshot_epoch_file(self, partition_dir: str) -> None:
         """The epoch checkpoint as this node found it at start: all a power loss would leave

@@ -4,7 +4,7 @@ The properties file uses Kafka's broker keys (:class:`seglog.config.BrokerConfig
 
 =====================================  =====================================================
 ``node.id`` (or ``broker.id``)         this node's id (required, >= 0)
-``log.dirs`` (or ``log.dir``)          its log directory (one)
+``log.dirs`` (or ``log.dir``)          its log directories, comma-separated (Kafka's JBOD)
 ``listeners``                          ``PLAINTEXT://host:port`` it serves clients and peers on
 ``advertised.listeners``               the address others are told (default: the listener)
 ``zookeeper.connect``                  ``host:port[,host:port...][/chroot]`` (required)
@@ -15,6 +15,13 @@ The properties file uses Kafka's broker keys (:class:`seglog.config.BrokerConfig
 ``controlled.shutdown.retry.backoff.ms``  pause between attempts (5000)
 ``replica.*``, ``min.insync.replicas``, ``log.*``  replication settings and topic defaults
 =====================================  =====================================================
+
+With several log dirs, new partitions go to the dir holding the fewest; a dir whose writes fail
+(ENOSPC, EIO) goes offline alone — its partitions answer KAFKA_STORAGE_ERROR and the controller
+moves their leadership away — and the node keeps serving the others. When the last healthy dir
+fails the process halts at once (exit status 1, no flush, no marker), as a Kafka broker does: its
+ZooKeeper session then expires and the controller elects new leaders. A failed dir is used again
+after a restart (see :mod:`seglog.replication.node`).
 
 Everything runs on one asyncio loop on the main thread (the node has no locks); ZooKeeper's
 watch callbacks are posted to it. SIGTERM or SIGINT shut the node down cleanly: controlled
@@ -67,9 +74,11 @@ def load_config(path: str, overrides: Mapping[str, str] | None = None) -> Broker
     if not cfg.zookeeper_connect:
         raise ConfigError(f"{path}: zookeeper.connect is required (host:port[,host:port...][/chroot])",
                           key="zookeeper.connect", value=None)
-    if len(cfg.effective_log_dirs) != 1:
-        raise ConfigError(f"{path}: one log directory is supported, got {list(cfg.effective_log_dirs)}",
-                          key="log.dirs", value=cfg.log_dirs)
+    dirs = [os.path.realpath(os.path.abspath(d)) for d in cfg.effective_log_dirs]
+    for i, d in enumerate(dirs):
+        if d in dirs[:i]:
+            raise ConfigError(f"{path}: log dir {cfg.effective_log_dirs[i]} is listed twice in "
+                              f"{list(cfg.effective_log_dirs)}", key="log.dirs", value=cfg.log_dirs)
     if not cfg.listeners:
         raise ConfigError(f"{path}: listeners is empty", key="listeners", value=cfg.listeners)
     return cfg
@@ -93,7 +102,7 @@ class NodeServer:
             session_timeout_ms=config.zookeeper_session_timeout_ms,
             connection_timeout_ms=config.zookeeper_connection_timeout_ms)
         self.replica_config = ReplicaConfig.from_broker_config(config)
-        self.node = ReplicaNode(self.node_id, config.effective_log_dirs[0], coordinator=self.coordinator,
+        self.node = ReplicaNode(self.node_id, config.effective_log_dirs, coordinator=self.coordinator,
                                 transport=self.transport, clock=self.clock, scheduler=self.scheduler,
                                 config=self.replica_config, log_defaults=config.topic_defaults())
         self.node.on_log_dir_failure = self._halt_on_log_dir_failure
@@ -104,8 +113,12 @@ class NodeServer:
         # Kafka halts a broker whose last log dir has failed: nothing more is written (no
         # checkpoint, no clean-shutdown marker), so the restart recovers the logs, and the
         # ZooKeeper session expiry makes the controller move leadership away.
-        log.critical("node %d: halting: the only log dir %s failed (%s)", self.node_id,
-                     self.node.data_dir, exc)
+        if len(self.node.log_dirs) == 1:
+            log.critical("node %d: halting: the only log dir %s failed (%s)", self.node_id,
+                         self.node.data_dir, exc)
+        else:
+            log.critical("node %d: halting: every log dir failed (%s); the last: %s", self.node_id,
+                         ", ".join(self.node.log_dirs), exc)
         logging.shutdown()
         os._exit(1)
 
@@ -119,8 +132,8 @@ class NodeServer:
             address = f"{host or socket.getfqdn()}:{port}"
         self.node.address = address
         self.node.start()
-        log.info("node %d (pid %d) listening on %s:%d, advertised as %s, log dir %s", self.node_id,
-                 os.getpid(), bound, port, address, self.node.data_dir)
+        log.info("node %d (pid %d) listening on %s:%d, advertised as %s, log dirs %s", self.node_id,
+                 os.getpid(), bound, port, address, ",".join(self.node.log_dirs))
         return address
 
     async def controlled_shutdown(self) -> bool:

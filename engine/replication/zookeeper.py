@@ -233,6 +233,10 @@ class ZooKeeperSession:
                     raise self._kz.exceptions.NoNodeError(f"{path} vanished right after its creation")
                 return _stat(zs2)
 
+    def create_sequential(self, prefix: str, data: bytes) -> str:
+        with self._call():
+            return str(self._wait(self._client.create_async(prefix, bytes(data), sequence=True)))
+
     def get(self, path: str, watch: WatchFn | None = None) -> tuple[bytes, Stat]:
         with self._call():
             data, zs = self._wait(self._client.get_async(path, watch=self._watch(watch)))

@@ -41,7 +41,7 @@ class FaultCluster(ProcessCluster):
     (the run's files stay for the checker and for post-mortems)."""
 
     def __init__(self, nodes: int, dir: str | os.PathLike[str], *, history: History | None = None,
-                 tmpfs_nodes: Iterable[int] = (), tmpfs_size: str = "8m", **kw: Any) -> None:
+                 tmpfs_nodes: Iterable[int] = (), tmpfs_size: str = "8m", tmpfs_dir: int = 0, **kw: Any) -> None:
         self.hub = ProxyHub()
         #: Every AlterPartition request a node sends another through the proxy, byte for byte.
         self.frames = FrameTap()
@@ -51,6 +51,7 @@ class FaultCluster(ProcessCluster):
         self.journal = os.path.join(os.fspath(dir), "fsync.journal")
         self._tmpfs_nodes = set(tmpfs_nodes)
         self._tmpfs_size = tmpfs_size
+        self._tmpfs_dir = tmpfs_dir  # which of a node's log dirs (``log_dirs=``) is the tmpfs
         self.tmpfs: dict[int, disk.Tmpfs] = {}
         self._env: dict[str, str] = {FSYNC_JOURNAL_ENV: self.journal}
         kw.setdefault("replica_config", dict(REPLICA_CONFIG))
@@ -102,7 +103,7 @@ class FaultCluster(ProcessCluster):
 
     def _spawn(self, i: int) -> None:
         if i in self._tmpfs_nodes and i not in self.tmpfs:
-            self.tmpfs[i] = disk.Tmpfs(self.node_dir(i), self._tmpfs_size)
+            self.tmpfs[i] = disk.Tmpfs(self.node_dirs(i)[self._tmpfs_dir], self._tmpfs_size)
         env = {**self._env, WALL_CLOCK_OFFSET_ENV: self.clock_offset_path(i)}
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
@@ -162,9 +163,10 @@ class FaultCluster(ProcessCluster):
             for p in range(n):
                 reps = []
                 for i in self.ids:
-                    d = os.path.join(self.node_dir(i), f"{t}-{p}")
-                    if os.path.isdir(d):
-                        reps.append(read_replica(d, i))
+                    for log_dir in self.node_dirs(i):
+                        d = os.path.join(log_dir, f"{t}-{p}")
+                        if os.path.isdir(d):
+                            reps.append(read_replica(d, i))
                 out[(t, p)] = reps
         return out
 

@@ -37,6 +37,7 @@ from seglog.records import (
     batch_headers,
     decode_columns,
     decode_records,
+    first_at_or_after,
     encode_batch,
     encode_control_batch,
     iter_records,
@@ -218,6 +219,15 @@ def check(buf: bytes, *, verify_crc: bool, use_model: bool = True) -> tuple[str,
         if all(_utf8(h[0]) for r in recs for h in r[5]):
             table.validate(full=True)
             viewed.validate(full=True)
+    # The timestamp search reads uncompressed batches itself and stops at its answer: on a
+    # buffer that decodes it must agree with the decoder; on any other it may answer (what it
+    # read was sound) or report corruption, never anything else.
+    stamps = sorted({r[1] for r in recs if not r[11]}) if rec_o == OK else [0, 2**40]
+    for target in {stamps[0], stamps[len(stamps) // 2], stamps[-1] + 1} if stamps else {0}:
+        ts_o, found = attempt(buf, lambda: first_at_or_after(buf, target, verify_crc=verify_crc))
+        if rec_o == OK:
+            want = next(((r[0], r[1]) for r in recs if not r[11] and r[1] >= target), None)
+            assert ts_o == OK and found == want, (target, found, want)
     if use_model:
         try:
             expected = model.decode(buf, verify_crc=verify_crc)

@@ -81,8 +81,9 @@ class SimCluster:
 
     def __init__(self, root: str, *, nodes: int = 3, seed: int = 0, config: ReplicaConfig = FAST,
                  log_defaults: dict[str, Any] | None = None, mutants: Iterable[str] = (),
-                 net_delay: tuple[int, int] = (1, 3)) -> None:
+                 net_delay: tuple[int, int] = (1, 3), log_dirs: int = 1) -> None:
         self.root = root
+        self.log_dirs = log_dirs
         self.seed = seed
         self.rng = random.Random(seed)
         self.config = config
@@ -114,10 +115,14 @@ class SimCluster:
     def node_dir(self, i: int) -> str:
         return os.path.join(self.root, f"node-{i}")
 
+    def node_dirs(self, i: int) -> list[str]:
+        """Node ``i``'s log dirs (``log_dirs`` of them; the first is :meth:`node_dir`)."""
+        return [self.node_dir(i)] + [f"{self.node_dir(i)}.dir{k}" for k in range(1, self.log_dirs)]
+
     def start_node(self, i: int) -> ReplicaNode:
         gs = GuardedScheduler(self.scheduler)
         self._gs[i] = gs
-        n = ReplicaNode(i, self.node_dir(i), coordinator=self.coord, transport=self.net,
+        n = ReplicaNode(i, self.node_dirs(i), coordinator=self.coord, transport=self.net,
                         clock=self.clock, scheduler=gs, config=self.config,
                         log_defaults=self.log_defaults, mutants=self.mutants,
                         coordinator_reachable=lambda i=i: self.net.coordinator_reachable(i))

@@ -256,3 +256,30 @@ def test_replace_takes_over_a_stale_registration(env: Env) -> None:
     with pytest.raises(NodeExistsError):
         new.create(reg, b"mine", ephemeral=True, replace=True)  # our own znode is not replaced
     new.close()
+
+
+def test_sequential_znodes_count_the_parents_child_changes(env: Env) -> None:
+    """A node's log dir failure notification: a persistent sequential znode. Its suffix counts
+    the children ever created under the parent, in ten digits, so names never repeat and
+    sort in creation order; the parent's children watch hears of it and the znode outlives the
+    session that wrote it."""
+    s, ctrl = env.connect(), env.connect()
+    parent = env.root + "/events"
+    s.create(parent, b"")
+    heard: list[WatchEvent] = []
+    assert ctrl.children(parent, watch=heard.append) == []
+    first = s.create_sequential(parent + "/ev_", b'{"broker":1}')
+    assert first == parent + "/ev_0000000000"
+    _wait(lambda: bool(heard), "the children watch")
+    assert [(e.kind, e.path) for e in heard] == [("children", parent)]
+    second = s.create_sequential(parent + "/ev_", b'{"broker":2}')
+    assert second == parent + "/ev_0000000001"
+    s.delete(first)
+    third = s.create_sequential(parent + "/ev_", b"")
+    assert third == parent + "/ev_0000000002"  # a deletion frees no number
+    s.close()
+    assert ctrl.children(parent) == ["ev_0000000001", "ev_0000000002"]
+    assert ctrl.get(second)[0] == b'{"broker":2}' and ctrl.get(second)[1].ephemeral_owner == 0
+    with pytest.raises(NoNodeError):
+        ctrl.create_sequential(env.root + "/missing/ev_", b"")
+    ctrl.close()

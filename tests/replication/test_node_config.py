@@ -44,8 +44,11 @@ def test_node_config_overrides_and_listeners(tmp_path: Path) -> None:
         with pytest.raises(Exception, match="listener"):
             parse_listener(bad)
     two = _props(tmp_path, f"node.id=1\nlog.dirs={tmp_path / 'a'},{tmp_path / 'b'}\nzookeeper.connect=h:1\n")
-    with pytest.raises(Exception, match="one log directory"):
-        load_config(two)
+    assert load_config(two).effective_log_dirs == (str(tmp_path / "a"), str(tmp_path / "b"))
+    twice = _props(tmp_path, f"node.id=1\nlog.dirs={tmp_path / 'a'},{tmp_path / 'b'},{tmp_path / 'a'}/\n"
+                             "zookeeper.connect=h:1\n")
+    with pytest.raises(Exception, match=r"log dir .*/a/ is listed twice"):
+        load_config(twice)
 
 
 def test_describe_needs_a_dir_or_a_bootstrap(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
