@@ -100,7 +100,7 @@ cdef enum:
     V2_MIN_LENGTH = 49          # batchLength of an empty v2 batch
     LEGACY_MIN_LENGTH = 14      # v0 messageSize with null key and value
     CRC_START = 21
-    CRC_NOGIL_MIN = 32 * 1024   # CRC-32C releases the GIL from here (crc32c.pyx, "GIL policy")
+    CRC_NOGIL_MIN = 32768       # 32 KiB: CRC-32C releases the GIL from here (crc32c.pyx, "GIL policy")
     ATTR_CODEC_MASK = 0x07
     ATTR_LOG_APPEND_TIME = 0x08
     ATTR_TRANSACTIONAL = 0x10
