@@ -401,7 +401,10 @@ class InMemoryCoordinator:
                 ev = WatchEvent(kind, path)
                 deliver = functools.partial(self._deliver, s, fn, ev)
                 if s.post is not None:
-                    s.post(deliver)
+                    try:
+                        s.post(deliver)
+                    except RuntimeError:
+                        pass  # the session's owner (its event loop) is gone: nobody to tell
                 else:
                     self.scheduler.schedule(f"watch {path}", deliver)
 
