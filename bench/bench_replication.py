@@ -7,7 +7,10 @@ benchmark's ``extra_info``.
   topic), each round beside ``Producer.send_batch`` of the same column into a single-replica
   ``Store`` in the same process, so that both see the same machine load. ``extra_info`` has both
   rates (median and best round), the ratio of the best rounds and the median of the per-round
-  ratios (goal: >= 0.5), and the load average.
+  ratios (goal: >= 0.5), and the load average. The cluster runs in three ``LocalCluster``
+  modes: ``loop`` (every node on the cluster's one event loop, the default), ``threads``
+  (``node_threads=True``: a loop and thread per node) and ``processes`` (``seglog node``
+  processes coordinated through ZooKeeper; skipped when no ZooKeeper is installed).
 * ``send`` (one call per record): the registry's ``replication`` benchmark
   (``seglog.benchmarks.suite``; also ``seglog bench --only replication``).
 * latency: one record at a time with ``acks=all`` at about half the ``send`` peak rate (``N``
@@ -30,6 +33,7 @@ from seglog import Store
 from seglog.benchmarks import cases
 from seglog.benchmarks.suite import paced_latencies_ms
 from seglog.cluster import LocalCluster
+from seglog.testing.zookeeper import unavailable_reason
 
 N = 20_000
 N_COLUMNS = 400_000
@@ -38,12 +42,35 @@ COLUMN = [VALUE] * N_COLUMNS
 T0 = 1_700_000_000_000
 
 
+MODES = {"loop": {}, "threads": {"node_threads": True},
+         "processes": {"coordinator": "zookeeper", "processes": True}}
+
+
+def _started(mode: str) -> LocalCluster:
+    if mode == "processes" and (why := unavailable_reason()) is not None:
+        pytest.skip(f"no ZooKeeper: {why}")
+    c = LocalCluster(nodes=3, **MODES[mode])  # type: ignore[arg-type]
+    c.create_topic("rf3", 1, 3, {"min.insync.replicas": 2})
+    c.create_topic("rf1", 1, 1)
+    return c
+
+
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[LocalCluster]:
-    with LocalCluster(nodes=3) as c:
-        c.create_topic("rf3", 1, 3, {"min.insync.replicas": 2})
-        c.create_topic("rf1", 1, 1)
-        yield c
+def clusters() -> Iterator[dict[str, LocalCluster]]:
+    """Clusters by mode, each started when a benchmark first asks for it."""
+    running: dict[str, LocalCluster] = {}
+    try:
+        yield running
+    finally:
+        for c in running.values():
+            c.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(clusters: dict[str, LocalCluster]) -> LocalCluster:
+    if "loop" not in clusters:
+        clusters["loop"] = _started("loop")
+    return clusters["loop"]
 
 
 def _store_send_batch() -> float:
@@ -67,8 +94,13 @@ def _cluster_send_batch(cluster: LocalCluster, topic: str, acks: str) -> float:
         return time.perf_counter() - t
 
 
+@pytest.mark.parametrize("mode", list(MODES))
 @pytest.mark.parametrize("topic,acks", [("rf3", "all"), ("rf3", "1"), ("rf1", "all")])
-def test_send_batch_vs_single_store(benchmark, cluster: LocalCluster, topic: str, acks: str) -> None:  # type: ignore[no-untyped-def]
+def test_send_batch_vs_single_store(benchmark, clusters: dict[str, LocalCluster], mode: str, topic: str,  # type: ignore[no-untyped-def]
+                                    acks: str) -> None:
+    if mode not in clusters:
+        clusters[mode] = _started(mode)
+    cluster = clusters[mode]
     _cluster_send_batch(cluster, topic, acks)  # warm-up: connections, producer id
     store_s: list[float] = []
     cluster_s: list[float] = []
@@ -89,6 +121,7 @@ def test_send_batch_vs_single_store(benchmark, cluster: LocalCluster, topic: str
         "ratio_best": round(min(store_s) / min(cluster_s), 3),
         "ratio_median": round(statistics.median(ratios), 3),
         "ratios": [round(r, 3) for r in ratios],
+        "mode": mode,
         "loadavg_1m": round(os.getloadavg()[0], 2),
     })
 

@@ -15,8 +15,13 @@ demos.
 
 Each node is a :class:`~seglog.replication.node.ReplicaNode` with its own log directory under
 ``dir`` (``log_dirs=N``: N of them, :meth:`LocalCluster.node_dirs`) and its own TCP port; they
-share an in-memory coordinator (``coordinator="memory"``) and one asyncio event loop on a background thread (their periodic checkpoint files are
-written, and fsynced, on a second one, so that a slow fsync does not stall the loop).
+share an in-memory coordinator (``coordinator="memory"``) and one asyncio event loop on a
+background thread (their periodic checkpoint files are written, and fsynced, on a second one, so
+that a slow fsync does not stall the loop). With ``node_threads=True`` every node has an event
+loop, thread, TCP transport and scheduler of its own instead (producers and consumers stay on
+the cluster's loop); the coordinator is shared under its lock and delivers each node's watch
+events on that node's loop, and :meth:`kill`, :meth:`restart` and :meth:`pause` act on the
+node's own loop.
 :meth:`LocalCluster.kill` drops a node as a killed process (sockets closed, logs abandoned
 unflushed); :meth:`LocalCluster.restart` brings it back from its directory;
 :meth:`LocalCluster.pause` freezes it for a while (its timers and requests wait, its
@@ -159,7 +164,7 @@ class LocalCluster(LoopOwner):
                  coordinator: str = "memory", *, replica_config: ReplicaConfig | Mapping[str, Any] | None = None,
                  log_defaults: Mapping[str, Any] | None = None, secret: bytes | str | None = None,
                  ssl: Any = None, host: str = "127.0.0.1", processes: bool = False,
-                 zookeeper: str | None = None, log_dirs: int = 1) -> None:
+                 zookeeper: str | None = None, log_dirs: int = 1, node_threads: bool = False) -> None:
         if coordinator not in ("memory", "zookeeper"):
             raise ValueError(f"coordinator {coordinator!r} is not available: 'memory' or 'zookeeper'")
         if processes:
@@ -205,10 +210,28 @@ class LocalCluster(LoopOwner):
         # Checkpoint files (and their fsyncs) are written here, not on the loop, so a slow fsync
         # does not stall every node's requests.
         self._io = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="seglog-cluster-io")
+        # With node_threads every node has a loop (and a thread, a transport, a scheduler) of its
+        # own; without, they all use the cluster's loop, transport and scheduler.
+        self.node_threads = node_threads
+        self._node_loops: dict[int, asyncio.AbstractEventLoop] = {}
+        self._node_threads: dict[int, threading.Thread] = {}
+        self._transports: dict[int, TcpTransport] = {}
+        self._schedulers: dict[int, LoopScheduler] = {}
+        self.transport = TcpTransport(self.loop, secret=secret, server_ssl=server_ssl, client_ssl=client_ssl)
+        self.scheduler = LoopScheduler(self.loop, self.clock)
+        for i in self.ids:
+            if node_threads:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=_run_node_loop, args=(loop,), name=f"seglog-node-{i}", daemon=True)
+                thread.start()
+                t = TcpTransport(loop, secret=secret, server_ssl=server_ssl, client_ssl=client_ssl)
+                t.addresses = self.transport.addresses  # one address book: nodes and clients
+                self._node_loops[i], self._node_threads[i] = loop, thread
+                self._transports[i], self._schedulers[i] = t, LoopScheduler(loop, self.clock)
+            else:
+                self._node_loops[i], self._transports[i], self._schedulers[i] = self.loop, self.transport, self.scheduler
 
         async def setup() -> None:
-            self.transport = TcpTransport(self.loop, secret=secret, server_ssl=server_ssl, client_ssl=client_ssl)
-            self.scheduler = LoopScheduler(self.loop, self.clock)
             if zookeeper is not None:
                 from seglog.replication.zookeeper import ZooKeeperCoordinator, ensure_chroot
 
@@ -220,20 +243,46 @@ class LocalCluster(LoopOwner):
             else:
                 self.coordinator = InMemoryCoordinator(self.clock, self.scheduler,  # type: ignore[arg-type]
                                                        session_timeout_ms=self.replica_config.session_timeout_ms)
-            for i in self.ids:
-                await self._start_node(i)
 
-        self._call(setup())
-        self.wait_for(lambda: self._controller() is not None, 10, "a controller")
+        try:
+            self._call(setup())
+            for i in self.ids:
+                self._on_node_loop(i, self._start_node(i))
+            self.wait_for(lambda: self._controller() is not None, 10, "a controller")
+        except BaseException:
+            self.close()
+            raise
 
     # -- the loop ------------------------------------------------------------------------------
 
     def wait_for(self, predicate: Any, timeout_s: float = 30, what: str = "a condition") -> None:
         deadline = time.monotonic() + timeout_s
-        while not self._on_loop(predicate):
+        while not self._holds(predicate):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{what} not reached within {timeout_s} s")
             time.sleep(0.02)
+
+    def _holds(self, predicate: Any) -> bool:
+        # With node threads a predicate reading nodes' state reads it while they change it: a
+        # dict that changes size under an iteration means "not yet", the next look decides.
+        try:
+            return bool(self._on_loop(predicate))
+        except RuntimeError as exc:
+            if self.node_threads and "changed size during iteration" in str(exc):
+                return False
+            raise
+
+    def _on_node_loop(self, i: int, coro: Any, timeout: float | None = 60) -> Any:
+        """Run ``coro`` on node ``i``'s loop and wait for its result."""
+        if self._closed:
+            raise RuntimeError("the cluster is closed")
+        return asyncio.run_coroutine_threadsafe(coro, self._node_loops[i]).result(timeout)
+
+    def _on_node(self, i: int, fn: Any, *args: Any) -> Any:
+        """Call ``fn(*args)`` on node ``i``'s loop and wait for its result."""
+        async def run() -> Any:
+            return fn(*args)
+        return self._on_node_loop(i, run())
 
     # -- nodes ---------------------------------------------------------------------------------
 
@@ -246,14 +295,18 @@ class LocalCluster(LoopOwner):
         return node_dirs(self.dir, i, self.log_dirs)
 
     async def _start_node(self, i: int) -> None:
-        gs = GuardedScheduler(self.scheduler)  # type: ignore[arg-type]
+        """On node ``i``'s loop: start it (from its directory)."""
+        gs = GuardedScheduler(self._schedulers[i])  # type: ignore[arg-type]
         self._gs[i] = gs
         port = self._ports.get(i, 0)
-        node = ReplicaNode(i, self.node_dirs(i), coordinator=self.coordinator, transport=self.transport,
+        transport = self._transports[i]
+        coordinator = (self.coordinator if not self.node_threads else
+                       _NodeCoordinator(self.coordinator, self._node_loops[i].call_soon_threadsafe))
+        node = ReplicaNode(i, self.node_dirs(i), coordinator=coordinator, transport=transport,
                            clock=self.clock, scheduler=gs, config=self.replica_config,
                            log_defaults=self.log_defaults,
                            coordinator_reachable=functools.partial(self._reachable, i))
-        host, port = await self.transport.listen(i, node.handle, self.host, port)
+        host, port = await transport.listen(i, node.handle, self.host, port)
         self._ports[i] = port
         node.address = f"{host}:{port}"
         node.offload = self._io.submit
@@ -290,13 +343,13 @@ class LocalCluster(LoopOwner):
                     n.session.close()
             self.nodes[node] = None
 
-        self._on_loop(stop)
+        self._on_node(node, stop)
 
     def restart(self, node: int) -> None:
         """Start ``node`` again from its directory (after :meth:`kill`, or kill it first)."""
         if self.nodes.get(node) is not None:
             self.kill(node)
-        self._call(self._start_node(node))
+        self._on_node_loop(node, self._start_node(node))
 
     def pause(self, node: int, seconds: float) -> None:
         """Freeze ``node`` for ``seconds`` (returns at once): its timers and incoming requests
@@ -306,40 +359,54 @@ class LocalCluster(LoopOwner):
         def freeze() -> None:
             self._paused.add(node)
             self._gs[node].paused = True
-            self.transport.pause(node)
-            self.loop.call_later(seconds, thaw)
+            self._transports[node].pause(node)
+            self._node_loops[node].call_later(seconds, thaw)
 
         def thaw() -> None:
             if node not in self._paused:
                 return
             self._paused.discard(node)
-            self.transport.resume(node)
+            self._transports[node].resume(node)
             self._gs[node].resume()
 
-        self._on_loop(freeze)
+        self._on_node(node, freeze)
 
     def close(self) -> None:
         """Shut every node down cleanly and stop the loop (a directory made by the cluster is
         removed)."""
         if self._closed:
             return
+        coordinator = getattr(self, "coordinator", None)
+
+        async def down_node(i: int) -> None:
+            n = self.nodes.get(i)
+            if n is not None:
+                self._gs[i].kill()
+                n.shutdown(deregister=not isinstance(coordinator, InMemoryCoordinator))
+            if self.node_threads:
+                await self._transports[i].close()
 
         async def down() -> None:
-            for i, n in self.nodes.items():
-                if n is not None:
-                    self._gs[i].kill()
-                    n.shutdown(deregister=not isinstance(self.coordinator, InMemoryCoordinator))
-            self.coordinator.close()
+            if coordinator is not None:
+                coordinator.close()
             await self.transport.close()
 
         try:
+            for i in self.ids:
+                if i in self._gs or self.node_threads:
+                    self._on_node_loop(i, down_node(i))
             self._call(down())
         finally:
             self._closed = True
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(timeout=10)
-            if not self._thread.is_alive():
-                self.loop.close()
+            loops = [(self.loop, self._thread)]
+            if self.node_threads:
+                loops += [(self._node_loops[i], self._node_threads[i]) for i in self.ids if i in self._node_threads]
+            for loop, thread in loops:
+                loop.call_soon_threadsafe(loop.stop)
+            for loop, thread in loops:
+                thread.join(timeout=10)
+                if not thread.is_alive():
+                    loop.close()
             self._io.shutdown(wait=True)
             if self.zk_server is not None:
                 self.zk_server.stop()
@@ -361,34 +428,36 @@ class LocalCluster(LoopOwner):
         return None
 
     def _state(self, topic: str, partition: int) -> PartitionState | None:
+        # Any thread: the in-memory coordinator locks, ZooKeeper reads on a session of its own.
         r = self.coordinator.read(state_path(topic, partition))
         return None if r is None else PartitionState.from_json(r[0], r[1].version)
 
     def leader(self, topic: str, partition: int = 0) -> int | None:
         """The node leading ``topic``-``partition`` now, or None (offline, or an election is
         under way)."""
-        st = self._on_loop(self._state, topic, partition)
+        st = self._state(topic, partition)
         return None if st is None or st.leader < 0 else st.leader
 
     def isr(self, topic: str, partition: int = 0) -> list[int]:
-        st = self._on_loop(self._state, topic, partition)
+        st = self._state(topic, partition)
         return [] if st is None else list(st.isr)
 
     def state(self, topic: str, partition: int = 0) -> PartitionState | None:
-        st: PartitionState | None = self._on_loop(self._state, topic, partition)
+        st: PartitionState | None = self._state(topic, partition)
         return st
 
     def high_watermarks(self, topic: str, partition: int = 0) -> dict[int, int]:
         """Each running replica's high watermark (a follower's trails the leader's by a fetch,
         and is what its ``replication-offset-checkpoint`` holds after a clean shutdown)."""
-        def read() -> dict[int, int]:
-            out = {}
-            for i, n in self.nodes.items():
-                p = n.partition(topic, partition) if n is not None else None
-                if p is not None and not p.log.closed:
-                    out[i] = p.high_watermark
-            return out
-        hws: dict[int, int] = self._on_loop(read)
+        def read(n: ReplicaNode | None) -> int | None:
+            p = n.partition(topic, partition) if n is not None else None
+            return p.high_watermark if p is not None and not p.log.closed else None
+
+        hws: dict[int, int] = {}
+        for i, n in list(self.nodes.items()):
+            hw = self._on_node(i, read, n) if n is not None else None
+            if hw is not None:
+                hws[i] = hw
         return hws
 
     # -- admin ---------------------------------------------------------------------------------
@@ -441,6 +510,35 @@ class LocalCluster(LoopOwner):
         cfg = {"auto.offset.reset": "earliest"}
         cfg.update(_dotted(config))
         return ClusterConsumer(self, ConsumerConfig.from_dict(cfg))
+
+
+def _run_node_loop(loop: asyncio.AbstractEventLoop) -> None:
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+    finally:
+        # Requests still queued on a node's connections end with it (as the cluster loop's do
+        # when the cluster closes), without "Task was destroyed but it is pending" warnings.
+        tasks = asyncio.all_tasks(loop)
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+
+
+class _NodeCoordinator:
+    """The cluster's coordinator as one node (on a loop of its own) sees it: the sessions it
+    opens deliver their watch events on that node's loop (``post``)."""
+
+    def __init__(self, inner: Any, post: Any) -> None:
+        self.inner = inner
+        self.post = post
+
+    def connect(self, *, reachable: Any = None, session_timeout_ms: int | None = None) -> Any:
+        return self.inner.connect(reachable=reachable, session_timeout_ms=session_timeout_ms, post=self.post)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 def _dotted(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,10 @@ ephemeral znode another session owns, giving it a new ``czxid``. A node restarti
 old session's timeout uses it to register at once with a new broker epoch (KIP-903's fencing of
 the previous incarnation) instead of waiting for the old session to expire.
 
-:class:`InMemoryCoordinator` serves one process (embedded clusters, the simulation). Its
+:class:`InMemoryCoordinator` serves one process (embedded clusters, the simulation). Every
+call holds one re-entrant lock, so sessions may be used from several threads (an in-process
+cluster's nodes, each on a loop of its own); a session opened with ``post`` has its watch events
+handed to ``post`` (e.g. its node loop's ``call_soon_threadsafe``) instead of the scheduler. Its
 sessions take a ``reachable`` predicate: while it is false every call fails with
 :class:`ConnectionLossError` and heartbeats do not arrive, which is how the simulation cuts a
 node off from the coordinator. Watch events for an unreachable session wait until it is
@@ -36,13 +39,16 @@ import dataclasses
 import functools
 import itertools
 import logging
+import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from seglog.clock import Clock, Scheduler
 from seglog.errors import SeglogError
 
 log = logging.getLogger("seglog.replication.coordinator")
+
+_T = TypeVar("_T")
 
 
 class CoordinatorError(SeglogError):
@@ -161,6 +167,19 @@ class Coordinator(Protocol):
                 session_timeout_ms: int | None = None) -> CoordinatorSession: ...
 
 
+#: Runs a callable on the thread that owns a session (``loop.call_soon_threadsafe``).
+Post = Callable[[Callable[[], None]], object]
+
+
+def _locked(fn: Callable[..., _T]) -> Callable[..., _T]:
+    """Run a session method holding its coordinator's lock."""
+    @functools.wraps(fn)
+    def run(self: InMemorySession, *args: object, **kwargs: object) -> _T:
+        with self._coord._lock:
+            return fn(self, *args, **kwargs)
+    return run
+
+
 # -- in-memory implementation ---------------------------------------------------------------------
 
 
@@ -184,8 +203,9 @@ def _check_path(path: str) -> None:
 
 class InMemorySession:
     def __init__(self, coord: InMemoryCoordinator, session_id: int, timeout_ms: int,
-                 reachable: Callable[[], bool] | None) -> None:
+                 reachable: Callable[[], bool] | None, post: Post | None = None) -> None:
         self._coord = coord
+        self.post = post
         self._id = session_id
         self.timeout_ms = timeout_ms
         self._reachable = reachable
@@ -219,6 +239,7 @@ class InMemorySession:
         for fn, ev in events:
             self._coord._deliver(self, fn, ev)
 
+    @_locked
     def create(self, path: str, data: bytes, *, ephemeral: bool = False,
                replace: bool = False, make_parents: bool = False) -> Stat:
         self._enter()
@@ -239,6 +260,7 @@ class InMemorySession:
         assert res[0] is not None
         return res[0]
 
+    @_locked
     def create_sequential(self, prefix: str, data: bytes) -> str:
         self._enter()
         _check_path(prefix)
@@ -246,6 +268,7 @@ class InMemorySession:
         self._coord._apply(self, [Create(path, bytes(data))])
         return path
 
+    @_locked
     def get(self, path: str, watch: WatchFn | None = None) -> tuple[bytes, Stat]:
         self._enter()
         node = self._coord._nodes.get(path)
@@ -255,6 +278,7 @@ class InMemorySession:
             self._coord._add_watch(self, path, watch, children=False)
         return node.data, self._coord._stat(node)
 
+    @_locked
     def exists(self, path: str, watch: WatchFn | None = None) -> Stat | None:
         self._enter()
         if watch is not None:
@@ -262,6 +286,7 @@ class InMemorySession:
         node = self._coord._nodes.get(path)
         return None if node is None else self._coord._stat(node)
 
+    @_locked
     def children(self, path: str, watch: WatchFn | None = None) -> list[str]:
         self._enter()
         if path not in self._coord._nodes:
@@ -270,24 +295,29 @@ class InMemorySession:
             self._coord._add_watch(self, path, watch, children=True)
         return self._coord._children(path)
 
+    @_locked
     def set(self, path: str, data: bytes, version: int = -1) -> Stat:
         self._enter()
         res = self._coord._apply(self, [SetData(path, bytes(data), version)])
         assert res[0] is not None
         return res[0]
 
+    @_locked
     def delete(self, path: str, version: int = -1) -> None:
         self._enter()
         self._coord._apply(self, [Delete(path, version)])
 
+    @_locked
     def multi(self, ops: Sequence[Op]) -> list[Stat | None]:
         self._enter()
         return self._coord._apply(self, list(ops))
 
+    @_locked
     def heartbeat(self) -> None:
         """Keep the session alive; raises like any call when unreachable or expired."""
         self._enter()
 
+    @_locked
     def close(self) -> None:
         """End the session now (its ephemeral znodes go at once), if it can be reached."""
         if self._expired:
@@ -313,19 +343,21 @@ class InMemoryCoordinator:
         self._session_ids = itertools.count(0x1000)
         self._sessions: dict[int, InMemorySession] = {}
         self._watches: dict[tuple[str, bool], list[tuple[InMemorySession, WatchFn]]] = {}
+        self._lock = threading.RLock()
         self._tick_ms = tick_ms if tick_ms is not None else max(1, min(session_timeout_ms // 10, 200))
         self._task = scheduler.schedule("coordinator session expiry", self._expire_sessions,
                                         delay_ms=self._tick_ms, period_ms=self._tick_ms)
         self.expired_sessions = 0
 
     def connect(self, *, reachable: Callable[[], bool] | None = None,
-                session_timeout_ms: int | None = None) -> InMemorySession:
-        sid = next(self._session_ids)
-        s = InMemorySession(self, sid, session_timeout_ms or self.session_timeout_ms, reachable)
-        if not s.reachable():
-            raise ConnectionLossError("cannot reach the coordinator to open a session")
-        self._sessions[sid] = s
-        return s
+                session_timeout_ms: int | None = None, post: Post | None = None) -> InMemorySession:
+        with self._lock:
+            sid = next(self._session_ids)
+            s = InMemorySession(self, sid, session_timeout_ms or self.session_timeout_ms, reachable, post)
+            if not s.reachable():
+                raise ConnectionLossError("cannot reach the coordinator to open a session")
+            self._sessions[sid] = s
+            return s
 
     def close(self) -> None:
         self.scheduler.cancel(self._task)
@@ -333,15 +365,18 @@ class InMemoryCoordinator:
     # -- inspection (tests and tools) ---------------------------------------------------------
 
     def dump(self) -> dict[str, bytes]:
-        return {p: n.data for p, n in sorted(self._nodes.items())}
+        with self._lock:
+            return {p: n.data for p, n in sorted(self._nodes.items())}
 
     def read(self, path: str) -> tuple[bytes, Stat] | None:
         """Read without a session (tests, the simulation's checker)."""
-        node = self._nodes.get(path)
-        return None if node is None else (node.data, self._stat(node))
+        with self._lock:
+            node = self._nodes.get(path)
+            return None if node is None else (node.data, self._stat(node))
 
     def children_of(self, path: str) -> list[str]:
-        return self._children(path) if path in self._nodes else []
+        with self._lock:
+            return self._children(path) if path in self._nodes else []
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -364,14 +399,22 @@ class InMemoryCoordinator:
         for s, fn in self._watches.pop((path, children), []):
             if not s._expired:
                 ev = WatchEvent(kind, path)
-                self.scheduler.schedule(f"watch {path}", functools.partial(self._deliver, s, fn, ev))
+                deliver = functools.partial(self._deliver, s, fn, ev)
+                if s.post is not None:
+                    try:
+                        s.post(deliver)
+                    except RuntimeError:
+                        pass  # the session's owner (its event loop) is gone: nobody to tell
+                else:
+                    self.scheduler.schedule(f"watch {path}", deliver)
 
     def _deliver(self, s: InMemorySession, fn: WatchFn, ev: WatchEvent) -> None:
-        if s._expired:
-            return
-        if not s.reachable():
-            s._pending_events.append((fn, ev))
-            return
+        with self._lock:
+            if s._expired:
+                return
+            if not s.reachable():
+                s._pending_events.append((fn, ev))
+                return
         fn(ev)
 
     def _apply(self, s: InMemorySession, ops: list[Op]) -> list[Stat | None]:
@@ -463,10 +506,12 @@ class InMemoryCoordinator:
         log.debug("session 0x%x %s; removed %s", s._id, reason, owned)
 
     def _expire_sessions(self) -> None:
-        now = self.clock.monotonic_ms()
-        for s in list(self._sessions.values()):
-            if now - s.last_heard_ms > s.timeout_ms:
-                self._expire(s, reason="expired")
+        with self._lock:
+            now = self.clock.monotonic_ms()
+            for s in list(self._sessions.values()):
+                if now - s.last_heard_ms > s.timeout_ms:
+                    self._expire(s, reason="expired")
 
     def sessions(self) -> Iterable[InMemorySession]:
-        return list(self._sessions.values())
+        with self._lock:
+            return list(self._sessions.values())

@@ -38,6 +38,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from seglog._native.netbuf import uninitialized_bytearray
 from seglog.errors import NetworkError, RequestTimedOutError
 from seglog.replication.messages import decode, encode
 from seglog.replication.transport import Callback, Handler
@@ -156,7 +157,7 @@ class _FrameProtocol(asyncio.streams.FlowControlMixin, asyncio.BufferedProtocol)
                 if self._exc is not None:
                     return
             elif 4 + length > self.SCRATCH:
-                body = bytearray(length)
+                body = uninitialized_bytearray(length)  # every byte is received before use
                 got = have - pos - 4
                 body[:got] = self._sv[pos + 4:have]
                 self._big, self._big_view, self._big_have = body, memoryview(body), got

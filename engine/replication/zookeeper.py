@@ -341,8 +341,9 @@ class ZooKeeperCoordinator:
                                      connection_retry=retry, randomize_hosts=False, logger=_kazoo_log)
 
     def connect(self, *, reachable: Callable[[], bool] | None = None,
-                session_timeout_ms: int | None = None) -> ZooKeeperSession:
-        """Open a new session (blocks up to ``connection_timeout_ms``)."""
+                session_timeout_ms: int | None = None, post: Post | None = None) -> ZooKeeperSession:
+        """Open a new session (blocks up to ``connection_timeout_ms``); its watch callbacks go
+        to ``post`` (default: the coordinator's)."""
         if reachable is not None and not reachable():
             raise ConnectionLossError("cannot reach ZooKeeper to open a session")
         timeout_ms = session_timeout_ms or self.session_timeout_ms
@@ -358,7 +359,7 @@ class ZooKeeperCoordinator:
             raise ConnectionLossError(f"cannot reach ZooKeeper at {self.hosts} within "
                                       f"{self.connection_timeout_ms} ms: {exc}") from exc
         op_ms = self.operation_timeout_ms or timeout_ms
-        return ZooKeeperSession(client, self.post, reachable, op_ms / 1000)
+        return ZooKeeperSession(client, post or self.post, reachable, op_ms / 1000)
 
     # -- inspection (tests and tools), on a session of its own -------------------------------
 
