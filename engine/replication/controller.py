@@ -264,16 +264,18 @@ class Controller:
         self.version += 1
         self._publish()
 
-    def _arm(self, path: str) -> Callable[[Any], None] | None:
-        """A watch callback for ``path`` unless one is already set (watches are one-shot)."""
+    def _arm(self, path: str, then: Callable[[], None] | None = None) -> Callable[[Any], None] | None:
+        """A watch callback for ``path`` that runs ``then`` (default: re-read the brokers), unless
+        one is already set (watches are one-shot)."""
         if path in self._armed:
             return None
         self._armed.add(path)
+        action = then if then is not None else self._refresh_brokers
 
         def fire(_ev: Any) -> None:
             self._armed.discard(path)
             if self.active:
-                self._guard(self._refresh_brokers)
+                self._guard(action)
 
         return fire
 
@@ -284,14 +286,14 @@ class Controller:
             return
         s = self.session
         try:
-            names = s.children(LOG_DIR_EVENT_PATH, watch=self._arm_log_dir_events())
+            names = s.children(LOG_DIR_EVENT_PATH, watch=self._arm(LOG_DIR_EVENT_PATH, self._log_dir_events))
         except NoNodeError:
             self._armed.discard(LOG_DIR_EVENT_PATH)
             try:
                 s.create(LOG_DIR_EVENT_PATH, b"")
             except NodeExistsError:
                 pass
-            names = s.children(LOG_DIR_EVENT_PATH, watch=self._arm_log_dir_events())
+            names = s.children(LOG_DIR_EVENT_PATH, watch=self._arm(LOG_DIR_EVENT_PATH, self._log_dir_events))
         if not names:
             return
         for name in names:
@@ -304,18 +306,6 @@ class Controller:
             log.info("controller %d: log dir failure notification %s from node %s", self.node.node_id,
                      name, (loads(data) or {}).get("broker"))
         self._refresh_brokers()
-
-    def _arm_log_dir_events(self) -> Callable[[Any], None] | None:
-        if LOG_DIR_EVENT_PATH in self._armed:
-            return None
-        self._armed.add(LOG_DIR_EVENT_PATH)
-
-        def fire(_ev: Any) -> None:
-            self._armed.discard(LOG_DIR_EVENT_PATH)
-            if self.active:
-                self._guard(self._log_dir_events)
-
-        return fire
 
     def _refresh_topics(self) -> None:
         s = self.session
