@@ -43,11 +43,12 @@ cdef extern from "crc32c.h" nogil:
 cdef extern from "crc32.h" nogil:
     uint32_t seglog_crc32(uint32_t crc, const uint8_t *p, size_t n)
 
+include "crc_gil.pxi"
+
 cdef enum:
-    _CRC32C_NOGIL_MIN = 32768
     _CRC32_NOGIL_MIN = 4096
 
-CRC32C_NOGIL_MIN = _CRC32C_NOGIL_MIN
+CRC32C_NOGIL_MIN = CRC32C_GIL_MIN
 CRC32_NOGIL_MIN = _CRC32_NOGIL_MIN
 
 # Decide the implementation now, with the GIL held and the environment settled.
@@ -61,14 +62,6 @@ def implementation():
     ``seglog`` is imported forces ``"table"``.
     """
     return _IMPLEMENTATION
-
-
-cdef inline uint32_t _run_crc32c(const uint8_t *p, size_t n, uint32_t crc) noexcept:
-    if n >= _CRC32C_NOGIL_MIN:
-        with nogil:
-            crc = seglog_crc32c(crc, p, n)
-        return crc
-    return seglog_crc32c(crc, p, n)
 
 
 cdef inline uint32_t _run_crc32(const uint8_t *p, size_t n, uint32_t crc) noexcept:
@@ -86,7 +79,7 @@ cdef inline uint32_t _run_crc32(const uint8_t *p, size_t n, uint32_t crc) noexce
 cdef uint32_t _crc32c_view(const uint8_t[::1] data, uint32_t crc) noexcept:
     if data.shape[0] == 0:
         return crc
-    return _run_crc32c(&data[0], <size_t>data.shape[0], crc)
+    return crc32c_gil_aware(crc, &data[0], <size_t>data.shape[0])
 
 
 cdef uint32_t _crc32_view(const uint8_t[::1] data, uint32_t crc) noexcept:
@@ -108,8 +101,8 @@ def crc32c(data, uint32_t crc=0):
     (0 to start): ``crc32c(b, crc32c(a)) == crc32c(a + b)``.
     """
     if PyBytes_CheckExact(data):
-        return _run_crc32c(<const uint8_t *>PyBytes_AS_STRING(data),
-                           <size_t>PyBytes_GET_SIZE(data), crc)
+        return crc32c_gil_aware(crc, <const uint8_t *>PyBytes_AS_STRING(data),
+                                <size_t>PyBytes_GET_SIZE(data))
     if data is None or isinstance(data, str):
         raise _not_a_buffer("crc32c", data)
     return _crc32c_view(data, crc)

@@ -100,7 +100,6 @@ cdef enum:
     V2_MIN_LENGTH = 49          # batchLength of an empty v2 batch
     LEGACY_MIN_LENGTH = 14      # v0 messageSize with null key and value
     CRC_START = 21
-    CRC_NOGIL_MIN = 32768       # 32 KiB: CRC-32C releases the GIL from here (crc32c.pyx, "GIL policy")
     ATTR_CODEC_MASK = 0x07
     ATTR_LOG_APPEND_TIME = 0x08
     ATTR_TRANSACTIONAL = 0x10
@@ -464,6 +463,7 @@ cdef inline int64_t _ts_get(const TsCol *c, Py_ssize_t i) except? -1:
 
 
 include "headers.pxi"
+include "crc_gil.pxi"
 
 
 def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t base_offset=0,
@@ -625,13 +625,7 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
     kb_store_u16(b + 51, <uint16_t>producer_epoch)
     kb_store_u32(b + 53, <uint32_t>base_sequence)
     kb_store_u32(b + 57, <uint32_t>n)
-    cdef uint32_t crc
-    if total - CRC_START >= CRC_NOGIL_MIN:
-        with nogil:  # ``out`` is not shared with anyone yet
-            crc = seglog_crc32c(0, b + CRC_START, total - CRC_START)
-    else:
-        crc = seglog_crc32c(0, b + CRC_START, total - CRC_START)
-    kb_store_u32(b + 17, crc)
+    kb_store_u32(b + 17, crc32c_gil_aware(0, b + CRC_START, total - CRC_START))  # ``out`` is ours alone
     return out
 
 
@@ -820,16 +814,10 @@ cdef Py_ssize_t _batch_size_at(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t en
 
 cdef int _check_v2(const uint8_t *b, Py_ssize_t pos, V2Head *h, bint verify_crc) except -1:
     cdef uint32_t actual
-    cdef size_t covered
     if verify_crc:
-        covered = <size_t>h.length + LOG_OVERHEAD - CRC_START
-        if covered >= CRC_NOGIL_MIN:
-            # A replica's whole-batch check: other threads (the other nodes of an in-process
-            # cluster, a producer encoding) run meanwhile. The caller holds the buffer.
-            with nogil:
-                actual = seglog_crc32c(0, b + CRC_START, covered)
-        else:
-            actual = seglog_crc32c(0, b + CRC_START, covered)
+        # Large batches without the GIL: other threads (the other nodes of an in-process
+        # cluster, a producer encoding) run meanwhile. The caller holds the buffer.
+        actual = crc32c_gil_aware(0, b + CRC_START, <size_t>h.length + LOG_OVERHEAD - CRC_START)
         if actual != h.crc:
             _raise_corrupt(f"CRC mismatch in the batch at offset {h.base_offset}: stored "
                            f"{h.crc:08x}, computed {actual:08x}", pos)
