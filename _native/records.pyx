@@ -89,6 +89,16 @@ cdef extern from "kbytes.h" nogil:
 cdef extern from "crc32c.h" nogil:
     uint32_t seglog_crc32c(uint32_t crc, const uint8_t *p, size_t n)
 
+cdef extern from "encode_seq.h":
+    int SEGLOG_SEQ_OK
+    int seglog_seq_size(PyObject **vals, PyObject **keys, const int64_t *ts, int64_t ts_scalar,
+                        Py_ssize_t n, int32_t *sizes, int64_t limit, int64_t *records_size,
+                        int64_t *max_ts) noexcept
+    long seglog_seq_long(object o) except? -1
+    uint8_t *seglog_seq_write(PyObject **vals, PyObject **keys, const int64_t *ts,
+                              int64_t ts_scalar, Py_ssize_t n, const int32_t *sizes,
+                              uint8_t *p) noexcept
+
 cdef extern from "crc32.h" nogil:
     uint32_t seglog_crc32(uint32_t crc, const uint8_t *p, size_t n)
 
@@ -368,9 +378,10 @@ cdef struct TsCol:
 
 cdef inline int64_t _as_int64(object x) except? -1:
     # CPython's PyLong_AsLongLong goes through a byte-array conversion for any int of two or
-    # more digits (every millisecond timestamp); PyLong_AsLong folds the digits directly.
+    # more digits (every millisecond timestamp); PyLong_AsLong folds the digits directly, and
+    # seglog_seq_long reads a two-digit int of CPython < 3.12 with no call at all.
     if sizeof(long) == 8:
-        return PyLong_AsLong(x)
+        return seglog_seq_long(x)
     return PyLong_AsLongLong(x)
 
 
@@ -481,7 +492,7 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
     cdef list keep = []
     cdef BinCol vcol, kcol
     cdef TsCol tcol
-    cdef Py_ssize_t n, i
+    cdef Py_ssize_t n, i, n_generic
     if values is None:
         raise TypeError("values must be a column (a list of bytes or None), not None")
     if isinstance(values, (bytes, bytearray, memoryview, str)):
@@ -505,25 +516,47 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
         for i, h in enumerate(headers):
             if h:
                 hsections[i] = _header_section(h, f"headers[{i}]: ")
-    # Exact lists of bytes are read in place when no Python code (nor an allocation that could
-    # start the garbage collector and its finalizers) runs between resolving them and the end of
-    # the encode loop. If resolving the keys ran any, both columns are resolved again into
-    # private tuples, which no later code can change.
-    _bincol_init(&vcol, values, "values", keep, False)
-    if _bincol_init(&kcol, keys, "keys", keep, False):
-        _bincol_init(&vcol, values, "values", keep, True)
-        _bincol_init(&kcol, keys, "keys", keep, True)
-    if vcol.n != n:
-        raise ValueError(f"values changed length while being encoded ({n} -> {vcol.n})")
-    if kcol.kind != K_NULL and kcol.n != n:
-        raise ValueError(f"keys has {kcol.n} items, values has {n}")
-
     cdef int32_t *sizes = <int32_t *>malloc(n * sizeof(int32_t))
     if sizes == NULL:
         raise MemoryError()
     cdef int64_t base_ts, ts, max_ts, delta
     cdef Py_ssize_t klen, vlen, hlen, body
     cdef Py_ssize_t records_size = 0
+    cdef int64_t seq_size = 0
+    # The common case (exact lists or tuples of bytes/None, no headers) is sized and written by
+    # encode_seq.h straight from the items, in place: nothing between its two passes can run
+    # Python code. Any other input, or an item it does not take, goes the general way below.
+    cdef PyObject **seq_vals = NULL
+    cdef PyObject **seq_keys = NULL
+    if (hsections is None and (PyList_CheckExact(values) or PyTuple_CheckExact(values))
+            and PySequence_Fast_GET_SIZE(values) == n
+            and (keys is None or ((PyList_CheckExact(keys) or PyTuple_CheckExact(keys))
+                                  and PySequence_Fast_GET_SIZE(keys) == n))):
+        seq_vals = PySequence_Fast_ITEMS(values)
+        seq_keys = PySequence_Fast_ITEMS(keys) if keys is not None else NULL
+        if seglog_seq_size(seq_vals, seq_keys, tcol.data if tcol.kind == T_BUF else NULL,
+                           tcol.scalar, n, sizes, INT32_MAX - V2_HEADER, &seq_size,
+                           &max_ts) == SEGLOG_SEQ_OK:
+            records_size = <Py_ssize_t>seq_size
+        else:
+            seq_vals = NULL
+    if seq_vals == NULL:
+        # Exact lists of bytes are read in place when no Python code (nor an allocation that
+        # could start the garbage collector and its finalizers) runs between resolving them and
+        # the end of the encode loop. If resolving the keys ran any, both columns are resolved
+        # again into private tuples, which no later code can change.
+        try:
+            _bincol_init(&vcol, values, "values", keep, False)
+            if _bincol_init(&kcol, keys, "keys", keep, False):
+                _bincol_init(&vcol, values, "values", keep, True)
+                _bincol_init(&kcol, keys, "keys", keep, True)
+            if vcol.n != n:
+                raise ValueError(f"values changed length while being encoded ({n} -> {vcol.n})")
+            if kcol.kind != K_NULL and kcol.n != n:
+                raise ValueError(f"keys has {kcol.n} items, values has {n}")
+        except BaseException:
+            free(sizes)
+            raise
     cdef const uint8_t *kp
     cdef const uint8_t *vp
     cdef uint8_t *records_buf = NULL
@@ -532,8 +565,12 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
     cdef bytes out
     try:
         base_ts = _ts_get(&tcol, 0)
-        max_ts = base_ts
-        for i in range(n):
+        if seq_vals != NULL:
+            n_generic = 0
+        else:
+            max_ts = base_ts
+            n_generic = n
+        for i in range(n_generic):
             ts = _ts_get(&tcol, i)
             if ts > max_ts:
                 max_ts = ts
@@ -565,7 +602,10 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
                 raise MemoryError()
             p = records_buf
 
-        for i in range(n):
+        if seq_vals != NULL:
+            seglog_seq_write(seq_vals, seq_keys, tcol.data if tcol.kind == T_BUF else NULL,
+                             tcol.scalar, n, sizes, p)
+        for i in range(n_generic):
             ts = _ts_get(&tcol, i)
             delta = kb_wrap_sub(ts, base_ts)
             klen = _bincol_get(&kcol, i, &kp)
