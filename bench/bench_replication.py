@@ -16,12 +16,21 @@ benchmark's ``extra_info``.
 * latency: one record at a time with ``acks=all`` at about half the ``send`` peak rate (``N``
   records sent as fast as possible, acknowledged); p50/p99 of send -> acknowledgement
   (goal: p99 < 10 ms).
+* the data-path floor: what ``acks=all`` with three replicas costs this machine before any
+  protocol, encoding or per-record Python: a client process streams 1 MiB chunks over loopback
+  TCP to a leader process, which writes each to its log file and ``os.sendfile``s it to two
+  follower processes, which write it to theirs and acknowledge. Its MiB/s beside the single
+  store's ``send_batch`` MiB/s (encoding included there) is the highest ``send_batch`` ratio
+  any implementation could reach here. ``FLOOR_MIB`` chunks per round
+  (``SEGLOG_BENCH_FLOOR_MIB``).
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import shutil
+import socket
 import statistics
 import tempfile
 import time
@@ -75,6 +84,12 @@ def cluster(clusters: dict[str, LocalCluster]) -> LocalCluster:
 
 def _store_send_batch() -> float:
     """Seconds for ``Producer.send_batch`` of the column into a fresh single-replica store."""
+    return _store_send_batch_sized()[0]
+
+
+def _store_send_batch_sized() -> tuple[float, int]:
+    """Seconds for ``Producer.send_batch`` of the column into a fresh single-replica store, and
+    the bytes it wrote to the partition's log."""
     d = tempfile.mkdtemp(prefix="seglog-bench-")
     try:
         with Store.open(d, config={"log.cleaner.enable": False}) as store:
@@ -82,7 +97,10 @@ def _store_send_batch() -> float:
             p = store.producer()
             t = time.perf_counter()
             p.send_batch("t", COLUMN, timestamps=T0, partition=0)
-            return time.perf_counter() - t
+            seconds = time.perf_counter() - t
+        part = os.path.join(d, "t-0")
+        size = sum(os.path.getsize(os.path.join(part, f)) for f in os.listdir(part) if f.endswith(".log"))
+        return seconds, size
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -160,3 +178,122 @@ def test_acks_all_latency_at_half_peak(benchmark, cluster: LocalCluster) -> None
     benchmark.extra_info.update({"peak_records_per_s": round(peak), "rate": round(rate),
                                  "p50_ms": round(q[49], 3), "p99_ms": round(q[98], 3),
                                  "loadavg_1m": round(os.getloadavg()[0], 2)})
+
+
+# -------------------------------------------------------------------------------------------------
+# The data-path floor: three replicas' bytes moved with no protocol and no per-record work
+# -------------------------------------------------------------------------------------------------
+
+MIB = 1 << 20
+FLOOR_MIB = int(os.environ.get("SEGLOG_BENCH_FLOOR_MIB", "256"))
+FLOOR_TIMEOUT = 120.0
+
+
+def _recv_exact(s: socket.socket, buf: bytearray) -> None:
+    mv = memoryview(buf)
+    got = 0
+    while got < len(buf):
+        n = s.recv_into(mv[got:])
+        if not n:
+            raise EOFError(f"peer closed after {got} of {len(buf)} bytes")
+        got += n
+
+
+def _floor_follower(port: int, path: str, chunks: int) -> None:
+    s = socket.create_connection(("127.0.0.1", port), timeout=FLOOR_TIMEOUT)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    buf = bytearray(MIB)
+    for i in range(chunks):
+        _recv_exact(s, buf)
+        os.pwrite(fd, buf, i * MIB)
+        s.sendall(b"ack!")
+    os.close(fd)
+    s.close()
+
+
+def _floor_leader(lsock: socket.socket, path: str, chunks: int) -> None:
+    # The client connects first, then the two followers. Follower sockets stay blocking for
+    # os.sendfile (a socket timeout makes it non-blocking); the parent kills a stuck leader.
+    conns = [lsock.accept()[0] for _ in range(3)]
+    client, *followers = conns
+    client.settimeout(FLOOR_TIMEOUT)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    buf = bytearray(MIB)
+    for i in range(chunks):
+        _recv_exact(client, buf)
+        os.pwrite(fd, buf, i * MIB)
+        for f in followers:
+            sent = 0
+            while sent < MIB:
+                sent += os.sendfile(f.fileno(), fd, i * MIB + sent, MIB - sent)
+    ack = bytearray(4)
+    for _ in range(chunks):
+        for f in followers:
+            _recv_exact(f, ack)
+    client.sendall(b"done")
+    os.close(fd)
+
+
+def _floor_round(d: str, chunks: int) -> float:
+    """Seconds to move ``chunks`` MiB from a client through a leader to two followers, each
+    replica writing every chunk to its file, until the client has the last acknowledgement."""
+    ctx = multiprocessing.get_context("fork")
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(8)
+    port = lsock.getsockname()[1]
+    procs = [ctx.Process(target=_floor_leader, args=(lsock, os.path.join(d, "leader.log"), chunks))]
+    procs[0].start()
+    client = socket.create_connection(("127.0.0.1", port), timeout=FLOOR_TIMEOUT)
+    client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        for i in range(2):
+            time.sleep(0.05)  # accept order: client, follower 0, follower 1
+            procs.append(ctx.Process(target=_floor_follower, args=(port, os.path.join(d, f"f{i}.log"), chunks)))
+            procs[-1].start()
+        chunk = os.urandom(MIB)
+        time.sleep(0.2)
+        t = time.perf_counter()
+        for _ in range(chunks):
+            client.sendall(chunk)
+        _recv_exact(client, bytearray(4))
+        seconds = time.perf_counter() - t
+    finally:
+        client.close()
+        lsock.close()
+        for p in procs:
+            p.join(FLOOR_TIMEOUT)
+            if p.is_alive():
+                p.kill()
+    if any(p.exitcode != 0 for p in procs):
+        raise RuntimeError(f"a floor process failed: exit codes {[p.exitcode for p in procs]}")
+    return seconds
+
+
+def test_acks_all_data_path_floor(benchmark) -> None:  # type: ignore[no-untyped-def]
+    """The bare three-replica data path beside the single store's ``send_batch``, in MiB/s."""
+    chunks = FLOOR_MIB if benchmark.enabled else 8
+    store_rates: list[float] = []
+    floor_rates: list[float] = []
+
+    def run() -> None:
+        seconds, size = _store_send_batch_sized()
+        store_rates.append(size / MIB / seconds)
+        d = tempfile.mkdtemp(prefix="seglog-bench-floor-")
+        try:
+            floor_rates.append(chunks / _floor_round(d, chunks))
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+    benchmark.pedantic(run, rounds=5, iterations=1)
+    benchmark.extra_info.update({
+        "floor_mib": chunks,
+        "store_send_batch_mib_per_s": round(statistics.median(store_rates)),
+        "floor_mib_per_s": round(statistics.median(floor_rates)),
+        "floor_best_mib_per_s": round(max(floor_rates)),
+        # The highest send_batch ratio the data path alone allows (goal of send_batch: >= 0.5).
+        "floor_ratio_median": round(statistics.median(floor_rates) / statistics.median(store_rates), 3),
+        "floor_ratio_best": round(max(floor_rates) / max(store_rates), 3),
+        "loadavg_1m": round(os.getloadavg()[0], 2),
+    })
