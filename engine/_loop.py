@@ -1,5 +1,6 @@
-"""An asyncio event loop run on a thread of its own and driven from the caller's threads: what
-:class:`~seglog.cluster.LocalCluster` and :class:`~seglog.client.ClusterClient` share."""
+"""Asyncio event loops run on threads of their own and driven from the caller's threads: what
+:class:`~seglog.cluster.LocalCluster` (its loop, and with ``node_threads`` one per node) and
+:class:`~seglog.client.ClusterClient` share."""
 
 from __future__ import annotations
 
@@ -7,24 +8,40 @@ import asyncio
 from typing import Any
 
 
+def run_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Run ``loop`` on the calling thread until it is stopped. Tasks still pending then (requests
+    queued on connections that closed with it) are cancelled and awaited, so none is destroyed
+    pending."""
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+    finally:
+        tasks = asyncio.all_tasks(loop)
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+
+
 class LoopOwner:
     """Mixin: ``self.loop`` runs on a thread started with :meth:`_run_loop`; ``_call`` runs a
-    coroutine there and waits for its result. ``_what`` names the owner in errors."""
+    coroutine there (or on another loop the owner runs, ``loop=``) and waits for its result.
+    ``_what`` names the owner in errors."""
 
     loop: asyncio.AbstractEventLoop
     _closed: bool
     _what = "object"
 
-    def _run_loop(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
+    def _run_loop(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        run_loop(self.loop if loop is None else loop)
 
-    def _call(self, coro: Any, timeout: float | None = 60) -> Any:
+    def _call(self, coro: Any, timeout: float | None = 60, loop: asyncio.AbstractEventLoop | None = None) -> Any:
         if self._closed:
+            coro.close()
             raise RuntimeError(f"the {self._what} is closed")
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+        return asyncio.run_coroutine_threadsafe(coro, self.loop if loop is None else loop).result(timeout)
 
-    def _on_loop(self, fn: Any, *args: Any) -> Any:
+    def _on_loop(self, fn: Any, *args: Any, loop: asyncio.AbstractEventLoop | None = None) -> Any:
         async def run() -> Any:
             return fn(*args)
-        return self._call(run())
+        return self._call(run(), loop=loop)

@@ -222,7 +222,7 @@ class LocalCluster(LoopOwner):
         for i in self.ids:
             if node_threads:
                 loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=_run_node_loop, args=(loop,), name=f"seglog-node-{i}", daemon=True)
+                thread = threading.Thread(target=self._run_loop, args=(loop,), name=f"seglog-node-{i}", daemon=True)
                 thread.start()
                 t = TcpTransport(loop, secret=secret, server_ssl=server_ssl, client_ssl=client_ssl)
                 t.addresses = self.transport.addresses  # one address book: nodes and clients
@@ -256,6 +256,10 @@ class LocalCluster(LoopOwner):
     # -- the loop ------------------------------------------------------------------------------
 
     def wait_for(self, predicate: Any, timeout_s: float = 30, what: str = "a condition") -> None:
+        """Poll ``predicate()`` on the cluster's loop until it is true; ``TimeoutError`` naming
+        ``what`` after ``timeout_s``. With ``node_threads`` the nodes run on loops of their own
+        meanwhile: read their state through :meth:`leader`, :meth:`isr`, :meth:`state` and
+        :meth:`high_watermarks`, which are safe from any thread."""
         deadline = time.monotonic() + timeout_s
         while not self._holds(predicate):
             if time.monotonic() > deadline:
@@ -263,26 +267,15 @@ class LocalCluster(LoopOwner):
             time.sleep(0.02)
 
     def _holds(self, predicate: Any) -> bool:
-        # With node threads a predicate reading nodes' state reads it while they change it: a
-        # dict that changes size under an iteration means "not yet", the next look decides.
-        try:
-            return bool(self._on_loop(predicate))
-        except RuntimeError as exc:
-            if self.node_threads and "changed size during iteration" in str(exc):
-                return False
-            raise
+        return bool(self._on_loop(predicate))
 
     def _on_node_loop(self, i: int, coro: Any, timeout: float | None = 60) -> Any:
         """Run ``coro`` on node ``i``'s loop and wait for its result."""
-        if self._closed:
-            raise RuntimeError("the cluster is closed")
-        return asyncio.run_coroutine_threadsafe(coro, self._node_loops[i]).result(timeout)
+        return self._call(coro, timeout, loop=self._node_loops[i])
 
     def _on_node(self, i: int, fn: Any, *args: Any) -> Any:
         """Call ``fn(*args)`` on node ``i``'s loop and wait for its result."""
-        async def run() -> Any:
-            return fn(*args)
-        return self._on_node_loop(i, run())
+        return self._on_loop(fn, *args, loop=self._node_loops[i])
 
     # -- nodes ---------------------------------------------------------------------------------
 
@@ -510,20 +503,6 @@ class LocalCluster(LoopOwner):
         cfg = {"auto.offset.reset": "earliest"}
         cfg.update(_dotted(config))
         return ClusterConsumer(self, ConsumerConfig.from_dict(cfg))
-
-
-def _run_node_loop(loop: asyncio.AbstractEventLoop) -> None:
-    asyncio.set_event_loop(loop)
-    try:
-        loop.run_forever()
-    finally:
-        # Requests still queued on a node's connections end with it (as the cluster loop's do
-        # when the cluster closes), without "Task was destroyed but it is pending" warnings.
-        tasks = asyncio.all_tasks(loop)
-        for t in tasks:
-            t.cancel()
-        if tasks:
-            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
 
 
 class _NodeCoordinator:
