@@ -56,10 +56,12 @@ _IMPLEMENTATION = seglog_crc32c_implementation().decode("ascii")
 
 
 def implementation():
-    """Return the CRC-32C implementation in use: ``"sse4.2"``, ``"armv8"`` or ``"table"``.
+    """Return the CRC-32C implementation in use: ``"vpclmulqdq"`` (x86-64 with AVX-512
+    VPCLMULQDQ: carry-less-multiply folding from 1 KiB, the ``crc32`` instruction below),
+    ``"sse4.2"``, ``"armv8"`` or ``"table"``.
 
-    Chosen once per process from the CPU; ``SEGLOG_CRC32C=table`` in the environment before
-    ``seglog`` is imported forces ``"table"``.
+    Chosen once per process from the CPU; ``SEGLOG_CRC32C=table`` (or ``=sse4.2`` where SSE 4.2
+    exists) in the environment before ``seglog`` is imported forces that implementation.
     """
     return _IMPLEMENTATION
 

@@ -9,6 +9,9 @@
  * Header-only, so every native module inlines it without cross-module cimports.
  * seglog_crc32c() is the one entry point; it dispatches to
  *
+ *   vpclmulqdq  x86-64 with AVX-512 and VPCLMULQDQ: buffers of 1 KiB and more are folded 256
+ *            bytes at a time by carry-less multiplication, the rest as sse4.2 does; chosen when
+ *            __builtin_cpu_supports reports avx512f, avx512vl and vpclmulqdq
  *   sse4.2   x86-64 `crc32` instruction, compiled through a target attribute (no global -msse4.2)
  *            and chosen when __builtin_cpu_supports("sse4.2")
  *   armv8    AArch64 CRC32C instructions (target "+crc"), chosen when getauxval(AT_HWCAP) has
@@ -16,8 +19,8 @@
  *   table    portable slicing-by-8
  *
  * The choice is made once, at the first call (or the first seglog_crc32c_implementation()).
- * SEGLOG_CRC32C=table in the environment at that moment forces the table path, so tests can
- * cover both; any other value means "detect". Each extension module that includes this header
+ * SEGLOG_CRC32C=table (or =sse4.2, on x86-64 with SSE 4.2) in the environment at that moment
+ * forces that path, so tests can cover each; any other value means "detect". Each extension module that includes this header
  * has its own copy of the tables and of the choice (they are `static`); all copies decide alike.
  *
  * Thread safety: set-up is guarded by an atomic state word (0 = untouched, 1 = being built,
@@ -35,6 +38,17 @@
  * M_L is linear in v, so it is evaluated as four 256-entry tables, one per byte of v, built at
  * set-up from x^(8L) mod P by carry-less multiplication. Two block sizes: LONG for big
  * buffers and SHORT so that a few KiB also run three-wide; the remainder runs one-wide.
+ *
+ * Folding (vpclmulqdq). With the bytes read as a reflected polynomial, a 16-byte chunk whose
+ * first eight bytes are a (a 64-bit little-endian load) and last eight are b has, moved D bytes
+ * further on, the same remainder mod P as clmul(a, K1) ^ clmul(b, K2), where K1 and K2 are
+ * x^(8D+32) and x^(8D-32) mod P, bit-reflected over 33 bits. Four 64-byte registers hold the
+ * first 256 bytes (the inverted running CRC XORed into the first four) and are folded D = 256
+ * bytes onto each following block; then folded onto each other (D = 64) and onto whole
+ * 64-byte blocks left; then the four 16-byte lanes onto the last (D = 48, 32, 16). The crc32
+ * instruction over that last chunk, from a zero register, gives the register for everything so
+ * far, and the remaining < 64 bytes run as sse4.2. The constants are checked against the table
+ * path for every length and alignment by tests/unit/test_crc32c.py.
  */
 #ifndef SEGLOG_CRC32C_H
 #define SEGLOG_CRC32C_H
@@ -51,11 +65,16 @@
 enum {
     SEGLOG_CRC32C_IMPL_TABLE = 0,
     SEGLOG_CRC32C_IMPL_SSE42 = 1,
-    SEGLOG_CRC32C_IMPL_ARMV8 = 2
+    SEGLOG_CRC32C_IMPL_ARMV8 = 2,
+    SEGLOG_CRC32C_IMPL_VPCLMUL = 3
 };
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #  define SEGLOG_CRC32C_HAVE_SSE42 1
+#  if (defined(__clang__) && __clang_major__ >= 8) || (!defined(__clang__) && __GNUC__ >= 10)
+#    define SEGLOG_CRC32C_HAVE_VPCLMUL 1
+#    include <immintrin.h>
+#  endif
 #  include <nmmintrin.h>
 #elif defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__)) && \
       defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
@@ -148,6 +167,12 @@ static int seglog_crc32c_detect(void) {
     if (force != NULL && strcmp(force, "table") == 0) return SEGLOG_CRC32C_IMPL_TABLE;
 #if defined(SEGLOG_CRC32C_HAVE_SSE42)
     __builtin_cpu_init();
+#  if defined(SEGLOG_CRC32C_HAVE_VPCLMUL)
+    if (!(force != NULL && strcmp(force, "sse4.2") == 0) && __builtin_cpu_supports("sse4.2") &&
+        __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("vpclmulqdq"))
+        return SEGLOG_CRC32C_IMPL_VPCLMUL;
+#  endif
     if (__builtin_cpu_supports("sse4.2")) return SEGLOG_CRC32C_IMPL_SSE42;
 #elif defined(SEGLOG_CRC32C_HAVE_ARMV8)
 #  if defined(__ARM_FEATURE_CRC32)
@@ -190,6 +215,7 @@ static inline int seglog_crc32c_impl(void) {
 /* "sse4.2", "armv8" or "table": what seglog_crc32c() runs in this module. */
 static inline const char *seglog_crc32c_implementation(void) {
     switch (seglog_crc32c_impl()) {
+    case SEGLOG_CRC32C_IMPL_VPCLMUL: return "vpclmulqdq";
     case SEGLOG_CRC32C_IMPL_SSE42: return "sse4.2";
     case SEGLOG_CRC32C_IMPL_ARMV8: return "armv8";
     default: return "table";
@@ -268,6 +294,68 @@ static uint32_t seglog_crc32c_sse42(uint32_t crc, const uint8_t *p, size_t n) {
 }
 #endif
 
+#if defined(SEGLOG_CRC32C_HAVE_VPCLMUL)
+/* K1, K2 for a fold over D bytes (see "Folding" above). */
+#define SEGLOG_CRC32C_K256 0xdcb17aa4ull, 0xb9e02b86ull
+#define SEGLOG_CRC32C_K64 0x740eef02ull, 0x9e4addf8ull
+#define SEGLOG_CRC32C_K48 0x1c291d04ull, 0x1d82c63daull
+#define SEGLOG_CRC32C_K32 0x1384aa63aull, 0xba4fc28eull
+#define SEGLOG_CRC32C_K16 0xf20c0dfeull, 0x14cd00bd6ull
+#define SEGLOG_CRC32C_VTARGET __attribute__((target("sse4.2,pclmul,avx512f,avx512vl,vpclmulqdq")))
+
+SEGLOG_CRC32C_VTARGET static inline __m128i seglog_crc32c_k128(uint64_t k1, uint64_t k2) {
+    return _mm_set_epi64x((long long)k2, (long long)k1);
+}
+/* x moved D bytes on (k from seglog_crc32c_k...), XORed with y: per 16-byte lane. */
+SEGLOG_CRC32C_VTARGET static inline __m512i seglog_crc32c_fold512(__m512i x, __m512i k, __m512i y) {
+    return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(x, k, 0x00),
+                                     _mm512_clmulepi64_epi128(x, k, 0x11), y, 0x96);
+}
+SEGLOG_CRC32C_VTARGET static inline __m128i seglog_crc32c_fold128(__m128i x, __m128i k) {
+    return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
+}
+
+SEGLOG_CRC32C_VTARGET
+static uint32_t seglog_crc32c_vpclmul(uint32_t crc, const uint8_t *p, size_t n) {
+    if (n < 1024) return seglog_crc32c_sse42(crc, p, n);
+    const __m512i k256 = _mm512_broadcast_i32x4(seglog_crc32c_k128(SEGLOG_CRC32C_K256));
+    const __m512i k64 = _mm512_broadcast_i32x4(seglog_crc32c_k128(SEGLOG_CRC32C_K64));
+    __m512i x0 = _mm512_loadu_si512((const void *)p);
+    __m512i x1 = _mm512_loadu_si512((const void *)(p + 64));
+    __m512i x2 = _mm512_loadu_si512((const void *)(p + 128));
+    __m512i x3 = _mm512_loadu_si512((const void *)(p + 192));
+    x0 = _mm512_xor_si512(x0, _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)~crc)));
+    p += 256;
+    n -= 256;
+    while (n >= 256) {
+        x0 = seglog_crc32c_fold512(x0, k256, _mm512_loadu_si512((const void *)p));
+        x1 = seglog_crc32c_fold512(x1, k256, _mm512_loadu_si512((const void *)(p + 64)));
+        x2 = seglog_crc32c_fold512(x2, k256, _mm512_loadu_si512((const void *)(p + 128)));
+        x3 = seglog_crc32c_fold512(x3, k256, _mm512_loadu_si512((const void *)(p + 192)));
+        p += 256;
+        n -= 256;
+    }
+    x1 = seglog_crc32c_fold512(x0, k64, x1);
+    x2 = seglog_crc32c_fold512(x1, k64, x2);
+    x3 = seglog_crc32c_fold512(x2, k64, x3);
+    while (n >= 64) {
+        x3 = seglog_crc32c_fold512(x3, k64, _mm512_loadu_si512((const void *)p));
+        p += 64;
+        n -= 64;
+    }
+    __m128i r = _mm512_extracti32x4_epi32(x3, 3);
+    r = _mm_xor_si128(r, seglog_crc32c_fold128(_mm512_extracti32x4_epi32(x3, 0),
+                                                seglog_crc32c_k128(SEGLOG_CRC32C_K48)));
+    r = _mm_xor_si128(r, seglog_crc32c_fold128(_mm512_extracti32x4_epi32(x3, 1),
+                                                seglog_crc32c_k128(SEGLOG_CRC32C_K32)));
+    r = _mm_xor_si128(r, seglog_crc32c_fold128(_mm512_extracti32x4_epi32(x3, 2),
+                                                seglog_crc32c_k128(SEGLOG_CRC32C_K16)));
+    uint64_t c = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(r));
+    c = _mm_crc32_u64(c, (uint64_t)_mm_extract_epi64(r, 1));
+    return seglog_crc32c_sse42(~(uint32_t)c, p, n);
+}
+#endif
+
 #if defined(SEGLOG_CRC32C_HAVE_ARMV8)
 #define SEGLOG_CRC32C_ARM_8(c, b) ((uint64_t)__crc32cb((uint32_t)(c), (b)))
 #define SEGLOG_CRC32C_ARM_64(c, w) ((uint64_t)__crc32cd((uint32_t)(c), (w)))
@@ -279,6 +367,9 @@ static uint32_t seglog_crc32c_armv8(uint32_t crc, const uint8_t *p, size_t n) {
 
 static inline uint32_t seglog_crc32c(uint32_t crc, const uint8_t *p, size_t n) {
     switch (seglog_crc32c_impl()) {
+#if defined(SEGLOG_CRC32C_HAVE_VPCLMUL)
+    case SEGLOG_CRC32C_IMPL_VPCLMUL: return seglog_crc32c_vpclmul(crc, p, n);
+#endif
 #if defined(SEGLOG_CRC32C_HAVE_SSE42)
     case SEGLOG_CRC32C_IMPL_SSE42: return seglog_crc32c_sse42(crc, p, n);
 #endif

@@ -1,6 +1,7 @@
 """CRC-32C and CRC-32 against independent implementations: the ``crc32c`` package (CRC-32C),
-``zlib.crc32`` (CRC-32), and our own portable table path (which the environment variable
-``SEGLOG_CRC32C=table`` forces, exercised in a subprocess)."""
+``zlib.crc32`` (CRC-32), and our own portable table path. The environment variable
+``SEGLOG_CRC32C`` forces the table path (``=table``) or, on a CPU with AVX-512 VPCLMULQDQ, the
+plain SSE 4.2 path (``=sse4.2``); both are exercised in subprocesses."""
 
 from __future__ import annotations
 
@@ -31,11 +32,13 @@ if TYPE_CHECKING:
 
 RNG = random.Random(0x5E6106)
 POOL = RNG.randbytes(4 << 20)
-# Lengths around the three-stream block boundaries (SHORT = 256 B and LONG = 8 KiB per stream).
+# Lengths around the three-stream block boundaries (SHORT = 256 B and LONG = 8 KiB per stream)
+# and the folding path's (from 1 KiB; 256-byte rounds, then 64-byte blocks, then < 64 bytes).
 BOUNDARY_LENGTHS = sorted(
     {
         n + d
-        for n in (8, 16, 767, 768, 3 * 768, 24576, 24576 + 768, 2 * 24576, 24576 + 767)
+        for n in (8, 16, 767, 768, 3 * 768, 24576, 24576 + 768, 2 * 24576, 24576 + 767,
+                  1024, 1024 + 64, 1024 + 192, 1280, 1280 + 63, 4096, 4096 + 255, 65536 + 128)
         for d in (-9, -8, -1, 0, 1, 7, 8, 9)
     }
 )
@@ -102,16 +105,19 @@ def test_top_level_export() -> None:
 
 def test_implementation_matches_cpu() -> None:
     impl = native.implementation()
-    assert impl in ("sse4.2", "armv8", "table")
-    if os.environ.get("SEGLOG_CRC32C") == "table":
-        assert impl == "table"
+    assert impl in ("vpclmulqdq", "sse4.2", "armv8", "table")
+    forced = os.environ.get("SEGLOG_CRC32C")
+    if forced in ("table", "sse4.2"):
+        assert impl == forced
         return
     try:
         cpuinfo = Path("/proc/cpuinfo").read_text()
     except OSError:
         pytest.skip("no /proc/cpuinfo to compare the detection with")
     words = set(cpuinfo.split())
-    if "sse4_2" in words:
+    if {"sse4_2", "avx512f", "avx512vl", "vpclmulqdq"} <= words:
+        assert impl == "vpclmulqdq"
+    elif "sse4_2" in words:
         assert impl == "sse4.2"
     elif "crc32" in words and os.uname().machine == "aarch64":
         assert impl == "armv8"
@@ -254,15 +260,16 @@ def test_gil_policy_variants_agree() -> None:
         assert native._crc32c_gil(data, 0, False) == want
 
 
-TABLE_SCRIPT = textwrap.dedent(
+FORCED_SCRIPT = textwrap.dedent(
     """
     import random, zlib, sys
     import crc32c as pkg
     from seglog._native import crc32c as native
-    assert native.implementation() == "table", native.implementation()
+    assert native.implementation() == sys.argv[1], native.implementation()
     pool = random.Random(3).randbytes(3 << 20)
     mv = memoryview(pool)
-    lengths = list(range(301)) + [767, 768, 769, 24575, 24576, 24577, (1 << 20) + 1, 3 * (1 << 20) - 5]
+    lengths = list(range(301)) + [767, 768, 769, 1023, 1024, 1025, 1343, 24575, 24576, 24577,
+                                  (1 << 20) + 1, 3 * (1 << 20) - 5]
     for n in lengths:
         for a in range(16):
             v = mv[a : a + n]
@@ -278,7 +285,24 @@ TABLE_SCRIPT = textwrap.dedent(
 def test_table_path_forced_by_environment() -> None:
     env = dict(os.environ, SEGLOG_CRC32C="table")
     out = subprocess.run(
-        [sys.executable, "-c", TABLE_SCRIPT],
+        [sys.executable, "-c", FORCED_SCRIPT, "table"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+def test_sse42_path_forced_by_environment() -> None:
+    """On a CPU that gets the folding path, the plain SSE 4.2 path it builds on still agrees."""
+    if native.implementation() != "vpclmulqdq":
+        pytest.skip(f"this CPU runs {native.implementation()!r}: no folding path to step around")
+    env = dict(os.environ, SEGLOG_CRC32C="sse4.2")
+    out = subprocess.run(
+        [sys.executable, "-c", FORCED_SCRIPT, "sse4.2"],
         env=env,
         capture_output=True,
         text=True,
