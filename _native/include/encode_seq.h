@@ -17,20 +17,6 @@
 #define SEGLOG_SEQ_OK 0
 #define SEGLOG_SEQ_FALLBACK 1
 
-/* Zigzag varint size from the count of leading zero bits: 1..5 (varint), 1..10 (varlong). */
-static const uint8_t seglog_seq_vsize_by_clz[65] = {
-    10, 9, 9, 9, 9, 9, 9, 9, 8, 8, 8, 8, 8, 8, 8, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6,
-    5, 5, 5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2,
-    1, 1, 1, 1, 1, 1, 1, 1};
-static inline int seglog_seq_vsize32(int32_t v) {
-    uint32_t u = ((uint32_t)v << 1) ^ (uint32_t)(v >> 31);
-    return seglog_seq_vsize_by_clz[32 + __builtin_clz(u | 1u)];
-}
-static inline int seglog_seq_vsize64(int64_t v) {
-    uint64_t u = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
-    return seglog_seq_vsize_by_clz[__builtin_clzll(u | 1u)];
-}
-
 /* Item i's length (-1 for None) and data, or -2 if it is not exact bytes or None. */
 static inline Py_ssize_t seglog_seq_item(PyObject *const *items, Py_ssize_t i, const uint8_t **p) {
     PyObject *o = items[i];
@@ -77,30 +63,17 @@ static int seglog_seq_size(PyObject *const *vals, PyObject *const *keys, const i
         Py_ssize_t vlen = seglog_seq_item(vals, i, &unused);
         Py_ssize_t klen = keys != NULL ? seglog_seq_item(keys, i, &unused) : -1;
         if (vlen < -1 || klen < -1 || vlen > INT32_MAX || klen > INT32_MAX) return SEGLOG_SEQ_FALLBACK;
-        int64_t body = 2 + seglog_seq_vsize64(kb_wrap_sub(t, base_ts)) + seglog_seq_vsize32((int32_t)i)
-                       + seglog_seq_vsize32((int32_t)klen) + (klen > 0 ? klen : 0)
-                       + seglog_seq_vsize32((int32_t)vlen) + (vlen > 0 ? vlen : 0);
+        int64_t body = 2 + kb_varlong_size(kb_wrap_sub(t, base_ts)) + kb_varint_size((int32_t)i)
+                       + kb_varint_size((int32_t)klen) + (klen > 0 ? klen : 0)
+                       + kb_varint_size((int32_t)vlen) + (vlen > 0 ? vlen : 0);
         if (body > INT32_MAX) return SEGLOG_SEQ_FALLBACK;
         sizes[i] = (int32_t)body;
-        total += seglog_seq_vsize32((int32_t)body) + body;
+        total += kb_varint_size((int32_t)body) + body;
         if (total > limit) return SEGLOG_SEQ_FALLBACK;
     }
     *records_size = total;
     *max_ts = mx;
     return SEGLOG_SEQ_OK;
-}
-
-static inline uint8_t *seglog_seq_varint(uint8_t *p, int32_t v) {
-    uint32_t u = ((uint32_t)v << 1) ^ (uint32_t)(v >> 31);
-    if (u < 0x80) { p[0] = (uint8_t)u; return p + 1; }
-    if (u < 0x4000) { p[0] = (uint8_t)(u | 0x80); p[1] = (uint8_t)(u >> 7); return p + 2; }
-    return kb_write_varint(p, v);
-}
-static inline uint8_t *seglog_seq_varlong(uint8_t *p, int64_t v) {
-    uint64_t u = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
-    if (u < 0x80) { p[0] = (uint8_t)u; return p + 1; }
-    if (u < 0x4000) { p[0] = (uint8_t)(u | 0x80); p[1] = (uint8_t)(u >> 7); return p + 2; }
-    return kb_write_varlong(p, v);
 }
 
 /* Pass 2: the records, from the sizes of pass 1, at p; returns the end. */
@@ -111,13 +84,13 @@ static uint8_t *seglog_seq_write(PyObject *const *vals, PyObject *const *keys, c
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t vlen = seglog_seq_item(vals, i, &vp);
         Py_ssize_t klen = keys != NULL ? seglog_seq_item(keys, i, &kp) : -1;
-        p = seglog_seq_varint(p, sizes[i]);
+        p = kb_write_varint(p, sizes[i]);
         *p++ = 0;  /* attributes */
-        p = seglog_seq_varlong(p, kb_wrap_sub(seglog_seq_ts(ts, ts_scalar, i), base_ts));
-        p = seglog_seq_varint(p, (int32_t)i);
-        p = seglog_seq_varint(p, (int32_t)klen);
+        p = kb_write_varlong(p, kb_wrap_sub(seglog_seq_ts(ts, ts_scalar, i), base_ts));
+        p = kb_write_varint(p, (int32_t)i);
+        p = kb_write_varint(p, (int32_t)klen);
         if (klen > 0) { memcpy(p, kp, (size_t)klen); p += klen; }
-        p = seglog_seq_varint(p, (int32_t)vlen);
+        p = kb_write_varint(p, (int32_t)vlen);
         if (vlen > 0) { memcpy(p, vp, (size_t)vlen); p += vlen; }
         *p++ = 0;  /* header count */
     }
