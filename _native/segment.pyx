@@ -11,7 +11,9 @@ Mirrors Kafka's ``LogSegment`` (storage/internals/log/LogSegment.java); spec ``k
 Append path (zero copy): the caller's already-encoded batches go to the page cache with one
 ``pwritev`` per append; for each batch the first 16 bytes (baseOffset, batchLength,
 partitionLeaderEpoch, which lie outside the CRC) come from a small scratch buffer so offsets and
-the leader epoch can be assigned without copying or re-checksumming the body.
+the leader epoch can be assigned without copying or re-checksumming the body. On ext4 and XFS
+the disk blocks ahead of the end of file are allocated in 4 MiB steps first (``prealloc.h``),
+without changing the file's length; roll, close and truncation give back the rest.
 
 Index rule (``LogSegment.append``), per append call: when more than ``index.interval.bytes`` were
 appended since the last entry, add (largest offset of this append, position before this append)
@@ -74,6 +76,10 @@ cdef extern from "crc32c.h" nogil:
 cdef extern from "crc32.h" nogil:
     uint32_t seglog_crc32(uint32_t crc, const uint8_t *p, size_t n)
 
+cdef extern from "prealloc.h" nogil:
+    int seglog_prealloc_useful(int fd)
+    int seglog_prealloc(int fd, long offset, long length)
+
 cdef enum:
     LOG_OVERHEAD = 12
     HEADER_UP_TO_MAGIC = 17
@@ -82,6 +88,7 @@ cdef enum:
     LEGACY_MIN_LENGTH = 14
     CRC_START = 21
     IOV_BATCH = 512            # batches per pwritev call (2 iovecs each, under IOV_MAX 1024)
+    ALLOCATE_STEP = 4 << 20     # disk blocks reserved ahead of the end of file, per fallocate
     ATTR_CODEC_MASK = 0x07
     ATTR_TRANSACTIONAL = 0x10
     ATTR_CONTROL = 0x20
@@ -369,6 +376,9 @@ cdef class Segment:
     cdef list old_mappings
     cdef readonly bint closed
     cdef readonly str suffix
+    cdef readonly Py_ssize_t allocated_to    # blocks are reserved up to here (>= size) ...
+    cdef readonly Py_ssize_t allocate_step   # ... in steps of this many bytes (0: no reserving)
+    cdef Py_ssize_t segment_bytes
 
     def __cinit__(self):
         self.fd = -1
@@ -377,8 +387,15 @@ cdef class Segment:
 
     def __init__(self, dir, int64_t base_offset, *, int32_t index_interval_bytes=4096,
                  Py_ssize_t max_index_size=10485760, Py_ssize_t segment_bytes=1073741824,
-                 bint create=False, bint read_only=False, str suffix=""):
+                 bint create=False, bint read_only=False, str suffix="",
+                 Py_ssize_t allocate_ahead=ALLOCATE_STEP):
         """Open (or with ``create`` make) the segment at ``base_offset`` in ``dir``.
+
+        ``allocate_ahead``: appends reserve disk blocks past the end of file this many bytes at a
+        time (never past ``segment_bytes`` unless one append needs it), on ext4 and XFS only;
+        the file's length does not change, and ``on_become_inactive``/``close`` give back what
+        was not written. 0 turns it off; ``segment_bytes`` reserves the whole segment at the
+        first append (the log's ``preallocate``).
 
         Opening reads no batch data except the tail after the last offset-index entry (to find
         ``next_offset``); indexes are taken as they are, so after an unclean shutdown the
@@ -388,6 +405,8 @@ cdef class Segment:
             raise ValueError(f"segment base offset must be >= 0, got {base_offset}")
         if index_interval_bytes < 0:
             raise ValueError(f"index.interval.bytes must be >= 0, got {index_interval_bytes}")
+        if allocate_ahead < 0:
+            raise ValueError(f"allocate_ahead must be >= 0, got {allocate_ahead}")
         self.dir = os.fspath(dir)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -405,6 +424,10 @@ cdef class Segment:
         self.closed = False
         try:
             self.size = os.fstat(self.fd).st_size
+            self.segment_bytes = segment_bytes
+            self.allocated_to = self.size
+            if not read_only and allocate_ahead > 0 and seglog_prealloc_useful(self.fd):
+                self.allocate_step = allocate_ahead
             page = sysconf(_SC_PAGESIZE)
             self.reserve = max(segment_bytes, self.size, 1)
             self.reserve = (self.reserve + page - 1) // page * page
@@ -602,6 +625,8 @@ cdef class Segment:
         self._write(src, n, count, assign_from, leader_epoch)
         cdef Py_ssize_t start_pos = self.size
         self.size += n
+        if self.allocated_to < self.size:
+            self.allocated_to = self.size
         self._map(self.size)
         self.next_offset = last + 1
         if self.rolling_based_timestamp < 0:
@@ -638,6 +663,8 @@ cdef class Segment:
         cdef int err = 0
         cdef int fd = self.fd
         cdef Py_ssize_t nb = min(count, IOV_BATCH)
+        if self.allocate_step and self.size + n > self.allocated_to:
+            self._allocate(self.size + n)
         scratch = <uint8_t *>malloc(16 * nb)
         iov = <iovec *>malloc(sizeof(iovec) * 2 * nb)
         if scratch == NULL or iov == NULL:
@@ -690,6 +717,34 @@ cdef class Segment:
                            f"{strerror(err).decode()} (append of {n} bytes rolled back)",
                            self.log_path, position=file_pos)
         return 0
+
+    cdef int _allocate(self, Py_ssize_t need) except -1:
+        """Reserve blocks from ``allocated_to`` to the next multiple of the step at or past
+        ``need``, capped at the segment size. A refusal (unsupported, or a full disk) only
+        stops reserving for this segment: the write itself decides whether the data fits."""
+        cdef Py_ssize_t step = self.allocate_step
+        cdef Py_ssize_t end = (need + step - 1) // step * step
+        cdef Py_ssize_t cap = max(need, self.segment_bytes)
+        cdef int err, fd = self.fd
+        cdef long start = self.allocated_to
+        if end > cap:
+            end = cap
+        with nogil:
+            err = seglog_prealloc(fd, start, end - start)
+        if err:
+            self.allocate_step = 0
+        else:
+            self.allocated_to = end
+        return 0
+
+    def release_allocated(self):
+        """Give back the blocks reserved past the end of file (truncate to its own length)."""
+        if self.fd < 0 or self.allocated_to <= self.size:
+            return
+        if ftruncate(self.fd, self.size) != 0:
+            _storage_error(f"cannot release the blocks reserved past the end of {self.log_path}: "
+                           f"{strerror(errno).decode()}", self.log_path, position=self.size)
+        self.allocated_to = self.size
 
     # -- read ----------------------------------------------------------------------------------
 
@@ -923,6 +978,7 @@ cdef class Segment:
             _storage_error(f"cannot truncate {self.log_path} to {length} bytes: "
                            f"{strerror(errno).decode()}", self.log_path, position=length)
         self.size = length
+        self.allocated_to = length
         self.mapping.length = min(<size_t>length, self.mapping.length)
         return 0
 
@@ -995,6 +1051,8 @@ cdef class Segment:
         ``onBecomeInactiveSegment``)."""
         if self.read_only:
             return
+        self.release_allocated()
+        self.allocate_step = 0
         self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp,
                                      skip_full_check=True)
         self.offset_index.trim_to_valid_size()
@@ -1017,6 +1075,7 @@ cdef class Segment:
             return
         self._refuse_if_viewed("close")
         if not self.read_only:
+            self.release_allocated()
             self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp,
                                          skip_full_check=True)
         self._close_files()

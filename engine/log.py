@@ -232,9 +232,12 @@ class Log:
         self._txn_indexes: dict[int, tuple[Segment, TransactionIndex]] = {}
 
     def _segment_kwargs(self) -> dict[str, Any]:
-        return dict(index_interval_bytes=self.config.index_interval_bytes,
-                    max_index_size=self.config.segment_index_bytes,
-                    segment_bytes=self.config.segment_bytes)
+        kw: dict[str, Any] = dict(index_interval_bytes=self.config.index_interval_bytes,
+                                  max_index_size=self.config.segment_index_bytes,
+                                  segment_bytes=self.config.segment_bytes)
+        if self.config.preallocate:
+            kw["allocate_ahead"] = self.config.segment_bytes
+        return kw
 
     def _load(self, recovery_point: int | None, log_start_offset: int | None,
               clean_shutdown: bool | None, high_watermark: int | None) -> None:

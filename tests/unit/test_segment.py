@@ -471,6 +471,122 @@ def test_close_trims_and_close_without_trim_keeps_preallocation(tmp_path):
         (T0 + 1, 1), (T0 + 2, 2), (T0 + 3, 3)]
 
 
+# -- blocks allocated ahead of the end of file (ext4, XFS) ---------------------------------------
+
+MIB = 1 << 20
+
+
+def allocated_bytes(seg: Segment) -> int:
+    return os.stat(seg.log_path).st_blocks * 512
+
+
+def allocating_segment(tmp_path, **kw):
+    seg = new_segment(tmp_path, 0, **kw)
+    if seg.allocate_step == 0:
+        seg.delete()
+        pytest.skip(f"{tmp_path} is not on ext4 or XFS: no blocks are allocated ahead there")
+    return seg
+
+
+def test_appends_allocate_blocks_ahead_and_roll_gives_them_back(tmp_path):
+    seg = allocating_segment(tmp_path, segment_bytes=1 << 30)
+    assert seg.allocate_step == 4 * MIB and seg.allocated_to == 0
+    big = batch(1000, size=1000)                      # ~1 MiB
+    seg.append(big, assign_from=0)
+    assert seg.allocated_to == 4 * MIB
+    assert allocated_bytes(seg) >= 4 * MIB            # the blocks exist...
+    assert os.path.getsize(seg.log_path) == seg.size == len(big)   # ...past an unchanged length
+    while seg.size + len(big) <= 4 * MIB:
+        seg.append(big, assign_from=seg.next_offset)
+    assert seg.allocated_to == 4 * MIB
+    seg.append(big, assign_from=seg.next_offset)      # crosses 4 MiB: the next step
+    assert seg.allocated_to == 8 * MIB and allocated_bytes(seg) >= 8 * MIB
+    size = seg.size
+    seg.on_become_inactive()
+    assert seg.allocated_to == size and seg.allocate_step == 0
+    assert size <= allocated_bytes(seg) < size + 64 * 1024
+    assert os.path.getsize(seg.log_path) == size
+    assert [b.base_offset for b in seg.batches()] == [1000 * i for i in range(size // len(big))]
+    seg.close()
+
+
+def test_allocation_stops_at_segment_bytes_and_close_gives_it_back(tmp_path):
+    seg = allocating_segment(tmp_path, segment_bytes=100_000)
+    seg.append(batch(10, size=100), assign_from=0)
+    assert seg.allocated_to == 100_000
+    one = batch(1, size=200_000)                      # one batch over segment.bytes: exactly it
+    seg.append(one, assign_from=seg.next_offset)
+    assert seg.allocated_to == seg.size
+    seg.close()
+    assert os.path.getsize(tmp_path / "00000000000000000000.log") == seg.size
+
+
+def test_allocated_blocks_change_no_byte_and_survive_a_crash(tmp_path):
+    """The same appends with and without allocation give identical files; after a crash
+    (files closed untrimmed) the log opens at its true length and goes on."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    segs = [allocating_segment(tmp_path / "a", max_index_size=4096),
+            new_segment(tmp_path / "b", 0, max_index_size=4096, allocate_ahead=0)]
+    assert segs[1].allocate_step == 0
+    for seg in segs:
+        for k in range(20):
+            seg.append(batch(50, ts=T0 + k, size=100, tag=k), assign_from=seg.next_offset)
+    assert allocated_bytes(segs[0]) >= 4 * MIB > 20 * allocated_bytes(segs[1])
+    for seg in segs:
+        seg.close_without_trim()
+    seg = Segment(tmp_path / "a", 0, max_index_size=4096)
+    assert seg.size == os.path.getsize(seg.log_path) == os.path.getsize(segs[1].log_path)
+    assert allocated_bytes(seg) >= 4 * MIB            # what the crash left past the end
+    res = seg.recover()
+    assert res.truncated_bytes == 0 and res.next_offset == 1000
+    other = Segment(tmp_path / "b", 0, max_index_size=4096, allocate_ahead=0)
+    other.recover()
+    for s in (seg, other):
+        for idx in (s.offset_index, s.time_index):    # the active segment's, as the log does
+            idx.resize(4096)
+        s.append(batch(1, tag=99), assign_from=1000)
+        s.close()
+    assert allocated_bytes(seg) < seg.size + 64 * 1024
+    for ext in (".log", ".index", ".timeindex"):
+        name = "00000000000000000000" + ext
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), ext
+
+
+def test_truncation_gives_allocated_blocks_back(tmp_path):
+    seg = allocating_segment(tmp_path)
+    for k in range(10):
+        seg.append(batch(100, size=100, tag=k), assign_from=seg.next_offset)
+    assert seg.allocated_to == 4 * MIB
+    seg.truncate_to(500)
+    assert seg.allocated_to == seg.size == os.path.getsize(seg.log_path)
+    assert allocated_bytes(seg) < seg.size + 64 * 1024
+    seg.append(batch(1), assign_from=500)             # and allocation goes on
+    assert seg.allocated_to == 4 * MIB
+    seg.close()
+
+
+def test_no_allocation_when_off_on_tmpfs_or_read_only(tmp_path):
+    with pytest.raises(ValueError, match="allocate_ahead must be >= 0"):
+        new_segment(tmp_path, 0, allocate_ahead=-1)
+    seg = new_segment(tmp_path, 0, allocate_ahead=0)
+    seg.append(batch(1000, size=100), assign_from=0)
+    assert seg.allocate_step == 0 and seg.allocated_to == seg.size
+    assert allocated_bytes(seg) < seg.size + 64 * 1024
+    seg.close()
+    assert Segment(tmp_path, 0, read_only=True).allocate_step == 0
+    shm = "/dev/shm"
+    if os.path.isdir(shm) and os.access(shm, os.W_OK):
+        d = os.path.join(shm, f"seglog-test-{os.getpid()}")
+        os.makedirs(d, exist_ok=True)
+        try:
+            seg = Segment(d, 0, create=True)
+            assert seg.allocate_step == 0         # tmpfs: fallocate would write real pages
+            seg.delete()
+        finally:
+            os.rmdir(d)
+
+
 def test_on_become_inactive_adds_max_entry_and_trims(tmp_path):
     seg = new_segment(tmp_path, 0, index_interval_bytes=10**6)
     seg.append(batch(2, ts=[T0 + 9, T0]), assign_from=0)
