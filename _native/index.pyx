@@ -79,6 +79,13 @@ cdef extern from "kafka_index.h" nogil:
 
 DEFAULT_MAX_INDEX_SIZE = 10485760     # segment.index.bytes
 _BACK_CHUNK = 65536                   # bytes of the sparse index file allocated at a time
+cdef int64_t _PAGE = _mmap.PAGESIZE
+
+
+cdef inline int64_t _page_up(int64_t n) noexcept:
+    return (n + _PAGE - 1) // _PAGE * _PAGE
+
+
 _SEEK_DATA = getattr(_os, "SEEK_DATA", None)
 _SEEK_HOLE = getattr(_os, "SEEK_HOLE", None)
 # Walks and zeroing over at least this many bytes release the GIL.
@@ -228,12 +235,15 @@ cdef class _Index:
     cdef int _back(self, int64_t end) except -1:
         """Give bytes [0, end) disk blocks before they are written through the mapping. The
         preallocated file is sparse: on a full disk the first store to a hole page would
-        raise SIGBUS and kill the process, where an append must fail with a storage error."""
+        raise SIGBUS and kill the process, where an append must fail with a storage error.
+        Whole pages are backed: a store faults in its whole page, and where a block is smaller
+        than a page (1 KiB ext4 blocks; 64 KiB pages on some arm64 kernels) the fault must find
+        every block of the page allocated."""
         cdef int64_t upto
         if end <= self._backed:
             return 0
-        upto = min(max(end, self._backed + _BACK_CHUNK), self._length)
-        end = min(end, self._length)
+        upto = min(_page_up(max(end, self._backed + _BACK_CHUNK)), self._length)
+        end = min(_page_up(end), self._length)
         fd = _os.open(self.path, _os.O_RDWR | _os.O_CLOEXEC)
         try:
             try:

@@ -244,8 +244,12 @@ class Log:
         if not os.path.isdir(self.dir):
             if self.read_only:
                 raise FileNotFoundError(f"log directory not found: {self.dir}")
-            os.makedirs(self.dir, exist_ok=True)
-            fsync_dir(os.path.dirname(self.dir))
+            try:
+                os.makedirs(self.dir, exist_ok=True)
+                fsync_dir(os.path.dirname(self.dir))
+            except OSError as exc:
+                raise KafkaStorageError(f"cannot create the log directory {self.dir}: "
+                                        f"{exc.strerror or exc}", path=self.dir) from exc
         parent = os.path.dirname(self.dir)
         if clean_shutdown is None:
             clean_shutdown = os.path.exists(os.path.join(parent, CLEAN_SHUTDOWN_FILE))

@@ -202,14 +202,30 @@ def test_damaged_index_is_rebuilt(tmp_path, damage, kind):
 # -- full disk ---------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def small_disk(tmp_path):
+def _mount(args, what):
+    r = subprocess.run(["mount", *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount {what} here (needs root/CAP_SYS_ADMIN): {r.stderr.strip()}")
+
+
+@pytest.fixture(params=["tmpfs", "ext4"])
+def small_disk(tmp_path, request):
+    """A tiny file system: tmpfs, or ext4 on a loop device. On ext4 appends allocate blocks
+    ahead with fallocate, so a full disk first refuses an allocation; its 1 KiB blocks are
+    smaller than a page, so a store through an index mapping faults in four blocks at once."""
     mnt = tmp_path / "disk"
     mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a size-limited tmpfs here (needs root/CAP_SYS_ADMIN): {r.stderr.strip()}")
+    if request.param == "tmpfs":
+        _mount(["-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], "a size-limited tmpfs")
+    else:
+        if shutil.which("mkfs.ext4") is None:
+            pytest.skip("mkfs.ext4 is not installed")
+        image = tmp_path / "disk.img"
+        with open(image, "wb") as f:
+            f.truncate(512 * 1024)
+        subprocess.run(["mkfs.ext4", "-q", "-F", "-b", "1024", "-O", "^has_journal", str(image)], check=True,
+                       capture_output=True)
+        _mount(["-o", "loop", str(image), str(mnt)], "an ext4 image on a loop device")
     try:
         yield mnt
     finally:
@@ -232,7 +248,7 @@ def fill_disk(root, leave_pages):
     os.truncate(root / "filler", os.path.getsize(root / "filler") - leave_pages * 4096)
 
 
-@pytest.mark.parametrize("leave_pages", [0, 1, 2, 3, 5, 40])
+@pytest.mark.parametrize("leave_pages", [0, 1, 2, 3, 5, 8, 13, 20, 30, 40])
 def test_disk_full_in_the_middle_of_an_append(small_disk, leave_pages):
     fill_disk(small_disk, leave_pages)
     d = small_disk / "t-0"
