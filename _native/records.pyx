@@ -52,7 +52,7 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, 
 from cpython.list cimport PyList_New, PyList_SET_ITEM, PyList_GET_ITEM, PyList_CheckExact
 from cpython.tuple cimport PyTuple_CheckExact
 from cpython.long cimport PyLong_AsLong, PyLong_AsLongLong, PyLong_CheckExact
-from cpython.ref cimport PyObject, Py_INCREF
+from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
 from cpython.unicode cimport PyUnicode_AsUTF8String, PyUnicode_DecodeUTF8
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, int8_t, int16_t, int32_t, int64_t, uint64_t, INT32_MAX, INT64_MIN, INT64_MAX
 from libc.stdlib cimport malloc, realloc, free
@@ -91,13 +91,10 @@ cdef extern from "crc32c.h" nogil:
 
 cdef extern from "encode_seq.h":
     int SEGLOG_SEQ_OK
-    int seglog_seq_size(PyObject **vals, PyObject **keys, const int64_t *ts, int64_t ts_scalar,
-                        Py_ssize_t n, int32_t *sizes, int64_t limit, int64_t *records_size,
-                        int64_t *max_ts) noexcept
+    int seglog_seq_encode(PyObject **vals, PyObject **keys, const int64_t *ts, int64_t ts_scalar,
+                          Py_ssize_t n, Py_ssize_t head, int64_t limit, PyObject **out,
+                          int64_t *max_ts) except -1
     long seglog_seq_long(object o) except? -1
-    uint8_t *seglog_seq_write(PyObject **vals, PyObject **keys, const int64_t *ts,
-                              int64_t ts_scalar, Py_ssize_t n, const int32_t *sizes,
-                              uint8_t *p) noexcept
 
 cdef extern from "crc32.h" nogil:
     uint32_t seglog_crc32(uint32_t crc, const uint8_t *p, size_t n)
@@ -516,31 +513,30 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
         for i, h in enumerate(headers):
             if h:
                 hsections[i] = _header_section(h, f"headers[{i}]: ")
-    cdef int32_t *sizes = <int32_t *>malloc(n * sizeof(int32_t))
-    if sizes == NULL:
-        raise MemoryError()
     cdef int64_t base_ts, ts, max_ts, delta
     cdef Py_ssize_t klen, vlen, hlen, body
     cdef Py_ssize_t records_size = 0
-    cdef int64_t seq_size = 0
-    # The common case (exact lists or tuples of bytes/None, no headers) is sized and written by
-    # encode_seq.h straight from the items, in place: nothing between its two passes can run
-    # Python code. Any other input, or an item it does not take, goes the general way below.
-    cdef PyObject **seq_vals = NULL
-    cdef PyObject **seq_keys = NULL
+    cdef bytes out = None
+    # The common case (exact lists or tuples of bytes/None, no headers) is written by
+    # encode_seq.h straight from the items in one pass, in place: nothing in it can run Python
+    # code. Any other input, or an item it does not take, goes the general way below.
+    cdef PyObject *seq_out = NULL
     if (hsections is None and (PyList_CheckExact(values) or PyTuple_CheckExact(values))
             and PySequence_Fast_GET_SIZE(values) == n
             and (keys is None or ((PyList_CheckExact(keys) or PyTuple_CheckExact(keys))
                                   and PySequence_Fast_GET_SIZE(keys) == n))):
-        seq_vals = PySequence_Fast_ITEMS(values)
-        seq_keys = PySequence_Fast_ITEMS(keys) if keys is not None else NULL
-        if seglog_seq_size(seq_vals, seq_keys, tcol.data if tcol.kind == T_BUF else NULL,
-                           tcol.scalar, n, sizes, INT32_MAX - V2_HEADER, &seq_size,
-                           &max_ts) == SEGLOG_SEQ_OK:
-            records_size = <Py_ssize_t>seq_size
-        else:
-            seq_vals = NULL
-    if seq_vals == NULL:
+        if seglog_seq_encode(PySequence_Fast_ITEMS(values),
+                             PySequence_Fast_ITEMS(keys) if keys is not None else NULL,
+                             tcol.data if tcol.kind == T_BUF else NULL, tcol.scalar, n, V2_HEADER,
+                             INT32_MAX - V2_HEADER, &seq_out, &max_ts) == SEGLOG_SEQ_OK:
+            out = <bytes>seq_out
+            Py_DECREF(out)                # the reference seglog_seq_encode made
+            records_size = PyBytes_GET_SIZE(out) - V2_HEADER
+    cdef int32_t *sizes = NULL
+    if out is None:
+        sizes = <int32_t *>malloc(n * sizeof(int32_t))
+        if sizes == NULL:
+            raise MemoryError()
         # Exact lists of bytes are read in place when no Python code (nor an allocation that
         # could start the garbage collector and its finalizers) runs between resolving them and
         # the end of the encode loop. If resolving the keys ran any, both columns are resolved
@@ -562,10 +558,9 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
     cdef uint8_t *records_buf = NULL
     cdef uint8_t *p
     cdef object hs
-    cdef bytes out
     try:
         base_ts = _ts_get(&tcol, 0)
-        if seq_vals != NULL:
+        if out is not None:
             n_generic = 0
         else:
             max_ts = base_ts
@@ -593,7 +588,10 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
             if records_size > INT32_MAX - V2_HEADER:
                 raise ValueError(f"the batch would exceed {INT32_MAX} bytes; split it")
 
-        if codec == 0:
+        if out is not None:
+            if codec != 0:
+                records_buf = <uint8_t *>PyBytes_AS_STRING(out) + V2_HEADER
+        elif codec == 0:
             out = PyBytes_FromStringAndSize(NULL, V2_HEADER + records_size)
             p = <uint8_t *>PyBytes_AS_STRING(out) + V2_HEADER
         else:
@@ -602,9 +600,6 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
                 raise MemoryError()
             p = records_buf
 
-        if seq_vals != NULL:
-            seglog_seq_write(seq_vals, seq_keys, tcol.data if tcol.kind == T_BUF else NULL,
-                             tcol.scalar, n, sizes, p)
         for i in range(n_generic):
             ts = _ts_get(&tcol, i)
             delta = kb_wrap_sub(ts, base_ts)
@@ -633,7 +628,8 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
         if codec != 0:
             compressed = _codecs().compress(codec, <const uint8_t[:records_size]>records_buf,
                                             level=compression_level)
-            free(records_buf)
+            if sizes != NULL:             # records_buf is ours (the general path's)
+                free(records_buf)
             records_buf = NULL
             cmv = memoryview(compressed).cast("B")
             if len(cmv) > INT32_MAX - V2_HEADER:
@@ -641,9 +637,10 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
             out = PyBytes_FromStringAndSize(NULL, V2_HEADER + len(cmv))
             memcpy(PyBytes_AS_STRING(out) + V2_HEADER, _buf_ptr(cmv, keep), len(cmv))
     finally:
-        free(sizes)
-        if records_buf != NULL:
-            free(records_buf)
+        if sizes != NULL:
+            free(sizes)
+            if records_buf != NULL:
+                free(records_buf)
 
     cdef uint8_t *b = <uint8_t *>PyBytes_AS_STRING(out)
     cdef Py_ssize_t total = PyBytes_GET_SIZE(out)

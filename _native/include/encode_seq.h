@@ -1,12 +1,12 @@
-/* The common case of encode_batch, in two passes over the columns and no Python calls:
+/* The common case of encode_batch, in one pass over the columns and no Python calls:
  * values and keys are the item arrays of exact lists/tuples whose items are exact bytes or
  * None (keys may be absent), timestamps an int64 array or one value, no headers. Anything else
- * (a bytearray, another type, a size over Kafka's limits) makes the sizing pass answer
- * SEGLOG_SEQ_FALLBACK and the caller runs the general encoder, which raises the right error.
+ * (a bytearray, another type, a size over Kafka's limits) makes it answer SEGLOG_SEQ_FALLBACK
+ * and the caller runs the general encoder, which raises the right error.
  *
- * The caller holds the GIL from the sizing pass to the end of the writing pass and runs no
- * code in between that could execute Python code (allocating a bytes object cannot: bytes are
- * not tracked by the cycle collector), so the items stay what the sizing pass saw. */
+ * Nothing in the pass can execute Python code (allocating or resizing a bytes object cannot:
+ * bytes are not tracked by the cycle collector), so the items stay what they were when the
+ * caller took the item arrays. */
 #ifndef SEGLOG_ENCODE_SEQ_H
 #define SEGLOG_ENCODE_SEQ_H
 #include <Python.h>
@@ -50,50 +50,63 @@ static inline int64_t seglog_seq_ts(const int64_t *ts, int64_t scalar, Py_ssize_
     return ts != NULL ? ts[i] : scalar;
 }
 
-/* Pass 1: each record's body size into sizes[i], the records' total size and the largest
- * timestamp. limit bounds the total (INT32_MAX less the batch header). */
-static int seglog_seq_size(PyObject *const *vals, PyObject *const *keys, const int64_t *ts,
-                           int64_t ts_scalar, Py_ssize_t n, int32_t *sizes, int64_t limit,
-                           int64_t *records_size, int64_t *max_ts) {
-    const uint8_t *unused;
-    int64_t base_ts = seglog_seq_ts(ts, ts_scalar, 0), mx = base_ts, total = 0;
+/* One pass over the columns: each item is checked, then its record is written at once into
+ * the bytes object made here, *out, which holds `head` bytes for the batch header in front and
+ * grows as needed (from a guess that every record is like the first, at most 16 MiB) and is cut
+ * to size at the end. Returns SEGLOG_SEQ_OK; SEGLOG_SEQ_FALLBACK (and no *out) for an item
+ * that is not exact bytes or None or records over `limit` bytes in all; -1 with MemoryError
+ * set when memory runs out. */
+static int seglog_seq_encode(PyObject *const *vals, PyObject *const *keys, const int64_t *ts,
+                             int64_t ts_scalar, Py_ssize_t n, Py_ssize_t head, int64_t limit,
+                             PyObject **out, int64_t *max_ts) {
+    const uint8_t *kp = NULL, *vp = NULL;
+    int64_t base_ts = seglog_seq_ts(ts, ts_scalar, 0), mx = base_ts;
+    Py_ssize_t v0 = seglog_seq_item(vals, 0, &vp);
+    Py_ssize_t k0 = keys != NULL ? seglog_seq_item(keys, 0, &kp) : -1;
+    if (v0 < -1 || k0 < -1) return SEGLOG_SEQ_FALLBACK;
+    int64_t guess = (int64_t)n * ((v0 > 0 ? v0 : 0) + (k0 > 0 ? k0 : 0) + 24);
+    if (guess > ((int64_t)16 << 20)) guess = (int64_t)16 << 20;
+    Py_ssize_t cap = head + (Py_ssize_t)guess, used = head;
+    PyObject *buf = PyBytes_FromStringAndSize(NULL, cap);
+    if (buf == NULL) return -1;
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t t = seglog_seq_ts(ts, ts_scalar, i);
         if (t > mx) mx = t;
-        Py_ssize_t vlen = seglog_seq_item(vals, i, &unused);
-        Py_ssize_t klen = keys != NULL ? seglog_seq_item(keys, i, &unused) : -1;
-        if (vlen < -1 || klen < -1 || vlen > INT32_MAX || klen > INT32_MAX) return SEGLOG_SEQ_FALLBACK;
-        int64_t body = 2 + kb_varlong_size(kb_wrap_sub(t, base_ts)) + kb_varint_size((int32_t)i)
-                       + kb_varint_size((int32_t)klen) + (klen > 0 ? klen : 0)
-                       + kb_varint_size((int32_t)vlen) + (vlen > 0 ? vlen : 0);
-        if (body > INT32_MAX) return SEGLOG_SEQ_FALLBACK;
-        sizes[i] = (int32_t)body;
-        total += kb_varint_size((int32_t)body) + body;
-        if (total > limit) return SEGLOG_SEQ_FALLBACK;
-    }
-    *records_size = total;
-    *max_ts = mx;
-    return SEGLOG_SEQ_OK;
-}
-
-/* Pass 2: the records, from the sizes of pass 1, at p; returns the end. */
-static uint8_t *seglog_seq_write(PyObject *const *vals, PyObject *const *keys, const int64_t *ts,
-                                 int64_t ts_scalar, Py_ssize_t n, const int32_t *sizes, uint8_t *p) {
-    int64_t base_ts = seglog_seq_ts(ts, ts_scalar, 0);
-    const uint8_t *kp = NULL, *vp = NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t vlen = seglog_seq_item(vals, i, &vp);
         Py_ssize_t klen = keys != NULL ? seglog_seq_item(keys, i, &kp) : -1;
-        p = kb_write_varint(p, sizes[i]);
+        if (vlen < -1 || klen < -1 || vlen > INT32_MAX || klen > INT32_MAX) goto fallback;
+        int64_t delta = kb_wrap_sub(t, base_ts);
+        int64_t body = 2 + kb_varlong_size(delta) + kb_varint_size((int32_t)i)
+                       + kb_varint_size((int32_t)klen) + (klen > 0 ? klen : 0)
+                       + kb_varint_size((int32_t)vlen) + (vlen > 0 ? vlen : 0);
+        if (body > INT32_MAX) goto fallback;
+        int64_t need = kb_varint_size((int32_t)body) + body;
+        if ((int64_t)(used - head) + need > limit) goto fallback;
+        if (used + need > cap) {
+            int64_t grown = (int64_t)cap + cap / 2;
+            if (grown < used + need) grown = used + need;
+            if (grown > head + limit) grown = head + limit;
+            if (_PyBytes_Resize(&buf, (Py_ssize_t)grown) < 0) return -1;   /* buf freed */
+            cap = (Py_ssize_t)grown;
+        }
+        uint8_t *p = (uint8_t *)PyBytes_AS_STRING(buf) + used;
+        p = kb_write_varint(p, (int32_t)body);
         *p++ = 0;  /* attributes */
-        p = kb_write_varlong(p, kb_wrap_sub(seglog_seq_ts(ts, ts_scalar, i), base_ts));
+        p = kb_write_varlong(p, delta);
         p = kb_write_varint(p, (int32_t)i);
         p = kb_write_varint(p, (int32_t)klen);
         if (klen > 0) { memcpy(p, kp, (size_t)klen); p += klen; }
         p = kb_write_varint(p, (int32_t)vlen);
         if (vlen > 0) { memcpy(p, vp, (size_t)vlen); p += vlen; }
-        *p++ = 0;  /* header count */
+        *p = 0;  /* header count */
+        used += (Py_ssize_t)need;
     }
-    return p;
+    if (used != cap && _PyBytes_Resize(&buf, used) < 0) return -1;
+    *out = buf;
+    *max_ts = mx;
+    return SEGLOG_SEQ_OK;
+fallback:
+    Py_DECREF(buf);
+    return SEGLOG_SEQ_FALLBACK;
 }
 #endif

@@ -182,7 +182,7 @@ def _columns(draw):
 @settings(max_examples=150, deadline=None)
 @given(_columns(), st.booleans())
 def test_list_fast_path_equals_general_path(cols, as_tuple):
-    """Exact lists/tuples of bytes take encode_seq.h's two passes; the same items as bytearray
+    """Exact lists/tuples of bytes take encode_seq.h's one pass; the same items as bytearray
     take the general encoder. Both must write the same bytes, which must decode back."""
     values, keys, ts = cols
     fast_values = tuple(values) if as_tuple else values
@@ -193,6 +193,24 @@ def test_list_fast_path_equals_general_path(cols, as_tuple):
     assert [r.value for r in recs] == values
     assert [r.key for r in recs] == (keys if keys is not None else [None] * len(values))
     assert [r.timestamp for r in recs] == (ts if isinstance(ts, list) else [ts] * len(values))
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip", "lz4", "zstd", "snappy"])
+def test_list_fast_path_grows_its_buffer_and_compresses_like_the_general_path(compression):
+    """encode_seq.h guesses the batch size from the first record (at most 16 MiB) and grows:
+    a small first record then large ones, and 20 MiB of equal records, both grow it."""
+    cases = [
+        [None] + [bytes([i % 256]) * 5000 for i in range(300)],
+        [b""] * 10 + [b"x" * 70_000] * 3 + [b"y"],
+        [bytes([i]) * (1 << 20) for i in range(20)],
+    ]
+    for values in cases:
+        keys = [b"k%d" % i for i in range(len(values))]
+        fast = encode_batch(values, keys=keys, timestamps=T, compression=compression)
+        general = encode_batch([None if v is None else bytearray(v) for v in values], keys=keys,
+                               timestamps=T, compression=compression)
+        assert fast == general
+        assert [r.value for r in decode_records(fast)] == values
 
 
 def test_int_timestamps_of_every_width_and_subclass():
