@@ -11,8 +11,8 @@ Mirrors Kafka's ``LogSegment`` (storage/internals/log/LogSegment.java); spec ``k
 Append path (zero copy): the caller's already-encoded batches go to the page cache with one
 ``pwritev`` per append; for each batch the first 16 bytes (baseOffset, batchLength,
 partitionLeaderEpoch, which lie outside the CRC) come from a small scratch buffer so offsets and
-the leader epoch can be assigned without copying or re-checksumming the body. On ext4 and XFS
-the disk blocks ahead of the end of file are allocated in 4 MiB steps first (``prealloc.h``),
+the leader epoch can be assigned without copying or re-checksumming the body. On ext4 the disk
+blocks ahead of the end of file are allocated in 4 MiB steps first (``prealloc.h``),
 without changing the file's length; roll, close and truncation give back the rest.
 
 Index rule (``LogSegment.append``), per append call: when more than ``index.interval.bytes`` were
@@ -392,7 +392,7 @@ cdef class Segment:
         """Open (or with ``create`` make) the segment at ``base_offset`` in ``dir``.
 
         ``allocate_ahead``: appends reserve disk blocks past the end of file this many bytes at a
-        time (never past ``segment_bytes`` unless one append needs it), on ext4 and XFS only;
+        time (never past ``segment_bytes`` unless one append needs it), on ext4 only;
         the file's length does not change, and ``on_become_inactive``/``close`` give back what
         was not written. 0 turns it off; ``segment_bytes`` reserves the whole segment at the
         first append (the log's ``preallocate``).

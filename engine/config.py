@@ -492,7 +492,7 @@ _TOPIC_KEYS = (
     ),
     _topic("preallocate", "boolean", False,
         "Whether a segment's first append allocates disk blocks for all of segment.bytes "
-        "(otherwise appends allocate 4 MiB ahead). On ext4 and XFS only, with fallocate's "
+        "(otherwise appends allocate 4 MiB ahead). On ext4 only, with fallocate's "
         "KEEP_SIZE: unlike Kafka, which sets the file length, the file holds only its "
         "batches; a roll or close gives back the unused blocks.",
     ),

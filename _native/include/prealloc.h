@@ -1,13 +1,14 @@
 /* Disk blocks reserved ahead of a segment's end of file (segment.pyx).
  *
- * On ext4 and XFS a buffered write past the allocated extents goes through delayed allocation,
- * which books every new block as it is written; into blocks that fallocate(2) already reserved
- * (unwritten extents) it does not. FALLOC_FL_KEEP_SIZE reserves without changing the file's
+ * On ext4 a buffered write past the allocated extents goes through delayed allocation, which
+ * books every new block as it is written; into blocks that fallocate(2) already reserved
+ * (unwritten extents) it does not: 1.25 GB in 110 KB writes, 0.29 s -> 0.21 s. FALLOC_FL_KEEP_SIZE reserves without changing the file's
  * length, so the .log stays exactly its batches: readers, Kafka's tools and crash recovery never
  * see the reservation, and truncating the file to its own length gives the blocks back.
  *
- * On tmpfs and most other file systems fallocate allocates and zeroes real pages instead, which
- * costs more than it saves: reservations are made only where the file system is one of the two. */
+ * Elsewhere it does not pay: on tmpfs fallocate allocates and zeroes real pages (0.37 -> 0.41 s
+ * for the same writes), and XFS's own delayed allocation is cheap (250 MB: 28.4 ms plain,
+ * 29.5 ms with allocation ahead). So only ext4 gets it. */
 #ifndef SEGLOG_PREALLOC_H
 #define SEGLOG_PREALLOC_H
 #include <errno.h>
@@ -17,14 +18,13 @@
 #include <sys/vfs.h>
 
 #define SEGLOG_EXT4_MAGIC 0xEF53L      /* EXT4_SUPER_MAGIC (ext2/ext3 share it) */
-#define SEGLOG_XFS_MAGIC 0x58465342L   /* XFS_SUPER_MAGIC */
 
-/* 1 when `fd` lies on a file system whose fallocate reserves blocks without writing them. */
+/* 1 when `fd` lies on ext4, where allocating ahead pays. */
 static inline int seglog_prealloc_useful(int fd) {
     struct statfs s;
     if (fstatfs(fd, &s) != 0)
         return 0;
-    return (long)s.f_type == SEGLOG_EXT4_MAGIC || (long)s.f_type == SEGLOG_XFS_MAGIC;
+    return (long)s.f_type == SEGLOG_EXT4_MAGIC;
 }
 
 /* Reserve [offset, offset + len) without changing the file's size: 0, or an errno. */

@@ -471,7 +471,7 @@ def test_close_trims_and_close_without_trim_keeps_preallocation(tmp_path):
         (T0 + 1, 1), (T0 + 2, 2), (T0 + 3, 3)]
 
 
-# -- blocks allocated ahead of the end of file (ext4, XFS) ---------------------------------------
+# -- blocks allocated ahead of the end of file (ext4) ---------------------------------------------
 
 MIB = 1 << 20
 
@@ -484,7 +484,7 @@ def allocating_segment(tmp_path, **kw):
     seg = new_segment(tmp_path, 0, **kw)
     if seg.allocate_step == 0:
         seg.delete()
-        pytest.skip(f"{tmp_path} is not on ext4 or XFS: no blocks are allocated ahead there")
+        pytest.skip(f"{tmp_path} is not on ext4: no blocks are allocated ahead there")
     return seg
 
 
