@@ -65,13 +65,16 @@ class Goal:
 class Work:
     """What ``prepare`` hands the timers. ``calls[name]()`` does ``items`` units of work once
     (``nbytes`` bytes of payload); ``setup[name]()``, when present, runs untimed before each
-    timed call (a fresh log or database for the write benchmarks). ``repeatable`` calls may be
+    timed call (a fresh log or database for the write benchmarks) and ``teardown[name]()``
+    untimed after it (that store removed, so that no contender runs beside the page cache
+    another one filled). ``repeatable`` calls may be
     run several times per sample to reach a measurable duration. ``close`` releases what
     prepare made (files, sessions)."""
 
     items: int
     calls: dict[str, Callable[[], object]]
     setup: dict[str, Callable[[], object]] = field(default_factory=dict)
+    teardown: dict[str, Callable[[], object]] = field(default_factory=dict)
     repeatable: bool = True
     nbytes: int = 0
     close: Callable[[], None] | None = None

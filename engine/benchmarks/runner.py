@@ -228,6 +228,8 @@ def measure(work: Work, order: Sequence[str], rounds: int, min_sample: float,
         else:
             work.calls[name]()
             loops[name] = 1
+        if name in work.teardown:
+            work.teardown[name]()
     samples: dict[str, list[float]] = {n: [] for n in names}
     for r in range(rounds):
         k = r % len(names) if names else 0
@@ -242,6 +244,8 @@ def measure(work: Work, order: Sequence[str], rounds: int, min_sample: float,
             for _ in range(n):
                 fn()
             samples[name].append((time.perf_counter() - t) / n)
+            if name in work.teardown:
+                work.teardown[name]()
     return samples, loops
 
 
