@@ -44,6 +44,7 @@ from seglog._native.fetch import FetchSlice, fetch_partition
 from seglog._native.segment import Segment, filename_prefix
 from seglog.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, fsync_dir
 from seglog.clock import Clock, Scheduler
+from seglog.config import LONG_MAX as _LONG_MAX
 from seglog.config import LogConfig
 from seglog.errors import (
     CorruptIndexError,
@@ -519,6 +520,9 @@ class Log:
         cfg = self.config
         limit = cfg.max_message_bytes
         log_append = cfg.message_timestamp_type == "LogAppendTime"
+        check_ts = assign_offsets and not log_append and (
+            cfg.message_timestamp_before_max_ms < _LONG_MAX or cfg.message_timestamp_after_max_ms < _LONG_MAX)
+        txn_or_control = False
         for h in heads:
             if h.magic != 2:
                 raise InvalidRecordError(f"only RecordBatch v2 can be appended; the batch at byte "
@@ -533,8 +537,10 @@ class Log:
                     f"the batch at byte {h.position} holds {h.records_count} records but spans "
                     f"{h.last_offset - h.base_offset + 1} offsets; a producer batch must be contiguous",
                     position=h.position)
-            if assign_offsets and not log_append and h.timestamp_type == 0:
+            if check_ts and h.timestamp_type == 0:
                 self._validate_timestamp(h, now)
+            if h.attributes & 0x30:
+                txn_or_control = True
         if assign_offsets and log_append:
             view = memoryview(_with_log_append_time(view, heads, now))
         with self._lock:
@@ -559,9 +565,11 @@ class Log:
                 max_ts = max(h.max_timestamp for h in heads)
             last_new = (first_new + total_offsets - 1) if assign_offsets else heads[-1].last_offset
             seg = self._maybe_roll(len(view), max_ts, first_new, last_new)
-            info = seg.append(view, assign_from=first_new if assign_offsets else -1,
-                              leader_epoch=epoch if assign_offsets else -1, verify_crc=False)
-            self._track_transactions(seg, view, heads, info.first_offset if assign_offsets else -1)
+            # Positional: (buffer, assign_from, leader_epoch, verify_crc).
+            info = seg.append(view, first_new if assign_offsets else -1,
+                              epoch if assign_offsets else -1, False)
+            if txn_or_control:
+                self._track_transactions(seg, view, heads, info.first_offset if assign_offsets else -1)
             if assign_offsets:
                 if epoch >= 0:
                     self.epoch_cache.assign(epoch, info.first_offset)

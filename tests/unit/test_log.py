@@ -116,6 +116,11 @@ def test_timestamp_validation_and_log_append_time(tmp_path):
     with pytest.raises(Exception, match="out of range"):
         log.append(batch(1, ts=T0 - 5000))
     log.close()
+    log = open_log(tmp_path, {"message.timestamp.after.max.ms": 1000}, name="a-0", clock=clock)
+    with pytest.raises(Exception, match="out of range"):
+        log.append(batch(1, ts=T0 + 5000))
+    assert log.append(batch(1, ts=T0 + 1000)).first_offset == 0
+    log.close()
     log = open_log(tmp_path, {"message.timestamp.type": "LogAppendTime"}, name="u-0", clock=clock)
     info = log.append(batch(2, ts=5))
     assert info.log_append_time == T0
