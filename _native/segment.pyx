@@ -88,7 +88,7 @@ cdef enum:
     LEGACY_MIN_LENGTH = 14
     CRC_START = 21
     IOV_BATCH = 512            # batches per pwritev call (2 iovecs each, under IOV_MAX 1024)
-    ALLOCATE_STEP = 4 << 20     # disk blocks reserved ahead of the end of file, per fallocate
+    ALLOCATE_STEP = 4194304     # 4 MiB of disk blocks allocated ahead of the end of file at a time
     ATTR_CODEC_MASK = 0x07
     ATTR_TRANSACTIONAL = 0x10
     ATTR_CONTROL = 0x20
