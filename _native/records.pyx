@@ -555,7 +555,8 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
             raise
     cdef const uint8_t *kp
     cdef const uint8_t *vp
-    cdef uint8_t *records_buf = NULL
+    cdef uint8_t *records_buf = NULL          # the general path's records, when compressing
+    cdef const uint8_t *records = NULL        # the records to compress
     cdef uint8_t *p
     cdef object hs
     try:
@@ -589,8 +590,7 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
                 raise ValueError(f"the batch would exceed {INT32_MAX} bytes; split it")
 
         if out is not None:
-            if codec != 0:
-                records_buf = <uint8_t *>PyBytes_AS_STRING(out) + V2_HEADER
+            records = <const uint8_t *>PyBytes_AS_STRING(out) + V2_HEADER
         elif codec == 0:
             out = PyBytes_FromStringAndSize(NULL, V2_HEADER + records_size)
             p = <uint8_t *>PyBytes_AS_STRING(out) + V2_HEADER
@@ -599,6 +599,7 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
             if records_buf == NULL:
                 raise MemoryError()
             p = records_buf
+            records = records_buf
 
         for i in range(n_generic):
             ts = _ts_get(&tcol, i)
@@ -626,10 +627,9 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
                 p += PyBytes_GET_SIZE(hs)
 
         if codec != 0:
-            compressed = _codecs().compress(codec, <const uint8_t[:records_size]>records_buf,
+            compressed = _codecs().compress(codec, <const uint8_t[:records_size]>records,
                                             level=compression_level)
-            if sizes != NULL:             # records_buf is ours (the general path's)
-                free(records_buf)
+            free(records_buf)
             records_buf = NULL
             cmv = memoryview(compressed).cast("B")
             if len(cmv) > INT32_MAX - V2_HEADER:
@@ -637,10 +637,8 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
             out = PyBytes_FromStringAndSize(NULL, V2_HEADER + len(cmv))
             memcpy(PyBytes_AS_STRING(out) + V2_HEADER, _buf_ptr(cmv, keep), len(cmv))
     finally:
-        if sizes != NULL:
-            free(sizes)
-            if records_buf != NULL:
-                free(records_buf)
+        free(sizes)
+        free(records_buf)
 
     cdef uint8_t *b = <uint8_t *>PyBytes_AS_STRING(out)
     cdef Py_ssize_t total = PyBytes_GET_SIZE(out)

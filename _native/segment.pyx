@@ -94,11 +94,22 @@ cdef enum:
     ATTR_CONTROL = 0x20
 
 NO_PARTITION_LEADER_EPOCH = -1
+ALLOCATE_AHEAD = ALLOCATE_STEP    # Segment's default allocate_ahead
 
 
 def filename_prefix(int64_t offset):
     """Kafka's ``LogFileUtils.filenamePrefixFromOffset``: 20 digits, zero-padded."""
     return "%020d" % offset
+
+
+def allocates_ahead(path):
+    """Whether segments under ``path`` (a directory or file) get disk blocks allocated ahead
+    of their end of file: on ext4 only (``prealloc.h``)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return bool(seglog_prealloc_useful(fd))
+    finally:
+        os.close(fd)
 
 
 def _storage_error(str msg, object path, **fields):

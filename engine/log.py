@@ -89,6 +89,11 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 
+# RecordBatch attribute bits (kafka-format.md §3).
+_ATTR_TRANSACTIONAL = 0x10
+_ATTR_CONTROL = 0x20
+_ATTR_TXN_OR_CONTROL = _ATTR_TRANSACTIONAL | _ATTR_CONTROL
+
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)((?:\.deleted|\.cleaned|\.swap)?)$")
 
 
@@ -539,7 +544,7 @@ class Log:
                     position=h.position)
             if check_ts and h.timestamp_type == 0:
                 self._validate_timestamp(h, now)
-            if h.attributes & 0x30:
+            if h.attributes & _ATTR_TXN_OR_CONTROL:
                 txn_or_control = True
         if assign_offsets and log_append:
             view = memoryview(_with_log_append_time(view, heads, now))
@@ -890,7 +895,7 @@ class Log:
         the marker's offset + 1."""
         if producer_id < 0:
             return None
-        if attributes & 0x20:
+        if attributes & _ATTR_CONTROL:
             kind = marker()
             if kind not in (0, 1):
                 return None   # an empty (cleaned) control batch, or not a transaction marker
@@ -899,7 +904,7 @@ class Log:
                 return None
             lso = min(self._ongoing_txns.values(), default=base_offset + 1)
             return AbortedTxn(producer_id, first, base_offset, lso)
-        if attributes & 0x10:
+        if attributes & _ATTR_TRANSACTIONAL:
             self._ongoing_txns.setdefault(producer_id, base_offset)
         return None
 
@@ -910,7 +915,7 @@ class Log:
         for h in heads:
             base = h.base_offset if assign_from < 0 else next_off
             next_off = base + (h.last_offset - h.base_offset) + 1
-            if h.producer_id < 0 or not h.attributes & 0x30:
+            if h.producer_id < 0 or not h.attributes & _ATTR_TXN_OR_CONTROL:
                 continue
             aborted = self._apply_txn_batch(
                 h.producer_id, base, h.attributes,

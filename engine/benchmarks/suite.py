@@ -446,14 +446,10 @@ def _block_allocator(base: Path) -> Callable[[int, int, int], int] | None:
     import ctypes
     import ctypes.util
 
-    from seglog._native.segment import Segment
+    from seglog._native.segment import ALLOCATE_AHEAD as step
+    from seglog._native.segment import allocates_ahead
 
-    d = _workdir(base, "allocation-probe")
-    seg = Segment(d, 0, create=True)
-    step = seg.allocate_step
-    seg.delete()
-    shutil.rmtree(d, ignore_errors=True)
-    if not step:
+    if not allocates_ahead(base):
         return None
     libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
     fallocate = libc.fallocate

@@ -679,3 +679,13 @@ def test_writable_open_of_a_kafka_copy_continues_its_log(tmp_path):
     seg.close()
     assert read_time_index(d / "00000000000000000000.timeindex", 0)[-2:] == [
         (1769793578176, 12), (1769793578178, 14)]
+
+
+def test_allocates_ahead_says_what_a_segment_there_does(tmp_path):
+    from seglog._native.segment import ALLOCATE_AHEAD, allocates_ahead
+
+    seg = new_segment(tmp_path, 0)
+    assert seg.allocate_step == (ALLOCATE_AHEAD if allocates_ahead(tmp_path) else 0)
+    seg.close()
+    if os.path.isdir("/dev/shm"):
+        assert allocates_ahead("/dev/shm") is False
