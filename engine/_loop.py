@@ -9,18 +9,31 @@ from typing import Any
 
 
 def run_loop(loop: asyncio.AbstractEventLoop) -> None:
-    """Run ``loop`` on the calling thread until it is stopped. Tasks still pending then (requests
-    queued on connections that closed with it) are cancelled and awaited, so none is destroyed
-    pending."""
+    """Run ``loop`` on the calling thread until it is stopped, then :func:`drain` it."""
     asyncio.set_event_loop(loop)
     try:
         loop.run_forever()
     finally:
+        drain(loop)
+
+
+def drain(loop: asyncio.AbstractEventLoop, rounds: int = 10) -> None:
+    """Wind down a stopped ``loop`` before it is closed: cancel the tasks still pending (requests
+    queued on connections that closed with it) and run them to their end, then run the callbacks
+    their last steps scheduled. A transport closes its socket in such a callback
+    (``connection_lost``): a loop closed before it runs leaves the socket open until the garbage
+    collector finds it. Tasks those callbacks start are drained too, up to ``rounds`` times."""
+    for _ in range(rounds):
         tasks = asyncio.all_tasks(loop)
         for t in tasks:
             t.cancel()
         if tasks:
             loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        # Two turns of the loop: the callbacks already queued, then those they queue.
+        loop.run_until_complete(asyncio.sleep(0))
+        loop.run_until_complete(asyncio.sleep(0))
+        if not asyncio.all_tasks(loop):
+            return
 
 
 class LoopOwner:

@@ -28,11 +28,13 @@ import asyncio
 import asyncio.streams
 import collections
 import dataclasses
+import functools
 import hashlib
 import hmac
 import json
 import logging
 import os
+import socket
 import ssl as ssl_mod
 import struct
 from collections.abc import Callable
@@ -338,6 +340,29 @@ def link_addresses_from_env(value: str | None = None) -> dict[tuple[int, int], t
     return out
 
 
+async def _connect(loop: asyncio.AbstractEventLoop, connecting: Any, timeout_s: float) -> Any:
+    """``connecting`` (a ``create_connection`` coroutine) within ``timeout_s``. Unlike
+    ``asyncio.wait_for`` before Python 3.12, a connection made just as the wait ends (timed out
+    or cancelled) is not lost open: it is aborted."""
+    task = loop.create_task(connecting)
+
+    def abort_late(t: asyncio.Task[Any]) -> None:
+        if not t.cancelled() and t.exception() is None:
+            t.result()[0].abort()
+
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout_s)
+    except asyncio.CancelledError:
+        task.cancel()
+        task.add_done_callback(abort_late)
+        raise
+    if not done:
+        task.cancel()
+        task.add_done_callback(abort_late)
+        raise asyncio.TimeoutError(f"no connection within {timeout_s} s")
+    return task.result()
+
+
 class _Conn:
     """A client connection from one endpoint to one node."""
 
@@ -352,15 +377,16 @@ class _Conn:
         self.closed = False
         self.waiting = 0  # requests waiting to be written (for the connection or the writer)
         self.task = t.loop.create_task(self._run())
+        self.task.add_done_callback(self._ended)
 
     async def _run(self) -> None:
         host, port = self.t.link_addresses.get((self.src, self.dst)) or self.t.addresses[self.dst]
         try:
             loop = self.t.loop
-            transport, reader = await asyncio.wait_for(
-                loop.create_connection(lambda: _FrameProtocol(loop), host, port, ssl=self.t.client_ssl,
-                                       server_hostname=host if self.t.client_ssl else None),
-                timeout=self.t.connect_timeout_s)
+            transport, reader = await _connect(
+                loop, loop.create_connection(lambda: _FrameProtocol(loop), host, port, ssl=self.t.client_ssl,
+                                             server_hostname=host if self.t.client_ssl else None),
+                self.t.connect_timeout_s)
             self.out = _Writer(asyncio.StreamWriter(transport, reader, None, loop))
             await self.out.send(KIND_HELLO, 0, json.dumps({"node": self.src}).encode(), [])
             kind, _, _, blobs = await reader.read_frame()
@@ -392,6 +418,11 @@ class _Conn:
         except asyncio.CancelledError:
             self._fail(NetworkError(f"connection {self.src}->{self.dst} closed"))
             raise
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        # A task cancelled before its first step never ran _run's handlers.
+        if not self.closed:
+            self._fail(NetworkError(f"connection {self.src}->{self.dst} closed"))
 
     def _fail(self, err: BaseException) -> None:
         self.closed = True
@@ -459,6 +490,75 @@ class _Conn:
             self.task.cancel()
 
 
+ACCEPT_RETRY_S = 1.0
+
+
+class Listener:
+    """A listening socket that makes each connection it accepts a transport of ``factory``'s
+    protocol (TLS with ``ssl``). Used instead of ``loop.create_server``, whose ``close`` while a
+    connection is between accept and transport (a turn of the loop) leaves that socket open for
+    good (CPython gh-109564): here an accepted socket is closed by whatever ends it."""
+
+    @classmethod
+    async def open(cls, loop: asyncio.AbstractEventLoop, host: str, port: int,
+                   factory: Callable[[], asyncio.BaseProtocol], ssl: ssl_mod.SSLContext | None = None) -> Listener:
+        """Listen on ``host:port`` (port 0: any free port; the first address ``host`` resolves to)."""
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        if not infos:
+            raise OSError(f"cannot listen on {host}:{port}: the name resolves to no address")
+        family, _, _, _, sockaddr = infos[0]
+        sock = socket.create_server(sockaddr, family=family, backlog=128)  # SO_REUSEADDR on POSIX
+        return cls(loop, sock, factory, ssl)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket,
+                 factory: Callable[[], asyncio.BaseProtocol], ssl: ssl_mod.SSLContext | None) -> None:
+        self.loop = loop
+        self.sock = sock
+        self.factory = factory
+        self.ssl = ssl
+        host, port = sock.getsockname()[:2]
+        self.address: tuple[str, int] = (host, port)
+        sock.setblocking(False)
+        loop.add_reader(sock.fileno(), self._accept)
+
+    def _accept(self) -> None:
+        for _ in range(64):  # a burst of connections, without starving the loop
+            try:
+                conn, _ = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except ConnectionAbortedError:  # the peer gave up before we accepted
+                continue
+            except OSError as exc:
+                # Out of descriptors or buffers: the socket stays readable, so stop listening for a
+                # second rather than spin, as asyncio's own servers do.
+                log.error("accept on %s:%d failed (%r); retrying in %.0f s", *self.address, exc,
+                          ACCEPT_RETRY_S)
+                self.loop.remove_reader(self.sock.fileno())
+                self.loop.call_later(ACCEPT_RETRY_S, self._resume)
+                return
+            conn.setblocking(False)
+            task = self.loop.create_task(self.loop.connect_accepted_socket(self.factory, conn, ssl=self.ssl))
+            task.add_done_callback(functools.partial(_close_unless_attached, conn))
+
+    def _resume(self) -> None:
+        if self.sock.fileno() >= 0:
+            self.loop.add_reader(self.sock.fileno(), self._accept)
+
+    def close(self) -> None:
+        """Stop accepting. Connections already accepted are their owners' to close."""
+        if self.sock.fileno() >= 0:
+            self.loop.remove_reader(self.sock.fileno())
+            self.sock.close()
+
+
+def _close_unless_attached(conn: socket.socket, task: asyncio.Task[Any]) -> None:
+    """A connection whose transport was never made (its task cancelled, perhaps before its first
+    step, or failed, e.g. a TLS handshake) is closed here; one that was made belongs to it."""
+    if task.cancelled() or task.exception() is not None:
+        conn.close()
+
+
 class TcpTransport:
     """The transport interface over asyncio TCP (see module docs). Create it on the loop that
     will run the nodes; ``listen`` starts a node's server, ``register`` a client endpoint."""
@@ -476,7 +576,7 @@ class TcpTransport:
         #: injection: a proxy listener per link), from ``SEGLOG_LINK_ADDRESSES``.
         self.link_addresses: dict[tuple[int, int], tuple[str, int]] = link_addresses_from_env()
         self._handlers: dict[int, Handler] = {}
-        self._servers: dict[int, asyncio.AbstractServer] = {}
+        self._servers: dict[int, Listener] = {}
         self._server_conns: dict[int, set[asyncio.StreamWriter]] = {}
         self._conns: dict[tuple[int, int], _Conn] = {}
         self._paused: dict[int, list[Callable[[], None]]] = {}
@@ -491,17 +591,21 @@ class TcpTransport:
         self._server_conns[node_id] = set()
         def made(proto: _FrameProtocol, transport: asyncio.BaseTransport) -> None:
             writer = asyncio.StreamWriter(transport, proto, None, self.loop)  # type: ignore[arg-type]
+            conns = self._server_conns.get(node_id)
+            if conns is None:  # the node went away between accept and now
+                writer.transport.abort()
+                return
+            conns.add(writer)
             task = self.loop.create_task(self._serve(node_id, proto, writer))
             self._serving.add(task)
-            task.add_done_callback(self._serving.discard)
+            # Whatever ends the task, even a cancel before its first step, closes its connection.
+            task.add_done_callback(functools.partial(self._served, node_id, writer))
 
-        server = await self.loop.create_server(lambda: _FrameProtocol(self.loop, made), host, port,
-                                               ssl=self.server_ssl, reuse_address=True)
-        self._servers[node_id] = server
-        sock = server.sockets[0]
-        addr = sock.getsockname()[:2]
-        self.addresses[node_id] = (addr[0], addr[1])
-        return self.addresses[node_id]
+        listener = await Listener.open(self.loop, host, port, lambda: _FrameProtocol(self.loop, made),
+                                       self.server_ssl)
+        self._servers[node_id] = listener
+        self.addresses[node_id] = listener.address
+        return listener.address
 
     def set_address(self, node_id: int, address: str) -> None:
         """Learn where a node listens (``host:port``), e.g. from cluster metadata."""
@@ -562,12 +666,16 @@ class TcpTransport:
 
     # -- server side -------------------------------------------------------------------------------
 
-    async def _serve(self, node_id: int, reader: _FrameProtocol, writer: asyncio.StreamWriter) -> None:
+    def _served(self, node_id: int, writer: asyncio.StreamWriter, task: asyncio.Task[None]) -> None:
+        self._serving.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("node %d: serving a connection failed", node_id, exc_info=exc)
         conns = self._server_conns.get(node_id)
-        if conns is None:
-            writer.transport.abort()
-            return
-        conns.add(writer)
+        if conns is not None:
+            conns.discard(writer)
+        writer.transport.abort()
+
+    async def _serve(self, node_id: int, reader: _FrameProtocol, writer: asyncio.StreamWriter) -> None:
         out = _Writer(writer)
         try:
             kind, _, header, _ = await reader.read_frame()
@@ -592,9 +700,6 @@ class TcpTransport:
                 self._dispatch(node_id, src, msg, corr, out)
         except (OSError, ConnectionError, asyncio.IncompleteReadError, ssl_mod.SSLError, ValueError, KeyError):
             pass
-        finally:
-            conns.discard(writer)
-            writer.transport.abort()
 
     def _dispatch(self, node_id: int, src: int, msg: Any, corr: int, out: _Writer) -> None:
         if node_id in self._paused:
@@ -618,10 +723,17 @@ class TcpTransport:
         handler(src, msg, reply)
 
     async def close(self) -> None:
+        """Close every endpoint and connection, and wait (up to 5 s) until their tasks have ended
+        and their sockets are closed."""
         for node_id in list(self._handlers):
             self.unregister(node_id)
-        for conn in list(self._conns.values()):
+        conns = list(self._conns.values())
+        for conn in conns:
             conn.close()
+        tasks = {c.task for c in conns} | self._serving
+        if tasks:
+            await asyncio.wait(tasks, timeout=5)
+        # The aborted transports close their sockets in callbacks queued by the steps just run.
         await asyncio.sleep(0)
 
 

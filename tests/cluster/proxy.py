@@ -33,8 +33,11 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, TypeVar
+
+from seglog._loop import run_loop
+from seglog.replication.tcp import Listener
 
 T = TypeVar("T")
 
@@ -189,7 +192,7 @@ class Link:
         self.port = 0
         self.host = "127.0.0.1"
         self.conns: set[_Conn] = set()
-        self.server: asyncio.base_events.Server | None = None
+        self.server: Listener | None = None
         self.accepted = 0
         self.resets = 0
         self.connect_failures = 0
@@ -203,14 +206,19 @@ class Link:
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Coroutine[Any, Any, None] | None:
+        """Called as a connection is made, before its own task exists: it is tracked at once, so
+        that closing the hub resets it even if that task never gets to run."""
         self.accepted += 1
         conn = _Conn(self, (reader, writer))
         if self.mode.mode == "reset":
             self.resets += 1
             conn.reset()
-            return
+            return None
         self.conns.add(conn)
+        return self._serve(conn, reader)
+
+    async def _serve(self, conn: _Conn, reader: asyncio.StreamReader) -> None:
         if self.mode.mode == "blackhole":
             conn.tainted = True
             # Read forever without connecting onward.
@@ -250,8 +258,7 @@ class ProxyHub:
         self._closed = False
 
     def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
+        run_loop(self.loop)  # drained when stopped: no connection is left open for the collector
 
     def _call(self, fn: Callable[[], Any], timeout: float = 10) -> Any:
         if self.loop.is_closed():
@@ -273,8 +280,10 @@ class ProxyHub:
         link.host = self.host
 
         async def start() -> None:
-            link.server = await asyncio.start_server(link._accept, self.host, port)
-            link.port = link.server.sockets[0].getsockname()[1]
+            loop = asyncio.get_running_loop()
+            link.server = await Listener.open(
+                loop, self.host, port, lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader(), link._accept))
+            link.port = link.server.address[1]
         self._call(start)
         self.links[name] = link
         return link
@@ -327,12 +336,6 @@ class ProxyHub:
                     l.server.close()
                 for c in list(l.conns):
                     c.reset()
-            for l in self.links.values():
-                if l.server is not None:
-                    try:
-                        await asyncio.wait_for(l.server.wait_closed(), 2)
-                    except (asyncio.TimeoutError, OSError):
-                        pass
             for t in asyncio.all_tasks():
                 if t is not asyncio.current_task():
                     t.cancel()

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from seglog._loop import drain
 from seglog.errors import RequestTimedOutError
 from seglog.replication.messages import MetadataRequest, MetadataResponse
 from seglog.replication.tcp import LINK_ADDRESSES_ENV, TcpTransport, link_addresses_from_env
@@ -59,6 +60,7 @@ def test_requests_follow_the_link_address_through_the_proxy(hub: ProxyHub, monke
             return got
         got = loop.run_until_complete(run())
     finally:
+        drain(loop)
         loop.close()
     assert isinstance(got[0], MetadataResponse)
     assert isinstance(got[1], RequestTimedOutError)

@@ -4,9 +4,11 @@ shared-secret handshake, TLS, timeouts and connection loss."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import shutil
+import socket
 import ssl
 import struct
 import subprocess
@@ -16,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from seglog._loop import drain
 from seglog.errors import NetworkError, RequestTimedOutError
 from seglog.log import Log
 from seglog.records import decode_records, encode_batch
@@ -23,6 +26,7 @@ from seglog.replication.messages import (
     FetchPartitionResponse,
     FetchResponse,
     MetadataRequest,
+    MetadataResponse,
     ProduceRequest,
     ProduceResponse,
     decode,
@@ -44,6 +48,7 @@ from seglog.replication.tcp import (
 def loop() -> Iterator[asyncio.AbstractEventLoop]:
     lp = asyncio.new_event_loop()
     yield lp
+    drain(lp)
     lp.close()
 
 
@@ -215,3 +220,83 @@ def test_tls(loop: asyncio.AbstractEventLoop, tmp_path: Path) -> None:
     assert [r.value for r in decode_records(resp.partitions[0].records)] == [b"secret record"]
     log.close()
     os.unlink(key)
+
+
+def _open_fds() -> set[int]:
+    return {int(name) for name in os.listdir("/proc/self/fd")}
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd")
+@pytest.mark.parametrize("turns", range(12))
+def test_closing_at_any_point_of_a_connection_leaves_no_socket_open(turns: int) -> None:
+    """Close a transport ``turns`` loop iterations into a connection's life (connecting, the
+    handshake, a request in flight, the reply), then stop the loop as a cluster does: every
+    socket is closed before the loop is, none left for the garbage collector to find."""
+    gc.collect()
+    gc.disable()  # what the collector would close must not hide a leak
+    try:
+        before = _open_fds()
+        lp = asyncio.new_event_loop()
+        got: list[Any] = []
+
+        async def run() -> None:
+            t = TcpTransport(lp)
+            await t.listen(1, lambda src, msg, reply: reply(MetadataResponse(1, (), ())))
+            t.register(2, lambda *a: None)
+            for _ in range(3):
+                t.request(2, 1, MetadataRequest(), lambda r, e: got.append(e or r), 5000)
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            await t.close()
+
+        lp.run_until_complete(run())
+        drain(lp)
+        lp.close()
+        assert _open_fds() == before
+        assert all(isinstance(g, (MetadataResponse, NetworkError)) for g in got)
+    finally:
+        gc.enable()
+        gc.collect()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd")
+def test_a_listener_out_of_descriptors_pauses_then_accepts(loop: asyncio.AbstractEventLoop,
+                                                           monkeypatch: pytest.MonkeyPatch,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    """``accept`` failing with EMFILE stops the listener for ACCEPT_RETRY_S instead of spinning on
+    a socket that stays readable; once descriptors are free again the waiting client is served."""
+    import resource
+
+    import seglog.replication.tcp as tcp
+
+    monkeypatch.setattr(tcp, "ACCEPT_RETRY_S", 0.2)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+
+    async def run() -> int:
+        t = TcpTransport(loop)
+        host, port = await t.listen(1, lambda src, msg, reply: None)
+        fillers: list[int] = []
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(_open_fds()) + 1, hard))
+        try:
+            while True:  # take every free descriptor below the limit
+                try:
+                    fillers.append(os.open(os.devnull, os.O_RDONLY))
+                except OSError:
+                    break
+            os.close(fillers.pop())  # room for the client's socket, none for the accepted one
+            client = socket.create_connection((host, port))
+            await asyncio.sleep(0.1)  # the listener tries to accept, fails, pauses
+        finally:
+            for fd in fillers:
+                os.close(fd)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        assert sum("retrying in" in r.getMessage() for r in caplog.records) == 1  # paused, not spinning
+        reader, writer = await asyncio.open_connection(sock=client)
+        writer.write(_frame(KIND_HELLO, 0, json.dumps({"node": 7}).encode(), []))
+        kind, _, _, _ = await asyncio.wait_for(_read(reader), 5)  # served once it resumed
+        writer.close()
+        await t.close()
+        return kind
+
+    with caplog.at_level("ERROR", logger="seglog.replication.tcp"):
+        assert loop.run_until_complete(run()) == KIND_CHALLENGE
