@@ -249,6 +249,9 @@ class LocalCluster(LoopOwner):
             for i in self.ids:
                 self._on_node_loop(i, self._start_node(i))
             self.wait_for(lambda: self._controller() is not None, 10, "a controller")
+            # The controller learns of nodes through the coordinator's watches, a moment after
+            # they register; a topic asking for every node as a replica is refused until then.
+            self.wait_for(self._controller_knows_every_node, 10, f"nodes {self.ids} known to the controller")
         except BaseException:
             self.close()
             raise
@@ -413,6 +416,11 @@ class LocalCluster(LoopOwner):
         self.close()
 
     # -- metadata ------------------------------------------------------------------------------
+
+    def _controller_knows_every_node(self) -> bool:
+        c = self._controller()
+        ctl = None if c is None else self.nodes[c].controller  # type: ignore[union-attr]
+        return ctl is not None and set(self.ids) <= set(ctl.brokers)
 
     def _controller(self) -> int | None:
         for i, n in self.nodes.items():

@@ -169,6 +169,11 @@ class ProcessCluster(LocalCluster):
             for i in self.ids:
                 self._wait_registered(i)
             self.wait_for(lambda: self.controller() is not None, start_timeout_s, "a controller")
+            # The controller learns of nodes through ZooKeeper watches, a moment after they
+            # register; a topic asking for every node as a replica is refused until then. The
+            # nodes' metadata comes from the controller: once it lists every node, it knows them.
+            self.wait_for(self._metadata_lists_every_node, start_timeout_s,
+                          f"nodes {self.ids} in the controller's metadata")
         except BaseException:
             self.close()
             raise
@@ -376,6 +381,11 @@ class ProcessCluster(LocalCluster):
 
     def _controller(self) -> int | None:
         return self.controller()
+
+    def _metadata_lists_every_node(self) -> bool:
+        client = self.client
+        client.refresh()
+        return set(self.ids) <= set(client.live)
 
     def registered(self) -> list[int]:
         """Nodes registered in ZooKeeper now (live sessions)."""
