@@ -502,8 +502,12 @@ class Listener:
     @classmethod
     async def open(cls, loop: asyncio.AbstractEventLoop, host: str, port: int,
                    factory: Callable[[], asyncio.BaseProtocol], ssl: ssl_mod.SSLContext | None = None) -> Listener:
-        """Listen on ``host:port`` (port 0: any free port; the first address ``host`` resolves to)."""
-        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        """Listen on ``host:port``: port 0 picks a free one; an empty host means every interface;
+        a name listens on the first address it resolves to."""
+        try:
+            infos = await loop.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        except socket.gaierror as exc:
+            raise OSError(f"cannot listen on {host}:{port}: {exc}") from exc
         if not infos:
             raise OSError(f"cannot listen on {host}:{port}: the name resolves to no address")
         family, _, _, _, sockaddr = infos[0]
@@ -586,9 +590,8 @@ class TcpTransport:
     # -- endpoints ---------------------------------------------------------------------------------
 
     async def listen(self, node_id: int, handler: Handler, host: str = "127.0.0.1", port: int = 0) -> tuple[str, int]:
-        """Serve node ``node_id`` on ``host:port`` (0: any free port); returns the address."""
-        self._handlers[node_id] = handler
-        self._server_conns[node_id] = set()
+        """Serve node ``node_id`` on ``host:port`` (0: any free port; an empty host: every
+        interface); returns the address."""
         def made(proto: _FrameProtocol, transport: asyncio.BaseTransport) -> None:
             writer = asyncio.StreamWriter(transport, proto, None, self.loop)  # type: ignore[arg-type]
             conns = self._server_conns.get(node_id)
@@ -603,6 +606,9 @@ class TcpTransport:
 
         listener = await Listener.open(self.loop, host, port, lambda: _FrameProtocol(self.loop, made),
                                        self.server_ssl)
+        # Nothing is accepted before this returns (accepting runs in the loop's callbacks).
+        self._handlers[node_id] = handler
+        self._server_conns[node_id] = set()
         self._servers[node_id] = listener
         self.addresses[node_id] = listener.address
         return listener.address

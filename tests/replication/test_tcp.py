@@ -300,3 +300,23 @@ def test_a_listener_out_of_descriptors_pauses_then_accepts(loop: asyncio.Abstrac
 
     with caplog.at_level("ERROR", logger="seglog.replication.tcp"):
         assert loop.run_until_complete(run()) == KIND_CHALLENGE
+
+
+def test_listen_addresses(loop: asyncio.AbstractEventLoop) -> None:
+    """An empty host listens on every interface (as ``listeners=PLAINTEXT://:9092`` means); a name
+    that does not resolve fails naming the address."""
+    async def run() -> tuple[str, int]:
+        t = TcpTransport(loop)
+        try:
+            host, port = await t.listen(1, lambda src, msg, reply: None, host="")
+            with socket.create_connection(("127.0.0.1", port), timeout=5):
+                pass
+            with pytest.raises(OSError, match=r"cannot listen on no-such-host\.invalid:0"):
+                await t.listen(2, lambda src, msg, reply: None, host="no-such-host.invalid")
+            assert 2 not in t._handlers and 2 not in t.addresses  # nothing of the failed endpoint stays
+            return host, port
+        finally:
+            await t.close()
+
+    host, port = loop.run_until_complete(run())
+    assert host in ("0.0.0.0", "::") and port > 0
