@@ -41,7 +41,7 @@ import os
 
 from cpython.buffer cimport PyBUF_FORMAT, PyBUF_ND
 from libc.errno cimport errno, EINTR
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, int16_t, int32_t, int64_t, uint64_t, INT32_MAX
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, int16_t, int32_t, int64_t, uint64_t, INT32_MAX, INT64_MAX
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, strerror
 from posix.mman cimport mmap, munmap, PROT_READ, MAP_SHARED, MAP_FAILED
@@ -49,6 +49,7 @@ from posix.unistd cimport ftruncate
 
 from seglog._native import _errors
 from seglog._native.index import OffsetIndex, TimeIndex
+from seglog._native.records import first_at_or_after as _records_first_at_or_after
 
 cdef extern from "sys/uio.h" nogil:
     struct iovec:
@@ -69,6 +70,8 @@ cdef extern from "kbytes.h" nogil:
     void kb_store_u32(uint8_t *p, uint32_t v)
     void kb_store_u64(uint8_t *p, uint64_t v)
     int64_t kb_wrap_add(int64_t a, int64_t b)
+    const uint8_t *kb_read_varint(const uint8_t *p, const uint8_t *end, int32_t *out)
+    const uint8_t *kb_read_varlong(const uint8_t *p, const uint8_t *end, int64_t *out)
 
 cdef extern from "crc32c.h" nogil:
     uint32_t seglog_crc32c(uint32_t crc, const uint8_t *p, size_t n)
@@ -90,8 +93,11 @@ cdef enum:
     IOV_BATCH = 512            # batches per pwritev call (2 iovecs each, under IOV_MAX 1024)
     ALLOCATE_STEP = 4194304     # 4 MiB of disk blocks allocated ahead of the end of file at a time
     ATTR_CODEC_MASK = 0x07
+    ATTR_LOG_APPEND_TIME = 0x08
     ATTR_TRANSACTIONAL = 0x10
     ATTR_CONTROL = 0x20
+
+include "tssearch.pxi"
 
 NO_PARTITION_LEADER_EPOCH = -1
 ALLOCATE_AHEAD = ALLOCATE_STEP    # Segment's default allocate_ahead
@@ -890,6 +896,39 @@ cdef class Segment:
         while _head_at(buf, p, self.size, &h, False) == W_OK:
             if h.max_ts >= timestamp and h.last_offset >= starting_offset:
                 return _info(&h, p, buf)
+            p += h.size
+        return None
+
+    def first_at_or_after(self, int64_t timestamp, int64_t starting_offset=0, int64_t bound=INT64_MAX):
+        """``(offset, timestamp)`` of the first record at or after ``starting_offset`` and below
+        ``bound`` whose timestamp is >= ``timestamp``, or None: Kafka's
+        ``LogSegment.findOffsetByTimestamp`` whole, the index step of
+        :meth:`find_offset_by_timestamp` and then the records of the batches it finds, in one
+        call. Compressed and legacy batches are decoded (``records.first_at_or_after``)."""
+        if self.closed:
+            raise ValueError(f"segment {self.log_path} is closed")
+        ts_entry, off = self.time_index.lookup(timestamp)
+        off = max(off, starting_offset)
+        _, pos = self.offset_index.lookup(off)
+        cdef const uint8_t *buf = self._data()
+        cdef Py_ssize_t p = pos
+        cdef Head h
+        cdef int64_t found_off = 0, found_ts = 0
+        cdef int st
+        while _head_at(buf, p, self.size, &h, False) == W_OK:
+            if h.base_offset >= bound:
+                return None
+            if h.max_ts >= timestamp and h.last_offset >= starting_offset:
+                st = _first_uncompressed(buf + p, h.size, timestamp, starting_offset, bound, True,
+                                         &found_off, &found_ts)
+                if st == 1:
+                    return found_off, found_ts
+                if st < 0:
+                    with self.view(p, h.size) as v:
+                        found = _records_first_at_or_after(v, timestamp, min_offset=starting_offset,
+                                                           max_offset=bound)
+                    if found is not None:
+                        return found
             p += h.size
         return None
 

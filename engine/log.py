@@ -56,7 +56,7 @@ from seglog.errors import (
     RecordTooLargeError,
 )
 from seglog.leader_epoch import LeaderEpochCache
-from seglog.records import batch_headers, decode_records, first_at_or_after
+from seglog.records import batch_headers, decode_records
 from seglog.txnindex import AbortedTxn, TransactionIndex
 
 #: Fault injection (opt-in): when set, every change of a log's recovery point (the offset below
@@ -763,22 +763,10 @@ class Log:
                     continue
                 if seg.max_timestamp_so_far < timestamp:
                     continue
-                found = self._first_record_in_segment(seg, timestamp, hw)
+                found: tuple[int, int] | None = seg.first_at_or_after(timestamp, self.log_start_offset, hw)
                 if found is not None:
                     return found
             return None
-
-    def _first_record_in_segment(self, seg: Segment, timestamp: int, bound: int) -> tuple[int, int] | None:
-        start = self.log_start_offset
-        while True:
-            b = seg.find_offset_by_timestamp(timestamp, start)
-            if b is None or b.base_offset >= bound:
-                return None
-            found: tuple[int, int] | None = first_at_or_after(
-                seg.view(b.position, b.size), timestamp, min_offset=start, max_offset=bound)
-            if found is not None:
-                return found
-            start = b.last_offset + 1
 
     def _max_timestamp_record(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the first readable record with the largest timestamp. Each

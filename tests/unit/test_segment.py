@@ -14,7 +14,7 @@ from kafka.record.memory_records import MemoryRecords
 from seglog._native.crc32c import crc32c
 from seglog._native.segment import Segment, filename_prefix
 from seglog.errors import CorruptRecordError, InvalidRecordError
-from seglog.records import batch_headers, decode_records, encode_batch
+from seglog.records import CODEC_NAMES as CODECS, batch_headers, decode_records, encode_batch
 
 from tests.logkit import (
     CONSUMER_OFFSETS_6,
@@ -308,6 +308,34 @@ def test_find_offset_by_timestamp_matches_a_scan(filled):
                 assert got is None
             else:
                 assert (got.position, got.base_offset) == (want[2], want[0]), (target, start)
+
+
+@pytest.mark.parametrize("codecs", [("none",), ("none", "gzip", "lz4", "zstd")])
+def test_first_at_or_after_matches_the_records(tmp_path, codecs):
+    """Segment.first_at_or_after (index, batch headers, then the records, in one call) answers
+    as a decode of every record does, for any target, start and bound; batches compressed with
+    any codec among uncompressed ones are decoded on the way."""
+    rng = random.Random(5)
+    seg = new_segment(tmp_path, 500, index_interval_bytes=150)
+    records = []        # (offset, timestamp) of every record
+    for k in range(80):
+        n = rng.randint(1, 6)
+        ts = [T0 + rng.randint(0, 3000) for _ in range(n)]
+        codec = CODECS[rng.choice(codecs)]
+        data = encode_batch([b"v%d" % i for i in range(n)], timestamps=ts, compression=codec)
+        info = seg.append(data, assign_from=seg.next_offset)
+        records += zip(range(info.first_offset, info.last_offset + 1), ts)
+    try:
+        for target in [0, T0, T0 + 1, T0 + 1500, T0 + 2999, T0 + 3000, T0 + 3001] + \
+                [rng.choice(records)[1] for _ in range(20)]:
+            for start in (0, 500, records[100][0], records[100][0] + 1, records[-1][0], seg.next_offset):
+                for bound in (seg.next_offset, records[200][0], start):
+                    want = next(((o, t) for o, t in records if start <= o < bound and t >= target), None)
+                    assert seg.first_at_or_after(target, start, bound) == want, (target, start, bound)
+    finally:
+        seg.close()
+    with pytest.raises(ValueError, match="is closed"):
+        seg.first_at_or_after(T0)
 
 
 def test_reopen_finds_next_offset_and_max_timestamp(filled, tmp_path):
