@@ -883,15 +883,19 @@ cdef class Segment:
             pos += h.size
         return out
 
+    cdef Py_ssize_t _timestamp_walk_start(self, int64_t timestamp, int64_t starting_offset) except -1:
+        """Where the header walk of a timestamp search starts: the time index gives an offset
+        whose batch cannot be past the answer, the offset index that offset's position."""
+        _, off = self.time_index.lookup(timestamp)
+        _, pos = self.offset_index.lookup(max(off, starting_offset))
+        return pos
+
     def find_offset_by_timestamp(self, int64_t timestamp, int64_t starting_offset=0):
         """(position, BatchInfo) of the first batch at or after ``starting_offset`` whose max
         timestamp is >= ``timestamp`` (Kafka's ``LogSegment.findOffsetByTimestamp`` before the
         record-level step, which the caller does on that one batch); None if none."""
-        ts_entry, off = self.time_index.lookup(timestamp)
-        off = max(off, starting_offset)
-        _, pos = self.offset_index.lookup(off)
+        cdef Py_ssize_t p = self._timestamp_walk_start(timestamp, starting_offset)
         cdef const uint8_t *buf = self._data()
-        cdef Py_ssize_t p = pos
         cdef Head h
         while _head_at(buf, p, self.size, &h, False) == W_OK:
             if h.max_ts >= timestamp and h.last_offset >= starting_offset:
@@ -907,11 +911,8 @@ cdef class Segment:
         call. Compressed and legacy batches are decoded (``records.first_at_or_after``)."""
         if self.closed:
             raise ValueError(f"segment {self.log_path} is closed")
-        ts_entry, off = self.time_index.lookup(timestamp)
-        off = max(off, starting_offset)
-        _, pos = self.offset_index.lookup(off)
+        cdef Py_ssize_t p = self._timestamp_walk_start(timestamp, starting_offset)
         cdef const uint8_t *buf = self._data()
-        cdef Py_ssize_t p = pos
         cdef Head h
         cdef int64_t found_off = 0, found_ts = 0
         cdef int st
