@@ -330,15 +330,13 @@ class ProxyHub:
             return
         self._closed = True
 
-        async def down() -> None:
+        def down() -> None:
+            # What is still running when the loop stops is cancelled and drained by run_loop.
             for l in self.links.values():
                 if l.server is not None:
                     l.server.close()
                 for c in list(l.conns):
                     c.reset()
-            for t in asyncio.all_tasks():
-                if t is not asyncio.current_task():
-                    t.cancel()
         try:
             self._call(down)
         finally:
