@@ -8,14 +8,15 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("SEGLOG_SHARED", ROOT.parent / "shared"))
-FIXTURES = SHARED / "fixtures"
+# Files written by Apache Kafka (its client library and real brokers); provenance and checksums
+# in tests/fixtures/README.md.
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     if not FIXTURES.is_dir():
-        pytest.fail(f"the shared fixtures are missing: expected them at {FIXTURES}")
+        pytest.fail(f"the Kafka-written fixtures are missing: expected them at {FIXTURES}")
     return FIXTURES
 
 

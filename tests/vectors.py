@@ -1,4 +1,4 @@
-"""Shared loaders for the Kafka-generated vectors (../shared/fixtures/kafka-clients-generated)."""
+"""Shared loaders for the Kafka-generated vectors (tests/fixtures/kafka-clients-generated)."""
 from __future__ import annotations
 
 import json

@@ -1,5 +1,5 @@
-"""The broker-written segments in ../shared/fixtures/kafka-real decode completely, CRCs checked,
-with the counts and offsets their README states, and agree field by field with kafka-python."""
+"""The broker-written segments in tests/fixtures/kafka-real decode completely, CRCs checked,
+with the counts and offsets tests/fixtures/README.md states, and agree field by field with kafka-python."""
 from __future__ import annotations
 
 import hashlib
@@ -25,9 +25,11 @@ EXPECTED = {
 def real(fixtures_dir):
     root = fixtures_dir / "kafka-real"
     sums = {}
-    for line in (root / "SHA256SUMS").read_text().splitlines():
+    for line in (fixtures_dir / "SHA256SUMS").read_text().splitlines():
         digest, name = line.split()
-        sums[name.lstrip("*").removeprefix("./")] = digest
+        name = name.lstrip("*").removeprefix("./")
+        if name.startswith("kafka-real/"):
+            sums[name.removeprefix("kafka-real/")] = digest
     return root, sums
 
 
