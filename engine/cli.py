@@ -32,6 +32,31 @@ class CliError(Exception):
     """A user-facing problem: printed as one line."""
 
 
+def _note(command: str, text: str) -> None:
+    """One informational line on stderr (stdout stays the records or the dump)."""
+    sys.stderr.write(f"seglog {command}: {text}\n")
+    sys.stderr.flush()
+
+
+def _log_dir(path: str, *, create: bool = False, create_option: str | None = None) -> None:
+    """Check that ``path`` can be a log directory before a store is opened on it: an existing
+    directory, or (``create``) one that can be made. The error names the path once and says
+    what it is instead; ``create_option`` is the option that would create it, if the command
+    has one."""
+    if os.path.isdir(path):
+        return
+    if os.path.exists(path):
+        raise CliError(f"{path}: is a file, not a log directory")
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise CliError(f"{path}: cannot be a log directory: {parent} is a file")
+    if not create:
+        hint = f" (use {create_option} to create it)" if create_option else ""
+        raise CliError(f"{path}: the log directory does not exist{hint}")
+
+
 # -------------------------------------------------------------------------------------------------
 # Progress
 # -------------------------------------------------------------------------------------------------
@@ -205,8 +230,7 @@ def _describe(args: argparse.Namespace) -> int:
         return 0
     if not args.dir:
         raise CliError("give a log directory, or --bootstrap HOST:PORT for a running cluster")
-    if not os.path.isdir(args.dir):
-        raise CliError(f"{args.dir}: no such directory")
+    _log_dir(args.dir)
     with Store.open(args.dir, read_only=True) as store:
         topics = store.describe(args.topic, internal=args.internal) if args.topic else \
             store.describe(internal=args.internal)
@@ -224,6 +248,7 @@ def _describe(args: argparse.Namespace) -> int:
 def _produce(args: argparse.Namespace) -> int:
     from seglog import Store
 
+    _log_dir(args.dir, create=args.create, create_option="--create")
     source: IO[bytes]
     if args.file and args.file != "-":
         try:
@@ -275,6 +300,7 @@ def _consume(args: argparse.Namespace) -> int:
 
     if (args.offset is not None) + (args.timestamp is not None) + bool(args.from_beginning) > 1:
         raise CliError("give at most one of --offset, --timestamp, --from-beginning")
+    _log_dir(args.dir)
     out = sys.stdout.buffer
     writable = args.group is not None
     with Store.open(args.dir, read_only=not writable, create=False) as store:
@@ -927,7 +953,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # pragma: no cover - `seglog consume ... | head`
         return 0
     except (SeglogError, OSError, ValueError, TypeError) as exc:
-        sys.stderr.write(f"seglog {args.command}: error: {exc}\n")
+        if isinstance(exc, OSError) and not isinstance(exc, SeglogError) and exc.filename is not None:
+            # "x: Not a directory", not "[Errno 20] Not a directory: 'x'".
+            sys.stderr.write(f"seglog {args.command}: error: {exc.filename}: {exc.strerror}\n")
+        else:
+            sys.stderr.write(f"seglog {args.command}: error: {exc}\n")
         return 1
     except KeyboardInterrupt:
         sys.stderr.write(f"seglog {args.command}: interrupted\n")

@@ -226,3 +226,25 @@ def test_produce_and_consume_errors(tmp_path: Path, capsys: Any, monkeypatch: An
     assert exc.value.code == 2
     _, err = capsys.readouterr()
     one_line_error(err)
+
+
+def test_a_file_where_a_log_dir_is_expected(tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
+    f = tmp_path / "afile"
+    f.write_text("not a dir")
+    for argv in (["describe", str(f)], ["consume", str(f), "t"], ["produce", str(f), "t", "--create"]):
+        rc, _, err = run(capsys, *argv, stdin=b"x\n", monkeypatch=monkeypatch)
+        assert rc == 1
+        one_line_error(err)
+        assert f"{f}: is a file, not a log directory" in err
+        assert err.count(str(f)) == 1, "the path is named once"
+    rc, _, err = run(capsys, "produce", str(f / "sub"), "t", "--create", stdin=b"x\n", monkeypatch=monkeypatch)
+    assert rc == 1 and f"{f} is a file" in err and "Errno" not in err
+    one_line_error(err)
+    missing = tmp_path / "missing"
+    rc, _, err = run(capsys, "produce", str(missing), "t", stdin=b"x\n", monkeypatch=monkeypatch)
+    assert rc == 1 and err.count(str(missing)) == 1 and "use --create" in err
+    one_line_error(err)
+    rc, _, err = run(capsys, "consume", str(missing), "t")
+    assert rc == 1 and err.count(str(missing)) == 1 and "--create" not in err
+    one_line_error(err)
+    assert not missing.exists()
