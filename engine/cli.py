@@ -295,6 +295,49 @@ def _text(b: bytes | None) -> Any:
         return {"base64": base64.b64encode(b).decode("ascii")}
 
 
+def _holds(tp: Any, start: int, end: int) -> str:
+    """``orders-0 holds offsets 0 to 41`` / ``orders-0 holds no records (log end 0)``."""
+    if end <= start:
+        return f"{tp.topic}-{tp.partition} holds no records (its log end is offset {end})"
+    return f"{tp.topic}-{tp.partition} holds offsets {start} to {end - 1}"
+
+
+def _position(consumer: Any, tps: Sequence[Any], args: argparse.Namespace) -> None:
+    """Seek each partition to where ``consume`` starts, and say so on stderr where that is not
+    what was asked for or not obvious: an ``--offset`` past the end starts at the end (as
+    kafka-console-consumer does, whose consumer resets an out-of-range offset to the latest);
+    a group without a committed offset starts at the end too (Kafka's auto.offset.reset=latest)."""
+    begin = consumer.beginning_offsets(tps)
+    end = consumer.end_offsets(tps)
+    fresh = []
+    for tp in tps:
+        if args.offset is not None:
+            if args.offset < 0:
+                start = max(end[tp] + args.offset, begin[tp])
+            elif args.offset > end[tp]:
+                _note("consume", f"--offset {args.offset} is past the end: {_holds(tp, begin[tp], end[tp])}; "
+                                 f"starting at its end, offset {end[tp]}")
+                start = end[tp]
+            else:
+                start = args.offset
+            consumer.seek(tp, start)
+        elif args.timestamp is not None:
+            found = consumer.offsets_for_times({tp: args.timestamp})[tp]
+            if found is None:
+                consumer.seek_to_end(tp)
+            else:
+                consumer.seek(tp, found.offset)
+        elif args.from_beginning:
+            consumer.seek_to_beginning(tp)
+        elif args.group is not None and consumer.committed(tp) is None:
+            fresh.append(tp)
+    if fresh:
+        names = ", ".join(f"{tp.topic}-{tp.partition} at offset {end[tp]}" for tp in fresh)
+        _note("consume", f"group {args.group!r} has no committed offset yet: starting at the end "
+                         f"({names}), as a new Kafka consumer group does; add --from-beginning to "
+                         "read from the start")
+
+
 def _consume(args: argparse.Namespace) -> int:
     from seglog import Store, TopicPartition
 
@@ -316,19 +359,7 @@ def _consume(args: argparse.Namespace) -> int:
             isolation_level=args.isolation_level, enable_auto_commit=False)
         tps = [TopicPartition(args.topic, p) for p in parts]
         consumer.assign(tps)
-        for tp in tps:
-            if args.offset is not None:
-                start = args.offset if args.offset >= 0 else max(
-                    consumer.end_offsets([tp])[tp] + args.offset, consumer.beginning_offsets([tp])[tp])
-                consumer.seek(tp, start)
-            elif args.timestamp is not None:
-                found = consumer.offsets_for_times({tp: args.timestamp})[tp]
-                if found is None:
-                    consumer.seek_to_end(tp)
-                else:
-                    consumer.seek(tp, found.offset)
-            elif args.from_beginning:
-                consumer.seek_to_beginning(tp)
+        _position(consumer, tps, args)
         shown = 0
         limit = args.max_messages
         while limit is None or shown < limit:

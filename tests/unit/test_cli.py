@@ -248,3 +248,36 @@ def test_a_file_where_a_log_dir_is_expected(tmp_path: Path, capsys: Any, monkeyp
     assert rc == 1 and err.count(str(missing)) == 1 and "--create" not in err
     one_line_error(err)
     assert not missing.exists()
+
+
+def test_consume_offset_past_the_end_starts_at_the_end(tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
+    d = str(tmp_path / "s")
+    run(capsys, "produce", d, "ev", "--create", stdin=b"a\nb\nc\n", monkeypatch=monkeypatch)
+    rc, out, err = run(capsys, "consume", d, "ev", "--offset", "10")
+    assert rc == 0 and out == "", "an offset past the end does not replay from 0"
+    assert err == "seglog consume: --offset 10 is past the end: ev-0 holds offsets 0 to 2; starting at its end, offset 3\n"
+    rc, out, err = run(capsys, "consume", d, "ev", "--offset", "3")  # the end itself: no note
+    assert (rc, out, err) == (0, "", "")
+    rc, out, err = run(capsys, "consume", d, "ev", "--offset", "1")
+    assert (rc, out, err) == (0, "b\nc\n", "")
+    # An empty partition says so.
+    run(capsys, "produce", d, "empty", "--create", stdin=b"", monkeypatch=monkeypatch)
+    rc, out, err = run(capsys, "consume", d, "empty", "--offset", "5")
+    assert rc == 0 and out == "" and "empty-0 holds no records (its log end is offset 0)" in err
+
+
+def test_consume_new_group_says_it_starts_at_the_end(tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
+    d = str(tmp_path / "s")
+    run(capsys, "produce", d, "ev", "--create", "--partitions", "2", "--partition", "1",
+        stdin=b"a\nb\n", monkeypatch=monkeypatch)
+    rc, out, err = run(capsys, "consume", d, "ev", "--group", "g")
+    assert rc == 0 and out == ""
+    assert err.count("\n") == 1 and "group 'g' has no committed offset yet: starting at the end" in err
+    assert "ev-0 at offset 0, ev-1 at offset 2" in err and "--from-beginning" in err
+    # Once the group has committed, it resumes silently.
+    run(capsys, "produce", d, "ev", "--partition", "1", stdin=b"c\n", monkeypatch=monkeypatch)
+    rc, out, err = run(capsys, "consume", d, "ev", "--group", "g")
+    assert (rc, out, err) == (0, "c\n", "")
+    # --from-beginning on a new group: no note.
+    rc, out, err = run(capsys, "consume", d, "ev", "--group", "g2", "--from-beginning")
+    assert rc == 0 and out == "a\nb\nc\n" and err == ""
