@@ -393,36 +393,86 @@ def _consume(args: argparse.Namespace) -> int:
 _CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 
+_DUMPABLE = ".log, .index, .timeindex, .txnindex, .snapshot or a checkpoint"
+
+
+def _dump_kind(name: str) -> str | None:
+    """What ``dump`` makes of a file name: a segment's data or index file, a producer snapshot, a
+    checkpoint, or None for anything else (a partition's partition.metadata, a log dir's .lock or
+    meta.properties, ``.deleted``/``.cleaned``/``.swap`` leftovers, ...)."""
+    for suffix in (".log", ".index", ".timeindex", ".txnindex", ".snapshot"):
+        if name.endswith(suffix):
+            return suffix
+    if name.endswith("-checkpoint"):
+        return "checkpoint"
+    return None
+
+
 def _dump(args: argparse.Namespace) -> int:
     problems = 0
+    dumped = 0
+    dirs: list[str] = []
+    single = len(args.files) == 1
     for path in args.files:
         if not os.path.exists(path):
             raise CliError(f"{path}: no such file")
-        if os.path.isdir(path):
-            raise CliError(f"{path}: is a directory (give segment files: *.log, *.index, ...)")
-        sys.stdout.write(f"Dumping {path}\n")
         name = os.path.basename(path)
-        if name.endswith(".log"):
+        kind = None if os.path.isdir(path) else _dump_kind(name)
+        if kind is None:
+            if single:
+                what = "is a directory" if os.path.isdir(path) else "not a segment file"
+                raise CliError(f"{path}: {what} (expected {_DUMPABLE})")
+            # `seglog dump DIR/*`: say what was left out and go on, as kafka-dump-log does.
+            if os.path.isdir(path):
+                dirs.append(path)
+            else:
+                _note("dump", f"skipping {path}: not a segment file")
+            continue
+        dumped += 1
+        sys.stdout.write(f"Dumping {path}\n")
+        if kind == ".log":
             if args.verify_index_only:
                 continue
             problems += _dump_log(path, args)
-        elif name.endswith(".index"):
+        elif kind == ".index":
             problems += _dump_index(path, args, time_index=False)
-        elif name.endswith(".timeindex"):
+        elif kind == ".timeindex":
             problems += _dump_index(path, args, time_index=True)
-        elif name.endswith(".txnindex"):
+        elif kind == ".txnindex":
             problems += _dump_txnindex(path)
-        elif name.endswith(".snapshot"):
+        elif kind == ".snapshot":
             problems += _dump_snapshot(path)
-        elif name in ("leader-epoch-checkpoint",) or name.endswith("-checkpoint"):
-            with open(path, encoding="utf-8", errors="replace") as f:
-                sys.stdout.write(f.read())
         else:
-            raise CliError(f"{path}: not a segment file (expected .log, .index, .timeindex, "
-                           ".txnindex, .snapshot or a checkpoint)")
+            problems += _dump_checkpoint(path)
+    if dirs:
+        _note("dump", f"skipping {len(dirs)} director{'y' if len(dirs) == 1 else 'ies'} ("
+                      f"{', '.join(dirs[:3])}{', ...' if len(dirs) > 3 else ''}): dump reads the files in them")
+    if not dumped:
+        raise CliError(f"none of the {len(args.files)} files is a segment file (expected {_DUMPABLE})")
     if problems:
         sys.stderr.write(f"seglog dump: {problems} problem(s) found\n")
         return 1
+    return 0
+
+
+def _dump_checkpoint(path: str) -> int:
+    """A text checkpoint file (version line, count line, entries), printed as it is once it reads
+    as one."""
+    data = _read(path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        sys.stdout.write(f"not a checkpoint file: byte {exc.start} is not text "
+                         f"(a checkpoint is UTF-8 lines: version, count, entries)\n")
+        return 1
+    lines = text.splitlines()
+    if text and (len(lines) < 2 or not lines[0].strip().lstrip("-").isdigit()
+                 or not lines[1].strip().isdigit()):
+        first = lines[0][:40] if lines else ""
+        sys.stdout.write(f"not a checkpoint file: it starts {first!r}, not with a version line and "
+                         "an entry-count line\n")
+        return 1
+    sys.stdout.write(text)
     return 0
 
 
@@ -496,10 +546,35 @@ def _dump_log(path: str, args: argparse.Namespace) -> int:
                     line += f" key: {_show(r.key)} payload: {_show(r.value)}"
                 out.write(line + "\n")
     if bad_at is not None:
-        out.write(f"Found a corrupt batch at position {bad_at} of {path}: {reason}; "
-                  f"{len(data) - bad_at} byte(s) from there on cannot be read\n")
+        if bad_at == 0 and not heads:
+            out.write(f"Not a Kafka log segment: {_first_batch(data, reason)}; none of its "
+                      f"{len(data)} bytes read as record batches\n")
+        else:
+            out.write(f"Found a corrupt batch at position {bad_at} of {path}: {reason}; "
+                      f"{len(data) - bad_at} byte(s) from there on cannot be read\n")
         problems += 1
     return problems
+
+
+def _first_batch(data: bytes, reason: str) -> str:
+    """What the first bytes of a file claim as a batch header, in Kafka's terms, and why that
+    cannot be a batch."""
+    if len(data) < 17:
+        return (f"the file holds {len(data)} byte(s), fewer than the 17 that start every batch "
+                "(offset, length, leader epoch, magic)")
+    length = int.from_bytes(data[8:12], "big", signed=True)
+    magic = data[16]
+    said = f"the first batch, at position 0, declares length {length}"
+    if length < 14:
+        said += " (a batch is at least 14 bytes after its offset and length)"
+    elif length > len(data) - 12:
+        said += f" (only {len(data) - 12} bytes follow)"
+    said += f" and magic {magic}"
+    if magic > 2:
+        said += " (Kafka's are 0, 1 and 2)"
+    elif 14 <= length <= len(data) - 12:
+        said += f", but {reason}"
+    return said
 
 
 def _show(b: bytes | None) -> str:
@@ -601,7 +676,8 @@ def _dump_snapshot(path: str) -> int:
     version, crc, count = struct.unpack(">hIi", data[:10])
     actual = crc32c(data[6:])
     if version != 1:
-        raise CliError(f"{path}: unknown producer snapshot version {version}")
+        raise CliError(f"{path}: not a producer snapshot: it declares version {version} "
+                       "(Kafka writes version 1)")
     if actual != crc:
         raise CliError(f"{path}: CRC mismatch: stored {crc:08x}, computed {actual:08x}")
     if len(data) != 10 + 46 * count:

@@ -281,3 +281,57 @@ def test_consume_new_group_says_it_starts_at_the_end(tmp_path: Path, capsys: Any
     # --from-beginning on a new group: no note.
     rc, out, err = run(capsys, "consume", d, "ev", "--group", "g2", "--from-beginning")
     assert rc == 0 and out == "a\nb\nc\n" and err == ""
+
+
+def test_dump_of_random_bytes_talks_about_the_content(tmp_path: Path, capsys: Any) -> None:
+    import random
+
+    rng = random.Random(7)
+    log = tmp_path / "00000000000000000000.log"
+    data = bytearray(rng.randbytes(3000))
+    data[8:12] = (5_000_000).to_bytes(4, "big")
+    data[16] = 77
+    log.write_bytes(bytes(data))
+    rc, out, err = run(capsys, "dump", str(log))
+    assert rc == 1 and "Traceback" not in err
+    assert ("Not a Kafka log segment: the first batch, at position 0, declares length 5000000 "
+            "(only 2988 bytes follow) and magic 77 (Kafka's are 0, 1 and 2); none of its 3000 bytes "
+            "read as record batches") in out
+    data[16] = 2
+    data[8:12] = (100).to_bytes(4, "big")
+    data[23:27] = (-5).to_bytes(4, "big", signed=True)  # lastOffsetDelta
+    log.write_bytes(bytes(data))
+    rc, out, _ = run(capsys, "dump", str(log))
+    assert rc == 1 and "declares length 100 and magic 2, but negative lastOffsetDelta -5" in out
+    log.write_bytes(b"\x01\x02\x03")
+    rc, out, _ = run(capsys, "dump", str(log))
+    assert rc == 1 and "Not a Kafka log segment: the file holds 3 byte(s), fewer than the 17" in out
+    ckpt = tmp_path / "leader-epoch-checkpoint"
+    ckpt.write_bytes(bytes(data[:200]))
+    rc, out, _ = run(capsys, "dump", str(ckpt))
+    assert rc == 1 and "not a checkpoint file" in out and len(out.splitlines()) == 2
+    snap = tmp_path / "00000000000000000000.snapshot"
+    snap.write_bytes(bytes(data[:100]))
+    rc, _, err = run(capsys, "dump", str(snap))
+    assert rc == 1 and "not a producer snapshot: it declares version" in err
+    one_line_error(err)
+
+
+def test_dump_dir_star_skips_what_is_not_a_segment_file(tmp_path: Path, capsys: Any, fixtures_dir: Path) -> None:
+    d = tmp_path / "__consumer_offsets-6"
+    shutil.copytree(fixtures_dir / LDI / "__consumer_offsets-6", d)
+    (d / ".lock").write_bytes(b"")
+    (d / "00000000000000000000.log.deleted").write_bytes(b"")
+    (d / "sub").mkdir()
+    files = sorted(str(p) for p in d.iterdir())  # what the shell makes of DIR/*
+    rc, out, err = run(capsys, "dump", *files)
+    assert rc == 0, err
+    assert out.count("Dumping ") == 5 and out.count("baseOffset:") == 13
+    assert err.splitlines() == [
+        f"seglog dump: skipping {d / '.lock'}: not a segment file",
+        f"seglog dump: skipping {d / '00000000000000000000.log.deleted'}: not a segment file",
+        f"seglog dump: skipping {d / 'partition.metadata'}: not a segment file",
+        f"seglog dump: skipping 1 directory ({d / 'sub'}): dump reads the files in them",
+    ]
+    rc, _, err = run(capsys, "dump", str(d / ".lock"), str(d / "partition.metadata"))
+    assert rc == 1 and "none of the 2 files is a segment file" in err.splitlines()[-1]
