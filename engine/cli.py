@@ -109,7 +109,7 @@ def _demo(args: argparse.Namespace) -> int:
         raise CliError(f"--records must be at least 1, got {args.records}")
     if args.partitions < 1:
         raise CliError(f"--partitions must be at least 1, got {args.partitions}")
-    base = args.dir or tempfile.mkdtemp(prefix="seglog-demo-")
+    base = args.base
     os.makedirs(base, exist_ok=True)
     path = os.path.join(base, "store")
     n, parts = args.records, args.partitions
@@ -174,10 +174,14 @@ def _demo(args: argparse.Namespace) -> int:
     for name in sorted(os.listdir(os.path.join(path, f"{topic}-0")))[:8]:
         size = os.path.getsize(os.path.join(path, f"{topic}-0", name))
         out.write(f"    {name:40s} {size:>12,} bytes\n")
-    out.write(f"\n  the directory is a Kafka log dir: try `seglog describe {path}` or "
-              f"`seglog dump {desc[0].partitions[0].path}/{'0' * 20}.log`\n")
-    if not args.dir:
-        out.write(f"  (files left in {base})\n")
+    if _demo_keeps(args):
+        out.write(f"\n  the directory is a Kafka log dir: try `seglog describe {path}` or "
+                  f"`seglog dump {desc[0].partitions[0].path}/{'0' * 20}.log`\n")
+        if not args.dir:
+            out.write(f"  (kept in {base})\n")
+    else:
+        out.write(f"\n  the temporary directory {base} is removed now (--keep keeps it, to look at with "
+                  "`seglog describe` and `seglog dump`)\n")
     return 0
 
 
@@ -765,7 +769,7 @@ def _cluster_demo(args: argparse.Namespace) -> int:
     n = 200_000 if args.records is None else args.records
     if n < 1:
         raise CliError(f"--records must be at least 1, got {n}")
-    base = os.path.abspath(args.dir or tempfile.mkdtemp(prefix="seglog-demo-"))
+    base = args.base
     path = os.path.join(base, "cluster")
     if os.path.exists(path):
         import shutil
@@ -874,16 +878,50 @@ def _cluster_demo(args: argparse.Namespace) -> int:
         if bad:
             raise CliError(f"Spark counted {bad} records, expected {total:,} in every replica")
         say(f"  Spark read {total:,} records from each of the three replicas")
-    say(f"  files left in {path}: try `seglog describe {node_dirs[0]}`")
+    if _demo_keeps(args):
+        say(f"  files kept in {path}: try `seglog describe {node_dirs[0]}`")
+    else:
+        say(f"  the temporary directory {base} is removed now (--keep keeps it, to look at with "
+            "`seglog describe`)")
     return 0
 
 
+def _demo_keeps(args: argparse.Namespace) -> bool:
+    """Whether the demo's data stays once it ends: always in a --dir, in a temporary directory
+    only with --keep."""
+    return bool(args.dir) or bool(args.keep)
+
+
+def _remove_tree(path: str) -> None:
+    """Remove ``path``; a second Ctrl-C meanwhile does not cut the removal short."""
+    import shutil
+    import signal
+    import threading
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread else None
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGINT, previous)
+
+
 def _demo_main(args: argparse.Namespace) -> int:
-    if args.single:
-        if args.records is None:
-            args.records = 1_000_000
-        return _demo(args)
-    return _cluster_demo(args)
+    """Either demo in ``--dir`` or a new temporary directory, removed at the end (also on
+    Ctrl-C or an error) unless ``--keep``."""
+    if args.single and args.records is None:
+        args.records = 1_000_000
+    args.base = os.path.abspath(args.dir) if args.dir else tempfile.mkdtemp(prefix="seglog-demo-")
+    try:
+        return _demo(args) if args.single else _cluster_demo(args)
+    except KeyboardInterrupt:
+        if _demo_keeps(args):
+            args.interrupted = f"interrupted; the data is kept in {args.base}"
+        raise
+    finally:
+        if not _demo_keeps(args):
+            _remove_tree(args.base)
 
 
 def _positive(text: str) -> int:
@@ -957,9 +995,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="three replicas in one process: produce, kill the leader, "
                           "rejoin, consume with nothing lost, Spark counts the files (--single: "
                           "one store, a million records)")
-    demo.add_argument("--dir", help="directory to work in (default: a new temporary directory)")
+    demo.add_argument("--dir", help="directory to work in, kept at the end (default: a new temporary "
+                      "directory, removed at the end unless --keep)")
     demo.add_argument("--records", type=int, default=None,
                       help="records to produce (default 200,000 per phase; 1,000,000 with --single)")
+    demo.add_argument("--keep", action="store_true",
+                      help="keep the temporary directory when the demo ends (it says where)")
     demo.add_argument("--no-spark", action="store_true", help="leave out the Spark count")
     demo.add_argument("--single", action="store_true",
                       help="the single-store demo: produce, consume as Arrow columns, verify")
@@ -1067,7 +1108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write(f"seglog {args.command}: error: {exc}\n")
         return 1
     except KeyboardInterrupt:
-        sys.stderr.write(f"seglog {args.command}: interrupted\n")
+        sys.stderr.write(f"seglog {args.command}: {getattr(args, 'interrupted', 'interrupted')}\n")
         return 130
 
 

@@ -335,3 +335,54 @@ def test_dump_dir_star_skips_what_is_not_a_segment_file(tmp_path: Path, capsys: 
     ]
     rc, _, err = run(capsys, "dump", str(d / ".lock"), str(d / "partition.metadata"))
     assert rc == 1 and "none of the 2 files is a segment file" in err.splitlines()[-1]
+
+
+@pytest.mark.parametrize("after", ["created topic", "consume:"])
+def test_demo_ctrl_c_exits_with_one_line_and_removes_its_data(tmp_path: Path, after: str) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "seglog.cli", "demo", "--single", "--records", "3000000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "TMPDIR": str(tmp)},
+        # A shell without job control starts background commands with SIGINT ignored; a
+        # terminal's Ctrl-C reaches a foreground process with the default disposition.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        assert proc.stdout is not None
+        seen = []
+        for line in proc.stdout:
+            seen.append(line)
+            if after in line:
+                break
+        else:
+            pytest.fail(f"the demo ended before printing {after!r}: {''.join(seen)}")
+        assert len(os.listdir(tmp)) == 1, "the demo works in a temporary directory"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 130
+    assert err == "seglog demo: interrupted\n" and "Traceback" not in err
+    assert os.listdir(tmp) == [], "the temporary data is removed"
+
+
+def test_demo_removes_its_temporary_data_unless_keep(tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    rc, out, err = run(capsys, "demo", "--single", "--records", "100", "--partitions", "1")
+    assert rc == 0, err
+    assert list(tmp_path.iterdir()) == [] and "is removed now (--keep keeps it" in out
+    rc, out, err = run(capsys, "demo", "--single", "--records", "100", "--partitions", "1", "--keep")
+    assert rc == 0, err
+    (kept,) = tmp_path.iterdir()
+    assert f"(kept in {kept})" in out and "seglog describe" in out
+    with Store.open(kept / "store", read_only=True) as store:
+        assert store.describe("demo-events")[0].records == 100
