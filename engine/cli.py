@@ -1,6 +1,6 @@
 """The ``seglog`` command line.
 
-    seglog demo [--dir DIR] [--records N]          three replicas: failover, rejoin, Spark count
+    seglog demo [--dir DIR | --keep] [--records N] three replicas: failover, rejoin, Spark count
     seglog demo --single [--records N]             one store end to end, with progress
     seglog describe DIR [--internal]               topics, partitions, offsets, segments, sizes
     seglog dump FILE... [--print-data-log]         batches, records, index entries (kafka-dump-log)
@@ -118,11 +118,10 @@ def _demo(args: argparse.Namespace) -> int:
     with Store.open(path) as store:
         if topic in store.topics():
             store.delete_topic(topic)
-        store.create_topic(topic, parts, {"segment.bytes": args.segment_bytes,
-                                          "compression.type": args.compression})
-        out.write(f"  created topic {topic!r}: {parts} partitions, segment.bytes={args.segment_bytes:,}, "
-                  f"compression.type={args.compression}\n")
-        producer = store.producer()
+        store.create_topic(topic, parts, {"segment.bytes": args.segment_bytes})
+        out.write(f"  created topic {topic!r}: {parts} partitions, segment.bytes={args.segment_bytes:,}; "
+                  f"producing with compression.type={args.compression}\n")
+        producer = store.producer(compression_type=args.compression)
         chunk = 50_000
         bar = _Progress("produce", n, out)
         sent = 0
@@ -394,7 +393,16 @@ def _consume(args: argparse.Namespace) -> int:
 # dump
 # -------------------------------------------------------------------------------------------------
 
-_CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+def _codecs() -> dict[int, str]:
+    """Codec id -> Kafka's name (none, gzip, snappy, lz4, zstd): the one list every command
+    uses, from the records module's table (which also knows the topic-level alias
+    "uncompressed" for none)."""
+    from seglog.records import CODEC_NAMES
+
+    by_id: dict[int, str] = {}
+    for name, codec in CODEC_NAMES.items():
+        by_id.setdefault(codec, name)
+    return dict(sorted(by_id.items()))
 
 
 _DUMPABLE = ".log, .index, .timeindex, .txnindex, .snapshot or a checkpoint"
@@ -511,6 +519,7 @@ def _dump_log(path: str, args: argparse.Namespace) -> int:
         heads = batch_headers(data, 0, bad_at) if bad_at else []
         reason = re.sub(r" \(at byte \d+\)$", "", exc.message)
     out = sys.stdout
+    codecs = _codecs()
     for h in heads:
         try:
             batch_headers(data, h.position, h.position + h.size, verify_crc=True)
@@ -528,7 +537,7 @@ def _dump_log(path: str, args: argparse.Namespace) -> int:
             f"isTransactional: {str(h.is_transactional).lower()} isControl: {str(h.is_control).lower()} "
             f"deleteHorizonMs: {horizon if horizon is not None else 'none'} position: {h.position} "
             f"{ts_type}: {h.max_timestamp} size: {h.size} magic: {h.magic} "
-            f"compresscodec: {_CODECS.get(h.compression, h.compression)} crc: {h.crc} "
+            f"compresscodec: {codecs.get(h.compression, h.compression)} crc: {h.crc} "
             f"isvalid: {str(valid).lower()}\n")
         if args.print_data_log and valid:
             try:
@@ -1007,9 +1016,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--partitions", type=int, default=3, help="--single: partitions of the topic (default 3)")
     demo.add_argument("--segment-bytes", type=int, default=16 << 20,
                       help="--single: segment.bytes (default 16 MiB)")
-    demo.add_argument("--compression", default="producer",
-                      choices=["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"],
-                      help="--single: the topic's compression.type (default: as produced, uncompressed)")
+    codecs = list(_codecs().values())
+    demo.add_argument("--compression", default="none", choices=codecs,
+                      help="--single: the producer's compression.type (default none)")
     demo.set_defaults(func=_demo_main)
 
     node = sub.add_parser("node", help="run one replica node process (Kafka broker keys; ZooKeeper "
@@ -1049,8 +1058,8 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_argument("--partition", type=int, help="write every record to this partition")
     produce.add_argument("--create", action="store_true", help="create the topic if it is missing")
     produce.add_argument("--partitions", type=int, default=1, help="partitions when creating (default 1)")
-    produce.add_argument("--compression", default="none",
-                         choices=["none", "gzip", "snappy", "lz4", "zstd"], help="compression.type")
+    produce.add_argument("--compression", default="none", choices=codecs,
+                         help="the producer's compression.type (default none)")
     produce.set_defaults(func=_produce)
 
     consume = sub.add_parser("consume", help="print records as text or JSON lines")

@@ -386,3 +386,17 @@ def test_demo_removes_its_temporary_data_unless_keep(tmp_path: Path, capsys: Any
     assert f"(kept in {kept})" in out and "seglog describe" in out
     with Store.open(kept / "store", read_only=True) as store:
         assert store.describe("demo-events")[0].records == 100
+
+
+def test_compression_names_are_kafkas_in_every_command(tmp_path: Path, capsys: Any) -> None:
+    commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    kafka = ["none", "gzip", "snappy", "lz4", "zstd"]
+    for name in ("demo", "produce"):
+        (opt,) = [a for a in commands[name]._actions if a.dest == "compression"]
+        assert list(opt.choices) == kafka and opt.default == "none"
+    rc, out, err = run(capsys, "demo", "--single", "--dir", str(tmp_path), "--records", "500",
+                       "--partitions", "1", "--compression", "zstd")
+    assert rc == 0, err
+    rc, out, _ = run(capsys, "dump", str(tmp_path / "store" / "demo-events-0" / "00000000000000000000.log"))
+    codecs = {line.split("compresscodec: ")[1].split()[0] for line in out.splitlines() if "compresscodec" in line}
+    assert codecs == {"zstd"}
