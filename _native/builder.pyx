@@ -1,9 +1,9 @@
 """Record-at-a-time RecordBatch v2 building (Kafka's ``MemoryRecordsBuilder`` and the
-producer's ``ProducerBatch``). Spec: ``kafka-format.md`` §2.
+producer's ``ProducerBatch``). Spec: ``docs/kafka-format.md`` §2.
 
 The builder owns one growing buffer laid out as the finished batch::
 
-    [0, 61)       header, written by build()  (layout in records.pyx / kafka-format §2.1)
+    [0, 61)       header, written by build()  (layout in records.pyx / docs/kafka-format.md §2.1)
     [61, size)    records, encoded as they are appended (uncompressed)
 
     record:  varint length | int8 attributes (0) | varlong timestampDelta | varint offsetDelta |

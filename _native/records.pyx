@@ -1,7 +1,7 @@
 """Kafka record batches: RecordBatch v2 encode and decode, legacy (v0/v1) message-set decode.
 
 Mirrors kafka-clients' ``DefaultRecordBatch`` / ``DefaultRecord`` (v2) and ``LegacyRecord`` /
-``AbstractLegacyRecordBatch`` (v0/v1). Spec: ``kafka-format.md`` §2-§4.
+``AbstractLegacyRecordBatch`` (v0/v1). Spec: ``docs/kafka-format.md`` §2-§5.
 
 RecordBatch v2 header (61 bytes, big-endian)::
 

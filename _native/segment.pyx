@@ -1,7 +1,7 @@
 """One log segment: ``<base>.log`` with its ``.index``, ``.timeindex`` (and ``.txnindex``).
 
-Mirrors Kafka's ``LogSegment`` (storage/internals/log/LogSegment.java); spec ``kafka-format.md``
-§5, §6, §8. File names are the 20-digit zero-padded base offset::
+Mirrors Kafka's ``LogSegment`` (storage/internals/log/LogSegment.java); spec ``docs/kafka-format.md``
+§6, §7, §9. File names are the 20-digit zero-padded base offset::
 
     00000000000000001234.log        batches back to back, no header, no padding
     00000000000000001234.index      sparse offset index  [int32 relOffset][int32 position]

@@ -1,7 +1,7 @@
 """Random lookups on a 262,144-entry offset index (a 1 GiB segment indexed every 4 KiB), from
 Python: seglog's OffsetIndex.lookup vs ``bisect`` on Python lists vs a pure-Python binary search
 over the same big-endian index bytes (what a line-by-line port of Kafka's OffsetIndex does).
-Goal (performance.md, B5 / part C): <= 0.3 us p50 per lookup, >= 5x bisect, >= 15x pure Python.
+Goal (docs/performance.md §3.3 and §4): <= 0.3 us p50 per lookup, >= 5x bisect, >= 15x pure Python.
 
     pytest bench/bench_index.py                 # pytest-benchmark; per-lookup ns in extra_info
     python bench/bench_index.py                 # side-by-side table of per-lookup medians

@@ -1,5 +1,5 @@
 """Kafka's text checkpoint files, written crash-safely (``CheckpointFile``,
-``OffsetCheckpointFile``, ``LeaderEpochCheckpointFile``; ``kafka-format.md`` §7.1)::
+``OffsetCheckpointFile``, ``LeaderEpochCheckpointFile``; ``docs/kafka-format.md`` §8.3)::
 
     <version>\\n
     <entry count>\\n

@@ -89,7 +89,7 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 
-# RecordBatch attribute bits (kafka-format.md §3).
+# RecordBatch attribute bits (docs/kafka-format.md §2.2, "Attributes").
 _ATTR_TRANSACTIONAL = 0x10
 _ATTR_CONTROL = 0x20
 _ATTR_TXN_OR_CONTROL = _ATTR_TRANSACTIONAL | _ATTR_CONTROL

@@ -14,7 +14,7 @@
 0
 [(b'user-42', b'hello')]
 
-Layout (``kafka-format.md`` §7)::
+Layout (``docs/kafka-format.md`` §8.1)::
 
     <dir>/
       .lock                              fcntl-locked while a writable store is open

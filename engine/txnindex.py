@@ -1,6 +1,6 @@
 """Kafka's transaction index, ``<base>.txnindex``: the aborted transactions whose ABORT marker lies
 in a segment (``AbortedTxn`` and ``TransactionIndex``, ``org.apache.kafka.storage.internals.log``;
-spec ``kafka-format.md`` §2.4, §6.3).
+spec ``docs/kafka-format.md`` §3 and §7.4).
 
 One entry, 34 bytes, big-endian, back to back, no header::
 

@@ -49,7 +49,7 @@ class Contender:
 
 @dataclass(frozen=True, slots=True)
 class Goal:
-    """A target from docs/performance.md. ``ratio``: the subject's rate over ``versus``'s
+    """A target from docs/performance.md (§1 lists them). ``ratio``: the subject's rate over ``versus``'s
     rate is at least ``value``; ``max_seconds_per_item``: the subject's median time per item is
     at most ``value``; ``min_items_per_second``: its rate is at least ``value``. ``subject`` ""
     means the benchmark's first seglog contender."""

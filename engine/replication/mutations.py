@@ -1,6 +1,6 @@
 """Deliberate rule violations, switched on only by tests.
 
-Each name reintroduces one known replication bug (``replication.md`` §4.4). The simulation's
+Each name reintroduces one known replication bug (``docs/replication.md`` §9.5, "Mutants"). The simulation's
 checker must catch every one of them within a bounded number of seeds — proof that its
 invariants can fail. Nodes and the controller take a ``mutants`` set; production code passes
 the empty set.

@@ -871,7 +871,7 @@ class ReplicaNode:
         self._complete_parked(partition.tp, followers=True, consumers=False)
 
     def on_high_watermark(self, partition: Partition) -> None:
-        # A HW-only change wakes consumers, never a parked follower fetch (KIP-227 note in §1.4).
+        # A HW-only change wakes consumers, never a parked follower fetch (``docs/replication.md`` §3, long polls).
         self._complete_parked(partition.tp, followers=False, consumers=True)
 
     # -- PartitionHost ----------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """One replica of one partition: the replication rules (Kafka's ``Partition`` and ``Replica``).
 
-Rules implemented here (``replication.md`` §1 and §5; offsets are Kafka's: LEO and HW are
+Rules implemented here (``docs/replication.md`` §2-§5, checklist in §10; offsets are Kafka's: LEO and HW are
 exclusive):
 
 Leader

@@ -1,4 +1,4 @@
-"""The safety checker of ``replication.md`` §4.4 over one run: the history (see
+"""The safety checker of ``docs/replication.md`` §9.5 over one run: the history (see
 :mod:`tests.cluster.history`) plus the final logs of every replica, read from disk with seglog's
 own readers (:func:`read_replica`).
 

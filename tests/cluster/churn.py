@@ -1,4 +1,4 @@
-"""F8, controller churn (``replication.md`` §4.2): the controller dies or stops while an ISR
+"""F8, controller churn (``docs/replication.md`` §9.3): the controller dies or stops while an ISR
 change is in flight, and stale partition-state changes are delivered again.
 
 How an ISR change travels: the partition's leader sends an ``AlterPartitionRequest`` (its

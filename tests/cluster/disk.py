@@ -1,5 +1,5 @@
 """Disk faults for a stopped (SIGKILLed) node's data directory, and disk-full on a size-limited
-tmpfs (``replication.md`` §4.2 F5-F7).
+tmpfs (``docs/replication.md`` §9.3 F5-F7).
 
 Power loss (F6). SIGKILL loses nothing on this machine (the page cache is shared), so the loss is
 made explicit: a node started with ``SEGLOG_FSYNC_JOURNAL=<file>`` appends every change of each

@@ -1,6 +1,6 @@
 """The real cluster under fault injection: node processes on ZooKeeper
 (:class:`seglog.process_cluster.ProcessCluster`) with every link through the fault proxy, the
-fsync journal on, a state observer, and the nemesis operations of ``replication.md`` §4.2.
+fsync journal on, a state observer, and the nemesis operations of ``docs/replication.md`` §9.3.
 
 Links (directed, one proxy listener each): ``"a->b"`` node a's connections to node b (fetches,
 controller requests), ``"a->zk"`` node a's ZooKeeper session, ``"c->a"`` the harness clients'
@@ -29,7 +29,7 @@ from tests.cluster.checker import ReplicaState, read_replica
 from tests.cluster.history import History
 from tests.cluster.proxy import ProxyHub
 
-#: §4.1 timers (lag 3 s, fetch wait 200 ms, 3 s sessions), 256 KiB segments.
+#: §9.2 timers (lag 3 s, fetch wait 200 ms, 3 s sessions), 256 KiB segments.
 REPLICA_CONFIG = {"replica.lag.time.max.ms": 3000, "replica.fetch.wait.max.ms": 200,
                   "session.timeout.ms": 3000, "replica.high.watermark.checkpoint.interval.ms": 1000}
 LOG_DEFAULTS = {"segment.bytes": 256 * 1024}

@@ -1,4 +1,4 @@
-"""The operation history of a cluster run, as JSONL (``replication.md`` §4.3).
+"""The operation history of a cluster run, as JSONL (``docs/replication.md`` §9.4).
 
 Every line is one event::
 
@@ -18,7 +18,7 @@ Operations (``f``):
 ``observe`` process ``"observer"``, type ``info``: a state sample (leader, epoch, HW, ISR per
             partition) for the epoch/HW invariants and the latency figures.
 
-How a failed send is classified is the client-side table of §4.3, applied through seglog's own
+How a failed send is classified is the client-side table of §9.4, applied through seglog's own
 split: a :class:`seglog.errors.NotWrittenError` (rejected before append) is ``fail``; anything
 else — timeouts, ``NOT_ENOUGH_REPLICAS_AFTER_APPEND``, ``NOT_LEADER_OR_FOLLOWER`` after the
 append, connection loss, unknown errors, exceptions from outside seglog — is ``info``.

@@ -1,6 +1,6 @@
 """A userspace TCP proxy for network faults: one *directed* listener per link.
 
-The machine has no netem and no iptables (``replication.md`` §4.0), so every inter-node and client
+The machine has no netem and no iptables (``docs/replication.md`` §9.1), so every inter-node and client
 link goes through its own listener here. A link ``a->b`` carries the connections ``a`` opens to
 ``b``: requests flow *forward* (a to b), responses *backward*. Each link has one mode, switchable
 at run time, applied to its current and future connections:

@@ -1,4 +1,4 @@
-"""The per-run report of ``replication.md`` §4.7, as JSON and as text.
+"""The per-run report of ``docs/replication.md`` §9.8, as JSON and as text.
 
 :func:`build` takes the history, the :class:`~tests.cluster.checker.CheckResult` and the run's
 provenance. Fault and latency figures come from the history's ``nemesis`` and ``observe`` events:
@@ -13,7 +13,7 @@ led, invoked after the fault; *ISR shrink* — a fault on a follower to the firs
 ISR without it; *ISR expand* — a ``heal``, or the end of a fault (the ``ok`` of its nemesis
 operation), to the first observation of a full ISR, per partition not whole at that moment.
 
-Counts (§4.7): truncation events with records and bytes (the nodes' logs, by kind), leader
+Counts (§9.8): truncation events with records and bytes (the nodes' logs, by kind), leader
 epochs and changes, ISR shrinks/expands and unavailable seconds per partition
 (:func:`state_counts`), epoch-cache entries per replica at the end, HW observations, and what
 the node logs say (``node_log_counts`` in the provenance: leaderships taken, ISR changes

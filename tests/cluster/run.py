@@ -1,4 +1,4 @@
-"""One randomised run against the real cluster (``replication.md`` §4.2 schedule, §4.6 budgets):
+"""One randomised run against the real cluster (``docs/replication.md`` §9.3 schedule, §9.7 budgets):
 warm-up, faults drawn from a profile's mix, heal, full ISR, final read, check, report.
 
 >>> report = run("/tmp/r1", profile="mixed", seed=1, fault_s=60)   # doctest: +SKIP
@@ -23,7 +23,7 @@ from tests.cluster.workload import Consumer, Producer, final_read
 SAFE, CONTROL = "safe", "control"
 TOPICS = {SAFE: 3, CONTROL: 1}
 
-#: §4.2 mixes.
+#: §9.3 mixes.
 PROFILES: dict[str, tuple[str, ...]] = {
     "kill": ("kill",),
     "pause": ("pause",),

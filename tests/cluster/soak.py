@@ -1,4 +1,4 @@
-"""Long randomised runs (``replication.md`` §4.6) with one report per run and an aggregate::
+"""Long randomised runs (``docs/replication.md`` §9.7) with one report per run and an aggregate::
 
     python -m tests.cluster.soak --profile mixed --profile power --seeds 1,2,3 --seconds 120 \\
         --out soak/report.json

@@ -1,5 +1,5 @@
 """The checker on crafted histories: a clean history passes, and for each property of
-``replication.md`` §4.4 a history that breaks it (and only it, where the properties allow) is
+``docs/replication.md`` §9.5 a history that breaks it (and only it, where the properties allow) is
 caught by the counter that property feeds."""
 from __future__ import annotations
 

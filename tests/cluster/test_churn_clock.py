@@ -1,4 +1,4 @@
-"""F8 (controller churn) and F9 (wall-clock jumps) of ``replication.md`` §4.2.
+"""F8 (controller churn) and F9 (wall-clock jumps) of ``docs/replication.md`` §9.3.
 
 F8: the controller is SIGKILLed (or SIGSTOPped) while an ISR shrink is inside the proxy on its
 way to it; then every AlterPartition frame captured on the links, and earlier writes of the

@@ -1,5 +1,5 @@
 """The history: JSONL round trip, invoke/complete pairing, and the client-side error table of
-``replication.md`` §4.3 (written out here independently) against seglog's classification."""
+``docs/replication.md`` §9.4 (written out here independently) against seglog's classification."""
 from __future__ import annotations
 
 import json
@@ -10,11 +10,11 @@ import pytest
 import seglog.errors as E
 from tests.cluster.history import History, classify, error_name, load, pairs
 
-# §4.3: "fail" = definitely not appended.
+# §9.4: "fail" = definitely not appended.
 DEFINITE = [E.NotEnoughReplicasError, E.InvalidRecordError, E.InvalidRequiredAcksError, E.InvalidTimestampError,
             E.InvalidTopicError, E.RecordTooLargeError, E.RecordListTooLargeError, E.OutOfOrderSequenceError,
             E.InvalidProducerEpochError, E.NotLeaderOrFollowerBeforeAppendError]
-# §4.3: "info" = everything else: timeouts, after-append errors, NOT_LEADER from purgatory, connection loss.
+# §9.4: "info" = everything else: timeouts, after-append errors, NOT_LEADER from purgatory, connection loss.
 INDETERMINATE = [E.RequestTimedOutError, E.NotEnoughReplicasAfterAppendError, E.NotLeaderOrFollowerAfterAppendError,
                  E.NotLeaderOrFollowerError, E.NetworkError, E.UnknownServerError, E.KafkaStorageError]
 

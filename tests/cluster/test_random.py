@@ -1,6 +1,6 @@
 """Randomised runs against the real cluster (three node processes, ZooKeeper, a proxy on every
-link): the workload of §4.3 under a nemesis profile of §4.2, then heal, full ISR, final read and
-the §4.4 checker. Two short runs for CI; the §4.6 profiles × seeds are ``slow`` (or use
+link): the workload of §9.4 under a nemesis profile of §9.3, then heal, full ISR, final read and
+the §9.5 checker. Two short runs for CI; the §9.7 profiles × seeds are ``slow`` (or use
 ``python -m tests.cluster.soak``)."""
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The deterministic scenarios S1-S13 of ``replication.md`` §4.5 on the real cluster: three node
+"""The deterministic scenarios S1-S13 of ``docs/replication.md`` §9.6 on the real cluster: three node
 processes on ZooKeeper, every link through the fault proxy, kills and pauses by PID, power loss
-from the fsync journal. Each runs the background workload and ends with the full §4.4 checker
+from the fsync journal. Each runs the background workload and ends with the full §9.5 checker
 (:class:`tests.cluster.scenario.Scenario`); the scenario's own expectation is asserted on top.
 The in-memory versions (with their mutants) are tests/replication/test_scenarios.py."""
 from __future__ import annotations
@@ -301,7 +301,7 @@ def test_s13_fast_leader_changes_no_divergence_no_going_back(sc: Scenario) -> No
 
 
 def test_positive_control_acks_1_loses_writes_on_leader_kill(sc: Scenario) -> None:
-    """§4.4 #10: on the acks=1 control topic, a leader killed while its followers could not
+    """§9.5 #10: on the acks=1 control topic, a leader killed while its followers could not
     fetch loses acknowledged writes — and the checker must see it."""
     _warm(sc)
     leader = _leader(sc, "control")

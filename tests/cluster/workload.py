@@ -1,11 +1,11 @@
-"""The client workload of ``replication.md`` §4.3, recorded into a :class:`History`.
+"""The client workload of ``docs/replication.md`` §9.4, recorded into a :class:`History`.
 
 Producers: ``p0..p{k-1}`` idempotent (acks=all) on the safe topic, ``n{k}`` non-idempotent with
 retries on the safe topic, and ``k{k+1}`` with acks=1 on the control topic. Each sends unique values
 ``(client, n)`` (:func:`tests.cluster.checker.encode_value`, 64 bytes) round-robin over the
 partitions, in bursts of 1-10 records at about ``rate`` records/s. Every record is one ``send``
 operation: ``invoke`` before it is handed to the client, then ``ok`` with its offset or
-``fail``/``info`` by the §4.3 table.
+``fail``/``info`` by the §9.4 table.
 
 Consumers ``c0``, ``c1``: assign mode on every partition of both topics from offset 0, polling
 continuously; every record is logged with its partition and offset (``poll`` operations, one

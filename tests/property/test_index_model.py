@@ -278,7 +278,7 @@ TestTimeIndexModel.settings = MACHINE_SETTINGS
 # ---- arbitrary bytes on disk vs a plain-Python reading of the rules -------------------------
 
 def reference_read(data: bytes, es: int, base: int) -> tuple[list[tuple[int, int]], bool]:
-    """The valid entries and whether the file is corrupt, by the rules in kafka-format.md §6
+    """The valid entries and whether the file is corrupt, by the rules in docs/kafka-format.md §7
     plus the zero-tail rule, written independently of the native walk."""
     slots = len(data) // es
     entries: list[tuple[int, int]] = []

@@ -1,5 +1,5 @@
 """murmur2 and the keyed partition against a plain-Python model written from the spec
-(kafka-format.md section 9), and against kafka-python's own implementation."""
+(docs/kafka-format.md §11), and against kafka-python's own implementation."""
 
 from __future__ import annotations
 

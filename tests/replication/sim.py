@@ -3,12 +3,12 @@
 :class:`SimCluster` runs real :class:`~seglog.replication.node.ReplicaNode` objects with real
 partition logs on disk, over the in-memory network and coordinator, all on one
 :class:`~seglog.clock.ManualClock`: nothing sleeps, and the same seed replays the same run.
-It offers the faults of ``replication.md`` §4.2 that make sense in one process: kill (the
+It offers the faults of ``docs/replication.md`` §9.3 that make sense in one process: kill (the
 page cache survives), power loss (everything after the last fsync is cut at a random byte),
 clean restart, pause (SIGSTOP), link cuts and delays, node <-> coordinator cuts.
 
 :class:`Simulation` drives random workloads (idempotent and plain producers, consumers) and
-faults for a number of steps, checking the invariants of §4.4 after every step and at the end
+faults for a number of steps, checking the invariants of §9.5 after every step and at the end
 (after healing everything): see :class:`Checker`. A failure raises :class:`SimulationFailure`
 with the seed, the step and the recent events.
 """
@@ -474,7 +474,7 @@ class Send:
 
 
 class Checker:
-    """The properties of ``replication.md`` §4.4 over one run's history and node states."""
+    """The properties of ``docs/replication.md`` §9.5 over one run's history and node states."""
 
     def __init__(self, cluster: SimCluster, *, safe_topics: set[str], strict_truncation: bool) -> None:
         self.c = cluster

@@ -1,4 +1,4 @@
-"""The deterministic scenarios S1-S10 of ``replication.md`` §4.5, each scripted on the
+"""The deterministic scenarios S1-S10 of ``docs/replication.md`` §9.6, each scripted on the
 simulated cluster (real logs on disk, in-memory network and coordinator, manual clock).
 
 Where a scenario guards against a known bug, the same script is also run with that bug switched

@@ -1,6 +1,6 @@
 """The seeded simulation: random workloads and faults with the invariants of
-``replication.md`` §4.4 checked after every step and after healing — and the mutations of
-§4.4, each of which must make it fail within a bounded number of seeds.
+``docs/replication.md`` §9.5 checked after every step and after healing — and the mutations of
+§9.5, each of which must make it fail within a bounded number of seeds.
 
 A failure names its seed; replay it with ``SimConfig(seed=...)`` (see ``sim.py``). The
 longer profiles are marked ``slow``.
@@ -24,7 +24,7 @@ TOPICS = (
     TopicSpec("safe1", min_isr=1),
 )
 
-# Fault mixes (replication.md §4.2), each a profile of the simulation.
+# Fault mixes (docs/replication.md §9.3), each a profile of the simulation.
 PROFILES: dict[str, tuple[frozenset[str], bool]] = {
     "all": (ALL_FAULTS, False),
     "crash": (frozenset({"kill", "restart", "controller_kill"}), False),
@@ -69,7 +69,7 @@ def test_invariants_hold(tmp_path: Path, profile: str, seeds: tuple[int, ...]) -
         assert control_losses > 0
 
 
-# Each mutation with the fault mix that exposes it (replication.md §4.4 "checker self-tests").
+# Each mutation with the fault mix that exposes it (docs/replication.md §9.5 "Mutants").
 MUTANT_PROFILES = {
     mut.TRUNCATE_TO_HW_ON_RESTART: "crash",
     mut.NO_EPOCH_ITERATION: "unclean",

@@ -37,7 +37,7 @@ NAMES = {C.GZIP: "gzip", C.SNAPPY: "snappy", C.LZ4: "lz4", C.ZSTD: "zstd"}
 
 
 # --------------------------------------------------------------------------------------
-# payloads and a legacy message-set parser written from kafka-format.md §3
+# payloads and a legacy message-set parser written from docs/kafka-format.md §4
 
 def _varint(n: int) -> bytes:
     u = (n << 1) ^ (n >> 63)

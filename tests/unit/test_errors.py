@@ -139,7 +139,7 @@ KAFKA_PYTHON_OLD_NAMES = {
 }
 KAFKA_PYTHON_RETRIABLE_DIFFERS = {2}
 
-# The brief's classification of write failures (docs/replication.md, "Workload").
+# How a failed write is classified (docs/replication.md §9.4, "Workload and history").
 NOT_WRITTEN_CODES = {2, 3, 5, 10, 17, 18, 19, 21, 32, 43, 45, 47, 59, 76, 87, 90}
 INDETERMINATE_CLASSES = {RequestTimedOutError, NotEnoughReplicasAfterAppendError}
 

@@ -1,9 +1,9 @@
 """Transactions in the partition log: open transactions and the LSO, the .txnindex written on ABORT
-markers (bytes packed by hand per kafka-format.md §6.3), reopen and recovery, truncation, and
+markers (bytes packed by hand per docs/kafka-format.md §7.4), reopen and recovery, truncation, and
 read_committed reads checked against the committed records and against kafka-python's consumer
 (its ``PartitionRecords``, which applies a fetch response's aborted transactions as Kafka's does).
 
-No public fixture holds a .txnindex (kafka-format.md §14) and kafka-python reads no index files."""
+No public fixture holds a .txnindex (docs/kafka-format.md §12) and kafka-python reads no index files."""
 from __future__ import annotations
 
 import collections
@@ -26,7 +26,7 @@ N = 77                              # an idempotent, non-transactional producer
 
 
 def entry(pid: int, first: int, last: int, lso: int) -> bytes:
-    """Spec §6.3: [int16 version=0][int64 producerId][int64 firstOffset][int64 lastOffset][int64 LSO]."""
+    """docs/kafka-format.md §7.4: [int16 version=0][int64 producerId][int64 firstOffset][int64 lastOffset][int64 LSO]."""
     return b"\x00\x00" + b"".join(v.to_bytes(8, "big", signed=True) for v in (pid, first, last, lso))
 
 

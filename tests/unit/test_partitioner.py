@@ -1,6 +1,6 @@
 """Kafka's keyed partitioner: murmur2 and the partition it picks, against the vectors
 kafka-clients 3.9.1 generated, Kafka's own UtilsTest vectors and kafka-python's partitioner
-test vectors (docs: kafka-format.md section 9)."""
+test vectors (docs/kafka-format.md §11)."""
 
 from __future__ import annotations
 

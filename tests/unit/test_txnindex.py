@@ -1,7 +1,7 @@
-"""The transaction index file (.txnindex): byte layout per kafka-format.md §6.3, ordering, truncation,
+"""The transaction index file (.txnindex): byte layout per docs/kafka-format.md §7.4, ordering, truncation,
 torn tails, and Kafka's collectAbortedTxns search.
 
-No public fixture holds a .txnindex (kafka-format.md §14) and kafka-python reads no index files, so
+No public fixture holds a .txnindex (docs/kafka-format.md §12) and kafka-python reads no index files, so
 the bytes are checked against entries packed by hand with struct from the spec's layout."""
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from seglog.txnindex import ENTRY_SIZE, AbortedTxn, TransactionIndex
 
 
 def entry(pid: int, first: int, last: int, lso: int, version: int = 0) -> bytes:
-    """Spec §6.3: [int16 version][int64 producerId][int64 firstOffset][int64 lastOffset][int64 LSO]."""
+    """docs/kafka-format.md §7.4: [int16 version][int64 producerId][int64 firstOffset][int64 lastOffset][int64 LSO]."""
     return (version.to_bytes(2, "big", signed=True) + pid.to_bytes(8, "big", signed=True)
             + first.to_bytes(8, "big", signed=True) + last.to_bytes(8, "big", signed=True)
             + lso.to_bytes(8, "big", signed=True))
