@@ -8,7 +8,9 @@
     seglog consume DIR TOPIC [--offset N | --timestamp T] [--format json]
 
 Errors are one line on stderr naming the file, offset or option at fault (exit status 1; 2 for
-a bad command line), never a traceback.
+a bad command line), never a traceback; Ctrl-C is one line too (exit status 130). Notes about
+what a command chose to do (where ``consume`` starts, what ``dump`` skipped) go to stderr, so
+stdout holds only records or dump output.
 """
 
 from __future__ import annotations
@@ -913,7 +915,7 @@ def _remove_tree(path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
     finally:
         if main_thread:
-            signal.signal(signal.SIGINT, previous)
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
 
 
 def _demo_main(args: argparse.Namespace) -> int:
