@@ -12,7 +12,8 @@ Generated C goes to ``build/cython-<profile>/`` so switching profiles always reg
 Editable installs (``pip install -e .``) map seglog's packages through setuptools' import
 hook, which ``pkgutil.iter_modules()`` cannot list. PySpark finds data sources by listing
 top-level ``pyspark_*`` modules that way, so an editable install also puts the directory that
-holds ``pyspark_seglog.py`` (and nothing else) on ``sys.path`` with a ``.pth`` file.
+holds the top-level modules (``pyspark_seglog.py`` and the command's entry point
+``_seglog_command.py``, nothing else) on ``sys.path`` with a ``.pth`` file.
 """
 
 import glob

@@ -400,3 +400,29 @@ def test_compression_names_are_kafkas_in_every_command(tmp_path: Path, capsys: A
     rc, out, _ = run(capsys, "dump", str(tmp_path / "store" / "demo-events-0" / "00000000000000000000.log"))
     codecs = {line.split("compresscodec: ")[1].split()[0] for line in out.splitlines() if "compresscodec" in line}
     assert codecs == {"zstd"}
+
+
+def test_ctrl_c_while_the_package_loads_is_one_line(capsys: Any, monkeypatch: Any) -> None:
+    """The ``seglog`` script's entry point runs before the package is imported, so Ctrl-C in
+    those first few tenths of a second is one line and status 130 as well."""
+    import builtins
+    from importlib.metadata import entry_points
+
+    import _seglog_command
+
+    (script,) = [e for e in entry_points(group="console_scripts") if e.name == "seglog"]
+    assert script.value == "_seglog_command:main"
+    real_import = builtins.__import__
+
+    def interrupted_import(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "seglog.cli":
+            raise KeyboardInterrupt
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", interrupted_import)
+    assert _seglog_command.main(["demo", "--single"]) == 130
+    monkeypatch.setattr(builtins, "__import__", real_import)
+    _, err = capsys.readouterr()
+    assert err == "seglog demo: interrupted\n"
+    # Past the import, seglog.cli answers as usual.
+    assert _seglog_command.main(["describe", "--bootstrap", "x:1", "/tmp"]) == 1
