@@ -285,7 +285,8 @@ class _Gen:
         return f"b += _I32.pack({expr})"
 
     def encode_value(self, f: tuple, t: str) -> list[str]:
-        name, ftype, _, _, _, _, _, children = f
+        name, ftype, _, nullable_v, _, _, _, children = f
+        nullable = _in(nullable_v, self.version)
         out: list[str] = []
         if ftype in _FIXED:
             s = self.struct_name(_FIXED[ftype])
@@ -294,6 +295,9 @@ class _Gen:
         if ftype in ("string", "bytes", "records"):
             null_len = "_put_uvarint(b, 0)" if self.flexible else (
                 "b += _I16.pack(-1)" if kind == "string" else "b += _I32.pack(-1)")
+            if not nullable:  # a missing value that cannot be null is written empty
+                null_len = "b.append(1)" if self.flexible else (
+                    "b += _I16.pack(0)" if kind == "string" else "b += _I32.pack(0)")
             out.append(f"if {t} is None:")
             out.append(f"    {null_len}")
             out.append("else:")
@@ -316,7 +320,9 @@ class _Gen:
             self.encoder(sub, children)
             return [f"{sub}(w, {t})", "b = w[-1]"]
         if ftype.startswith("[]"):
-            null_len = "_put_uvarint(b, 0)" if self.flexible else "b += _I32.pack(-1)"
+            # A missing array that cannot be null is written empty.
+            null_len = ("_put_uvarint(b, 0)" if self.flexible else "b += _I32.pack(-1)") if nullable \
+                else ("b.append(1)" if self.flexible else "b += _I32.pack(0)")
             out.append(f"if {t} is None:")
             out.append(f"    {null_len}")
             out.append("else:")

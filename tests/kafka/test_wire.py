@@ -1,0 +1,230 @@
+"""The broker's framing and requests at the byte level: KIP-511, bad frames closing only their
+own connection, nothing written for a refused request, fetch long polls and limits."""
+
+from __future__ import annotations
+
+import struct
+import threading
+import time
+import uuid
+
+import pytest
+
+from seglog.kafka import codec
+from seglog.kafka.server import API_VERSIONS
+from seglog.records import encode_batch
+
+from .conftest import RawClient
+
+
+def _topic(broker, partitions: int = 1) -> str:
+    name = "w-" + uuid.uuid4().hex[:10]
+    broker.store.create_topic(name, partitions)
+    return name
+
+
+def _produce(client: RawClient, topic: str, records: bytes, acks: int = 1, version: int = 9) -> dict:
+    return client.request("Produce", 0, version, {
+        "transactional_id": None, "acks": acks, "timeout_ms": 1000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]})
+
+
+def _fetch_body(topic: str, offset: int = 0, **kw) -> dict:
+    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": topic, "partitions": [
+                {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}]}
+    body.update(kw)
+    return body
+
+
+@pytest.fixture
+def raw(broker):
+    client = RawClient(broker.bootstrap_servers)
+    yield client
+    client.close()
+
+
+def test_api_versions_lists_the_served_ranges(raw):
+    for version in (0, 3, 4):
+        msg = raw.request("ApiVersions", 18, version, {"client_software_name": "t",
+                                                      "client_software_version": "1"})
+        assert msg["error_code"] == 0
+        assert {k["api_key"]: (k["min_version"], k["max_version"]) for k in msg["api_keys"]} == API_VERSIONS
+
+
+def test_api_versions_unknown_version_is_answered_in_v0(raw):
+    header = struct.pack(">hhih", 18, 99, 7, -1)
+    raw.send_frame(header + b"\x00whatever")
+    frame = raw.read_frame()
+    assert struct.unpack_from(">i", frame)[0] == 7
+    msg, end = codec.decode("ApiVersionsResponse", 0, memoryview(frame), 4)
+    assert end == len(frame)
+    assert msg["error_code"] == 35  # UNSUPPORTED_VERSION
+    assert any(k["api_key"] == 18 for k in msg["api_keys"])
+
+
+@pytest.mark.parametrize("payload,what", [
+    (struct.pack(">i", 104857601), "oversize length"),
+    (struct.pack(">i", 100) + b"\x00\x03\x00\x0c", "truncated frame"),
+    (struct.pack(">i", 10) + struct.pack(">hhih", 999, 0, 1, -1), "unknown api key"),
+    (struct.pack(">i", 10) + struct.pack(">hhih", 0, 99, 1, -1), "unsupported produce version"),
+    (struct.pack(">i", 3) + b"abc", "frame shorter than a header"),
+])
+def test_bad_frames_close_only_their_connection(broker, raw, payload, what, caplog):
+    topic = _topic(broker)
+    other = RawClient(broker.bootstrap_servers)
+    try:
+        _produce(other, topic, encode_batch([b"before"]))
+        raw.sock.sendall(payload)
+        if what == "truncated frame":
+            raw.sock.shutdown(1)  # the rest of the frame never comes
+        assert raw.closed_by_peer(), what
+        # The other connection is untouched and keeps working.
+        assert _produce(other, topic, encode_batch([b"after"]))["responses"][0][
+            "partition_responses"][0]["base_offset"] == 1
+    finally:
+        other.close()
+
+
+def test_malformed_produce_body_closes_and_writes_nothing(broker, raw):
+    topic = _topic(broker)
+    good = codec.encode_to_bytes("ProduceRequest", 9, {
+        "transactional_id": None, "acks": 1, "timeout_ms": 1000,
+        "topic_data": [{"name": topic, "partition_data": [
+            {"index": 0, "records": encode_batch([b"x"])}]}]})
+    header = struct.pack(">hhih", 0, 9, 5, -1) + b"\x00"
+    raw.send_frame(header + good[:-3])  # cut inside the trailing tagged fields
+    assert raw.closed_by_peer()
+    assert broker.store.log(topic, 0).log_end_offset == 0
+
+
+def test_corrupt_batch_is_refused_with_corrupt_message_and_nothing_written(broker, raw):
+    topic = _topic(broker)
+    batch = bytearray(encode_batch([b"payload"]))
+    batch[-1] ^= 0xFF  # breaks the CRC
+    part = _produce(raw, topic, bytes(batch))["responses"][0]["partition_responses"][0]
+    assert part["error_code"] == 2  # CORRUPT_MESSAGE
+    assert part["base_offset"] == -1
+    assert broker.store.log(topic, 0).log_end_offset == 0
+    # The connection stays usable.
+    ok = _produce(raw, topic, encode_batch([b"good"]))["responses"][0]["partition_responses"][0]
+    assert ok["error_code"] == 0 and ok["base_offset"] == 0
+
+
+def test_invalid_acks_and_unknown_topic(broker, raw):
+    topic = _topic(broker)
+    part = _produce(raw, topic, encode_batch([b"x"]), acks=2)["responses"][0]["partition_responses"][0]
+    assert part["error_code"] == 21  # INVALID_REQUIRED_ACKS
+    part = _produce(raw, "no-such-topic-" + uuid.uuid4().hex[:6], encode_batch([b"x"]))[
+        "responses"][0]["partition_responses"][0]
+    assert part["error_code"] == 3  # UNKNOWN_TOPIC_OR_PARTITION
+    assert broker.store.log(topic, 0).log_end_offset == 0
+
+
+def test_acks_zero_gets_no_response_but_is_written(broker, raw):
+    topic = _topic(broker)
+    header = struct.pack(">hhih", 0, 9, 77, -1) + b"\x00"
+    raw.send_frame(header + codec.encode_to_bytes("ProduceRequest", 9, {
+        "transactional_id": None, "acks": 0, "timeout_ms": 1000,
+        "topic_data": [{"name": topic, "partition_data": [
+            {"index": 0, "records": encode_batch([b"a", b"b"])}]}]}))
+    # The next request's answer is the first frame back.
+    msg = raw.request("Metadata", 3, 12, {"topics": [{"name": topic, "topic_id": bytes(16)}],
+                                          "allow_auto_topic_creation": False,
+                                          "include_topic_authorized_operations": False})
+    assert msg["topics"][0]["name"] == topic
+    assert broker.store.log(topic, 0).log_end_offset == 2
+
+
+def test_fetch_long_poll_waits_for_min_bytes_then_answers_on_append(broker, raw):
+    topic = _topic(broker)
+    writer = RawClient(broker.bootstrap_servers)
+    timer = threading.Timer(0.3, lambda: _produce(writer, topic, encode_batch([b"wake"])))
+    start = time.monotonic()
+    timer.start()
+    try:
+        msg = raw.request("Fetch", 1, 12, _fetch_body(topic, max_wait_ms=5000))
+    finally:
+        timer.join()
+        writer.close()
+    elapsed = time.monotonic() - start
+    part = msg["responses"][0]["partitions"][0]
+    assert part["high_watermark"] == 1 and len(part["records"]) > 0
+    assert 0.25 < elapsed < 3
+
+
+def test_fetch_with_nothing_to_read_waits_max_wait(broker, raw):
+    topic = _topic(broker)
+    start = time.monotonic()
+    msg = raw.request("Fetch", 1, 12, _fetch_body(topic, max_wait_ms=300))
+    assert 0.28 < time.monotonic() - start < 2
+    part = msg["responses"][0]["partitions"][0]
+    assert part["error_code"] == 0 and len(part["records"]) == 0 and part["high_watermark"] == 0
+
+
+def test_fetch_limits_sessions_and_out_of_range(broker, raw):
+    topic = _topic(broker)
+    for i in range(5):
+        _produce(raw, topic, encode_batch([b"%d" % i + b"x" * 1000]))
+    one = len(encode_batch([b"0" + b"x" * 1000]))
+    # partition_max_bytes below one batch: the first partition still gets one whole batch.
+    body = _fetch_body(topic)
+    body["topics"][0]["partitions"][0]["partition_max_bytes"] = 10
+    part = raw.request("Fetch", 1, 12, body)["responses"][0]["partitions"][0]
+    assert len(part["records"]) == one
+    # max_bytes for the whole response: whole batches up to it.
+    part = raw.request("Fetch", 1, 12, _fetch_body(topic, max_bytes=3 * one))["responses"][0]["partitions"][0]
+    assert len(part["records"]) == 3 * one
+    # A fetch session the broker never created.
+    msg = raw.request("Fetch", 1, 12, _fetch_body(topic, session_id=1234, session_epoch=1))
+    assert msg["error_code"] == 70 and msg["session_id"] == 0  # FETCH_SESSION_ID_NOT_FOUND
+    # An initial session request (epoch 0) gets a full answer with no session (id 0).
+    msg = raw.request("Fetch", 1, 12, _fetch_body(topic, session_epoch=0))
+    assert msg["error_code"] == 0 and msg["session_id"] == 0
+    part = raw.request("Fetch", 1, 12, _fetch_body(topic, offset=99))["responses"][0]["partitions"][0]
+    assert part["error_code"] == 1 and part["high_watermark"] == 5  # OFFSET_OUT_OF_RANGE
+
+
+def test_list_offsets_special_timestamps(broker, raw):
+    topic = _topic(broker)
+    for ts in (1000, 5000, 3000):
+        _produce(raw, topic, encode_batch([b"v"], timestamps=[ts]))
+
+    def lookup(ts: int) -> tuple[int, int]:
+        msg = raw.request("ListOffsets", 2, 8, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                            "timestamp": ts}]}]})
+        part = msg["topics"][0]["partitions"][0]
+        assert part["error_code"] == 0
+        return part["offset"], part["timestamp"]
+
+    assert lookup(-2)[0] == 0
+    assert lookup(-1)[0] == 3
+    assert lookup(-3) == (1, 5000)
+    assert lookup(2000) == (1, 5000)
+    assert lookup(6000) == (-1, -1)
+
+
+def test_transactions_are_answered_unsupported(raw):
+    msg = raw.request("InitProducerId", 22, 4, {"transactional_id": "txn", "transaction_timeout_ms": 1000,
+                                                "producer_id": -1, "producer_epoch": -1})
+    assert msg["error_code"] == 35
+    msg = raw.request("InitProducerId", 22, 4, {"transactional_id": None, "transaction_timeout_ms": 1000,
+                                                "producer_id": -1, "producer_epoch": -1})
+    assert msg["error_code"] == 0 and msg["producer_id"] >= 0
+    msg = raw.request("EndTxn", 26, 3, {"transactional_id": "txn", "producer_id": 1,
+                                        "producer_epoch": 0, "committed": True})
+    assert msg["error_code"] == 35
+
+
+def test_idle_connections_are_closed(tmp_path):
+    from seglog import Store
+
+    with Store.open(tmp_path) as store, store.serve(idle_ms=200) as handle:
+        client = RawClient(handle.bootstrap_servers)
+        try:
+            time.sleep(0.5)
+            assert client.closed_by_peer()
+        finally:
+            client.close()
