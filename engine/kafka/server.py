@@ -318,6 +318,12 @@ class KafkaServer:
             self._appended.set()
             self._appended = asyncio.Event()
         if acks == 0:
+            failed = [f"{r['name']}-{p['index']}: error {p['error_code']}" for r in responses
+                      for p in r["partition_responses"] if p["error_code"]]
+            if failed:
+                # As Kafka: a producer that wants no answer learns of a failure by the
+                # connection closing (it then refreshes metadata and retries or reports).
+                raise _Close(f"acks=0 produce failed ({', '.join(failed)})")
             return None
         return {"responses": responses, "throttle_time_ms": 0}
 

@@ -228,3 +228,39 @@ def test_idle_connections_are_closed(tmp_path):
             assert client.closed_by_peer()
         finally:
             client.close()
+
+
+def test_acks_zero_failure_closes_the_connection(broker, raw):
+    header = struct.pack(">hhih", 0, 9, 78, -1) + b"\x00"
+    raw.send_frame(header + codec.encode_to_bytes("ProduceRequest", 9, {
+        "transactional_id": None, "acks": 0, "timeout_ms": 1000,
+        "topic_data": [{"name": "missing-" + uuid.uuid4().hex[:6], "partition_data": [
+            {"index": 0, "records": encode_batch([b"a"])}]}]}))
+    assert raw.closed_by_peer()
+
+
+def test_a_client_that_never_reads_does_not_stall_others(broker, raw):
+    topic = _topic(broker)
+    _produce(raw, topic, encode_batch([b"x" * 500_000]))
+    # Pipeline fetches of 500 KB each and never read the answers: the broker's writes to this
+    # connection back up and its handler waits, holding one response at a time.
+    header = struct.pack(">hhih", 1, 12, 1, -1) + b"\x00"
+    frame = header + codec.encode_to_bytes("FetchRequest", 12, _fetch_body(topic))
+    raw.sock.setblocking(False)
+    sent = 0
+    try:
+        for _ in range(200):
+            raw.sock.send(struct.pack(">i", len(frame)) + frame)
+            sent += 1
+    except BlockingIOError:
+        pass
+    raw.sock.setblocking(True)
+    assert sent > 10
+    other = RawClient(broker.bootstrap_servers)
+    try:
+        start = time.monotonic()
+        part = other.request("Fetch", 1, 12, _fetch_body(topic))["responses"][0]["partitions"][0]
+        assert len(part["records"]) > 500_000
+        assert time.monotonic() - start < 2
+    finally:
+        other.close()
