@@ -150,3 +150,20 @@ def test_produce_to_missing_partition_gets_an_error(broker):
     finally:
         producer.close()
     assert broker.store.log(topic, 0).log_end_offset == 0
+
+
+def test_admin_errors_name_the_problem(broker):
+    from kafka.errors import InvalidConfigurationError, InvalidReplicationFactorError
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+    try:
+        with pytest.raises(InvalidReplicationFactorError):
+            admin.create_topics([NewTopic("rf3-" + uuid.uuid4().hex[:6], 1, 3)])
+        with pytest.raises(InvalidConfigurationError, match="retention.mss"):
+            admin.create_topics([NewTopic("cfg-" + uuid.uuid4().hex[:6], 1, 1,
+                                          topic_configs={"retention.mss": "1"})])
+        name = "v-" + uuid.uuid4().hex[:6]
+        admin.create_topics([NewTopic(name, 2, 1)], validate_only=True)
+        assert name not in broker.store.topics()
+    finally:
+        admin.close()
