@@ -39,6 +39,7 @@ from seglog.errors import (
     code_for_exception,
 )
 from seglog.kafka import codec
+from seglog.kafka.groups import GroupCoordinator
 
 if TYPE_CHECKING:
     from seglog.store import Store
@@ -53,7 +54,9 @@ DEFAULT_MAX_REQUEST_BYTES = 104857600
 DEFAULT_IDLE_MS = 600000
 
 _NAMES = {
-    0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 18: "ApiVersions",
+    0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
+    9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup",
+    14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups", 18: "ApiVersions",
     19: "CreateTopics", 20: "DeleteTopics", 22: "InitProducerId", 24: "AddPartitionsToTxn",
     25: "AddOffsetsToTxn", 26: "EndTxn", 28: "TxnOffsetCommit",
 }
@@ -66,6 +69,15 @@ API_VERSIONS: dict[int, tuple[int, int]] = {
     1: (4, 12),    # Fetch
     2: (1, 10),    # ListOffsets
     3: (0, 12),    # Metadata
+    8: (2, 8),     # OffsetCommit (v9 is for KIP-848 consumer groups)
+    9: (1, 8),     # OffsetFetch (v9 is for KIP-848 consumer groups)
+    10: (0, 5),    # FindCoordinator (v6 adds share groups)
+    11: (2, 9),    # JoinGroup
+    12: (0, 4),    # Heartbeat
+    13: (0, 5),    # LeaveGroup
+    14: (0, 5),    # SyncGroup
+    15: (0, 5),    # DescribeGroups
+    16: (0, 5),    # ListGroups
     18: (0, 4),    # ApiVersions
     19: (2, 7),    # CreateTopics
     20: (1, 6),    # DeleteTopics
@@ -94,7 +106,10 @@ class KafkaServer:
 
     def __init__(self, store: Store, host: str = "127.0.0.1", port: int = 9092, *,
                  node_id: int | None = None, max_request_bytes: int | None = None,
-                 idle_ms: int = DEFAULT_IDLE_MS, cluster_id: str | None = None) -> None:
+                 idle_ms: int = DEFAULT_IDLE_MS, cluster_id: str | None = None,
+                 group_initial_rebalance_delay_ms: int = 0,
+                 group_min_session_timeout_ms: int = 6000,
+                 group_max_session_timeout_ms: int = 1800000) -> None:
         self.store = store
         self.host = host
         self.port = port
@@ -109,10 +124,15 @@ class KafkaServer:
         self.cluster_id = cluster_id or "seglog-" + base64.urlsafe_b64encode(
             store.dir.encode()[-12:]).decode().rstrip("=")
         self._server: asyncio.AbstractServer | None = None
+        self.groups = GroupCoordinator(store, group_initial_rebalance_delay_ms,
+                                       group_min_session_timeout_ms, group_max_session_timeout_ms)
         self._connections: set[asyncio.Task[None]] = set()
         self._appended: asyncio.Event | None = None
         self._handlers: dict[int, Callable[[int, dict], Awaitable[dict | None]]] = {
             0: self._produce, 1: self._fetch, 2: self._list_offsets, 3: self._metadata,
+            8: self._offset_commit, 9: self._offset_fetch, 10: self._find_coordinator,
+            11: self._join_group, 12: self._heartbeat, 13: self._leave_group, 14: self._sync_group,
+            15: self._describe_groups, 16: self._list_groups,
             19: self._create_topics, 20: self._delete_topics, 22: self._init_producer_id,
             24: self._add_partitions_to_txn, 25: self._add_offsets_to_txn, 26: self._end_txn,
             28: self._txn_offset_commit,
@@ -122,6 +142,7 @@ class KafkaServer:
 
     async def start(self) -> None:
         self._appended = asyncio.Event()
+        self.groups.start()
         self._server = await asyncio.start_server(self._connection, self.host, self.port,
                                                   limit=1 << 16)
         sock = self._server.sockets[0].getsockname()
@@ -141,6 +162,7 @@ class KafkaServer:
                 await asyncio.gather(*self._connections, return_exceptions=True)
             await self._server.wait_closed()
             self._server = None
+        await self.groups.close()
 
     async def serve_forever(self) -> None:
         assert self._server is not None
@@ -538,6 +560,59 @@ class KafkaServer:
                 state.note(f"DeleteTopics {name}", exc)
             results.append(out)
         return {"throttle_time_ms": 0, "responses": results}
+
+    # -- Consumer groups ------------------------------------------------------------------------
+
+    async def _find_coordinator(self, version: int, req: dict, state: _ConnState) -> dict:
+        host, port = state.advertised(self.host, self.port)
+        key_type = req.get("key_type", 0)
+        code, message = _NONE, None
+        if key_type != 0:
+            code, message = _TXN_ERROR, _TXN_MESSAGE
+        node = (self.node_id, host, port) if code == _NONE else (-1, "", -1)
+        if version >= 4:
+            return {"throttle_time_ms": 0, "coordinators": [
+                {"key": key, "node_id": node[0], "host": node[1], "port": node[2],
+                 "error_code": code, "error_message": message}
+                for key in req["coordinator_keys"]]}
+        return {"throttle_time_ms": 0, "error_code": code, "error_message": message,
+                "node_id": node[0], "host": node[1], "port": node[2]}
+
+    async def _join_group(self, version: int, req: dict, state: _ConnState) -> dict:
+        host = state.peer[0] if isinstance(state.peer, tuple) else ""
+        out = await self.groups.join(version, req, state.client_id, f"/{host}")
+        out["throttle_time_ms"] = 0
+        return out
+
+    async def _sync_group(self, version: int, req: dict, state: _ConnState) -> dict:
+        out = await self.groups.sync(version, req)
+        out["throttle_time_ms"] = 0
+        return out
+
+    async def _heartbeat(self, version: int, req: dict, state: _ConnState) -> dict:
+        return {"throttle_time_ms": 0, **self.groups.heartbeat(version, req)}
+
+    async def _leave_group(self, version: int, req: dict, state: _ConnState) -> dict:
+        return {"throttle_time_ms": 0, **self.groups.leave(version, req)}
+
+    async def _offset_commit(self, version: int, req: dict, state: _ConnState) -> dict:
+        return self.groups.commit(version, req)
+
+    async def _offset_fetch(self, version: int, req: dict, state: _ConnState) -> dict:
+        if version >= 8:
+            groups = []
+            for g in req["groups"]:
+                topics, code = self.groups.fetch_offsets(g["group_id"], g["topics"])
+                groups.append({"group_id": g["group_id"], "topics": topics, "error_code": code})
+            return {"throttle_time_ms": 0, "groups": groups}
+        topics, code = self.groups.fetch_offsets(req["group_id"], req["topics"])
+        return {"throttle_time_ms": 0, "topics": topics, "error_code": code}
+
+    async def _describe_groups(self, version: int, req: dict, state: _ConnState) -> dict:
+        return self.groups.describe(version, req)
+
+    async def _list_groups(self, version: int, req: dict, state: _ConnState) -> dict:
+        return self.groups.list(version, req)
 
     # -- Producer ids and transactions ---------------------------------------------------------
 
