@@ -264,3 +264,58 @@ def test_a_client_that_never_reads_does_not_stall_others(broker, raw):
         assert time.monotonic() - start < 2
     finally:
         other.close()
+
+
+def test_read_committed_fetch_stops_at_the_lso_and_lists_aborted_transactions(broker, raw):
+    from seglog.records import encode_control_batch
+
+    topic = _topic(broker)
+    store = broker.store
+    store.append(topic, 0, encode_batch([b"a", b"b"], producer_id=500, producer_epoch=0,
+                                        is_transactional=True))
+    store.append(topic, 0, encode_control_batch(0, timestamp=int(time.time() * 1000),
+                                                producer_id=500, producer_epoch=0))  # abort
+    store.append(topic, 0, encode_batch([b"d"]))
+    store.append(topic, 0, encode_batch([b"c"], producer_id=501, producer_epoch=0,
+                                        is_transactional=True))  # still open
+    store.append(topic, 0, encode_batch([b"e"]))
+    part = raw.request("Fetch", 1, 12, _fetch_body(topic, isolation_level=1))["responses"][0][
+        "partitions"][0]
+    assert (part["high_watermark"], part["last_stable_offset"]) == (6, 4)
+    assert part["aborted_transactions"] == [{"producer_id": 500, "first_offset": 0}]
+    from seglog.records import decode_records
+    assert [r.value for r in decode_records(bytes(part["records"]))] == [b"a", b"b", b"d"]
+    # read_uncommitted reads to the high watermark and lists nothing.
+    part = raw.request("Fetch", 1, 12, _fetch_body(topic))["responses"][0]["partitions"][0]
+    assert part["aborted_transactions"] is None
+    assert [r.value for r in decode_records(bytes(part["records"]))] == [b"a", b"b", b"d", b"c", b"e"]
+    # kafka-python's read_committed consumer drops the aborted records and stops at the LSO.
+    kafka = pytest.importorskip("kafka")
+    consumer = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap_servers,
+                                   isolation_level="read_committed", enable_auto_commit=False,
+                                   consumer_timeout_ms=1500)
+    try:
+        tp = kafka.TopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        assert [m.value for m in consumer] == [b"d"]
+        assert consumer.end_offsets([tp]) == {tp: 4}
+    finally:
+        consumer.close()
+
+
+def test_errors_are_logged_once_per_connection(broker, caplog):
+    import logging
+
+    caplog.set_level(logging.DEBUG, logger="seglog.kafka")
+    clients = [RawClient(broker.bootstrap_servers) for _ in range(2)]
+    try:
+        for client in clients:
+            for _ in range(3):
+                _produce(client, "missing-" + uuid.uuid4().hex[:6], encode_batch([b"x"]))
+    finally:
+        for client in clients:
+            client.close()
+    records = [r for r in caplog.records if r.name == "seglog.kafka" and "Produce to" in r.getMessage()]
+    assert [r.levelno for r in records].count(logging.WARNING) == 2  # one per connection
+    assert [r.levelno for r in records].count(logging.DEBUG) == 4
