@@ -41,6 +41,8 @@ from seglog.errors import (
 from seglog.kafka import codec
 from seglog.kafka.groups import GroupCoordinator
 
+from seglog.store import INTERNAL_TOPICS
+
 if TYPE_CHECKING:
     from seglog.store import Store
 
@@ -359,6 +361,8 @@ class KafkaServer:
                 raise InvalidRequiredAcksError(f"acks must be 0, 1 or -1 (all), not {acks}")
             if records is None or len(records) == 0:
                 raise InvalidRequestError(f"produce to {topic}-{partition} without records")
+            if topic in INTERNAL_TOPICS:
+                raise InvalidTopicError(f"{topic} is an internal topic: clients cannot produce to it")
             if acks == -1:
                 need = self.store.topic_config(topic).min_insync_replicas
                 if need > 1:
@@ -682,11 +686,14 @@ def _fmt_peer(peer: Any) -> str:
 
 def _skip_tagged(frame: memoryview, pos: int) -> int:
     """Skip the request header's tagged fields (header v2)."""
-    count, pos = codec._uvarint(frame, pos)
-    for _ in range(count):
-        _, pos = codec._uvarint(frame, pos)
-        size, pos = codec._uvarint(frame, pos)
-        pos += size
+    try:
+        count, pos = codec._uvarint(frame, pos)
+        for _ in range(count):
+            _, pos = codec._uvarint(frame, pos)
+            size, pos = codec._uvarint(frame, pos)
+            pos += size
+    except (IndexError, codec._Truncated):
+        raise _Close("request header's tagged fields are malformed") from None
     if pos > len(frame):
         raise _Close("request header's tagged fields run past the frame")
     return pos

@@ -319,3 +319,20 @@ def test_errors_are_logged_once_per_connection(broker, caplog):
     records = [r for r in caplog.records if r.name == "seglog.kafka" and "Produce to" in r.getMessage()]
     assert [r.levelno for r in records].count(logging.WARNING) == 2  # one per connection
     assert [r.levelno for r in records].count(logging.DEBUG) == 4
+
+
+def test_clients_cannot_produce_to_internal_topics(broker, raw):
+    part = _produce(raw, "__consumer_offsets", encode_batch([b"x"]))["responses"][0][
+        "partition_responses"][0]
+    assert part["error_code"] == 17  # INVALID_TOPIC_EXCEPTION
+
+
+def test_malformed_header_tagged_fields_close_the_connection(broker, raw, caplog):
+    header = struct.pack(">hhih", 3, 12, 9, -1) + b"\x05\x01"  # 5 tagged fields, then nothing
+    raw.send_frame(header)
+    assert raw.closed_by_peer()
+    time.sleep(0.05)
+    # A client's bad input, reported as such (a warning naming it), not as a server failure.
+    mine = [r for r in caplog.records if r.name == "seglog.kafka"]
+    assert mine and all(r.levelname == "WARNING" for r in mine)
+    assert "tagged fields are malformed" in mine[-1].getMessage()
