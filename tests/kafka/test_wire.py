@@ -336,3 +336,23 @@ def test_malformed_header_tagged_fields_close_the_connection(broker, raw, caplog
     mine = [r for r in caplog.records if r.name == "seglog.kafka"]
     assert mine and all(r.levelname == "WARNING" for r in mine)
     assert "tagged fields are malformed" in mine[-1].getMessage()
+
+
+def test_serve_is_ready_well_under_300_ms(tmp_path):
+    """Store.serve() returns once the listener accepts connections: a test suite can start one
+    per test. Best of five starts, on a machine shared with other work."""
+    from seglog import Store
+
+    with Store.open(tmp_path) as store:
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            handle = store.serve()
+            client = RawClient(handle.bootstrap_servers)
+            msg = client.request("ApiVersions", 18, 3, {"client_software_name": "t",
+                                                        "client_software_version": "1"})
+            times.append(time.perf_counter() - start)
+            client.close()
+            handle.close()
+            assert msg["error_code"] == 0
+        assert min(times) < 0.3, times
