@@ -38,7 +38,7 @@ from seglog.errors import (
     UnsupportedVersionError,
     code_for_exception,
 )
-from seglog.kafka import codec
+from seglog.kafka import admin, codec
 from seglog.kafka.groups import GroupCoordinator
 
 from seglog.store import INTERNAL_TOPICS
@@ -59,7 +59,8 @@ _NAMES = {
     0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
     9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup",
     14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups", 18: "ApiVersions",
-    19: "CreateTopics", 20: "DeleteTopics", 22: "InitProducerId", 24: "AddPartitionsToTxn",
+    19: "CreateTopics", 20: "DeleteTopics", 21: "DeleteRecords", 22: "InitProducerId",
+    32: "DescribeConfigs", 37: "CreatePartitions", 44: "IncrementalAlterConfigs", 24: "AddPartitionsToTxn",
     25: "AddOffsetsToTxn", 26: "EndTxn", 28: "TxnOffsetCommit",
 }
 
@@ -83,6 +84,10 @@ API_VERSIONS: dict[int, tuple[int, int]] = {
     18: (0, 4),    # ApiVersions
     19: (2, 7),    # CreateTopics
     20: (1, 6),    # DeleteTopics
+    21: (0, 2),    # DeleteRecords
+    32: (1, 4),    # DescribeConfigs
+    37: (0, 3),    # CreatePartitions
+    44: (0, 1),    # IncrementalAlterConfigs
     22: (0, 5),    # InitProducerId
     24: (0, 3),    # AddPartitionsToTxn (answered: transactions are not supported)
     25: (0, 4),    # AddOffsetsToTxn (answered: transactions are not supported)
@@ -134,7 +139,9 @@ class KafkaServer:
             0: self._produce, 1: self._fetch, 2: self._list_offsets, 3: self._metadata,
             8: self._offset_commit, 9: self._offset_fetch, 10: self._find_coordinator,
             11: self._join_group, 12: self._heartbeat, 13: self._leave_group, 14: self._sync_group,
-            15: self._describe_groups, 16: self._list_groups,
+            15: self._describe_groups, 16: self._list_groups, 21: self._delete_records,
+            32: self._describe_configs, 37: self._create_partitions,
+            44: self._incremental_alter_configs,
             19: self._create_topics, 20: self._delete_topics, 22: self._init_producer_id,
             24: self._add_partitions_to_txn, 25: self._add_offsets_to_txn, 26: self._end_txn,
             28: self._txn_offset_commit,
@@ -617,6 +624,20 @@ class KafkaServer:
 
     async def _list_groups(self, version: int, req: dict, state: _ConnState) -> dict:
         return self.groups.list(version, req)
+
+    # -- CreatePartitions, DeleteRecords, configs (seglog.kafka.admin) ---------------------------
+
+    async def _create_partitions(self, version: int, req: dict, state: _ConnState) -> dict:
+        return admin.create_partitions(self.store, version, req)
+
+    async def _delete_records(self, version: int, req: dict, state: _ConnState) -> dict:
+        return admin.delete_records(self.store, version, req)
+
+    async def _describe_configs(self, version: int, req: dict, state: _ConnState) -> dict:
+        return admin.describe_configs(self.store, self.node_id, version, req)
+
+    async def _incremental_alter_configs(self, version: int, req: dict, state: _ConnState) -> dict:
+        return admin.incremental_alter_configs(self.store, version, req)
 
     # -- Producer ids and transactions ---------------------------------------------------------
 
