@@ -999,6 +999,46 @@ def _node(args: argparse.Namespace) -> int:
     return run(args.config, overrides)
 
 
+def _serve(args: argparse.Namespace) -> int:
+    """``seglog serve``: the store as a one-node Kafka broker until SIGINT/SIGTERM."""
+    import asyncio
+    import signal
+
+    from seglog.config import BrokerConfig
+    from seglog.kafka.server import KafkaServer
+    from seglog.store import Store
+
+    host, sep, port_text = args.listen.rpartition(":")
+    if not sep or not port_text.isdigit() or int(port_text) > 65535:
+        raise CliError(f"--listen {args.listen!r}: expected HOST:PORT (port 0-65535)")
+    host = host.strip("[]")
+    config = None
+    if args.config:
+        if not os.path.isfile(args.config):
+            raise CliError(f"{args.config}: no such file")
+        config = BrokerConfig.from_properties_file(args.config)
+
+    async def run(store: Store) -> None:
+        server = KafkaServer(store, host, int(port_text))
+        await server.start()
+        sys.stderr.write(f"seglog serve: serving {store.dir} to Kafka clients on "
+                         f"{server.bootstrap_servers}\n")
+        sys.stderr.flush()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await stop.wait()
+        finally:
+            await server.close()
+
+    with Store.open(args.dir, config) as store:
+        asyncio.run(run(store))
+    sys.stderr.write("seglog serve: stopped\n")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="seglog", description="An embedded commit log in Apache Kafka's on-disk format.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -1082,6 +1122,15 @@ def build_parser() -> argparse.ArgumentParser:
                          default="read_uncommitted")
     consume.add_argument("--timeout-ms", type=int, default=0, help="wait this long for new records")
     consume.set_defaults(func=_consume)
+
+    serve = sub.add_parser("serve", help="serve a log dir to Kafka clients over Kafka's protocol (a "
+                           "one-node broker); SIGINT/SIGTERM stops it")
+    serve.add_argument("dir", help="the store's log dir (created if missing)")
+    serve.add_argument("--listen", default="127.0.0.1:9092", metavar="HOST:PORT",
+                       help="address to listen on (default 127.0.0.1:9092; port 0: any free port)")
+    serve.add_argument("--config", help="a .properties file of Kafka broker keys (log.segment.bytes, "
+                       "num.partitions, socket.request.max.bytes, ...)")
+    serve.set_defaults(func=_serve)
 
     bench = sub.add_parser("bench", help="the benchmark suite: seglog beside its peers, as a table, "
                            "a JSON file and a chart")

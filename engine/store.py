@@ -854,6 +854,18 @@ class Store:
         self._clients.append(c)
         return c
 
+    def serve(self, host: str = "127.0.0.1", port: int = 0, **options: Any) -> Any:
+        """Serve this store to Kafka clients over Kafka's wire protocol, on ``host:port``
+        (port 0: a free port) from a thread of its own, until the returned handle's ``close()``
+        (or the end of a ``with`` block, or closing the store). ``handle.bootstrap_servers`` is
+        the ``host:port`` to give clients. Options: ``node_id``, ``max_request_bytes``
+        (``socket.request.max.bytes``), ``idle_ms`` (``connections.max.idle.ms``). See
+        ``docs/kafka-protocol.md``."""
+        from seglog.kafka.server import ServerHandle
+
+        self._check_open()
+        return ServerHandle(self, host, port, **options)
+
     def _flush_producers(self) -> None:
         for client in list(self._clients):
             flush = getattr(client, "flush", None)

@@ -1,0 +1,6 @@
+"""Kafka's wire protocol for a seglog store: a one-node broker that Kafka clients use.
+
+``seglog.kafka.codec`` encodes and decodes the protocol's messages (generated from Kafka's
+message definitions); ``seglog.kafka.server`` serves a :class:`seglog.Store`. See
+``docs/kafka-protocol.md`` for the APIs and versions served.
+"""

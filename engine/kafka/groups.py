@@ -1,0 +1,448 @@
+"""Kafka's classic consumer-group protocol for the one-node broker (``seglog.kafka.server``).
+
+A group moves through Kafka's states: ``Empty`` (no members; committed offsets may exist) →
+``PreparingRebalance`` (a member joined, left or expired: every member must send JoinGroup
+again) → ``CompletingRebalance`` (the new generation is formed and its leader has the members'
+subscriptions; everyone waits for SyncGroup) → ``Stable`` (the leader's assignment was handed
+out; members heartbeat). A rebalance completes when every known member has rejoined or when the
+longest rebalance timeout passes (members that did not rejoin are removed). A member whose
+heartbeats stop for its session timeout is removed and the group rebalances.
+
+Committed offsets are kept in the store's ``__consumer_offsets`` (``Store.group_offsets``),
+where the embedded consumer keeps them too, so both see the same commits.
+
+Group state lives in memory: after a restart groups start empty (members rejoin, as they do
+after a coordinator moves in Kafka) and their committed offsets are read from the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from seglog.group_offsets import OffsetAndMetadata
+
+if TYPE_CHECKING:
+    from seglog.store import Store
+
+__all__ = ["GroupCoordinator"]
+
+log = logging.getLogger("seglog.kafka.groups")
+
+NONE = 0
+COORDINATOR_NOT_AVAILABLE = 15
+ILLEGAL_GENERATION = 22
+INCONSISTENT_GROUP_PROTOCOL = 23
+UNKNOWN_MEMBER_ID = 25
+INVALID_SESSION_TIMEOUT = 26
+REBALANCE_IN_PROGRESS = 27
+UNKNOWN_TOPIC_OR_PARTITION = 3
+GROUP_ID_NOT_FOUND = 69
+INVALID_GROUP_ID = 24
+NON_EMPTY_GROUP = 68
+
+EMPTY, PREPARING, COMPLETING, STABLE = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable"
+
+#: Kafka's ``group.min.session.timeout.ms`` and ``group.max.session.timeout.ms`` defaults.
+MIN_SESSION_MS = 6000
+MAX_SESSION_MS = 1800000
+
+
+class _Member:
+    __slots__ = ("member_id", "instance_id", "client_id", "client_host", "session_ms",
+                 "rebalance_ms", "protocol_type", "protocols", "assignment", "join", "sync",
+                 "last_seen")
+
+    def __init__(self, member_id: str, client_id: str, client_host: str) -> None:
+        self.member_id = member_id
+        self.instance_id: str | None = None
+        self.client_id = client_id
+        self.client_host = client_host
+        self.session_ms = 10000
+        self.rebalance_ms = 300000
+        self.protocol_type = ""
+        self.protocols: list[tuple[str, bytes]] = []
+        self.assignment = b""
+        self.join: asyncio.Future[dict] | None = None
+        self.sync: asyncio.Future[dict] | None = None
+        self.last_seen = time.monotonic()
+
+
+class _Group:
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.state = EMPTY
+        self.generation = 0
+        self.protocol_type: str | None = None
+        self.protocol: str | None = None
+        self.leader: str | None = None
+        self.members: dict[str, _Member] = {}
+        self.rebalance_deadline = 0.0
+        self.rebalance_task: asyncio.Task[None] | None = None
+
+
+class GroupCoordinator:
+    """Every group of the broker. Methods take decoded requests and return response dicts;
+    JoinGroup and SyncGroup wait (asynchronously) for the rest of the group."""
+
+    def __init__(self, store: Store, initial_rebalance_delay_ms: int = 0,
+                 min_session_ms: int = MIN_SESSION_MS, max_session_ms: int = MAX_SESSION_MS) -> None:
+        self.store = store
+        self.initial_delay = initial_rebalance_delay_ms / 1000.0
+        self.min_session_ms = min_session_ms
+        self.max_session_ms = max_session_ms
+        self.groups: dict[str, _Group] = {}
+        self._reaper: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._reaper = asyncio.get_running_loop().create_task(self._expire_loop())
+
+    async def close(self) -> None:
+        tasks = [t for t in [self._reaper] + [g.rebalance_task for g in self.groups.values()] if t]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- JoinGroup ------------------------------------------------------------------------------
+
+    async def join(self, version: int, req: dict, client_id: str, client_host: str) -> dict:
+        gid = req["group_id"]
+        member_id = req["member_id"]
+
+        def fail(code: int) -> dict:
+            return {"error_code": code, "generation_id": -1, "protocol_name": None,
+                    "protocol_type": None, "leader": "", "member_id": member_id, "members": []}
+
+        if not gid:
+            return fail(INVALID_GROUP_ID)
+        session = req["session_timeout_ms"]
+        if not self.min_session_ms <= session <= self.max_session_ms:
+            return fail(INVALID_SESSION_TIMEOUT)
+        group = self.groups.get(gid)
+        if group is None:
+            group = self.groups[gid] = _Group(gid)
+        protocols = [(p["name"], p["metadata"]) for p in req["protocols"]]
+        if not protocols or (group.protocol_type is not None and group.members
+                             and req["protocol_type"] != group.protocol_type):
+            return fail(INCONSISTENT_GROUP_PROTOCOL)
+        if group.members and group.protocol is None and not self._common_protocol(group, protocols):
+            return fail(INCONSISTENT_GROUP_PROTOCOL)
+        if member_id:
+            member = group.members.get(member_id)
+            if member is None:
+                return fail(UNKNOWN_MEMBER_ID)
+        else:
+            member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+            member = _Member(member_id, client_id, client_host)
+            group.members[member_id] = member
+        if member.join is not None and not member.join.done():
+            # A newer JoinGroup of the same member replaces the one still waiting.
+            member.join.set_result(fail(UNKNOWN_MEMBER_ID))
+        elif group.state in (COMPLETING, STABLE) and member.protocols == protocols and (
+                group.state == COMPLETING or member_id != group.leader):
+            # As Kafka: a known member rejoining with the same subscription while the group is
+            # settled gets the current generation again; only the leader (or a changed
+            # subscription) starts a rebalance.
+            member.last_seen = time.monotonic()
+            log.debug("group %s: member %s rejoined generation %d unchanged", gid, member_id,
+                      group.generation)
+            return self._join_response(group, member)
+        member.instance_id = req.get("group_instance_id")
+        member.session_ms = session
+        member.rebalance_ms = req.get("rebalance_timeout_ms", session) or session
+        member.protocol_type = req["protocol_type"]
+        member.protocols = protocols
+        member.last_seen = time.monotonic()
+        group.protocol_type = req["protocol_type"]
+        log.debug("group %s: member %s joins (state %s, generation %d)", gid, member_id,
+                  group.state, group.generation)
+        join = member.join = asyncio.get_running_loop().create_future()
+        if group.state != PREPARING:
+            self._prepare_rebalance(group, first=(group.state == EMPTY))
+        else:
+            self._maybe_complete(group)
+        return await join
+
+    def _common_protocol(self, group: _Group, extra: list[tuple[str, bytes]] | None = None) -> str | None:
+        """The protocol every member supports, chosen by votes from each member's preferences
+        (Kafka's ``selectProtocol``)."""
+        lists = [[n for n, _ in m.protocols] for m in group.members.values()]
+        if extra is not None:
+            lists.append([n for n, _ in extra])
+        if not lists:
+            return None
+        common = set(lists[0]).intersection(*lists[1:])
+        if not common:
+            return None
+        votes: dict[str, int] = {}
+        for names in lists:
+            choice = next(n for n in names if n in common)
+            votes[choice] = votes.get(choice, 0) + 1
+        return max(sorted(votes), key=lambda n: votes[n])
+
+    def _prepare_rebalance(self, group: _Group, first: bool = False) -> None:
+        group.state = PREPARING
+        for m in group.members.values():
+            if m.sync is not None and not m.sync.done():
+                m.sync.set_result({"error_code": REBALANCE_IN_PROGRESS, "assignment": b""})
+            m.sync = None
+        timeout = max((m.rebalance_ms for m in group.members.values()), default=0) / 1000.0
+        group.rebalance_deadline = time.monotonic() + timeout
+        if group.rebalance_task is not None:
+            group.rebalance_task.cancel()
+        group.rebalance_task = asyncio.get_running_loop().create_task(
+            self._rebalance_timer(group, self.initial_delay if first else 0.0))
+
+    async def _rebalance_timer(self, group: _Group, delay: float) -> None:
+        if delay > 0:
+            await asyncio.sleep(delay)
+        while group.state == PREPARING:
+            if self._all_joined(group):
+                self._complete_join(group)
+                return
+            remaining = group.rebalance_deadline - time.monotonic()
+            if remaining <= 0:
+                for mid in [mid for mid, m in group.members.items() if m.join is None or m.join.done()]:
+                    del group.members[mid]
+                self._complete_join(group)
+                return
+            await asyncio.sleep(min(remaining, 0.05))
+
+    def _all_joined(self, group: _Group) -> bool:
+        return all(m.join is not None and not m.join.done() for m in group.members.values())
+
+    def _maybe_complete(self, group: _Group) -> None:
+        task = group.rebalance_task
+        if group.state == PREPARING and self._all_joined(group) and (task is None or task.done()):
+            self._complete_join(group)
+
+    def _complete_join(self, group: _Group) -> None:
+        if group.rebalance_task is not None and group.rebalance_task is not asyncio.current_task():
+            group.rebalance_task.cancel()
+        group.rebalance_task = None
+        group.generation += 1
+        if not group.members:
+            group.state = EMPTY
+            group.protocol = group.leader = None
+            return
+        group.protocol = self._common_protocol(group)
+        if group.leader not in group.members:
+            group.leader = next(iter(group.members))
+        group.state = COMPLETING
+        log.debug("group %s: generation %d formed, leader %s, members %s", group.group_id,
+                  group.generation, group.leader, list(group.members))
+        for m in group.members.values():
+            m.last_seen = time.monotonic()
+            if m.join is not None and not m.join.done():
+                m.join.set_result(self._join_response(group, m))
+            m.join = None
+
+    def _join_response(self, group: _Group, member: _Member) -> dict:
+        metas = []
+        if member.member_id == group.leader:
+            for m in group.members.values():
+                meta = next((md for n, md in m.protocols if n == group.protocol), b"")
+                metas.append({"member_id": m.member_id, "group_instance_id": m.instance_id,
+                              "metadata": meta})
+        return {"error_code": NONE, "generation_id": group.generation,
+                "protocol_type": group.protocol_type, "protocol_name": group.protocol,
+                "leader": group.leader, "member_id": member.member_id, "skip_assignment": False,
+                "members": metas}
+
+    # -- SyncGroup ------------------------------------------------------------------------------
+
+    async def sync(self, version: int, req: dict) -> dict:
+        group = self.groups.get(req["group_id"])
+        log.debug("group %s: sync from %s generation %d (state %s)", req["group_id"],
+                  req["member_id"], req["generation_id"], group.state if group else None)
+        out = {"error_code": NONE, "protocol_type": None, "protocol_name": None, "assignment": b""}
+        member = group.members.get(req["member_id"]) if group is not None else None
+        if group is None or member is None:
+            return {**out, "error_code": UNKNOWN_MEMBER_ID}
+        if req["generation_id"] != group.generation:
+            return {**out, "error_code": ILLEGAL_GENERATION}
+        if group.state == PREPARING:
+            return {**out, "error_code": REBALANCE_IN_PROGRESS}
+        out["protocol_type"], out["protocol_name"] = group.protocol_type, group.protocol
+        member.last_seen = time.monotonic()
+        if group.state == STABLE:
+            return {**out, "assignment": member.assignment}
+        # CompletingRebalance: the leader's request hands out the assignment.
+        if member.member_id == group.leader:
+            given = {a["member_id"]: a["assignment"] for a in req["assignments"]}
+            for m in group.members.values():
+                m.assignment = given.get(m.member_id, b"")
+            group.state = STABLE
+            for m in group.members.values():
+                if m.sync is not None and not m.sync.done():
+                    m.sync.set_result({**out, "assignment": m.assignment})
+                m.sync = None
+            return {**out, "assignment": member.assignment}
+        member.sync = asyncio.get_running_loop().create_future()
+        result = await member.sync
+        return {**out, **result}
+
+    # -- Heartbeat / LeaveGroup -----------------------------------------------------------------
+
+    def heartbeat(self, version: int, req: dict) -> dict:
+        group = self.groups.get(req["group_id"])
+        member = group.members.get(req["member_id"]) if group is not None else None
+        if group is None or member is None:
+            return {"error_code": UNKNOWN_MEMBER_ID}
+        member.last_seen = time.monotonic()
+        if req["generation_id"] != group.generation:
+            return {"error_code": ILLEGAL_GENERATION if group.state != PREPARING else REBALANCE_IN_PROGRESS}
+        if group.state == PREPARING:
+            return {"error_code": REBALANCE_IN_PROGRESS}
+        return {"error_code": NONE}
+
+    def leave(self, version: int, req: dict) -> dict:
+        group = self.groups.get(req["group_id"])
+        if version >= 3:
+            wanted = [(m["member_id"], m.get("group_instance_id")) for m in req["members"]]
+        else:
+            wanted = [(req["member_id"], None)]
+        results = []
+        for member_id, instance_id in wanted:
+            code = UNKNOWN_MEMBER_ID
+            if group is not None and member_id in group.members:
+                self._remove(group, member_id)
+                code = NONE
+            results.append({"member_id": member_id, "group_instance_id": instance_id,
+                            "error_code": code})
+        top = NONE if version >= 3 else results[0]["error_code"]
+        return {"error_code": top, "members": results}
+
+    def _remove(self, group: _Group, member_id: str) -> None:
+        log.debug("group %s: member %s removed (state %s)", group.group_id, member_id, group.state)
+        member = group.members.pop(member_id)
+        if member.join is not None and not member.join.done():
+            member.join.set_result({"error_code": UNKNOWN_MEMBER_ID, "generation_id": -1,
+                                    "protocol_name": None, "leader": "", "member_id": member_id,
+                                    "members": []})
+        if member.sync is not None and not member.sync.done():
+            member.sync.set_result({"error_code": UNKNOWN_MEMBER_ID, "assignment": b""})
+        if not group.members and group.state != PREPARING:
+            group.state = EMPTY
+            group.generation += 1
+            group.protocol = group.leader = None
+        elif group.state == PREPARING:
+            self._maybe_complete(group)
+        else:
+            self._prepare_rebalance(group)
+
+    async def _expire_loop(self) -> None:
+        while True:
+            await asyncio.sleep(0.1)
+            now = time.monotonic()
+            for group in list(self.groups.values()):
+                for mid, m in list(group.members.items()):
+                    waiting = m.join is not None and not m.join.done()
+                    if not waiting and now - m.last_seen > m.session_ms / 1000.0:
+                        self._remove(group, mid)
+
+    # -- offsets ----------------------------------------------------------------------------
+
+    def commit(self, version: int, req: dict) -> dict:
+        gid = req["group_id"]
+        generation = req.get("generation_id_or_member_epoch", -1)
+        member_id = req.get("member_id", "")
+        group = self.groups.get(gid)
+        member = group.members.get(member_id) if group is not None else None
+        if generation < 0 and not member_id:
+            # A commit from outside any generation: only while the group has no members.
+            code = UNKNOWN_MEMBER_ID if group is not None and group.members else NONE
+        elif member is None:
+            code = UNKNOWN_MEMBER_ID
+        elif generation != group.generation:
+            code = ILLEGAL_GENERATION
+        elif group.state in (PREPARING, COMPLETING):
+            code = REBALANCE_IN_PROGRESS
+        else:
+            code = NONE
+            member.last_seen = time.monotonic()
+        offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+        topics = []
+        now = self.store.clock.time_ms()
+        for t in req["topics"]:
+            parts = []
+            for p in t["partitions"]:
+                pcode = code
+                if pcode == NONE:
+                    try:
+                        if not 0 <= p["partition_index"] < self.store.partitions_for(t["name"]):
+                            pcode = UNKNOWN_TOPIC_OR_PARTITION
+                    except Exception:  # noqa: BLE001 - unknown topic
+                        pcode = UNKNOWN_TOPIC_OR_PARTITION
+                if pcode == NONE:
+                    offsets[(t["name"], p["partition_index"])] = OffsetAndMetadata(
+                        p["committed_offset"], p.get("committed_metadata") or "",
+                        p.get("committed_leader_epoch", -1), now)
+                parts.append({"partition_index": p["partition_index"], "error_code": pcode})
+            topics.append({"name": t["name"], "partitions": parts})
+        if offsets:
+            self.store.group_offsets.commit(gid, offsets)
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    def fetch_offsets(self, group_id: str, topics: list | None) -> tuple[list, int]:
+        """(topics with committed offsets, error code) for one group; ``topics`` None: all."""
+        committed = self.store.group_offsets.group_offsets(group_id)
+        if topics is None:
+            wanted: dict[str, list[int]] = {}
+            for (t, p) in sorted(committed):
+                wanted.setdefault(t, []).append(p)
+        else:
+            wanted = {t["name"]: list(t["partition_indexes"]) for t in topics}
+        out = []
+        for name, parts in wanted.items():
+            rows = []
+            for p in parts:
+                om = committed.get((name, p))
+                rows.append({"partition_index": p, "committed_offset": om.offset if om else -1,
+                             "committed_leader_epoch": om.leader_epoch if om else -1,
+                             "metadata": om.metadata if om else "", "error_code": NONE})
+            out.append({"name": name, "partitions": rows})
+        return out, NONE
+
+    # -- DescribeGroups / ListGroups ------------------------------------------------------------
+
+    def describe(self, version: int, req: dict) -> dict:
+        out = []
+        for gid in req["groups"]:
+            group = self.groups.get(gid)
+            if group is None:
+                state = "Empty" if gid in self.store.group_offsets.groups() else "Dead"
+                out.append({"error_code": NONE, "group_id": gid, "group_state": state,
+                            "protocol_type": "", "protocol_data": "", "members": [],
+                            "authorized_operations": -2147483648})
+                continue
+            members = []
+            for m in group.members.values():
+                meta = next((md for n, md in m.protocols if n == group.protocol), b"")
+                members.append({"member_id": m.member_id, "group_instance_id": m.instance_id,
+                                "client_id": m.client_id, "client_host": m.client_host,
+                                "member_metadata": meta, "member_assignment": m.assignment})
+            out.append({"error_code": NONE, "group_id": gid, "group_state": group.state,
+                        "protocol_type": group.protocol_type or "",
+                        "protocol_data": group.protocol or "", "members": members,
+                        "authorized_operations": -2147483648})
+        return {"throttle_time_ms": 0, "groups": out}
+
+    def list(self, version: int, req: dict) -> dict:
+        states = {s.lower() for s in req.get("states_filter") or []}
+        types = set(req.get("types_filter") or [])
+        rows = {gid: (g.protocol_type or "consumer", g.state) for gid, g in self.groups.items()}
+        for gid in self.store.group_offsets.groups():
+            rows.setdefault(gid, ("consumer", EMPTY))
+        out = []
+        for gid, (ptype, state) in sorted(rows.items()):
+            if states and state.lower() not in states:
+                continue
+            if types and "classic" not in types and "consumer" not in types:
+                continue
+            out.append({"group_id": gid, "protocol_type": ptype, "group_state": state,
+                        "group_type": "classic"})
+        return {"throttle_time_ms": 0, "error_code": NONE, "groups": out}

@@ -1,0 +1,794 @@
+"""A one-node Kafka broker on a :class:`seglog.Store`: Kafka's wire protocol over asyncio.
+
+Framing: every request and response is a 4-byte big-endian size and that many bytes. A request
+starts with Kafka's request header (v1: api key, api version, correlation id, client id; v2 adds
+tagged fields, for flexible versions); a response with the response header (v0: correlation id;
+v1 adds tagged fields; ApiVersions responses always use v0). Requests of a connection are
+answered in order, one at a time, as a Kafka broker does (a long-polling Fetch holds the
+connection's later requests back until it is answered).
+
+Bad input: a frame over ``socket.request.max.bytes``, a header or body that does not parse, an
+unknown API key or a version outside the served range (other than ApiVersions, which answers
+UNSUPPORTED_VERSION in a v0 response, KIP-511) closes that connection only, logged once;
+nothing is written for a request that was refused. A connection idle for
+``connections.max.idle.ms`` is closed. Writes wait for the client to read (``drain``), so a
+slow reader holds back only its own connection.
+
+See ``docs/kafka-protocol.md`` for the APIs and versions served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import struct
+import time
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+from seglog.errors import (
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    InvalidRequiredAcksError,
+    InvalidTopicError,
+    NotEnoughReplicasError,
+    OffsetOutOfRangeError,
+    SeglogError,
+    UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
+    code_for_exception,
+)
+from seglog.kafka import admin, codec
+from seglog.kafka.groups import GroupCoordinator
+
+from seglog.store import INTERNAL_TOPICS
+
+if TYPE_CHECKING:
+    from seglog.store import Store
+
+__all__ = ["KafkaServer", "API_VERSIONS", "DEFAULT_MAX_REQUEST_BYTES"]
+
+log = logging.getLogger("seglog.kafka")
+
+#: Kafka's ``socket.request.max.bytes`` default.
+DEFAULT_MAX_REQUEST_BYTES = 104857600
+#: Kafka's ``connections.max.idle.ms`` default.
+DEFAULT_IDLE_MS = 600000
+
+_NAMES = {
+    0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
+    9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup",
+    14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups", 18: "ApiVersions",
+    19: "CreateTopics", 20: "DeleteTopics", 21: "DeleteRecords", 22: "InitProducerId",
+    32: "DescribeConfigs", 37: "CreatePartitions", 44: "IncrementalAlterConfigs", 24: "AddPartitionsToTxn",
+    25: "AddOffsetsToTxn", 26: "EndTxn", 28: "TxnOffsetCommit",
+}
+
+#: api key -> (lowest, highest) version served. Floors are Kafka 4.0's (KIP-896); ceilings are
+#: the highest versions of Kafka's definitions whose fields the server fills in (Fetch stops
+#: before v13, which names topics by id).
+API_VERSIONS: dict[int, tuple[int, int]] = {
+    0: (3, 11),    # Produce
+    1: (4, 12),    # Fetch
+    2: (1, 10),    # ListOffsets
+    3: (0, 12),    # Metadata
+    8: (2, 8),     # OffsetCommit (v9 is for KIP-848 consumer groups)
+    9: (1, 8),     # OffsetFetch (v9 is for KIP-848 consumer groups)
+    10: (0, 5),    # FindCoordinator (v6 adds share groups)
+    11: (2, 9),    # JoinGroup
+    12: (0, 4),    # Heartbeat
+    13: (0, 5),    # LeaveGroup
+    14: (0, 5),    # SyncGroup
+    15: (0, 5),    # DescribeGroups
+    16: (0, 5),    # ListGroups
+    18: (0, 4),    # ApiVersions
+    19: (2, 7),    # CreateTopics
+    20: (1, 6),    # DeleteTopics
+    21: (0, 2),    # DeleteRecords
+    32: (1, 4),    # DescribeConfigs
+    37: (0, 3),    # CreatePartitions
+    44: (0, 1),    # IncrementalAlterConfigs
+    22: (0, 5),    # InitProducerId
+    24: (0, 3),    # AddPartitionsToTxn (answered: transactions are not supported)
+    25: (0, 4),    # AddOffsetsToTxn (answered: transactions are not supported)
+    26: (0, 4),    # EndTxn (answered: transactions are not supported)
+    28: (0, 4),    # TxnOffsetCommit (answered: transactions are not supported)
+}
+
+_HEADER = struct.Struct(">hhih")
+_SIZE = struct.Struct(">i")
+_I32 = struct.Struct(">i")
+_NONE = 0
+_TXN_ERROR = UnsupportedVersionError.code
+_TXN_MESSAGE = "transactions are not supported by this seglog broker"
+
+
+class _Close(Exception):
+    """The connection must close (a frame or request that cannot be answered)."""
+
+
+class KafkaServer:
+    """Serve ``store`` on ``host:port`` (port 0: any free port). ``await start()``, then
+    ``bootstrap_servers``; ``await close()`` stops listening and closes every connection."""
+
+    def __init__(self, store: Store, host: str = "127.0.0.1", port: int = 9092, *,
+                 node_id: int | None = None, max_request_bytes: int | None = None,
+                 idle_ms: int = DEFAULT_IDLE_MS, cluster_id: str | None = None,
+                 group_initial_rebalance_delay_ms: int = 0,
+                 group_min_session_timeout_ms: int = 6000,
+                 group_max_session_timeout_ms: int = 1800000) -> None:
+        self.store = store
+        self.host = host
+        self.port = port
+        cfg = store.config
+        if node_id is None:
+            node_id = cfg.node_id if cfg.node_id >= 0 else (cfg.broker_id if cfg.broker_id >= 0 else 1)
+        self.node_id = node_id
+        #: ``socket.request.max.bytes`` of the store's config unless given.
+        self.max_request_bytes = (cfg.socket_request_max_bytes if max_request_bytes is None
+                                  else max_request_bytes)
+        self.idle_ms = idle_ms
+        self.cluster_id = cluster_id or "seglog-" + base64.urlsafe_b64encode(
+            store.dir.encode()[-12:]).decode().rstrip("=")
+        self._server: asyncio.AbstractServer | None = None
+        self.groups = GroupCoordinator(store, group_initial_rebalance_delay_ms,
+                                       group_min_session_timeout_ms, group_max_session_timeout_ms)
+        self._connections: set[asyncio.Task[None]] = set()
+        self._appended: asyncio.Event | None = None
+        self._handlers: dict[int, Callable[[int, dict], Awaitable[dict | None]]] = {
+            0: self._produce, 1: self._fetch, 2: self._list_offsets, 3: self._metadata,
+            8: self._offset_commit, 9: self._offset_fetch, 10: self._find_coordinator,
+            11: self._join_group, 12: self._heartbeat, 13: self._leave_group, 14: self._sync_group,
+            15: self._describe_groups, 16: self._list_groups, 21: self._delete_records,
+            32: self._describe_configs, 37: self._create_partitions,
+            44: self._incremental_alter_configs,
+            19: self._create_topics, 20: self._delete_topics, 22: self._init_producer_id,
+            24: self._add_partitions_to_txn, 25: self._add_offsets_to_txn, 26: self._end_txn,
+            28: self._txn_offset_commit,
+        }
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._appended = asyncio.Event()
+        self.groups.start()
+        self._server = await asyncio.start_server(self._connection, self.host, self.port,
+                                                  limit=1 << 16)
+        sock = self._server.sockets[0].getsockname()
+        self.port = sock[1]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        host = self.host if self.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+        return f"{host}:{self.port}"
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for task in list(self._connections):
+                task.cancel()
+            if self._connections:
+                await asyncio.gather(*self._connections, return_exceptions=True)
+            await self._server.wait_closed()
+            self._server = None
+        await self.groups.close()
+
+    async def serve_forever(self) -> None:
+        assert self._server is not None
+        await self._server.serve_forever()
+
+    # -- connections ----------------------------------------------------------------------------
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        state = _ConnState(peer, writer.get_extra_info("sockname"))
+        try:
+            await self._serve_connection(reader, writer, state)
+        except _Close as exc:
+            state.warn(f"closing the connection: {exc}")
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # noqa: BLE001 - one connection's failure must not stop the server
+            log.exception("Kafka connection from %s failed", peer)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            try:
+                await writer.wait_closed()
+            except (ConnectionError, asyncio.CancelledError):
+                pass
+            except Exception:  # noqa: BLE001
+                pass
+
+    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                                state: _ConnState) -> None:
+        idle = self.idle_ms / 1000.0
+        while True:
+            try:
+                head = await asyncio.wait_for(reader.readexactly(4), idle)
+            except asyncio.TimeoutError:
+                raise _Close(f"idle for connections.max.idle.ms={self.idle_ms}") from None
+            except asyncio.IncompleteReadError as exc:
+                if exc.partial:
+                    raise _Close(f"the connection closed inside a frame's size "
+                                 f"({len(exc.partial)} of 4 bytes)") from None
+                return
+            size, = _SIZE.unpack(head)
+            if size < 0 or size > self.max_request_bytes:
+                raise _Close(f"a frame of {size} bytes is over socket.request.max.bytes="
+                             f"{self.max_request_bytes}" if size > 0 else
+                             f"a negative frame size {size}")
+            if size < _HEADER.size:
+                raise _Close(f"a frame of {size} bytes is too short for a request header")
+            try:
+                frame = await reader.readexactly(size)
+            except asyncio.IncompleteReadError as exc:
+                raise _Close(f"the connection closed inside a frame: {len(exc.partial)} of "
+                             f"{size} bytes arrived") from None
+            response = await self._request(memoryview(frame), state)
+            if response is not None:
+                total = sum(memoryview(p).nbytes for p in response)
+                writer.write(_SIZE.pack(total))
+                writer.writelines(response)
+                await writer.drain()
+
+    async def _request(self, frame: memoryview, state: _ConnState) -> list | None:
+        api_key, version, correlation_id, client_len = _HEADER.unpack_from(frame, 0)
+        pos = _HEADER.size
+        if client_len > 0:
+            if pos + client_len > len(frame):
+                raise _Close(f"request header's client id of {client_len} bytes runs past the "
+                             f"{len(frame)}-byte frame")
+            state.client_id = str(frame[pos:pos + client_len], "utf-8", "replace")
+            pos += client_len
+        name = _NAMES.get(api_key)
+        served = API_VERSIONS.get(api_key)
+        if name is None or served is None:
+            raise _Close(f"unknown API key {api_key} (correlation id {correlation_id})")
+        if api_key == 18:
+            return self._api_versions(frame, pos, version, correlation_id, state)
+        if not served[0] <= version <= served[1]:
+            raise _Close(f"{name} v{version} is not served (versions {served[0]}-{served[1]})")
+        flexible = codec.is_flexible(name + "Request", version)
+        if flexible:
+            pos = _skip_tagged(frame, pos)
+        try:
+            request, end = codec.decode(name + "Request", version, frame, pos)
+        except InvalidRequestError as exc:
+            raise _Close(str(exc)) from None
+        if end != len(frame):
+            raise _Close(f"{name} v{version} request has {len(frame) - end} bytes past its end")
+        body = await self._handlers[api_key](version, request, state)
+        if body is None:
+            return None
+        out: list = [bytearray(_I32.pack(correlation_id))]
+        if flexible:
+            out[0].append(0)
+        return codec.encode(name + "Response", version, body, out)
+
+    # -- ApiVersions ----------------------------------------------------------------------------
+
+    def _api_versions(self, frame: memoryview, pos: int, version: int, correlation_id: int,
+                      state: _ConnState) -> list:
+        keys = [{"api_key": k, "min_version": lo, "max_version": hi}
+                for k, (lo, hi) in sorted(API_VERSIONS.items())]
+        lo, hi = API_VERSIONS[18]
+        out: list = [bytearray(_I32.pack(correlation_id))]  # always response header v0
+        if not lo <= version <= hi:
+            # KIP-511: an unknown version is answered in v0 with the versions served.
+            state.warn(f"ApiVersions v{version} is not served; answering v0 UNSUPPORTED_VERSION")
+            return codec.encode("ApiVersionsResponse", 0, {
+                "error_code": UnsupportedVersionError.code, "api_keys": keys}, out)
+        if codec.is_flexible("ApiVersionsRequest", version):
+            try:
+                pos = _skip_tagged(frame, pos)
+                codec.decode("ApiVersionsRequest", version, frame, pos)
+            except (InvalidRequestError, IndexError) as exc:
+                raise _Close(f"ApiVersions v{version}: {exc}") from None
+        return codec.encode("ApiVersionsResponse", version, {
+            "error_code": _NONE, "api_keys": keys, "throttle_time_ms": 0}, out)
+
+    # -- Metadata -------------------------------------------------------------------------------
+
+    async def _metadata(self, version: int, req: dict, state: _ConnState) -> dict:
+        store = self.store
+        wanted = req.get("topics")
+        if wanted is None or (version == 0 and not wanted):
+            names = store.topics()
+        else:
+            names = [t["name"] for t in wanted]
+        auto = req.get("allow_auto_topic_creation", True)
+        host, port = state.advertised(self.host, self.port)
+        topics = []
+        for name in names:
+            if name is None:
+                topics.append({"error_code": UnknownTopicOrPartitionError.code, "name": None,
+                               "partitions": []})
+                continue
+            try:
+                if auto:
+                    store.ensure_topic(name)
+                desc = store.describe(name)[0]
+            except SeglogError as exc:
+                topics.append({"error_code": code_for_exception(exc), "name": name,
+                               "is_internal": False, "partitions": []})
+                continue
+            parts = []
+            for p in desc.partitions:
+                lg = store.log(name, p.partition)
+                parts.append({"error_code": _NONE, "partition_index": p.partition,
+                              "leader_id": self.node_id,
+                              "leader_epoch": max(lg.epoch_cache.latest_epoch, 0),
+                              "replica_nodes": [self.node_id], "isr_nodes": [self.node_id],
+                              "offline_replicas": []})
+            topics.append({"error_code": _NONE, "name": name, "topic_id": _topic_id(desc.topic_id),
+                           "is_internal": desc.internal, "partitions": parts,
+                           "topic_authorized_operations": -2147483648})
+        return {"throttle_time_ms": 0,
+                "brokers": [{"node_id": self.node_id, "host": host, "port": port, "rack": None}],
+                "cluster_id": self.cluster_id, "controller_id": self.node_id, "topics": topics,
+                "cluster_authorized_operations": -2147483648}
+
+    # -- Produce --------------------------------------------------------------------------------
+
+    async def _produce(self, version: int, req: dict, state: _ConnState) -> dict | None:
+        acks = req["acks"]
+        responses = []
+        for topic in req["topic_data"]:
+            name = topic["name"]
+            parts = []
+            for pd in topic["partition_data"]:
+                parts.append(self._produce_partition(name, pd["index"], pd["records"], acks, state))
+            responses.append({"name": name, "partition_responses": parts})
+        if self._appended is not None:
+            self._appended.set()
+            self._appended = asyncio.Event()
+        if acks == 0:
+            failed = [f"{r['name']}-{p['index']}: error {p['error_code']}" for r in responses
+                      for p in r["partition_responses"] if p["error_code"]]
+            if failed:
+                # As Kafka: a producer that wants no answer learns of a failure by the
+                # connection closing (it then refreshes metadata and retries or reports).
+                raise _Close(f"acks=0 produce failed ({', '.join(failed)})")
+            return None
+        return {"responses": responses, "throttle_time_ms": 0}
+
+    def _produce_partition(self, topic: str, partition: int, records: Any, acks: int,
+                           state: _ConnState) -> dict:
+        out = {"index": partition, "error_code": _NONE, "base_offset": -1,
+               "log_append_time_ms": -1, "log_start_offset": -1, "record_errors": [],
+               "error_message": None}
+        try:
+            if acks not in (0, 1, -1):
+                raise InvalidRequiredAcksError(f"acks must be 0, 1 or -1 (all), not {acks}")
+            if records is None or len(records) == 0:
+                raise InvalidRequestError(f"produce to {topic}-{partition} without records")
+            if topic in INTERNAL_TOPICS:
+                raise InvalidTopicError(f"{topic} is an internal topic: clients cannot produce to it")
+            if acks == -1:
+                need = self.store.topic_config(topic).min_insync_replicas
+                if need > 1:
+                    raise NotEnoughReplicasError(
+                        f"{topic} needs min.insync.replicas={need} in sync; this broker is the "
+                        "only replica")
+            result = self.store.append(topic, partition, records)
+        except SeglogError as exc:
+            out["error_code"] = code_for_exception(exc)
+            out["error_message"] = str(exc)
+            state.note(f"Produce to {topic}-{partition}", exc)
+            return out
+        out["base_offset"] = result.first_offset
+        out["log_append_time_ms"] = result.log_append_time
+        out["log_start_offset"] = result.log_start_offset
+        return out
+
+    # -- Fetch ----------------------------------------------------------------------------------
+
+    async def _fetch(self, version: int, req: dict, state: _ConnState) -> dict:
+        if req.get("session_id", 0) != 0:
+            # No fetch sessions are kept: a client's session is unknown, it starts over with a
+            # full fetch (session id 0).
+            return {"throttle_time_ms": 0, "error_code": 70, "session_id": 0, "responses": []}
+        deadline = time.monotonic() + max(req["max_wait_ms"], 0) / 1000.0
+        min_bytes = req["min_bytes"]
+        while True:
+            event = self._appended
+            responses, total, error = self._read_fetch(req)
+            remaining = deadline - time.monotonic()
+            if total >= min_bytes or error or remaining <= 0:
+                return {"throttle_time_ms": 0, "error_code": _NONE, "session_id": 0,
+                        "responses": responses}
+            # Long poll: woken by a produce through this server, and re-checked every 50 ms
+            # for appends made to the store by other means.
+            assert event is not None
+            try:
+                await asyncio.wait_for(event.wait(), min(remaining, 0.05))
+            except asyncio.TimeoutError:
+                pass
+
+    def _read_fetch(self, req: dict) -> tuple[list, int, bool]:
+        store = self.store
+        budget = req.get("max_bytes", 0x7FFFFFFF)
+        committed = req.get("isolation_level", 0) == 1
+        responses = []
+        total = 0
+        error = False
+        for topic in req["topics"]:
+            name = topic["topic"]
+            parts = []
+            for fp in topic["partitions"]:
+                p = fp["partition"]
+                out = {"partition_index": p, "error_code": _NONE, "high_watermark": -1,
+                       "last_stable_offset": -1, "log_start_offset": -1,
+                       "aborted_transactions": None, "preferred_read_replica": -1,
+                       "records": b""}
+                try:
+                    lg = store.log(name, p)
+                    lso = lg.last_stable_offset
+                    bound = lso if committed else lg.high_watermark
+                    offset = fp["fetch_offset"]
+                    limit = min(fp["partition_max_bytes"], budget)
+                    result = lg.read(offset, max(limit, 0), upper_bound=bound,
+                                     min_one_batch=(total == 0))
+                    data = result.to_bytes() if result else b""
+                    out["high_watermark"] = result.high_watermark
+                    out["last_stable_offset"] = lso
+                    out["log_start_offset"] = result.log_start_offset
+                    if committed and data:
+                        aborted = lg.collect_aborted_transactions(offset, _fetched_end(data))
+                        out["aborted_transactions"] = [
+                            {"producer_id": a.producer_id, "first_offset": a.first_offset}
+                            for a in aborted]
+                    elif committed:
+                        out["aborted_transactions"] = []
+                    out["records"] = data
+                    total += len(data)
+                    budget -= len(data)
+                except (OffsetOutOfRangeError, UnknownTopicOrPartitionError) as exc:
+                    out["error_code"] = exc.code
+                    error = True
+                    if isinstance(exc, OffsetOutOfRangeError):
+                        lg = store.log(name, p)
+                        out["high_watermark"] = lg.high_watermark
+                        out["log_start_offset"] = lg.log_start_offset
+                        out["last_stable_offset"] = lg.last_stable_offset
+                except SeglogError as exc:
+                    out["error_code"] = code_for_exception(exc)
+                    error = True
+                parts.append(out)
+            responses.append({"topic": name, "partitions": parts})
+        return responses, total, error
+
+    # -- ListOffsets ----------------------------------------------------------------------------
+
+    async def _list_offsets(self, version: int, req: dict, state: _ConnState) -> dict:
+        committed = req.get("isolation_level", 0) == 1
+        topics = []
+        for topic in req["topics"]:
+            name = topic["name"]
+            parts = []
+            for lp in topic["partitions"]:
+                p = lp["partition_index"]
+                ts = lp["timestamp"]
+                out = {"partition_index": p, "error_code": _NONE, "timestamp": -1, "offset": -1,
+                       "leader_epoch": -1}
+                try:
+                    lg = self.store.log(name, p)
+                    bound = lg.last_stable_offset if committed else None
+                    if ts == -4:  # earliest local: no tiered storage, so the log start
+                        ts = -2
+                    if ts == -5:  # latest tiered: nothing is tiered
+                        found = None
+                    else:
+                        found = lg.offset_for_timestamp(ts, upper_bound=bound)
+                    if found is not None:
+                        out["offset"], out["timestamp"] = found
+                        out["leader_epoch"] = max(lg.epoch_cache.latest_epoch, 0)
+                except ValueError as exc:
+                    out["error_code"] = InvalidRequestError.code
+                    state.note(f"ListOffsets {name}-{p}", exc)
+                except SeglogError as exc:
+                    out["error_code"] = code_for_exception(exc)
+                parts.append(out)
+            topics.append({"name": name, "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    # -- CreateTopics / DeleteTopics --------------------------------------------------------------
+
+    async def _create_topics(self, version: int, req: dict, state: _ConnState) -> dict:
+        from seglog.store import validate_topic_name
+
+        store = self.store
+        results = []
+        for t in req["topics"]:
+            name = t["name"]
+            out: dict[str, Any] = {"name": name, "topic_id": bytes(16), "error_code": _NONE,
+                                   "error_message": None, "num_partitions": -1,
+                                   "replication_factor": -1, "configs": None}
+            try:
+                if t.get("assignments"):
+                    raise InvalidRequestError("replica assignments are not supported: this "
+                                              "broker is the only replica")
+                rf = t["replication_factor"]
+                if rf not in (-1, 1):
+                    raise InvalidReplicationFactorError(
+                        f"replication factor {rf} is larger than the 1 available broker")
+                n = t["num_partitions"]
+                if n == -1:
+                    n = store.config.num_partitions
+                config = {c["name"]: c["value"] for c in t.get("configs") or []}
+                if req.get("validate_only"):
+                    validate_topic_name(name)
+                    if name in store.topics(internal=True):
+                        from seglog.errors import TopicAlreadyExistsError
+                        raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+                    store.config.topic_config(config)
+                    if n < 1:
+                        from seglog.errors import InvalidPartitionsError
+                        raise InvalidPartitionsError(f"number of partitions must be at least 1, got {n}")
+                    out["num_partitions"], out["replication_factor"] = n, 1
+                else:
+                    desc = store.create_topic(name, n, config)
+                    out["topic_id"] = _topic_id(desc.topic_id)
+                    out["num_partitions"], out["replication_factor"] = len(desc.partitions), 1
+            except SeglogError as exc:
+                out["error_code"] = code_for_exception(exc)
+                out["error_message"] = str(exc)
+                state.note(f"CreateTopics {name}", exc)
+            results.append(out)
+        return {"throttle_time_ms": 0, "topics": results}
+
+    async def _delete_topics(self, version: int, req: dict, state: _ConnState) -> dict:
+        store = self.store
+        if version >= 6:
+            names = []
+            for t in req["topics"]:
+                name = t.get("name")
+                if name is None:
+                    tid = t.get("topic_id") or bytes(16)
+                    name = next((d.name for d in store.describe(internal=True)
+                                 if _topic_id(d.topic_id) == tid), None)
+                names.append((name, t.get("topic_id") or bytes(16)))
+        else:
+            names = [(n, bytes(16)) for n in req["topic_names"]]
+        results = []
+        for name, tid in names:
+            out = {"name": name, "topic_id": tid, "error_code": _NONE, "error_message": None}
+            try:
+                if name is None:
+                    raise UnknownTopicOrPartitionError("no topic has that topic id")
+                desc = store.describe(name)[0]
+                out["topic_id"] = _topic_id(desc.topic_id)
+                store.delete_topic(name)
+            except SeglogError as exc:
+                out["error_code"] = code_for_exception(exc)
+                out["error_message"] = str(exc)
+                state.note(f"DeleteTopics {name}", exc)
+            results.append(out)
+        return {"throttle_time_ms": 0, "responses": results}
+
+    # -- Consumer groups ------------------------------------------------------------------------
+
+    async def _find_coordinator(self, version: int, req: dict, state: _ConnState) -> dict:
+        host, port = state.advertised(self.host, self.port)
+        key_type = req.get("key_type", 0)
+        code, message = _NONE, None
+        if key_type != 0:
+            code, message = _TXN_ERROR, _TXN_MESSAGE
+        node = (self.node_id, host, port) if code == _NONE else (-1, "", -1)
+        if version >= 4:
+            return {"throttle_time_ms": 0, "coordinators": [
+                {"key": key, "node_id": node[0], "host": node[1], "port": node[2],
+                 "error_code": code, "error_message": message}
+                for key in req["coordinator_keys"]]}
+        return {"throttle_time_ms": 0, "error_code": code, "error_message": message,
+                "node_id": node[0], "host": node[1], "port": node[2]}
+
+    async def _join_group(self, version: int, req: dict, state: _ConnState) -> dict:
+        host = state.peer[0] if isinstance(state.peer, tuple) else ""
+        out = await self.groups.join(version, req, state.client_id, f"/{host}")
+        out["throttle_time_ms"] = 0
+        return out
+
+    async def _sync_group(self, version: int, req: dict, state: _ConnState) -> dict:
+        out = await self.groups.sync(version, req)
+        out["throttle_time_ms"] = 0
+        return out
+
+    async def _heartbeat(self, version: int, req: dict, state: _ConnState) -> dict:
+        return {"throttle_time_ms": 0, **self.groups.heartbeat(version, req)}
+
+    async def _leave_group(self, version: int, req: dict, state: _ConnState) -> dict:
+        return {"throttle_time_ms": 0, **self.groups.leave(version, req)}
+
+    async def _offset_commit(self, version: int, req: dict, state: _ConnState) -> dict:
+        return self.groups.commit(version, req)
+
+    async def _offset_fetch(self, version: int, req: dict, state: _ConnState) -> dict:
+        if version >= 8:
+            groups = []
+            for g in req["groups"]:
+                topics, code = self.groups.fetch_offsets(g["group_id"], g["topics"])
+                groups.append({"group_id": g["group_id"], "topics": topics, "error_code": code})
+            return {"throttle_time_ms": 0, "groups": groups}
+        topics, code = self.groups.fetch_offsets(req["group_id"], req["topics"])
+        return {"throttle_time_ms": 0, "topics": topics, "error_code": code}
+
+    async def _describe_groups(self, version: int, req: dict, state: _ConnState) -> dict:
+        return self.groups.describe(version, req)
+
+    async def _list_groups(self, version: int, req: dict, state: _ConnState) -> dict:
+        return self.groups.list(version, req)
+
+    # -- CreatePartitions, DeleteRecords, configs (seglog.kafka.admin) ---------------------------
+
+    async def _create_partitions(self, version: int, req: dict, state: _ConnState) -> dict:
+        return admin.create_partitions(self.store, version, req)
+
+    async def _delete_records(self, version: int, req: dict, state: _ConnState) -> dict:
+        return admin.delete_records(self.store, version, req)
+
+    async def _describe_configs(self, version: int, req: dict, state: _ConnState) -> dict:
+        return admin.describe_configs(self.store, self.node_id, version, req)
+
+    async def _incremental_alter_configs(self, version: int, req: dict, state: _ConnState) -> dict:
+        return admin.incremental_alter_configs(self.store, version, req)
+
+    # -- Producer ids and transactions ---------------------------------------------------------
+
+    async def _init_producer_id(self, version: int, req: dict, state: _ConnState) -> dict:
+        if req.get("transactional_id") is not None:
+            return {"throttle_time_ms": 0, "error_code": _TXN_ERROR, "producer_id": -1,
+                    "producer_epoch": -1}
+        try:
+            pid = self.store._allocate_producer_id()
+        except SeglogError as exc:
+            return {"throttle_time_ms": 0, "error_code": code_for_exception(exc),
+                    "producer_id": -1, "producer_epoch": -1}
+        return {"throttle_time_ms": 0, "error_code": _NONE, "producer_id": pid, "producer_epoch": 0}
+
+    async def _add_partitions_to_txn(self, version: int, req: dict, state: _ConnState) -> dict:
+        return {"throttle_time_ms": 0, "error_code": _TXN_ERROR, "results_by_topic_v3_and_below": [
+            {"name": t["name"], "results_by_partition": [
+                {"partition_index": p, "partition_error_code": _TXN_ERROR} for p in t["partitions"]]}
+            for t in req.get("v3_and_below_topics") or []]}
+
+    async def _add_offsets_to_txn(self, version: int, req: dict, state: _ConnState) -> dict:
+        return {"throttle_time_ms": 0, "error_code": _TXN_ERROR}
+
+    async def _end_txn(self, version: int, req: dict, state: _ConnState) -> dict:
+        return {"throttle_time_ms": 0, "error_code": _TXN_ERROR}
+
+    async def _txn_offset_commit(self, version: int, req: dict, state: _ConnState) -> dict:
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": t["name"], "partitions": [
+                {"partition_index": p["partition_index"], "error_code": _TXN_ERROR}
+                for p in t["partitions"]]} for t in req["topics"]]}
+
+
+class _ConnState:
+    """Per-connection state: client id, and whether an error was logged already."""
+
+    __slots__ = ("peer", "sockname", "client_id", "logged")
+
+    def __init__(self, peer: Any, sockname: Any) -> None:
+        self.peer = peer
+        self.sockname = sockname
+        self.client_id = ""
+        self.logged = False
+
+    def warn(self, message: str) -> None:
+        """Log ``message`` at WARNING the first time for this connection, at DEBUG after."""
+        level = logging.DEBUG if self.logged else logging.WARNING
+        self.logged = True
+        log.log(level, "Kafka client %s (client id %r): %s", _fmt_peer(self.peer),
+                self.client_id, message)
+
+    def note(self, what: str, exc: BaseException) -> None:
+        self.warn(f"{what} failed: {type(exc).__name__}: {exc}")
+
+    def advertised(self, host: str, port: int) -> tuple[str, int]:
+        """The address to give clients: the one this connection reached."""
+        if host in ("", "0.0.0.0", "::") and self.sockname:
+            return str(self.sockname[0]), port
+        return host, port
+
+
+def _fmt_peer(peer: Any) -> str:
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        return f"{peer[0]}:{peer[1]}"
+    return str(peer)
+
+
+def _skip_tagged(frame: memoryview, pos: int) -> int:
+    """Skip the request header's tagged fields (header v2)."""
+    try:
+        count, pos = codec._uvarint(frame, pos)
+        for _ in range(count):
+            _, pos = codec._uvarint(frame, pos)
+            size, pos = codec._uvarint(frame, pos)
+            pos += size
+    except (IndexError, codec._Truncated):
+        raise _Close("request header's tagged fields are malformed") from None
+    if pos > len(frame):
+        raise _Close("request header's tagged fields run past the frame")
+    return pos
+
+
+def _topic_id(text: str | None) -> bytes:
+    """A store topic id (URL-safe base64, Kafka's text form) as the 16 bytes of a UUID."""
+    if not text:
+        return bytes(16)
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except ValueError:
+        return bytes(16)
+    return raw if len(raw) == 16 else bytes(16)
+
+
+def _fetched_end(data: bytes) -> int:
+    """The offset after the last batch in ``data`` (whole v2 batches): the upper bound of the
+    aborted-transaction lookup for a read_committed fetch."""
+    from seglog.records import batch_headers
+
+    heads = batch_headers(memoryview(data), verify_crc=False)
+    return heads[-1].last_offset + 1 if heads else 0
+
+
+class ServerHandle:
+    """A :class:`KafkaServer` running on an event loop of its own thread (what
+    :meth:`seglog.Store.serve` returns). ``bootstrap_servers`` is ``"host:port"``; ``close()``
+    (or leaving a ``with`` block, or closing the store) stops it."""
+
+    def __init__(self, store: Store, host: str = "127.0.0.1", port: int = 0, **options: Any) -> None:
+        import threading
+
+        from seglog._loop import run_loop
+
+        self.store = store
+        self._closed = False
+        self._loop = asyncio.new_event_loop()
+        self.server = KafkaServer(store, host, port, **options)
+        self._thread = threading.Thread(target=run_loop, args=(self._loop,),
+                                        name=f"seglog-kafka-{host}:{port}", daemon=True)
+        self._thread.start()
+        try:
+            asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(30)
+        except BaseException:
+            self._stop_loop()
+            raise
+        self.bootstrap_servers = self.server.bootstrap_servers
+        self.host, self.port = self.bootstrap_servers.rsplit(":", 1)[0], self.server.port
+        store._clients.append(self)
+
+    def close(self) -> None:
+        """Stop listening, close every connection and stop the thread. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            asyncio.run_coroutine_threadsafe(self.server.close(), self._loop).result(30)
+        finally:
+            self._stop_loop()
+            self.store._forget_client(self)
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(30)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+    def __enter__(self) -> ServerHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "serving"
+        return f"<seglog Kafka listener {self.bootstrap_servers} on {self.store.dir} ({state})>"

@@ -1,0 +1,101 @@
+"""CreatePartitions, DeleteRecords, DescribeConfigs and IncrementalAlterConfigs through
+kafka-python's admin client and librdkafka's."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+kafka = pytest.importorskip("kafka")
+from kafka import KafkaProducer, TopicPartition  # noqa: E402
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewPartitions  # noqa: E402
+
+
+@pytest.fixture
+def admin(broker):
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+    yield client
+    client.close()
+
+
+def _topic(broker, partitions: int = 1, config=None) -> str:
+    name = "adm-" + uuid.uuid4().hex[:10]
+    broker.store.create_topic(name, partitions, config)
+    return name
+
+
+def test_create_partitions(broker, admin):
+    topic = _topic(broker, 2)
+    admin.create_partitions({topic: NewPartitions(5)})
+    assert broker.store.partitions_for(topic) == 5
+    with pytest.raises(kafka.errors.InvalidPartitionsError):
+        admin.create_partitions({topic: NewPartitions(3)})
+    admin.create_partitions({topic: NewPartitions(8)}, validate_only=True)
+    assert broker.store.partitions_for(topic) == 5
+
+
+def test_delete_records(broker, admin):
+    topic = _topic(broker)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+    for i in range(10):
+        producer.send(topic, b"%d" % i, partition=0)
+    producer.flush()
+    producer.close()
+    result = admin.delete_records({TopicPartition(topic, 0): 4})
+    assert broker.store.log(topic, 0).log_start_offset == 4
+    assert list(result.values())[0]["low_watermark"] == 4
+
+
+def test_describe_and_incrementally_alter_topic_configs(broker, admin):
+    topic = _topic(broker, config={"retention.ms": 1234567})
+    found = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)],
+                                   config_filter="all")["topic"][topic]
+    assert found["retention.ms"]["value"] == "1234567"
+    assert found["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+    assert found["segment.bytes"]["value"] == str(broker.store.topic_config(topic).segment_bytes)
+    assert found["cleanup.policy"]["value"] == "delete"
+    modified = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])["topic"][topic]
+    assert set(modified) == {"retention.ms"}
+
+    admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
+                                        configs={"segment.ms": "600000",
+                                                 "cleanup.policy": ("APPEND", "compact")})],
+                        incremental=True)
+    config = broker.store.topic_config(topic)
+    assert config.segment_ms == 600000 and config.compact and config.delete
+    admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
+                                        configs={"retention.ms": ("DELETE", None)})],
+                        incremental=True)
+    assert "retention.ms" not in broker.store.describe(topic)[0].config_overrides
+    # A bad value changes nothing and names the key.
+    result = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
+                                                 configs={"segment.ms": "600001",
+                                                          "retention.ms": "soon"})],
+                                 incremental=True)
+    error = result["topic"][topic]
+    assert "[Error 40]" in str(error) and "retention.ms" in str(error)  # INVALID_CONFIG
+    assert broker.store.topic_config(topic).segment_ms == 600000
+
+
+def test_describe_broker_configs(broker, admin):
+    found = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "1")],
+                                   config_filter="all")["broker"]["1"]
+    assert found["num.partitions"]["value"] == str(broker.store.config.num_partitions)
+    assert found["log.segment.bytes"]["read_only"] is True
+
+
+def test_librdkafka_admin(broker):
+    ck = pytest.importorskip("confluent_kafka.admin")
+    topic = _topic(broker, 1)
+    client = ck.AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    client.create_partitions([ck.NewPartitions(topic, 3)])[topic].result(10)
+    assert broker.store.partitions_for(topic) == 3
+    resource = ck.ConfigResource(ck.ResourceType.TOPIC, topic)
+    configs = client.describe_configs([resource])[resource].result(10)
+    assert configs["retention.ms"].value == str(broker.store.topic_config(topic).retention_ms)
+    alter = ck.ConfigResource(ck.ResourceType.TOPIC, topic, incremental_configs=[
+        ck.ConfigEntry("retention.ms", "86400000",
+                       incremental_operation=ck.AlterConfigOpType.SET)])
+    client.incremental_alter_configs([alter])[alter].result(10)
+    assert broker.store.topic_config(topic).retention_ms == 86400000

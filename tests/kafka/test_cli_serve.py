@@ -1,0 +1,59 @@
+"""`seglog serve DIR --listen HOST:PORT`: a broker process that Kafka clients use, stopped
+cleanly by SIGTERM with its records in the log dir."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from seglog import Store
+from seglog.records import decode_records
+
+kafka = pytest.importorskip("kafka")
+
+
+def test_serve_process_takes_records_and_stops_on_sigterm(tmp_path):
+    from kafka import KafkaProducer
+
+    config = tmp_path / "broker.properties"
+    config.write_text("num.partitions=2\n")
+    proc = subprocess.Popen([sys.executable, "-m", "seglog.cli", "serve", str(tmp_path / "data"),
+                             "--listen", "127.0.0.1:0", "--config", str(config)],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()
+        match = re.search(r"on (127\.0\.0\.1:\d+)", line)
+        assert match, line
+        producer = KafkaProducer(bootstrap_servers=match.group(1), acks="all")
+        # The topic is created on first use with num.partitions from the config file.
+        for i in range(10):
+            producer.send("auto", b"v%d" % i, partition=i % 2)
+        producer.flush()
+        producer.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        assert "stopped" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
+    with Store.open(tmp_path / "data") as store:
+        assert store.partitions_for("auto") == 2
+        values = sorted(r.value for p in range(2)
+                        for r in decode_records(store.log("auto", p).read(0).to_bytes()))
+        assert values == sorted(b"v%d" % i for i in range(10))
+
+
+@pytest.mark.parametrize("listen", ["9092", "host:port", "h:99999"])
+def test_serve_rejects_a_bad_listen_address(tmp_path, listen):
+    result = subprocess.run([sys.executable, "-m", "seglog.cli", "serve", str(tmp_path),
+                             "--listen", listen], capture_output=True, text=True, timeout=30,
+                            env={**os.environ})
+    assert result.returncode == 1
+    assert "expected HOST:PORT" in result.stderr
