@@ -114,6 +114,7 @@ option of the wrong form, :class:`FileNotFoundError` for a missing path,
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
 import difflib
@@ -127,6 +128,7 @@ import re
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -155,7 +157,12 @@ from pyspark.sql.types import (
 
 from seglog._native.segment import Segment, filename_prefix
 from seglog.bindings.arrow import COLUMNS, KAFKA_COLUMNS, BatchBuilder, check_columns
-from seglog.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
+from seglog.checkpoints import (
+    CorruptCheckpointError,
+    OffsetCheckpointFile,
+    atomic_write,
+    ensure_meta_properties,
+)
 from seglog.errors import (
     ConfigError,
     CorruptRecordError,
@@ -1589,6 +1596,56 @@ def _log_open(d: str, config: Mapping[str, str]) -> Log:
     return Log.open(d, config or None)
 
 
+def _leader_epoch(lg: Log) -> int | None:
+    # As the store writes: a new log is led at epoch 0 (what a single Kafka broker writes, and
+    # recorded in leader-epoch-checkpoint); a log that already has epochs keeps its latest.
+    return None if lg.epoch_cache.latest_epoch >= 0 else 0
+
+
+_STORE_METADATA_FILE = "seglog-metadata.json"
+_PARTITION_METADATA_FILE = "partition.metadata"
+
+
+def _known_topic_id(log_dir: str, topic: str) -> str | None:
+    """The topic id the dir already gives ``topic``: the store metadata's, else the one in a
+    partition's ``partition.metadata``."""
+    try:
+        with open(os.path.join(log_dir, _STORE_METADATA_FILE), encoding="utf-8") as f:
+            tid = json.load(f).get("topics", {}).get(topic, {}).get("topic_id")
+        if tid:
+            return str(tid)
+    except (OSError, ValueError, AttributeError):
+        pass
+    for pd in find_partition_dirs([log_dir]):
+        if pd.topic != topic:
+            continue
+        try:
+            with open(os.path.join(pd.dir, _PARTITION_METADATA_FILE), encoding="utf-8") as f:
+                for line in f.read().splitlines():
+                    key, _, value = line.partition(":")
+                    if key.strip() == "topic_id" and value.strip():
+                        return value.strip()
+        except OSError:
+            continue
+    return None
+
+
+def _ensure_partition_metadata(log_dir: str, d: str, topic: str) -> None:
+    """Kafka's ``partition.metadata`` in the partition dir ``d``, with the topic's id (a new
+    one for a new topic), as the store writes it. Under the log dir's lock, so the tasks that
+    create partitions of one new topic agree on its id."""
+    path = os.path.join(d, _PARTITION_METADATA_FILE)
+    if os.path.exists(path):
+        return
+    with _dir_lock(log_dir):
+        if os.path.exists(path):
+            return
+        tid = _known_topic_id(log_dir, topic)
+        if tid is None:
+            tid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        atomic_write(path, f"version: 0\ntopic_id: {tid}".encode("utf-8"))
+
+
 class SeglogWriter(DataSourceArrowWriter):
     """Batch writer (see the module docs for the commit protocol)."""
 
@@ -1665,13 +1722,14 @@ class SeglogWriter(DataSourceArrowWriter):
     def _append(self, tp: tuple[str, int], spool: _Spool) -> tuple[int, int]:
         d = os.path.join(self.spec["log_dir"], f"{tp[0]}-{tp[1]}")
         os.makedirs(d, exist_ok=True)
+        _ensure_partition_metadata(self.spec["log_dir"], d, tp[0])
         with _dir_lock(d):
             lg = _log_open(d, self.spec["config"])
             try:
                 first = lg.log_end_offset
                 try:
                     for data in spool.pieces(16 << 20):
-                        lg.append(data)
+                        lg.append(data, leader_epoch=_leader_epoch(lg))
                     lg.flush()
                 except BaseException:
                     lg.truncate_to(first)
@@ -1758,7 +1816,7 @@ def _settle(lg: Log, hw: int, runs: list[tuple[int, int]]) -> int:
             off = batch_headers(data)[-1].last_offset + 1
     lg.truncate_to(hw)
     for data in copies:
-        lg.append(data)
+        lg.append(data, leader_epoch=_leader_epoch(lg))
     lg.flush()
     return int(lg.log_end_offset)
 
@@ -1857,6 +1915,8 @@ class SeglogDataSource(DataSource):
         _check_write_schema(schema, spec["topic"])
         log_dir = spec["log_dir"]
         os.makedirs(log_dir, exist_ok=True)
+        with _dir_lock(log_dir):
+            ensure_meta_properties(log_dir)
         counts: dict[str, int] = {}
         for pd in find_partition_dirs([log_dir]):
             counts[pd.topic] = max(counts.get(pd.topic, 0), pd.partition + 1)

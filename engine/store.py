@@ -63,7 +63,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from seglog._native.builder import Generation
-from seglog.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, atomic_write
+from seglog.checkpoints import (
+    CorruptCheckpointError,
+    OffsetCheckpointFile,
+    atomic_write,
+    ensure_meta_properties,
+)
 from seglog.clock import Clock, ManualClock, Scheduler
 from seglog.config import BrokerConfig, LogConfig
 from seglog.errors import (
@@ -359,6 +364,7 @@ class Store:
     def _load(self) -> None:
         if not self.read_only:
             self._acquire_lock()
+            ensure_meta_properties(self.dir, self.config.effective_node_id)
         meta = self._read_metadata()
         recovery = self._read_offsets(self._recovery_file)
         log_start = self._read_offsets(self._log_start_file)
