@@ -50,6 +50,7 @@ from posix.unistd cimport ftruncate
 from seglog._native import _errors
 from seglog._native.index import OffsetIndex, TimeIndex
 from seglog._native.records import first_at_or_after as _records_first_at_or_after
+from seglog._native.records import legacy_base_offset as _records_legacy_base_offset
 
 cdef extern from "sys/uio.h" nogil:
     struct iovec:
@@ -304,6 +305,9 @@ cdef BatchInfo _info(const Head *h, Py_ssize_t pos, const uint8_t *buf):
         bi.producer_id = -1
         bi.producer_epoch = -1
         bi.base_sequence = -1
+        if h.attrs & 0x07:
+            # A compressed legacy wrapper: Kafka's base offset is its first inner record's.
+            bi.base_offset, bi.records_count = _records_legacy_base_offset(<const uint8_t[:h.size]> b)
     return bi
 
 
@@ -994,6 +998,12 @@ cdef class Segment:
             if 0 <= max_batch_size < h.size:
                 res.reason = f"batch of {h.size} bytes at position {pos} exceeds {max_batch_size}"
                 break
+            if collect_batches:
+                try:
+                    res.batch_infos.append(_info(&h, pos, buf))
+                except Exception as exc:  # a legacy wrapper whose inner set cannot be read
+                    res.reason = f"unreadable compressed message at position {pos}: {exc}"
+                    break
             if pos == 0:
                 self.rolling_based_timestamp = h.max_ts
             if h.max_ts > self.max_timestamp_so_far:
@@ -1006,8 +1016,6 @@ cdef class Segment:
             if h.magic == 2 and h.ple > epoch:
                 epoch = h.ple
                 res.epoch_starts.append((h.ple, h.base_offset))
-            if collect_batches:
-                res.batch_infos.append(_info(&h, pos, buf))
             prev_last = h.last_offset
             res.batches += 1
             pos += h.size
