@@ -604,6 +604,9 @@ cdef class Segment:
         cdef int64_t next_off = assign_from if assign_from >= 0 else -1
         cdef int64_t first = -1, last = -1, max_ts = -1, off_max = -1, delta
         cdef int64_t records = 0
+        # Index entries this append will add: Kafka's rule applied batch by batch (an entry at a
+        # batch once more than index.interval.bytes were appended since the last entry).
+        cdef Py_ssize_t since = self.bytes_since_last_index_entry, entries = 0
         # Pass 1: validate everything and compute offsets; nothing is written on error.
         while pos < n:
             st = _head_at(src, pos, n, &h, verify_crc)
@@ -638,11 +641,15 @@ cdef class Segment:
                 off_max = h.last_offset
             records += h.count
             count += 1
+            if since > self.index_interval_bytes:
+                entries += 1
+                since = 0
+            since += h.size
             pos += h.size
-        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+        if entries:
             # Index entries go in after the data; a full disk must fail the append before it.
-            self.offset_index.reserve(1)
-            self.time_index.reserve(1)
+            self.offset_index.reserve(entries)
+            self.time_index.reserve(entries)
         self._write(src, n, count, assign_from, leader_epoch)
         cdef Py_ssize_t start_pos = self.size
         self.size += n
@@ -652,14 +659,13 @@ cdef class Segment:
         self.next_offset = last + 1
         if self.rolling_based_timestamp < 0:
             self.rolling_based_timestamp = max_ts
+        if entries:
+            self._index_batches(src, n, start_pos, assign_from)
+        else:
+            self.bytes_since_last_index_entry = since
         if max_ts > self.max_timestamp_so_far:
             self.max_timestamp_so_far = max_ts
             self.offset_of_max_timestamp = off_max
-        if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(last, start_pos)
-            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
-            self.bytes_since_last_index_entry = 0
-        self.bytes_since_last_index_entry += n
         cdef AppendInfo info = AppendInfo.__new__(AppendInfo)
         info.first_offset = first
         info.last_offset = last
@@ -670,6 +676,36 @@ cdef class Segment:
         info.batches = <int32_t>count
         info.records = records
         return info
+
+    cdef int _index_batches(self, const uint8_t *src, Py_ssize_t n, Py_ssize_t start_pos,
+                            int64_t assign_from) except -1:
+        """Index the batches just appended at ``start_pos`` one by one, as Kafka's
+        ``LogSegment.append`` indexes each batch it is given (and ``recover`` rebuilds them): when
+        more than ``index_interval_bytes`` were appended since the last entry, an offset-index
+        entry (the batch's last offset, its position) and a time-index entry (the largest
+        timestamp so far, including this batch, and its offset). A full index takes no more
+        entries: the log rolls before the next append."""
+        cdef Py_ssize_t pos = 0
+        cdef Head h
+        cdef int64_t next_off = assign_from, delta
+        cdef int64_t max_so_far = self.max_timestamp_so_far, off_of_max = self.offset_of_max_timestamp
+        while pos < n:
+            _head_at(src, pos, n, &h, False)
+            if assign_from >= 0:
+                delta = h.last_offset - h.base_offset
+                h.last_offset = next_off + delta
+                next_off = h.last_offset + 1
+            if h.max_ts > max_so_far:
+                max_so_far = h.max_ts
+                off_of_max = h.last_offset
+            if self.bytes_since_last_index_entry > self.index_interval_bytes and not (
+                    self.offset_index.is_full or self.time_index.is_full):
+                self.offset_index.append(h.last_offset, start_pos + pos)
+                self.time_index.maybe_append(max_so_far, off_of_max)
+                self.bytes_since_last_index_entry = 0
+            self.bytes_since_last_index_entry += h.size
+            pos += h.size
+        return 0
 
     cdef int _write(self, const uint8_t *src, Py_ssize_t n, Py_ssize_t count, int64_t assign_from,
                     int32_t leader_epoch) except -1:
