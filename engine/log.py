@@ -295,8 +295,11 @@ class Log:
                 rebuilt.add(base)
                 epoch_starts.extend(res.epoch_starts)
                 # Segments are created at the log end, so an unflushed segment ending before
-                # the next one starts lost its tail: what follows would leave a hole.
-                lost_tail = (not clean_shutdown and i + 1 < len(bases) and seg.next_offset < bases[i + 1])
+                # the next one starts lost its tail: what follows would leave a hole. Not in a
+                # compacted log, where the cleaner leaves such gaps (a cleaned segment whose last
+                # records were superseded, or an empty one).
+                lost_tail = (not clean_shutdown and not self.config.compact and i + 1 < len(bases)
+                             and seg.next_offset < bases[i + 1])
                 if res.truncated_bytes or lost_tail:
                     truncated += res.truncated_bytes
                     removed_bytes += res.truncated_bytes

@@ -250,3 +250,28 @@ def test_empty_cleaned_segments_go_with_retention(store: Store, clock: ManualClo
     assert store.run_retention() == len(empty)
     assert lg.log_start_offset == lg.segments[0].base_offset > 0
     assert [r.offset for r in _records(store)] == [27, 28, 29]
+
+
+def test_unclean_restart_keeps_segments_after_an_empty_cleaned_one(tmp_path: Path, clock: ManualClock) -> None:
+    # Recovery of an unflushed segment that ends before the next segment's base offset takes it
+    # as a lost tail and deletes what follows; in a compacted log that gap is the cleaner's
+    # work (here: an empty cleaned segment), and the later segments must stay.
+    s = Store.open(tmp_path, clock=clock, config={"log.cleaner.enable": False})
+    s.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": 600})
+    p = s.producer()
+    for i in range(30):
+        p.send("c", b"v" * 60, key=b"k%d" % (i % 3))
+    lg = s.log("c", 0)
+    lg.roll()
+    Cleaner(clock).clean(lg, None, force=True)
+    assert lg.segments[0].size == 0
+    s.close()
+    # As after a crash with nothing checkpointed: every segment is recovered.
+    os.unlink(tmp_path / ".kafka_cleanshutdown")
+    (tmp_path / "recovery-point-offset-checkpoint").write_text("0\n1\nc 0 0\n")
+    with Store.open(tmp_path, clock=clock, config={"log.cleaner.enable": False}) as again:
+        lg = again.log("c", 0)
+        assert lg.recovery_summary.segments_deleted == 0, lg.recovery_summary
+        assert lg.recovery_summary.segments_recovered >= 2
+        assert lg.log_start_offset == 0 and lg.log_end_offset == 30
+        assert [r.offset for r in decode_records(lg.read(0, 1 << 30).to_bytes())] == [27, 28, 29]
