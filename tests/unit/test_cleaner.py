@@ -154,7 +154,7 @@ def test_keyless_records_are_dropped(store: Store, clock: ManualClock) -> None:
     assert [(r.offset, r.key) for r in _records(store)] == [(1, b"k")]
 
 
-def test_fully_obsolete_segments_disappear(store: Store, clock: ManualClock) -> None:
+def test_fully_obsolete_segments_are_emptied(store: Store, clock: ManualClock) -> None:
     store.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": 600})
     p = store.producer()
     for _ in range(10):
@@ -165,7 +165,8 @@ def test_fully_obsolete_segments_disappear(store: Store, clock: ManualClock) -> 
     res = Cleaner(clock).clean(lg, None, force=True)
     assert res is not None
     assert [r.offset for r in _records(store)] == [27, 28, 29]
-    assert lg.log_start_offset == lg.segments[0].base_offset
+    assert lg.log_start_offset == lg.segments[0].base_offset == 0
+    assert res.bytes_after < res.bytes_before
 
 
 def test_compact_delete_policy_also_expires(store: Store, clock: ManualClock) -> None:
