@@ -19,6 +19,8 @@ Layout (``kafka-format.md`` §7)::
     <dir>/
       .lock                              fcntl-locked while a writable store is open
       .kafka_cleanshutdown               written by close(), removed once the logs are loaded
+      meta.properties                    Kafka's broker metadata (version=0, broker.id when one
+                                         is configured); an existing one is checked and kept
       recovery-point-offset-checkpoint   per partition: offset below which data is fsynced
       replication-offset-checkpoint      per partition: high watermark
       log-start-offset-checkpoint        partitions whose log start is past their first segment
