@@ -874,6 +874,7 @@ cdef BatchHeader _make_header(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t siz
     cdef BatchHeader bh = BatchHeader.__new__(BatchHeader)
     cdef const uint8_t *b = buf + pos
     cdef V2Head h
+    cdef int32_t count = 1
     bh.position = pos
     bh.size = size
     bh.magic = b[16]
@@ -891,9 +892,12 @@ cdef BatchHeader _make_header(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t siz
         bh.base_sequence = h.base_seq
         bh.records_count = h.count
     else:
-        # A legacy entry: "lastOffset" is its offset field (the wrapper carries the last inner one).
-        bh.base_offset = kb_load_i64(b)
-        bh.last_offset = bh.base_offset
+        # A legacy entry: "lastOffset" is its offset field (the wrapper carries the last inner
+        # one); the base offset of a compressed wrapper is its first inner record's (Kafka's
+        # AbstractLegacyRecordBatch.baseOffset decompresses it too).
+        bh.last_offset = kb_load_i64(b)
+        bh.base_offset = _legacy_base(b, pos, size, &count)
+        bh.records_count = count
         bh.partition_leader_epoch = -1
         bh.crc = kb_load_u32(b + 12)
         bh.attributes = b[17]
@@ -902,7 +906,6 @@ cdef BatchHeader _make_header(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t siz
         bh.producer_id = -1
         bh.producer_epoch = -1
         bh.base_sequence = -1
-        bh.records_count = 1
     return bh
 
 
@@ -1265,6 +1268,66 @@ cdef class _Decoder:
         if self.cols is not None:
             self.cols.from_input = True
         return 0
+
+
+cdef int64_t _legacy_base(const uint8_t *b, Py_ssize_t pos, Py_ssize_t size,
+                          int32_t *count) except? -2:
+    """Kafka's ``AbstractLegacyRecordBatch.baseOffset`` of the legacy entry at ``b``: its own
+    offset for an uncompressed message; for a compressed wrapper the first inner record's
+    offset (v0: inner offsets are absolute; v1: the wrapper's offset is the last inner one and
+    inner offsets are relative). ``count`` gets the number of records (1, or the inner count)."""
+    cdef int magic = b[16]
+    cdef int codec = b[17] & 0x07
+    cdef Py_ssize_t hdr = 18 if magic == 0 else 26
+    cdef int64_t offset = kb_load_i64(b)
+    cdef int32_t klen, vlen
+    cdef const uint8_t *vp
+    count[0] = 1
+    if codec == 0:
+        return offset
+    if size < hdr + 8:
+        _raise_corrupt(f"legacy message of {size} bytes is too short for magic {magic}", pos)
+    klen = kb_load_i32(b + hdr)
+    if klen < -1 or klen > size - hdr - 8:
+        _raise_corrupt(f"bad key length {klen} in the legacy message at offset {offset}", pos)
+    vp = b + hdr + 4 + (klen if klen > 0 else 0)
+    vlen = kb_load_i32(vp)
+    vp += 4
+    if vlen < 0 or vp + vlen != b + size:
+        _raise_corrupt(f"bad value length {vlen} in the compressed legacy wrapper at offset {offset}", pos)
+    if codec > 3:
+        _raise_corrupt(f"codec {codec} is not valid in a magic {magic} message", pos)
+    cdef _Source src = _records_area(vp, pos, vlen, codec, magic, 0, DEFAULT_MAX_DECOMPRESSED, offset)
+    cdef const uint8_t *p = src.start
+    cdef Py_ssize_t n = src.end - src.start, ipos = 0
+    if n == 0:
+        _raise_corrupt(f"compressed wrapper at offset {offset} holds no inner records", pos)
+    cdef int64_t first_rel = kb_load_i64(p) if n >= 8 else 0
+    cdef int64_t last_rel = 0
+    cdef int32_t inner = 0
+    while ipos < n:
+        last_rel = kb_load_i64(p + ipos)
+        ipos += _inner_size(p, ipos, n, pos)
+        inner += 1
+    count[0] = inner
+    if magic == 0:
+        return first_rel
+    # As the decoder: a wrapper at offset 0 (never assigned by a broker) keeps the inner offsets.
+    if offset == 0:
+        return first_rel
+    return kb_wrap_add(kb_wrap_sub(offset, last_rel), first_rel)
+
+
+def legacy_base_offset(const uint8_t[::1] entry):
+    """(base offset, record count) of the one legacy (v0/v1) entry in ``entry``, as Kafka's
+    ``AbstractLegacyRecordBatch`` reports them: a compressed wrapper is decompressed to find
+    its first inner offset."""
+    cdef int32_t count = 1
+    if entry.shape[0] < LEGACY_MIN_LENGTH + LOG_OVERHEAD or entry[16] > 1:
+        raise ValueError(f"not a legacy message: {entry.shape[0]} bytes"
+                         + (f", magic {entry[16]}" if entry.shape[0] > 16 else ""))
+    cdef int64_t base = _legacy_base(&entry[0], 0, entry.shape[0], &count)
+    return base, count
 
 
 cdef Py_ssize_t _inner_size(const uint8_t *p, Py_ssize_t ipos, Py_ssize_t n, Py_ssize_t pos) except -1:

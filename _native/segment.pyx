@@ -50,6 +50,7 @@ from posix.unistd cimport ftruncate
 from seglog._native import _errors
 from seglog._native.index import OffsetIndex, TimeIndex
 from seglog._native.records import first_at_or_after as _records_first_at_or_after
+from seglog._native.records import legacy_base_offset as _records_legacy_base_offset
 
 cdef extern from "sys/uio.h" nogil:
     struct iovec:
@@ -304,6 +305,9 @@ cdef BatchInfo _info(const Head *h, Py_ssize_t pos, const uint8_t *buf):
         bi.producer_id = -1
         bi.producer_epoch = -1
         bi.base_sequence = -1
+        if h.attrs & 0x07:
+            # A compressed legacy wrapper: Kafka's base offset is its first inner record's.
+            bi.base_offset, bi.records_count = _records_legacy_base_offset(<const uint8_t[:h.size]> b)
     return bi
 
 
@@ -600,6 +604,9 @@ cdef class Segment:
         cdef int64_t next_off = assign_from if assign_from >= 0 else -1
         cdef int64_t first = -1, last = -1, max_ts = -1, off_max = -1, delta
         cdef int64_t records = 0
+        # Index entries this append will add: Kafka's rule applied batch by batch (an entry at a
+        # batch once more than index.interval.bytes were appended since the last entry).
+        cdef Py_ssize_t since = self.bytes_since_last_index_entry, entries = 0
         # Pass 1: validate everything and compute offsets; nothing is written on error.
         while pos < n:
             st = _head_at(src, pos, n, &h, verify_crc)
@@ -634,11 +641,15 @@ cdef class Segment:
                 off_max = h.last_offset
             records += h.count
             count += 1
+            if since > self.index_interval_bytes:
+                entries += 1
+                since = 0
+            since += h.size
             pos += h.size
-        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+        if entries:
             # Index entries go in after the data; a full disk must fail the append before it.
-            self.offset_index.reserve(1)
-            self.time_index.reserve(1)
+            self.offset_index.reserve(entries)
+            self.time_index.reserve(entries)
         self._write(src, n, count, assign_from, leader_epoch)
         cdef Py_ssize_t start_pos = self.size
         self.size += n
@@ -648,14 +659,13 @@ cdef class Segment:
         self.next_offset = last + 1
         if self.rolling_based_timestamp < 0:
             self.rolling_based_timestamp = max_ts
+        if entries:
+            self._index_batches(src, n, start_pos, assign_from)
+        else:
+            self.bytes_since_last_index_entry = since
         if max_ts > self.max_timestamp_so_far:
             self.max_timestamp_so_far = max_ts
             self.offset_of_max_timestamp = off_max
-        if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(last, start_pos)
-            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
-            self.bytes_since_last_index_entry = 0
-        self.bytes_since_last_index_entry += n
         cdef AppendInfo info = AppendInfo.__new__(AppendInfo)
         info.first_offset = first
         info.last_offset = last
@@ -666,6 +676,36 @@ cdef class Segment:
         info.batches = <int32_t>count
         info.records = records
         return info
+
+    cdef int _index_batches(self, const uint8_t *src, Py_ssize_t n, Py_ssize_t start_pos,
+                            int64_t assign_from) except -1:
+        """Index the batches just appended at ``start_pos`` one by one, as Kafka's
+        ``LogSegment.append`` indexes each batch it is given (and ``recover`` rebuilds them): when
+        more than ``index_interval_bytes`` were appended since the last entry, an offset-index
+        entry (the batch's last offset, its position) and a time-index entry (the largest
+        timestamp so far, including this batch, and its offset). A full index takes no more
+        entries: the log rolls before the next append."""
+        cdef Py_ssize_t pos = 0
+        cdef Head h
+        cdef int64_t next_off = assign_from, delta
+        cdef int64_t max_so_far = self.max_timestamp_so_far, off_of_max = self.offset_of_max_timestamp
+        while pos < n:
+            _head_at(src, pos, n, &h, False)
+            if assign_from >= 0:
+                delta = h.last_offset - h.base_offset
+                h.last_offset = next_off + delta
+                next_off = h.last_offset + 1
+            if h.max_ts > max_so_far:
+                max_so_far = h.max_ts
+                off_of_max = h.last_offset
+            if self.bytes_since_last_index_entry > self.index_interval_bytes and not (
+                    self.offset_index.is_full or self.time_index.is_full):
+                self.offset_index.append(h.last_offset, start_pos + pos)
+                self.time_index.maybe_append(max_so_far, off_of_max)
+                self.bytes_since_last_index_entry = 0
+            self.bytes_since_last_index_entry += h.size
+            pos += h.size
+        return 0
 
     cdef int _write(self, const uint8_t *src, Py_ssize_t n, Py_ssize_t count, int64_t assign_from,
                     int32_t leader_epoch) except -1:
@@ -994,6 +1034,12 @@ cdef class Segment:
             if 0 <= max_batch_size < h.size:
                 res.reason = f"batch of {h.size} bytes at position {pos} exceeds {max_batch_size}"
                 break
+            if collect_batches:
+                try:
+                    res.batch_infos.append(_info(&h, pos, buf))
+                except Exception as exc:  # a legacy wrapper whose inner set cannot be read
+                    res.reason = f"unreadable compressed message at position {pos}: {exc}"
+                    break
             if pos == 0:
                 self.rolling_based_timestamp = h.max_ts
             if h.max_ts > self.max_timestamp_so_far:
@@ -1006,8 +1052,6 @@ cdef class Segment:
             if h.magic == 2 and h.ple > epoch:
                 epoch = h.ple
                 res.epoch_starts.append((h.ple, h.base_offset))
-            if collect_batches:
-                res.batch_infos.append(_info(&h, pos, buf))
             prev_last = h.last_offset
             res.batches += 1
             pos += h.size

@@ -25,10 +25,14 @@ Read options (names as in Spark's Kafka source where one exists; case-insensitiv
 ==================================  ========================================================
 ``path`` / ``load(p)``              a log dir, a partition dir, several (``load([a, b])``) or a glob
 ``topics`` (alias ``subscribe``)    comma-separated topics; ``subscribePattern`` a regex;
-                                    ``assign`` JSON ``{"t": [0, 1]}``; default: every topic
+                                    ``assign`` JSON ``{"t": [0, 1]}``; default: every topic.
+                                    Internal topics (``__consumer_offsets``,
+                                    ``__transaction_state``) only when named in topics or
+                                    assign, or loaded by their partition dir's path
 ``startingOffsets``                 ``earliest`` (batch default), ``latest`` (stream default) or
                                     JSON ``{"t": {"0": 23, "1": -2}}`` (-2 earliest, -1 latest);
-                                    partitions left out start at the default
+                                    partitions left out start at the default; a batch query
+                                    refuses ``latest`` and -1, as Spark's Kafka source does
 ``endingOffsets``                   batch only: ``latest`` (default) or JSON, exclusive
 ``startingTimestamp``,              ms since the epoch: the first offset whose record timestamp
 ``startingOffsetsByTimestamp``      is >= it (Kafka's ``offsetsForTimes``); the JSON form per
@@ -43,7 +47,8 @@ Read options (names as in Spark's Kafka source where one exists; case-insensitiv
                                     task each
 ``isolation.level``                 ``read_uncommitted`` (default) or ``read_committed``
 ``failOnDataLoss``                  ``true`` (default): fail when asked-for offsets are gone or a
-                                    segment is corrupt; ``false``: skip them with a warning
+                                    segment is corrupt (a CRC mismatch, a malformed batch
+                                    header); ``false``: skip them with a warning
 ``includeControl``                  ``false`` (default): transaction markers are left out
 ``readUpTo``                        ``auto`` (default), ``logEnd`` or ``highWatermark`` (below)
 ``includeHeaders``,                 add ``headers`` / ``leaderEpoch``
@@ -114,6 +119,7 @@ option of the wrong form, :class:`FileNotFoundError` for a missing path,
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
 import difflib
@@ -127,6 +133,7 @@ import re
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -155,7 +162,12 @@ from pyspark.sql.types import (
 
 from seglog._native.segment import Segment, filename_prefix
 from seglog.bindings.arrow import COLUMNS, KAFKA_COLUMNS, BatchBuilder, check_columns
-from seglog.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
+from seglog.checkpoints import (
+    CorruptCheckpointError,
+    OffsetCheckpointFile,
+    atomic_write,
+    ensure_meta_properties,
+)
 from seglog.errors import (
     ConfigError,
     CorruptRecordError,
@@ -346,12 +358,20 @@ def _parse_bound(opts: Mapping[str, str], side: str, default: str, streaming: bo
             raise _option_error(off_key, "'earliest' is not a valid end; use latest or JSON offsets")
         return Bound("earliest")
     if raw.lower() == "latest":
+        if side == "starting" and not streaming:
+            raise _option_error(off_key, "'latest' is not a valid start for a batch query: it "
+                                         "would read nothing (Spark's Kafka source refuses it "
+                                         "too); use earliest, JSON offsets or a timestamp")
         return Bound("latest")
     if not raw.startswith("{"):
         raise _option_error(off_key, f"expected earliest, latest or JSON like "
                                      f'{{"topic": {{"0": 23}}}}, got {raw!r}')
     m = _partition_map({off_key: raw}, off_key)
     for tp, v in m.items():
+        if side == "starting" and not streaming and v == _LATEST:
+            raise _option_error(off_key, f"offset -1 (latest) for {tp[0]}-{tp[1]} is not a valid "
+                                         "start for a batch query: it would read nothing; use -2 "
+                                         "(earliest) or an offset >= 0")
         if v < -2 or (side == "ending" and v == _EARLIEST):
             allowed = "-1 (latest) or an offset >= 0" if side == "ending" else \
                 "-2 (earliest), -1 (latest) or an offset >= 0"
@@ -545,6 +565,7 @@ class PartitionDir:
     partition: int
     dir: str
     log_dir: str
+    named: bool = False    # the path given was this partition dir itself (or a glob matching it)
 
 
 def _has_partition_children(path: str) -> bool:
@@ -576,7 +597,8 @@ def find_partition_dirs(paths: Sequence[str]) -> list[PartitionDir]:
             raise FileNotFoundError(f"seglog: path {p!r} is not a directory (expected a log dir of "
                                     "topic-N partition dirs, or one partition dir)")
         parsed = parse_partition_dir(os.path.basename(p))
-        if parsed is not None and not _has_partition_children(p):
+        named = parsed is not None and not _has_partition_children(p)
+        if named:
             candidates = [(parsed, p)]
         else:
             candidates = []
@@ -590,11 +612,21 @@ def find_partition_dirs(paths: Sequence[str]) -> list[PartitionDir]:
             if prev is not None and prev.dir != d:
                 raise ConfigError(f"seglog: partition {topic}-{part} is in two places: {prev.dir} and "
                                   f"{d}; give the paths of one replica only", key="path")
-            found[(topic, part)] = PartitionDir(topic, part, d, os.path.dirname(d))
+            found[(topic, part)] = PartitionDir(topic, part, d, os.path.dirname(d),
+                                                named or (prev is not None and prev.named))
     return [found[k] for k in sorted(found)]
 
 
+#: Topics a Kafka consumer leaves out unless it names them (``exclude.internal.topics``), and
+#: KRaft's metadata log, which is no topic at all.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__cluster_metadata"})
+
+
 def select_partitions(dirs: list[PartitionDir], ro: ReadOptions) -> list[PartitionDir]:
+    """The partitions the options select. Internal topics are read only when named in
+    ``topics``/``subscribe`` or ``assign`` (or when the path is their partition dir itself);
+    neither the default (every topic) nor ``subscribePattern`` matches them, as Kafka's
+    consumers with ``exclude.internal.topics``."""
     where = ", ".join(ro.paths)
     topics = sorted({d.topic for d in dirs})
     if ro.topics is not None:
@@ -606,7 +638,7 @@ def select_partitions(dirs: list[PartitionDir], ro: ReadOptions) -> list[Partiti
         return [d for d in dirs if d.topic in ro.topics]
     if ro.pattern is not None:
         rx = re.compile(ro.pattern)
-        return [d for d in dirs if rx.fullmatch(d.topic)]
+        return [d for d in dirs if rx.fullmatch(d.topic) and (d.named or d.topic not in INTERNAL_TOPICS)]
     if ro.assign is not None:
         have = {(d.topic, d.partition): d for d in dirs}
         for tp in ro.assign:
@@ -614,7 +646,7 @@ def select_partitions(dirs: list[PartitionDir], ro: ReadOptions) -> list[Partiti
                 raise UnknownTopicOrPartitionError(
                     f"seglog: option assign names {tp[0]}-{tp[1]}, which is not under {where}")
         return [have[tp] for tp in ro.assign]
-    return dirs
+    return [d for d in dirs if d.named or d.topic not in INTERNAL_TOPICS]
 
 
 def _segment_files(d: str) -> tuple[list[int], list[int]]:
@@ -674,7 +706,35 @@ def _open_segment(d: str, base: int) -> Segment:
     return Segment(d, base, read_only=True)
 
 
-def describe_partition(pd: PartitionDir, read_up_to: str, ckpts: _Checkpoints) -> PartitionInfo:
+def _walk_problem(seg: Segment, start: int) -> tuple[str, int] | None:
+    """(message, byte) when the batch headers from position ``start`` of ``seg`` stop at a
+    malformed header before the end of the file. None when they reach the end, or when what
+    remains is a torn last batch: a broker may be writing it (Kafka's own file reader ends
+    there too)."""
+    end = seg.batch_end(start, 1 << 62, -1, True)
+    if end >= seg.size:
+        return None
+    with seg.view(end, seg.size - end) as rest:
+        try:
+            batch_headers(rest, allow_truncated=True)
+        except CorruptRecordError as exc:
+            return re.sub(r" \(at byte \d+\)$", "", exc.message), end
+    return None
+
+
+def _corrupt(fail_on_data_loss: bool, seg: Segment, problem: tuple[str, int], what: str) -> None:
+    """A malformed segment: fail the read (``failOnDataLoss=true``) naming the file and byte,
+    or warn that ``what`` is skipped."""
+    msg, pos = problem
+    if fail_on_data_loss:
+        raise CorruptRecordError(f"seglog: {msg}; set failOnDataLoss=false to skip {what}",
+                                 path=seg.log_path, position=pos)
+    log.warning("seglog: %s: %s at byte %d; skipping %s (failOnDataLoss=false)", seg.log_path, msg,
+                pos, what)
+
+
+def describe_partition(pd: PartitionDir, read_up_to: str, ckpts: _Checkpoints, *,
+                       fail_on_data_loss: bool = True) -> PartitionInfo:
     bases, sizes = _segment_files(pd.dir)
     starts = ckpts.get(pd.log_dir, LOG_START_FILE) or {}
     tp = (pd.topic, pd.partition)
@@ -682,6 +742,11 @@ def describe_partition(pd: PartitionDir, read_up_to: str, ckpts: _Checkpoints) -
         seg = _open_segment(pd.dir, bases[-1])
         try:
             log_end = seg.next_offset
+            # The log end comes from a header walk of the last segment's tail: a malformed
+            # header there would hide every record after it.
+            problem = _walk_problem(seg, seg.offset_index.lookup(log_end)[1])
+            if problem is not None:
+                _corrupt(fail_on_data_loss, seg, problem, "the rest of the segment")
         finally:
             seg.close()
         log_start = max(bases[0], min(starts.get(tp, 0), log_end))
@@ -1079,7 +1144,8 @@ def load_partitions(ro: ReadOptions, constraints: Constraints | None = None) -> 
     if constraints is not None:
         dirs = [d for d in dirs if constraints.topic_ok(d.topic) and constraints.partition_ok(d.partition)]
     ckpts = _Checkpoints()
-    return [describe_partition(d, ro.read_up_to, ckpts) for d in dirs]
+    return [describe_partition(d, ro.read_up_to, ckpts, fail_on_data_loss=ro.fail_on_data_loss)
+            for d in dirs]
 
 
 def plan_batch(ro: ReadOptions, constraints: Constraints) -> list[SeglogInputPartition]:
@@ -1166,6 +1232,12 @@ def read_partition(part: SeglogInputPartition, ro: ReadOptions) -> Iterator[pa.R
             continue
         try:
             span = _segment_range(seg, lo, hi)
+            if span is None or hi > seg.next_offset:
+                # Offsets asked for that the header walk does not reach: compaction may have
+                # removed them, or a malformed header hides them.
+                problem = _walk_problem(seg, seg.offset_index.lookup(lo)[1])
+                if problem is not None:
+                    _corrupt(ro.fail_on_data_loss, seg, problem, "the rest of the segment")
             if span is None:
                 continue
             pos, stop = span
@@ -1589,6 +1661,56 @@ def _log_open(d: str, config: Mapping[str, str]) -> Log:
     return Log.open(d, config or None)
 
 
+def _leader_epoch(lg: Log) -> int | None:
+    # As the store writes: a new log is led at epoch 0 (what a single Kafka broker writes, and
+    # recorded in leader-epoch-checkpoint); a log that already has epochs keeps its latest.
+    return None if lg.epoch_cache.latest_epoch >= 0 else 0
+
+
+_STORE_METADATA_FILE = "seglog-metadata.json"
+_PARTITION_METADATA_FILE = "partition.metadata"
+
+
+def _known_topic_id(log_dir: str, topic: str) -> str | None:
+    """The topic id the dir already gives ``topic``: the store metadata's, else the one in a
+    partition's ``partition.metadata``."""
+    try:
+        with open(os.path.join(log_dir, _STORE_METADATA_FILE), encoding="utf-8") as f:
+            tid = json.load(f).get("topics", {}).get(topic, {}).get("topic_id")
+        if tid:
+            return str(tid)
+    except (OSError, ValueError, AttributeError):
+        pass
+    for pd in find_partition_dirs([log_dir]):
+        if pd.topic != topic:
+            continue
+        try:
+            with open(os.path.join(pd.dir, _PARTITION_METADATA_FILE), encoding="utf-8") as f:
+                for line in f.read().splitlines():
+                    key, _, value = line.partition(":")
+                    if key.strip() == "topic_id" and value.strip():
+                        return value.strip()
+        except OSError:
+            continue
+    return None
+
+
+def _ensure_partition_metadata(log_dir: str, d: str, topic: str) -> None:
+    """Kafka's ``partition.metadata`` in the partition dir ``d``, with the topic's id (a new
+    one for a new topic), as the store writes it. Under the log dir's lock, so the tasks that
+    create partitions of one new topic agree on its id."""
+    path = os.path.join(d, _PARTITION_METADATA_FILE)
+    if os.path.exists(path):
+        return
+    with _dir_lock(log_dir):
+        if os.path.exists(path):
+            return
+        tid = _known_topic_id(log_dir, topic)
+        if tid is None:
+            tid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        atomic_write(path, f"version: 0\ntopic_id: {tid}".encode("utf-8"))
+
+
 class SeglogWriter(DataSourceArrowWriter):
     """Batch writer (see the module docs for the commit protocol)."""
 
@@ -1665,13 +1787,14 @@ class SeglogWriter(DataSourceArrowWriter):
     def _append(self, tp: tuple[str, int], spool: _Spool) -> tuple[int, int]:
         d = os.path.join(self.spec["log_dir"], f"{tp[0]}-{tp[1]}")
         os.makedirs(d, exist_ok=True)
+        _ensure_partition_metadata(self.spec["log_dir"], d, tp[0])
         with _dir_lock(d):
             lg = _log_open(d, self.spec["config"])
             try:
                 first = lg.log_end_offset
                 try:
                     for data in spool.pieces(16 << 20):
-                        lg.append(data)
+                        lg.append(data, leader_epoch=_leader_epoch(lg))
                     lg.flush()
                 except BaseException:
                     lg.truncate_to(first)
@@ -1758,7 +1881,7 @@ def _settle(lg: Log, hw: int, runs: list[tuple[int, int]]) -> int:
             off = batch_headers(data)[-1].last_offset + 1
     lg.truncate_to(hw)
     for data in copies:
-        lg.append(data)
+        lg.append(data, leader_epoch=_leader_epoch(lg))
     lg.flush()
     return int(lg.log_end_offset)
 
@@ -1857,6 +1980,8 @@ class SeglogDataSource(DataSource):
         _check_write_schema(schema, spec["topic"])
         log_dir = spec["log_dir"]
         os.makedirs(log_dir, exist_ok=True)
+        with _dir_lock(log_dir):
+            ensure_meta_properties(log_dir)
         counts: dict[str, int] = {}
         for pd in find_partition_dirs([log_dir]):
             counts[pd.topic] = max(counts.get(pd.topic, 0), pd.partition + 1)

@@ -166,3 +166,169 @@ class LeaderEpochCheckpointFile:
 
     def write(self, entries: Iterable[tuple[int, int]]) -> None:
         write_checkpoint(self.path, (f"{e} {o}" for e, o in entries))
+
+
+# -------------------------------------------------------------------------------------------------
+# meta.properties (Kafka's MetaProperties; a java.util.Properties file)
+# -------------------------------------------------------------------------------------------------
+
+META_PROPERTIES_FILE = "meta.properties"
+# Kafka writes the file with Properties.store(writer, ""): an empty comment line, a line with
+# the date, then key=value lines. Version 0 is ZooKeeper mode (broker.id), 1 is KRaft (node.id).
+_META_KEY_ORDER = ("cluster.id", "version", "broker.id", "node.id", "directory.id")
+
+
+def _properties_unescape(text: str) -> str:
+    out = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c != "\\" or i + 1 == len(text):
+            out.append(c)
+            i += 1
+            continue
+        n = text[i + 1]
+        if n == "u":
+            code = text[i + 2:i + 6]
+            if len(code) != 4 or any(ch not in "0123456789abcdefABCDEF" for ch in code):
+                raise ValueError(f"malformed \\uxxxx escape {text[i:i + 6]!r}")
+            out.append(chr(int(code, 16)))
+            i += 6
+            continue
+        out.append({"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(n, n))
+        i += 2
+    return "".join(out)
+
+
+def _properties_escape(text: str, key: bool) -> str:
+    out = []
+    for i, c in enumerate(text):
+        if c == " " and (key or i == 0):
+            out.append("\\ ")
+        elif c in "\\=:#!":
+            out.append("\\" + c)
+        elif c in "\t\n\r\f":
+            out.append({"\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f"}[c])
+        elif ord(c) < 0x20 or ord(c) > 0x7E:
+            out.append("".join("\\u%04X" % u for u in _utf16_units(c)))
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def _utf16_units(c: str) -> list[int]:
+    data = c.encode("utf-16-be")
+    return [int.from_bytes(data[j:j + 2], "big") for j in range(0, len(data), 2)]
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """A java.util.Properties text (``Properties.load``): ``#``/``!`` comments, ``=``, ``:`` or
+    white space between key and value, backslash line continuations and escapes. Raises
+    ValueError on a malformed escape."""
+    props: dict[str, str] = {}
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].lstrip(" \t\f")
+        i += 1
+        if not line or line[0] in "#!":
+            continue
+        # A line ending in an odd number of backslashes continues on the next one.
+        while (len(line) - len(line.rstrip("\\"))) % 2 == 1:
+            line = line[:-1]
+            if i < len(lines):
+                line += lines[i].lstrip(" \t\f")
+                i += 1
+            else:
+                break
+        j = 0
+        while j < len(line) and line[j] not in "=: \t\f":
+            j += 2 if line[j] == "\\" else 1
+        key = line[:j]
+        rest = line[j:].lstrip(" \t\f")
+        if rest[:1] in ("=", ":") and line[j:j + 1] in (" ", "\t", "\f", "=", ":"):
+            rest = rest[1:].lstrip(" \t\f")
+        props[_properties_unescape(key)] = _properties_unescape(rest)
+    return props
+
+
+def format_properties(props: Mapping[str, str], *, now: float | None = None) -> bytes:
+    """``props`` as ``Properties.store(writer, "")`` writes them: an empty comment, the date
+    (``EEE MMM dd HH:mm:ss zzz yyyy``, UTC), then ``key=value`` lines; meta.properties keys in
+    the order Kafka's files usually show them."""
+    import time
+
+    stamp = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime(now))
+    keys = [k for k in _META_KEY_ORDER if k in props] + sorted(k for k in props if k not in _META_KEY_ORDER)
+    lines = ["#", "#" + stamp] + [f"{_properties_escape(k, True)}={_properties_escape(props[k], False)}"
+                                  for k in keys]
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def read_meta_properties(path: str) -> dict[str, str] | None:
+    """The checked contents of a ``meta.properties`` file, None when there is none. Raises
+    ``CorruptCheckpointError`` naming the file when it cannot be read or is not a valid Kafka
+    meta.properties: a version other than 0 or 1, a ``broker.id`` (version 0) or ``node.id``
+    (version 1, required there with ``cluster.id``) that is not a base-10 int."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise CorruptCheckpointError(path, f"cannot read it: {exc.strerror or exc}") from exc
+    try:
+        # Properties.load reads ISO 8859-1; \uXXXX escapes carry the rest.
+        props = parse_properties(raw.decode("latin-1"))
+    except ValueError as exc:
+        raise CorruptCheckpointError(path, str(exc)) from None
+    version = props.get("version", "0").strip()
+    if version not in ("0", "1"):
+        raise CorruptCheckpointError(path, f"unknown meta.properties version {version!r} "
+                                           f"(Kafka knows 0, ZooKeeper mode, and 1, KRaft)")
+    id_key = "broker.id" if version == "0" else "node.id"
+    if version == "1":
+        for required in ("node.id", "cluster.id"):
+            if required not in props:
+                raise CorruptCheckpointError(path, f"version 1 requires {required}, which is missing")
+    if id_key in props:
+        try:
+            int(props[id_key].strip())
+        except ValueError:
+            raise CorruptCheckpointError(path, f"{id_key} {props[id_key]!r} is not a base-10 "
+                                               f"integer") from None
+    return props
+
+
+def write_meta_properties(path: str, props: Mapping[str, str]) -> None:
+    """Write ``props`` crash-safely in Kafka's meta.properties layout."""
+    atomic_write(path, format_properties(props))
+
+
+def ensure_meta_properties(log_dir: str, broker_id: int = -1) -> dict[str, str]:
+    """Kafka's ``meta.properties`` for the writable log dir ``log_dir``: an existing file is
+    read, checked and kept; a missing one is written as a ZooKeeper-mode broker writes it
+    (``version=0``, ``broker.id`` when ``broker_id`` >= 0). No ``cluster.id`` is made up: a
+    broker refuses a dir whose cluster id differs from its cluster's, and adds its own to a
+    file without one. A ``broker_id`` >= 0 must match the file's id (Kafka refuses to start on
+    a dir of another broker); a version-0 file without ``broker.id`` gets it. Returns the
+    properties."""
+    path = os.path.join(log_dir, META_PROPERTIES_FILE)
+    props = read_meta_properties(path)
+    if props is None:
+        props = {"version": "0"}
+        if broker_id >= 0:
+            props["broker.id"] = str(broker_id)
+        write_meta_properties(path, props)
+        return props
+    id_key = "broker.id" if props.get("version", "0").strip() == "0" else "node.id"
+    if broker_id >= 0:
+        if id_key not in props:
+            props[id_key] = str(broker_id)
+            write_meta_properties(path, props)
+        elif int(props[id_key].strip()) != broker_id:
+            raise KafkaStorageError(
+                f"{path} belongs to broker {props[id_key].strip()} ({id_key}), but this store is "
+                f"configured as broker {broker_id} (broker.id/node.id): a log dir serves one broker",
+                path=path)
+    return props

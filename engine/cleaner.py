@@ -23,7 +23,10 @@ One cleaning of a log:
    ``.index.cleaned``, ``.timeindex.cleaned``), fsynced, renamed to ``.swap``; the old
    segments are renamed ``.deleted``; the ``.swap`` files lose their suffix. Loading a log
    deletes ``.cleaned`` and ``.deleted`` files and completes a ``.swap`` (``Log._load``), so a
-   crash at any step leaves either the old segments or the cleaned ones.
+   crash at any step leaves either the old segments or the cleaned ones. A group none of whose
+   records survive is replaced by an empty segment named after its base offset (Kafka's
+   ``cleanSegments`` does the same): the log start offset stays where it was; retention or
+   DeleteRecords may remove the empty segment later, like any other.
 
 Not done: cleaning logs that hold transactional batches (aborted records would need the
 transaction index; such logs are skipped with a warning), and keeping an empty batch as the
@@ -145,9 +148,8 @@ class Cleaner:
         now = self.clock.time_ms()
         for group in self._groups(to_clean, lg.config.segment_bytes):
             out = self._clean_group(lg, group, offset_map, map_end, now, stats)
-            if out is not None:
-                after += 1
-                bytes_after += out.size
+            after += 1
+            bytes_after += out.size
         log.info("cleaned %s: %d segments (%d bytes) -> %d (%d bytes), %d records removed",
                  lg.dir, before, bytes_before, after, bytes_after, stats.removed)
         return CleanResult(end, before, after, bytes_before, bytes_after, stats.removed,
@@ -217,7 +219,7 @@ class Cleaner:
             self.crash_hook(step)
 
     def _clean_group(self, lg: Log, group: list[Segment], offset_map: dict[bytes, int],
-                     map_end: int, now: int, stats: _Stats) -> Segment | None:
+                     map_end: int, now: int, stats: _Stats) -> Segment:
         cfg = lg.config
         base = group[0].base_offset
         prefix = os.path.join(lg.dir, filename_prefix(base))
@@ -251,15 +253,17 @@ class Cleaner:
                 out.append(pending, -1, -1, False)
             out.flush()
             out.on_become_inactive()
+            # As Kafka's cleaner: the cleaned segment keeps the last old segment's modification
+            # time, which retention reads when the segment holds no timestamp (an empty one).
+            mtime = os.stat(group[-1].log_path).st_mtime_ns
+            os.utime(out.log_path, ns=(mtime, mtime))
             self._hook("cleaned")
         except BaseException:
             out.delete()
             raise
-        if out.size == 0:
-            out.delete()
-            lg.replace_segments(None, group)
-            self._hook("replaced")
-            return None
+        # Even when nothing survives, the (empty) cleaned segment replaces the group, as in
+        # Kafka: it keeps the group's base offset, so the log start offset does not move and a
+        # consumer at the log start is not sent out of range.
         out.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
         self._hook("swap")
         lg.replace_segments(out, group)

@@ -3,7 +3,8 @@
     seglog demo [--dir DIR | --keep] [--records N] three replicas: failover, rejoin, Spark count
     seglog demo --single [--records N]             one store end to end, with progress
     seglog describe DIR [--internal]               topics, partitions, offsets, segments, sizes
-    seglog dump FILE... [--print-data-log]         batches, records, index entries (kafka-dump-log)
+    seglog dump FILE... [--print-data-log] [--verify-index-only] [--index-sanity-check]
+                                                   batches, records, index entries (kafka-dump-log)
     seglog produce DIR TOPIC [--file F]            lines as records
     seglog consume DIR TOPIC [--offset N | --timestamp T] [--format json]
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import bisect
 import json
 import os
 import re
@@ -445,7 +447,7 @@ def _dump(args: argparse.Namespace) -> int:
         dumped += 1
         sys.stdout.write(f"Dumping {path}\n")
         if kind == ".log":
-            if args.verify_index_only:
+            if args.verify_index_only or args.index_sanity_check:
                 continue
             problems += _dump_log(path, args)
         elif kind == ".index":
@@ -610,6 +612,12 @@ def _index_entries(data: bytes, entry: int) -> list[bytes]:
 
 
 def _dump_index(path: str, args: argparse.Namespace, *, time_index: bool) -> int:
+    """Print an index and check each entry against the batch it names, as Kafka's
+    DumpLogSegments does: an offset-index entry must point at the start of a batch whose last
+    offset is the entry's offset; a time-index entry's offset must be the last offset of a
+    batch whose largest record timestamp is the entry's timestamp, and timestamps must
+    increase. With ``--index-sanity-check`` only the file's own structure is checked (what a
+    broker checks at startup to decide on a rebuild)."""
     from seglog.records import batch_headers
 
     data = _read(path)
@@ -617,32 +625,53 @@ def _dump_index(path: str, args: argparse.Namespace, *, time_index: bool) -> int
     size = 12 if time_index else 8
     problems = 0
     out = sys.stdout
+    if args.index_sanity_check:
+        return _index_sanity_check(path, base, time_index)
     if len(data) % size:
-        out.write(f"the file size {len(data)} is not a multiple of the {size}-byte entry size\n")
+        out.write(f"{path}: the file size {len(data)} is not a multiple of the {size}-byte entry size\n")
         problems += 1
     log_path = path[: -len(".timeindex" if time_index else ".index")] + ".log"
     heads = None
+    log_data = b""
     if os.path.exists(log_path):
         try:
-            heads = batch_headers(_read(log_path), allow_truncated=True)
+            log_data = _read(log_path)
+            heads = batch_headers(log_data, allow_truncated=True)
         except SeglogError as exc:
-            out.write(f"cannot check against {log_path}: {exc}\n")
+            out.write(f"{path}: cannot check against {log_path}: {exc}\n")
     by_pos = {h.position: h for h in heads} if heads is not None else {}
+    last_offsets = [h.last_offset for h in heads] if heads is not None else []
+    entries = _index_entries(data, size)
+    if not entries:
+        out.write(f"{path} is empty.\n")
     prev = None
-    for i, e in enumerate(_index_entries(data, size)):
+    for i, e in enumerate(entries):
         if time_index:
             ts, rel = struct.unpack(">qi", e)
             offset = base + rel
             if not args.verify_index_only:
                 out.write(f"timestamp: {ts} offset: {offset}\n")
-            if prev is not None and (ts < prev[0] or offset < prev[1]):
-                out.write(f"entry {i}: timestamp {ts} / offset {offset} goes backwards after "
-                          f"{prev[0]} / {prev[1]}\n")
+            if prev is not None and (ts <= prev[0] or offset < prev[1]):
+                out.write(f"{path}: entry {i} (timestamp {ts}, offset {offset}) does not increase "
+                          f"after entry {i - 1} (timestamp {prev[0]}, offset {prev[1]})\n")
                 problems += 1
-            if heads is not None and not any(h.base_offset <= offset <= h.last_offset and h.max_timestamp == ts
-                                             for h in heads):
-                out.write(f"entry {i}: no batch holding offset {offset} has max timestamp {ts} in {log_path}\n")
-                problems += 1
+            if heads is not None:
+                k = bisect.bisect_left(last_offsets, offset)
+                if k == len(heads):
+                    out.write(f"{path}: entry {i} (timestamp {ts}, offset {offset}): no batch of "
+                              f"{log_path} reaches offset {offset}\n")
+                    problems += 1
+                elif heads[k].last_offset != offset:
+                    out.write(f"{path}: entry {i} (timestamp {ts}, offset {offset}): the batch at "
+                              f"position {heads[k].position} holding it ends at offset "
+                              f"{heads[k].last_offset}; an entry names a batch's last offset\n")
+                    problems += 1
+                else:
+                    log_ts = _batch_max_timestamp(log_data, heads[k])
+                    if log_ts != ts:
+                        out.write(f"{path}: entry {i} (timestamp {ts}, offset {offset}): the batch at "
+                                  f"position {heads[k].position} has largest timestamp {log_ts}\n")
+                        problems += 1
             prev = (ts, offset)
         else:
             rel, pos = struct.unpack(">ii", e)
@@ -650,23 +679,55 @@ def _dump_index(path: str, args: argparse.Namespace, *, time_index: bool) -> int
             if not args.verify_index_only:
                 out.write(f"offset: {offset} position: {pos}\n")
             if prev is not None and (offset <= prev[0] or pos <= prev[1]):
-                out.write(f"entry {i}: offset {offset} / position {pos} does not increase after "
-                          f"{prev[0]} / {prev[1]}\n")
+                out.write(f"{path}: entry {i} (offset {offset}, position {pos}) does not increase "
+                          f"after entry {i - 1} (offset {prev[0]}, position {prev[1]})\n")
                 problems += 1
             if heads is not None:
                 h = by_pos.get(pos)
                 if h is None:
-                    out.write(f"entry {i}: offset {offset} points at position {pos}, where no batch "
-                              f"starts in {log_path}\n")
+                    out.write(f"{path}: entry {i} (offset {offset}, position {pos}): no batch starts "
+                              f"at position {pos} of {log_path}\n")
                     problems += 1
-                elif h.base_offset > offset:
-                    out.write(f"entry {i}: offset {offset} points at position {pos}, whose batch "
-                              f"starts at offset {h.base_offset}\n")
+                elif h.last_offset != offset:
+                    out.write(f"{path}: entry {i} (offset {offset}, position {pos}): the batch there "
+                              f"ends at offset {h.last_offset} (index offset {offset}, log offset "
+                              f"{h.last_offset})\n")
                     problems += 1
             prev = (offset, pos)
     if args.verify_index_only and not problems:
         out.write(f"{path}: index matches the log\n")
     return problems
+
+
+def _batch_max_timestamp(data: bytes, h: Any) -> int:
+    """The largest record timestamp of a batch: its header's for v2 (Kafka keeps it there), the
+    records' for a legacy entry (a v1 wrapper's own timestamp need not be their maximum)."""
+    if h.magic == 2:
+        return int(h.max_timestamp)
+    from seglog.records import decode_records
+
+    recs = decode_records(data[h.position:h.position + h.size])
+    return max((r.timestamp for r in recs), default=-1)
+
+
+def _index_sanity_check(path: str, base: int, time_index: bool) -> int:
+    from seglog._native.index import OffsetIndex, TimeIndex
+
+    cls = TimeIndex if time_index else OffsetIndex
+    try:
+        index = cls(path, base, writable=False)
+    except (SeglogError, ValueError, OSError) as exc:
+        sys.stdout.write(f"{path} failed the sanity check: {exc}\n")
+        return 1
+    try:
+        index.sanity_check()
+    except (SeglogError, ValueError) as exc:
+        sys.stdout.write(f"{path} failed the sanity check: {exc}\n")
+        return 1
+    finally:
+        index.close()
+    sys.stdout.write(f"{path} passed sanity check.\n")
+    return 0
 
 
 def _dump_txnindex(path: str) -> int:
@@ -1087,7 +1148,12 @@ def build_parser() -> argparse.ArgumentParser:
                       help=".log, .index, .timeindex, .txnindex, .snapshot or checkpoint files")
     dump.add_argument("--print-data-log", action="store_true", help="print every record too")
     dump.add_argument("--verify-index-only", action="store_true",
-                      help="check index files against their .log and print only problems")
+                      help="check each index entry against the batch it names in the .log (an "
+                           "offset entry: the batch at its position ends at its offset; a time "
+                           "entry: the batch ending at its offset has its timestamp) and print "
+                           "only problems")
+    dump.add_argument("--index-sanity-check", action="store_true",
+                      help="check only the index files' own structure, as a broker does at startup")
     dump.add_argument("--max-message-size", type=int, default=5 * 1024 * 1024,
                       help="largest batch to decode (default 5 MiB)")
     dump.set_defaults(func=_dump)

@@ -295,8 +295,11 @@ class Log:
                 rebuilt.add(base)
                 epoch_starts.extend(res.epoch_starts)
                 # Segments are created at the log end, so an unflushed segment ending before
-                # the next one starts lost its tail: what follows would leave a hole.
-                lost_tail = (not clean_shutdown and i + 1 < len(bases) and seg.next_offset < bases[i + 1])
+                # the next one starts lost its tail: what follows would leave a hole. Not in a
+                # compacted log, where the cleaner leaves such gaps (a cleaned segment whose last
+                # records were superseded, or an empty one).
+                lost_tail = (not clean_shutdown and not self.config.compact and i + 1 < len(bases)
+                             and seg.next_offset < bases[i + 1])
                 if res.truncated_bytes or lost_tail:
                     truncated += res.truncated_bytes
                     removed_bytes += res.truncated_bytes
@@ -393,7 +396,9 @@ class Log:
             # The swap's offset range is [min swap base, end of its data); remove the originals it
             # replaces, then rename the swap files into place.
             lo = swap_logs[0]
-            hi = max(self._swap_end(base) for base in swap_logs)
+            # An empty swap (a cleaned group with no survivor) still replaces the segment at
+            # its own base offset.
+            hi = max(lo + 1, max(self._swap_end(base) for base in swap_logs))
             for name in os.listdir(self.dir):
                 m = _SEGMENT_FILE.match(name)
                 if m and not m.group(3) and lo <= int(m.group(1)) < hi:
@@ -1053,7 +1058,7 @@ class Log:
             seg = self._segments[0]
             nxt = self._segments[1] if len(self._segments) > 1 else None
             upper = nxt.base_offset if nxt is not None else seg.next_offset
-            if upper > self._high_watermark or seg.size == 0:
+            if upper > self._high_watermark or (nxt is None and seg.size == 0):
                 break
             if not predicate(seg, nxt):
                 break
@@ -1089,12 +1094,13 @@ class Log:
         if seg in self._pending_deletes:
             self._pending_deletes.remove(seg)
 
-    def replace_segments(self, new: Segment | None, old: Sequence[Segment]) -> None:
+    def replace_segments(self, new: Segment, old: Sequence[Segment]) -> None:
         """Put cleaner output in place of ``old`` (Kafka's ``replaceSegments``). ``new`` must
-        carry the ``.swap`` suffix and cover no offset outside the old segments' range; None
-        removes the old segments without a replacement. The old segments are renamed
+        carry the ``.swap`` suffix, start at the first old segment's base offset and cover no
+        offset outside the old segments' range; it may be empty. The old segments are renamed
         ``.deleted`` (then deleted), then ``new`` loses its suffix: a crash at any step is
-        completed by the next load (``_remove_temporary_files``)."""
+        completed by the next load (``_remove_temporary_files``). The log start offset does
+        not move."""
         with self._lock:
             self._check_writable()
             if not old:
@@ -1107,16 +1113,15 @@ class Log:
                 raise KafkaStorageError(f"the segments to replace in {self.dir} are not consecutive")
             if first + len(old) >= len(self._segments):
                 raise KafkaStorageError(f"the active segment of {self.dir} cannot be replaced")
-            if new is not None and new.suffix != SWAP_SUFFIX:
+            if new.suffix != SWAP_SUFFIX:
                 raise ValueError(f"the replacement {new.log_path} must carry the {SWAP_SUFFIX} suffix")
+            if new.base_offset != old[0].base_offset:
+                raise ValueError(f"the replacement {new.log_path} must start at offset "
+                                 f"{old[0].base_offset}, the base offset of {old[0].log_path}")
             for seg in old:
                 self._schedule_delete(seg)
-            if new is not None:
-                new.change_suffix(SWAP_SUFFIX, "")
-            self._segments[first:first + len(old)] = [new] if new is not None else []
-            if self.log_start_offset < self._segments[0].base_offset:
-                self.log_start_offset = self._segments[0].base_offset
-                self.epoch_cache.truncate_from_start(self.log_start_offset)
+            new.change_suffix(SWAP_SUFFIX, "")
+            self._segments[first:first + len(old)] = [new]
 
     # ---------------------------------------------------------------------------------------------
     # Close

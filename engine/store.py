@@ -19,6 +19,8 @@ Layout (``docs/kafka-format.md`` §8.1)::
     <dir>/
       .lock                              fcntl-locked while a writable store is open
       .kafka_cleanshutdown               written by close(), removed once the logs are loaded
+      meta.properties                    Kafka's broker metadata (version=0, broker.id when one
+                                         is configured); an existing one is checked and kept
       recovery-point-offset-checkpoint   per partition: offset below which data is fsynced
       replication-offset-checkpoint      per partition: high watermark
       log-start-offset-checkpoint        partitions whose log start is past their first segment
@@ -63,7 +65,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from seglog._native.builder import Generation
-from seglog.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, atomic_write
+from seglog.checkpoints import (
+    CorruptCheckpointError,
+    OffsetCheckpointFile,
+    atomic_write,
+    ensure_meta_properties,
+)
 from seglog.clock import Clock, ManualClock, Scheduler
 from seglog.config import BrokerConfig, LogConfig
 from seglog.errors import (
@@ -85,7 +92,7 @@ from seglog.log import (
     LogAppendInfo,
     parse_partition_dir,
 )
-from seglog.producer_state import ProducerStateManager, last_sequence
+from seglog.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager, decode_snapshot, last_sequence
 from seglog.records import batch_headers, decode_columns
 
 if TYPE_CHECKING:
@@ -304,6 +311,7 @@ class Store:
         self._group_members: dict[str, list[Consumer]] = {}
         self._next_producer_id = 0
         self._producer_id_block_end = 0
+        self._producer_ids_scanned = False
         self.group_offsets = GroupOffsets(self)
         if not os.path.isdir(self.dir):
             if read_only or not create:
@@ -358,6 +366,7 @@ class Store:
     def _load(self) -> None:
         if not self.read_only:
             self._acquire_lock()
+            ensure_meta_properties(self.dir, self.config.effective_node_id)
         meta = self._read_metadata()
         recovery = self._read_offsets(self._recovery_file)
         log_start = self._read_offsets(self._log_start_file)
@@ -879,13 +888,52 @@ class Store:
             pass
 
     def _allocate_producer_id(self) -> int:
+        """The next producer id: from the block recorded in the store metadata, and above every
+        id found in the logs and producer snapshots (a dir written by Kafka or another tool
+        holds ids the metadata does not know), so a new producer's sequences never mix with an
+        old one's. The logs are scanned once, at the first allocation."""
         with self._lock:
+            if not self._producer_ids_scanned:
+                floor = self._max_producer_id_in_logs() + 1
+                self._producer_ids_scanned = True
+                if floor > self._next_producer_id:
+                    self._next_producer_id = floor
             if self._next_producer_id >= self._producer_id_block_end:
                 self._producer_id_block_end = self._next_producer_id + _PRODUCER_ID_BLOCK
                 self._write_metadata()
             pid = self._next_producer_id
             self._next_producer_id += 1
             return pid
+
+    def _max_producer_id_in_logs(self) -> int:
+        """The largest producer id in any batch header or producer snapshot of the store's
+        partitions, -1 if none. An unreadable file is skipped with a warning naming it."""
+        best = -1
+        for part in self._partitions():
+            lg = part.log
+            for seg in lg.segments:
+                try:
+                    for b in seg.batches():
+                        if b.producer_id > best:
+                            best = b.producer_id
+                except Exception as exc:  # noqa: BLE001 - recovery owns damaged segments
+                    log.warning("producer ids: cannot read the batches of %s: %s", seg.log_path, exc)
+            try:
+                names = os.listdir(lg.dir)
+            except OSError:
+                continue
+            for name in names:
+                if not name.endswith(SNAPSHOT_SUFFIX):
+                    continue
+                path = os.path.join(lg.dir, name)
+                try:
+                    with open(path, "rb") as f:
+                        entries = decode_snapshot(f.read(), path)
+                except (OSError, ValueError) as exc:
+                    log.warning("producer ids: skipping %s: %s", path, exc)
+                    continue
+                best = max([best, *(e.producer_id for e in entries)])
+        return best
 
     # ---------------------------------------------------------------------------------------------
     # Background work

@@ -51,7 +51,8 @@ def read_time_index(path: str | Path, base: int) -> list[tuple[int, int]]:
 
 @dataclass
 class KafkaIndexRule:
-    """Kafka's ``LogSegment.append`` indexing, per append call, in plain Python."""
+    """Kafka's ``LogSegment.append`` indexing in plain Python, applied batch by batch (as Kafka
+    indexes each batch it appends, and as ``LogSegment.recover`` rebuilds the indexes)."""
 
     interval: int
     base: int
@@ -62,17 +63,17 @@ class KafkaIndexRule:
     offsets: list[tuple[int, int]] = field(default_factory=list)
     times: list[tuple[int, int]] = field(default_factory=list)
 
-    def append(self, nbytes: int, last_offset: int, batch_max_ts: list[tuple[int, int]]) -> None:
-        """One append call: ``batch_max_ts`` is (max timestamp, last offset) per batch."""
-        for ts, off in batch_max_ts:
+    def append(self, batches: list[tuple[int, int, int]]) -> None:
+        """One append call of the batches (max timestamp, last offset, size in bytes)."""
+        for ts, off, nbytes in batches:
             if ts > self.max_ts:
                 self.max_ts, self.offset_of_max_ts = ts, off
-        if self.since_last > self.interval:
-            self.offsets.append((last_offset, self.size))
-            self._time_entry()
-            self.since_last = 0
-        self.since_last += nbytes
-        self.size += nbytes
+            if self.since_last > self.interval:
+                self.offsets.append((off, self.size))
+                self._time_entry()
+                self.since_last = 0
+            self.since_last += nbytes
+            self.size += nbytes
 
     def _time_entry(self) -> None:
         last = self.times[-1][0] if self.times else -1

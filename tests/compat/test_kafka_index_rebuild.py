@@ -90,6 +90,23 @@ def test_replaying_kafkas_appends_writes_kafkas_files(tmp_path):
     assert names - {LOG, INDEX, TIMEINDEX} <= {"leader-epoch-checkpoint"}
 
 
+def test_one_multi_batch_append_writes_kafkas_index_files(tmp_path):
+    """The broker appended these 13 batches one by one; appending them all in one call (as a
+    follower, the cleaner or the Spark writer does) indexes them batch by batch all the same:
+    the .index and .timeindex equal the broker's, entry for entry."""
+    src = (CONSUMER_OFFSETS_6 / LOG).read_bytes()
+    for assign in (False, True):
+        d = tmp_path / f"{assign}" / "__consumer_offsets-6"
+        log = Log.open(d, {"index.interval.bytes": 4096})
+        info = log.append(src, assign_offsets=assign, leader_epoch=0)
+        assert (info.first_offset, info.last_offset) == (0, 12)
+        log.close()
+        assert (d / LOG).read_bytes() == src
+        assert read_offset_index(d / INDEX, 0) == [(3, 4730), (7, 9571)]
+        assert (d / INDEX).read_bytes() == (CONSUMER_OFFSETS_6 / INDEX).read_bytes()
+        assert (d / TIMEINDEX).read_bytes() == (CONSUMER_OFFSETS_6 / TIMEINDEX).read_bytes()
+
+
 def test_names_after_rolls_are_kafkas(tmp_path):
     d = tmp_path / "orders.v1-12"
     log = Log.open(d, {"segment.bytes": 200})

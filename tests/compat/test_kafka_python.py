@@ -242,3 +242,70 @@ def test_kafka_python_reads_our_batch_after_a_legacy_set() -> None:
     buf = kp_build_legacy(legacy) + encode_batch(
         v2.values, keys=v2.keys, timestamps=v2.timestamps, headers=v2.headers, base_offset=2)
     assert kp_records(buf) == ours(buf) == legacy.expected() + v2.expected()
+
+
+# ---------------------------------------------------------------------------------------------
+# Legacy compressed wrappers: Kafka's base offset is the first inner record's
+# ---------------------------------------------------------------------------------------------
+
+def _broker_wrapper(magic: int, codec: int, first: int, n: int) -> bytes:
+    """A compressed wrapper as a broker stores it, built by kafka-python: v0 inner offsets are
+    absolute; v1 inner offsets are relative (0..n-1) and the wrapper carries the last absolute
+    offset. kafka-python's builder leaves the wrapper offset 0 (the broker assigns it)."""
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    b = LegacyRecordBatchBuilder(magic=magic, compression_type=codec, batch_size=1 << 20)
+    for i in range(n):
+        off = first + i if magic == 0 else i
+        assert b.append(off, timestamp=1_600_000_000_000 + i, key=b"k%d" % i, value=b"v%d" % i) is not None
+    buf = bytearray(b.build())
+    struct.pack_into(">q", buf, 0, first + n - 1)  # the offset field is outside the CRC
+    return bytes(buf)
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+@pytest.mark.parametrize("codec", [1, 2, 3])
+def test_legacy_wrapper_base_offset_is_the_first_inner_offset(magic: int, codec: int, tmp_path) -> None:
+    pytest.importorskip("seglog._native.compression")
+    from kafka.record.legacy_records import LegacyRecordBatch
+
+    from seglog._native.segment import Segment
+
+    buf = _broker_wrapper(magic, codec, 100, 5) + _broker_wrapper(magic, codec, 105, 3)
+    # kafka-python's iteration gives every inner record its absolute offset.
+    pos, firsts = 0, []
+    while pos < len(buf):
+        (size,) = struct.unpack_from(">i", buf, pos + 8)
+        wrapper = LegacyRecordBatch(buf[pos:pos + 12 + size], magic)
+        firsts.append(next(iter(wrapper)).offset)
+        pos += 12 + size
+    assert firsts == [100, 105]
+    heads = batch_headers(buf, verify_crc=True)
+    assert [(h.base_offset, h.last_offset, h.records_count) for h in heads] == [(100, 104, 5), (105, 107, 3)]
+    assert [r.offset for r in decode_records(buf)] == list(range(100, 108))
+    # A segment's scans report the same headers.
+    (tmp_path / "00000000000000000100.log").write_bytes(buf)
+    seg = Segment(str(tmp_path), 100)
+    try:
+        assert seg.recover().truncated_bytes == 0
+        assert [(b.base_offset, b.last_offset, b.records_count) for b in seg.batches()] == \
+            [(100, 104, 5), (105, 107, 3)]
+        found = seg.translate_offset(106)
+        assert found is not None and (found.base_offset, found.last_offset) == (105, 107)
+    finally:
+        seg.close()
+
+
+def test_broker_written_v0_wrappers_report_their_first_inner_offset(fixtures_dir) -> None:
+    """The magic-0 gzip partition a pre-0.10 broker wrote: each wrapper's base offset is the
+    offset of its first inner message as kafka-python iterates them."""
+    from kafka.record.legacy_records import LegacyRecordBatch
+
+    buf = (fixtures_dir / "kafka-real" / "kafkalite" / "hamlet-gzip-0" / "00000000000000000000.log").read_bytes()
+    heads = batch_headers(buf, verify_crc=True)
+    expected = []
+    for h in heads:
+        inner = [r.offset for r in LegacyRecordBatch(buf[h.position:h.position + h.size], h.magic)]
+        expected.append((inner[0], inner[-1], len(inner)))
+    assert [(h.base_offset, h.last_offset, h.records_count) for h in heads] == expected
+    assert expected[0][0] == 0 and expected[1][0] == expected[0][1] + 1

@@ -3,11 +3,13 @@ laid out as a Kafka log dir."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from kafka.record.memory_records import MemoryRecords
 
 from seglog import Store
+from seglog.producer_state import BatchMetadata, ProducerEntry, encode_snapshot
 from seglog.clock import ManualClock
 from seglog.group_offsets import decode_offset_key, decode_offset_value
 
@@ -95,3 +97,31 @@ def test_broker_dirs_read_through_the_consumer(fixtures_dir: Path) -> None:
                 assert table.column("value").to_pylist() == [e[3] for e in expect]
                 if topic.startswith("_confluent-controlcenter"):
                     assert set(table.column("timestampType").to_pylist()) == {1}
+
+
+def test_producer_ids_start_above_those_in_a_broker_dir(fixtures_dir: Path, tmp_path: Path) -> None:
+    """A Kafka-written partition holds batches of idempotent producers 1, 2 and 3 (kafka-python
+    reads them): producers of a store opened on that dir get ids above all of them, and so do
+    those of the next open, which reads the ids from the store metadata."""
+    src = fixtures_dir / "kafka-real" / "LDI-POC" / "TestTopicPatient-0"
+    shutil.copytree(src, tmp_path / "TestTopicPatient-0")
+    records = MemoryRecords((tmp_path / "TestTopicPatient-0" / "00000000000000000000.log").read_bytes())
+    kafka_ids = set()
+    while records.has_next():
+        kafka_ids.add(records.next_batch().producer_id)
+    assert kafka_ids == {1, 2, 3}
+    with Store.open(tmp_path) as store:
+        ids = [store.producer(enable_idempotence=True).producer_id for _ in range(4)]
+        assert min(ids) > max(kafka_ids) and len(set(ids)) == 4
+        md = store.producer(enable_idempotence=True).send("TestTopicPatient", b"v", partition=0)
+        assert md.offset == 3
+    with Store.open(tmp_path) as store:
+        assert store.producer(enable_idempotence=True).producer_id > max(ids)
+    # Ids of producer snapshots count too (their batches may be gone from the log).
+    other = tmp_path / "other"
+    (other / "t-0").mkdir(parents=True)
+    e = ProducerEntry(7000, 0)
+    e.batches.append(BatchMetadata(0, 0, 0, 0, 0))
+    (other / "t-0" / "00000000000000000000.snapshot").write_bytes(encode_snapshot([e]))
+    with Store.open(other) as store:
+        assert store.producer(enable_idempotence=True).producer_id == 7001

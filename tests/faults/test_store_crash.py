@@ -138,3 +138,55 @@ def test_leftover_cleaner_files_are_removed_on_open(tmp_path: Path) -> None:
     assert not any(n.endswith(".cleaned") for n in os.listdir(d))
     meta = json.loads((tmp_path / "seglog-metadata.json").read_text())
     assert meta["topics"]["c"]["config"] == {"cleanup.policy": "compact"}
+
+
+EMPTY_GROUP_CHILD = """
+import os
+from seglog import Store
+from seglog.cleaner import Cleaner
+step = {step!r}
+s = Store.open({path!r}, config={{"log.cleaner.enable": False}})
+s.create_topic("c", 1, {{"cleanup.policy": "compact", "segment.bytes": 600}})
+p = s.producer()
+for i in range(30):
+    p.send("c", b"v%d-" % i + b"x" * 60, key=b"k%d" % (i % 3))
+s.flush()
+lg = s.log("c", 0)
+lg.roll()
+calls = []
+def hook(name):
+    calls.append(name)
+    if name == step:
+        os._exit(9)
+Cleaner(s.clock, crash_hook=hook).clean(lg, None, force=True)
+os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("step", ["cleaned", "swap", "replaced"])
+def test_crash_while_swapping_in_an_empty_cleaned_segment(tmp_path: Path, step: str) -> None:
+    # The first group's records are all superseded: its cleaned segment is empty. Wherever the
+    # swap stops, the log start offset stays 0 and the latest value of each key is readable.
+    out = _run(EMPTY_GROUP_CHILD.format(step=step, path=str(tmp_path)))
+    assert out.returncode == 9, out.stderr
+    with Store.open(tmp_path, config={"log.cleaner.enable": False}) as store:
+        names = os.listdir(tmp_path / "c-0")
+        assert not any(n.endswith((".cleaned", ".swap", ".deleted")) for n in names), names
+        lg = store.log("c", 0)
+        assert lg.log_start_offset == 0
+        recs = _all(store, "c")
+        offsets = [o for o, _, _ in recs]
+        assert offsets == sorted(set(offsets)) and offsets[-3:] == [27, 28, 29]
+        assert all(v == b"v%d-" % o + b"x" * 60 for o, _, v in recs)
+        latest = {k: o for o, k, _ in recs}
+        assert latest == {b"k0": 27, b"k1": 28, b"k2": 29}
+        if step != "cleaned":
+            assert lg.segments[0].base_offset == 0 and lg.segments[0].size == 0
+        c = store.consumer(auto_offset_reset="earliest")
+        c.assign([("c", 0)])
+        assert [r.offset for r in c.poll(max_records=1000)] == offsets
+        from seglog.cleaner import Cleaner
+
+        Cleaner(store.clock).clean(lg, None, force=True)
+        assert lg.log_start_offset == 0
+        assert [o for o, _, _ in _all(store, "c")] == [27, 28, 29]

@@ -97,3 +97,108 @@ def test_torn_tail_of_a_live_log(spark, logdir, tmp_path):
     with open(last, "ab") as f:
         f.write(whole[:40])                         # the first 40 bytes of a copy of a batch
     assert spark.read.format("seglog").load(str(root)).count() == 60
+
+
+# -- planning and reading without Spark (the same functions the Spark reader calls) ------------
+
+def _read_all(root, **opts):
+    import seglog.bindings.spark as sp
+
+    ro = sp.parse_read_options({"path": str(root), **opts})
+    rows = []
+    for part in sp.plan_batch(ro, sp.Constraints()):
+        for rb in sp.read_partition(part, ro):
+            rows.extend(zip([part.topic] * rb.num_rows, rb.column("offset").to_pylist()))
+    return rows
+
+
+def _damage_header(seg, which, how):
+    import struct
+
+    data = bytearray(seg.read_bytes())
+    h = batch_headers(bytes(data))[which]
+    if how == "magic":
+        data[h.position + 16] = 7
+    else:
+        struct.pack_into(">i", data, h.position + 8, 3)   # a length below any batch's
+    seg.write_bytes(bytes(data))
+    return h
+
+
+@pytest.mark.parametrize("where,how", [("middle", "magic"), ("middle", "length"),
+                                       ("last", "magic"), ("last", "length")])
+def test_malformed_batch_header_fails_the_read(logdir, tmp_path, caplog, where, how):
+    """A malformed header used to end the header walk quietly: the rest of the segment was
+    left out of the read. Now failOnDataLoss=true (the default) fails naming file and byte;
+    false skips the rest of that segment with a warning."""
+    import shutil
+
+    from seglog.errors import CorruptRecordError
+
+    root = tmp_path / "logs"
+    shutil.copytree(logdir / "orders-0", root / "orders-0")
+    segs = sorted((root / "orders-0").glob("*.log"))
+    assert len(segs) >= 2
+    seg = segs[0] if where == "middle" else segs[-1]
+    n_batches = len(batch_headers(seg.read_bytes()))
+    h = _damage_header(seg, n_batches // 2, how)
+    with pytest.raises(CorruptRecordError) as info:
+        _read_all(root)
+    msg = str(info.value)
+    assert msg.startswith("seglog: unknown magic byte 7" if how == "magic" else "seglog: batch length 3 is below")
+    assert msg.endswith(f"; set failOnDataLoss=false to skip the rest of the segment (in {seg}, at byte {h.position})")
+    caplog.clear()
+    rows = _read_all(root, failOnDataLoss="false")
+    lost = {o for o in range(60)} - {o for _, o in rows}
+    assert h.base_offset in lost and len(rows) == 60 - len(lost)
+    assert any("skipping the rest of the segment" in r.getMessage() and str(seg) in r.getMessage()
+               for r in caplog.records)
+
+
+def test_internal_topics_only_when_named(tmp_path):
+    """As Kafka's consumers with exclude.internal.topics: the default (every topic) and
+    subscribePattern leave __consumer_offsets and __transaction_state out; topics/assign
+    naming them read them."""
+    root = tmp_path / "logs"
+    write_log(root / "orders-0", sample_batches(0, 1, 5))
+    write_log(root / "__consumer_offsets-0", sample_batches(0, 1, 3))
+    write_log(root / "__transaction_state-1", sample_batches(1, 1, 2))
+    assert {t for t, _ in _read_all(root)} == {"orders"}
+    assert {t for t, _ in _read_all(root, subscribePattern=".*")} == {"orders"}
+    assert {t for t, _ in _read_all(root, subscribePattern="__.*")} == set()
+    assert {t for t, _ in _read_all(root, topics="__consumer_offsets,orders")} == {"__consumer_offsets", "orders"}
+    assert {t for t, _ in _read_all(root, subscribe="__transaction_state")} == {"__transaction_state"}
+    assert {t for t, _ in _read_all(root, assign='{"__consumer_offsets": [0]}')} == {"__consumer_offsets"}
+    # A path that is the partition dir itself names it too.
+    assert {t for t, _ in _read_all(root / "__consumer_offsets-0")} == {"__consumer_offsets"}
+    assert {t for t, _ in _read_all(root / "__*-*")} == {"__consumer_offsets", "__transaction_state"}
+
+
+def test_batch_refuses_latest_start():
+    import seglog.bindings.spark as sp
+    from seglog.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^seglog option startingOffsets: 'latest' is not a valid start "
+                                          r"for a batch query"):
+        sp.parse_read_options({"path": "/x", "startingOffsets": "latest"})
+    with pytest.raises(ConfigError, match=r"offset -1 \(latest\) for t-1 is not a valid start for a batch"):
+        sp.parse_read_options({"path": "/x", "startingOffsets": '{"t": {"0": 5, "1": -1}}'})
+    # A stream starts at latest by default; -1 per partition is fine there too.
+    ro = sp.parse_read_options({"path": "/x", "startingOffsets": '{"t": {"1": -1}}'}, streaming=True)
+    assert ro.starting.lookup(("t", 1)) == -1
+    assert sp.parse_read_options({"path": "/x"}, streaming=True).starting.kind == "latest"
+
+
+def test_malformed_header_through_spark(spark, logdir, tmp_path):
+    import shutil
+
+    root = tmp_path / "logs"
+    shutil.copytree(logdir / "orders-0", root / "orders-0")
+    seg = sorted((root / "orders-0").glob("*.log"))[0]
+    h = _damage_header(seg, 1, "magic")
+    line = load_error(spark, str(root))
+    assert line == (f"seglog: unknown magic byte 7 (known: 0, 1, 2); set failOnDataLoss=false to skip "
+                    f"the rest of the segment (in {seg}, at byte {h.position})")
+    assert spark.read.format("seglog").option("failOnDataLoss", "false").load(str(root)).count() < 60
+    line = load_error(spark, str(root), startingOffsets="latest")
+    assert line.startswith("seglog option startingOffsets: 'latest' is not a valid start for a batch query")

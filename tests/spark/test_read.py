@@ -112,7 +112,12 @@ def test_real_kafka_dirs_equal_kafka_python(spark, tmp_path, name):
     root = copy_real([name], tmp_path / "logs")
     topic, _, p = name.rpartition("-")
     rows = oracle(root / name, topic, int(p))
-    df = spark.read.format("seglog").option("includeHeaders", "true").load(str(root))
+    reader = spark.read.format("seglog").option("includeHeaders", "true")
+    if topic.startswith("__"):
+        # An internal topic is read only when named, as by Kafka's consumers.
+        assert reader.load(str(root)).count() == 0
+        reader = reader.option("subscribe", topic)
+    df = reader.load(str(root))
     assert spark_rows(df, headers=True) == expected_rows(rows, headers=True)
 
 
@@ -138,8 +143,8 @@ def test_topic_selection(spark, ours):
 def test_offset_ranges(spark, ours):
     root, rows = ours
     df = (spark.read.format("seglog")
-          .option("startingOffsets", '{"orders": {"0": 30, "1": -2}, "audit": {"0": -1}}')
-          .option("endingOffsets", '{"orders": {"0": 151, "1": -1}}')
+          .option("startingOffsets", '{"orders": {"0": 30, "1": -2}, "audit": {"0": -2}}')
+          .option("endingOffsets", '{"orders": {"0": 151, "1": -1}, "audit": {"0": 0}}')
           .load(str(root)))
     want = [r for r in rows if (r["topic"], r["partition"]) == ("orders", 0) and 30 <= r["offset"] < 151]
     want += [r for r in rows if (r["topic"], r["partition"]) == ("orders", 1)]

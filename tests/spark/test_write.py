@@ -142,3 +142,49 @@ def test_commit_drops_a_leftover_tail(tmp_path):
     assert sp._settle(lg, 0, [(0, 1), (1, 2)]) == 2
     assert lg.log_end_offset == 2
     lg.close()
+
+
+def test_writer_leaves_the_files_the_store_leaves(tmp_path):
+    """The writer's partitions carry what the store's carry: ``partition.metadata`` with one
+    topic id per topic, ``leader-epoch-checkpoint`` and batches led at epoch 0; the dir gets
+    Kafka's ``meta.properties`` (no Spark needed: the writer's methods are called directly)."""
+    import pyarrow as pa
+    from pyspark.sql.types import StructType
+
+    from seglog import Store
+    from seglog.records import batch_headers
+
+    source = sp.SeglogDataSource({"path": str(tmp_path), "topic": "w", "numPartitions": "3"})
+    schema = StructType.fromJson({"type": "struct", "fields": [
+        {"name": "key", "type": "binary", "nullable": True, "metadata": {}},
+        {"name": "value", "type": "binary", "nullable": True, "metadata": {}}]})
+    writer = source.writer(schema, False)
+    assert (tmp_path / "meta.properties").read_text().splitlines()[2:] == ["version=0"]
+    batch = pa.record_batch([pa.array([b"k%d" % i for i in range(60)], pa.binary()),
+                             pa.array([b"v%d" % i for i in range(60)], pa.binary())], names=["key", "value"])
+    msgs = [writer.write(iter([batch.slice(0, 30)])), writer.write(iter([batch.slice(30)]))]
+    writer.commit(msgs)
+    ids = set()
+    for p in range(3):
+        d = tmp_path / f"w-{p}"
+        meta = (d / "partition.metadata").read_text()
+        assert meta.startswith("version: 0\ntopic_id: ") and not meta.endswith("\n")
+        ids.add(meta.split(": ")[-1])
+        assert (d / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n"
+        heads = batch_headers((d / "00000000000000000000.log").read_bytes())
+        assert heads and {h.partition_leader_epoch for h in heads} == {0}
+    assert len(ids) == 1 and len(ids.pop()) == 22
+    # The store sees the same topic id and keeps writing at that epoch; a second job on a
+    # topic the store made takes the store's topic id.
+    with Store.open(tmp_path) as store:
+        tid = store.describe("w")[0].topic_id
+        store.producer().send("w", b"more", partition=0)
+        store.create_topic("s", 1)
+    heads = batch_headers((tmp_path / "w-0" / "00000000000000000000.log").read_bytes())
+    assert {h.partition_leader_epoch for h in heads} == {0}
+    assert tid is not None and (tmp_path / "w-1" / "partition.metadata").read_text().endswith(tid)
+    store_id = (tmp_path / "s-0" / "partition.metadata").read_text()
+    (tmp_path / "s-0" / "partition.metadata").unlink()
+    writer = sp.SeglogDataSource({"path": str(tmp_path), "topic": "s"}).writer(schema, False)
+    writer.commit([writer.write(iter([batch]))])
+    assert (tmp_path / "s-0" / "partition.metadata").read_text() == store_id

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,10 @@ def test_latest_per_key_survives(store: Store, clock: ManualClock, seed: int) ->
     before_heads = {h.base_offset: h for s in lg.segments for h in s.batches()}
     res = Cleaner(clock).clean(lg, None)
     assert res is not None and res.first_dirty_offset == end
-    assert res.bytes_after < res.bytes_before and res.segments_after < res.segments_before
+    # Groups are formed from the input's sizes, so the first cleaning keeps the segment count
+    # (a group with no survivor leaves an empty segment, as in Kafka); the next one merges.
+    assert res.bytes_after < res.bytes_before and res.segments_after == res.segments_before
+    assert lg.log_start_offset == 0
     got = [(r.offset, r.key, r.value) for r in _records(store)]
     assert got == _expected(written, end)
     # Headers survive rewriting.
@@ -85,6 +89,9 @@ def test_latest_per_key_survives(store: Store, clock: ManualClock, seed: int) ->
     c.assign([("c", 0)])
     assert [r.offset for r in c.poll(max_records=10_000)] == [o for o, _, _ in got]
     assert Cleaner(clock).clean(lg, res.first_dirty_offset) is None
+    again = Cleaner(clock).clean(lg, None, force=True)
+    assert again is not None and again.segments_after < again.segments_before
+    assert [(r.offset, r.key, r.value) for r in _records(store)] == got
 
 
 def test_tombstones_go_after_delete_retention(store: Store, clock: ManualClock) -> None:
@@ -147,7 +154,7 @@ def test_keyless_records_are_dropped(store: Store, clock: ManualClock) -> None:
     assert [(r.offset, r.key) for r in _records(store)] == [(1, b"k")]
 
 
-def test_fully_obsolete_segments_disappear(store: Store, clock: ManualClock) -> None:
+def test_fully_obsolete_segments_are_emptied(store: Store, clock: ManualClock) -> None:
     store.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": 600})
     p = store.producer()
     for _ in range(10):
@@ -158,7 +165,8 @@ def test_fully_obsolete_segments_disappear(store: Store, clock: ManualClock) -> 
     res = Cleaner(clock).clean(lg, None, force=True)
     assert res is not None
     assert [r.offset for r in _records(store)] == [27, 28, 29]
-    assert lg.log_start_offset == lg.segments[0].base_offset
+    assert lg.log_start_offset == lg.segments[0].base_offset == 0
+    assert res.bytes_after < res.bytes_before
 
 
 def test_compact_delete_policy_also_expires(store: Store, clock: ManualClock) -> None:
@@ -169,6 +177,11 @@ def test_compact_delete_policy_also_expires(store: Store, clock: ManualClock) ->
         p.send("c", b"v" * 50, key=b"k%d" % (i % 2))
     store.log("c", 0).roll()
     assert store.run_cleaner() == 1
+    # Segments the cleaner emptied have no timestamp: retention reads their modification time
+    # (as Kafka's), here put at the manual clock's present.
+    now = clock.time_ms() / 1000
+    for seg in store.log("c", 0).segments:
+        os.utime(seg.log_path, (now, now))
     clock.advance(2000)
     assert store.run_retention() >= 1
     assert _records(store) == []
@@ -187,3 +200,79 @@ def test_compressed_batches_are_rebuilt_with_their_codec(store: Store, clock: Ma
     heads = batch_headers(lg.read(0, 1 << 30).to_bytes())
     assert {h.compression for h in heads} == {3}
     assert sorted(r.value for r in _records(store)) == sorted(b"value %d" % i for i in range(43, 50))
+
+
+def test_group_with_no_survivor_keeps_the_log_start(store: Store, clock: ManualClock) -> None:
+    # Kafka's cleaner swaps in an empty cleaned segment named after the group's first base
+    # offset: the log start offset stays, and a fetch from it is served, not out of range.
+    store.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": 600})
+    p = store.producer()
+    for _ in range(10):
+        for k in range(3):
+            p.send("c", b"v" * 60, key=b"k%d" % k)
+    lg = store.log("c", 0)
+    lg.roll()
+    bases_before = [s.base_offset for s in lg.segments]
+    res = Cleaner(clock).clean(lg, None, force=True)
+    assert res is not None
+    assert lg.log_start_offset == 0
+    assert lg.segments[0].base_offset == 0 and lg.segments[0].size == 0
+    assert set(s.base_offset for s in lg.segments) <= set(bases_before)
+    assert [r.offset for r in decode_records(lg.read(0, 1 << 30).to_bytes())] == [27, 28, 29]
+    c = store.consumer(auto_offset_reset="earliest")
+    c.assign([("c", 0)])
+    assert [r.offset for r in c.poll(max_records=100)] == [27, 28, 29]
+    store.close()
+    # The empty segments and the log start survive a reopen.
+    with Store.open(store.dir, clock=clock, config={"log.cleaner.enable": False}) as again:
+        lg = again.log("c", 0)
+        assert lg.log_start_offset == 0
+        assert [r.offset for r in decode_records(lg.read(0, 1 << 30).to_bytes())] == [27, 28, 29]
+
+
+def test_empty_cleaned_segments_go_with_retention(store: Store, clock: ManualClock) -> None:
+    # Kafka's retention deletes an empty segment like any other, only the last one is kept;
+    # an empty segment has no timestamp, so its modification time (the last cleaned segment's)
+    # stands in for it.
+    store.create_topic("c", 1, {"cleanup.policy": "compact,delete", "segment.bytes": 600,
+                                "retention.ms": 10_000_000, "file.delete.delay.ms": 0})
+    p = store.producer()
+    for _ in range(10):
+        for k in range(3):
+            p.send("c", b"v" * 60, key=b"k%d" % k)
+    lg = store.log("c", 0)
+    lg.roll()
+    Cleaner(clock).clean(lg, None, force=True)
+    empty = [s for s in lg.segments[:-1] if s.size == 0]
+    assert empty and lg.log_start_offset == 0
+    old = (clock.time_ms() - 20_000_000) / 1000
+    for seg in empty:
+        os.utime(seg.log_path, (old, old))
+    assert store.run_retention() == len(empty)
+    assert lg.log_start_offset == lg.segments[0].base_offset > 0
+    assert [r.offset for r in _records(store)] == [27, 28, 29]
+
+
+def test_unclean_restart_keeps_segments_after_an_empty_cleaned_one(tmp_path: Path, clock: ManualClock) -> None:
+    # Recovery of an unflushed segment that ends before the next segment's base offset takes it
+    # as a lost tail and deletes what follows; in a compacted log that gap is the cleaner's
+    # work (here: an empty cleaned segment), and the later segments must stay.
+    s = Store.open(tmp_path, clock=clock, config={"log.cleaner.enable": False})
+    s.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": 600})
+    p = s.producer()
+    for i in range(30):
+        p.send("c", b"v" * 60, key=b"k%d" % (i % 3))
+    lg = s.log("c", 0)
+    lg.roll()
+    Cleaner(clock).clean(lg, None, force=True)
+    assert lg.segments[0].size == 0
+    s.close()
+    # As after a crash with nothing checkpointed: every segment is recovered.
+    os.unlink(tmp_path / ".kafka_cleanshutdown")
+    (tmp_path / "recovery-point-offset-checkpoint").write_text("0\n1\nc 0 0\n")
+    with Store.open(tmp_path, clock=clock, config={"log.cleaner.enable": False}) as again:
+        lg = again.log("c", 0)
+        assert lg.recovery_summary.segments_deleted == 0, lg.recovery_summary
+        assert lg.recovery_summary.segments_recovered >= 2
+        assert lg.log_start_offset == 0 and lg.log_end_offset == 30
+        assert [r.offset for r in decode_records(lg.read(0, 1 << 30).to_bytes())] == [27, 28, 29]

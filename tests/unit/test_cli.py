@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -426,3 +427,48 @@ def test_ctrl_c_while_the_package_loads_is_one_line(capsys: Any, monkeypatch: An
     assert err == "seglog demo: interrupted\n"
     # Past the import, seglog.cli answers as usual.
     assert _seglog_command.main(["describe", "--bootstrap", "x:1", "/tmp"]) == 1
+
+
+def test_verify_index_only_checks_each_entry_against_its_batch(tmp_path: Path, capsys: Any) -> None:
+    # Kafka's DumpLogSegments rule: an offset-index entry names the last offset of the batch at
+    # its position; a time-index entry the last offset of a batch with its largest timestamp.
+    from seglog import Log
+    from seglog.records import batch_headers, encode_batch
+
+    d = tmp_path / "t-0"
+    lg = Log.open(d, {"index.interval.bytes": 300})
+    t0 = 1_700_000_000_000
+    buf = b"".join(encode_batch([b"v" * 100] * 2, timestamps=t0 + i) for i in range(40))
+    lg.append(buf)                    # one append of 40 batches
+    lg.append(buf)
+    lg.close()
+    idx, tidx = d / "00000000000000000000.index", d / "00000000000000000000.timeindex"
+    rc, out, _ = run(capsys, "dump", "--verify-index-only", str(idx), str(tidx))
+    assert rc == 0 and out.count("index matches the log") == 2, out
+    entries = [struct.unpack(">ii", idx.read_bytes()[i:i + 8]) for i in range(0, len(idx.read_bytes()), 8)]
+    assert len(entries) > 10  # batch by batch, not one entry per append
+    heads = {h.position: h for h in batch_headers((d / "00000000000000000000.log").read_bytes())}
+    assert all(heads[pos].last_offset == rel for rel, pos in entries)
+    rc, out, _ = run(capsys, "dump", "--index-sanity-check", str(idx), str(tidx))
+    assert rc == 0 and out.count("passed sanity check.") == 2
+    # An entry as a whole-append index would write it: the append's last offset at its first
+    # batch's position. Reported with file, entry number, offset and position.
+    data = bytearray(idx.read_bytes())
+    rel, pos = entries[3]
+    data[24:32] = struct.pack(">ii", entries[4][0], pos)
+    idx.write_bytes(bytes(data))
+    rc, out, err = run(capsys, "dump", "--verify-index-only", str(idx))
+    assert rc == 1 and "problem(s) found" in err
+    assert f"{idx}: entry 3 (offset {entries[4][0]}, position {pos}): the batch there ends at offset {rel}" in out
+    # A time-index entry whose timestamp is not its batch's.
+    tdata = bytearray(tidx.read_bytes())
+    ts, trel = struct.unpack(">qi", tdata[12:24])
+    tdata[12:20] = struct.pack(">q", ts + 1000)
+    tidx.write_bytes(bytes(tdata))
+    rc, out, _ = run(capsys, "dump", "--verify-index-only", str(tidx))
+    assert rc == 1 and f"entry 1 (timestamp {ts + 1000}, offset {trel})" in out
+    assert f"has largest timestamp {ts}" in out
+    # The sanity check finds structural faults only.
+    tidx.write_bytes(bytes(tdata[:12]) + struct.pack(">qi", t0 - 5, 1) + bytes(tdata[24:]))
+    rc, out, _ = run(capsys, "dump", "--index-sanity-check", str(tidx))
+    assert rc == 1 and "failed the sanity check" in out and str(tidx) in out

@@ -183,11 +183,11 @@ def test_index_entries_follow_kafkas_rule(tmp_path, interval):
             n = rng.randint(1, 4)
             ts = [T0 + rng.randint(-50, 200) + k for _ in range(n)]
             batches.append(batch(n, ts=ts, size=rng.randint(1, 60), tag=k))
-            per_batch.append((max(ts), nxt + n - 1))
+            per_batch.append((max(ts), nxt + n - 1, len(batches[-1])))
             nxt += n
         buf = b"".join(batches)
         info = seg.append(buf, assign_from=per_batch[0][1] - (len(decode_records(batches[0])) - 1))
-        rule.append(len(buf), info.last_offset, per_batch)
+        rule.append(per_batch)
         assert info.last_offset == nxt - 1
     assert seg.offset_index.entries == len(rule.offsets)
     assert [seg.offset_index.entry(i) for i in range(seg.offset_index.entries)] == rule.offsets
