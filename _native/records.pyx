@@ -1339,6 +1339,176 @@ cdef int _set_aborted(_Decoder d, object aborted) except -1:
     return 0
 
 
+# ---------------------------------------------------------------------------------------------
+# Produce-path validation (Kafka's LogValidator for AppendOrigin.CLIENT)
+# ---------------------------------------------------------------------------------------------
+
+cdef int _refuse(str kind, str where, Py_ssize_t pos, int64_t base, str what,
+                 int64_t offset=-1) except -1:
+    """Raise ``kind`` naming the partition, the batch (byte position, base offset) and ``what``."""
+    raise _errors.make(kind, f"{what} (batch at byte {pos}, base offset {base}, in the append to "
+                             f"{where})", position=pos, offset=(None if offset < 0 else offset))
+
+
+cdef int _validate_records(const uint8_t *b, Py_ssize_t pos, V2Head *h, str where, int64_t now,
+                           bint check_ts, int64_t before_max_ms, int64_t after_max_ms,
+                           bint compacted, Py_ssize_t max_decompressed) except -1:
+    """One pass over the records of a v2 batch: every record parsed with its lengths and varints
+    in bounds, offset deltas 0..count-1, keys on compacted topics, timestamps within bounds, the
+    header's maxTimestamp equal to the largest record timestamp. No allocation when the batch is
+    uncompressed (a compressed one is decompressed once, within ``max_decompressed``)."""
+    cdef int codec = h.attrs & ATTR_CODEC_MASK
+    cdef const uint8_t *p
+    cdef const uint8_t *rend
+    cdef _Source src = None
+    cdef RecView r
+    cdef const char *err = NULL
+    cdef int32_t i
+    cdef int64_t ts, max_seen = -1
+    cdef int64_t low = INT64_MIN, high = INT64_MAX
+    if codec == 0:
+        p = b + V2_HEADER
+        rend = b + h.length + LOG_OVERHEAD
+    else:
+        src = _records_area(b, pos, h.length + LOG_OVERHEAD, codec, 2, V2_HEADER, max_decompressed,
+                            h.base_offset)
+        p = src.start
+        rend = src.end
+        if h.count > (rend - p) // MIN_RECORD_SIZE:
+            _raise_corrupt(f"record count {h.count} cannot fit in {rend - p} decompressed bytes "
+                           f"(batch at offset {h.base_offset}, in the append to {where})", pos)
+    # The accepted range [now - before, now + after], without overflowing int64 (now >= 0).
+    if check_ts:
+        if before_max_ms < INT64_MAX and now >= 0:
+            low = now - before_max_ms
+        if after_max_ms < INT64_MAX - now:
+            high = now + after_max_ms
+    for i in range(h.count):
+        p = _parse_record(p, rend, &r, &err)
+        if p == NULL:
+            _raise_corrupt(f"record {i} of the batch at offset {h.base_offset} in the append to "
+                           f"{where}: {err.decode()}", pos)
+        if r.offset_delta != i:
+            _refuse("invalid_record", where, pos, h.base_offset,
+                    f"record {i} has offsetDelta {r.offset_delta}; a producer batch numbers its "
+                    f"records 0..{h.count - 1}")
+        if compacted and r.key_len < 0:
+            _refuse("invalid_record", where, pos, h.base_offset,
+                    f"record {i} has no key; a compacted topic cannot accept a record without a key")
+        ts = kb_wrap_add(h.base_ts, r.ts_delta)
+        if ts > max_seen:
+            max_seen = ts
+        if check_ts and ts != -1 and (ts < low or ts > high):
+            _refuse("invalid_timestamp", where, pos, h.base_offset,
+                    f"timestamp {ts} of record {i} is out of range: it must lie within "
+                    f"[{low}, {high}] (now {now}, message.timestamp.before.max.ms={before_max_ms}, "
+                    f"message.timestamp.after.max.ms={after_max_ms})")
+    if p != rend:
+        _raise_corrupt(f"{rend - p} bytes left after the {h.count} records of the batch at offset "
+                       f"{h.base_offset} in the append to {where} (incorrect declared batch size)", pos)
+    if check_ts and max_seen != h.max_ts:
+        _refuse("invalid_record", where, pos, h.base_offset,
+                f"maxTimestamp {h.max_ts} differs from the largest record timestamp {max_seen}")
+    return 0
+
+
+cdef int _name_partition(object exc, str where, Py_ssize_t pos) except -1:
+    """Raise ``exc`` (a CorruptRecordError of the shared header checks) again with the partition
+    named in its message; other exceptions are left alone."""
+    if not isinstance(exc, _errors._classes["corrupt_record"]) or not exc.args:
+        return 0
+    msg = str(exc.args[0])
+    suffix = f" (at byte {pos})"
+    if msg.endswith(suffix):
+        msg = msg[:-len(suffix)]
+    raise _errors.corrupt(f"{msg}, in the append to {where}", pos) from None
+
+
+def validate_batches(const uint8_t[::1] buf, str where, *, int64_t now, bint log_append_time=False,
+                     int64_t before_max_ms=INT64_MAX, int64_t after_max_ms=INT64_MAX,
+                     bint compacted=False, bint verify_crc=True, bint walk_compressed=True,
+                     Py_ssize_t max_batch_size=-1,
+                     Py_ssize_t max_decompressed=DEFAULT_MAX_DECOMPRESSED):
+    """Validate batches a producer sent, as Kafka's broker does before a client append
+    (``LogValidator`` with ``AppendOrigin.CLIENT``), and return their :class:`BatchHeader` list.
+
+    ``where`` names the partition in messages ("topic-0"). Checked per batch: its size against
+    ``max_batch_size`` when >= 0 (``RecordTooLargeError``, before anything else); structure and
+    CRC (``CorruptRecordError``); magic 2, a positive record count equal to lastOffsetDelta + 1,
+    no control batch, a base sequence with a producer id, a producer epoch with a producer id, no
+    transactional batch without a producer id (``InvalidRecordError``); no LogAppendTime set by
+    the producer (``InvalidTimestampError``). Then every record is parsed
+    (lengths and varints in bounds, exact record count, no bytes left over), its offsetDelta must
+    be its index, keyless records are refused when ``compacted``, and unless
+    ``log_append_time`` each timestamp other than -1 must lie within ``[now - before_max_ms,
+    now + after_max_ms]`` (``InvalidTimestampError``) and the batch's maxTimestamp must equal the
+    largest record timestamp. Compressed batches are decompressed once, within
+    ``max_decompressed`` bytes; ``walk_compressed=False`` leaves their records unread (only for
+    batches this process encoded itself and nothing has touched since).
+    """
+    cdef Py_ssize_t n = buf.shape[0], pos = 0, size
+    cdef const uint8_t *p = &buf[0] if n else _EMPTY
+    cdef list out = []
+    cdef V2Head h
+    cdef int magic
+    if now < 0:
+        raise ValueError(f"now must be a wall-clock time in milliseconds, got {now}")
+    if before_max_ms < 0 or after_max_ms < 0:
+        raise ValueError(f"timestamp bounds must be >= 0, got before_max_ms={before_max_ms}, "
+                         f"after_max_ms={after_max_ms}")
+    while pos < n:
+        try:
+            size = _batch_size_at(p, pos, n, False)
+        except Exception as exc:
+            _name_partition(exc, where, pos)
+            raise
+        if max_batch_size >= 0 and size > max_batch_size:
+            raise _errors.make("record_too_large",
+                               f"the record batch at byte {pos} of the append to {where} is {size} "
+                               f"bytes, over the largest allowed ({max_batch_size} bytes: "
+                               f"max.message.bytes + 12 bytes of log overhead)",
+                               position=pos, limit=max_batch_size)
+        magic = p[pos + 16]
+        if magic != 2:
+            raise _errors.make("invalid_record",
+                               f"only RecordBatch v2 can be appended; the batch at byte {pos} of "
+                               f"the append to {where} has magic {magic}", position=pos)
+        _read_v2_head(p + pos, &h)
+        try:
+            _check_v2(p + pos, pos, &h, verify_crc)
+        except Exception as exc:
+            _name_partition(exc, where, pos)
+            raise
+        if h.count <= 0:
+            _refuse("invalid_record", where, pos, h.base_offset,
+                    f"invalid recordsCount {h.count}: a producer batch holds at least one record")
+        if <int64_t>h.last_delta + 1 != h.count:
+            _refuse("invalid_record", where, pos, h.base_offset,
+                    f"lastOffsetDelta {h.last_delta} is inconsistent with recordsCount {h.count} "
+                    f"(a producer batch spans exactly recordsCount offsets)")
+        if h.attrs & ATTR_CONTROL:
+            _refuse("invalid_record", where, pos, h.base_offset,
+                    "clients are not allowed to write control batches")
+        if h.pid >= 0 and h.base_seq < 0:
+            _refuse("invalid_record", where, pos, h.base_offset,
+                    f"invalid baseSequence {h.base_seq} in a batch with producerId {h.pid}")
+        if h.pid >= 0 and h.epoch < 0:
+            _refuse("invalid_record", where, pos, h.base_offset,
+                    f"invalid producerEpoch {h.epoch} in a batch with producerId {h.pid}")
+        if (h.attrs & ATTR_TRANSACTIONAL) and h.pid < 0:
+            _refuse("invalid_record", where, pos, h.base_offset,
+                    f"a transactional batch needs a producerId, got {h.pid}")
+        if h.attrs & ATTR_LOG_APPEND_TIME:
+            _refuse("invalid_timestamp", where, pos, h.base_offset,
+                    "the producer set timestamp type LogAppendTime; only the broker may")
+        if walk_compressed or (h.attrs & ATTR_CODEC_MASK) == 0:
+            _validate_records(p + pos, pos, &h, where, now, not log_append_time, before_max_ms,
+                              after_max_ms, compacted, max_decompressed)
+        out.append(_make_header(p, pos, size))
+        pos += size
+    return out
+
+
 def decode_records(const uint8_t[::1] buf, *, bint verify_crc=True, bint include_control=False,
                    bint allow_truncated=False, min_offset=None, max_offset=None,
                    Py_ssize_t max_decompressed=DEFAULT_MAX_DECOMPRESSED, aborted=None):

@@ -50,13 +50,13 @@ from seglog.errors import (
     CorruptIndexError,
     CorruptRecordError,
     InvalidRecordError,
-    InvalidTimestampError,
     KafkaStorageError,
     OffsetOutOfRangeError,
+    RecordListTooLargeError,
     RecordTooLargeError,
 )
 from seglog.leader_epoch import LeaderEpochCache
-from seglog.records import batch_headers, decode_records
+from seglog.records import batch_headers, decode_records, validate_batches
 from seglog.txnindex import AbortedTxn, TransactionIndex
 
 #: Fault injection (opt-in): when set, every change of a log's recovery point (the offset below
@@ -93,6 +93,8 @@ MAX_TIMESTAMP = -3
 _ATTR_TRANSACTIONAL = 0x10
 _ATTR_CONTROL = 0x20
 _ATTR_TXN_OR_CONTROL = _ATTR_TRANSACTIONAL | _ATTR_CONTROL
+#: Kafka's AppendOrigin of a leader append (see ``Log.append``).
+_ORIGINS = frozenset({"client", "coordinator"})
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)((?:\.deleted|\.cleaned|\.swap)?)$")
 
@@ -506,27 +508,67 @@ class Log:
     # ---------------------------------------------------------------------------------------------
 
     def append(self, batches: Any, *, assign_offsets: bool = True, leader_epoch: int | None = None,
-               verify_crc: bool = True) -> LogAppendInfo:
+               verify_crc: bool = True, origin: str = "client") -> LogAppendInfo:
         """Append already-encoded RecordBatch v2 bytes (one or more whole batches).
 
         As leader (``assign_offsets=True``) offsets are assigned from the log end and
         ``leader_epoch`` (default: the cache's latest epoch, if any) is written into every batch;
         with ``message.timestamp.type=LogAppendTime`` the batch timestamps are rewritten as Kafka
         does. As follower (``assign_offsets=False``) the batches keep their offsets and epochs.
-        Raises ``CorruptRecordError``, ``RecordTooLargeError``, ``InvalidTimestampError`` or
-        ``InvalidRecordError`` before anything is written.
+
+        ``origin`` is Kafka's ``AppendOrigin`` of a leader append: ``"client"`` (the default:
+        bytes from a producer) validates every batch as Kafka's broker does
+        (:func:`seglog.records.validate_batches`: CRC, structure of every record, offset deltas,
+        counts, timestamps, producer fields, no control batches); ``"coordinator"`` (transaction
+        markers and other batches this process wrote itself) checks structure and CRC only. A
+        follower append checks structure and CRC, as Kafka's followers do. ``verify_crc=False``
+        (client origin only) is for batches this process encoded and nothing has touched since:
+        they skip the CRC and, when compressed and no timestamp bound is configured, the walk
+        over their records (see docs/architecture.md).
+
+        Raises ``CorruptRecordError``, ``RecordTooLargeError``, ``RecordListTooLargeError``
+        (over ``segment.bytes``), ``InvalidTimestampError`` or ``InvalidRecordError`` before
+        anything is written.
         """
+        if origin not in _ORIGINS:
+            raise ValueError(f"origin must be one of {sorted(_ORIGINS)}, got {origin!r}")
         self._check_writable()
         view = memoryview(batches).cast("B")
-        heads = batch_headers(view, verify_crc=verify_crc)
-        if not heads:
-            raise InvalidRecordError("nothing to append: the buffer holds no batch")
+        try:
+            return self._append(view, assign_offsets, leader_epoch, verify_crc, origin)
+        finally:
+            # Give the caller's buffer back before an error propagates: the traceback keeps this
+            # frame alive, and with it any view of the buffer (a producer must be able to free
+            # the batch it exported here).
+            view.release()
+
+    def _append(self, view: memoryview, assign_offsets: bool, leader_epoch: int | None,
+                verify_crc: bool, origin: str) -> LogAppendInfo:
         now = self.clock.time_ms()
         cfg = self.config
         limit = cfg.max_message_bytes
         log_append = cfg.message_timestamp_type == "LogAppendTime"
-        check_ts = assign_offsets and not log_append and (
-            cfg.message_timestamp_before_max_ms < _LONG_MAX or cfg.message_timestamp_after_max_ms < _LONG_MAX)
+        client = assign_offsets and origin == "client"
+        bounded = not log_append and (cfg.message_timestamp_before_max_ms < _LONG_MAX
+                                      or cfg.message_timestamp_after_max_ms < _LONG_MAX)
+        where = f"{self.topic}-{self.partition}"
+        if len(view) > cfg.segment_bytes:
+            # Kafka's UnifiedLog.append: an append that cannot fit one segment is refused.
+            raise RecordListTooLargeError(
+                f"Message batch size is {len(view)} bytes in append to partition {where}, which "
+                f"exceeds the maximum configured segment size of {cfg.segment_bytes}",
+                limit=cfg.segment_bytes)
+        if client:
+            heads = validate_batches(
+                view, where, now=now, log_append_time=log_append,
+                before_max_ms=cfg.message_timestamp_before_max_ms,
+                after_max_ms=cfg.message_timestamp_after_max_ms, compacted=cfg.compact,
+                verify_crc=verify_crc, walk_compressed=verify_crc or bounded,
+                max_batch_size=limit + 12)
+        else:
+            heads = batch_headers(view, verify_crc=verify_crc)
+        if not heads:
+            raise InvalidRecordError(f"nothing to append to {where}: the buffer holds no batch")
         txn_or_control = False
         for h in heads:
             if h.magic != 2:
@@ -542,8 +584,6 @@ class Log:
                     f"the batch at byte {h.position} holds {h.records_count} records but spans "
                     f"{h.last_offset - h.base_offset + 1} offsets; a producer batch must be contiguous",
                     position=h.position)
-            if check_ts and h.timestamp_type == 0:
-                self._validate_timestamp(h, now)
             if h.attributes & _ATTR_TXN_OR_CONTROL:
                 txn_or_control = True
         if assign_offsets and log_append:
@@ -593,18 +633,6 @@ class Log:
             return LogAppendInfo(info.first_offset, info.last_offset, info.max_timestamp,
                                  info.offset_of_max_timestamp, now if log_append else -1,
                                  info.records, info.batches, info.size, self.log_start_offset)
-
-    def _validate_timestamp(self, h: Any, now: int) -> None:
-        before = self.config.message_timestamp_before_max_ms
-        after = self.config.message_timestamp_after_max_ms
-        for ts in (h.base_timestamp, h.max_timestamp):
-            if ts < 0:
-                continue
-            if now - ts > before or ts - now > after:
-                raise InvalidTimestampError(
-                    f"timestamp {ts} of the batch at byte {h.position} is out of range: now is {now}, "
-                    f"message.timestamp.before.max.ms={before}, message.timestamp.after.max.ms={after}",
-                    position=h.position)
 
     def _check_writable(self) -> None:
         if self._closed:

@@ -86,7 +86,7 @@ from seglog.log import (
     parse_partition_dir,
 )
 from seglog.producer_state import ProducerStateManager, last_sequence
-from seglog.records import batch_headers, decode_columns
+from seglog.records import batch_headers
 
 if TYPE_CHECKING:
     from seglog.consumer import Consumer
@@ -732,40 +732,38 @@ class Store:
     # Appends
     # ---------------------------------------------------------------------------------------------
 
-    def append(self, topic: str, partition: int, records: Any) -> AppendResult:
+    def append(self, topic: str, partition: int, records: Any, *, origin: str = "client") -> AppendResult:
         """Append already-encoded RecordBatch v2 bytes (Kafka's produce path for one partition):
-        the batches are validated, idempotent producers' sequences checked (a repeat of one of a
-        producer's last five batches returns the original offsets), offsets assigned."""
+        the batches are validated as Kafka's broker validates a producer's (``Log.append``),
+        idempotent producers' sequences checked (a repeat of one of a producer's last five
+        batches returns the original offsets), offsets assigned. ``origin="coordinator"`` is for
+        transaction markers written on a transaction coordinator's behalf (clients may not write
+        control batches)."""
         self._check_writable()
         view = memoryview(records).cast("B")
-        heads = batch_headers(view, verify_crc=True)
-        if not heads:
-            raise InvalidRecordError("nothing to append: the buffer holds no batch")
-        part = self._partition(topic, partition)
-        t = self._topics[topic]
-        if t.config.compact:
-            for h in heads:
-                if h.is_control:
-                    continue
-                cols = decode_columns(view[h.position:h.position + h.size], keys=True, headers=False)
-                if cols.key_null_count:
-                    raise InvalidRecordError(
-                        f"compacted topic {topic!r} cannot accept a record without a key (batch at "
-                        f"byte {h.position})", position=h.position)
-        if len(heads) == 1 or all(h.producer_id < 0 for h in heads):
-            return self._append_part(part, view, heads)
-        results = [self._append_part(part, view[h.position:h.position + h.size], [h]) for h in heads]
-        return dataclasses.replace(results[-1], first_offset=results[0].first_offset,
-                                   duplicate=all(r.duplicate for r in results))
+        try:
+            heads = batch_headers(view, verify_crc=True)
+            if not heads:
+                raise InvalidRecordError("nothing to append: the buffer holds no batch")
+            part = self._partition(topic, partition)
+            if len(heads) == 1 or all(h.producer_id < 0 for h in heads):
+                return self._append_part(part, view, heads, origin)
+            results = [self._append_part(part, view[h.position:h.position + h.size], [h], origin)
+                       for h in heads]
+            return dataclasses.replace(results[-1], first_offset=results[0].first_offset,
+                                       duplicate=all(r.duplicate for r in results))
+        finally:
+            view.release()
 
-    def _append_part(self, part: _Partition, view: memoryview, heads: Sequence[Any]) -> AppendResult:
+    def _append_part(self, part: _Partition, view: memoryview, heads: Sequence[Any],
+                     origin: str = "client") -> AppendResult:
         h = heads[0]
         if len(heads) == 1 and h.producer_id >= 0 and not h.is_control:
             return self._append_to(part.topic, part.partition, view, producer_id=h.producer_id,
                                    producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
-                                   count=h.last_offset - h.base_offset + 1)
+                                   count=h.last_offset - h.base_offset + 1, origin=origin)
         with part.lock:
-            info = part.log.append(view, leader_epoch=_epoch(part.log))
+            info = part.log.append(view, leader_epoch=_epoch(part.log), origin=origin)
             first = info.first_offset
             for b in heads:
                 n = b.last_offset - b.base_offset + 1
@@ -779,7 +777,8 @@ class Store:
                             info.log_append_time, info.log_start_offset)
 
     def _append_to(self, topic: str, partition: int, data: Any, *, producer_id: int = -1,
-                   producer_epoch: int = -1, base_sequence: int = -1, count: int = 0) -> AppendResult:
+                   producer_epoch: int = -1, base_sequence: int = -1, count: int = 0,
+                   origin: str = "client") -> AppendResult:
         """The producer's append: one batch whose producer fields the caller already knows."""
         part = self._partition(topic, partition)
         with part.lock:
@@ -789,11 +788,11 @@ class Store:
                 if dup is not None:
                     return AppendResult(topic, partition, dup.first_offset, dup.last_offset, -1,
                                         part.log.log_start_offset, duplicate=True)
-                info = part.log.append(data, leader_epoch=_epoch(part.log))
+                info = part.log.append(data, leader_epoch=_epoch(part.log), origin=origin)
                 part.state.update(producer_id, producer_epoch, base_sequence, last_seq,
                                   info.first_offset, info.last_offset, info.max_timestamp)
             else:
-                info = part.log.append(data, leader_epoch=_epoch(part.log))
+                info = part.log.append(data, leader_epoch=_epoch(part.log), origin=origin)
         self._notify()
         return AppendResult(topic, partition, info.first_offset, info.last_offset,
                             info.log_append_time, info.log_start_offset)

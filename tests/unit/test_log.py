@@ -14,6 +14,7 @@ from seglog.errors import (
     InvalidRecordError,
     KafkaStorageError,
     OffsetOutOfRangeError,
+    RecordListTooLargeError,
     RecordTooLargeError,
 )
 from seglog.log import Log, parse_partition_dir
@@ -173,13 +174,18 @@ def test_roll_on_segment_bytes_exactly_as_kafka(tmp_path):
     for _ in range(3):
         log.append(b)
     assert [s.base_offset for s in log.segments] == [0, 2]
-    # A batch larger than segment.bytes still goes into a (new) segment of its own.
-    log.append(batch(1, size=5 * n))
+    # A batch larger than segment.bytes is refused as Kafka refuses it; nothing is written.
+    big = batch(1, size=5 * n)
+    with pytest.raises(RecordListTooLargeError, match=rf"Message batch size is {len(big)} bytes in "
+                       rf"append to partition u-0, which exceeds the maximum configured segment "
+                       rf"size of {3 * n - 1}"):
+        log.append(big)
+    assert log.log_end_offset == 3
     log.append(b)
-    assert [s.base_offset for s in log.segments] == [0, 2, 3, 4]
+    assert [s.base_offset for s in log.segments] == [0, 2]
     log.close()
     names = sorted(os.listdir(tmp_path / "u-0"))
-    assert names == sorted(f"{b:020d}.{e}" for b in (0, 2, 3, 4) for e in ("log", "index", "timeindex"))
+    assert names == sorted(f"{b:020d}.{e}" for b in (0, 2) for e in ("log", "index", "timeindex"))
 
 
 def test_roll_on_segment_ms_by_batch_timestamp(tmp_path):
@@ -579,7 +585,8 @@ def test_retention_off_and_compact_policy(tmp_path):
     log.close()
     log = open_log(tmp_path, {"segment.bytes": 300, "retention.ms": 1, "cleanup.policy": "compact"},
                    name="c-0", clock=clock)
-    fill(log, 20, ts=lambda k: clock.time_ms())
+    for k in range(20):     # a compacted log takes keyed records only
+        log.append(encode_batch([b"v".ljust(40, b".")], keys=[b"k%d" % k], timestamps=clock.time_ms()))
     clock.advance(10**6)
     assert log.delete_old_segments() == 0
     log.close()
