@@ -96,13 +96,14 @@ _ATTR_TXN_OR_CONTROL = _ATTR_TRANSACTIONAL | _ATTR_CONTROL
 #: Kafka's AppendOrigin of a leader append (see ``Log.append``).
 _ORIGINS = frozenset({"client", "coordinator"})
 
-_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)((?:\.deleted|\.cleaned|\.swap)?)$")
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)((?:\.deleted|\.cleaned|\.swap)?)\Z",
+                           re.ASCII)
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
     """``topic-N`` → (topic, N), splitting at the last '-' as Kafka does; None otherwise."""
     topic, sep, part = name.rpartition("-")
-    if not sep or not topic or not part.isdigit():
+    if not sep or not topic or not (part.isascii() and part.isdigit()):
         return None
     return topic, int(part)
 

@@ -64,7 +64,7 @@ NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 SNAPSHOT_VERSION = 1
 SNAPSHOT_SUFFIX = ".snapshot"
-_SNAPSHOT_NAME = re.compile(r"^(\d{20})\.snapshot$")
+_SNAPSHOT_NAME = re.compile(r"^(\d{20})\.snapshot\Z", re.ASCII)
 _HEAD = struct.Struct(">hIi")
 _ENTRY = struct.Struct(">qhiqiqiq")
 assert _ENTRY.size == 46

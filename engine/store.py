@@ -102,8 +102,8 @@ PARTITION_METADATA_FILE = "partition.metadata"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", "__cluster_metadata"})
 
 MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
-_DELETE_DIR = re.compile(r"^.+-\d+\.[0-9a-f]{32}-delete$")
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+\Z")   # \Z: "$" would accept a trailing newline
+_DELETE_DIR = re.compile(r"^.+-\d+\.[0-9a-f]{32}-delete\Z", re.ASCII)
 _PRODUCER_ID_BLOCK = 1000
 
 # Directories locked by a store of this process (POSIX record locks do not conflict within a
@@ -170,7 +170,7 @@ def validate_topic_name(name: object) -> str:
     """Kafka's topic-name rules (``Topic.validate``): 1-249 characters from ``[a-zA-Z0-9._-]``,
     not ``.`` or ``..``. A valid name can never reach outside the log directory."""
     if not isinstance(name, str):
-        raise InvalidTopicError(f"a topic name must be a str, not {type(name).__name__}")
+        raise TypeError(f"topic must be a str, not {type(name).__name__}")
     if not name:
         raise InvalidTopicError("topic name is illegal, it can't be empty")
     if name in (".", ".."):

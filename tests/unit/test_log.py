@@ -66,6 +66,21 @@ def test_parse_partition_dir():
     assert parse_partition_dir("__consumer_offsets-6") == ("__consumer_offsets", 6)
     assert parse_partition_dir("nodash") is None
     assert parse_partition_dir("x-") is None
+    # Only ASCII digits: int() would fail on "²" and read "٣" as 3.
+    for name in ("t-\u00b2", "t-\u0663", "t-\uff11", "t-0\n", "t- 1", "t-+1"):
+        assert parse_partition_dir(name) is None, name
+
+
+def test_segment_files_with_non_ascii_digits_or_a_newline_are_not_segments(tmp_path):
+    log = open_log(tmp_path)
+    log.append(batch(1))
+    log.close()
+    d = tmp_path / "t-0"
+    (d / ("0" * 19 + "\u0661.log")).write_bytes(b"")
+    (d / (f"{5:020d}.log\n")).write_bytes(b"")
+    log = open_log(tmp_path)
+    assert [s.base_offset for s in log.segments] == [0] and log.log_end_offset == 1
+    log.close()
 
 
 def test_new_log_layout(tmp_path):
