@@ -41,6 +41,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from seglog._native.fetch import FetchSlice, fetch_partition
+from seglog._args import bytes_arg, int_arg
 from seglog._native.segment import Segment, filename_prefix
 from seglog.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, fsync_dir
 from seglog.clock import Clock, Scheduler
@@ -533,8 +534,10 @@ class Log:
         """
         if origin not in _ORIGINS:
             raise ValueError(f"origin must be one of {sorted(_ORIGINS)}, got {origin!r}")
+        if leader_epoch is not None:
+            int_arg("leader_epoch", leader_epoch)
         self._check_writable()
-        view = memoryview(batches).cast("B")
+        view = bytes_arg("batches", batches)
         try:
             return self._append(view, assign_offsets, leader_epoch, verify_crc, origin)
         finally:
@@ -752,6 +755,11 @@ class Log:
         batch when ``min_one_batch``), never past the upper bound: ``"high_watermark"``
         (consumers), ``"log_end"`` (followers) or an explicit offset. Raises
         ``OffsetOutOfRangeError`` outside [log start, log end]."""
+        if type(offset) is not int or type(max_bytes) is not int:
+            int_arg("offset", offset)
+            int_arg("max_bytes", max_bytes)
+        if type(upper_bound) is not str:
+            int_arg("upper_bound", upper_bound)
         with self._lock:
             leo = self.log_end_offset
             if offset < self.log_start_offset or offset > leo:
@@ -775,6 +783,8 @@ class Log:
         """Kafka's ListOffsets: the first offset whose timestamp is >= ``timestamp``, with that
         record's timestamp; ``-2`` earliest, ``-1`` latest (the high watermark), ``-3`` the
         record with the largest timestamp. None when no record qualifies."""
+        int_arg("timestamp", timestamp)
+        int_arg("upper_bound", upper_bound, optional=True)
         with self._lock:
             hw = self._high_watermark if upper_bound is None else upper_bound
             if timestamp == EARLIEST_TIMESTAMP:
@@ -967,6 +977,7 @@ class Log:
         """Remove every batch holding offsets >= ``offset`` (a whole batch goes if it straddles
         ``offset``, as in Kafka). Never truncates below the log start. Returns True if anything
         was removed. The high watermark and recovery point follow the new end."""
+        int_arg("offset", offset)
         with self._lock:
             self._check_writable()
             if offset < 0:
@@ -1000,6 +1011,7 @@ class Log:
 
     def truncate_fully_and_start_at(self, offset: int) -> bool:
         """Delete everything and continue with an empty log at ``offset``."""
+        int_arg("offset", offset)
         with self._lock:
             self._check_writable()
             self._refuse_if_viewed(self._segments, "truncate")
@@ -1030,6 +1042,7 @@ class Log:
         """Move the log start offset to ``before_offset`` (Kafka's DeleteRecords): records below
         it are no longer readable and whole segments below it are deleted. It may not pass the
         high watermark. Returns the new log start offset."""
+        int_arg("before_offset", before_offset)
         with self._lock:
             self._check_writable()
             if before_offset > self._high_watermark:

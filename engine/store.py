@@ -66,6 +66,7 @@ from seglog._native.builder import Generation
 from seglog.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, atomic_write
 from seglog.clock import Clock, ManualClock, Scheduler
 from seglog.config import BrokerConfig, LogConfig
+from seglog._args import bytes_arg, int_arg
 from seglog.errors import (
     InvalidPartitionsError,
     InvalidRecordError,
@@ -536,7 +537,11 @@ class Store:
         validate_topic_name(name)
         if name in INTERNAL_TOPICS:
             raise InvalidTopicError(f"{name} is an internal topic; it is created by the store itself")
-        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+        int_arg("partitions", partitions)
+        if config is not None and not isinstance(config, Mapping):
+            raise TypeError(f"config must be a mapping of topic config keys or None, not "
+                            f"{type(config).__name__}")
+        if partitions < 1:
             raise InvalidPartitionsError(f"number of partitions must be at least 1, got {partitions!r}")
         overrides = dict(config or {})
         topic_config = self.config.topic_config(overrides)  # validates the overrides
@@ -739,8 +744,9 @@ class Store:
         batches returns the original offsets), offsets assigned. ``origin="coordinator"`` is for
         transaction markers written on a transaction coordinator's behalf (clients may not write
         control batches)."""
+        int_arg("partition", partition)
         self._check_writable()
-        view = memoryview(records).cast("B")
+        view = bytes_arg("records", records)
         try:
             heads = batch_headers(view, verify_crc=True)
             if not heads:
