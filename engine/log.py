@@ -196,7 +196,9 @@ class Log:
         (the store) when it owns the log dir's checkpoint files; when omitted they are read
         from the parent directory the way Kafka lays a log dir out. ``read_only`` opens a
         directory another program owns (a Kafka broker's) without changing any file.
-        ``scheduler`` runs the ``flush.ms`` flusher and delayed file deletion.
+        ``scheduler`` runs the ``flush.ms`` flusher and delayed file deletion; without one, a
+        log whose ``flush.ms`` is set runs its flusher on a scheduler of its own (a daemon
+        thread, or the ``ManualClock``'s ``advance``), which ``close()`` stops.
         ``dir_checkpoints=False`` leaves the parent directory's checkpoint files alone (neither
         read nor written): the owner of the log dir passes the values in and writes the files
         for all its partitions at once.
@@ -223,6 +225,7 @@ class Log:
         self._segments: list[Segment] = []
         self._closed = False
         self._flush_task: Any = None
+        self._own_scheduler: Scheduler | None = None
         parsed = parse_partition_dir(os.path.basename(self.dir))
         self.topic, self.partition = parsed if parsed else (os.path.basename(self.dir), 0)
         self._tp = (self.topic, self.partition)
@@ -366,7 +369,7 @@ class Log:
             # Records written from here on are below the old checkpointed start: record the
             # new start now, or the next open would hide them.
             self.checkpoint()
-        if self.scheduler is not None and not self.read_only:
+        if not self.read_only:
             self._schedule_flusher()
 
     def _read_tp_checkpoint(self, f: OffsetCheckpointFile, default: int) -> int:
@@ -720,9 +723,25 @@ class Log:
         if self.config.flush_ms >= 2**62:
             return
         period = max(1, min(self.config.flush_ms, 1000))
-        assert self.scheduler is not None
-        self._flush_task = self.scheduler.schedule(f"flush {self.dir}", self.maybe_flush_by_time,
-                                                   delay_ms=period, period_ms=period)
+        sched = self.scheduler
+        if sched is None:
+            # A standalone log keeps its flush.ms itself, on a scheduler of its own (a daemon
+            # thread; on a ManualClock the clock's advance runs it), stopped by close().
+            sched = self._own_scheduler = Scheduler(
+                self.clock, name=f"seglog-flush-{self.topic}-{self.partition}")
+        self._flush_task = sched.schedule(f"flush {self.dir}", self.maybe_flush_by_time,
+                                          delay_ms=period, period_ms=period)
+
+    def _stop_flusher(self) -> None:
+        sched = self.scheduler or self._own_scheduler
+        if self._flush_task is not None and sched is not None:
+            sched.cancel(self._flush_task)
+            self._flush_task = None
+        if self._own_scheduler is not None:
+            # Not joined: its thread may be waiting for this log's lock, which the caller holds;
+            # it finds the log closed and ends.
+            self._own_scheduler.shutdown(wait=False)
+            self._own_scheduler = None
 
     def maybe_flush_by_time(self) -> bool:
         """Flush if ``flush.ms`` has passed since the last flush and data is unflushed."""
@@ -1170,8 +1189,7 @@ class Log:
             if self._closed:
                 return
             self._refuse_if_viewed(self._segments, "close")
-            if self._flush_task is not None and self.scheduler is not None:
-                self.scheduler.cancel(self._flush_task)
+            self._stop_flusher()
             # A storage error (a full disk) must not leave files open: close everything, as a
             # crash would leave it if trimming fails, then raise the first error.
             error: BaseException | None = None
@@ -1213,8 +1231,7 @@ class Log:
         with self._lock:
             if self._closed:
                 return
-            if self._flush_task is not None and self.scheduler is not None:
-                self.scheduler.cancel(self._flush_task)
+            self._stop_flusher()
             for seg in self._segments + self._pending_deletes:
                 try:
                     seg.close_without_trim()

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from seglog.clock import ManualClock, Scheduler
+from seglog.clock import Clock, ManualClock, Scheduler
 from seglog.errors import (
     InvalidRecordError,
     KafkaStorageError,
@@ -334,6 +334,40 @@ def test_flush_ms_runs_on_the_scheduler(tmp_path):
     assert log.recovery_point == 3
     log.close()
     sched.shutdown()
+
+
+def test_flush_ms_on_a_standalone_log_flushes_on_time(tmp_path):
+    # No scheduler given: the log runs flush.ms itself instead of ignoring it.
+    clock = ManualClock(T0)
+    log = open_log(tmp_path, {"flush.ms": 500}, clock=clock)
+    log.append(batch(2))
+    clock.advance(499)
+    assert log.recovery_point == 0
+    clock.advance(1)
+    assert log.recovery_point == 2 and log.unflushed_messages == 0
+    log.close()
+    clock.advance(10_000)           # the log's own flusher is gone with it
+    # The system clock: a daemon thread flushes, and close() stops it.
+    import threading
+    import time
+
+    log = open_log(tmp_path, {"flush.ms": 20}, name="w-0", clock=Clock())
+    log.append(batch(3))
+    deadline = time.monotonic() + 10
+    while log.recovery_point < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert log.recovery_point == 3
+    name = "seglog-flush-w-0"
+    assert any(t.name == name for t in threading.enumerate())
+    log.close()
+    deadline = time.monotonic() + 10
+    while any(t.name == name for t in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not any(t.name == name for t in threading.enumerate())
+    # Without flush.ms no thread is started.
+    log = open_log(tmp_path, name="n-0", clock=Clock())
+    assert not any(t.name == "seglog-flush-n-0" for t in threading.enumerate())
+    log.close()
 
 
 def test_checkpoint_files_exact_text(tmp_path):
