@@ -187,6 +187,32 @@ def validate_topic_name(name: object) -> str:
     return name
 
 
+def _check_metadata(meta: dict[str, Any], path: str) -> None:
+    """The shape of ``seglog-metadata.json`` (well-formed JSON of the wrong shape is named, not
+    left to fail as a KeyError or TypeError later)."""
+    def bad(where: str, want: str, got: Any) -> StorageError:
+        return StorageError(f"damaged store metadata {path}: {where} should be {want}, found "
+                            f"{type(got).__name__} {str(got)[:40]!r}", path=path)
+
+    def is_int(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    if not is_int(meta.get("producer_id_block_end", 0)):
+        raise bad("producer_id_block_end", "an integer", meta["producer_id_block_end"])
+    topics = meta.get("topics", {})
+    if not isinstance(topics, dict):
+        raise bad("topics", "an object", topics)
+    for name, tm in topics.items():
+        if not isinstance(tm, dict):
+            raise bad(f"topics.{name}", "an object", tm)
+        if not is_int(tm.get("partitions", 0)) or tm.get("partitions", 0) < 0:
+            raise bad(f"topics.{name}.partitions", "a count of partitions", tm["partitions"])
+        if not isinstance(tm.get("config", {}), dict):
+            raise bad(f"topics.{name}.config", "an object", tm["config"])
+        if not isinstance(tm.get("topic_id") or "", str):
+            raise bad(f"topics.{name}.topic_id", "a string", tm["topic_id"])
+
+
 def _collision_name(name: str) -> str:
     # Kafka refuses topics whose names differ only by '.' vs '_' (metric names collide).
     return name.replace(".", "_")
@@ -436,10 +462,11 @@ class Store:
                 meta = json.load(f)
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             raise StorageError(f"cannot read the store metadata {path}: {exc}", path=path) from None
         if not isinstance(meta, dict) or meta.get("version") != 1:
             raise StorageError(f"unsupported store metadata in {path} (expected version 1)", path=path)
+        _check_metadata(meta, path)
         return meta
 
     def _write_metadata(self) -> None:
@@ -462,7 +489,10 @@ class Store:
                         key, _, value = line.partition(":")
                         if key.strip() == "topic_id" and value.strip():
                             return value.strip()
-            except OSError:
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError) as exc:
+                log.warning("ignoring unreadable %s (it is rewritten): %s", path, exc)
                 continue
         return None
 
@@ -475,7 +505,7 @@ class Store:
             with open(path, encoding="utf-8") as f:
                 if f.read() == text:
                     return
-        except OSError:
+        except (OSError, ValueError):      # missing or damaged (not UTF-8): rewritten
             pass
         atomic_write(path, text.encode("utf-8"))
 
