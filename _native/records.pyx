@@ -1470,7 +1470,7 @@ cdef int _name_partition(object exc, str where, Py_ssize_t pos) except -1:
 def validate_batches(object buf, str where, *, int64_t now, bint log_append_time=False,
                      int64_t before_max_ms=INT64_MAX, int64_t after_max_ms=INT64_MAX,
                      bint compacted=False, bint verify_crc=True, bint walk_compressed=True,
-                     Py_ssize_t max_batch_size=-1,
+                     Py_ssize_t max_batch_size=-1, bint produce_request=False,
                      Py_ssize_t max_decompressed=DEFAULT_MAX_DECOMPRESSED):
     """Validate batches a producer sent, as Kafka's broker does before a client append
     (``LogValidator`` with ``AppendOrigin.CLIENT``), and return their :class:`BatchHeader` list.
@@ -1487,7 +1487,9 @@ def validate_batches(object buf, str where, *, int64_t now, bint log_append_time
     now + after_max_ms]`` (``InvalidTimestampError``) and the batch's maxTimestamp must equal the
     largest record timestamp. Compressed batches are decompressed once, within
     ``max_decompressed`` bytes; ``walk_compressed=False`` leaves their records unread (only for
-    batches this process encoded itself and nothing has touched since).
+    batches this process encoded itself and nothing has touched since). ``produce_request``
+    adds the rules of a Kafka Produce request's records for one partition: exactly one batch,
+    whose baseOffset is 0.
     """
     cdef const uint8_t[::1] mv_ = _bytes_arg(buf, "buf")
     cdef Py_ssize_t n = mv_.shape[0], pos = 0, size
@@ -1512,6 +1514,10 @@ def validate_batches(object buf, str where, *, int64_t now, bint log_append_time
                                f"bytes, over the largest allowed ({max_batch_size} bytes: "
                                f"max.message.bytes + 12 bytes of log overhead)",
                                position=pos, limit=max_batch_size)
+        if produce_request and pos > 0:
+            raise _errors.make("invalid_record", f"a produce request holds one record batch per "
+                               f"partition; another starts at byte {pos} of the append to {where}",
+                               position=pos)
         magic = p[pos + 16]
         if magic != 2:
             raise _errors.make("invalid_record",
@@ -1548,8 +1554,14 @@ def validate_batches(object buf, str where, *, int64_t now, bint log_append_time
         if walk_compressed or (h.attrs & ATTR_CODEC_MASK) == 0:
             _validate_records(p + pos, pos, &h, where, now, not log_append_time, before_max_ms,
                               after_max_ms, compacted, max_decompressed)
+        if produce_request:
+            if h.base_offset != 0:
+                _refuse("invalid_record", where, pos, h.base_offset,
+                        f"the baseOffset of a produced batch must be 0, not {h.base_offset}")
         out.append(_make_header(p, pos, size))
         pos += size
+    if produce_request and not out:
+        raise _errors.make("invalid_record", f"the append to {where} holds no record batch at all")
     return out
 
 

@@ -307,3 +307,86 @@ def test_fuzz_whatever_is_acknowledged_decodes(tmp_path, codec):
     assert refused_n > 0
     # Every acknowledged batch of the whole log still decodes, record by record.
     assert len(decode_records(log.read(0, 1 << 30, upper_bound="log_end").to_bytes())) == log.log_end_offset
+
+
+# -- more of the same kinds ---------------------------------------------------------------------------
+
+
+def test_one_bad_batch_refuses_the_whole_append(tmp_path):
+    log = open_log(tmp_path)
+    good = encode_batch([b"a", b"b"], timestamps=T0)
+    bad = raw_batch(record(0) + record(7), count=2)
+    exc = refused(log, good + bad + good, InvalidRecordError, r"batch at byte %d" % len(good))
+    assert exc.position == len(good)
+    assert log.log_end_offset == 0
+
+
+def test_store_append_validates_like_the_log(tmp_path):
+    with Store.open(str(tmp_path / "s"), clock=ManualClock(T0)) as store:
+        store.create_topic("t", 1, {"message.timestamp.after.max.ms": 10})
+        with pytest.raises(CorruptRecordError, match="in the append to t-0"):
+            store.append("t", 0, raw_batch(b"\x05" + bytes(30), count=2))
+        with pytest.raises(InvalidTimestampError, match="of record 0 is out of range"):
+            store.append("t", 0, encode_batch([b"a"], timestamps=T0 + 11))
+        # An idempotent producer's batch is validated before its sequence is recorded.
+        bad = raw_batch(record(0) + record(3), count=2, pid=9, epoch=0, seq=0)
+        with pytest.raises(InvalidRecordError, match="record 1 has offsetDelta 3"):
+            store.append("t", 0, bad)
+        ok = encode_batch([b"a", b"b"], timestamps=T0, producer_id=9, producer_epoch=0, base_sequence=0)
+        assert store.append("t", 0, ok).first_offset == 0
+        assert store.log("t", 0).log_end_offset == 2
+
+
+@pytest.mark.parametrize("codec", ["uncompressed", "gzip", "zstd"])
+def test_producer_batches_get_their_timestamps_checked_record_by_record(tmp_path, codec):
+    """The producer's own batches skip the CRC (and, compressed, the walk unless a timestamp
+    bound is set): a too-old record that is not the batch's first is still refused."""
+    clock = ManualClock(T0)
+    with Store.open(str(tmp_path / "s"), clock=clock) as store:
+        store.create_topic("t", 1, {"message.timestamp.before.max.ms": 1000, "compression.type": codec})
+        p = store.producer(linger_ms=10)
+        p.send("t", b"fine", timestamp=T0)
+        f = p.send("t", b"old", timestamp=T0 - 5000)
+        clock.advance(10)
+        with pytest.raises(InvalidTimestampError, match=rf"timestamp {T0 - 5000} of record 1"):
+            f.get()
+        with pytest.raises(InvalidTimestampError, match=r"of record 2 is out of range"):
+            p.send_batch("t", [b"a", b"b", b"c"], timestamps=[T0, T0, T0 - 5000])
+        assert store.log("t", 0).log_end_offset == 0
+
+
+def test_uncompressed_validation_allocates_nothing_per_record():
+    import tracemalloc
+
+    small = encode_batch([b"v" * 20] * 10, keys=[b"k"] * 10, timestamps=T0)
+    large = encode_batch([b"v" * 20] * 10_000, keys=[b"k"] * 10_000, timestamps=T0)
+    validate_batches(small, "t-0", now=T0)       # warm up
+    peaks = []
+    for data in (small, large):
+        tracemalloc.start()
+        validate_batches(data, "t-0", now=T0)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    assert peaks[1] <= peaks[0] + 256, peaks      # one header object either way
+
+
+def test_validate_batches_returns_the_headers():
+    data = encode_batch([b"a"], timestamps=T0) + encode_batch([b"b", b"c"], timestamps=T0 + 1, base_offset=1)
+    heads = validate_batches(data, "t-0", now=T0)
+    assert [(h.position, h.base_offset, h.records_count, h.max_timestamp) for h in heads] == [
+        (0, 0, 1, T0), (heads[1].position, 1, 2, T0 + 1)]
+    assert validate_batches(b"", "t-0", now=T0) == []
+    with pytest.raises(ValueError, match="timestamp bounds must be >= 0"):
+        validate_batches(data, "t-0", now=T0, before_max_ms=-1)
+
+
+def test_produce_request_rules_for_a_future_produce_handler():
+    one = encode_batch([b"a"], timestamps=T0)
+    assert len(validate_batches(one, "t-0", now=T0, produce_request=True)) == 1
+    with pytest.raises(InvalidRecordError, match="one record batch per partition; another starts at byte"):
+        validate_batches(one + one, "t-0", now=T0, produce_request=True)
+    with pytest.raises(InvalidRecordError, match="baseOffset of a produced batch must be 0, not 5"):
+        validate_batches(encode_batch([b"a"], timestamps=T0, base_offset=5), "t-0", now=T0,
+                         produce_request=True)
+    with pytest.raises(InvalidRecordError, match="no record batch at all"):
+        validate_batches(b"", "t-0", now=T0, produce_request=True)
