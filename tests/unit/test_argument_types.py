@@ -121,3 +121,48 @@ def test_negative_timestamps_are_refused_as_kafkas_producer_refuses_them(env: An
     producer.send("t", b"v", timestamp=-1)
     producer.flush()
     assert store.log("t", 0).log_end_offset == 1
+
+
+CONSUMER_CASES: list[tuple[str, Callable[[Any, Any], Any], str]] = [
+    ("subscribe int", lambda c, tp: c.subscribe(5), r"topics must be a list of names, not int"),
+    ("subscribe item", lambda c, tp: c.subscribe([5]), r"topics must hold str names, not int"),
+    ("subscribe pattern", lambda c, tp: c.subscribe(pattern=5), r"pattern must be a str or a compiled"),
+    ("assign item", lambda c, tp: c.assign([5]), r"partition must be a TopicPartition or a \(topic, partition\) pair, not int"),
+    ("assign partition number", lambda c, tp: c.assign([("t", "0")]),
+     r"partition \('t', '0'\): the partition number must be an int, not str"),
+    ("seek offset", lambda c, tp: (c.assign([tp]), c.seek(tp, "0")), r"offset must be an int, not str"),
+    ("seek partition", lambda c, tp: c.seek(5, 0), r"partition must be a TopicPartition"),
+    ("position", lambda c, tp: c.position(3.5), r"partition must be a TopicPartition"),
+    ("poll max_records", lambda c, tp: c.poll(max_records="1"), r"max_records must be an int or None, not str"),
+    ("poll timeout_ms", lambda c, tp: c.poll(timeout_ms="1"), r"timeout_ms must be an int, not str"),
+    ("poll_columns max_records", lambda c, tp: c.poll_columns(1.5), r"max_records must be an int or None, not float"),
+    ("commit offsets", lambda c, tp: c.commit(5), r"offsets must be a mapping of partition to offset, not int"),
+    ("commit offset value", lambda c, tp: c.commit({tp: "1"}), r"the offset for t-0 must be an int, not str"),
+    ("offsets_for_times", lambda c, tp: c.offsets_for_times({tp: "1"}), r"the timestamp for t-0 must be an int, not str"),
+    ("committed", lambda c, tp: c.committed(None), r"partition must be a TopicPartition"),
+    ("pause", lambda c, tp: c.pause("t"), r"partition must be a TopicPartition"),
+]
+
+
+@pytest.mark.parametrize("case", CONSUMER_CASES, ids=[c[0] for c in CONSUMER_CASES])
+def test_consumer_wrong_types_name_the_argument(env: Any, case: tuple[str, Callable[..., Any], str]) -> None:
+    from seglog import TopicPartition
+
+    store, _, _ = env
+    c = store.consumer(group_id="g")
+    with pytest.raises(TypeError, match=case[2]):
+        case[1](c, TopicPartition("t", 0))
+    assert store.group_offsets.committed("g", "t", 0) is None
+
+
+def test_consumer_takes_numpy_partition_numbers_and_offsets(env: Any) -> None:
+    from seglog import TopicPartition
+
+    store, _, _ = env
+    store.append("t", 0, encode_batch([b"a", b"b"], timestamps=T0))
+    c = store.consumer(group_id="g")
+    c.assign([("t", np.int64(0))])
+    c.seek(("t", 0), np.int64(1))
+    assert [r.value for r in c.poll(timeout_ms=0)] == [b"b"]
+    c.commit({TopicPartition("t", 0): np.int64(2)})
+    assert c.committed(("t", 0)).offset == 2
