@@ -549,6 +549,28 @@ class Log:
             # the batch it exported here).
             view.release()
 
+    def validate(self, batches: Any, *, verify_crc: bool = True) -> list[Any]:
+        """Validate a producer's batches as ``append`` does (origin ``"client"``) without
+        writing them; returns their headers. For a producer's retry that turns out to be a
+        duplicate: Kafka validates a batch before it looks at its sequence."""
+        view = bytes_arg("batches", batches)
+        try:
+            return self._validate_client(view, self.clock.time_ms(), verify_crc)
+        finally:
+            view.release()
+
+    def _validate_client(self, view: memoryview, now: int, verify_crc: bool) -> list[Any]:
+        cfg = self.config
+        log_append = cfg.message_timestamp_type == "LogAppendTime"
+        bounded = not log_append and (cfg.message_timestamp_before_max_ms < _LONG_MAX
+                                      or cfg.message_timestamp_after_max_ms < _LONG_MAX)
+        return validate_batches(
+            view, f"{self.topic}-{self.partition}", now=now, log_append_time=log_append,
+            before_max_ms=cfg.message_timestamp_before_max_ms,
+            after_max_ms=cfg.message_timestamp_after_max_ms, compacted=cfg.compact,
+            verify_crc=verify_crc, walk_compressed=verify_crc or bounded,
+            max_batch_size=cfg.max_message_bytes + 12)
+
     def _append(self, view: memoryview, assign_offsets: bool, leader_epoch: int | None,
                 verify_crc: bool, origin: str) -> LogAppendInfo:
         now = self.clock.time_ms()
@@ -556,8 +578,6 @@ class Log:
         limit = cfg.max_message_bytes
         log_append = cfg.message_timestamp_type == "LogAppendTime"
         client = assign_offsets and origin == "client"
-        bounded = not log_append and (cfg.message_timestamp_before_max_ms < _LONG_MAX
-                                      or cfg.message_timestamp_after_max_ms < _LONG_MAX)
         where = f"{self.topic}-{self.partition}"
         if len(view) > cfg.segment_bytes:
             # Kafka's UnifiedLog.append: an append that cannot fit one segment is refused.
@@ -566,12 +586,7 @@ class Log:
                 f"exceeds the maximum configured segment size of {cfg.segment_bytes}",
                 limit=cfg.segment_bytes)
         if client:
-            heads = validate_batches(
-                view, where, now=now, log_append_time=log_append,
-                before_max_ms=cfg.message_timestamp_before_max_ms,
-                after_max_ms=cfg.message_timestamp_after_max_ms, compacted=cfg.compact,
-                verify_crc=verify_crc, walk_compressed=verify_crc or bounded,
-                max_batch_size=limit + 12)
+            heads = self._validate_client(view, now, verify_crc)
         else:
             heads = batch_headers(view, verify_crc=verify_crc)
         if not heads:

@@ -244,6 +244,7 @@ class _Partition:
                 last_seq = (base_sequence + count - 1) % (2**31)
                 dup = self.state.check(producer_id, producer_epoch, base_sequence, last_seq)
                 if dup is not None:
+                    lg.validate(data, verify_crc=verify_crc)    # as Kafka: validated first
                     return dup.first_offset, -1
                 info = lg.append(data, leader_epoch=epoch, verify_crc=verify_crc)
                 self.state.update(producer_id, producer_epoch, base_sequence, last_seq,
@@ -822,6 +823,8 @@ class Store:
                 last_seq = (base_sequence + count - 1) % (2**31)
                 dup = part.state.check(producer_id, producer_epoch, base_sequence, last_seq)
                 if dup is not None:
+                    if origin == "client":
+                        part.log.validate(data)    # as Kafka: validated before the sequence check
                     return AppendResult(topic, partition, dup.first_offset, dup.last_offset, -1,
                                         part.log.log_start_offset, duplicate=True)
                 info = part.log.append(data, leader_epoch=_epoch(part.log), origin=origin)

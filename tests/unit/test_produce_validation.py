@@ -390,3 +390,27 @@ def test_produce_request_rules_for_a_future_produce_handler():
                          produce_request=True)
     with pytest.raises(InvalidRecordError, match="no record batch at all"):
         validate_batches(b"", "t-0", now=T0, produce_request=True)
+
+
+def test_a_retry_that_is_a_duplicate_is_validated_first(tmp_path):
+    with Store.open(str(tmp_path / "s"), clock=ManualClock(T0)) as store:
+        store.create_topic("t", 1)
+        ok = encode_batch([b"a", b"b"], timestamps=T0, producer_id=9, producer_epoch=0, base_sequence=0)
+        assert store.append("t", 0, ok).first_offset == 0
+        assert store.append("t", 0, ok).duplicate
+        # Same producer, epoch and sequences, garbage records behind a valid CRC: refused, as
+        # Kafka refuses it before looking at the sequence, not acknowledged as a duplicate.
+        bad = raw_batch(record(0) + record(9), count=2, pid=9, epoch=0, seq=0)
+        with pytest.raises(InvalidRecordError, match="record 1 has offsetDelta 9"):
+            store.append("t", 0, bad)
+        assert store.log("t", 0).log_end_offset == 2
+
+
+def test_log_validate_checks_without_writing(tmp_path):
+    log = open_log(tmp_path, {"message.timestamp.after.max.ms": 0})
+    assert [h.records_count for h in log.validate(encode_batch([b"a"], timestamps=T0))] == [1]
+    with pytest.raises(InvalidTimestampError):
+        log.validate(encode_batch([b"a"], timestamps=T0 + 1))
+    with pytest.raises(TypeError, match="batches must be a bytes-like object"):
+        log.validate("x")
+    assert log.log_end_offset == 0
