@@ -532,7 +532,7 @@ class Log:
         over their records (see docs/architecture.md).
 
         Raises ``CorruptRecordError``, ``RecordTooLargeError``, ``RecordListTooLargeError``
-        (over ``segment.bytes``), ``InvalidTimestampError`` or ``InvalidRecordError`` before
+        (a batch over ``segment.bytes``), ``InvalidTimestampError`` or ``InvalidRecordError`` before
         anything is written.
         """
         if origin not in _ORIGINS:
@@ -579,12 +579,6 @@ class Log:
         log_append = cfg.message_timestamp_type == "LogAppendTime"
         client = assign_offsets and origin == "client"
         where = f"{self.topic}-{self.partition}"
-        if len(view) > cfg.segment_bytes:
-            # Kafka's UnifiedLog.append: an append that cannot fit one segment is refused.
-            raise RecordListTooLargeError(
-                f"Message batch size is {len(view)} bytes in append to partition {where}, which "
-                f"exceeds the maximum configured segment size of {cfg.segment_bytes}",
-                limit=cfg.segment_bytes)
         if client:
             heads = self._validate_client(view, now, verify_crc)
         else:
@@ -593,6 +587,13 @@ class Log:
             raise InvalidRecordError(f"nothing to append to {where}: the buffer holds no batch")
         txn_or_control = False
         for h in heads:
+            if h.size > cfg.segment_bytes:
+                # Kafka's UnifiedLog.append refuses an append that cannot fit one segment (a
+                # producer's append is one batch); several batches may still span segments.
+                raise RecordListTooLargeError(
+                    f"Message batch size is {h.size} bytes in append to partition {where}, which "
+                    f"exceeds the maximum configured segment size of {cfg.segment_bytes}",
+                    position=h.position, limit=cfg.segment_bytes)
             if h.magic != 2:
                 raise InvalidRecordError(f"only RecordBatch v2 can be appended; the batch at byte "
                                          f"{h.position} has magic {h.magic}", position=h.position)

@@ -161,8 +161,8 @@ class LogMachine(RuleBasedStateMachine):
             batches.append(encode_batch(vals, timestamps=stamps))
             expected.append(list(zip(vals, stamps)))
         data = b"".join(batches)
-        if len(data) > CONFIG["segment.bytes"]:
-            # Kafka refuses an append that cannot fit one segment; nothing is written.
+        if max(len(b) for b in batches) > CONFIG["segment.bytes"]:
+            # Kafka refuses a batch that cannot fit one segment; nothing is written.
             with pytest.raises(RecordListTooLargeError):
                 self.log.append(data)
             assert self.log.log_end_offset == self.leo

@@ -414,3 +414,21 @@ def test_log_validate_checks_without_writing(tmp_path):
     with pytest.raises(TypeError, match="batches must be a bytes-like object"):
         log.validate("x")
     assert log.log_end_offset == 0
+
+
+def test_segment_bytes_limits_each_batch_not_a_multi_batch_append(tmp_path):
+    from seglog.errors import RecordListTooLargeError
+
+    one = encode_batch([b"x" * 100], timestamps=T0)
+    log = open_log(tmp_path, {"segment.bytes": 3 * len(one)})
+    info = log.append(one * 5)          # several batches: more than a segment, each fits
+    assert (info.first_offset, info.last_offset) == (0, 4)
+    big = encode_batch([b"x" * 600], timestamps=T0)
+    with pytest.raises(RecordListTooLargeError, match=rf"Message batch size is {len(big)} bytes in "
+                       rf"append to partition t-0, which exceeds the maximum configured segment "
+                       rf"size of {3 * len(one)}") as exc:
+        log.append(one + big)
+    assert exc.value.position == len(one) and log.log_end_offset == 5
+    # A follower cannot be handed one either.
+    with pytest.raises(RecordListTooLargeError):
+        log.append(encode_batch([b"x" * 600], timestamps=T0, base_offset=5), assign_offsets=False)
