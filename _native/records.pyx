@@ -1624,7 +1624,7 @@ def iter_records(buf, *, bint verify_crc=True, bint include_control=False,
                  bint allow_truncated=False, min_offset=None, max_offset=None,
                  Py_ssize_t max_decompressed=DEFAULT_MAX_DECOMPRESSED, aborted=None):
     """Iterate the records in ``buf`` lazily, one batch decoded at a time (see decode_records)."""
-    cdef const uint8_t[::1] mv = buf
+    cdef const uint8_t[::1] mv = _bytes_arg(buf, "buf")
     cdef RecordIterator it = RecordIterator.__new__(RecordIterator)
     it.owner = mv
     it.d = _decoder(mv, verify_crc, include_control, allow_truncated, min_offset, max_offset,

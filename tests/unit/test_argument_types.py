@@ -79,7 +79,7 @@ CASES: list[tuple[str, Callable[[Any, Any, Any], Any], str]] = [
     ("batch_headers", lambda s, p, lg: batch_headers(None), r"buf must be a bytes-like object .* not NoneType"),
     ("first_at_or_after", lambda s, p, lg: first_at_or_after("x", 0), r"buf must be a bytes-like object .* not str"),
     ("validate_batches", lambda s, p, lg: validate_batches(1, "t-0", now=T0), r"buf must be a bytes-like object .* not int"),
-    ("iter_records", lambda s, p, lg: iter_records("abc"), r"bytes-like"),
+    ("iter_records", lambda s, p, lg: iter_records("abc"), r"buf must be a bytes-like object .* not str"),
 ]
 
 
