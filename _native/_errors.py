@@ -13,6 +13,7 @@ from typing import Any
 _classes: dict[str, type[BaseException]] = {
     "corrupt_record": ValueError,
     "invalid_record": ValueError,
+    "invalid_timestamp": ValueError,
     "record_too_large": ValueError,
     "unknown_topic_or_partition": KeyError,
     "unsupported_compression": ValueError,

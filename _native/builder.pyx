@@ -796,11 +796,17 @@ cdef class Accumulator:
                     if isinstance(key, str):
                         raise TypeError("the record key is a str; Kafka records hold bytes: encode "
                                         "it first (e.g. key.encode('utf-8'))")
-                    kview = memoryview(key).cast("B")
+                    try:
+                        kview = memoryview(key).cast("B")
+                    except TypeError:
+                        raise TypeError(f"the record key must be bytes-like or None, not "
+                                        f"{type(key).__name__}") from None
                     kn = kview.shape[0]
                     p = seglog_partition_for_key(&kview[0] if kn else <const uint8_t *>b"", kn,
                                                  <uint32_t>slots.num_partitions)
             else:
+                if not isinstance(partition, int) or isinstance(partition, bool):
+                    raise TypeError(f"partition must be an int or None, not {type(partition).__name__}")
                 p = partition
                 if p < 0 or p >= slots.num_partitions:
                     raise _errors.make("unknown_topic_or_partition",
@@ -810,7 +816,14 @@ cdef class Accumulator:
                 raise _errors.make("invalid_record", f"compacted topic {topic!r} cannot accept a "
                                    "record without a key")
             if timestamp is not None:
+                if not isinstance(timestamp, int) or isinstance(timestamp, bool):
+                    raise TypeError(f"timestamp must be an int (milliseconds) or None, not "
+                                    f"{type(timestamp).__name__}")
                 ts = timestamp
+                if ts < -1:
+                    # Kafka's producer refuses these (ProducerRecord); -1 is the wire's "none".
+                    raise ValueError(f"timestamp: invalid timestamp {ts}: a timestamp must be >= 0 "
+                                     "milliseconds (or -1 for none, or None for now)")
             elif self.clock_ms is None:
                 ts = _wall_ms()
             else:

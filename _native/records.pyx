@@ -48,7 +48,7 @@ independent of the input buffer (keys and values are copied out), so the caller 
 cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_CheckExact
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_FORMAT, PyBUF_ND
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyObject_CheckBuffer, PyBUF_SIMPLE, PyBUF_FORMAT, PyBUF_ND
 from cpython.list cimport PyList_New, PyList_SET_ITEM, PyList_GET_ITEM, PyList_CheckExact
 from cpython.tuple cimport PyTuple_CheckExact
 from cpython.long cimport PyLong_AsLong, PyLong_AsLongLong, PyLong_CheckExact
@@ -137,6 +137,14 @@ cdef object _codecs():
     return _compression_mod
 
 
+cdef const uint8_t[::1] _bytes_arg(object obj, str name):
+    """``obj`` as a byte view; a TypeError naming the argument when it is not bytes-like."""
+    if isinstance(obj, str) or not PyObject_CheckBuffer(obj):
+        raise TypeError(f"{name} must be a bytes-like object (bytes, bytearray, memoryview, "
+                        f"mmap...), not {type(obj).__name__}")
+    return obj
+
+
 cdef int _raise_corrupt(str what, Py_ssize_t position) except -1:
     raise _errors.corrupt(what, position)
 
@@ -150,6 +158,9 @@ cpdef int codec_id(object compression) except -1:
                          "1 (gzip), 2 (snappy), 3 (lz4), 4 (zstd)")
     if compression is None:
         return 0
+    if not isinstance(compression, str):
+        raise TypeError(f"compression must be a codec name (none, gzip, snappy, lz4, zstd), an id "
+                        f"0-4 or None, not {type(compression).__name__}")
     if isinstance(compression, str):
         try:
             return CODEC_NAMES[compression.lower()]
@@ -382,12 +393,38 @@ cdef inline int64_t _as_int64(object x) except? -1:
     return PyLong_AsLongLong(x)
 
 
-cdef int _tscol_init(TsCol *c, object obj, Py_ssize_t n, list keep) except -1:
+cdef int _tscol_init(TsCol *c, object obj, Py_ssize_t n, list keep,
+                     bint allow_negative=False) except -1:
+    """Resolve the timestamps column, then (unless ``allow_negative``) refuse negative
+    timestamps other than -1 ("none"), as Kafka's producer and MemoryRecordsBuilder do."""
+    _tscol_resolve(c, obj, n, keep)
+    if allow_negative:
+        return 0
+    cdef Py_ssize_t i
+    cdef int64_t v
+    if c.kind == T_SCALAR:
+        if c.scalar < -1:
+            raise ValueError(f"timestamps: invalid timestamp {c.scalar}: a timestamp must be >= 0 "
+                             "milliseconds (or -1 for none)")
+        return 0
+    for i in range(n):
+        v = c.data[i]
+        if v < -1:
+            raise ValueError(f"timestamps: invalid timestamp {v} of record {i}: a timestamp must "
+                             "be >= 0 milliseconds (or -1 for none)")
+    return 0
+
+
+cdef int _tscol_resolve(TsCol *c, object obj, Py_ssize_t n, list keep) except -1:
     memset(c, 0, sizeof(TsCol))
     if obj is None:
         c.kind = T_SCALAR
         c.scalar = <int64_t>(_time.time_ns() // 1000000)
         return 0
+    if isinstance(obj, (str, bytes, bytearray, float, bool)) or not (
+            isinstance(obj, int) or hasattr(obj, "__len__") or hasattr(obj, "__iter__")):
+        raise TypeError(f"timestamps must be None, an int (milliseconds) or a column of int64 "
+                        f"milliseconds, not {type(obj).__name__}")
     if isinstance(obj, int):
         c.kind = T_SCALAR
         c.scalar = obj
@@ -477,7 +514,8 @@ include "crc_gil.pxi"
 def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t base_offset=0,
                  compression=0, compression_level=None, int32_t partition_leader_epoch=-1,
                  int64_t producer_id=-1, int16_t producer_epoch=-1, int32_t base_sequence=-1,
-                 bint is_transactional=False, log_append_time=None):
+                 bint is_transactional=False, log_append_time=None,
+                 bint allow_negative_timestamps=False):
     """Encode one RecordBatch v2 from columns; returns ``bytes``.
 
     ``values`` and ``keys`` are columns (see module docs); ``timestamps`` is None (now), one
@@ -485,6 +523,9 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
     per record: None or a list of ``(str key, bytes-or-None value)``. Records get offset deltas
     0..n-1 and ``baseTimestamp`` = the first record's timestamp, as Kafka's producer writes them.
     ``log_append_time`` sets the LogAppendTime attribute and ``maxTimestamp`` (as a broker does).
+    A timestamp below -1 (-1 is "none") raises ValueError naming the record and the value, as
+    Kafka's ``MemoryRecordsBuilder`` refuses it; ``allow_negative_timestamps=True`` encodes it
+    anyway (the format holds any int64: for test corpora and batches other clients wrote).
     """
     cdef list keep = []
     cdef BinCol vcol, kcol
@@ -504,7 +545,7 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
     cdef int codec = codec_id(compression)
     # Everything that may run Python code (timestamps' __index__, header values' buffers) is
     # resolved before any pointer into the value and key columns is taken.
-    _tscol_init(&tcol, timestamps, n, keep)
+    _tscol_init(&tcol, timestamps, n, keep, allow_negative_timestamps)
     cdef list hsections = None
     if headers is not None:
         if len(headers) != n:
@@ -677,7 +718,8 @@ def encode_control_batch(int control_type, *, int64_t base_offset=0, int64_t tim
     out = bytearray(encode_batch([bytes(value)], keys=[key], timestamps=timestamp,
                                  base_offset=base_offset, partition_leader_epoch=partition_leader_epoch,
                                  producer_id=producer_id, producer_epoch=producer_epoch,
-                                 base_sequence=-1, is_transactional=True))
+                                 base_sequence=-1, is_transactional=True,
+                                 allow_negative_timestamps=True))
     cdef uint8_t *b = <uint8_t *>PyByteArray_AS_STRING(out)
     kb_store_u16(b + 21, ATTR_TRANSACTIONAL | ATTR_CONTROL)
     kb_store_u32(b + 17, seglog_crc32c(0, b + CRC_START, len(out) - CRC_START))
@@ -909,19 +951,20 @@ cdef BatchHeader _make_header(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t siz
     return bh
 
 
-def batch_headers(const uint8_t[::1] buf, Py_ssize_t start=0, Py_ssize_t end=-1, *,
+def batch_headers(object buf, Py_ssize_t start=0, Py_ssize_t end=-1, *,
                   bint verify_crc=False, bint allow_truncated=False):
     """Headers of the batches in ``buf[start:end]`` without decoding records.
 
     With ``verify_crc`` every batch's checksum is checked (CRC-32C for v2, CRC-32 for v0/v1).
     With ``allow_truncated`` a torn last batch ends the list instead of raising.
     """
-    cdef Py_ssize_t n = buf.shape[0]
+    cdef const uint8_t[::1] mv_ = _bytes_arg(buf, "buf")
+    cdef Py_ssize_t n = mv_.shape[0]
     if end < 0 or end > n:
         end = n
     if start < 0 or start > end:
         raise ValueError(f"start {start} is outside the buffer of {n} bytes")
-    cdef const uint8_t *p = &buf[0] if n else _EMPTY
+    cdef const uint8_t *p = &mv_[0] if n else _EMPTY
     cdef Py_ssize_t pos = start, size
     cdef list out = []
     cdef V2Head h
@@ -1402,7 +1445,190 @@ cdef int _set_aborted(_Decoder d, object aborted) except -1:
     return 0
 
 
-def decode_records(const uint8_t[::1] buf, *, bint verify_crc=True, bint include_control=False,
+# ---------------------------------------------------------------------------------------------
+# Produce-path validation (Kafka's LogValidator for AppendOrigin.CLIENT)
+# ---------------------------------------------------------------------------------------------
+
+cdef int _refuse(str kind, str where, Py_ssize_t pos, int64_t base, str what,
+                 int64_t offset=-1) except -1:
+    """Raise ``kind`` naming the partition, the batch (byte position, base offset) and ``what``."""
+    raise _errors.make(kind, f"{what} (batch at byte {pos}, base offset {base}, in the append to "
+                             f"{where})", position=pos, offset=(None if offset < 0 else offset))
+
+
+cdef int _validate_records(const uint8_t *b, Py_ssize_t pos, V2Head *h, str where, int64_t now,
+                           bint check_ts, int64_t before_max_ms, int64_t after_max_ms,
+                           bint compacted, Py_ssize_t max_decompressed) except -1:
+    """One pass over the records of a v2 batch: every record parsed with its lengths and varints
+    in bounds, offset deltas 0..count-1, keys on compacted topics, timestamps within bounds, the
+    header's maxTimestamp equal to the largest record timestamp. No allocation when the batch is
+    uncompressed (a compressed one is decompressed once, within ``max_decompressed``)."""
+    cdef int codec = h.attrs & ATTR_CODEC_MASK
+    cdef const uint8_t *p
+    cdef const uint8_t *rend
+    cdef _Source src = None
+    cdef RecView r
+    cdef const char *err = NULL
+    cdef int32_t i
+    cdef int64_t ts, max_seen = -1
+    cdef int64_t low = INT64_MIN, high = INT64_MAX
+    if codec == 0:
+        p = b + V2_HEADER
+        rend = b + h.length + LOG_OVERHEAD
+    else:
+        src = _records_area(b, pos, h.length + LOG_OVERHEAD, codec, 2, V2_HEADER, max_decompressed,
+                            h.base_offset)
+        p = src.start
+        rend = src.end
+        if h.count > (rend - p) // MIN_RECORD_SIZE:
+            _raise_corrupt(f"record count {h.count} cannot fit in {rend - p} decompressed bytes "
+                           f"(batch at offset {h.base_offset}, in the append to {where})", pos)
+    # The accepted range [now - before, now + after], without overflowing int64 (now >= 0).
+    if check_ts:
+        if before_max_ms < INT64_MAX and now >= 0:
+            low = now - before_max_ms
+        if after_max_ms < INT64_MAX - now:
+            high = now + after_max_ms
+    for i in range(h.count):
+        p = _parse_record(p, rend, &r, &err)
+        if p == NULL:
+            _raise_corrupt(f"record {i} of the batch at offset {h.base_offset} in the append to "
+                           f"{where}: {err.decode()}", pos)
+        if r.offset_delta != i:
+            _refuse("invalid_record", where, pos, h.base_offset,
+                    f"record {i} has offsetDelta {r.offset_delta}; a producer batch numbers its "
+                    f"records 0..{h.count - 1}")
+        if compacted and r.key_len < 0:
+            _refuse("invalid_record", where, pos, h.base_offset,
+                    f"record {i} has no key; a compacted topic cannot accept a record without a key")
+        ts = kb_wrap_add(h.base_ts, r.ts_delta)
+        if ts > max_seen:
+            max_seen = ts
+        if check_ts and ts != -1 and (ts < low or ts > high):
+            _refuse("invalid_timestamp", where, pos, h.base_offset,
+                    f"timestamp {ts} of record {i} is out of range: it must lie within "
+                    f"[{low}, {high}] (now {now}, message.timestamp.before.max.ms={before_max_ms}, "
+                    f"message.timestamp.after.max.ms={after_max_ms})")
+    if p != rend:
+        _raise_corrupt(f"{rend - p} bytes left after the {h.count} records of the batch at offset "
+                       f"{h.base_offset} in the append to {where} (incorrect declared batch size)", pos)
+    if check_ts and max_seen != h.max_ts:
+        _refuse("invalid_record", where, pos, h.base_offset,
+                f"maxTimestamp {h.max_ts} differs from the largest record timestamp {max_seen}")
+    return 0
+
+
+cdef int _name_partition(object exc, str where, Py_ssize_t pos) except -1:
+    """Raise ``exc`` (a CorruptRecordError of the shared header checks) again with the partition
+    named in its message; other exceptions are left alone."""
+    if not isinstance(exc, _errors._classes["corrupt_record"]) or not exc.args:
+        return 0
+    msg = str(exc.args[0])
+    suffix = f" (at byte {pos})"
+    if msg.endswith(suffix):
+        msg = msg[:-len(suffix)]
+    raise _errors.corrupt(f"{msg}, in the append to {where}", pos) from None
+
+
+def validate_batches(object buf, str where, *, int64_t now, bint log_append_time=False,
+                     int64_t before_max_ms=INT64_MAX, int64_t after_max_ms=INT64_MAX,
+                     bint compacted=False, bint verify_crc=True, bint walk_compressed=True,
+                     Py_ssize_t max_batch_size=-1, bint produce_request=False,
+                     Py_ssize_t max_decompressed=DEFAULT_MAX_DECOMPRESSED):
+    """Validate batches a producer sent, as Kafka's broker does before a client append
+    (``LogValidator`` with ``AppendOrigin.CLIENT``), and return their :class:`BatchHeader` list.
+
+    ``where`` names the partition in messages ("topic-0"). Checked per batch: its size against
+    ``max_batch_size`` when >= 0 (``RecordTooLargeError``, before anything else); structure and
+    CRC (``CorruptRecordError``); magic 2, a positive record count equal to lastOffsetDelta + 1,
+    no control batch, a base sequence with a producer id, a producer epoch with a producer id, no
+    transactional batch without a producer id (``InvalidRecordError``); no LogAppendTime set by
+    the producer (``InvalidTimestampError``). Then every record is parsed
+    (lengths and varints in bounds, exact record count, no bytes left over), its offsetDelta must
+    be its index, keyless records are refused when ``compacted``, and unless
+    ``log_append_time`` each timestamp other than -1 must lie within ``[now - before_max_ms,
+    now + after_max_ms]`` (``InvalidTimestampError``) and the batch's maxTimestamp must equal the
+    largest record timestamp. Compressed batches are decompressed once, within
+    ``max_decompressed`` bytes; ``walk_compressed=False`` leaves their records unread (only for
+    batches this process encoded itself and nothing has touched since). ``produce_request``
+    adds the rules of a Kafka Produce request's records for one partition: exactly one batch,
+    whose baseOffset is 0.
+    """
+    cdef const uint8_t[::1] mv_ = _bytes_arg(buf, "buf")
+    cdef Py_ssize_t n = mv_.shape[0], pos = 0, size
+    cdef const uint8_t *p = &mv_[0] if n else _EMPTY
+    cdef list out = []
+    cdef V2Head h
+    cdef int magic
+    if now < 0:
+        raise ValueError(f"now must be a wall-clock time in milliseconds, got {now}")
+    if before_max_ms < 0 or after_max_ms < 0:
+        raise ValueError(f"timestamp bounds must be >= 0, got before_max_ms={before_max_ms}, "
+                         f"after_max_ms={after_max_ms}")
+    while pos < n:
+        try:
+            size = _batch_size_at(p, pos, n, False)
+        except Exception as exc:
+            _name_partition(exc, where, pos)
+            raise
+        if max_batch_size >= 0 and size > max_batch_size:
+            raise _errors.make("record_too_large",
+                               f"the record batch at byte {pos} of the append to {where} is {size} "
+                               f"bytes, over the largest allowed ({max_batch_size} bytes: "
+                               f"max.message.bytes + 12 bytes of log overhead)",
+                               position=pos, limit=max_batch_size)
+        if produce_request and pos > 0:
+            raise _errors.make("invalid_record", f"a produce request holds one record batch per "
+                               f"partition; another starts at byte {pos} of the append to {where}",
+                               position=pos)
+        magic = p[pos + 16]
+        if magic != 2:
+            raise _errors.make("invalid_record",
+                               f"only RecordBatch v2 can be appended; the batch at byte {pos} of "
+                               f"the append to {where} has magic {magic}", position=pos)
+        _read_v2_head(p + pos, &h)
+        try:
+            _check_v2(p + pos, pos, &h, verify_crc)
+        except Exception as exc:
+            _name_partition(exc, where, pos)
+            raise
+        if h.count <= 0:
+            _refuse("invalid_record", where, pos, h.base_offset,
+                    f"invalid recordsCount {h.count}: a producer batch holds at least one record")
+        if <int64_t>h.last_delta + 1 != h.count:
+            _refuse("invalid_record", where, pos, h.base_offset,
+                    f"lastOffsetDelta {h.last_delta} is inconsistent with recordsCount {h.count} "
+                    f"(a producer batch spans exactly recordsCount offsets)")
+        if h.attrs & ATTR_CONTROL:
+            _refuse("invalid_record", where, pos, h.base_offset,
+                    "clients are not allowed to write control batches")
+        if h.pid >= 0 and h.base_seq < 0:
+            _refuse("invalid_record", where, pos, h.base_offset,
+                    f"invalid baseSequence {h.base_seq} in a batch with producerId {h.pid}")
+        if h.pid >= 0 and h.epoch < 0:
+            _refuse("invalid_record", where, pos, h.base_offset,
+                    f"invalid producerEpoch {h.epoch} in a batch with producerId {h.pid}")
+        if (h.attrs & ATTR_TRANSACTIONAL) and h.pid < 0:
+            _refuse("invalid_record", where, pos, h.base_offset,
+                    f"a transactional batch needs a producerId, got {h.pid}")
+        if h.attrs & ATTR_LOG_APPEND_TIME:
+            _refuse("invalid_timestamp", where, pos, h.base_offset,
+                    "the producer set timestamp type LogAppendTime; only the broker may")
+        if walk_compressed or (h.attrs & ATTR_CODEC_MASK) == 0:
+            _validate_records(p + pos, pos, &h, where, now, not log_append_time, before_max_ms,
+                              after_max_ms, compacted, max_decompressed)
+        if produce_request:
+            if h.base_offset != 0:
+                _refuse("invalid_record", where, pos, h.base_offset,
+                        f"the baseOffset of a produced batch must be 0, not {h.base_offset}")
+        out.append(_make_header(p, pos, size))
+        pos += size
+    if produce_request and not out:
+        raise _errors.make("invalid_record", f"the append to {where} holds no record batch at all")
+    return out
+
+
+def decode_records(object buf, *, bint verify_crc=True, bint include_control=False,
                    bint allow_truncated=False, min_offset=None, max_offset=None,
                    Py_ssize_t max_decompressed=DEFAULT_MAX_DECOMPRESSED, aborted=None):
     """Every record in ``buf`` (any number of batches, any magic) as a list of :class:`Record`.
@@ -1413,7 +1639,8 @@ def decode_records(const uint8_t[::1] buf, *, bint verify_crc=True, bint include
     aborted transactions: a transactional data batch of that producer whose base offset lies in
     ``[first_offset, last_offset]`` is left out, as Kafka's consumer drops it.
     """
-    cdef _Decoder d = _decoder(buf, verify_crc, include_control, allow_truncated, min_offset,
+    cdef const uint8_t[::1] mv_ = _bytes_arg(buf, "buf")
+    cdef _Decoder d = _decoder(mv_, verify_crc, include_control, allow_truncated, min_offset,
                                max_offset, max_decompressed, aborted)
     d.out = []
     _walk(d, d.buf, 0, d.end)
@@ -1460,7 +1687,7 @@ def iter_records(buf, *, bint verify_crc=True, bint include_control=False,
                  bint allow_truncated=False, min_offset=None, max_offset=None,
                  Py_ssize_t max_decompressed=DEFAULT_MAX_DECOMPRESSED, aborted=None):
     """Iterate the records in ``buf`` lazily, one batch decoded at a time (see decode_records)."""
-    cdef const uint8_t[::1] mv = buf
+    cdef const uint8_t[::1] mv = _bytes_arg(buf, "buf")
     cdef RecordIterator it = RecordIterator.__new__(RecordIterator)
     it.owner = mv
     it.d = _decoder(mv, verify_crc, include_control, allow_truncated, min_offset, max_offset,
@@ -1798,7 +2025,7 @@ cdef class Columns:
         return pa.RecordBatch.from_arrays(arrays, names=names)
 
 
-def decode_columns(const uint8_t[::1] buf, *, bint keys=True, bint headers=True,
+def decode_columns(object buf, *, bint keys=True, bint headers=True,
                    bint verify_crc=True, bint include_control=False, bint allow_truncated=False,
                    min_offset=None, max_offset=None,
                    Py_ssize_t max_decompressed=DEFAULT_MAX_DECOMPRESSED, bint values=True,
@@ -1814,10 +2041,11 @@ def decode_columns(const uint8_t[::1] buf, *, bint keys=True, bint headers=True,
     ``buf`` alive and exported, so it must not be changed while the columns are in use.
     ``buf`` is then limited to 2 GiB (view offsets are int32).
     """
-    if views and buf.shape[0] > INT32_MAX:
+    cdef const uint8_t[::1] mv_ = _bytes_arg(buf, "buf")
+    if views and mv_.shape[0] > INT32_MAX:
         raise ValueError(f"decode_columns(views=True) takes at most {INT32_MAX} bytes (Arrow view "
-                         f"offsets are int32), got {buf.shape[0]}")
-    cdef _Decoder d = _decoder(buf, verify_crc, include_control, allow_truncated, min_offset,
+                         f"offsets are int32), got {mv_.shape[0]}")
+    cdef _Decoder d = _decoder(mv_, verify_crc, include_control, allow_truncated, min_offset,
                                max_offset, max_decompressed, aborted)
     cdef _ColumnBuilder b = _ColumnBuilder.__new__(_ColumnBuilder)
     b.keys_on = keys
@@ -1830,7 +2058,7 @@ def decode_columns(const uint8_t[::1] buf, *, bint keys=True, bint headers=True,
     if not views:
         # Uncompressed values can never exceed the input: one allocation up front avoids the
         # copies of repeated growth (pages are only touched as they are written).
-        _gbuf_reserve(&b.val_data, min(buf.shape[0], 1 << 30))
+        _gbuf_reserve(&b.val_data, min(mv_.shape[0], 1 << 30))
     d.cols = b
     _walk(d, d.buf, 0, d.end)
     cdef Columns c = Columns.__new__(Columns)
@@ -1840,7 +2068,7 @@ def decode_columns(const uint8_t[::1] buf, *, bint keys=True, bint headers=True,
     c.timestamp_types = _take(&b.ts_types, b"b", 1)
     c.leader_epochs = _take(&b.epochs, b"i", 4)
     if views:
-        c.view_buffers = (<object>buf, _take(&b.spill, b"B", 1))
+        c.view_buffers = (<object>mv_, _take(&b.spill, b"B", 1))
         if values:
             c.value_views = _take(&b.val_views, b"16s", 16)
             c.value_validity = _take(&b.val_valid, b"B", 1) if b.val_nulls else None
@@ -1875,7 +2103,7 @@ def decode_columns(const uint8_t[::1] buf, *, bint keys=True, bint headers=True,
 include "tssearch.pxi"
 
 
-def first_at_or_after(const uint8_t[::1] buf, int64_t timestamp, *, min_offset=None,
+def first_at_or_after(object buf, int64_t timestamp, *, min_offset=None,
                       max_offset=None, bint verify_crc=False,
                       Py_ssize_t max_decompressed=DEFAULT_MAX_DECOMPRESSED):
     """``(offset, timestamp)`` of the first data record in ``buf`` whose timestamp is
@@ -1884,20 +2112,21 @@ def first_at_or_after(const uint8_t[::1] buf, int64_t timestamp, *, min_offset=N
     it does not check CRCs unless ``verify_crc`` (the batches were checked when appended or
     recovered; the reader checks them again).
     """
+    cdef const uint8_t[::1] mv_ = _bytes_arg(buf, "buf")
     cdef int64_t lo = INT64_MIN if min_offset is None else <int64_t>min_offset
     cdef int64_t hi = INT64_MAX if max_offset is None else <int64_t>max_offset
     cdef bint bounded = max_offset is not None
     cdef int64_t found_off = 0, found_ts = 0
     cdef int st
-    if not verify_crc and buf.shape[0] > 0:
+    if not verify_crc and mv_.shape[0] > 0:
         with nogil:
-            st = _first_uncompressed(&buf[0], buf.shape[0], timestamp, lo, hi, bounded,
+            st = _first_uncompressed(&mv_[0], mv_.shape[0], timestamp, lo, hi, bounded,
                                      &found_off, &found_ts)
         if st == 1:
             return found_off, found_ts
         if st == 0:
             return None
-    cdef _Decoder d = _decoder(buf, verify_crc, False, False, min_offset, max_offset,
+    cdef _Decoder d = _decoder(mv_, verify_crc, False, False, min_offset, max_offset,
                                max_decompressed, None)
     cdef _ColumnBuilder b = _ColumnBuilder.__new__(_ColumnBuilder)
     b.start()

@@ -1881,7 +1881,8 @@ def _settle(lg: Log, hw: int, runs: list[tuple[int, int]]) -> int:
             off = batch_headers(data)[-1].last_offset + 1
     lg.truncate_to(hw)
     for data in copies:
-        lg.append(data, leader_epoch=_leader_epoch(lg))
+        # Batches this log already held (transaction markers among them): not a client's.
+        lg.append(data, leader_epoch=_leader_epoch(lg), origin="coordinator")
     lg.flush()
     return int(lg.log_end_offset)
 

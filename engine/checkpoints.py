@@ -14,6 +14,7 @@ so a crash leaves either the old or the new file, never a mix. Reading a malform
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 
@@ -65,12 +66,39 @@ def write_checkpoint(path: str, entries: Iterable[str], version: int = 0) -> Non
     atomic_write(path, text.encode("utf-8"))
 
 
+_INT = re.compile(r"-?[0-9]+", re.ASCII)
+
+
+def parse_int(text: str) -> int:
+    """A decimal integer as Kafka writes one (ASCII digits, optional '-'); ValueError otherwise
+    (Python's int() would also take '+1', '1_0', ' 1' and non-ASCII digits)."""
+    if not _INT.fullmatch(text):
+        raise ValueError(f"not a decimal integer: {text!r}")
+    return int(text)
+
+
+def read_text(path: str, what: str = "file") -> str | None:
+    """The UTF-8 text of ``path``; None if it does not exist. Bytes that are not UTF-8 raise
+    ``CorruptCheckpointError`` naming the line; other read errors a ``KafkaStorageError``."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise KafkaStorageError(f"cannot read {what} {path}: {exc.strerror or exc}", path=path) from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise CorruptCheckpointError(path, f"line {line} is not valid UTF-8 (byte "
+                                           f"0x{data[exc.start]:02x} at byte {exc.start})") from None
+
+
 def read_checkpoint(path: str, version: int = 0) -> list[list[str]] | None:
     """Entries as lists of whitespace-separated fields; None if the file does not exist."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
+    text = read_text(path, "checkpoint file")
+    if text is None:
         return None
     if text == "":
         return []
@@ -80,15 +108,18 @@ def read_checkpoint(path: str, version: int = 0) -> list[list[str]] | None:
     if len(lines) < 2:
         raise CorruptCheckpointError(path, "missing version or entry count line")
     try:
-        got_version = int(lines[0])
-        count = int(lines[1])
+        got_version = parse_int(lines[0].strip())
     except ValueError:
-        raise CorruptCheckpointError(path, f"bad header lines {lines[:2]!r}") from None
+        raise CorruptCheckpointError(path, f"line 1: bad version {lines[0][:40]!r}") from None
+    try:
+        count = parse_int(lines[1].strip())
+    except ValueError:
+        raise CorruptCheckpointError(path, f"line 2: bad entry count {lines[1][:40]!r}") from None
     if got_version != version:
         raise CorruptCheckpointError(path, f"unrecognised version {got_version} (expected {version})")
     body = lines[2:]
-    if len(body) != count:
-        raise CorruptCheckpointError(path, f"expected {count} entries, found {len(body)}")
+    if count < 0 or len(body) != count:
+        raise CorruptCheckpointError(path, f"line 2: expected {count} entries, found {len(body)}")
     return [line.split() for line in body]
 
 
@@ -112,13 +143,13 @@ class OffsetCheckpointFile:
         out: dict[tuple[str, int], int] = {}
         for i, row in enumerate(rows or []):
             if len(row) != 3:
-                raise CorruptCheckpointError(self.path, f"entry {i + 1} {' '.join(row)!r} is not "
-                                             "'topic partition offset'")
+                raise CorruptCheckpointError(self.path, f"line {i + 3}: entry {i + 1} "
+                                             f"{' '.join(row)[:80]!r} is not 'topic partition offset'")
             try:
-                out[(row[0], int(row[1]))] = int(row[2])
+                out[(row[0], parse_int(row[1]))] = parse_int(row[2])
             except ValueError:
-                raise CorruptCheckpointError(self.path, f"entry {i + 1} {' '.join(row)!r} has a "
-                                             "non-integer field") from None
+                raise CorruptCheckpointError(self.path, f"line {i + 3}: entry {i + 1} "
+                                             f"{' '.join(row)[:80]!r} has a non-integer field") from None
         return out
 
     def write(self, offsets: Mapping[tuple[str, int], int]) -> None:
@@ -157,11 +188,13 @@ class LeaderEpochCheckpointFile:
         out = []
         for i, row in enumerate(rows or []):
             if len(row) != 2:
-                raise CorruptCheckpointError(self.path, f"entry {i + 1} is not 'epoch startOffset'")
+                raise CorruptCheckpointError(self.path, f"line {i + 3}: entry {i + 1} is not "
+                                             "'epoch startOffset'")
             try:
-                out.append((int(row[0]), int(row[1])))
+                out.append((parse_int(row[0]), parse_int(row[1])))
             except ValueError:
-                raise CorruptCheckpointError(self.path, f"entry {i + 1} has a non-integer field") from None
+                raise CorruptCheckpointError(self.path, f"line {i + 3}: entry {i + 1} has a "
+                                             "non-integer field") from None
         return out
 
     def write(self, entries: Iterable[tuple[int, int]]) -> None:

@@ -219,12 +219,13 @@ class Scheduler:
                     continue
             self.run_due()
 
-    def shutdown(self) -> None:
+    def shutdown(self, wait: bool = True) -> None:
+        """Stop running tasks; with ``wait`` join the thread (a task running now finishes)."""
         with self._cond:
             self._stopped = True
             self._heap.clear()
             self._cond.notify_all()
         if isinstance(self.clock, ManualClock):
             self.clock._detach(self)
-        if self._thread is not None and self._thread is not threading.current_thread():
+        if wait and self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)

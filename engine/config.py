@@ -382,7 +382,8 @@ _IGNORED = "Accepted so that Kafka's own properties files load; seglog does not 
 # fmt: off
 _TOPIC_KEYS = (
     _topic("segment.bytes", "int", 1024 * 1024 * 1024,
-        "Size at which the active segment is closed and a new one rolled.",
+        "Size at which the active segment is closed and a new one rolled. A batch larger than it "
+        "is refused with RecordListTooLargeError, as Kafka refuses it.",
         Range.at_least(14), importance="high",
     ),
     _topic("segment.ms", "long", _WEEK_MS,

@@ -49,6 +49,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from seglog._args import int_arg
 from seglog.config import ConsumerConfig
 from seglog.errors import (
     KafkaStorageError,
@@ -92,6 +93,20 @@ class ConsumerRebalanceListener:
         pass
 
 
+def _tp(value: Any, name: str = "partition") -> TopicPartition:
+    """A ``TopicPartition`` from one or a ``(topic, partition)`` pair; TypeError naming ``name``."""
+    if type(value) is TopicPartition and type(value.topic) is str and type(value.partition) is int:
+        return value
+    if isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], str):
+        p = value[1]
+        if isinstance(p, bool) or not hasattr(type(p), "__index__"):
+            raise TypeError(f"{name} {tuple(value)!r}: the partition number must be an int, not "
+                            f"{type(p).__name__}")
+        return TopicPartition(value[0], int(p))
+    raise TypeError(f"{name} must be a TopicPartition or a (topic, partition) pair, not "
+                    f"{type(value).__name__} {str(value)[:40]!r}")
+
+
 class ConsumerRecords:
     """The records of one ``poll``, by partition. Iterating yields every record (a
     :class:`seglog.records.Record`: offset, timestamp, key, value, headers...), partition by
@@ -120,7 +135,7 @@ class ConsumerRecords:
         return list(self._by_tp)
 
     def records(self, tp: TopicPartition | tuple[str, int]) -> list[Record]:
-        return self._by_tp.get(TopicPartition(*tp), [])
+        return self._by_tp.get(_tp(tp), [])
 
     def items(self) -> Iterator[tuple[TopicPartition, list[Record]]]:
         return iter(self._by_tp.items())
@@ -179,7 +194,7 @@ class Consumer:
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         """Read exactly these partitions (no group rebalancing)."""
         self._check_open()
-        tps = [TopicPartition(*tp) for tp in partitions]
+        tps = [_tp(tp) for tp in partitions]
         for tp in tps:
             self._store._partition(tp.topic, tp.partition)
         self._leave_group()
@@ -200,6 +215,16 @@ class Consumer:
             raise ValueError("subscribe needs either topics or pattern (not both)")
         if isinstance(topics, str):
             raise TypeError("topics must be a list of names; for a regular expression use pattern=")
+        if topics is not None:
+            if not isinstance(topics, Iterable):
+                raise TypeError(f"topics must be a list of names, not {type(topics).__name__}")
+            topics = list(topics)
+            for t in topics:
+                if not isinstance(t, str):
+                    raise TypeError(f"topics must hold str names, not {type(t).__name__} {t!r}")
+        if pattern is not None and not isinstance(pattern, (str, re.Pattern)):
+            raise TypeError(f"pattern must be a str or a compiled regular expression, not "
+                            f"{type(pattern).__name__}")
         self._topics = set(topics) if topics is not None else None
         self._pattern = re.compile(pattern) if pattern is not None else None
         self._listener = listener
@@ -282,10 +307,10 @@ class Consumer:
         self._assignment = list(dict.fromkeys(tps))
 
     def pause(self, *partitions: TopicPartition) -> None:
-        self._paused.update(TopicPartition(*tp) for tp in partitions)
+        self._paused.update(_tp(tp) for tp in partitions)
 
     def resume(self, *partitions: TopicPartition) -> None:
-        self._paused.difference_update(TopicPartition(*tp) for tp in partitions)
+        self._paused.difference_update(_tp(tp) for tp in partitions)
 
     def paused(self) -> set[TopicPartition]:
         return set(self._paused)
@@ -295,13 +320,14 @@ class Consumer:
     # ---------------------------------------------------------------------------------------------
 
     def _owned(self, tp: TopicPartition | tuple[str, int]) -> TopicPartition:
-        tp = TopicPartition(*tp)
+        tp = _tp(tp)
         if tp not in self._assignment:
             raise ValueError(f"{tp} is not assigned to this consumer")
         return tp
 
     def seek(self, partition: TopicPartition | tuple[str, int], offset: int) -> None:
         """Make ``offset`` the next offset ``poll`` returns for ``partition``."""
+        int_arg("offset", offset)
         tp = self._owned(partition)
         if offset < 0:
             raise ValueError(f"cannot seek {tp} to a negative offset ({offset})")
@@ -359,19 +385,23 @@ class Consumer:
         return pos
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return {TopicPartition(*tp): self._log_start(TopicPartition(*tp)) for tp in partitions}
+        return {_tp(tp): self._log_start(_tp(tp)) for tp in partitions}
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The high watermark (read_uncommitted) or last stable offset (read_committed)."""
-        return {TopicPartition(*tp): self._end(TopicPartition(*tp)) for tp in partitions}
+        return {_tp(tp): self._end(_tp(tp)) for tp in partitions}
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]
                           ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """For each partition the earliest offset whose timestamp is at least the given one
         (None when no such record exists), Kafka's ListOffsets."""
         out: dict[TopicPartition, OffsetAndTimestamp | None] = {}
+        if not isinstance(timestamps, Mapping):
+            raise TypeError(f"timestamps must be a mapping of partition to timestamp, not "
+                            f"{type(timestamps).__name__}")
         for tp, ts in timestamps.items():
-            tp = TopicPartition(*tp)
+            tp = _tp(tp)
+            int_arg(f"the timestamp for {tp}", ts)
             if ts < 0:
                 raise ValueError(f"timestamp for {tp} must be >= 0, got {ts}")
             found = self._part(tp).log.offset_for_timestamp(ts, upper_bound=self._end(tp))
@@ -401,12 +431,15 @@ class Consumer:
         if offsets is None:
             self._commit_positions(self._assignment)
             return
+        if not isinstance(offsets, Mapping):
+            raise TypeError(f"offsets must be a mapping of partition to offset, not "
+                            f"{type(offsets).__name__}")
         now = self._clock.time_ms()
         out: dict[tuple[str, int], OffsetAndMetadata | None] = {}
         for tp, om in offsets.items():
-            tp = TopicPartition(*tp)
-            if isinstance(om, int):
-                om = OffsetAndMetadata(om, "", -1, now)
+            tp = _tp(tp)
+            if not isinstance(om, OffsetAndMetadata):
+                om = OffsetAndMetadata(int(int_arg(f"the offset for {tp}", om)), "", -1, now)
             elif om.commit_timestamp < 0:
                 om = dataclasses.replace(om, commit_timestamp=now)
             if om.offset < 0:
@@ -427,7 +460,7 @@ class Consumer:
         self._last_commit = self._clock.monotonic_ms()
 
     def committed(self, partition: TopicPartition | tuple[str, int]) -> OffsetAndMetadata | None:
-        tp = TopicPartition(*partition)
+        tp = _tp(partition)
         return self._store.group_offsets.committed(self._group(), tp.topic, tp.partition)
 
     def _auto_commit(self) -> bool:
@@ -447,6 +480,8 @@ class Consumer:
     def poll(self, max_records: int | None = None, timeout_ms: int = 0) -> ConsumerRecords:
         """Records from the assigned partitions, at most ``max_records`` (default
         ``max.poll.records``), waiting up to ``timeout_ms`` when none are available."""
+        int_arg("max_records", max_records, optional=True)
+        int_arg("timeout_ms", timeout_ms)
         out = self._poll(max_records or self.config.max_poll_records, timeout_ms, columns=False)
         return ConsumerRecords(out)
 
@@ -460,6 +495,8 @@ class Consumer:
         fetch returns."""
         import pyarrow as pa
 
+        int_arg("max_records", max_records, optional=True)
+        int_arg("timeout_ms", timeout_ms)
         out = self._poll(max_records, timeout_ms, columns=True, headers=headers)
         tables = [t for t in out.values() if t.num_rows]
         if not tables:

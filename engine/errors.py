@@ -835,6 +835,7 @@ _native_errors.install(
     invalid_offset=InvalidOffsetError,
     corrupt_record=CorruptRecordError,
     invalid_record=InvalidRecordError,
+    invalid_timestamp=InvalidTimestampError,
     record_too_large=RecordTooLargeError,
     unknown_topic_or_partition=UnknownTopicOrPartitionError,
     unsupported_compression=UnsupportedCompressionTypeError,

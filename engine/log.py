@@ -41,6 +41,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from seglog._native.fetch import FetchSlice, fetch_partition
+from seglog._args import bytes_arg, int_arg
 from seglog._native.segment import Segment, filename_prefix
 from seglog.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, fsync_dir
 from seglog.clock import Clock, Scheduler
@@ -50,13 +51,13 @@ from seglog.errors import (
     CorruptIndexError,
     CorruptRecordError,
     InvalidRecordError,
-    InvalidTimestampError,
     KafkaStorageError,
     OffsetOutOfRangeError,
+    RecordListTooLargeError,
     RecordTooLargeError,
 )
 from seglog.leader_epoch import LeaderEpochCache
-from seglog.records import batch_headers, decode_records
+from seglog.records import batch_headers, decode_records, validate_batches
 from seglog.txnindex import AbortedTxn, TransactionIndex
 
 #: Fault injection (opt-in): when set, every change of a log's recovery point (the offset below
@@ -93,14 +94,17 @@ MAX_TIMESTAMP = -3
 _ATTR_TRANSACTIONAL = 0x10
 _ATTR_CONTROL = 0x20
 _ATTR_TXN_OR_CONTROL = _ATTR_TRANSACTIONAL | _ATTR_CONTROL
+#: Kafka's AppendOrigin of a leader append (see ``Log.append``).
+_ORIGINS = frozenset({"client", "coordinator"})
 
-_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)((?:\.deleted|\.cleaned|\.swap)?)$")
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)((?:\.deleted|\.cleaned|\.swap)?)\Z",
+                           re.ASCII)
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
     """``topic-N`` → (topic, N), splitting at the last '-' as Kafka does; None otherwise."""
     topic, sep, part = name.rpartition("-")
-    if not sep or not topic or not part.isdigit():
+    if not sep or not topic or not (part.isascii() and part.isdigit()):
         return None
     return topic, int(part)
 
@@ -192,7 +196,9 @@ class Log:
         (the store) when it owns the log dir's checkpoint files; when omitted they are read
         from the parent directory the way Kafka lays a log dir out. ``read_only`` opens a
         directory another program owns (a Kafka broker's) without changing any file.
-        ``scheduler`` runs the ``flush.ms`` flusher and delayed file deletion.
+        ``scheduler`` runs the ``flush.ms`` flusher and delayed file deletion; without one, a
+        log whose ``flush.ms`` is set runs its flusher on a scheduler of its own (a daemon
+        thread, or the ``ManualClock``'s ``advance``), which ``close()`` stops.
         ``dir_checkpoints=False`` leaves the parent directory's checkpoint files alone (neither
         read nor written): the owner of the log dir passes the values in and writes the files
         for all its partitions at once.
@@ -219,6 +225,7 @@ class Log:
         self._segments: list[Segment] = []
         self._closed = False
         self._flush_task: Any = None
+        self._own_scheduler: Scheduler | None = None
         parsed = parse_partition_dir(os.path.basename(self.dir))
         self.topic, self.partition = parsed if parsed else (os.path.basename(self.dir), 0)
         self._tp = (self.topic, self.partition)
@@ -365,7 +372,7 @@ class Log:
             # Records written from here on are below the old checkpointed start: record the
             # new start now, or the next open would hide them.
             self.checkpoint()
-        if self.scheduler is not None and not self.read_only:
+        if not self.read_only:
             self._schedule_flusher()
 
     def _read_tp_checkpoint(self, f: OffsetCheckpointFile, default: int) -> int:
@@ -511,29 +518,87 @@ class Log:
     # ---------------------------------------------------------------------------------------------
 
     def append(self, batches: Any, *, assign_offsets: bool = True, leader_epoch: int | None = None,
-               verify_crc: bool = True) -> LogAppendInfo:
+               verify_crc: bool = True, origin: str = "client") -> LogAppendInfo:
         """Append already-encoded RecordBatch v2 bytes (one or more whole batches).
 
         As leader (``assign_offsets=True``) offsets are assigned from the log end and
         ``leader_epoch`` (default: the cache's latest epoch, if any) is written into every batch;
         with ``message.timestamp.type=LogAppendTime`` the batch timestamps are rewritten as Kafka
         does. As follower (``assign_offsets=False``) the batches keep their offsets and epochs.
-        Raises ``CorruptRecordError``, ``RecordTooLargeError``, ``InvalidTimestampError`` or
-        ``InvalidRecordError`` before anything is written.
+
+        ``origin`` is Kafka's ``AppendOrigin`` of a leader append: ``"client"`` (the default:
+        bytes from a producer) validates every batch as Kafka's broker does
+        (:func:`seglog.records.validate_batches`: CRC, structure of every record, offset deltas,
+        counts, timestamps, producer fields, no control batches); ``"coordinator"`` (transaction
+        markers and other batches this process wrote itself) checks structure and CRC only. A
+        follower append checks structure and CRC, as Kafka's followers do. ``verify_crc=False``
+        (client origin only) is for batches this process encoded and nothing has touched since:
+        they skip the CRC and, when compressed and no timestamp bound is configured, the walk
+        over their records (see docs/architecture.md).
+
+        Raises ``CorruptRecordError``, ``RecordTooLargeError``, ``RecordListTooLargeError``
+        (a batch over ``segment.bytes``), ``InvalidTimestampError`` or ``InvalidRecordError`` before
+        anything is written.
         """
+        if origin not in _ORIGINS:
+            raise ValueError(f"origin must be one of {sorted(_ORIGINS)}, got {origin!r}")
+        if leader_epoch is not None:
+            int_arg("leader_epoch", leader_epoch)
         self._check_writable()
-        view = memoryview(batches).cast("B")
-        heads = batch_headers(view, verify_crc=verify_crc)
-        if not heads:
-            raise InvalidRecordError("nothing to append: the buffer holds no batch")
+        view = bytes_arg("batches", batches)
+        try:
+            return self._append(view, assign_offsets, leader_epoch, verify_crc, origin)
+        finally:
+            # Give the caller's buffer back before an error propagates: the traceback keeps this
+            # frame alive, and with it any view of the buffer (a producer must be able to free
+            # the batch it exported here).
+            view.release()
+
+    def validate(self, batches: Any, *, verify_crc: bool = True) -> list[Any]:
+        """Validate a producer's batches as ``append`` does (origin ``"client"``) without
+        writing them; returns their headers. For a producer's retry that turns out to be a
+        duplicate: Kafka validates a batch before it looks at its sequence."""
+        view = bytes_arg("batches", batches)
+        try:
+            return self._validate_client(view, self.clock.time_ms(), verify_crc)
+        finally:
+            view.release()
+
+    def _validate_client(self, view: memoryview, now: int, verify_crc: bool) -> list[Any]:
+        cfg = self.config
+        log_append = cfg.message_timestamp_type == "LogAppendTime"
+        bounded = not log_append and (cfg.message_timestamp_before_max_ms < _LONG_MAX
+                                      or cfg.message_timestamp_after_max_ms < _LONG_MAX)
+        return validate_batches(
+            view, f"{self.topic}-{self.partition}", now=now, log_append_time=log_append,
+            before_max_ms=cfg.message_timestamp_before_max_ms,
+            after_max_ms=cfg.message_timestamp_after_max_ms, compacted=cfg.compact,
+            verify_crc=verify_crc, walk_compressed=verify_crc or bounded,
+            max_batch_size=cfg.max_message_bytes + 12)
+
+    def _append(self, view: memoryview, assign_offsets: bool, leader_epoch: int | None,
+                verify_crc: bool, origin: str) -> LogAppendInfo:
         now = self.clock.time_ms()
         cfg = self.config
         limit = cfg.max_message_bytes
         log_append = cfg.message_timestamp_type == "LogAppendTime"
-        check_ts = assign_offsets and not log_append and (
-            cfg.message_timestamp_before_max_ms < _LONG_MAX or cfg.message_timestamp_after_max_ms < _LONG_MAX)
+        client = assign_offsets and origin == "client"
+        where = f"{self.topic}-{self.partition}"
+        if client:
+            heads = self._validate_client(view, now, verify_crc)
+        else:
+            heads = batch_headers(view, verify_crc=verify_crc)
+        if not heads:
+            raise InvalidRecordError(f"nothing to append to {where}: the buffer holds no batch")
         txn_or_control = False
         for h in heads:
+            if h.size > cfg.segment_bytes:
+                # Kafka's UnifiedLog.append refuses an append that cannot fit one segment (a
+                # producer's append is one batch); several batches may still span segments.
+                raise RecordListTooLargeError(
+                    f"Message batch size is {h.size} bytes in append to partition {where}, which "
+                    f"exceeds the maximum configured segment size of {cfg.segment_bytes}",
+                    position=h.position, limit=cfg.segment_bytes)
             if h.magic != 2:
                 raise InvalidRecordError(f"only RecordBatch v2 can be appended; the batch at byte "
                                          f"{h.position} has magic {h.magic}", position=h.position)
@@ -547,8 +612,6 @@ class Log:
                     f"the batch at byte {h.position} holds {h.records_count} records but spans "
                     f"{h.last_offset - h.base_offset + 1} offsets; a producer batch must be contiguous",
                     position=h.position)
-            if check_ts and h.timestamp_type == 0:
-                self._validate_timestamp(h, now)
             if h.attributes & _ATTR_TXN_OR_CONTROL:
                 txn_or_control = True
         if assign_offsets and log_append:
@@ -598,18 +661,6 @@ class Log:
             return LogAppendInfo(info.first_offset, info.last_offset, info.max_timestamp,
                                  info.offset_of_max_timestamp, now if log_append else -1,
                                  info.records, info.batches, info.size, self.log_start_offset)
-
-    def _validate_timestamp(self, h: Any, now: int) -> None:
-        before = self.config.message_timestamp_before_max_ms
-        after = self.config.message_timestamp_after_max_ms
-        for ts in (h.base_timestamp, h.max_timestamp):
-            if ts < 0:
-                continue
-            if now - ts > before or ts - now > after:
-                raise InvalidTimestampError(
-                    f"timestamp {ts} of the batch at byte {h.position} is out of range: now is {now}, "
-                    f"message.timestamp.before.max.ms={before}, message.timestamp.after.max.ms={after}",
-                    position=h.position)
 
     def _check_writable(self) -> None:
         if self._closed:
@@ -693,9 +744,25 @@ class Log:
         if self.config.flush_ms >= 2**62:
             return
         period = max(1, min(self.config.flush_ms, 1000))
-        assert self.scheduler is not None
-        self._flush_task = self.scheduler.schedule(f"flush {self.dir}", self.maybe_flush_by_time,
-                                                   delay_ms=period, period_ms=period)
+        sched = self.scheduler
+        if sched is None:
+            # A standalone log keeps its flush.ms itself, on a scheduler of its own (a daemon
+            # thread; on a ManualClock the clock's advance runs it), stopped by close().
+            sched = self._own_scheduler = Scheduler(
+                self.clock, name=f"seglog-flush-{self.topic}-{self.partition}")
+        self._flush_task = sched.schedule(f"flush {self.dir}", self.maybe_flush_by_time,
+                                          delay_ms=period, period_ms=period)
+
+    def _stop_flusher(self) -> None:
+        sched = self.scheduler or self._own_scheduler
+        if self._flush_task is not None and sched is not None:
+            sched.cancel(self._flush_task)
+            self._flush_task = None
+        if self._own_scheduler is not None:
+            # Not joined: its thread may be waiting for this log's lock, which the caller holds;
+            # it finds the log closed and ends.
+            self._own_scheduler.shutdown(wait=False)
+            self._own_scheduler = None
 
     def maybe_flush_by_time(self) -> bool:
         """Flush if ``flush.ms`` has passed since the last flush and data is unflushed."""
@@ -728,6 +795,11 @@ class Log:
         batch when ``min_one_batch``), never past the upper bound: ``"high_watermark"``
         (consumers), ``"log_end"`` (followers) or an explicit offset. Raises
         ``OffsetOutOfRangeError`` outside [log start, log end]."""
+        if type(offset) is not int or type(max_bytes) is not int:
+            int_arg("offset", offset)
+            int_arg("max_bytes", max_bytes)
+        if type(upper_bound) is not str:
+            int_arg("upper_bound", upper_bound)
         with self._lock:
             leo = self.log_end_offset
             if offset < self.log_start_offset or offset > leo:
@@ -751,6 +823,8 @@ class Log:
         """Kafka's ListOffsets: the first offset whose timestamp is >= ``timestamp``, with that
         record's timestamp; ``-2`` earliest, ``-1`` latest (the high watermark), ``-3`` the
         record with the largest timestamp. None when no record qualifies."""
+        int_arg("timestamp", timestamp)
+        int_arg("upper_bound", upper_bound, optional=True)
         with self._lock:
             hw = self._high_watermark if upper_bound is None else upper_bound
             if timestamp == EARLIEST_TIMESTAMP:
@@ -943,6 +1017,7 @@ class Log:
         """Remove every batch holding offsets >= ``offset`` (a whole batch goes if it straddles
         ``offset``, as in Kafka). Never truncates below the log start. Returns True if anything
         was removed. The high watermark and recovery point follow the new end."""
+        int_arg("offset", offset)
         with self._lock:
             self._check_writable()
             if offset < 0:
@@ -976,6 +1051,7 @@ class Log:
 
     def truncate_fully_and_start_at(self, offset: int) -> bool:
         """Delete everything and continue with an empty log at ``offset``."""
+        int_arg("offset", offset)
         with self._lock:
             self._check_writable()
             self._refuse_if_viewed(self._segments, "truncate")
@@ -1006,6 +1082,7 @@ class Log:
         """Move the log start offset to ``before_offset`` (Kafka's DeleteRecords): records below
         it are no longer readable and whole segments below it are deleted. It may not pass the
         high watermark. Returns the new log start offset."""
+        int_arg("before_offset", before_offset)
         with self._lock:
             self._check_writable()
             if before_offset > self._high_watermark:
@@ -1133,8 +1210,7 @@ class Log:
             if self._closed:
                 return
             self._refuse_if_viewed(self._segments, "close")
-            if self._flush_task is not None and self.scheduler is not None:
-                self.scheduler.cancel(self._flush_task)
+            self._stop_flusher()
             # A storage error (a full disk) must not leave files open: close everything, as a
             # crash would leave it if trimming fails, then raise the first error.
             error: BaseException | None = None
@@ -1176,8 +1252,7 @@ class Log:
         with self._lock:
             if self._closed:
                 return
-            if self._flush_task is not None and self.scheduler is not None:
-                self.scheduler.cancel(self._flush_task)
+            self._stop_flusher()
             for seg in self._segments + self._pending_deletes:
                 try:
                     seg.close_without_trim()

@@ -452,11 +452,11 @@ def _take(col: Any, idx: Any) -> Any:
 def _records_per_batch(limit: int, values: Any, keys: Any) -> int:
     """How many records to put in one batch so that it stays under ``limit`` bytes (an
     estimate: a batch that still comes out too large is split again)."""
-    per_record = _item_size(values) + _item_size(keys) + 16
+    per_record = _item_size(values, "values") + _item_size(keys, "keys") + 16
     return max(1, int(limit * 0.9) // per_record)
 
 
-def _item_size(col: Any) -> int:
+def _item_size(col: Any, name: str) -> int:
     """Bytes per item of a binary column: the average for Arrow, the width for NumPy, the
     largest of a sample for Python sequences."""
     if col is None:
@@ -480,7 +480,13 @@ def _item_size(col: Any) -> int:
         else:
             return int(col.dtype.itemsize * (col.shape[1] if col.ndim == 2 else 1))
     step = max(1, n // 512)
-    sample = [len(x) for x in col[::step] if x is not None]
+    try:
+        sample = [len(x) for x in col[::step] if x is not None]
+    except TypeError:
+        for i, x in enumerate(col):
+            if x is not None and (isinstance(x, str) or not hasattr(x, "__len__")):
+                raise TypeError(f"{name}[{i}] is a {type(x).__name__}, not bytes-like or None") from None
+        raise
     return max(1, max(sample) if sample else 1)
 
 

@@ -54,7 +54,7 @@ from typing import Any
 
 from seglog._native.crc32c import crc32c
 from seglog.checkpoints import atomic_write
-from seglog.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from seglog.errors import InvalidProducerEpochError, KafkaStorageError, OutOfOrderSequenceError
 
 log = logging.getLogger("seglog.producer_state")
 
@@ -64,7 +64,7 @@ NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 SNAPSHOT_VERSION = 1
 SNAPSHOT_SUFFIX = ".snapshot"
-_SNAPSHOT_NAME = re.compile(r"^(\d{20})\.snapshot$")
+_SNAPSHOT_NAME = re.compile(r"^(\d{20})\.snapshot\Z", re.ASCII)
 _HEAD = struct.Struct(">hIi")
 _ENTRY = struct.Struct(">qhiqiqiq")
 assert _ENTRY.size == 46
@@ -290,11 +290,17 @@ class ProducerStateManager:
                 with open(path, "rb") as f:
                     entries = decode_snapshot(f.read(), path)
             except (OSError, ValueError) as exc:
-                log.warning("ignoring producer snapshot: %s", exc)
+                # (``log`` is the partition's Log here, not this module's logger.)
+                logging.getLogger("seglog.producer_state").warning(
+                    "ignoring producer snapshot %s (deleted; the state is rebuilt from the log): %s",
+                    path, exc)
                 try:
                     os.unlink(path)
                 except FileNotFoundError:
                     pass
+                except OSError as err:
+                    raise KafkaStorageError(f"cannot remove the damaged producer snapshot {path}: "
+                                            f"{err.strerror or err}", path=path) from err
                 continue
             for e in entries:
                 self.producers[e.producer_id] = e

@@ -27,6 +27,7 @@ from seglog._native.records import (
     encode_control_batch,
     first_at_or_after,
     iter_records,
+    validate_batches,
 )
 
 __all__ = [
@@ -46,4 +47,5 @@ __all__ = [
     "encode_control_batch",
     "first_at_or_after",
     "iter_records",
+    "validate_batches",
 ]

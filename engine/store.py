@@ -73,6 +73,7 @@ from seglog.checkpoints import (
 )
 from seglog.clock import Clock, ManualClock, Scheduler
 from seglog.config import BrokerConfig, LogConfig
+from seglog._args import bytes_arg, int_arg
 from seglog.errors import (
     InvalidPartitionsError,
     InvalidRecordError,
@@ -109,8 +110,8 @@ PARTITION_METADATA_FILE = "partition.metadata"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", "__cluster_metadata"})
 
 MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
-_DELETE_DIR = re.compile(r"^.+-\d+\.[0-9a-f]{32}-delete$")
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+\Z")   # \Z: "$" would accept a trailing newline
+_DELETE_DIR = re.compile(r"^.+-\d+\.[0-9a-f]{32}-delete\Z", re.ASCII)
 _PRODUCER_ID_BLOCK = 1000
 
 # Directories locked by a store of this process (POSIX record locks do not conflict within a
@@ -177,7 +178,7 @@ def validate_topic_name(name: object) -> str:
     """Kafka's topic-name rules (``Topic.validate``): 1-249 characters from ``[a-zA-Z0-9._-]``,
     not ``.`` or ``..``. A valid name can never reach outside the log directory."""
     if not isinstance(name, str):
-        raise InvalidTopicError(f"a topic name must be a str, not {type(name).__name__}")
+        raise TypeError(f"topic must be a str, not {type(name).__name__}")
     if not name:
         raise InvalidTopicError("topic name is illegal, it can't be empty")
     if name in (".", ".."):
@@ -191,6 +192,32 @@ def validate_topic_name(name: object) -> str:
         raise InvalidTopicError(f"topic name {name!r} is illegal: it contains {''.join(bad)!r}; "
                                 "only ASCII alphanumerics, '.', '_' and '-' are allowed")
     return name
+
+
+def _check_metadata(meta: dict[str, Any], path: str) -> None:
+    """The shape of ``seglog-metadata.json`` (well-formed JSON of the wrong shape is named, not
+    left to fail as a KeyError or TypeError later)."""
+    def bad(where: str, want: str, got: Any) -> StorageError:
+        return StorageError(f"damaged store metadata {path}: {where} should be {want}, found "
+                            f"{type(got).__name__} {str(got)[:40]!r}", path=path)
+
+    def is_int(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    if not is_int(meta.get("producer_id_block_end", 0)):
+        raise bad("producer_id_block_end", "an integer", meta["producer_id_block_end"])
+    topics = meta.get("topics", {})
+    if not isinstance(topics, dict):
+        raise bad("topics", "an object", topics)
+    for name, tm in topics.items():
+        if not isinstance(tm, dict):
+            raise bad(f"topics.{name}", "an object", tm)
+        if not is_int(tm.get("partitions", 0)) or tm.get("partitions", 0) < 0:
+            raise bad(f"topics.{name}.partitions", "a count of partitions", tm["partitions"])
+        if not isinstance(tm.get("config", {}), dict):
+            raise bad(f"topics.{name}.config", "an object", tm["config"])
+        if not isinstance(tm.get("topic_id") or "", str):
+            raise bad(f"topics.{name}.topic_id", "a string", tm["topic_id"])
 
 
 def _collision_name(name: str) -> str:
@@ -224,6 +251,7 @@ class _Partition:
                 last_seq = (base_sequence + count - 1) % (2**31)
                 dup = self.state.check(producer_id, producer_epoch, base_sequence, last_seq)
                 if dup is not None:
+                    lg.validate(data, verify_crc=verify_crc)    # as Kafka: validated first
                     return dup.first_offset, -1
                 info = lg.append(data, leader_epoch=epoch, verify_crc=verify_crc)
                 self.state.update(producer_id, producer_epoch, base_sequence, last_seq,
@@ -444,10 +472,11 @@ class Store:
                 meta = json.load(f)
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             raise StorageError(f"cannot read the store metadata {path}: {exc}", path=path) from None
         if not isinstance(meta, dict) or meta.get("version") != 1:
             raise StorageError(f"unsupported store metadata in {path} (expected version 1)", path=path)
+        _check_metadata(meta, path)
         return meta
 
     def _write_metadata(self) -> None:
@@ -470,7 +499,10 @@ class Store:
                         key, _, value = line.partition(":")
                         if key.strip() == "topic_id" and value.strip():
                             return value.strip()
-            except OSError:
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError) as exc:
+                log.warning("ignoring unreadable %s (it is rewritten): %s", path, exc)
                 continue
         return None
 
@@ -483,7 +515,7 @@ class Store:
             with open(path, encoding="utf-8") as f:
                 if f.read() == text:
                     return
-        except OSError:
+        except (OSError, ValueError):      # missing or damaged (not UTF-8): rewritten
             pass
         atomic_write(path, text.encode("utf-8"))
 
@@ -545,7 +577,11 @@ class Store:
         validate_topic_name(name)
         if name in INTERNAL_TOPICS:
             raise InvalidTopicError(f"{name} is an internal topic; it is created by the store itself")
-        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+        int_arg("partitions", partitions)
+        if config is not None and not isinstance(config, Mapping):
+            raise TypeError(f"config must be a mapping of topic config keys or None, not "
+                            f"{type(config).__name__}")
+        if partitions < 1:
             raise InvalidPartitionsError(f"number of partitions must be at least 1, got {partitions!r}")
         overrides = dict(config or {})
         topic_config = self.config.topic_config(overrides)  # validates the overrides
@@ -741,40 +777,39 @@ class Store:
     # Appends
     # ---------------------------------------------------------------------------------------------
 
-    def append(self, topic: str, partition: int, records: Any) -> AppendResult:
+    def append(self, topic: str, partition: int, records: Any, *, origin: str = "client") -> AppendResult:
         """Append already-encoded RecordBatch v2 bytes (Kafka's produce path for one partition):
-        the batches are validated, idempotent producers' sequences checked (a repeat of one of a
-        producer's last five batches returns the original offsets), offsets assigned."""
+        the batches are validated as Kafka's broker validates a producer's (``Log.append``),
+        idempotent producers' sequences checked (a repeat of one of a producer's last five
+        batches returns the original offsets), offsets assigned. ``origin="coordinator"`` is for
+        transaction markers written on a transaction coordinator's behalf (clients may not write
+        control batches)."""
+        int_arg("partition", partition)
         self._check_writable()
-        view = memoryview(records).cast("B")
-        heads = batch_headers(view, verify_crc=True)
-        if not heads:
-            raise InvalidRecordError("nothing to append: the buffer holds no batch")
-        part = self._partition(topic, partition)
-        t = self._topics[topic]
-        if t.config.compact:
-            for h in heads:
-                if h.is_control:
-                    continue
-                cols = decode_columns(view[h.position:h.position + h.size], keys=True, headers=False)
-                if cols.key_null_count:
-                    raise InvalidRecordError(
-                        f"compacted topic {topic!r} cannot accept a record without a key (batch at "
-                        f"byte {h.position})", position=h.position)
-        if len(heads) == 1 or all(h.producer_id < 0 for h in heads):
-            return self._append_part(part, view, heads)
-        results = [self._append_part(part, view[h.position:h.position + h.size], [h]) for h in heads]
-        return dataclasses.replace(results[-1], first_offset=results[0].first_offset,
-                                   duplicate=all(r.duplicate for r in results))
+        view = bytes_arg("records", records)
+        try:
+            heads = batch_headers(view, verify_crc=True)
+            if not heads:
+                raise InvalidRecordError("nothing to append: the buffer holds no batch")
+            part = self._partition(topic, partition)
+            if len(heads) == 1 or all(h.producer_id < 0 for h in heads):
+                return self._append_part(part, view, heads, origin)
+            results = [self._append_part(part, view[h.position:h.position + h.size], [h], origin)
+                       for h in heads]
+            return dataclasses.replace(results[-1], first_offset=results[0].first_offset,
+                                       duplicate=all(r.duplicate for r in results))
+        finally:
+            view.release()
 
-    def _append_part(self, part: _Partition, view: memoryview, heads: Sequence[Any]) -> AppendResult:
+    def _append_part(self, part: _Partition, view: memoryview, heads: Sequence[Any],
+                     origin: str = "client") -> AppendResult:
         h = heads[0]
         if len(heads) == 1 and h.producer_id >= 0 and not h.is_control:
             return self._append_to(part.topic, part.partition, view, producer_id=h.producer_id,
                                    producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
-                                   count=h.last_offset - h.base_offset + 1)
+                                   count=h.last_offset - h.base_offset + 1, origin=origin)
         with part.lock:
-            info = part.log.append(view, leader_epoch=_epoch(part.log))
+            info = part.log.append(view, leader_epoch=_epoch(part.log), origin=origin)
             first = info.first_offset
             for b in heads:
                 n = b.last_offset - b.base_offset + 1
@@ -788,7 +823,8 @@ class Store:
                             info.log_append_time, info.log_start_offset)
 
     def _append_to(self, topic: str, partition: int, data: Any, *, producer_id: int = -1,
-                   producer_epoch: int = -1, base_sequence: int = -1, count: int = 0) -> AppendResult:
+                   producer_epoch: int = -1, base_sequence: int = -1, count: int = 0,
+                   origin: str = "client") -> AppendResult:
         """The producer's append: one batch whose producer fields the caller already knows."""
         part = self._partition(topic, partition)
         with part.lock:
@@ -796,13 +832,15 @@ class Store:
                 last_seq = (base_sequence + count - 1) % (2**31)
                 dup = part.state.check(producer_id, producer_epoch, base_sequence, last_seq)
                 if dup is not None:
+                    if origin == "client":
+                        part.log.validate(data)    # as Kafka: validated before the sequence check
                     return AppendResult(topic, partition, dup.first_offset, dup.last_offset, -1,
                                         part.log.log_start_offset, duplicate=True)
-                info = part.log.append(data, leader_epoch=_epoch(part.log))
+                info = part.log.append(data, leader_epoch=_epoch(part.log), origin=origin)
                 part.state.update(producer_id, producer_epoch, base_sequence, last_seq,
                                   info.first_offset, info.last_offset, info.max_timestamp)
             else:
-                info = part.log.append(data, leader_epoch=_epoch(part.log))
+                info = part.log.append(data, leader_epoch=_epoch(part.log), origin=origin)
         self._notify()
         return AppendResult(topic, partition, info.first_offset, info.last_offset,
                             info.log_append_time, info.log_start_offset)

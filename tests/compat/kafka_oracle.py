@@ -65,7 +65,7 @@ class BatchInput:
             base_offset=self.base_offset, partition_leader_epoch=self.partition_leader_epoch,
             producer_id=self.producer_id, producer_epoch=self.producer_epoch,
             base_sequence=self.base_sequence, is_transactional=self.is_transactional,
-            log_append_time=self.log_append_time, **extra)
+            log_append_time=self.log_append_time, allow_negative_timestamps=True, **extra)
 
 
 # ---------------------------------------------------------------------------------------------

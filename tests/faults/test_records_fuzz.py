@@ -78,7 +78,7 @@ def rich_batches() -> list[bytes]:
                      timestamps=[5, -7, 2**62, 0],
                      headers=[[], [("h", None), ("ключ", b"")], None, [("", b"\x00" * 3)]],
                      base_offset=1000, partition_leader_epoch=3, producer_id=77, producer_epoch=2,
-                     base_sequence=2**31 - 2, is_transactional=True),
+                     base_sequence=2**31 - 2, is_transactional=True, allow_negative_timestamps=True),
         encode_batch([b"a"], log_append_time=123, base_offset=2**40),
         encode_control_batch(1, base_offset=1004, timestamp=9, producer_id=77, producer_epoch=2,
                              coordinator_epoch=5),
@@ -378,7 +378,8 @@ ALL_VALID = st.one_of(
     st.builds(lambda vals, seed: encode_batch(
         vals, keys=[v[:3] if v else None for v in vals],
         headers=[[("k", v)] if v and len(v) % 2 else None for v in vals],
-        timestamps=random.Random(seed).randrange(-(2**40), 2**40), base_offset=seed),
+        timestamps=random.Random(seed).randrange(-(2**40), 2**40), base_offset=seed,
+        allow_negative_timestamps=True),
         st.lists(st.one_of(st.none(), st.binary(max_size=70)), min_size=1, max_size=6),
         st.integers(0, 2**40)),
 )

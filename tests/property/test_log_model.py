@@ -33,6 +33,7 @@ from hypothesis.stateful import (
 import seglog.checkpoints
 import seglog.log
 from seglog.clock import ManualClock
+from seglog.errors import RecordListTooLargeError
 from seglog.log import Log
 from seglog.records import batch_headers, decode_records, encode_batch
 
@@ -159,7 +160,14 @@ class LogMachine(RuleBasedStateMachine):
                 stamps.append(now + jitter + (self.serial % 7) * 100 - 300)
             batches.append(encode_batch(vals, timestamps=stamps))
             expected.append(list(zip(vals, stamps)))
-        info = self.log.append(b"".join(batches))
+        data = b"".join(batches)
+        if max(len(b) for b in batches) > CONFIG["segment.bytes"]:
+            # Kafka refuses a batch that cannot fit one segment; nothing is written.
+            with pytest.raises(RecordListTooLargeError):
+                self.log.append(data)
+            assert self.log.log_end_offset == self.leo
+            return
+        info = self.log.append(data)
         assert info.first_offset == self.leo
         off = self.leo
         for recs in expected:

@@ -41,7 +41,10 @@ def write_log(d: Path, batches: Sequence[dict[str, Any]], config: dict[str, Any]
     lg = Log.open(str(d), config or {})
     try:
         for kw in batches:
-            lg.append(kw["raw"] if "raw" in kw else encode_batch(**kw))
+            if "raw" in kw:     # bytes written as given (transaction markers among them)
+                lg.append(kw["raw"], origin="coordinator")
+            else:
+                lg.append(encode_batch(**kw))
     finally:
         lg.close()
 

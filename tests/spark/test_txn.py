@@ -37,7 +37,7 @@ def txlog(tmp_path_factory):
     root = tmp_path_factory.mktemp("txn")
     lg = Log.open(str(root / "tx-0"), {"segment.bytes": 300})
     for b in LOG:
-        lg.append(b)
+        lg.append(b, origin="coordinator")    # markers: the coordinator's writes
     lg.close()
     return root
 

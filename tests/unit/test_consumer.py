@@ -365,7 +365,7 @@ def _txn(store: Store, pid: int, values: list[bytes], seq: int) -> None:
 
 def _marker(store: Store, pid: int, commit: bool) -> None:
     store.append("t", 0, encode_control_batch(1 if commit else 0, timestamp=1_700_000_000_000,
-                                              producer_id=pid, producer_epoch=0))
+                                              producer_id=pid, producer_epoch=0), origin="coordinator")
 
 
 def _values(c: Any) -> list[bytes]:

@@ -329,6 +329,7 @@ def test_native_classes_are_installed() -> None:
         "invalid_offset": errors.InvalidOffsetError,
         "corrupt_record": CorruptRecordError,
         "invalid_record": errors.InvalidRecordError,
+        "invalid_timestamp": errors.InvalidTimestampError,
         "record_too_large": errors.RecordTooLargeError,
         "unsupported_compression": errors.UnsupportedCompressionTypeError,
         "unknown_topic_or_partition": errors.UnknownTopicOrPartitionError,

@@ -9,11 +9,12 @@ import shutil
 
 import pytest
 
-from seglog.clock import ManualClock, Scheduler
+from seglog.clock import Clock, ManualClock, Scheduler
 from seglog.errors import (
     InvalidRecordError,
     KafkaStorageError,
     OffsetOutOfRangeError,
+    RecordListTooLargeError,
     RecordTooLargeError,
 )
 from seglog.log import Log, parse_partition_dir
@@ -65,6 +66,21 @@ def test_parse_partition_dir():
     assert parse_partition_dir("__consumer_offsets-6") == ("__consumer_offsets", 6)
     assert parse_partition_dir("nodash") is None
     assert parse_partition_dir("x-") is None
+    # Only ASCII digits: int() would fail on "²" and read "٣" as 3.
+    for name in ("t-\u00b2", "t-\u0663", "t-\uff11", "t-0\n", "t- 1", "t-+1"):
+        assert parse_partition_dir(name) is None, name
+
+
+def test_segment_files_with_non_ascii_digits_or_a_newline_are_not_segments(tmp_path):
+    log = open_log(tmp_path)
+    log.append(batch(1))
+    log.close()
+    d = tmp_path / "t-0"
+    (d / ("0" * 19 + "\u0661.log")).write_bytes(b"")
+    (d / (f"{5:020d}.log\n")).write_bytes(b"")
+    log = open_log(tmp_path)
+    assert [s.base_offset for s in log.segments] == [0] and log.log_end_offset == 1
+    log.close()
 
 
 def test_new_log_layout(tmp_path):
@@ -173,13 +189,18 @@ def test_roll_on_segment_bytes_exactly_as_kafka(tmp_path):
     for _ in range(3):
         log.append(b)
     assert [s.base_offset for s in log.segments] == [0, 2]
-    # A batch larger than segment.bytes still goes into a (new) segment of its own.
-    log.append(batch(1, size=5 * n))
+    # A batch larger than segment.bytes is refused as Kafka refuses it; nothing is written.
+    big = batch(1, size=5 * n)
+    with pytest.raises(RecordListTooLargeError, match=rf"Message batch size is {len(big)} bytes in "
+                       rf"append to partition u-0, which exceeds the maximum configured segment "
+                       rf"size of {3 * n - 1}"):
+        log.append(big)
+    assert log.log_end_offset == 3
     log.append(b)
-    assert [s.base_offset for s in log.segments] == [0, 2, 3, 4]
+    assert [s.base_offset for s in log.segments] == [0, 2]
     log.close()
     names = sorted(os.listdir(tmp_path / "u-0"))
-    assert names == sorted(f"{b:020d}.{e}" for b in (0, 2, 3, 4) for e in ("log", "index", "timeindex"))
+    assert names == sorted(f"{b:020d}.{e}" for b in (0, 2) for e in ("log", "index", "timeindex"))
 
 
 def test_roll_on_segment_ms_by_batch_timestamp(tmp_path):
@@ -313,6 +334,40 @@ def test_flush_ms_runs_on_the_scheduler(tmp_path):
     assert log.recovery_point == 3
     log.close()
     sched.shutdown()
+
+
+def test_flush_ms_on_a_standalone_log_flushes_on_time(tmp_path):
+    # No scheduler given: the log runs flush.ms itself instead of ignoring it.
+    clock = ManualClock(T0)
+    log = open_log(tmp_path, {"flush.ms": 500}, clock=clock)
+    log.append(batch(2))
+    clock.advance(499)
+    assert log.recovery_point == 0
+    clock.advance(1)
+    assert log.recovery_point == 2 and log.unflushed_messages == 0
+    log.close()
+    clock.advance(10_000)           # the log's own flusher is gone with it
+    # The system clock: a daemon thread flushes, and close() stops it.
+    import threading
+    import time
+
+    log = open_log(tmp_path, {"flush.ms": 20}, name="w-0", clock=Clock())
+    log.append(batch(3))
+    deadline = time.monotonic() + 10
+    while log.recovery_point < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert log.recovery_point == 3
+    name = "seglog-flush-w-0"
+    assert any(t.name == name for t in threading.enumerate())
+    log.close()
+    deadline = time.monotonic() + 10
+    while any(t.name == name for t in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not any(t.name == name for t in threading.enumerate())
+    # Without flush.ms no thread is started.
+    log = open_log(tmp_path, name="n-0", clock=Clock())
+    assert not any(t.name == "seglog-flush-n-0" for t in threading.enumerate())
+    log.close()
 
 
 def test_checkpoint_files_exact_text(tmp_path):
@@ -579,7 +634,8 @@ def test_retention_off_and_compact_policy(tmp_path):
     log.close()
     log = open_log(tmp_path, {"segment.bytes": 300, "retention.ms": 1, "cleanup.policy": "compact"},
                    name="c-0", clock=clock)
-    fill(log, 20, ts=lambda k: clock.time_ms())
+    for k in range(20):     # a compacted log takes keyed records only
+        log.append(encode_batch([b"v".ljust(40, b".")], keys=[b"k%d" % k], timestamps=clock.time_ms()))
     clock.advance(10**6)
     assert log.delete_old_segments() == 0
     log.close()

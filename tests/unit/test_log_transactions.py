@@ -122,7 +122,7 @@ def scenario(log: Log) -> list[int]:
               plain(b"n3"),                # 10
               marker(COMMIT, P1),          # 11    P1 committed; nothing open
               plain(b"n4")):               # 12
-        log.append(b)
+        log.append(b, origin="coordinator")
         lsos.append(log.last_stable_offset)
     return lsos
 
@@ -148,7 +148,7 @@ def test_commit_only_writes_no_txnindex(tmp_path):
     log = open_log(tmp_path)
     log.append(txn(P1, b"x"))
     assert (log.ongoing_transactions, log.last_stable_offset, log.high_watermark) == ({P1: 0}, 0, 1)
-    log.append(marker(COMMIT, P1))
+    log.append(marker(COMMIT, P1), origin="coordinator")
     log.append(plain(b"y"))
     assert (log.ongoing_transactions, log.last_stable_offset) == ({}, 3)
     log.close()
@@ -165,13 +165,13 @@ def test_lso_follows_the_oldest_open_transaction_and_the_high_watermark(tmp_path
     log.update_high_watermark(2)
     assert log.last_stable_offset == 1
     log.update_high_watermark(log.log_end_offset)
-    log.append(marker(COMMIT, P2))           # 4: P1 still the oldest
+    log.append(marker(COMMIT, P2), origin="coordinator")           # 4: P1 still the oldest
     log.update_high_watermark(log.log_end_offset)
     assert log.last_stable_offset == 1
-    log.append(marker(ABORT, P1))            # 5: P3 now the oldest
+    log.append(marker(ABORT, P1), origin="coordinator")            # 5: P3 now the oldest
     log.update_high_watermark(log.log_end_offset)
     assert log.last_stable_offset == 3
-    log.append(marker(ABORT, P3))            # 6: none open
+    log.append(marker(ABORT, P3), origin="coordinator")            # 6: none open
     assert log.last_stable_offset == 6      # capped by the high watermark (6), the end is 7
     log.update_high_watermark(log.log_end_offset)
     assert log.last_stable_offset == 7
@@ -185,8 +185,8 @@ def test_abort_without_an_open_transaction_covers_the_marker(tmp_path):
     """As Kafka's ProducerAppendInfo: the transaction's first offset defaults to the marker's."""
     log = open_log(tmp_path)
     log.append(plain(b"n"))
-    log.append(marker(ABORT, P1))
-    log.append(marker(COMMIT, P2))
+    log.append(marker(ABORT, P1), origin="coordinator")
+    log.append(marker(COMMIT, P2), origin="coordinator")
     assert log.collect_aborted_transactions(0, 3) == [AbortedTxn(P1, 1, 1, 2)]
     assert log.ongoing_transactions == {}
     log.close()
@@ -195,7 +195,7 @@ def test_abort_without_an_open_transaction_covers_the_marker(tmp_path):
 def test_several_batches_in_one_append_and_follower_appends(tmp_path):
     leader = open_log(tmp_path)
     leader.append(txn(P1, b"a") + plain(b"n0", b"n1") + txn(P2, b"b"))     # 0, 1-2, 3
-    leader.append(marker(ABORT, P1) + txn(P3, b"c") + marker(ABORT, P2))    # 4, 5, 6
+    leader.append(marker(ABORT, P1) + txn(P3, b"c") + marker(ABORT, P2), origin="coordinator")    # 4, 5, 6
     assert leader.ongoing_transactions == {P3: 5}
     assert leader.collect_aborted_transactions(0, 7) == [AbortedTxn(P1, 0, 4, 3), AbortedTxn(P2, 3, 6, 5)]
     data = leader.read(0, 1 << 20, upper_bound="log_end").to_bytes()
@@ -227,7 +227,7 @@ def multi_segment_log(tmp_path: Path, config: dict | None = None) -> tuple[Log, 
         else:
             b = txn(pid, b"v%d" % k, seq=seq[pid])
             seq[pid] += 1
-        log.append(b)
+        log.append(b, origin="coordinator")
         batches.append(b)
     return log, batches
 
@@ -238,7 +238,7 @@ def oracle_log(tmp_path: Path, batches: list[bytes], end: int) -> Log:
     for b in batches:
         if oracle.log_end_offset >= end:
             break
-        oracle.append(b)
+        oracle.append(b, origin="coordinator")
     assert oracle.log_end_offset == end
     return oracle
 
@@ -343,8 +343,8 @@ def test_truncate_across_a_marker(tmp_path):
     assert log.collect_aborted_transactions(0, 9) == []
     assert txnindex_files(tmp_path) == {"00000000000000000000.txnindex": b""}
     # The follower now learns P2 committed, and P1 aborted.
-    log.append(marker(COMMIT, P2))           # 9
-    log.append(marker(ABORT, P1))            # 10
+    log.append(marker(COMMIT, P2), origin="coordinator")           # 9
+    log.append(marker(ABORT, P1), origin="coordinator")            # 10
     assert log.collect_aborted_transactions(0, 11) == [AbortedTxn(P1, 0, 10, 11)]
     assert txnindex_files(tmp_path) == {"00000000000000000000.txnindex": entry(P1, 0, 10, 11)}
     assert read_committed(log, 0) == [(2, b"n0"), (3, b"b0"), (5, b"n1"), (6, b"n2"), (7, b"b1"), (8, b"b2")]
@@ -399,7 +399,7 @@ def test_read_committed_drops_aborted_and_control_records(tmp_path):
             committed += [(first + i, v) for i, v in enumerate(vals)]
         elif pid in open_txn and rng.random() < 0.3:
             kind = rng.choice([ABORT, COMMIT])
-            log.append(marker(kind, pid))
+            log.append(marker(kind, pid), origin="coordinator")
             recs = open_txn.pop(pid)
             if kind == COMMIT:
                 committed += recs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from seglog.clock import ManualClock
 from seglog.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
+    InvalidTimestampError,
     KafkaStorageError,
     OutOfOrderSequenceError,
     RecordTooLargeError,
@@ -482,3 +484,65 @@ def test_topic_admin_and_sends_from_other_threads_do_not_deadlock(tmp_path: Path
         assert not a.is_alive() and not s.is_alive(), "deadlock"
         p.flush()
         assert not [e for e in errors if not isinstance(e, KafkaStorageError)]
+
+
+# -- a failed append reports its own error, not the batch's buffer --------------------------------
+
+
+@pytest.mark.parametrize("linger", [0, 10])
+@pytest.mark.parametrize("codec", ["none", "lz4"])
+def test_timestamp_out_of_bounds_reports_invalid_timestamp(store: Store, clock: ManualClock,
+                                                           linger: int, codec: str) -> None:
+    store.create_topic("t", 1, {"message.timestamp.before.max.ms": 1000})
+    p = store.producer(linger_ms=linger, compression_type=codec)
+    now = clock.time_ms()
+    if linger == 0:
+        with pytest.raises(InvalidTimestampError, match=rf"timestamp {now - 5000} of record 0 is out of range"):
+            p.send("t", b"old", timestamp=now - 5000)
+    else:
+        p.send("t", b"ok", timestamp=now)
+        f = p.send("t", b"old", timestamp=now - 5000)
+        clock.advance(10)
+        assert f.failed()
+        with pytest.raises(InvalidTimestampError, match=r"of record 1 is out of range"):
+            f.get()
+    # The producer goes on: the next batch is written.
+    p.send("t", b"new", timestamp=clock.time_ms())
+    p.flush()
+    assert [r.value for r in _all(store, "t")[0]] == [b"new"]
+
+
+@pytest.mark.parametrize("linger", [0, 10])
+def test_full_disk_reports_the_storage_error(store: Store, clock: ManualClock, monkeypatch: Any,
+                                             linger: int) -> None:
+    import errno
+
+    from seglog.log import Log
+
+    store.create_topic("t", 1)
+    lg = store.log("t", 0)
+    real = Log._maybe_roll
+
+    class FullDisk:
+        """The active segment on a full disk: its write fails as pwritev's ENOSPC does."""
+
+        def append(self, *args: Any) -> Any:
+            raise KafkaStorageError(f"write to {lg.dir} failed at position 0: "
+                                    f"{os.strerror(errno.ENOSPC)} (append rolled back)")
+
+    monkeypatch.setattr(Log, "_maybe_roll", lambda self, *a: FullDisk())
+    p = store.producer(linger_ms=linger)
+    if linger == 0:
+        with pytest.raises(KafkaStorageError, match="No space left on device"):
+            p.send("t", b"a")
+    else:
+        f = p.send("t", b"a")
+        clock.advance(10)
+        with pytest.raises(KafkaStorageError, match="No space left on device"):
+            f.get()
+    with pytest.raises(KafkaStorageError, match="No space left on device"):
+        p.send_batch("t", [b"x", b"y"])
+    monkeypatch.setattr(Log, "_maybe_roll", real)
+    p.send("t", b"b")
+    p.flush()
+    assert [r.value for r in _all(store, "t")[0]] == [b"b"]

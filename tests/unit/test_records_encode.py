@@ -81,7 +81,20 @@ def test_timestamps_per_record_and_max_timestamp():
 
 def test_extreme_timestamps_round_trip():
     ts = [-(2**63), 2**63 - 1, 0, -1, 2**62]
-    assert [r.timestamp for r in decode_records(encode_batch([b"v"] * 5, timestamps=ts))] == ts
+    buf = encode_batch([b"v"] * 5, timestamps=ts, allow_negative_timestamps=True)
+    assert [r.timestamp for r in decode_records(buf)] == ts
+
+
+@pytest.mark.parametrize("ts", [-2, -7, -(2**63)])
+def test_negative_timestamps_are_refused_unless_allowed(ts):
+    """Kafka's MemoryRecordsBuilder refuses a timestamp below -1; so does encode_batch."""
+    for form in ([T, T, ts], (T, T, ts), np.array([T, T, ts], dtype=np.int64)):
+        with pytest.raises(ValueError, match=rf"invalid timestamp {ts} of record 2: a timestamp must be >= 0"):
+            encode_batch([b"a", b"b", b"c"], timestamps=form)
+    with pytest.raises(ValueError, match=rf"invalid timestamp {ts}: a timestamp must be >= 0"):
+        encode_batch([b"a"], timestamps=ts)
+    assert decode_records(encode_batch([b"a"], timestamps=ts, allow_negative_timestamps=True))[0].timestamp == ts
+    assert decode_records(encode_batch([b"a"], timestamps=-1))[0].timestamp == -1
 
 
 def test_default_timestamp_is_now():
@@ -186,8 +199,9 @@ def test_list_fast_path_equals_general_path(cols, as_tuple):
     take the general encoder. Both must write the same bytes, which must decode back."""
     values, keys, ts = cols
     fast_values = tuple(values) if as_tuple else values
-    fast = encode_batch(fast_values, keys=keys, timestamps=ts)
-    general = encode_batch([None if v is None else bytearray(v) for v in values], keys=keys, timestamps=ts)
+    fast = encode_batch(fast_values, keys=keys, timestamps=ts, allow_negative_timestamps=True)
+    general = encode_batch([None if v is None else bytearray(v) for v in values], keys=keys, timestamps=ts,
+                           allow_negative_timestamps=True)
     assert fast == general
     recs = decode_records(fast)
     assert [r.value for r in recs] == values
@@ -218,7 +232,8 @@ def test_int_timestamps_of_every_width_and_subclass():
         pass
 
     ts = [0, 1, -1, T, -T, 2**60, -(2**60) - 5, 2**63 - 1, -(2**63), True, Stamp(T + 1)]
-    got = [r.timestamp for r in decode_records(encode_batch([b"v"] * len(ts), timestamps=ts))]
+    got = [r.timestamp for r in decode_records(encode_batch([b"v"] * len(ts), timestamps=ts,
+                                                            allow_negative_timestamps=True))]
     assert got == [int(t) for t in ts]
     with pytest.raises(OverflowError):
         encode_batch([b"v"], timestamps=[2**63])

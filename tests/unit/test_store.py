@@ -49,7 +49,11 @@ def test_valid_topic_names(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["", ".", "..", "x" * 250, "a/b", "../etc", "a b", "tópico",
-                                  "a\\b", "a\x00b", "a:b"])
+                                  "a\\b", "a\x00b", "a:b",
+                                  # The whole name, not a prefix: "$" in a regex accepts a trailing
+                                  # newline, "\\d" and str.isdigit accept non-ASCII digits.
+                                  "a\n", "orders\n", "\n", "x" * 248 + "\n", "a\r", "a\t", "\na",
+                                  "\u0661", "t\u0660", "\uff4frders", "a\u200b", "\u01c5", "ß"])
 def test_invalid_topic_names(name: str, tmp_path: Path, clock: ManualClock) -> None:
     with pytest.raises(InvalidTopicError):
         validate_topic_name(name)
@@ -61,6 +65,15 @@ def test_invalid_topic_names(name: str, tmp_path: Path, clock: ManualClock) -> N
     assert sorted(os.listdir(tmp_path)) == ["d"]
 
 
+def test_directories_whose_names_only_look_like_partitions_are_ignored(tmp_path: Path, clock: ManualClock) -> None:
+    with _open(tmp_path, clock) as store:
+        store.create_topic("a", 1)
+    for name in ("a\n-0", "a-\u00b2", "b-\u0663"):
+        os.mkdir(tmp_path / name)
+    with _open(tmp_path, clock) as store:
+        assert store.topics() == ["a"]
+
+
 def test_topic_names_differing_only_by_dot_and_underscore_collide(tmp_path: Path, clock: ManualClock) -> None:
     with _open(tmp_path, clock) as store:
         store.create_topic("a.b")
@@ -70,8 +83,10 @@ def test_topic_names_differing_only_by_dot_and_underscore_collide(tmp_path: Path
 
 def test_non_string_topic_name(tmp_path: Path, clock: ManualClock) -> None:
     with _open(tmp_path, clock) as store:
-        with pytest.raises(InvalidTopicError):
-            store.create_topic(b"bytes")  # type: ignore[arg-type]
+        for bad in (b"bytes", 5, None):
+            with pytest.raises(TypeError, match=rf"topic must be a str, not {type(bad).__name__}"):
+                store.create_topic(bad)  # type: ignore[arg-type]
+        assert store.topics() == []
 
 
 # -------------------------------------------------------------------------------------------------
@@ -109,9 +124,12 @@ def test_create_describe_delete(tmp_path: Path, clock: ManualClock) -> None:
 
 def test_invalid_partitions_and_config(tmp_path: Path, clock: ManualClock) -> None:
     with _open(tmp_path, clock) as store:
-        for bad in (0, -1, True, 1.5):
+        for bad in (0, -1):
             with pytest.raises(InvalidPartitionsError):
-                store.create_topic("t", bad)  # type: ignore[arg-type]
+                store.create_topic("t", bad)
+        for wrong in (True, 1.5, "2"):
+            with pytest.raises(TypeError, match="partitions must be an int"):
+                store.create_topic("t", wrong)  # type: ignore[arg-type]
         with pytest.raises(ConfigError, match="retention.msec"):
             store.create_topic("t", 1, {"retention.msec": 5})
         with pytest.raises(ConfigError):
