@@ -272,12 +272,13 @@ def test_read_committed_fetch_stops_at_the_lso_and_lists_aborted_transactions(br
     topic = _topic(broker)
     store = broker.store
     store.append(topic, 0, encode_batch([b"a", b"b"], producer_id=500, producer_epoch=0,
-                                        is_transactional=True))
+                                        base_sequence=0, is_transactional=True))
     store.append(topic, 0, encode_control_batch(0, timestamp=int(time.time() * 1000),
-                                                producer_id=500, producer_epoch=0))  # abort
+                                                producer_id=500, producer_epoch=0),  # abort
+                 origin="coordinator")
     store.append(topic, 0, encode_batch([b"d"]))
     store.append(topic, 0, encode_batch([b"c"], producer_id=501, producer_epoch=0,
-                                        is_transactional=True))  # still open
+                                        base_sequence=0, is_transactional=True))  # still open
     store.append(topic, 0, encode_batch([b"e"]))
     part = raw.request("Fetch", 1, 12, _fetch_body(topic, isolation_level=1))["responses"][0][
         "partitions"][0]
