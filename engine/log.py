@@ -292,7 +292,7 @@ class Log:
             last = i + 1 == len(bases)
             needs_recovery = missing_index or (not clean_shutdown and base >= unflushed_from)
             seg = None
-            if not needs_recovery and not last:
+            if (not needs_recovery or self.read_only) and not last:
                 # An inactive segment opens its files on first use (and checks its indexes
                 # then): opening a log holds no descriptor for it.
                 seg = self._open_segment(base, lazy=True)

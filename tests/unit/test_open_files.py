@@ -347,3 +347,19 @@ def test_threads_reading_while_the_cache_closes_segments(tmp_path: Path, limit: 
     for lg in logs:
         lg.close()
     assert not errors, errors[0]
+
+
+def test_a_read_only_log_opens_only_its_active_segment_even_without_index_files(
+        tmp_path: Path, limit: Any) -> None:
+    values = _fill(tmp_path / "t-0", 60)
+    for index in sorted((tmp_path / "t-0").glob("*.index"))[:3]:
+        index.unlink()                       # a broker's dir may lack them: scanned instead
+    limit(2)
+    before = _fds()
+    with Log.open(tmp_path / "t-0", read_only=True) as lg:
+        assert _fds() - before <= 3                  # an empty index file is not mapped
+        assert not any(s.files_open for s in lg.segments[:-1])
+        assert _read_all(lg, lg.log_end_offset) == values
+        assert _fds() - before <= 3 * (2 + 1)
+    assert _fds() == before
+    assert len(list((tmp_path / "t-0").glob("*.index"))) == len(list((tmp_path / "t-0").glob("*.log"))) - 3
