@@ -782,7 +782,11 @@ cdef class Segment:
 
     @property
     def index_full(self):
-        return self.offset_index.is_full or self.time_index.is_full
+        self._enter()
+        try:
+            return self._oidx.is_full or self._tidx.is_full
+        finally:
+            self._leave()
 
     def can_convert_to_relative_offset(self, int64_t offset):
         return 0 <= offset - self.base_offset <= INT32_MAX
