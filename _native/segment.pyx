@@ -510,13 +510,13 @@ cdef class Segment:
                 raise
             self._close_files(False)
             if not _cache_release_idle(self):
-                raise _out_of_files(self.log_path, exc) from None
+                raise out_of_files_error(self.log_path, exc) from None
             try:
                 self._open_files_once(create, allocate_ahead)
             except OSError as exc2:
                 if exc2.errno not in _OUT_OF_FILES:
                     raise
-                raise _out_of_files(self.log_path, exc2) from None
+                raise out_of_files_error(self.log_path, exc2) from None
         return 0
 
     cdef int _open_files_once(self, bint create, Py_ssize_t allocate_ahead) except -1:
@@ -1669,17 +1669,19 @@ cdef bint _cache_release_idle(Segment keep) except -1:
     return released
 
 
-def _out_of_files(path, exc):
+def out_of_files_error(path, exc):
+    """The storage error for ``exc`` (EMFILE, ENFILE or ENOMEM) opening ``path``: names the
+    descriptors open, ``RLIMIT_NOFILE`` and how to raise it."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     try:
         in_use = len(os.listdir("/proc/self/fd"))
     except OSError:
         in_use = -1
     what = ("too many open files" if exc.errno in (_errno.EMFILE, _errno.ENFILE)
-            else "out of memory mappings (vm.max_map_count)")
+            else "out of memory or of memory mappings (vm.max_map_count)")
     err = _errors.make(
         "storage",
-        f"cannot open segment {path}: {what} ({exc.strerror}): the process has about {in_use} "
+        f"cannot open {path}: {what} ({exc.strerror}): the process has about {in_use} "
         f"descriptors open, its limit RLIMIT_NOFILE is {soft} (hard {hard}); each partition "
         f"holds {FDS_PER_SEGMENT} for its active segment. Raise the limit (`ulimit -n`, "
         "LimitNOFILE= in a systemd unit) or use fewer partitions",

@@ -38,6 +38,7 @@ keep the mapped data alive but make truncation of that data wait for (refuse unt
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 import os
 import random
@@ -47,7 +48,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from seglog._native.fetch import FetchSlice, fetch_partition
-from seglog._native.segment import Segment, filename_prefix
+from seglog._native.segment import Segment, filename_prefix, out_of_files_error
 from seglog._native.segment import open_segment_limit as open_segment_limit  # noqa: F401 (public)
 from seglog._native.segment import open_segments as open_segments  # noqa: F401 (public)
 from seglog.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, fsync_dir
@@ -208,7 +209,12 @@ class Log:
         self = object.__new__(cls)
         self._init(os.fspath(directory), config, clock or Clock(), scheduler, read_only, replicated)
         self._dir_checkpoints = dir_checkpoints
-        self._load(recovery_point, log_start_offset, clean_shutdown, high_watermark)
+        try:
+            self._load(recovery_point, log_start_offset, clean_shutdown, high_watermark)
+        except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE) and not isinstance(exc, KafkaStorageError):
+                raise out_of_files_error(self.dir, exc) from exc
+            raise
         return self
 
     def _init(self, directory: str, config: LogConfig | Mapping[str, Any] | None, clock: Clock,

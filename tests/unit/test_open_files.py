@@ -201,6 +201,14 @@ def test_too_many_partitions_for_the_file_limit_are_refused_before_anything_is_c
         except InvalidPartitionsError as exc:
             print("REFUSED", exc)
         store.close()
+        # A store whose partitions do not fit the limit fails to open naming it.
+        resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 20,
+                                                    resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+        try:
+            Store.open({str(tmp_path / "s")!r})
+        except OSError as exc:
+            print("OPEN FAILED", exc)
+        print("FDS", len(os.listdir("/proc/self/fd")))
     """)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     refusals = [line for line in proc.stdout.splitlines() if line.startswith("REFUSED")]
@@ -208,6 +216,8 @@ def test_too_many_partitions_for_the_file_limit_are_refused_before_anything_is_c
     assert "RLIMIT_NOFILE is 256" in refusals[0] and "ulimit -n" in refusals[0]
     assert "create topic 'big' with 100 partitions" in refusals[0]
     assert "grow topic 'small' from 10 to 90" in refusals[1]
+    failed = next(line for line in proc.stdout.splitlines() if line.startswith("OPEN FAILED"))
+    assert "too many open files" in failed and "RLIMIT_NOFILE" in failed, failed
     names = sorted(os.listdir(tmp_path / "s"))
     assert not [n for n in names if n.startswith("big-")]
     assert sorted(n for n in names if n.startswith("small-")) == sorted(f"small-{p}" for p in range(10))
