@@ -1647,7 +1647,7 @@ cdef _cache_shrink(Segment keep):
             _cache[key] = ref
             _cache_n = len(_cache)
             continue
-        seg._park()
+        _park_quietly(seg)
 
 
 cdef bint _cache_release_idle(Segment keep) except -1:
@@ -1664,9 +1664,22 @@ cdef bint _cache_release_idle(Segment keep) except -1:
                 continue
             seg = <Segment>obj
             if seg is not keep and _idle(seg):
-                seg._park()
+                _park_quietly(seg)
                 released = True
     return released
+
+
+cdef _park_quietly(Segment seg):
+    """Park ``seg`` for the cache: a failure (a storage error trimming an index) must not
+    fail the unrelated call that made room; the files are closed whatever happens."""
+    try:
+        seg._park()
+    except Exception as exc:  # noqa: BLE001 - reported, and the segment reopens on next use
+        _log.warning("closing the files of %s: %s", seg.log_path, exc)
+        try:
+            seg._close_files(False)
+        except Exception:  # noqa: BLE001
+            pass
 
 
 def out_of_files_error(path, exc):
