@@ -29,7 +29,14 @@ cdef class FetchSlice:
 
     @property
     def fd(self):
+        """The segment's ``.log`` descriptor, valid until the segment closes it (an inactive one
+        may be closed by the open-segment cache): to keep one, use :meth:`dup_fd`."""
         return self.segment.fileno()
+
+    def dup_fd(self):
+        """A new descriptor of the segment's ``.log`` (the caller closes it), for ``sendfile``
+        later whatever happens to the segment meanwhile."""
+        return self.segment.dup_fileno()
 
     def __repr__(self):
         return f"FetchSlice({self.segment.log_path!r}, position={self.position}, length={self.length})"

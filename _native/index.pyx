@@ -130,7 +130,11 @@ cdef class _Index:
     cdef tuple _file_id       # (st_dev, st_ino) of the mapped file
 
     def __init__(self, path, int64_t base_offset, max_index_size=DEFAULT_MAX_INDEX_SIZE,
-                 bint writable=True):
+                 bint writable=True, int64_t entries=-1):
+        """Open (a writable index: create) the index file at ``path``. ``entries`` >= 0 is the
+        number of valid entries known from an earlier open of the same unchanged file (a
+        segment opened again after its files were closed): the file is then not scanned,
+        provided it holds that many entries."""
         cdef bint created = False
         if self._inited:
             raise RuntimeError(f"{type(self).__name__} is already initialised ({self.path})")
@@ -149,7 +153,9 @@ cdef class _Index:
         self.writable = writable
         self._inited = True
 
-        if writable:
+        if writable and entries >= 0:
+            fd = _os.open(path, _os.O_RDWR)   # known to exist: it held ``entries``
+        elif writable:
             try:
                 fd = _os.open(path, _os.O_RDWR | _os.O_CREAT | _os.O_EXCL, 0o644)
                 created = True
@@ -167,7 +173,12 @@ cdef class _Index:
             st = _os.fstat(fd)
             self._file_id = (st.st_dev, st.st_ino)
             self._map(fd, st.st_size)
-            valid, problem = (0, None) if created else self._scan(fd)
+            if created:
+                valid, problem = 0, None
+            elif 0 <= entries <= self._cap:
+                valid, problem = entries, None
+            else:
+                valid, problem = self._scan(fd)
         finally:
             _os.close(fd)
         self._n = valid

@@ -27,6 +27,22 @@ so a mapping never touches pages past end of file. Slices are memoryviews of a `
 which counts its exports; ``truncate_to``/``close``/``delete`` refuse (``BufferError``) while
 any view of this segment's data is alive, as CPython's mmap does.
 
+Open files: an open segment holds three descriptors (the ``.log``, and the duplicate stdlib
+``mmap`` keeps of each index file it maps) and three mappings. A log's active segment stays open;
+its inactive segments are *evictable*: ``Segment(..., lazy=True)`` opens nothing until first use,
+and a process-wide cache (``open_segment_limit()``, by default a sixteenth of ``RLIMIT_NOFILE``
+in descriptors, 8 to 4096 segments) closes the files of the least recently opened idle ones
+(CLOCK: a segment used since the last sweep gets a second chance) once more are open than its
+bound; the next use opens them again (~50-100 us: three opens, three mappings; a cleanly closed
+index is not scanned again, its entry count is kept). A segment is never closed under a reader:
+one with live views, or with a method running on its files (``_enter``/``_leave``), is skipped.
+Its state (size, next offset, max timestamp) stays in memory once read. A lazy segment's first
+open checks its indexes (``sanity_check``) and, if writable, rebuilds them when they fail. An
+open that runs out of descriptors (EMFILE/ENFILE) or mappings (ENOMEM) first closes every idle
+segment of the cache and tries again, then fails naming ``RLIMIT_NOFILE`` and ``ulimit -n``.
+Data written through a descriptor that was closed since is still fsynced by ``flush()`` through
+the new one (``fdatasync`` acts on the file, not the descriptor).
+
 Crash policy: an append either writes whole batches or, on a write error, truncates the file back
 to its previous size before raising. A crash mid-``pwritev`` leaves a torn tail; ``recover()``
 validates every batch (structure and CRC) and truncates at the first invalid byte. Index files
@@ -37,7 +53,13 @@ Thread-safety: one writer; readers may call ``read``/``translate_offset`` concur
 append only under the log's lock (the log layer provides it). Not thread-safe on its own.
 """
 
+import collections
+import errno as _errno
+import logging
 import os
+import resource
+import threading
+import weakref
 
 from cpython.buffer cimport PyBUF_FORMAT, PyBUF_ND
 from libc.errno cimport errno, EINTR
@@ -311,12 +333,13 @@ cdef BatchInfo _info(const Head *h, Py_ssize_t pos, const uint8_t *buf):
     return bi
 
 
-def _open_index(cls, path, base_offset, max_index_size, read_only):
+def _open_index(cls, path, base_offset, max_index_size, read_only, entries=-1):
     if read_only and not os.path.exists(path):
         # A read-only directory (a Kafka broker's) may lack index files: lookups then scan
         # batch headers from the start of the segment.
         return _NoIndex(path, base_offset, cls is TimeIndex)
-    return cls(path, base_offset, max_index_size=max_index_size, writable=not read_only)
+    return cls(path, base_offset, max_index_size=max_index_size, writable=not read_only,
+               entries=entries)
 
 
 class _NoIndex:
@@ -382,12 +405,12 @@ cdef class Segment:
     cdef readonly int64_t base_offset
     cdef readonly Py_ssize_t size
     cdef readonly object log_path
-    cdef readonly object offset_index
-    cdef readonly object time_index
-    cdef readonly int64_t next_offset
-    cdef readonly int64_t max_timestamp_so_far
-    cdef readonly int64_t offset_of_max_timestamp
-    cdef readonly int64_t rolling_based_timestamp
+    cdef object _oidx
+    cdef object _tidx
+    cdef int64_t _next_offset
+    cdef int64_t _max_ts
+    cdef int64_t _off_max_ts
+    cdef int64_t _rolling_ts
     cdef readonly int32_t index_interval_bytes
     cdef readonly bint read_only
     cdef readonly Py_ssize_t bytes_since_last_index_entry
@@ -400,16 +423,30 @@ cdef class Segment:
     cdef readonly Py_ssize_t allocated_to    # blocks are reserved up to here (>= size) ...
     cdef readonly Py_ssize_t allocate_step   # ... in steps of this many bytes (0: no reserving)
     cdef Py_ssize_t segment_bytes
+    cdef Py_ssize_t max_index_size
+    # Lazy files (see "Open files" in the module docs): an evictable segment may have its files
+    # closed ("parked") while it stays part of its log; the next use opens them again.
+    cdef bint _evictable         # may be parked by the open-segment cache (inactive segments)
+    cdef bint _parked            # files closed, reopened on the next use
+    cdef bint _parking           # being parked (by the thread holding the cache's lock)
+    cdef bint _state_loaded      # next offset and max timestamp known (read once, then kept)
+    cdef bint _referenced        # used since the cache last looked (second chance)
+    cdef int _busy               # methods running on the files: never parked meanwhile
+    cdef int64_t _oidx_entries   # entries of the indexes when parked (no scan on reopen)
+    cdef int64_t _tidx_entries
+    cdef object __weakref__
 
     def __cinit__(self):
         self.fd = -1
         self.old_mappings = []
         self.closed = True
+        self._oidx_entries = -1
+        self._tidx_entries = -1
 
     def __init__(self, dir, int64_t base_offset, *, int32_t index_interval_bytes=4096,
                  Py_ssize_t max_index_size=10485760, Py_ssize_t segment_bytes=1073741824,
                  bint create=False, bint read_only=False, str suffix="",
-                 Py_ssize_t allocate_ahead=ALLOCATE_STEP):
+                 Py_ssize_t allocate_ahead=ALLOCATE_STEP, bint lazy=False):
         """Open (or with ``create`` make) the segment at ``base_offset`` in ``dir``.
 
         ``allocate_ahead``: appends reserve disk blocks past the end of file this many bytes at a
@@ -421,6 +458,11 @@ cdef class Segment:
         Opening reads no batch data except the tail after the last offset-index entry (to find
         ``next_offset``); indexes are taken as they are, so after an unclean shutdown the
         caller must ``sanity_check()`` or ``recover()``.
+
+        ``lazy`` (an existing inactive segment) opens nothing now: the segment is evictable and
+        its files are opened on first use (then ``sanity_check()`` runs, and a writable
+        segment whose indexes fail it gets them rebuilt by ``recover()``); only the file's
+        length is read.
         """
         if base_offset < 0:
             raise ValueError(f"segment base offset must be >= 0, got {base_offset}")
@@ -440,30 +482,208 @@ cdef class Segment:
             raise FileExistsError(f"segment file already exists: {self.log_path}")
         if not create and not exists:
             raise FileNotFoundError(f"segment file not found: {self.log_path}")
-        flags = os.O_RDONLY if read_only else (os.O_RDWR | os.O_CREAT)
-        self.fd = os.open(self.log_path, flags | os.O_CLOEXEC, 0o644)
+        self.segment_bytes = segment_bytes
+        self.max_index_size = max_index_size
+        self._max_ts = -1
+        self._off_max_ts = base_offset
+        self._rolling_ts = -1
+        self._next_offset = base_offset
+        if lazy and not create:
+            self.size = os.stat(self.log_path).st_size
+            self.allocated_to = self.size
+            self.closed = False
+            self._parked = True
+            self._evictable = True
+            return
         self.closed = False
         try:
-            self.size = os.fstat(self.fd).st_size
-            self.segment_bytes = segment_bytes
-            self.allocated_to = self.size
-            if not read_only and allocate_ahead > 0 and seglog_prealloc_useful(self.fd):
-                self.allocate_step = allocate_ahead
-            page = sysconf(_SC_PAGESIZE)
-            self.reserve = max(segment_bytes, self.size, 1)
-            self.reserve = (self.reserve + page - 1) // page * page
-            self._map(self.size)
-            self.offset_index = _open_index(OffsetIndex, prefix + ".index" + suffix, base_offset,
-                                            max_index_size, read_only)
-            self.time_index = _open_index(TimeIndex, prefix + ".timeindex" + suffix, base_offset,
-                                          max_index_size, read_only)
-            self.max_timestamp_so_far = -1
-            self.offset_of_max_timestamp = base_offset
-            self.rolling_based_timestamp = -1
+            self._open_files(create, allocate_ahead)
             self._load_tail_state()
         except BaseException:
-            self._close_files()
+            self._shut(True)
             raise
+
+    cdef int _open_files(self, bint create, Py_ssize_t allocate_ahead) except -1:
+        """Open the ``.log``, map it and open both indexes. Out of descriptors (or of
+        mappings), the idle segments of the open-segment cache are closed and it is tried
+        once more; then the error names the limit."""
+        try:
+            self._open_files_once(create, allocate_ahead)
+        except OSError as exc:
+            if exc.errno not in _OUT_OF_FILES:
+                raise
+            self._close_files(False)
+            if not _cache_release_idle(self):
+                raise out_of_files_error(self.log_path, exc) from None
+            try:
+                self._open_files_once(create, allocate_ahead)
+            except OSError as exc2:
+                if exc2.errno not in _OUT_OF_FILES:
+                    raise
+                raise out_of_files_error(self.log_path, exc2) from None
+        return 0
+
+    cdef int _open_files_once(self, bint create, Py_ssize_t allocate_ahead) except -1:
+        prefix = os.path.join(self.dir, filename_prefix(self.base_offset))
+        flags = os.O_RDONLY if self.read_only else (os.O_RDWR | os.O_CREAT)
+        self.fd = os.open(self.log_path, flags | os.O_CLOEXEC, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.allocated_to = self.size
+        if not self.read_only and allocate_ahead > 0 and seglog_prealloc_useful(self.fd):
+            self.allocate_step = allocate_ahead
+        page = sysconf(_SC_PAGESIZE)
+        # An inactive segment does not grow: its mapping needs no room to.
+        self.reserve = max(self.size if self._evictable else self.segment_bytes, self.size, 1)
+        self.reserve = (self.reserve + page - 1) // page * page
+        self._map(self.size)
+        self._oidx = _open_index(OffsetIndex, prefix + ".index" + self.suffix, self.base_offset,
+                                 self.max_index_size, self.read_only, self._oidx_entries)
+        self._tidx = _open_index(TimeIndex, prefix + ".timeindex" + self.suffix, self.base_offset,
+                                 self.max_index_size, self.read_only, self._tidx_entries)
+        self._parked = False
+        return 0
+
+    # -- open files (lazy segments) --------------------------------------------------------------
+
+    cdef inline int _enter(self) except -1:
+        """Before a use of the files: open them if parked, and hold them open until the
+        matching ``_leave()`` (the cache never parks a busy segment)."""
+        self._busy += 1
+        if self._parked or self._parking:
+            # Parking releases the GIL (closing files): wait for it under the cache's lock.
+            try:
+                with _cache_lock:
+                    if self._parked:
+                        self._unpark()
+            except BaseException:
+                self._busy -= 1
+                raise
+        self._referenced = True
+        return 0
+
+    cdef inline int _leave(self) except -1:
+        """The end of a use: an idle segment over the cache's bound is parked now."""
+        self._busy -= 1
+        if self._busy == 0 and self._evictable and _cache_n > _cache_bound and not self._parked:
+            with _cache_lock:
+                _cache_shrink(None)
+        return 0
+
+    cdef int _unpark(self) except -1:
+        cdef bint first = not self._state_loaded
+        if self.closed:
+            raise ValueError(f"segment {self.log_path} is closed")
+        try:
+            self._open_files(False, 0)
+            if first:
+                self._load_tail_state()
+        except BaseException:
+            self._close_files(False)
+            self._parked = True
+            raise
+        _cache_add(self)
+        if first and not self.read_only:
+            # Opened lazily after a clean shutdown: its indexes are checked now instead of at
+            # load, and rebuilt from the log if they fail.
+            try:
+                self._oidx.sanity_check()
+                self._tidx.sanity_check()
+            except Exception as exc:  # noqa: BLE001 - any index problem means rebuild
+                _log.warning("rebuilding the indexes of %s: %s", self.log_path, exc)
+                self.recover()
+        return 0
+
+    cdef int _park(self) except -1:
+        """Close the files of an idle evictable segment; its state stays known. Called with
+        the cache's lock held."""
+        _cache_remove(self)
+        if self.read_only:
+            # Another program owns the files and may change them: read them afresh.
+            self._state_loaded = False
+            self._oidx_entries = self._tidx_entries = -1
+        else:
+            self._oidx_entries = self._oidx.entries
+            self._tidx_entries = self._tidx.entries
+        self._parking = True
+        try:
+            self._close_files(True)
+        finally:
+            self._parked = True
+            self._parking = False
+        return 0
+
+    @property
+    def evictable(self):
+        """Whether the open-segment cache may close this segment's files while it is idle
+        (they are opened again on the next use). True for a log's inactive segments; an
+        active segment keeps its files open."""
+        return self._evictable
+
+    @evictable.setter
+    def evictable(self, bint value):
+        with _cache_lock:
+            self._set_evictable(value)
+
+    cdef _set_evictable(self, bint value):
+        if value == self._evictable:
+            return
+        self._evictable = value
+        if value:
+            if not self.closed and not self._parked:
+                _cache_add(self)
+        else:
+            _cache_remove(self)
+            if self._parked:
+                self._enter()
+                self._leave()
+
+    @property
+    def files_open(self):
+        """Whether the ``.log`` and its indexes are open now (False when closed or parked)."""
+        return not self.closed and not self._parked
+
+    cdef int _need_state(self) except -1:
+        if not self._state_loaded and self._parked:
+            self._enter()
+            self._leave()
+        return 0
+
+    @property
+    def next_offset(self):
+        """One past the last offset in the segment (its base offset when empty)."""
+        self._need_state()
+        return self._next_offset
+
+    @property
+    def max_timestamp_so_far(self):
+        self._need_state()
+        return self._max_ts
+
+    @property
+    def offset_of_max_timestamp(self):
+        self._need_state()
+        return self._off_max_ts
+
+    @property
+    def rolling_based_timestamp(self):
+        self._need_state()
+        return self._rolling_ts
+
+    @property
+    def offset_index(self):
+        """The ``.index`` (opens a parked segment's files)."""
+        if self._parked:
+            self._enter()
+            self._leave()
+        return self._oidx
+
+    @property
+    def time_index(self):
+        """The ``.timeindex`` (opens a parked segment's files)."""
+        if self._parked:
+            self._enter()
+            self._leave()
+        return self._tidx
 
     # -- mapping -------------------------------------------------------------------------------
 
@@ -478,7 +698,11 @@ cdef class Segment:
             self.reserve = length * 2
         addr = mmap(NULL, self.reserve, PROT_READ, MAP_SHARED, self.fd, 0)
         if addr == MAP_FAILED:
-            _storage_error(f"cannot map {self.log_path}: {strerror(errno).decode()}", self.log_path)
+            err = errno
+            exc = _errors.make("storage", f"cannot map {self.log_path}: {strerror(err).decode()}",
+                               path=self.log_path)
+            exc.errno = err          # ENOMEM (too many mappings): the cache may free some
+            raise exc
         m = Mapping.__new__(Mapping)
         m.addr = <uint8_t *>addr
         m.reserved = self.reserve
@@ -515,68 +739,90 @@ cdef class Segment:
         cdef int st
         cdef Py_ssize_t pos = 0
         cdef const uint8_t *buf = self._data()
-        self.next_offset = self.base_offset
-        if self.offset_index.entries:
-            off, p = self.offset_index.last_entry
+        self._next_offset = self.base_offset
+        self._state_loaded = True
+        if self._oidx.entries:
+            off, p = self._oidx.last_entry
             if 0 <= p < self.size:
                 pos = p
         while True:
             st = _head_at(buf, pos, self.size, &h, False)
             if st != W_OK:
                 break
-            if h.last_offset + 1 > self.next_offset:
-                self.next_offset = h.last_offset + 1
+            if h.last_offset + 1 > self._next_offset:
+                self._next_offset = h.last_offset + 1
             if pos == 0:
-                self.rolling_based_timestamp = h.max_ts
+                self._rolling_ts = h.max_ts
             pos += h.size
         # Kafka's loadLargestTimestamp: the time index's last entry, then the batches after it
         # (a crash, or a full disk at close, can leave it without the final max entry).
         pos = 0
-        if self.time_index.entries:
-            ts, off = self.time_index.last_entry
-            self.max_timestamp_so_far = ts
-            self.offset_of_max_timestamp = off
-            _, p = self.offset_index.lookup(off)
+        if self._tidx.entries:
+            ts, off = self._tidx.last_entry
+            self._max_ts = ts
+            self._off_max_ts = off
+            _, p = self._oidx.lookup(off)
             if 0 <= p < self.size:
                 pos = p
         while _head_at(buf, pos, self.size, &h, False) == W_OK:
-            if h.max_ts > self.max_timestamp_so_far:
-                self.max_timestamp_so_far = h.max_ts
-                self.offset_of_max_timestamp = h.last_offset
+            if h.max_ts > self._max_ts:
+                self._max_ts = h.max_ts
+                self._off_max_ts = h.last_offset
             pos += h.size
-        if self.size and self.rolling_based_timestamp < 0:
+        if self.size and self._rolling_ts < 0:
             st = _head_at(buf, 0, self.size, &h, False)
             if st == W_OK:
-                self.rolling_based_timestamp = h.max_ts
+                self._rolling_ts = h.max_ts
         return 0
 
     @property
     def largest_timestamp(self):
         """Max record timestamp in the segment (-1 if none): Kafka's ``largestTimestamp`` uses
         the time index's last entry; the file's mtime stands in when no batch has one."""
-        if self.max_timestamp_so_far >= 0:
-            return self.max_timestamp_so_far
+        self._need_state()
+        if self._max_ts >= 0:
+            return self._max_ts
         return int(os.stat(self.log_path).st_mtime * 1000)
 
     @property
     def index_full(self):
-        return self.offset_index.is_full or self.time_index.is_full
+        self._enter()
+        try:
+            return self._oidx.is_full or self._tidx.is_full
+        finally:
+            self._leave()
 
     def can_convert_to_relative_offset(self, int64_t offset):
         return 0 <= offset - self.base_offset <= INT32_MAX
 
     def fileno(self):
-        """The ``.log`` file descriptor (for ``os.sendfile``/``os.pread`` of whole batches)."""
+        """The ``.log`` file descriptor (for ``os.pread`` of whole batches). An evictable
+        segment's descriptor may be closed by the open-segment cache once the caller lets other
+        threads run or opens other segments: keep one with :meth:`dup_fileno` instead."""
         if self.closed:
             raise ValueError(f"segment {self.log_path} is closed")
+        self._enter()
+        self._leave()
         return self.fd
+
+    def dup_fileno(self):
+        """A new descriptor of the ``.log`` (``os.dup``), the caller's to close: stays valid
+        whatever happens to the segment (for ``os.sendfile`` later)."""
+        if self.closed:
+            raise ValueError(f"segment {self.log_path} is closed")
+        self._enter()
+        try:
+            return os.dup(self.fd)
+        finally:
+            self._leave()
 
     def __len__(self):
         return self.size
 
     def __repr__(self):
+        nxt = self._next_offset if self._state_loaded else "?"
         return (f"Segment({self.log_path!r}, base_offset={self.base_offset}, size={self.size}, "
-                f"next_offset={self.next_offset})")
+                f"next_offset={nxt})")
 
     # -- append --------------------------------------------------------------------------------
 
@@ -590,6 +836,14 @@ cdef class Segment:
         be above ``next_offset - 1``. ``leader_epoch >= 0`` is written into every batch.
         Structure and (with ``verify_crc``) CRCs are checked before anything is written.
         """
+        self._enter()
+        try:
+            return self._append_(batches, assign_from, leader_epoch, verify_crc)
+        finally:
+            self._leave()
+
+    cdef _append_(self, const uint8_t[::1] batches, int64_t assign_from=-1,
+               int32_t leader_epoch=NO_PARTITION_LEADER_EPOCH, bint verify_crc=True):
         if self.closed:
             raise ValueError(f"segment {self.log_path} is closed")
         if self.read_only:
@@ -622,11 +876,11 @@ cdef class Segment:
                 h.base_offset = next_off
                 h.last_offset = next_off + delta
                 next_off = h.last_offset + 1
-            elif h.base_offset < self.next_offset or (last >= 0 and h.base_offset <= last):
+            elif h.base_offset < self._next_offset or (last >= 0 and h.base_offset <= last):
                 raise _errors.make("invalid_record",
                                    f"out-of-order offsets appending to {self.log_path}: batch at "
                                    f"position {pos} starts at offset {h.base_offset}, the log already "
-                                   f"holds up to {max(last, self.next_offset - 1)}",
+                                   f"holds up to {max(last, self._next_offset - 1)}",
                                    position=pos, offset=h.base_offset)
             if h.base_offset - self.base_offset < 0 or h.last_offset - self.base_offset > INT32_MAX:
                 raise _errors.make("invalid_record",
@@ -648,24 +902,24 @@ cdef class Segment:
             pos += h.size
         if entries:
             # Index entries go in after the data; a full disk must fail the append before it.
-            self.offset_index.reserve(entries)
-            self.time_index.reserve(entries)
+            self._oidx.reserve(entries)
+            self._tidx.reserve(entries)
         self._write(src, n, count, assign_from, leader_epoch)
         cdef Py_ssize_t start_pos = self.size
         self.size += n
         if self.allocated_to < self.size:
             self.allocated_to = self.size
         self._map(self.size)
-        self.next_offset = last + 1
-        if self.rolling_based_timestamp < 0:
-            self.rolling_based_timestamp = max_ts
+        self._next_offset = last + 1
+        if self._rolling_ts < 0:
+            self._rolling_ts = max_ts
         if entries:
             self._index_batches(src, n, start_pos, assign_from)
         else:
             self.bytes_since_last_index_entry = since
-        if max_ts > self.max_timestamp_so_far:
-            self.max_timestamp_so_far = max_ts
-            self.offset_of_max_timestamp = off_max
+        if max_ts > self._max_ts:
+            self._max_ts = max_ts
+            self._off_max_ts = off_max
         cdef AppendInfo info = AppendInfo.__new__(AppendInfo)
         info.first_offset = first
         info.last_offset = last
@@ -688,7 +942,7 @@ cdef class Segment:
         cdef Py_ssize_t pos = 0
         cdef Head h
         cdef int64_t next_off = assign_from, delta
-        cdef int64_t max_so_far = self.max_timestamp_so_far, off_of_max = self.offset_of_max_timestamp
+        cdef int64_t max_so_far = self._max_ts, off_of_max = self._off_max_ts
         while pos < n:
             _head_at(src, pos, n, &h, False)
             if assign_from >= 0:
@@ -699,9 +953,9 @@ cdef class Segment:
                 max_so_far = h.max_ts
                 off_of_max = h.last_offset
             if self.bytes_since_last_index_entry > self.index_interval_bytes and not (
-                    self.offset_index.is_full or self.time_index.is_full):
-                self.offset_index.append(h.last_offset, start_pos + pos)
-                self.time_index.maybe_append(max_so_far, off_of_max)
+                    self._oidx.is_full or self._tidx.is_full):
+                self._oidx.append(h.last_offset, start_pos + pos)
+                self._tidx.maybe_append(max_so_far, off_of_max)
                 self.bytes_since_last_index_entry = 0
             self.bytes_since_last_index_entry += h.size
             pos += h.size
@@ -807,6 +1061,13 @@ cdef class Segment:
 
     def view(self, Py_ssize_t position=0, Py_ssize_t length=-1):
         """A zero-copy memoryview of ``[position, position + length)`` of the log data."""
+        self._enter()
+        try:
+            return self._view_(position, length)
+        finally:
+            self._leave()
+
+    cdef _view_(self, Py_ssize_t position=0, Py_ssize_t length=-1):
         if self.closed:
             raise ValueError(f"segment {self.log_path} is closed")
         if length < 0:
@@ -819,15 +1080,22 @@ cdef class Segment:
     def translate_offset(self, int64_t offset, Py_ssize_t start_position=0):
         """(position, BatchInfo) of the first batch whose last offset is >= ``offset``, found
         through the offset index then a scan of batch headers; None if no batch holds it."""
+        self._enter()
+        try:
+            return self._translate_offset_(offset, start_position)
+        finally:
+            self._leave()
+
+    cdef _translate_offset_(self, int64_t offset, Py_ssize_t start_position=0):
         cdef Py_ssize_t pos = start_position
         cdef Head h
         cdef int st
         if self.closed:
             raise ValueError(f"segment {self.log_path} is closed")
-        if offset >= self.next_offset:
+        if offset >= self._next_offset:
             return None
         if pos == 0:
-            _, p = self.offset_index.lookup(offset)
+            _, p = self._oidx.lookup(offset)
             pos = p
         cdef const uint8_t *buf = self._data()
         while True:
@@ -847,6 +1115,14 @@ cdef class Segment:
         """Whole batches from the one holding ``start_offset``: a memoryview (or None when the
         segment has nothing at or after it). At most ``max_bytes`` unless ``min_one_batch`` and
         the first batch alone is larger; never past ``max_position``."""
+        self._enter()
+        try:
+            return self._read_(start_offset, max_bytes, max_position, min_one_batch)
+        finally:
+            self._leave()
+
+    cdef _read_(self, int64_t start_offset, Py_ssize_t max_bytes, Py_ssize_t max_position=-1,
+             bint min_one_batch=True):
         if max_bytes < 0:
             raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
         if max_position < 0 or max_position > self.size:
@@ -867,6 +1143,14 @@ cdef class Segment:
                   bint min_one_batch):
         """End position of the whole batches from ``start`` that fit ``max_bytes`` and stop at
         ``max_position`` (the fetch loop's inner step; headers only)."""
+        self._enter()
+        try:
+            return self._batch_end_(start, max_bytes, max_position, min_one_batch)
+        finally:
+            self._leave()
+
+    cdef _batch_end_(self, Py_ssize_t start, Py_ssize_t max_bytes, Py_ssize_t max_position,
+                  bint min_one_batch):
         cdef const uint8_t *buf = self._data()
         cdef Py_ssize_t pos = start, limit
         cdef Head h
@@ -884,6 +1168,13 @@ cdef class Segment:
 
     def batches(self, Py_ssize_t start_position=0, bint verify_crc=False):
         """BatchInfo for every batch from ``start_position`` (headers only)."""
+        self._enter()
+        try:
+            return self._batches_(start_position, verify_crc)
+        finally:
+            self._leave()
+
+    cdef _batches_(self, Py_ssize_t start_position=0, bint verify_crc=False):
         cdef const uint8_t *buf = self._data()
         cdef Py_ssize_t pos = start_position
         cdef Head h
@@ -904,6 +1195,13 @@ cdef class Segment:
         """BatchInfo of the v2 batches from ``start_position`` that carry a producer id and are
         transactional or control: what the transaction state is rebuilt from. A header walk
         without CRC checks; stops at a torn tail, raises on a malformed header."""
+        self._enter()
+        try:
+            return self._transaction_batches_(start_position)
+        finally:
+            self._leave()
+
+    cdef _transaction_batches_(self, Py_ssize_t start_position=0):
         cdef const uint8_t *buf = self._data()
         cdef Py_ssize_t pos = start_position, end = self.size
         cdef Head h
@@ -926,14 +1224,21 @@ cdef class Segment:
     cdef Py_ssize_t _timestamp_walk_start(self, int64_t timestamp, int64_t starting_offset) except -1:
         """Where the header walk of a timestamp search starts: the time index gives an offset
         whose batch cannot be past the answer, the offset index that offset's position."""
-        _, off = self.time_index.lookup(timestamp)
-        _, pos = self.offset_index.lookup(max(off, starting_offset))
+        _, off = self._tidx.lookup(timestamp)
+        _, pos = self._oidx.lookup(max(off, starting_offset))
         return pos
 
     def find_offset_by_timestamp(self, int64_t timestamp, int64_t starting_offset=0):
         """(position, BatchInfo) of the first batch at or after ``starting_offset`` whose max
         timestamp is >= ``timestamp`` (Kafka's ``LogSegment.findOffsetByTimestamp`` before the
         record-level step, which the caller does on that one batch); None if none."""
+        self._enter()
+        try:
+            return self._find_offset_by_timestamp_(timestamp, starting_offset)
+        finally:
+            self._leave()
+
+    cdef _find_offset_by_timestamp_(self, int64_t timestamp, int64_t starting_offset=0):
         cdef Py_ssize_t p = self._timestamp_walk_start(timestamp, starting_offset)
         cdef const uint8_t *buf = self._data()
         cdef Head h
@@ -949,6 +1254,13 @@ cdef class Segment:
         ``LogSegment.findOffsetByTimestamp`` whole, the index step of
         :meth:`find_offset_by_timestamp` and then the records of the batches it finds, in one
         call. Compressed and legacy batches are decoded (``records.first_at_or_after``)."""
+        self._enter()
+        try:
+            return self._first_at_or_after_(timestamp, starting_offset, bound)
+        finally:
+            self._leave()
+
+    cdef _first_at_or_after_(self, int64_t timestamp, int64_t starting_offset=0, int64_t bound=INT64_MAX):
         if self.closed:
             raise ValueError(f"segment {self.log_path} is closed")
         cdef Py_ssize_t p = self._timestamp_walk_start(timestamp, starting_offset)
@@ -980,6 +1292,13 @@ cdef class Segment:
         CRC, relative offsets, increasing offsets), rebuild both indexes, truncate the file at
         the first invalid byte. Returns a RecoveryResult (with per-batch BatchInfo when
         ``collect_batches``, for the producer-state rebuild)."""
+        self._enter()
+        try:
+            return self._recover_(collect_batches, max_batch_size)
+        finally:
+            self._leave()
+
+    cdef _recover_(self, bint collect_batches=False, Py_ssize_t max_batch_size=-1):
         if self.read_only:
             raise PermissionError(f"cannot recover {self.log_path}: opened read-only")
         self._refuse_if_viewed("recover")
@@ -988,7 +1307,7 @@ cdef class Segment:
         except OSError:
             # A storage error (full disk) mid-rebuild: leave no sparse preallocated index tail,
             # which tmpfs cannot even read back while full.
-            for idx in (self.offset_index, self.time_index):
+            for idx in (self._oidx, self._tidx):
                 try:
                     idx.trim_to_valid_size()
                 except OSError:
@@ -998,7 +1317,7 @@ cdef class Segment:
     def _recover(self, bint collect_batches, Py_ssize_t max_batch_size):
         # Kafka's reset(): no entries, and room for them again (a cleanly closed segment's
         # indexes were trimmed to their entries); trimmed again at the end, as Kafka does.
-        for idx in (self.offset_index, self.time_index):
+        for idx in (self._oidx, self._tidx):
             idx.truncate()
             idx.resize(idx.max_index_size)
         cdef const uint8_t *buf = self._data()
@@ -1011,9 +1330,9 @@ cdef class Segment:
         res.epoch_starts = []
         res.batch_infos = [] if collect_batches else None
         res.reason = None
-        self.max_timestamp_so_far = -1
-        self.offset_of_max_timestamp = self.base_offset
-        self.rolling_based_timestamp = -1
+        self._max_ts = -1
+        self._off_max_ts = self.base_offset
+        self._rolling_ts = -1
         while True:
             st = _head_at(buf, pos, self.size, &h, True)
             if st == W_END:
@@ -1041,13 +1360,13 @@ cdef class Segment:
                     res.reason = f"unreadable compressed message at position {pos}: {exc}"
                     break
             if pos == 0:
-                self.rolling_based_timestamp = h.max_ts
-            if h.max_ts > self.max_timestamp_so_far:
-                self.max_timestamp_so_far = h.max_ts
-                self.offset_of_max_timestamp = h.last_offset
+                self._rolling_ts = h.max_ts
+            if h.max_ts > self._max_ts:
+                self._max_ts = h.max_ts
+                self._off_max_ts = h.last_offset
             if pos - last_index_pos > self.index_interval_bytes:
-                self.offset_index.append(h.last_offset, pos)
-                self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
+                self._oidx.append(h.last_offset, pos)
+                self._tidx.maybe_append(self._max_ts, self._off_max_ts)
                 last_index_pos = pos
             if h.magic == 2 and h.ple > epoch:
                 epoch = h.ple
@@ -1059,12 +1378,12 @@ cdef class Segment:
         res.truncated_bytes = self.size - pos
         if res.truncated_bytes:
             self._truncate_file(pos)
-        self.next_offset = prev_last + 1
-        res.next_offset = self.next_offset
-        self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp,
+        self._next_offset = prev_last + 1
+        res.next_offset = self._next_offset
+        self._tidx.maybe_append(self._max_ts, self._off_max_ts,
                                      skip_full_check=True)
-        self.offset_index.trim_to_valid_size()
-        self.time_index.trim_to_valid_size()
+        self._oidx.trim_to_valid_size()
+        self._tidx.trim_to_valid_size()
         self.bytes_since_last_index_entry = pos - last_index_pos
         return res
 
@@ -1080,6 +1399,13 @@ cdef class Segment:
     def truncate_to(self, int64_t offset):
         """Remove every batch holding an offset >= ``offset`` (Kafka: ``truncateTo``); returns
         the number of bytes removed. Batches are whole: a batch straddling ``offset`` goes too."""
+        self._enter()
+        try:
+            return self._truncate_to_(offset)
+        finally:
+            self._leave()
+
+    cdef _truncate_to_(self, int64_t offset):
         if self.read_only:
             raise PermissionError(f"cannot truncate {self.log_path}: opened read-only")
         self._refuse_if_viewed("truncate")
@@ -1092,8 +1418,8 @@ cdef class Segment:
         cdef Py_ssize_t removed = self.size - pos
         if removed <= 0:
             return 0
-        self.offset_index.truncate_to((<BatchInfo>found).base_offset)
-        self.time_index.truncate_to((<BatchInfo>found).base_offset)
+        self._oidx.truncate_to((<BatchInfo>found).base_offset)
+        self._tidx.truncate_to((<BatchInfo>found).base_offset)
         self._truncate_file(pos)
         self._rescan_after_truncate()
         return removed
@@ -1102,108 +1428,146 @@ cdef class Segment:
         cdef const uint8_t *buf = self._data()
         cdef Py_ssize_t pos = 0
         cdef Head h
-        self.next_offset = self.base_offset
-        self.max_timestamp_so_far = -1
-        self.offset_of_max_timestamp = self.base_offset
-        self.rolling_based_timestamp = -1
+        self._next_offset = self.base_offset
+        self._max_ts = -1
+        self._off_max_ts = self.base_offset
+        self._rolling_ts = -1
         while _head_at(buf, pos, self.size, &h, False) == W_OK:
             if pos == 0:
-                self.rolling_based_timestamp = h.max_ts
-            if h.max_ts > self.max_timestamp_so_far:
-                self.max_timestamp_so_far = h.max_ts
-                self.offset_of_max_timestamp = h.last_offset
-            self.next_offset = h.last_offset + 1
+                self._rolling_ts = h.max_ts
+            if h.max_ts > self._max_ts:
+                self._max_ts = h.max_ts
+                self._off_max_ts = h.last_offset
+            self._next_offset = h.last_offset + 1
             pos += h.size
         self.bytes_since_last_index_entry = 0
-        if self.offset_index.entries:
-            self.bytes_since_last_index_entry = self.size - self.offset_index.last_entry[1]
+        if self._oidx.entries:
+            self.bytes_since_last_index_entry = self.size - self._oidx.last_entry[1]
         else:
             self.bytes_since_last_index_entry = self.size
         return 0
 
     def sanity_check(self):
         """Raise if the indexes are not trustworthy (then ``recover()``)."""
-        self.offset_index.sanity_check()
-        self.time_index.sanity_check()
+        self._enter()
+        try:
+            return self._sanity_check_()
+        finally:
+            self._leave()
+
+    cdef _sanity_check_(self):
+        self._oidx.sanity_check()
+        self._tidx.sanity_check()
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     def flush(self):
-        """fdatasync the log, msync the indexes."""
+        """fdatasync the log, msync the indexes (a parked segment's files are opened for it:
+        ``fdatasync`` writes back the file's dirty pages whichever descriptor wrote them)."""
         if self.closed or self.read_only:
             return
+        self._enter()
+        try:
+            self._flush_()
+        finally:
+            self._leave()
+
+    cdef _flush_(self):
         cdef int rc, fd = self.fd
         with nogil:
             rc = fdatasync(fd)
         if rc != 0:
             _storage_error(f"fdatasync of {self.log_path} failed: {strerror(errno).decode()}",
                            self.log_path)
-        self.offset_index.flush()
-        self.time_index.flush()
+        self._oidx.flush()
+        self._tidx.flush()
 
     def on_become_inactive(self):
         """On roll: the max-timestamp time-index entry, then trim both indexes (Kafka's
-        ``onBecomeInactiveSegment``)."""
-        if self.read_only:
+        ``onBecomeInactiveSegment``). Nothing to do for a parked segment: it was inactive
+        before its files were closed."""
+        if self.read_only or self._parked:
             return
         self.release_allocated()
         self.allocate_step = 0
-        self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp,
+        self._tidx.maybe_append(self._max_ts, self._off_max_ts,
                                      skip_full_check=True)
-        self.offset_index.trim_to_valid_size()
-        self.time_index.trim_to_valid_size()
+        self._oidx.trim_to_valid_size()
+        self._tidx.trim_to_valid_size()
 
     cdef _close_files(self, bint trim=True):
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
-        for idx in (self.offset_index, self.time_index):
+        for idx in (self._oidx, self._tidx):
             if idx is not None and not idx.closed:
                 idx.close(trim=trim and not self.read_only)
         self.mapping = None
         self.old_mappings = []
+
+    cdef _shut(self, bint trim):
+        """Close for good: out of the open-segment cache, files closed."""
+        _cache_remove(self)
+        self._close_files(trim)
         self.closed = True
+        self._parked = False
 
     def close(self):
         """Clean close: max-timestamp entry, trimmed indexes, files closed."""
-        if self.closed:
-            return
-        self._refuse_if_viewed("close")
-        if not self.read_only:
-            self.release_allocated()
-            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp,
-                                         skip_full_check=True)
-        self._close_files()
+        with _cache_lock:     # not while the cache parks it
+            if self.closed:
+                return
+            self._refuse_if_viewed("close")
+            if not self.read_only and not self._parked:
+                self.release_allocated()
+                self._tidx.maybe_append(self._max_ts, self._off_max_ts,
+                                        skip_full_check=True)
+            self._shut(True)
 
     def close_without_trim(self):
         """Close the files as a crash would leave them (tests; and on error paths)."""
-        if self.closed:
-            return
-        self._refuse_if_viewed("close")
-        self._close_files(False)
+        with _cache_lock:
+            if self.closed:
+                return
+            self._refuse_if_viewed("close")
+            self._shut(False)
 
     def change_suffix(self, str old, str new):
         """Rename every file of this segment from suffix ``old`` to ``new`` (e.g. ``.deleted``).
-        The open files and mappings stay valid under the new names."""
+        The open files and mappings stay valid under the new names; a parked segment opens
+        them under the new names."""
+        with _cache_lock:
+            self._change_suffix(old, new)
+
+    cdef _change_suffix(self, str old, str new):
         prefix = os.path.join(self.dir, filename_prefix(self.base_offset))
         for ext in (".log", ".txnindex"):
             if os.path.exists(prefix + ext + old):
                 os.replace(prefix + ext + old, prefix + ext + new)
-        for idx, ext in ((self.offset_index, ".index"), (self.time_index, ".timeindex")):
-            if not isinstance(idx, _NoIndex) and os.path.exists(idx.path):
+        for idx, ext in ((self._oidx, ".index"), (self._tidx, ".timeindex")):
+            if self._parked or idx is None or idx.closed:
+                if os.path.exists(prefix + ext + old):
+                    os.replace(prefix + ext + old, prefix + ext + new)
+            elif not isinstance(idx, _NoIndex) and os.path.exists(idx.path):
                 idx.rename_to(prefix + ext + new)
         self.log_path = prefix + ".log" + new
         self.suffix = new
 
     def delete(self):
         """Close and remove every file of this segment."""
+        with _cache_lock:
+            self._delete()
+
+    cdef _delete(self):
         self._refuse_if_viewed("delete")
-        paths = [self.log_path]
-        if self.offset_index is not None:
-            paths += [self.offset_index.path, self.time_index.path]
         prefix = os.path.join(self.dir, filename_prefix(self.base_offset))
+        paths = [self.log_path]
+        if self._oidx is not None and not self._parked:
+            paths += [self._oidx.path, self._tidx.path]
+        else:
+            paths += [prefix + ".index" + self.suffix, prefix + ".timeindex" + self.suffix]
         paths.append(prefix + ".txnindex" + self.suffix)
-        self._close_files()
+        self._shut(False)
         for p in paths:
             try:
                 os.unlink(p)
@@ -1219,6 +1583,168 @@ cdef class Segment:
     def __dealloc__(self):
         if self.fd >= 0:
             os.close(self.fd)
+
+
+# -- the open-segment cache ----------------------------------------------------------------------
+
+#: Descriptors an open segment holds: the ``.log``, and one per index mapping (stdlib ``mmap``
+#: keeps a duplicate of the descriptor it mapped).
+FDS_PER_SEGMENT = 3
+#: Bounds of the default cache size (segments).
+MIN_OPEN_SEGMENTS = 8
+MAX_OPEN_SEGMENTS = 4096
+#: The default cache may hold this fraction of ``RLIMIT_NOFILE`` in descriptors.
+OPEN_SEGMENTS_FD_SHARE = 16
+
+_OUT_OF_FILES = (_errno.EMFILE, _errno.ENFILE, _errno.ENOMEM)
+_log = logging.getLogger("seglog.segment")
+_cache = collections.OrderedDict()       # id(segment) -> weakref, least recently opened first
+_cache_lock = threading.RLock()
+cdef Py_ssize_t _cache_limit = -1        # -1: the default, derived from RLIMIT_NOFILE
+cdef Py_ssize_t _cache_bound = -1        # the bound in force (resolved on first use)
+cdef Py_ssize_t _cache_n = 0             # len(_cache)
+
+
+def default_open_segment_limit():
+    """How many inactive segments may keep their files open at once by default: a sixteenth
+    of the soft ``RLIMIT_NOFILE`` in descriptors (3 per segment), between 8 and 4096."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        return MAX_OPEN_SEGMENTS
+    return max(MIN_OPEN_SEGMENTS, min(MAX_OPEN_SEGMENTS,
+                                      soft // OPEN_SEGMENTS_FD_SHARE // FDS_PER_SEGMENT))
+
+
+def open_segment_limit(limit=None):
+    """The process-wide bound on inactive segments with open files (the open-segment cache);
+    with ``limit``, set it first (``0`` keeps none open between uses; ``None`` leaves it,
+    ``-1`` returns to the default derived from ``RLIMIT_NOFILE``). Active segments, one per
+    partition, are not counted: they stay open. Returns the bound in force."""
+    global _cache_limit, _cache_bound
+    if limit is not None:
+        limit = int(limit)
+        if limit < -1:
+            raise ValueError(f"open segment limit must be >= 0 (or -1 for the default), got {limit}")
+        _cache_limit = limit
+        _cache_bound = -1
+        with _cache_lock:
+            _cache_shrink(None)
+    return _limit()
+
+
+def open_segments():
+    """How many inactive segments have their files open now (in the open-segment cache)."""
+    with _cache_lock:
+        return sum(1 for ref in _cache.values() if ref() is not None)
+
+
+cdef Py_ssize_t _limit():
+    global _cache_bound
+    if _cache_bound < 0:
+        _cache_bound = default_open_segment_limit() if _cache_limit < 0 else _cache_limit
+    return _cache_bound
+
+
+cdef _cache_add(Segment seg):
+    if not seg._evictable:
+        return
+    global _cache_n
+    with _cache_lock:
+        _cache[id(seg)] = weakref.ref(seg)
+        _cache.move_to_end(id(seg))
+        _cache_n = len(_cache)
+        _cache_shrink(seg)
+
+
+cdef _cache_remove(Segment seg):
+    global _cache_n
+    with _cache_lock:
+        _cache.pop(id(seg), None)
+        _cache_n = len(_cache)
+
+
+cdef bint _idle(Segment seg):
+    return seg._busy == 0 and seg.live_views() == 0
+
+
+cdef _cache_shrink(Segment keep):
+    """Park segments, least recently opened first, until the cache fits its bound. A segment
+    used since the last look gets a second chance; busy or viewed ones are skipped."""
+    global _cache_n
+    cdef Py_ssize_t limit = _limit()
+    cdef Py_ssize_t looks = 2 * len(_cache) + 1
+    cdef Segment seg
+    while len(_cache) > limit and looks > 0:
+        looks -= 1
+        key, ref = _cache.popitem(last=False)
+        _cache_n = len(_cache)
+        obj = ref()
+        if obj is None:
+            continue
+        seg = <Segment>obj
+        if seg is keep or not _idle(seg):
+            _cache[key] = ref
+            _cache_n = len(_cache)
+            continue
+        if seg._referenced:
+            seg._referenced = False
+            _cache[key] = ref
+            _cache_n = len(_cache)
+            continue
+        _park_quietly(seg)
+
+
+cdef bint _cache_release_idle(Segment keep) except -1:
+    """Park every idle segment of the cache (out of descriptors); True if any was."""
+    global _cache_n
+    cdef bint released = False
+    cdef Segment seg
+    with _cache_lock:
+        for key, ref in list(_cache.items()):
+            obj = ref()
+            if obj is None:
+                _cache.pop(key, None)
+                _cache_n = len(_cache)
+                continue
+            seg = <Segment>obj
+            if seg is not keep and _idle(seg):
+                _park_quietly(seg)
+                released = True
+    return released
+
+
+cdef _park_quietly(Segment seg):
+    """Park ``seg`` for the cache: a failure (a storage error trimming an index) must not
+    fail the unrelated call that made room; the files are closed whatever happens."""
+    try:
+        seg._park()
+    except Exception as exc:  # noqa: BLE001 - reported, and the segment reopens on next use
+        _log.warning("closing the files of %s: %s", seg.log_path, exc)
+        try:
+            seg._close_files(False)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def out_of_files_error(path, exc):
+    """The storage error for ``exc`` (EMFILE, ENFILE or ENOMEM) opening ``path``: names the
+    descriptors open, ``RLIMIT_NOFILE`` and how to raise it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        in_use = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        in_use = -1
+    what = ("too many open files" if exc.errno in (_errno.EMFILE, _errno.ENFILE)
+            else "out of memory or of memory mappings (vm.max_map_count)")
+    err = _errors.make(
+        "storage",
+        f"cannot open {path}: {what} ({exc.strerror}): the process has about {in_use} "
+        f"descriptors open, its limit RLIMIT_NOFILE is {soft} (hard {hard}); each partition "
+        f"holds {FDS_PER_SEGMENT} for its active segment. Raise the limit (`ulimit -n`, "
+        "LimitNOFILE= in a systemd unit) or use fewer partitions",
+        path=path, limit=soft)
+    err.errno = exc.errno
+    return err
 
 
 cdef inline void _advance(iovec *iov, Py_ssize_t cnt, ssize_t r) noexcept nogil:

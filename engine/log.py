@@ -21,6 +21,12 @@ offsets at or above the checkpointed recovery point is recovered: each batch's s
 CRC are checked, indexes rebuilt, and the log cut at the first invalid byte (later segments are
 deleted), so nothing corrupt is ever served and nothing flushed is ever lost.
 
+Open files. The active segment keeps its files open; older segments open theirs on first use
+and a process-wide cache closes the least recently opened idle ones beyond
+``open_segment_limit()`` (see ``seglog._native.segment``), so opening a log after a clean
+shutdown opens one segment, whatever their number. The open transactions are read from the
+segments' headers when first needed (the LSO, a transactional append), not at open.
+
 Offsets. ``log_start_offset <= high_watermark <= log_end_offset``. Consumers read below the high
 watermark, followers up to the log end. A log that is not replicated (the default) moves its
 high watermark to the log end on every append.
@@ -32,6 +38,7 @@ keep the mapped data alive but make truncation of that data wait for (refuse unt
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 import os
 import random
@@ -42,7 +49,9 @@ from typing import Any
 
 from seglog._native.fetch import FetchSlice, fetch_partition
 from seglog._args import bytes_arg, int_arg
-from seglog._native.segment import Segment, filename_prefix
+from seglog._native.segment import Segment, filename_prefix, out_of_files_error
+from seglog._native.segment import open_segment_limit as open_segment_limit  # noqa: F401 (public)
+from seglog._native.segment import open_segments as open_segments  # noqa: F401 (public)
 from seglog.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, fsync_dir
 from seglog.clock import Clock, Scheduler
 from seglog.config import LONG_MAX as _LONG_MAX
@@ -206,7 +215,12 @@ class Log:
         self = object.__new__(cls)
         self._init(os.fspath(directory), config, clock or Clock(), scheduler, read_only, replicated)
         self._dir_checkpoints = dir_checkpoints
-        self._load(recovery_point, log_start_offset, clean_shutdown, high_watermark)
+        try:
+            self._load(recovery_point, log_start_offset, clean_shutdown, high_watermark)
+        except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE) and not isinstance(exc, KafkaStorageError):
+                raise out_of_files_error(self.dir, exc) from exc
+            raise
         return self
 
     def _init(self, directory: str, config: LogConfig | Mapping[str, Any] | None, clock: Clock,
@@ -242,6 +256,7 @@ class Log:
         # .txnindex, keyed by base offset with the Segment it belongs to (a later segment at the
         # same base offset gets a fresh one).
         self._ongoing_txns: dict[int, int] = {}
+        self._txns_loaded = False
         self._txn_indexes: dict[int, tuple[Segment, TransactionIndex]] = {}
 
     def _segment_kwargs(self) -> dict[str, Any]:
@@ -282,13 +297,28 @@ class Log:
         # Kafka recovers from the segment holding the recovery point (the last based at or
         # below it) on: a segment's next offset, read from its possibly torn tail, cannot say
         # whether it holds data past the recovery point.
+        # A segment before that one ends at or below the next one's base, so at or below the
+        # recovery point: it needs no recovery.
         unflushed_from = max((b for b in bases if b <= recovery_point), default=-1)
         for i, base in enumerate(bases):
             missing_index = self._index_missing(base)
-            seg = self._open_segment(base)
-            needs_recovery = missing_index or (not clean_shutdown and (
-                base >= unflushed_from or seg.next_offset > recovery_point))
-            if not needs_recovery and not self.read_only:
+            last = i + 1 == len(bases)
+            needs_recovery = missing_index or (not clean_shutdown and base >= unflushed_from)
+            seg = None
+            if (not needs_recovery or self.read_only) and not last:
+                # An inactive segment opens its files on first use (and checks its indexes
+                # then): opening a log holds no descriptor for it.
+                seg = self._open_segment(base, lazy=True)
+                if not self.read_only:
+                    try:
+                        self._txn_index_sanity_check(seg, bases[i + 1])
+                    except Exception as exc:  # noqa: BLE001 - any index problem means rebuild
+                        log.warning("rebuilding the indexes of %s: %s", seg.log_path, exc)
+                        needs_recovery = True
+                        seg = None
+            if seg is None:
+                seg = self._open_segment(base)
+            if not needs_recovery and last and not self.read_only:
                 try:
                     seg.sanity_check()
                     self._txn_index_sanity_check(seg)
@@ -316,7 +346,7 @@ class Log:
                                    f"offset {bases[i + 1]}: the records between were lost")
                     reasons.append(f"{seg.log_path}: {reason}")
                     log.warning("recovery of %s: %s", seg.log_path, reason)
-                    self._segments.append(seg)
+                    self._segments.append(seg)   # the last one now: stays open
                     # Kafka deletes every later segment once one was cut short.
                     for later in bases[i + 1:]:
                         gone = self._open_segment(later)
@@ -325,6 +355,10 @@ class Log:
                         gone.delete()
                         deleted += 1
                     break
+                if not last:
+                    # Recovered: its files join the open-segment cache, which closes them
+                    # when it is full.
+                    seg.evictable = True
             self._segments.append(seg)
         # Drop empty non-active segments whose successor starts at the same offset (left by a
         # crash during a roll) and keep offsets monotonic across segments.
@@ -336,7 +370,10 @@ class Log:
                 self._segments.append(self._create_segment(log_start_offset))
         self.recovery_summary = RecoverySummary(recovered, truncated, deleted, tuple(reasons), removed_bytes,
                                                 removed_records)
-        self._load_transactions(rebuilt)
+        if rebuilt:
+            # The txn indexes of the recovered segments are rebuilt from the state as it
+            # stands before each; otherwise the state is read on first need.
+            self._load_transactions(rebuilt)
         leo = self.log_end_offset
         if log_start_offset > leo:
             # Kafka: the log start checkpoint is ahead of the data (files removed outside).
@@ -439,9 +476,9 @@ class Log:
         prefix = os.path.join(self.dir, filename_prefix(base))
         return not (os.path.exists(prefix + ".index") and os.path.exists(prefix + ".timeindex"))
 
-    def _open_segment(self, base: int) -> Segment:
+    def _open_segment(self, base: int, lazy: bool = False) -> Segment:
         # A missing index file is created empty by opening; _load then rebuilds it (recover).
-        return Segment(self.dir, base, read_only=self.read_only, **self._segment_kwargs())
+        return Segment(self.dir, base, read_only=self.read_only, lazy=lazy, **self._segment_kwargs())
 
     def _create_segment(self, base: int) -> Segment:
         path = os.path.join(self.dir, filename_prefix(base) + ".log")
@@ -637,6 +674,8 @@ class Log:
                 total_offsets = sum(h.last_offset - h.base_offset + 1 for h in heads)
                 max_ts = max(h.max_timestamp for h in heads)
             last_new = (first_new + total_offsets - 1) if assign_offsets else heads[-1].last_offset
+            if txn_or_control:
+                self._ongoing()   # the open transactions before this append, read if not yet
             seg = self._maybe_roll(len(view), max_ts, first_new, last_new)
             # Positional: (buffer, assign_from, leader_epoch, verify_crc).
             info = seg.append(view, first_new if assign_offsets else -1,
@@ -712,6 +751,8 @@ class Log:
             # An empty active segment is replaced, not kept (Kafka deletes it on roll).
             self._segments.pop()
             old.delete()
+        else:
+            old.evictable = True
         seg = self._create_segment(base)
         self._segments.append(seg)
         return seg
@@ -729,10 +770,15 @@ class Log:
             target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
             if target <= self.recovery_point and self._unflushed_messages == 0:
                 return
-            for seg in self._segments:
-                if seg.next_offset > self.recovery_point or seg is self.active:
-                    seg.flush()
-                    self._flush_txn_index(seg)
+            segs = self._segments
+            for i, seg in enumerate(segs):
+                # An inactive segment ends at or below the next one's base: no need to open a
+                # parked one to learn it holds nothing unflushed.
+                if i + 1 < len(segs) and (segs[i + 1].base_offset <= self.recovery_point
+                                          or seg.next_offset <= self.recovery_point):
+                    continue
+                seg.flush()
+                self._flush_txn_index(seg)
             if target > self.recovery_point:
                 self.recovery_point = target
                 _journal_recovery_point(self.dir, target)
@@ -837,7 +883,10 @@ class Log:
                 return found if found is not None and found[0] < hw else None
             if timestamp < 0:
                 raise ValueError(f"invalid timestamp {timestamp}: use >= 0, or -1/-2/-3")
-            for seg in self._segments:
+            segs = self._segments
+            for i, seg in enumerate(segs):
+                if i + 1 < len(segs) and segs[i + 1].base_offset <= self.log_start_offset:
+                    continue
                 if seg.next_offset <= self.log_start_offset:
                     continue
                 if seg.max_timestamp_so_far < timestamp:
@@ -889,14 +938,21 @@ class Log:
         """The LSO: the first offset of the oldest open transaction, capped by the high
         watermark. Read-committed consumers read below it."""
         with self._lock:
-            first = min(self._ongoing_txns.values(), default=self._high_watermark)
+            first = min(self._ongoing().values(), default=self._high_watermark)
             return min(first, self._high_watermark)
 
     @property
     def ongoing_transactions(self) -> dict[int, int]:
         """Producer id -> first offset of its open transaction."""
         with self._lock:
-            return dict(self._ongoing_txns)
+            return dict(self._ongoing())
+
+    def _ongoing(self) -> dict[int, int]:
+        """The open transactions, read from the segments' headers on first need (opening each
+        segment in turn) and kept up to date by appends from then on."""
+        if not self._txns_loaded:
+            self._load_transactions(set())
+        return self._ongoing_txns
 
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """The aborted transactions overlapping ``[start_offset, upper_bound_offset)``, from the
@@ -937,14 +993,20 @@ class Log:
             self._txn_indexes[seg.base_offset] = entry
         return entry[1]
 
-    def _txn_index_sanity_check(self, seg: Segment) -> None:
-        """Kafka's load-time check, plus: no entry past the segment's data (a stale index)."""
+    def _txn_index_sanity_check(self, seg: Segment, end: int | None = None) -> None:
+        """Kafka's load-time check, plus: no entry past the segment's data (a stale index).
+        ``end``, the next segment's base offset, stands in for the segment's own end where
+        reading that would open the segment's files."""
         idx = self._txn_index(seg)
         idx.sanity_check()
         last = idx.last_offset
-        if last is not None and last >= seg.next_offset:
+        if last is None:
+            return
+        if end is None:
+            end = seg.next_offset
+        if last >= end:
             raise CorruptIndexError(f"transaction index {idx.path}: last entry's marker offset {last} "
-                                    f"is past the segment's data (next offset {seg.next_offset})",
+                                    f"is past the segment's data (which ends before offset {end})",
                                     path=idx.path, offset=last)
 
     def _flush_txn_index(self, seg: Segment) -> None:
@@ -995,6 +1057,7 @@ class Log:
         headers (each marker's one control record decoded), and the txn index of the segments
         in ``rebuild`` (just recovered) from the ABORT markers replayed through that state."""
         self._ongoing_txns = {}
+        self._txns_loaded = False
         for seg in self._segments:
             idx = None
             if seg.base_offset in rebuild and not self.read_only:
@@ -1008,6 +1071,7 @@ class Log:
                     idx.append(aborted)
             if idx is not None:
                 idx.flush()
+        self._txns_loaded = True
 
     # ---------------------------------------------------------------------------------------------
     # Truncation, deletion, retention
@@ -1029,10 +1093,11 @@ class Log:
             self._refuse_if_viewed([s for s in self._segments if s.next_offset > offset], "truncate")
             while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
                 self._segments.pop().delete()
+            self.active.evictable = False      # the active segment again: its files stay open
             self.active.truncate_to(offset)
             leo = self.log_end_offset
             self._txn_index(self.active).truncate_to(leo)
-            self._load_transactions(set())
+            self._txns_loaded = False          # read again from the segments on first need
             if self.log_start_offset > leo:
                 # The batch holding ``offset`` began below the log start and went whole.
                 self.log_start_offset = leo
@@ -1059,6 +1124,7 @@ class Log:
                 seg.delete()
             self._segments = [self._create_segment(offset)]
             self._ongoing_txns.clear()
+            self._txns_loaded = True
             self._txn_indexes.clear()
             self.log_start_offset = offset
             self._high_watermark = offset
@@ -1198,6 +1264,7 @@ class Log:
             for seg in old:
                 self._schedule_delete(seg)
             new.change_suffix(SWAP_SUFFIX, "")
+            new.evictable = True
             self._segments[first:first + len(old)] = [new]
 
     # ---------------------------------------------------------------------------------------------

@@ -314,7 +314,12 @@ class ProducerStateManager:
         self.load(log)
 
     def _replay(self, log: Any, from_offset: int) -> None:
-        for seg in log.segments:
+        segs = log.segments
+        for i, seg in enumerate(segs):
+            # A segment ends at or below the next one's base: no need to open an inactive one's
+            # files to see it lies below ``from_offset``.
+            if i + 1 < len(segs) and segs[i + 1].base_offset <= from_offset:
+                continue
             if seg.next_offset <= from_offset:
                 continue
             for b in seg.batches():

@@ -57,6 +57,7 @@ import json
 import logging
 import os
 import re
+import resource
 import shutil
 import threading
 import uuid
@@ -65,6 +66,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from seglog._native.builder import Generation
+from seglog._native.segment import FDS_PER_SEGMENT, open_segment_limit, open_segments
 from seglog.checkpoints import (
     CorruptCheckpointError,
     OffsetCheckpointFile,
@@ -595,6 +597,7 @@ class Store:
             if clash:
                 raise InvalidTopicError(f"topic {name!r} collides with existing topic {clash[0]!r} "
                                         "(names differing only in '.' and '_' are not allowed)")
+            check_descriptor_limit(partitions, f"create topic {name!r} with {partitions} partitions")
             topic = _Topic(name, topic_config, {k: v for k, v in overrides.items()}, _new_topic_id(), False)
             topic.config = topic_config
             self._add_partitions(topic, partitions)
@@ -623,6 +626,8 @@ class Store:
             if total <= len(topic.partitions):
                 raise InvalidPartitionsError(f"topic {name!r} has {len(topic.partitions)} partitions; "
                                              f"the new total {total} must be larger")
+            check_descriptor_limit(total - len(topic.partitions),
+                                   f"grow topic {name!r} from {len(topic.partitions)} to {total} partitions")
             self._add_partitions(topic, total)
             self._generation.value += 1
             self._write_metadata()
@@ -1142,6 +1147,38 @@ class Store:
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("read-only" if self.read_only else "open")
         return f"Store({self.dir!r}, topics={len(self._topics)}, {state})"
+
+
+#: Descriptors left free by :func:`check_descriptor_limit` for sockets, checkpoint and metadata
+#: files, and whatever else the process opens.
+FD_HEADROOM = 64
+
+
+def check_descriptor_limit(new_partitions: int, action: str) -> None:
+    """Refuse (``InvalidPartitionsError``) ``new_partitions`` more partitions when the process's
+    open-file limit cannot hold them: each keeps its active segment's files open
+    (``FDS_PER_SEGMENT`` descriptors), on top of the descriptors open now (``/proc/self/fd``),
+    the room the open-segment cache may still take for older segments, and ``FD_HEADROOM``."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return
+    try:
+        in_use = len(os.listdir("/proc/self/fd")) - 1     # less the one listing it
+    except OSError:
+        return                                           # no /proc: nothing to count by
+    cache = max(0, open_segment_limit() - open_segments()) * FDS_PER_SEGMENT
+    need = new_partitions * FDS_PER_SEGMENT
+    free = soft - in_use - cache - FD_HEADROOM
+    if need <= free:
+        return
+    fit = max(0, free // FDS_PER_SEGMENT)
+    raise InvalidPartitionsError(
+        f"cannot {action}: each partition keeps {FDS_PER_SEGMENT} files open, {need} descriptors "
+        f"in all, but the open-file limit RLIMIT_NOFILE is {soft} (hard limit {hard}) and the "
+        f"process has {in_use} open, keeps room for {cache} for older segments and {FD_HEADROOM} "
+        f"for sockets and other files: at most {fit} more partition{'s' if fit != 1 else ''} fit. "
+        "Raise the limit (`ulimit -n`, LimitNOFILE= in a systemd unit) or create fewer partitions",
+        limit=soft)
 
 
 def _epoch(lg: Log) -> int | None:

@@ -90,7 +90,7 @@ def _blobs_of(raw: list[Any]) -> list[_Blob]:
             fds = []
             try:
                 for s in b.slices:
-                    fds.append((os.dup(s.fd), s.position, s.length))
+                    fds.append((s.dup_fd(), s.position, s.length))
             except (OSError, ValueError):
                 for fd, _, _ in fds:
                     os.close(fd)
