@@ -496,18 +496,18 @@ def test_create_topic_failing_at_the_nth_partition_leaves_nothing(tmp_path: Path
     store = Store.open(tmp_path, clock=clock)
     store.create_topic("keep", 2)
     before = _state(tmp_path)
-    real = Store._open_new_log
+    real = Log.open.__func__  # type: ignore[attr-defined]
     calls = []
 
-    def flaky(self: Store, topic: Any, partition: int) -> Log:
-        calls.append(partition)
+    def flaky(cls: type, directory: Any, *args: Any, **kwargs: Any) -> Log:
+        calls.append(directory)
         if len(calls) == fail_at + 1:
-            # What a full disk does after the directory was made.
-            os.makedirs(os.path.join(self.dir, f"{topic.name}-{partition}"), exist_ok=True)
+            # What a full disk does once the partition directory is made.
+            os.makedirs(directory, exist_ok=True)
             raise KafkaStorageError(f"no space left on device ({errno.ENOSPC})")
-        return real(self, topic, partition)
+        return real(cls, directory, *args, **kwargs)  # type: ignore[no-any-return]
 
-    monkeypatch.setattr(Store, "_open_new_log", flaky)
+    monkeypatch.setattr(Log, "open", classmethod(flaky))
     with pytest.raises(KafkaStorageError, match="no space"):
         store.create_topic("t", 5)
     assert _state(tmp_path) == before
@@ -517,7 +517,7 @@ def test_create_topic_failing_at_the_nth_partition_leaves_nothing(tmp_path: Path
         store.create_partitions("keep", 5 + fail_at)
     assert _state(tmp_path) == before
     assert store.partitions_for("keep") == 2
-    monkeypatch.setattr(Store, "_open_new_log", real)
+    monkeypatch.setattr(Log, "open", classmethod(real))
     store.create_topic("t", 5)
     store.close()
     with Store.open(tmp_path, clock=clock) as again:
