@@ -27,10 +27,14 @@ Layout (``kafka-format.md`` §7)::
                                          the producer-id block (what a Kafka cluster keeps in
                                          ZooKeeper/KRaft; absent in a broker's dir: defaults)
       <topic>-<partition>/               one partition log each (seglog.log.Log)
-      __consumer_offsets-<n>/            committed offsets (seglog.group_offsets)
+      __consumer_offsets-<n>/            committed offsets (seglog.group_offsets); each made at
+                                         the first commit of a group that maps to it
 
-The store owns the dir-level checkpoint files: it opens every log with the values read from
-them and rewrites them for all partitions at once (periodically on the injected clock, and at
+The store is its log dir's owner (:class:`seglog.logdir.LogDir`: the lock, the dir-level
+checkpoint files, the clean-shutdown marker, partition discovery): while a writable store is
+open no other writer — another store, a :class:`seglog.Log` opened on one of its partitions,
+a replica node, the Spark writer, a Kafka broker — gets in. It opens every log with the values
+read from the checkpoint files and rewrites them for all partitions at once (periodically on the injected clock, and at
 close). A crash between checkpoints only costs recovery time: a partition's recovery point
 never runs ahead of what was fsynced.
 

@@ -545,3 +545,29 @@ def test_create_topic_whose_metadata_write_fails_leaves_nothing(tmp_path: Path, 
             store.create_topic("t", 3)
         assert _state(tmp_path) == before
         assert store.topics() == ["keep"]
+
+
+def test_create_topic_on_a_full_disk_leaves_nothing(tmp_path: Path, clock: ManualClock) -> None:
+    from tests.cluster.disk import Tmpfs, tmpfs_available
+
+    reason = tmpfs_available()
+    if reason is not None:
+        pytest.skip(reason)
+    with Tmpfs(str(tmp_path / "mnt"), size="2m") as fs:
+        d = tmp_path / "mnt" / "logs"
+        with Store.open(d, {"log.segment.bytes": 65536, "log.index.size.max.bytes": 4096},
+                        clock=clock) as store:
+            store.create_topic("keep", 1)
+            store.producer().send("keep", b"x" * 1000, partition=0)
+            store.flush()
+            before = _state(d)
+            fs.fill(leave=12 << 10)
+            with pytest.raises(OSError) as info:
+                store.create_topic("t", 200)
+            assert "No space left on device" in str(info.value) or info.value.errno == errno.ENOSPC, info.value
+            fs.free()
+            assert _state(d) == before
+            assert store.topics() == ["keep"]
+            store.create_topic("t", 3)
+        with Store.open(d, clock=clock) as again:
+            assert again.topics() == ["keep", "t"] and again.log("keep", 0).log_end_offset == 1
