@@ -222,7 +222,9 @@ def claim_partition(partition_dir: str, *, holder: str = "a Log", wait_s: float 
     ``create`` makes a missing partition directory (once the parent is claimed: a refused
     writer creates nothing there)."""
     partition_dir = os.path.abspath(partition_dir)
-    parent = os.path.dirname(partition_dir)
+    # The log dir the partition really is in: a symlink to a partition (or to a log dir) must
+    # not lead around the lock of the dir that holds it.
+    parent = os.path.dirname(os.path.realpath(partition_dir))
     try:
         os.makedirs(parent, exist_ok=True)
     except OSError as exc:

@@ -571,3 +571,42 @@ def test_create_topic_on_a_full_disk_leaves_nothing(tmp_path: Path, clock: Manua
             store.create_topic("t", 3)
         with Store.open(d, clock=clock) as again:
             assert again.topics() == ["keep", "t"] and again.log("keep", 0).log_end_offset == 1
+
+
+def test_a_symlink_leads_around_no_lock(tmp_path: Path, clock: ManualClock) -> None:
+    store_dir = tmp_path / "store"
+    with Store.open(store_dir, clock=clock) as store:
+        store.create_topic("t", 1)
+        (tmp_path / "t-0").symlink_to(store_dir / "t-0")          # a partition of the store
+        (tmp_path / "alias").symlink_to(store_dir)                # the store's dir
+        with pytest.raises(LogDirectoryLockedError):
+            Log.open(tmp_path / "t-0")
+        with pytest.raises(LogDirectoryLockedError):
+            Log.open(tmp_path / "alias" / "t-0")
+        with pytest.raises(LogDirectoryLockedError):
+            Store.open(tmp_path / "alias")
+    lg = Log.open(tmp_path / "t-0")
+    with pytest.raises(LogDirectoryLockedError):
+        Log.open(store_dir / "t-0")
+    with pytest.raises(LogDirectoryLockedError):
+        Store.open(store_dir)
+    lg.close()
+
+
+def test_cli_produce_into_an_owned_dir_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from seglog.cli import main
+
+    with Store.open(tmp_path) as store:
+        store.create_topic("t", 1)
+        before = snapshot_tree(tmp_path)
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"theirs\n")))
+        assert main(["produce", str(tmp_path), "t"]) == 1
+        assert "already open for writing in this process" in capsys.readouterr().err
+        assert snapshot_tree(tmp_path) == before
+    with _Holder("store", tmp_path):
+        out = _run("import sys\nfrom seglog.cli import main\nsys.exit(main(['produce', sys.argv[1], 't']))",
+                   str(tmp_path))
+        assert out.returncode == 1 and "locked by another process" in out.stderr, out.stderr
