@@ -165,7 +165,7 @@ from seglog.errors import (
     UnknownTopicOrPartitionError,
 )
 from seglog.log import Log, parse_partition_dir
-from seglog.logdir import checkpoint_update_lock, shared_claim
+from seglog.logdir import LogDir, checkpoint_update_lock, shared_claim
 from seglog.records import batch_headers, decode_columns, decode_records, encode_batch
 from seglog.txnindex import TransactionIndex
 
@@ -581,12 +581,10 @@ def find_partition_dirs(paths: Sequence[str]) -> list[PartitionDir]:
         if parsed is not None and not _has_partition_children(p):
             candidates = [(parsed, p)]
         else:
-            candidates = []
-            with os.scandir(p) as it:
-                for e in it:
-                    tp = parse_partition_dir(e.name)
-                    if tp is not None and not e.name.startswith(".") and e.is_dir():
-                        candidates.append((tp, e.path))
+            # A log dir: its partitions as its owner finds them (read-only: nothing locked or
+            # written), hidden directories left out.
+            candidates = [(tp, d) for tp, d in LogDir.open(p, read_only=True).partition_dirs().items()
+                          if not os.path.basename(d).startswith(".")]
         for (topic, part), d in candidates:
             prev = found.get((topic, part))
             if prev is not None and prev.dir != d:

@@ -34,9 +34,9 @@ The store is its log dir's owner (:class:`seglog.logdir.LogDir`: the lock, the d
 checkpoint files, the clean-shutdown marker, partition discovery): while a writable store is
 open no other writer — another store, a :class:`seglog.Log` opened on one of its partitions,
 a replica node, the Spark writer, a Kafka broker — gets in. It opens every log with the values
-read from the checkpoint files and rewrites them for all partitions at once (periodically on the injected clock, and at
-close). A crash between checkpoints only costs recovery time: a partition's recovery point
-never runs ahead of what was fsynced.
+read from the checkpoint files and rewrites them for all partitions at once (periodically on
+the injected clock, and at close). A crash between checkpoints only costs recovery time: a
+partition's recovery point never runs ahead of what was fsynced.
 
 Background tasks run on the store's scheduler (the injected clock): each log's ``flush.ms``
 flusher, flushing of rolled segments and the recovery-point checkpoint

@@ -320,7 +320,19 @@ def _read_everything(d: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert rows == 3 + 2
 
 
-def test_reading_a_broker_dir_changes_no_byte(kafka_broker_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("state", ["clean", "unclean"])
+def test_reading_a_broker_dir_changes_no_byte(kafka_broker_dir: Path, capsys: pytest.CaptureFixture[str],
+                                              state: str) -> None:
+    if state == "unclean":
+        # What a killed broker leaves: no marker, a deletion and a compaction under way, a
+        # torn write at the end of a segment. A writable open would clean all of it up.
+        d = kafka_broker_dir
+        (d / ".kafka_cleanshutdown").unlink()
+        (d / f"gone-0.{'0' * 32}-delete").mkdir()
+        (d / f"gone-0.{'0' * 32}-delete" / f"{0:020d}.log").write_bytes(b"")
+        (d / "TestTopicPatient-0" / f"{0:020d}.log.cleaned").write_bytes(b"\0" * 10)
+        with open(d / "__consumer_offsets-6" / f"{0:020d}.log", "ab") as f:
+            f.write(b"\0\0\0\0\0\0\0\x0d\0\0\0\x40")
     before = snapshot_tree(kafka_broker_dir)
     _read_everything(kafka_broker_dir, capsys)
     assert snapshot_tree(kafka_broker_dir) == before
