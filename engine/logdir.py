@@ -91,21 +91,24 @@ class _Claim:
 
 
 _CLAIMS: dict[str, _Claim] = {}
-_PARTITIONS: dict[str, str] = {}  # partition dirs this process writes -> who holds them
+_PARTITIONS: dict[str, tuple[str, int]] = {}  # partition dirs this process writes -> (who, flock fd)
 _CLAIMS_LOCK = threading.Lock()
-_PID = os.getpid()
 
 
 def _after_fork_in_child() -> None:
-    global _PID
-    for claim in _CLAIMS.values():
+    global _CLAIMS_LOCK
+    # Another thread may have held the table's lock at the fork.
+    _CLAIMS_LOCK = threading.Lock()
+    # The child holds none of the parent's record locks; its copies of the partitions' flock
+    # descriptors would keep them locked after the parent lets go.
+    fds = [claim.fd for claim in _CLAIMS.values()] + [fd for _, fd in _PARTITIONS.values()]
+    for fd in fds:
         try:
-            os.close(claim.fd)
+            os.close(fd)
         except OSError:
             pass
     _CLAIMS.clear()
     _PARTITIONS.clear()
-    _PID = os.getpid()
 
 
 if hasattr(os, "register_at_fork"):
@@ -199,7 +202,8 @@ class PartitionClaim:
         if self._pid != os.getpid():
             return  # a forked child's copy: the parent's locks stay
         with _CLAIMS_LOCK:
-            _PARTITIONS.pop(os.path.realpath(self.dir), None)
+            if _PARTITIONS.get(os.path.realpath(self.dir), ("", -1))[1] == self._fd:
+                del _PARTITIONS[os.path.realpath(self.dir)]
         try:
             os.close(self._fd)
         finally:
@@ -251,7 +255,7 @@ def claim_partition(partition_dir: str, *, holder: str = "a Log", wait_s: float 
             if deadline is not None and time.monotonic() >= deadline:
                 with _CLAIMS_LOCK:
                     other = _PARTITIONS.get(os.path.realpath(partition_dir))
-                where = f"by {other} in this process" if other else "by another Log (in this process or another)"
+                where = f"by {other[0]} in this process" if other else "by another Log (in this process or another)"
                 waited = f" (waited {wait_s:g} s)" if wait_s else ""
                 raise LogDirectoryLockedError(
                     f"the partition {partition_dir} is open for writing {where}{waited}; one "
@@ -259,7 +263,7 @@ def claim_partition(partition_dir: str, *, holder: str = "a Log", wait_s: float 
                     path=partition_dir)
             time.sleep(0.01)
         with _CLAIMS_LOCK:
-            _PARTITIONS[os.path.realpath(partition_dir)] = holder
+            _PARTITIONS[os.path.realpath(partition_dir)] = (holder, fd)
         return PartitionClaim(partition_dir, key, fd)
     except BaseException:
         if fd >= 0:
@@ -295,6 +299,7 @@ class LogDir:
         self.path = os.path.abspath(os.fspath(directory))
         self.read_only = read_only
         self._key: str | None = None
+        self._pid = os.getpid()
         if not os.path.isdir(self.path):
             if read_only or not create:
                 raise StorageError(f"log directory not found: {self.path}", path=self.path)
@@ -394,7 +399,7 @@ class LogDir:
     def close(self) -> None:
         """Release the lock (idempotent)."""
         key, self._key = self._key, None
-        if key is not None:
+        if key is not None and self._pid == os.getpid():  # a forked child's copy holds nothing
             _release(key)
 
     def __enter__(self) -> LogDir:

@@ -195,25 +195,31 @@ def test_a_broker_holding_the_dir_refuses_every_writer(tmp_path: Path) -> None:
 def test_a_forked_child_does_not_inherit_the_claims(tmp_path: Path) -> None:
     import multiprocessing
 
-    def child(path: str, q: Any) -> None:
+    def child(path: str, q: Any, go: Any) -> None:
         try:
             Log.open(os.path.join(path, "t-0"))
             q.put("opened")
         except LogDirectoryLockedError as exc:
             q.put(f"refused: {exc}")
+        go.wait(60)   # alive, with its copies of the parent's descriptors, until told
 
     lg = Log.open(tmp_path / "t-0")
-    ctx = multiprocessing.get_context("fork")
-    q = ctx.Queue()
-    p = ctx.Process(target=child, args=(str(tmp_path), q))
-    p.start()
-    got = q.get(timeout=60)
-    p.join(60)
-    assert got.startswith("refused"), got
-    lg.close()
-    # The child's copy of the descriptors left nothing held.
-    Log.open(tmp_path / "t-0").close()
-    Store.open(tmp_path).close()
+    with LogDir.open(tmp_path / "owned"):
+        ctx = multiprocessing.get_context("fork")
+        q, go = ctx.Queue(), ctx.Event()
+        p = ctx.Process(target=child, args=(str(tmp_path), q, go))
+        p.start()
+        try:
+            got = q.get(timeout=60)
+            assert got.startswith("refused"), got
+            lg.close()
+            # The child's copies hold nothing once the parent lets go.
+            Log.open(tmp_path / "t-0").close()
+            Store.open(tmp_path).close()
+        finally:
+            go.set()
+            p.join(60)
+    Store.open(tmp_path / "owned").close()
 
 
 def test_log_dir_hands_out_only_its_own_partitions(tmp_path: Path) -> None:
