@@ -338,6 +338,11 @@ class Store:
             found.setdefault(tname, []).append(partition)
         for name in sorted(set(found) | set(topics_meta)):
             tm = topics_meta.get(name, {})
+            if "pending" in tm:
+                # A create_topic / create_partitions that a crash interrupted: undo it.
+                tm = self._undo_pending(name, tm, found)
+                if tm is None:
+                    continue
             overrides = dict(tm.get("config", {}))
             count = int(tm.get("partitions", 0))
             present = found.get(name, [])
@@ -374,6 +379,33 @@ class Store:
             self.checkpoint()
             self._schedule_tasks()
 
+    def _undo_pending(self, name: str, tm: dict[str, Any], found: dict[str, list[int]]) -> dict[str, Any] | None:
+        """What to load of a topic whose change was interrupted: the partitions it was creating
+        are removed (writable; a read-only store leaves them alone and skips them), and a topic
+        that was being created is dropped (None). A pending partition that holds records
+        (appended before the crash) is kept."""
+        pending = tm["pending"]
+        doomed = set(pending.get("partitions", []))
+        kept = []
+        for p in sorted(doomed & set(found.get(name, []))):
+            path = os.path.join(self.dir, f"{name}-{p}")
+            if _holds_records(path):
+                log.warning("%s was being created when the store stopped, but holds records: kept", path)
+                kept.append(p)
+                continue
+            log.warning("removing %s: its creation was interrupted", path)
+            if not self.read_only:
+                shutil.rmtree(path, ignore_errors=True)
+            found[name].remove(p)
+        if not found.get(name):
+            found.pop(name, None)
+        if pending.get("new_topic") and not kept:
+            found.pop(name, None)
+            return None
+        tm = {k: v for k, v in tm.items() if k != "pending"}
+        tm["partitions"] = max([int(tm.get("partitions", 0)), *(p + 1 for p in kept)])
+        return tm
+
     def _read_metadata(self) -> dict[str, Any]:
         path = os.path.join(self.dir, METADATA_FILE)
         try:
@@ -387,13 +419,22 @@ class Store:
             raise StorageError(f"unsupported store metadata in {path} (expected version 1)", path=path)
         return meta
 
-    def _write_metadata(self) -> None:
+    def _write_metadata(self, pending: tuple[_Topic, list[int], bool] | None = None) -> None:
+        """Write ``seglog-metadata.json``. ``pending``: a topic change about to be made (the
+        topic, the partitions to create, whether the topic is new), recorded first so that the
+        next open removes what a crash in the middle of it left."""
         if self.read_only:
             return
         topics = {}
         for name, t in sorted(self._topics.items()):
             topics[name] = {"partitions": t.count, "topic_id": t.topic_id,
                             "config": {k: _jsonable(v) for k, v in sorted(t.overrides.items())}}
+        if pending is not None:
+            t, numbers, new = pending
+            entry = topics.setdefault(t.name, {
+                "partitions": t.count, "topic_id": t.topic_id,
+                "config": {k: _jsonable(v) for k, v in sorted(t.overrides.items())}})
+            entry["pending"] = {"partitions": sorted(numbers), "new_topic": new}
         meta = {"version": 1, "producer_id_block_end": self._producer_id_block_end, "topics": topics}
         atomic_write(os.path.join(self.dir, METADATA_FILE),
                      (json.dumps(meta, indent=1, sort_keys=True) + "\n").encode("utf-8"))
@@ -510,7 +551,9 @@ class Store:
         before = {q.partition for q in topic.partitions}
         old_count = topic.count
         created: list[str] = []
+        numbers = list(numbers)
         try:
+            self._write_metadata(pending=(topic, numbers, new_topic))
             for p in numbers:
                 path = self._logdir.partition_path(topic.name, p)  # type: ignore[union-attr]
                 if not os.path.exists(path):
@@ -1040,6 +1083,14 @@ def _epoch(lg: Log) -> int | None:
     # A store's own logs are led at epoch 0 (what a single Kafka broker writes); a log that
     # already has epochs keeps its latest.
     return None if lg.epoch_cache.latest_epoch >= 0 else 0
+
+
+def _holds_records(partition_dir: str) -> bool:
+    try:
+        return any(n.endswith(".log") and os.path.getsize(os.path.join(partition_dir, n)) > 0
+                   for n in os.listdir(partition_dir))
+    except OSError:
+        return False
 
 
 def _delete_dir_name(topic: str, partition: int) -> str:

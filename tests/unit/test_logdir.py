@@ -628,3 +628,56 @@ def test_cli_produce_into_an_owned_dir_is_refused(tmp_path: Path, capsys: pytest
         out = _run("import sys\nfrom seglog.cli import main\nsys.exit(main(['produce', sys.argv[1], 't']))",
                    str(tmp_path))
         assert out.returncode == 1 and "locked by another process" in out.stderr, out.stderr
+
+
+_CRASH_MID_CREATE = """
+    import os, sys
+    from seglog import Log, Store
+    d, what = sys.argv[1], sys.argv[2]
+    store = Store.open(d)
+    if what == "topic":
+        store.create_topic("keep", 2)
+        store.producer().send("keep", b"kept", partition=1)
+        store.flush()
+    real = Log.open.__func__
+    calls = []
+
+    def dying(cls, directory, *args, **kwargs):
+        calls.append(directory)
+        if len(calls) == 3:
+            os._exit(9)   # killed in the middle of the change
+        return real(cls, directory, *args, **kwargs)
+
+    Log.open = classmethod(dying)
+    if what == "topic":
+        store.create_topic("t", 5)
+    else:
+        store.create_partitions("keep", 6)
+"""
+
+
+def test_a_crash_in_the_middle_of_create_topic_leaves_nothing_at_the_next_open(tmp_path: Path) -> None:
+    d = tmp_path / "store"
+    out = _run(_CRASH_MID_CREATE, str(d), "topic")
+    assert out.returncode == 9, out.stderr
+    assert (d / "t-0").is_dir() and (d / "t-1").is_dir()        # what the crash left
+    before = snapshot_tree(d)
+    with Store.open(d, read_only=True) as ro:                    # a reader ignores it, touching nothing
+        assert ro.topics() == ["keep"]
+    assert snapshot_tree(d) == before
+    with Store.open(d) as store:
+        assert store.topics() == ["keep"]
+        assert store.log("keep", 1).log_end_offset == 1
+        store.create_topic("t", 2)
+    assert sorted(p.name for p in d.iterdir() if p.name.startswith("t-")) == ["t-0", "t-1"]
+    # The crash in the middle of growing a topic.
+    out = _run(_CRASH_MID_CREATE, str(d), "partitions")
+    assert out.returncode == 9, out.stderr
+    assert (d / "keep-2").is_dir()
+    with Store.open(d) as store:
+        assert store.partitions_for("keep") == 2
+        assert store.log("keep", 1).log_end_offset == 1
+    assert not (d / "keep-2").exists()
+    assert json.loads((d / "seglog-metadata.json").read_text())["topics"]["keep"] == {
+        "config": {}, "partitions": 2, "topic_id": json.loads((d / "seglog-metadata.json").read_text())
+        ["topics"]["keep"]["topic_id"]}
