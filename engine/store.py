@@ -25,7 +25,9 @@ Layout (``kafka-format.md`` §7)::
       cleaner-offset-checkpoint          compacted partitions: first offset not yet cleaned
       seglog-metadata.json               topics, partition counts, config overrides, topic ids,
                                          the producer-id block (what a Kafka cluster keeps in
-                                         ZooKeeper/KRaft; absent in a broker's dir: defaults)
+                                         ZooKeeper/KRaft; absent in a broker's dir: defaults),
+                                         and a topic change under way (undone at the next open
+                                         if a crash interrupted it)
       <topic>-<partition>/               one partition log each (seglog.log.Log)
       __consumer_offsets-<n>/            committed offsets (seglog.group_offsets); each made at
                                          the first commit of a group that maps to it
