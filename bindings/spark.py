@@ -98,8 +98,10 @@ Writing. ``df.write.format("seglog").mode("append").option("topic", "t").save(pa
 ``topic`` option, which wins), ``partition`` (else Kafka's murmur2 of the key; records without
 a key go to one partition per task and input batch), ``timestamp`` (else the time of writing)
 and ``headers``. Each task encodes RecordBatch v2 batches (``compression`` option) and, under an
-exclusive lock on each partition directory, appends them with :class:`seglog.Log` in one
-contiguous run per partition, then fsyncs. Nothing moves the high watermark until the job
+claim on each partition (:mod:`seglog.logdir`: one writer per partition; tasks writing the
+same partition take turns), appends them with :class:`seglog.Log` in one contiguous run per
+partition, then fsyncs. A log dir owned by a store, a replica node or a Kafka broker refuses
+the write (``LogDirectoryLockedError``, at ``save()`` before any task runs). Nothing moves the high watermark until the job
 commits: the driver then writes the new high watermarks to ``replication-offset-checkpoint``
 in one atomic rename. So a reader that honours the high watermark (``readUpTo`` ``auto`` or
 ``highWatermark``) sees all of a job's records or none. Records a failed task attempt left past
@@ -123,7 +125,6 @@ import base64
 import contextlib
 import dataclasses
 import difflib
-import fcntl
 import glob as _glob
 import json
 import logging
@@ -176,6 +177,7 @@ from seglog.errors import (
     UnknownTopicOrPartitionError,
 )
 from seglog.log import Log, parse_partition_dir
+from seglog.logdir import LogDir, checkpoint_update_lock, shared_claim
 from seglog.records import batch_headers, decode_columns, decode_records, encode_batch
 from seglog.txnindex import TransactionIndex
 
@@ -601,12 +603,10 @@ def find_partition_dirs(paths: Sequence[str]) -> list[PartitionDir]:
         if named:
             candidates = [(parsed, p)]
         else:
-            candidates = []
-            with os.scandir(p) as it:
-                for e in it:
-                    tp = parse_partition_dir(e.name)
-                    if tp is not None and not e.name.startswith(".") and e.is_dir():
-                        candidates.append((tp, e.path))
+            # A log dir: its partitions as its owner finds them (read-only: nothing locked or
+            # written), hidden directories left out.
+            candidates = [(tp, d) for tp, d in LogDir.open(p, read_only=True).partition_dirs().items()
+                          if not os.path.basename(d).startswith(".")]
         for (topic, part), d in candidates:
             prev = found.get((topic, part))
             if prev is not None and prev.dir != d:
@@ -1533,14 +1533,11 @@ class SeglogCommitMessage(WriterCommitMessage):
 
 
 @contextlib.contextmanager
-def _dir_lock(path: str) -> Iterator[None]:
-    """An exclusive ``flock`` on a directory (all writers of it are seglog processes)."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+def _hw_update(log_dir: str) -> Iterator[None]:
+    """Changing the log dir's high-watermark file: a writer sharing the dir (refused while a
+    store, a node or a Kafka broker owns it), one read-modify-write at a time."""
+    with shared_claim(log_dir, holder="a Spark write"), checkpoint_update_lock(log_dir):
         yield
-    finally:
-        os.close(fd)
 
 
 def _write_spec(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -1657,8 +1654,14 @@ class _Spool:
             self.file.close()
 
 
+#: How long a task waits for another writer of the same partition (another task of the job).
+PARTITION_LOCK_WAIT_S = 600.0
+
+
 def _log_open(d: str, config: Mapping[str, str]) -> Log:
-    return Log.open(d, config or None)
+    # Each partition has one writer at a time (seglog.logdir): tasks of the job writing the
+    # same partition take turns; a store, node or broker owning the log dir refuses them all.
+    return Log.open(d, config or None, lock_wait_s=PARTITION_LOCK_WAIT_S)
 
 
 def _leader_epoch(lg: Log) -> int | None:
@@ -1702,7 +1705,7 @@ def _ensure_partition_metadata(log_dir: str, d: str, topic: str) -> None:
     path = os.path.join(d, _PARTITION_METADATA_FILE)
     if os.path.exists(path):
         return
-    with _dir_lock(log_dir):
+    with shared_claim(log_dir, holder="a Spark write"), checkpoint_update_lock(log_dir):
         if os.path.exists(path):
             return
         tid = _known_topic_id(log_dir, topic)
@@ -1786,23 +1789,20 @@ class SeglogWriter(DataSourceArrowWriter):
 
     def _append(self, tp: tuple[str, int], spool: _Spool) -> tuple[int, int]:
         d = os.path.join(self.spec["log_dir"], f"{tp[0]}-{tp[1]}")
-        os.makedirs(d, exist_ok=True)
-        _ensure_partition_metadata(self.spec["log_dir"], d, tp[0])
-        with _dir_lock(d):
-            lg = _log_open(d, self.spec["config"])
+        lg = _log_open(d, self.spec["config"])
+        try:
+            _ensure_partition_metadata(self.spec["log_dir"], d, tp[0])
+            first = lg.log_end_offset
             try:
-                first = lg.log_end_offset
-                try:
-                    for data in spool.pieces(16 << 20):
-                        lg.append(data, leader_epoch=_leader_epoch(lg))
-                    lg.flush()
-                except BaseException:
-                    lg.truncate_to(first)
-                    raise
-                end = lg.log_end_offset
-            finally:
-                with _dir_lock(self.spec["log_dir"]):
-                    lg.close()
+                for data in spool.pieces(16 << 20):
+                    lg.append(data, leader_epoch=_leader_epoch(lg))
+                lg.flush()
+            except BaseException:
+                lg.truncate_to(first)
+                raise
+            end = lg.log_end_offset
+        finally:
+            lg.close()
         return first, end
 
     # -- driver --------------------------------------------------------------------------------
@@ -1820,16 +1820,14 @@ class SeglogWriter(DataSourceArrowWriter):
         updates: dict[tuple[str, int], int | None] = {}
         for tp in sorted(runs):
             d = os.path.join(log_dir, f"{tp[0]}-{tp[1]}")
-            with _dir_lock(d):
-                lg = _log_open(d, self.spec["config"])
-                try:
-                    hw = max(current.get(tp, lg.log_start_offset), lg.log_start_offset)
-                    updates[tp] = _settle(lg, min(hw, lg.log_end_offset), sorted(runs[tp]))
-                finally:
-                    with _dir_lock(log_dir):
-                        lg.close()
+            lg = _log_open(d, self.spec["config"])
+            try:
+                hw = max(current.get(tp, lg.log_start_offset), lg.log_start_offset)
+                updates[tp] = _settle(lg, min(hw, lg.log_end_offset), sorted(runs[tp]))
+            finally:
+                lg.close()
         if updates:
-            with _dir_lock(log_dir):
+            with _hw_update(log_dir):
                 hw_file.update(updates)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -1843,13 +1841,11 @@ class SeglogWriter(DataSourceArrowWriter):
             if pd.topic not in topics:
                 continue
             tp = (pd.topic, pd.partition)
-            with _dir_lock(pd.dir):
-                lg = _log_open(pd.dir, self.spec["config"])
-                try:
-                    lg.truncate_to(max(hws.get(tp, lg.log_start_offset), lg.log_start_offset))
-                finally:
-                    with _dir_lock(log_dir):
-                        lg.close()
+            lg = _log_open(pd.dir, self.spec["config"])
+            try:
+                lg.truncate_to(max(hws.get(tp, lg.log_start_offset), lg.log_start_offset))
+            finally:
+                lg.close()
 
 
 def _read_hws(f: OffsetCheckpointFile) -> dict[tuple[str, int], int]:
@@ -1981,7 +1977,7 @@ class SeglogDataSource(DataSource):
         _check_write_schema(schema, spec["topic"])
         log_dir = spec["log_dir"]
         os.makedirs(log_dir, exist_ok=True)
-        with _dir_lock(log_dir):
+        with shared_claim(log_dir, holder="a Spark write"), checkpoint_update_lock(log_dir):
             ensure_meta_properties(log_dir)
         counts: dict[str, int] = {}
         for pd in find_partition_dirs([log_dir]):
@@ -1994,7 +1990,7 @@ def _init_high_watermarks(log_dir: str) -> None:
     """Create the high-watermark file of a log dir that has none, with the log ends of the
     partitions already there, so their records stay visible to readers that honour it."""
     path = os.path.join(log_dir, HIGH_WATERMARK_FILE)
-    with _dir_lock(log_dir):
+    with _hw_update(log_dir):
         if os.path.exists(path):
             return
         ckpts = _Checkpoints()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import base64
 import bisect
+import errno
 import json
 import os
 import re
@@ -29,7 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import IO, Any
 
-from seglog.errors import SeglogError
+from seglog.errors import LogDirectoryLockedError, SeglogError, StorageError
 
 
 class CliError(Exception):
@@ -353,7 +354,19 @@ def _consume(args: argparse.Namespace) -> int:
     _log_dir(args.dir)
     out = sys.stdout.buffer
     writable = args.group is not None
-    with Store.open(args.dir, read_only=not writable, create=False) as store:
+    # Without --group nothing is written (a read-only open: no lock, no file touched). A group's
+    # commit needs the dir's owner: its lock, and the one __consumer_offsets partition the group
+    # maps to (created at the commit if new).
+    try:
+        store = Store.open(args.dir, read_only=not writable, create=False)
+    except StorageError as exc:
+        cause = exc.__cause__
+        unwritable = isinstance(cause, OSError) and cause.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+        if not (isinstance(exc, LogDirectoryLockedError) or unwritable):
+            raise
+        raise CliError(f"cannot commit the offsets of group {args.group!r}: {exc}; without --group, "
+                       "consume reads the log dir without writing to it") from None
+    with store:
         if args.topic not in store.topics(internal=True):
             raise CliError(f"topic {args.topic!r} does not exist in {args.dir}")
         n_parts = store.partitions_for(args.topic)

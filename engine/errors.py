@@ -253,7 +253,8 @@ class StorageError(SeglogError, OSError):
 
 
 class LogDirectoryLockedError(StorageError):
-    """Another process (or another store in this process) holds the log directory's lock."""
+    """Another writer holds the log directory (a store, a replica node or a Kafka broker), or the
+    partition (another writable ``Log``), in this process or another."""
 
     def __init__(
         self,

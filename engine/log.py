@@ -66,6 +66,16 @@ from seglog.errors import (
     RecordTooLargeError,
 )
 from seglog.leader_epoch import LeaderEpochCache
+from seglog.logdir import (
+    CLEAN_SHUTDOWN_FILE,
+    LOG_START_FILE,
+    RECOVERY_POINT_FILE,
+    LogDir,
+    PartitionClaim,
+    checkpoint_update_lock,
+    claim_partition,
+    parse_partition_dir,
+)
 from seglog.records import batch_headers, decode_records, validate_batches
 from seglog.txnindex import AbortedTxn, TransactionIndex
 
@@ -88,9 +98,6 @@ def _journal_recovery_point(directory: str, recovery_point: int) -> None:
 
 log = logging.getLogger("seglog.log")
 
-RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
-LOG_START_FILE = "log-start-offset-checkpoint"
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
@@ -108,14 +115,6 @@ _ORIGINS = frozenset({"client", "coordinator"})
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)((?:\.deleted|\.cleaned|\.swap)?)\Z",
                            re.ASCII)
-
-
-def parse_partition_dir(name: str) -> tuple[str, int] | None:
-    """``topic-N`` → (topic, N), splitting at the last '-' as Kafka does; None otherwise."""
-    topic, sep, part = name.rpartition("-")
-    if not sep or not topic or not (part.isascii() and part.isdigit()):
-        return None
-    return topic, int(part)
 
 
 @dataclasses.dataclass(slots=True)
@@ -198,6 +197,8 @@ class Log:
         clean_shutdown: bool | None = None,
         high_watermark: int | None = None,
         dir_checkpoints: bool = True,
+        owner: LogDir | None = None,
+        lock_wait_s: float | None = 0.0,
     ) -> Log:
         """Open (creating if needed) the partition log in ``directory``.
 
@@ -211,17 +212,51 @@ class Log:
         ``dir_checkpoints=False`` leaves the parent directory's checkpoint files alone (neither
         read nor written): the owner of the log dir passes the values in and writes the files
         for all its partitions at once.
+
+        One writer per partition (:mod:`seglog.logdir`): ``owner`` is the
+        :class:`~seglog.logdir.LogDir` that holds the parent directory and hands this log the
+        right to write (a store, a replica node). Without it a writable open claims the
+        partition itself: ``LogDirectoryLockedError`` when an owner holds the parent directory
+        (a store, a node, a Kafka broker) or another writable ``Log`` has the partition open,
+        in this process or another; ``lock_wait_s`` is how long to wait for such another
+        ``Log`` to close (None: until it does). A read-only open takes no lock.
         """
         self = object.__new__(cls)
         self._init(os.fspath(directory), config, clock or Clock(), scheduler, read_only, replicated)
         self._dir_checkpoints = dir_checkpoints
+        self._claim: PartitionClaim | None = None
+        if not read_only:
+            if owner is not None:
+                if not owner.holds(self.dir):
+                    raise ValueError(f"{owner!r} does not hold {self.dir}: a log dir hands out only "
+                                     "its own partitions, while it is open for writing")
+            else:
+                self._claim = claim_partition(self.dir, holder=f"Log {self.dir}", wait_s=lock_wait_s,
+                                              create=self._create_dir)
         try:
             self._load(recovery_point, log_start_offset, clean_shutdown, high_watermark)
         except OSError as exc:
+            self._release_claim()
             if exc.errno in (errno.EMFILE, errno.ENFILE) and not isinstance(exc, KafkaStorageError):
                 raise out_of_files_error(self.dir, exc) from exc
             raise
+        except BaseException:
+            self._release_claim()
+            raise
         return self
+
+    def _create_dir(self) -> None:
+        try:
+            os.makedirs(self.dir, exist_ok=True)
+            fsync_dir(os.path.dirname(self.dir))
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot create the log directory {self.dir}: "
+                                    f"{exc.strerror or exc}", path=self.dir) from exc
+
+    def _release_claim(self) -> None:
+        claim, self._claim = self._claim, None
+        if claim is not None:
+            claim.release()
 
     def _init(self, directory: str, config: LogConfig | Mapping[str, Any] | None, clock: Clock,
               scheduler: Scheduler | None, read_only: bool, replicated: bool) -> None:
@@ -272,12 +307,7 @@ class Log:
         if not os.path.isdir(self.dir):
             if self.read_only:
                 raise FileNotFoundError(f"log directory not found: {self.dir}")
-            try:
-                os.makedirs(self.dir, exist_ok=True)
-                fsync_dir(os.path.dirname(self.dir))
-            except OSError as exc:
-                raise KafkaStorageError(f"cannot create the log directory {self.dir}: "
-                                        f"{exc.strerror or exc}", path=self.dir) from exc
+            self._create_dir()
         parent = os.path.dirname(self.dir)
         if clean_shutdown is None:
             clean_shutdown = os.path.exists(os.path.join(parent, CLEAN_SHUTDOWN_FILE))
@@ -827,6 +857,15 @@ class Log:
             return
         # Values read under the file's lock: a checkpoint written from another thread (a
         # cluster's checkpoint worker) never lands after a newer one with older values.
+        if self._claim is None:
+            self._update_checkpoints()
+        else:
+            # Logs writing other partitions of the dir, maybe in other processes, update the
+            # same files.
+            with checkpoint_update_lock(os.path.dirname(self.dir)):
+                self._update_checkpoints()
+
+    def _update_checkpoints(self) -> None:
         self._recovery_file.update(lambda: {self._tp: self.recovery_point})
         self._log_start_file.update(lambda: {
             self._tp: self.log_start_offset if self.log_start_offset > self._segments[0].base_offset else None})
@@ -1308,6 +1347,7 @@ class Log:
                 except BufferError:
                     pass
             self._closed = True
+            self._release_claim()
             if error is not None:
                 raise error
 
@@ -1326,6 +1366,7 @@ class Log:
                 except BufferError:
                     pass
             self._closed = True
+            self._release_claim()
 
     def __enter__(self) -> Log:
         return self

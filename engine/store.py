@@ -27,14 +27,20 @@ Layout (``docs/kafka-format.md`` §8.1)::
       cleaner-offset-checkpoint          compacted partitions: first offset not yet cleaned
       seglog-metadata.json               topics, partition counts, config overrides, topic ids,
                                          the producer-id block (what a Kafka cluster keeps in
-                                         ZooKeeper/KRaft; absent in a broker's dir: defaults)
+                                         ZooKeeper/KRaft; absent in a broker's dir: defaults),
+                                         and a topic change under way (undone at the next open
+                                         if a crash interrupted it)
       <topic>-<partition>/               one partition log each (seglog.log.Log)
-      __consumer_offsets-<n>/            committed offsets (seglog.group_offsets)
+      __consumer_offsets-<n>/            committed offsets (seglog.group_offsets); each made at
+                                         the first commit of a group that maps to it
 
-The store owns the dir-level checkpoint files: it opens every log with the values read from
-them and rewrites them for all partitions at once (periodically on the injected clock, and at
-close). A crash between checkpoints only costs recovery time: a partition's recovery point
-never runs ahead of what was fsynced.
+The store is its log dir's owner (:class:`seglog.logdir.LogDir`: the lock, the dir-level
+checkpoint files, the clean-shutdown marker, partition discovery): while a writable store is
+open no other writer — another store, a :class:`seglog.Log` opened on one of its partitions,
+a replica node, the Spark writer, a Kafka broker — gets in. It opens every log with the values
+read from the checkpoint files and rewrites them for all partitions at once (periodically on
+the injected clock, and at close). A crash between checkpoints only costs recovery time: a
+partition's recovery point never runs ahead of what was fsynced.
 
 Background tasks run on the store's scheduler (the injected clock): each log's ``flush.ms``
 flusher, flushing of rolled segments and the recovery-point checkpoint
@@ -51,8 +57,6 @@ deletion by the store's lock.
 from __future__ import annotations
 
 import dataclasses
-import errno
-import fcntl
 import json
 import logging
 import os
@@ -68,10 +72,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from seglog._native.builder import Generation
 from seglog._native.segment import FDS_PER_SEGMENT, open_segment_limit, open_segments
 from seglog.checkpoints import (
-    CorruptCheckpointError,
-    OffsetCheckpointFile,
     atomic_write,
     ensure_meta_properties,
+    fsync_dir,
 )
 from seglog.clock import Clock, ManualClock, Scheduler
 from seglog.config import BrokerConfig, LogConfig
@@ -87,13 +90,12 @@ from seglog.errors import (
     UnknownTopicOrPartitionError,
 )
 from seglog.group_offsets import OFFSETS_TOPIC, GroupOffsets, OffsetAndMetadata
-from seglog.log import (
-    CLEAN_SHUTDOWN_FILE,
-    LOG_START_FILE,
-    RECOVERY_POINT_FILE,
-    Log,
-    LogAppendInfo,
-    parse_partition_dir,
+from seglog.log import Log, LogAppendInfo
+from seglog.logdir import (
+    CLEANER_OFFSET_FILE,
+    LOCK_FILE,
+    REPLICATION_OFFSET_FILE,
+    LogDir,
 )
 from seglog.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager, decode_snapshot, last_sequence
 from seglog.records import batch_headers, decode_columns
@@ -104,23 +106,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("seglog.store")
 
-REPLICATION_OFFSET_FILE = "replication-offset-checkpoint"
-CLEANER_OFFSET_FILE = "cleaner-offset-checkpoint"
-LOCK_FILE = ".lock"
 METADATA_FILE = "seglog-metadata.json"
 PARTITION_METADATA_FILE = "partition.metadata"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", "__cluster_metadata"})
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+\Z")   # \Z: "$" would accept a trailing newline
-_DELETE_DIR = re.compile(r"^.+-\d+\.[0-9a-f]{32}-delete\Z", re.ASCII)
 _PRODUCER_ID_BLOCK = 1000
-
-# Directories locked by a store of this process (POSIX record locks do not conflict within a
-# process, so a second open in the same process is caught here).
-_OPEN_DIRS: set[str] = set()
-_OPEN_DIRS_LOCK = threading.Lock()
-
 
 class TopicPartition(NamedTuple):
     """A partition of a topic (Kafka's ``TopicPartition``)."""
@@ -268,12 +260,16 @@ class _Partition:
 
 
 class _Topic:
-    __slots__ = ("name", "partitions", "config", "overrides", "topic_id", "internal")
+    __slots__ = ("name", "partitions", "config", "overrides", "topic_id", "internal", "count")
 
     def __init__(self, name: str, config: LogConfig, overrides: dict[str, Any],
                  topic_id: str | None, internal: bool) -> None:
         self.name = name
+        #: The open partition logs, by partition number. All ``count`` of them, except for
+        #: __consumer_offsets (each created at its first commit) and in a read-only store
+        #: (only those on disk).
         self.partitions: list[_Partition] = []
+        self.count = 0
         self.config = config
         self.overrides = overrides
         self.topic_id = topic_id
@@ -331,8 +327,7 @@ class Store:
         self._topics: dict[str, _Topic] = {}
         self._generation = Generation()
         self._closed = False
-        self._lock_fd: int | None = None
-        self._registered = False
+        self._logdir: LogDir | None = None
         self._scheduler: Scheduler | None = None
         self._tasks: list[Any] = []
         self._data_cond = threading.Condition()
@@ -343,67 +338,29 @@ class Store:
         self._producer_id_block_end = 0
         self._producer_ids_scanned = False
         self.group_offsets = GroupOffsets(self)
-        if not os.path.isdir(self.dir):
-            if read_only or not create:
-                raise StorageError(f"log directory not found: {self.dir}", path=self.dir)
-            os.makedirs(self.dir, exist_ok=True)
-        self._recovery_file = OffsetCheckpointFile(os.path.join(self.dir, RECOVERY_POINT_FILE))
-        self._log_start_file = OffsetCheckpointFile(os.path.join(self.dir, LOG_START_FILE))
-        self._hw_file = OffsetCheckpointFile(os.path.join(self.dir, REPLICATION_OFFSET_FILE))
-        self._cleaner_file = OffsetCheckpointFile(os.path.join(self.dir, CLEANER_OFFSET_FILE))
-
-    def _acquire_lock(self) -> None:
-        real = os.path.realpath(self.dir)
-        with _OPEN_DIRS_LOCK:
-            if real in _OPEN_DIRS:
-                raise LogDirectoryLockedError(
-                    "the log directory is already open in this process; close that store first "
-                    "(or open this one with read_only=True)", path=self.dir)
-            path = os.path.join(self.dir, LOCK_FILE)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            try:
-                # A POSIX record lock, as Kafka's FileChannel.tryLock takes: a broker and a
-                # store exclude each other.
-                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                os.close(fd)
-                if exc.errno in (errno.EACCES, errno.EAGAIN):
-                    raise LogDirectoryLockedError(
-                        "the log directory is locked by another process (a store or a Kafka "
-                        "broker holds its .lock); open it with read_only=True to read it",
-                        path=self.dir) from None
-                raise
-            self._lock_fd = fd
-            _OPEN_DIRS.add(real)
-            self._registered = True
+        self._create = create
 
     def _release_lock(self) -> None:
-        with _OPEN_DIRS_LOCK:
-            if self._lock_fd is not None:
-                os.close(self._lock_fd)
-                self._lock_fd = None
-            if self._registered:
-                _OPEN_DIRS.discard(os.path.realpath(self.dir))
-                self._registered = False
-
-    def _read_offsets(self, f: OffsetCheckpointFile) -> dict[tuple[str, int], int]:
-        try:
-            return f.read()
-        except CorruptCheckpointError as exc:
-            log.warning("%s; treating it as empty", exc)
-            return {}
+        if self._logdir is not None:
+            self._logdir.close()
 
     def _load(self) -> None:
+        # The log dir (its lock, checkpoint files, marker and partition discovery) belongs to
+        # its LogDir; the store is that LogDir's owner.
+        ld = self._logdir = LogDir.open(self.dir, read_only=self.read_only, create=self._create,
+                                        holder=f"a store ({self.dir})")
         if not self.read_only:
-            self._acquire_lock()
             ensure_meta_properties(self.dir, self.config.effective_node_id)
+        self._recovery_file = ld.recovery_points
+        self._log_start_file = ld.log_start_offsets
+        self._hw_file = ld.high_watermarks
+        self._cleaner_file = ld.cleaner_offsets
         meta = self._read_metadata()
-        recovery = self._read_offsets(self._recovery_file)
-        log_start = self._read_offsets(self._log_start_file)
-        hws = self._read_offsets(self._hw_file)
-        cleaner = self._read_offsets(self._cleaner_file)
-        marker = os.path.join(self.dir, CLEAN_SHUTDOWN_FILE)
-        clean = os.path.exists(marker)
+        recovery = ld.read_offsets(self._recovery_file)
+        log_start = ld.read_offsets(self._log_start_file)
+        hws = ld.read_offsets(self._hw_file)
+        cleaner = ld.read_offsets(self._cleaner_file)
+        clean = ld.clean_shutdown
         if not clean and not self.read_only and (recovery or os.listdir(self.dir)):
             log.info("%s was not shut down cleanly: recovering logs past their recovery points",
                      self.dir)
@@ -412,18 +369,8 @@ class Store:
                                         name=f"seglog-store {os.path.basename(self.dir)}")
         topics_meta: dict[str, Any] = meta.get("topics", {})
         found: dict[str, list[int]] = {}
-        for name in sorted(os.listdir(self.dir)):
-            path = os.path.join(self.dir, name)
-            if not os.path.isdir(path):
-                continue
-            if _DELETE_DIR.match(name):
-                if not self.read_only:
-                    shutil.rmtree(path, ignore_errors=True)
-                continue
-            parsed = parse_partition_dir(name)
-            if parsed is None:
-                continue
-            tname, partition = parsed
+        ld.remove_deleted_dirs()
+        for (tname, partition), path in ld.partition_dirs().items():
             try:
                 validate_topic_name(tname)
             except InvalidTopicError:
@@ -432,6 +379,11 @@ class Store:
             found.setdefault(tname, []).append(partition)
         for name in sorted(set(found) | set(topics_meta)):
             tm = topics_meta.get(name, {})
+            if "pending" in tm:
+                # A create_topic / create_partitions that a crash interrupted: undo it.
+                tm = self._undo_pending(name, tm, found)
+                if tm is None:
+                    continue
             overrides = dict(tm.get("config", {}))
             count = int(tm.get("partitions", 0))
             present = found.get(name, [])
@@ -441,31 +393,59 @@ class Store:
                     # A broker holds only some partitions; the group hash needs them all.
                     count = max(count, self.config.offsets_topic_num_partitions)
             topic = self._make_topic(name, overrides, tm.get("topic_id") or self._read_topic_id(name, present))
+            topic.count = count
             for p in range(count):
                 tp = (name, p)
                 exists = p in present
-                if not exists and self.read_only:
+                # __consumer_offsets partitions are created one at a time, at a group's first
+                # commit; a read-only store creates nothing.
+                if not exists and (self.read_only or name == OFFSETS_TOPIC):
                     continue
                 if not exists and tm:
                     log.warning("partition directory %s-%d is missing; creating it empty", name, p)
-                lg = Log.open(os.path.join(self.dir, f"{name}-{p}"), topic.config, clock=self.clock,
-                              scheduler=self._scheduler, read_only=self.read_only,
-                              recovery_point=recovery.get(tp, 0), log_start_offset=log_start.get(tp, 0),
-                              clean_shutdown=clean, high_watermark=hws.get(tp),
-                              dir_checkpoints=False)
+                lg = ld.open_log(name, p, topic.config, clock=self.clock, scheduler=self._scheduler,
+                                 recovery_point=recovery.get(tp, 0), log_start_offset=log_start.get(tp, 0),
+                                 clean_shutdown=clean, high_watermark=hws.get(tp),
+                                 dir_checkpoints=False)
                 topic.partitions.append(_Partition(name, p, lg, cleaner.get(tp)))
             self._topics[name] = topic
         self._next_producer_id = int(meta.get("producer_id_block_end", 0))
         self._producer_id_block_end = self._next_producer_id
         if not self.read_only:
-            if clean:
-                os.unlink(marker)
+            ld.remove_clean_shutdown_marker()
             for t in self._topics.values():
                 for part in t.partitions:
                     self._write_partition_metadata(part, t)
             self._write_metadata()
             self.checkpoint()
             self._schedule_tasks()
+
+    def _undo_pending(self, name: str, tm: dict[str, Any], found: dict[str, list[int]]) -> dict[str, Any] | None:
+        """What to load of a topic whose change was interrupted: the partitions it was creating
+        are removed (writable; a read-only store leaves them alone and skips them), and a topic
+        that was being created is dropped (None). A pending partition that holds records
+        (appended before the crash) is kept."""
+        pending = tm["pending"]
+        doomed = set(pending.get("partitions", []))
+        kept = []
+        for p in sorted(doomed & set(found.get(name, []))):
+            path = os.path.join(self.dir, f"{name}-{p}")
+            if _holds_records(path):
+                log.warning("%s was being created when the store stopped, but holds records: kept", path)
+                kept.append(p)
+                continue
+            log.warning("removing %s: its creation was interrupted", path)
+            if not self.read_only:
+                shutil.rmtree(path, ignore_errors=True)
+            found[name].remove(p)
+        if not found.get(name):
+            found.pop(name, None)
+        if pending.get("new_topic") and not kept:
+            found.pop(name, None)
+            return None
+        tm = {k: v for k, v in tm.items() if k != "pending"}
+        tm["partitions"] = max([int(tm.get("partitions", 0)), *(p + 1 for p in kept)])
+        return tm
 
     def _read_metadata(self) -> dict[str, Any]:
         path = os.path.join(self.dir, METADATA_FILE)
@@ -481,13 +461,22 @@ class Store:
         _check_metadata(meta, path)
         return meta
 
-    def _write_metadata(self) -> None:
+    def _write_metadata(self, pending: tuple[_Topic, list[int], bool] | None = None) -> None:
+        """Write ``seglog-metadata.json``. ``pending``: a topic change about to be made (the
+        topic, the partitions to create, whether the topic is new), recorded first so that the
+        next open removes what a crash in the middle of it left."""
         if self.read_only:
             return
         topics = {}
         for name, t in sorted(self._topics.items()):
-            topics[name] = {"partitions": len(t.partitions), "topic_id": t.topic_id,
+            topics[name] = {"partitions": t.count, "topic_id": t.topic_id,
                             "config": {k: _jsonable(v) for k, v in sorted(t.overrides.items())}}
+        if pending is not None:
+            t, numbers, new = pending
+            entry = topics.setdefault(t.name, {
+                "partitions": t.count, "topic_id": t.topic_id,
+                "config": {k: _jsonable(v) for k, v in sorted(t.overrides.items())}})
+            entry["pending"] = {"partitions": sorted(numbers), "new_topic": new}
         meta = {"version": 1, "producer_id_block_end": self._producer_id_block_end, "topics": topics}
         atomic_write(os.path.join(self.dir, METADATA_FILE),
                      (json.dumps(meta, indent=1, sort_keys=True) + "\n").encode("utf-8"))
@@ -600,22 +589,68 @@ class Store:
             check_descriptor_limit(partitions, f"create topic {name!r} with {partitions} partitions")
             topic = _Topic(name, topic_config, {k: v for k, v in overrides.items()}, _new_topic_id(), False)
             topic.config = topic_config
-            self._add_partitions(topic, partitions)
-            self._topics[name] = topic
-            self._generation.value += 1
-            self._write_metadata()
-            self.checkpoint()
+            self._grow(topic, range(partitions), new_topic=True)
             return self._describe_topic(topic)
 
-    def _add_partitions(self, topic: _Topic, total: int) -> None:
-        for p in range(len(topic.partitions), total):
-            path = os.path.join(self.dir, f"{topic.name}-{p}")
-            lg = Log.open(path, topic.config, clock=self.clock, scheduler=self._scheduler,
-                          recovery_point=0, log_start_offset=0, clean_shutdown=True,
-                          dir_checkpoints=False)
-            part = _Partition(topic.name, p, lg, None)
-            topic.partitions.append(part)
-            self._write_partition_metadata(part, topic)
+    def _grow(self, topic: _Topic, numbers: Iterable[int], *, new_topic: bool = False,
+              count: int | None = None) -> None:
+        """Create the partitions ``numbers`` of ``topic`` (registering a new topic) and record
+        them in the metadata and checkpoints: all or nothing. If any step fails (a partition
+        that cannot be created, a full disk), the partitions made are closed and their
+        directories removed, the topic is unregistered if new, and the error is raised."""
+        before = {q.partition for q in topic.partitions}
+        old_count = topic.count
+        created: list[str] = []
+        numbers = list(numbers)
+        try:
+            self._write_metadata(pending=(topic, numbers, new_topic))
+            for p in numbers:
+                path = self._logdir.partition_path(topic.name, p)  # type: ignore[union-attr]
+                if not os.path.exists(path):
+                    created.append(path)
+                lg = self._open_new_log(topic, p)
+                part = _Partition(topic.name, p, lg, None)
+                topic.partitions.append(part)
+                topic.partitions.sort(key=lambda x: x.partition)
+                self._write_partition_metadata(part, topic)
+            topic.count = max(topic.count, count or 0, max((q.partition + 1 for q in topic.partitions), default=0))
+            if new_topic:
+                self._topics[topic.name] = topic
+            self._generation.value += 1
+            self.checkpoint()
+            self._write_metadata()
+        except BaseException:
+            added = [q for q in topic.partitions if q.partition not in before]
+            self._undo_grow(topic, added, created, new_topic, old_count)
+            raise
+
+    def _open_new_log(self, topic: _Topic, partition: int) -> Log:
+        assert self._logdir is not None
+        return self._logdir.open_log(topic.name, partition, topic.config, clock=self.clock,
+                                     scheduler=self._scheduler, recovery_point=0, log_start_offset=0,
+                                     clean_shutdown=True, dir_checkpoints=False)
+
+    def _undo_grow(self, topic: _Topic, added: list[_Partition], created: list[str], new_topic: bool,
+                   old_count: int) -> None:
+        for part in added:
+            topic.partitions.remove(part)
+            try:
+                part.log.close()
+            except Exception:  # noqa: BLE001 - already failing
+                part.log.abandon()
+        topic.count = old_count
+        if new_topic:
+            self._topics.pop(topic.name, None)
+        for path in reversed(created):
+            shutil.rmtree(path, ignore_errors=True)
+        self._generation.value += 1
+        try:
+            fsync_dir(self.dir)
+            self.checkpoint()
+            self._write_metadata()
+        except Exception as exc:  # noqa: BLE001 - the original error is the one raised
+            log.error("%s: could not rewrite the checkpoints and metadata after a failed topic "
+                      "change: %s", self.dir, exc)
 
     def create_partitions(self, name: str, total: int) -> TopicDescription:
         """Grow topic ``name`` to ``total`` partitions (Kafka's CreatePartitions; partitions
@@ -628,10 +663,7 @@ class Store:
                                              f"the new total {total} must be larger")
             check_descriptor_limit(total - len(topic.partitions),
                                    f"grow topic {name!r} from {len(topic.partitions)} to {total} partitions")
-            self._add_partitions(topic, total)
-            self._generation.value += 1
-            self._write_metadata()
-            self.checkpoint()
+            self._grow(topic, range(len(topic.partitions), total))
             return self._describe_topic(topic)
 
     def delete_topic(self, name: str) -> None:
@@ -691,8 +723,11 @@ class Store:
             return sorted(n for n, t in self._topics.items() if internal or not t.internal)
 
     def partitions_for(self, topic: str) -> int:
-        """Number of partitions of ``topic`` (UnknownTopicOrPartitionError if it does not exist)."""
-        return len(self._topic(topic).partitions)
+        """Number of partitions of ``topic`` (UnknownTopicOrPartitionError if it does not exist).
+        __consumer_offsets counts all its partitions, also those no group has committed to yet
+        (which have no directory until then)."""
+        t = self._topic(topic)
+        return t.count if t.name == OFFSETS_TOPIC else len(t.partitions)
 
     def topic_config(self, topic: str) -> LogConfig:
         return self._topic(topic).config
@@ -750,21 +785,21 @@ class Store:
 
     def _offsets_topic_partitions(self) -> int:
         t = self._topics.get(OFFSETS_TOPIC)
-        if t is not None and not self.read_only and t.partitions:
-            return len(t.partitions)
+        if t is not None and t.count:
+            return t.count
         return self.config.offsets_topic_num_partitions
 
     def _ensure_offsets_log(self, partition: int) -> Log:
+        """The log of __consumer_offsets partition ``partition``, created (alone: the other
+        partitions wait for their own groups' first commits) if missing."""
         self._check_writable()
         with self._lock:
             topic = self._topics.get(OFFSETS_TOPIC)
             if topic is None:
                 topic = self._make_topic(OFFSETS_TOPIC, {}, _new_topic_id())
-                self._add_partitions(topic, self.config.offsets_topic_num_partitions)
-                self._topics[OFFSETS_TOPIC] = topic
-                self._generation.value += 1
-                self._write_metadata()
-                self.checkpoint()
+                self._grow(topic, [partition], new_topic=True, count=self.config.offsets_topic_num_partitions)
+            elif self._existing_log(OFFSETS_TOPIC, partition) is None:
+                self._grow(topic, [partition])
             return self._partition(OFFSETS_TOPIC, partition).log
 
     def ensure_topic(self, name: str) -> _Topic:
@@ -1116,8 +1151,8 @@ class Store:
                 if not self.read_only:
                     self.checkpoint()
                     if not errors:
-                        atomic_write(os.path.join(self.dir, CLEAN_SHUTDOWN_FILE),
-                                     b'{"version":0,"brokerEpoch":-1}')
+                        assert self._logdir is not None
+                        self._logdir.write_clean_shutdown_marker(b'{"version":0,"brokerEpoch":-1}')
             finally:
                 self._closed = True
                 self._release_lock()
@@ -1185,6 +1220,14 @@ def _epoch(lg: Log) -> int | None:
     # A store's own logs are led at epoch 0 (what a single Kafka broker writes); a log that
     # already has epochs keeps its latest.
     return None if lg.epoch_cache.latest_epoch >= 0 else 0
+
+
+def _holds_records(partition_dir: str) -> bool:
+    try:
+        return any(n.endswith(".log") and os.path.getsize(os.path.join(partition_dir, n)) > 0
+                   for n in os.listdir(partition_dir))
+    except OSError:
+        return False
 
 
 def _delete_dir_name(topic: str, partition: int) -> str:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,3 +46,61 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+def make_kafka_broker_dir(fixtures: Path, dst: Path) -> Path:
+    """A log dir laid out as a stopped Kafka broker leaves one: real broker-written partition
+    files (``kafka-real``), a ``.lock``, the clean-shutdown marker, ``meta.properties`` and the
+    four dir-level checkpoint files, with every index file a broker keeps beside its segments."""
+    real = fixtures / "kafka-real"
+    dst.mkdir(parents=True)
+    sources = [real / "LDI-POC" / "TestTopicPatient-0", real / "LDI-POC" / "__consumer_offsets-6",
+               real / "kafka-connect-spooldir" / "_confluent-command-0",
+               real / "kafka-connect-spooldir" / "_confluent-controlcenter-5-1-2-1-monitoring-message-rekey-0"]
+    ends = {}
+    for src in sources:
+        d = dst / src.name
+        shutil.copytree(src, d)
+        for p in [d, *d.iterdir()]:
+            p.chmod(0o755 if p.is_dir() else 0o644)
+        topic, _, part = src.name.rpartition("-")
+        # A broker trims the indexes of a cleanly closed segment; where the fixture has none,
+        # the empty files stand for a segment too small for an index entry.
+        for ext in ("index", "timeindex"):
+            f = d / f"{0:020d}.{ext}"
+            if not f.exists():
+                f.write_bytes(b"")
+        if not (d / "leader-epoch-checkpoint").exists():
+            (d / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
+        from seglog.records import batch_headers
+
+        heads = batch_headers((d / f"{0:020d}.log").read_bytes())
+        ends[(topic, int(part))] = heads[-1].last_offset + 1 if heads else 0
+    (dst / ".lock").write_bytes(b"")
+    (dst / ".kafka_cleanshutdown").write_bytes(b"")
+    (dst / "meta.properties").write_text("#\nversion=0\nbroker.id=0\ncluster.id=mrPEwOJ1S8uZU6k4y9Ikmg\n")
+
+    def checkpoint(name: str, entries: dict[tuple[str, int], int]) -> None:
+        lines = ["0", str(len(entries))] + [f"{t} {p} {o}" for (t, p), o in sorted(entries.items())]
+        (dst / name).write_text("\n".join(lines) + "\n")
+
+    checkpoint("recovery-point-offset-checkpoint", ends)
+    checkpoint("replication-offset-checkpoint", ends)
+    checkpoint("log-start-offset-checkpoint", {})
+    checkpoint("cleaner-offset-checkpoint", {("__consumer_offsets", 6): 13})
+    return dst
+
+
+def snapshot_tree(root: Path) -> dict[str, tuple[bytes, int, int]]:
+    """Every file and directory under ``root`` (``root`` itself included): bytes, mtime, mode."""
+    out = {}
+    for p in [root, *sorted(root.rglob("*"))]:
+        st = p.lstat()
+        data = p.read_bytes() if p.is_file() else b""
+        out[str(p.relative_to(root))] = (data, st.st_mtime_ns, st.st_mode)
+    return out
+
+
+@pytest.fixture()
+def kafka_broker_dir(fixtures_dir: Path, tmp_path: Path) -> Path:
+    return make_kafka_broker_dir(fixtures_dir, tmp_path / "kafka-logs")

@@ -8,7 +8,8 @@ the transport and the scheduler, so the same code runs inside the deterministic 
 (in-memory network, manual clock) and on an asyncio loop over TCP.
 
 On disk a node has one or more Kafka log directories (``log.dirs``, Kafka's JBOD). Each is laid
-out as a Kafka broker lays one out, its files covering only the partitions in it::
+out as a Kafka broker lays one out, its files covering only the partitions in it, and owned by
+the node through a :class:`seglog.logdir.LogDir` while it runs::
 
     <dir>/.lock                            fcntl-locked while the node runs
     <dir>/<topic>-<partition>/...          partition logs (segments, leader-epoch-checkpoint,
@@ -43,8 +44,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import errno
-import fcntl
 import json
 import logging
 import os
@@ -58,6 +57,7 @@ from seglog.errors import (
     InvalidRequestError,
     KafkaError,
     KafkaStorageError,
+    LogDirectoryLockedError,
     NotControllerError,
     NotLeaderOrFollowerBeforeAppendError,
     NotLeaderOrFollowerError,
@@ -69,7 +69,8 @@ from seglog.errors import (
     UnknownTopicOrPartitionError,
     code_for_exception,
 )
-from seglog.log import CLEAN_SHUTDOWN_FILE, Log, parse_partition_dir
+from seglog.log import Log
+from seglog.logdir import LOCK_FILE, REPLICATION_OFFSET_FILE, LogDir
 from seglog.replication import mutations as mut
 from seglog.replication.controller import Controller
 from seglog.replication.coordinator import (
@@ -127,8 +128,7 @@ from seglog.replication.transport import Reply, Transport
 
 log = logging.getLogger("seglog.replication.node")
 
-HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
-LOCK_FILE = ".lock"
+HW_CHECKPOINT_FILE = REPLICATION_OFFSET_FILE
 
 
 def _log_dirs(data_dir: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> tuple[str, ...]:
@@ -206,7 +206,7 @@ class ReplicaNode:
         self.started_clean = False
         self._dir_of: dict[TopicPartition, str] = {}
         self._clean_dirs: set[str] = set()
-        self._locks: dict[str, int] = {}
+        self._held: dict[str, LogDir] = {}  # the log dirs this node owns while it runs
         self._unscanned_dirs: set[str] = set()  # offline since the start: contents unknown
         self._offline_reported = True
         self._fetchers: dict[int, _Fetcher] = {}
@@ -241,29 +241,26 @@ class ReplicaNode:
         try:
             for d in self.log_dirs:
                 try:
-                    self._lock_dir(d)
-                    names = sorted(n for n in os.listdir(d) if parse_partition_dir(n) is not None
-                                   and os.path.isdir(os.path.join(d, n)))
-                except StorageError:
+                    ld = self._lock_dir(d)
+                    in_dir = ld.partition_dirs()
+                except LogDirectoryLockedError:
                     raise
                 except OSError as exc:
                     log.error("node %d: log dir %s is offline from the start: %s", self.node_id, d, exc)
                     self.offline_dirs[d] = str(exc)
                     self._unscanned_dirs.add(d)
                     continue
-                for name in names:
-                    tp = parse_partition_dir(name)
-                    assert tp is not None
+                for tp, path in in_dir.items():
                     if tp in found:
+                        name = os.path.basename(path)
                         raise StorageError(
                             f"partition {name} is in two log dirs: {os.path.join(found[tp], name)} and "
-                            f"{os.path.join(d, name)}; delete one of them", path=os.path.join(d, name))
+                            f"{path}; delete one of them", path=path)
                     found[tp] = d
-                marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
                 # A dir with no logs at all lost nothing, whatever ended the last run.
-                if os.path.exists(marker) or not names:
+                if ld.clean_shutdown or not in_dir:
                     self._clean_dirs.add(d)
-                markers.append(marker)
+                markers.append(ld)
                 try:
                     hws = self._hw_files[d].read()
                 except CorruptCheckpointError as exc:
@@ -285,9 +282,8 @@ class ReplicaNode:
             self._snapshot_epoch_file(os.path.join(d, f"{tp[0]}-{tp[1]}"))
         self.clean_start = not self.offline_dirs and len(self._clean_dirs) == len(self.log_dirs)
         self.started_clean = self.clean_start
-        for marker in markers:
-            if os.path.exists(marker):
-                os.unlink(marker)
+        for ld in markers:
+            ld.remove_clean_shutdown_marker()
         self.running = True
         self.transport.register(self.node_id, self.handle)
         cfg = self.config
@@ -299,29 +295,30 @@ class ReplicaNode:
         self._every("log flush", self._flush_logs, 100)
         self._connect()
 
-    def _lock_dir(self, d: str) -> None:
-        """Create ``d`` if missing and hold its ``.lock`` (as a Kafka broker does) until the node
-        stops. POSIX locks belong to the process: a node restarted in the same process (the
-        in-process clusters) takes the lock again."""
-        if d in self._locks:
-            return
-        os.makedirs(d, exist_ok=True)
-        fd = os.open(os.path.join(d, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    def _lock_dir(self, d: str) -> LogDir:
+        """Create ``d`` if missing and own it (:class:`seglog.logdir.LogDir`: its ``.lock`` held,
+        as a Kafka broker holds it) until the node stops."""
+        held = self._held.get(d)
+        if held is not None:
+            return held
         try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.EAGAIN, errno.EACCES):
-                raise StorageError(f"log dir {d} is locked by another process (its {LOCK_FILE}): another "
-                                   "node runs on it", path=os.path.join(d, LOCK_FILE)) from exc
-            raise
-        self._locks[d] = fd
+            ld = LogDir.open(d, holder=f"node {self.node_id}")
+        except LogDirectoryLockedError as exc:
+            if "in this process" in exc.args[0]:
+                raise
+            raise LogDirectoryLockedError(
+                f"log dir {d} is locked by another process (its {LOCK_FILE} is held: another node, a "
+                "store, a Log writing one of its partitions, or a Kafka broker runs on it)",
+                path=os.path.join(d, LOCK_FILE)) from None
+        self._held[d] = ld
+        self._hw_files[d] = ld.high_watermarks
+        return ld
 
     def _unlock_dirs(self) -> None:
-        locks, self._locks = self._locks, {}
-        for fd in locks.values():
+        held, self._held = self._held, {}
+        for ld in held.values():
             try:
-                os.close(fd)
+                ld.close()
             except OSError:
                 pass
 
@@ -370,9 +367,7 @@ class ReplicaNode:
             if d not in self._clean_dirs and any(self._dir_of[tp] == d for tp in self._unopened):
                 continue  # after an unclean start, logs this run never opened are still unrecovered
             try:
-                with open(os.path.join(d, CLEAN_SHUTDOWN_FILE), "wb") as f:
-                    f.flush()
-                    os.fsync(f.fileno())
+                self._held[d].write_clean_shutdown_marker(b"")
             except OSError as exc:
                 failed[d] = exc
         for d, err in failed.items():
@@ -725,7 +720,7 @@ class ReplicaNode:
                 return None
             self._dir_of[tp] = home
         d = os.path.join(home, f"{info.topic}-{info.partition}")
-        lg = Log.open(d, cfg, clock=self.clock, replicated=True,
+        lg = Log.open(d, cfg, clock=self.clock, replicated=True, owner=self._held[home],
                       high_watermark=self._hw_checkpoint.get(tp),
                       clean_shutdown=home in self._clean_dirs if os.path.isdir(d) else True)
         self._unopened.discard(tp)

@@ -129,6 +129,7 @@ def test_names_after_rolls_are_kafkas(tmp_path):
         if name != "leader-epoch-checkpoint":
             assert pattern.match(name), name
             assert int(name.split(".")[0]) in bases
+    # .lock: a Log writing on its own claims its partition through the log dir's lock file.
     assert sorted(os.listdir(tmp_path)) == [
-        "log-start-offset-checkpoint", "orders.v1-12", "recovery-point-offset-checkpoint"]
+        ".lock", "log-start-offset-checkpoint", "orders.v1-12", "recovery-point-offset-checkpoint"]
     assert (tmp_path / "recovery-point-offset-checkpoint").read_text() == "0\n1\norders.v1 12 13\n"

@@ -289,10 +289,7 @@ class LogMachine(RuleBasedStateMachine):
     @rule()
     def crash(self):
         # The process dies: files stay as they are, nothing is trimmed or checkpointed...
-        for seg in self.log.segments:
-            seg.close_without_trim()
-        for seg in self.log._pending_deletes:
-            seg.close_without_trim()
+        self.log.abandon()
         # ...and the machine loses power: only what was made durable remains.
         for name in os.listdir(self.dir):
             path = os.path.join(self.dir, name)
