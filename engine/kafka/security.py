@@ -15,7 +15,7 @@ a v1 handshake the SASL tokens travel in SaslAuthenticate requests (v0-v2), afte
 (KIP-43) as bare size-prefixed frames. Any other request before authentication closes the
 connection without an answer. An unknown mechanism is answered UNSUPPORTED_SASL_MECHANISM with
 the enabled list, a failed authentication SASL_AUTHENTICATION_FAILED with a message; both then
-close the connection, logged once. SCRAM (RFC 5802, RFC 7677) keeps per user only the salt,
+close the connection (after ``connection.failed.authentication.delay.ms``, 100 ms), logged once. SCRAM (RFC 5802, RFC 7677) keeps per user only the salt,
 iteration count, StoredKey and ServerKey (:class:`ScramCredential`); an unknown user runs
 the whole exchange against a made-up credential and fails at the proof, so a client cannot
 learn which users exist.
@@ -68,6 +68,10 @@ SASL_MAX_RECEIVE_SIZE = 524288
 #: Kafka's bounds on SCRAM iterations.
 SCRAM_MIN_ITERATIONS = 4096
 SCRAM_MAX_ITERATIONS = 16384
+#: Kafka's ``connection.failed.authentication.delay.ms`` default: a failed authentication's
+#: answer is followed by this pause before the connection closes, so that the client reads the
+#: answer before it sees the close, and password guessing is slowed down.
+FAILED_AUTHENTICATION_DELAY_MS = 100
 
 _HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 _HEADER = struct.Struct(">hhih")
@@ -352,6 +356,7 @@ class ListenerSecurity:
                 try:
                     answer = mechanism.evaluate(frame)
                 except SaslAuthenticationError as exc:
+                    await asyncio.sleep(FAILED_AUTHENTICATION_DELAY_MS / 1000)
                     raise AuthenticationClosed(f"{mechanism.name} authentication failed: {exc}") from None
                 if answer is not None:
                     await _write(writer, [answer])
@@ -383,6 +388,7 @@ class ListenerSecurity:
                     out["error_code"] = SaslAuthenticationError.code
                     out["error_message"] = str(exc)
                     await _write(writer, _encode(name, version, cid, out))
+                    await asyncio.sleep(FAILED_AUTHENTICATION_DELAY_MS / 1000)
                     raise AuthenticationClosed(f"{mechanism.name} authentication failed: "
                                                f"{exc}") from None
                 out["auth_bytes"] = answer or b""
@@ -410,6 +416,7 @@ class ListenerSecurity:
             if wanted not in self.mechanisms:
                 await _write(writer, _encode(name, version, cid, {
                     "error_code": UnsupportedSaslMechanismError.code, "mechanisms": self.mechanisms}))
+                await asyncio.sleep(FAILED_AUTHENTICATION_DELAY_MS / 1000)
                 raise AuthenticationClosed(f"SASL mechanism {wanted!r} is not enabled (enabled: "
                                            f"{', '.join(self.mechanisms)})")
             await _write(writer, _encode(name, version, cid, {
@@ -614,7 +621,9 @@ class _Scram:
             proof = base64.b64decode(proof_text, validate=True)
         except ValueError:
             raise self._fail() from None
-        if binding != self._gs2.encode() or attrs[1][2:] != self._nonce:
+        # The nonce must end with the one the server sent, as Kafka checks it: librdkafka 2.0
+        # (under kcat 1.7.1 on Debian) repeats its own nonce in front of it.
+        if binding != self._gs2.encode() or not attrs[1][2:].endswith(self._nonce):
             raise self._fail()
         cred = self._cred
         assert cred is not None
@@ -795,6 +804,11 @@ def listener_options(listener: str, props: Mapping[str, str]) -> tuple[str, str,
     if protocol.startswith("SASL_"):
         mechs = [m.strip().upper() for m in (scoped.get("sasl.enabled.mechanisms") or
                                              ",".join(SASL_MECHANISMS)).split(",") if m.strip()]
+        bad = [m for m in mechs if m not in SASL_MECHANISMS]
+        if bad:
+            raise ConfigError(f"sasl.enabled.mechanisms: {bad[0]} is not served (served: "
+                              f"{', '.join(SASL_MECHANISMS)})", key="sasl.enabled.mechanisms",
+                              value=bad[0])
         options["sasl_mechanisms"] = mechs
         users: dict[str, Any] = {}
         jaas = scoped.get("plain.sasl.jaas.config")

@@ -780,8 +780,9 @@ class ServerHandle:
 
         self.store = store
         self._closed = False
-        self._loop = asyncio.new_event_loop()
+        # The server first: bad options raise before a loop exists to be closed.
         self.server = KafkaServer(store, host, port, **options)
+        self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=run_loop, args=(self._loop,),
                                         name=f"seglog-kafka-{host}:{port}", daemon=True)
         self._thread.start()
