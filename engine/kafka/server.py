@@ -549,10 +549,12 @@ class KafkaServer:
                         from seglog.errors import InvalidPartitionsError
                         raise InvalidPartitionsError(f"number of partitions must be at least 1, got {n}")
                     out["num_partitions"], out["replication_factor"] = n, 1
+                    out["configs"] = admin.created_topic_configs(store, None, config)
                 else:
                     desc = store.create_topic(name, n, config)
                     out["topic_id"] = _topic_id(desc.topic_id)
                     out["num_partitions"], out["replication_factor"] = len(desc.partitions), 1
+                    out["configs"] = admin.created_topic_configs(store, name, desc.config_overrides)
             except SeglogError as exc:
                 out["error_code"] = code_for_exception(exc)
                 out["error_message"] = str(exc)
