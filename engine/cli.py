@@ -1044,7 +1044,7 @@ def _serve(args: argparse.Namespace) -> int:
         name, host, port, options = listener_options(listen, security)
     except ConfigError as exc:
         where = f" ({args.config})" if args.config else ""
-        raise CliError(f"--listen {listen!r}: {exc}{where}") from None
+        raise CliError(f"{'--listen: ' if args.listen else ''}{exc}{where}") from None
 
     async def run(store: Store) -> None:
         server = KafkaServer(store, host, port, **options)

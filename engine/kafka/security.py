@@ -777,7 +777,7 @@ def listener_options(listener: str, props: Mapping[str, str]) -> tuple[str, str,
     name = name.strip().upper()
     host, sep, port_text = address.rpartition(":")
     if not sep or not port_text.isdigit() or int(port_text) > 65535:
-        raise ConfigError(f"listener {listener!r}: expected [NAME://]HOST:PORT (port 0-65535)",
+        raise ConfigError(f"listener {listener!r}: expected HOST:PORT or NAME://HOST:PORT (port 0-65535)",
                           key="listeners", value=listener)
     host = host.strip("[]")
     protocols = {p: p for p in SECURITY_PROTOCOLS}
