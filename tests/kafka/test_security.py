@@ -238,6 +238,66 @@ def test_client_certificate_required(store, tls):
     assert [r.value for r in _records(store, "withcert")] == [b"x"]
 
 
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+def test_aiokafka_over_sasl_ssl(store, tls, mechanism):
+    aiokafka = pytest.importorskip("aiokafka")
+    import asyncio
+
+    from aiokafka.helpers import create_ssl_context
+
+    topic = "a-" + uuid.uuid4().hex[:8]
+    with store.serve(security_protocol="SASL_SSL", users=USERS,
+                     ssl_context=_ssl_keys(tls)) as broker:
+        conf = {"bootstrap_servers": broker.bootstrap_servers, "security_protocol": "SASL_SSL",
+                "ssl_context": create_ssl_context(cafile=str(tls.ca)), "sasl_mechanism": mechanism,
+                "sasl_plain_username": "bob", "sasl_plain_password": "bob-secret"}
+
+        async def run() -> list:
+            producer = aiokafka.AIOKafkaProducer(acks="all", **conf)
+            await producer.start()
+            try:
+                for i in range(10):
+                    await producer.send_and_wait(topic, b"v%d" % i)
+            finally:
+                await producer.stop()
+            consumer = aiokafka.AIOKafkaConsumer(topic, group_id="aio", auto_offset_reset="earliest",
+                                                 **conf)
+            await consumer.start()
+            got: list = []
+            try:
+                while len(got) < 10:
+                    batch = await asyncio.wait_for(consumer.getmany(timeout_ms=500), 20)
+                    got.extend(m.value for records in batch.values() for m in records)
+                await consumer.commit()
+            finally:
+                await consumer.stop()
+            return got
+
+        assert asyncio.run(run()) == [b"v%d" % i for i in range(10)]
+    assert len(_records(store, topic)) == 10
+
+
+def test_encrypted_key_with_ssl_key_password(tmp_path, tls):
+    serialization = pytest.importorskip("cryptography.hazmat.primitives.serialization")
+    key = serialization.load_pem_private_key(tls.server_key.read_bytes(), None)
+    encrypted = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.BestAvailableEncryption(b"key-pass"))
+    pem = tmp_path / "encrypted.pem"
+    pem.write_bytes(encrypted + tls.server_cert.read_bytes())
+    from seglog.kafka.security import server_ssl_context
+
+    ctx = server_ssl_context({"ssl.keystore.location": str(pem), "ssl.key.password": "key-pass"})
+    assert ctx.verify_mode == ssl.CERT_NONE
+    with pytest.raises(ConfigError, match="wrong ssl.key.password"):
+        server_ssl_context({"ssl.keystore.location": str(pem), "ssl.key.password": "nope"})
+    with pytest.raises(ConfigError, match="ssl.enabled.protocols"):
+        server_ssl_context({"ssl.keystore.location": str(tls.server),
+                            "ssl.enabled.protocols": "TLSv1"})
+    ctx = server_ssl_context({"ssl.keystore.location": str(tls.server),
+                              "ssl.enabled.protocols": "TLSv1.3"})
+    assert ctx.minimum_version == ssl.TLSVersion.TLSv1_3
+
+
 # -- confluent-kafka and kcat -----------------------------------------------------------------------
 
 
