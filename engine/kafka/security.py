@@ -41,11 +41,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from seglog.errors import (
     ConfigError,
-    IllegalSaslStateError,
     InvalidRequestError,
     SaslAuthenticationError,
     UnsupportedSaslMechanismError,
-    UnsupportedVersionError,
 )
 from seglog.kafka import codec
 

@@ -14,6 +14,9 @@ nothing is written for a request that was refused. A connection idle for
 ``connections.max.idle.ms`` is closed. Writes wait for the client to read (``drain``), so a
 slow reader holds back only its own connection.
 
+Security (``seglog.kafka.security``): the listener may be TLS (``asyncio``'s ``ssl=``) and/or
+require SASL, which runs on a new connection before the request loop below.
+
 See ``docs/kafka-protocol.md`` for the APIs and versions served.
 """
 
@@ -27,8 +30,8 @@ import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from seglog.errors import (
-    InvalidReplicationFactorError,
     IllegalSaslStateError,
+    InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidRequiredAcksError,
     InvalidTopicError,
@@ -114,7 +117,9 @@ class _Close(Exception):
 
 class KafkaServer:
     """Serve ``store`` on ``host:port`` (port 0: any free port). ``await start()``, then
-    ``bootstrap_servers``; ``await close()`` stops listening and closes every connection."""
+    ``bootstrap_servers``; ``await close()`` stops listening and closes every connection.
+    ``security_protocol``, ``ssl_context``, ``sasl_mechanisms`` and ``users``: see
+    :class:`seglog.kafka.security.ListenerSecurity`."""
 
     def __init__(self, store: Store, host: str = "127.0.0.1", port: int = 9092, *,
                  node_id: int | None = None, max_request_bytes: int | None = None,
