@@ -265,7 +265,15 @@ class _FileUser:
 
 
 class ListenerSecurity:
-    """One listener's security protocol, TLS context and SASL users."""
+    """One listener's security: the options of ``Store.serve`` / ``KafkaServer``.
+
+    ``protocol``: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL. ``ssl_context`` (SSL, SASL_SSL): a
+    server :class:`ssl.SSLContext`, or a mapping of Kafka's ``ssl.*`` keys for
+    :func:`server_ssl_context`. ``sasl_mechanisms``: some of PLAIN, SCRAM-SHA-256,
+    SCRAM-SHA-512 (a list or a comma-separated string; default all three). ``users``: name ->
+    password (PLAIN checks it; SCRAM credentials are derived from it now, random salt, 4096
+    iterations), or -> a :class:`ScramCredential` or a list of them (SCRAM only, no password
+    kept), or the entries of :func:`read_users_file`."""
 
     def __init__(self, protocol: str = "PLAINTEXT", *, ssl_context: Any = None,
                  sasl_mechanisms: Iterable[str] | None = None,
@@ -287,6 +295,8 @@ class ListenerSecurity:
             raise ConfigError(f"ssl_context given for a {protocol} listener (use SSL or SASL_SSL)",
                               key="security.protocol", value=protocol)
         self.ssl_context: ssl.SSLContext | None = ssl_context
+        if isinstance(sasl_mechanisms, str):
+            sasl_mechanisms = sasl_mechanisms.split(",")
         mechs = [m.strip().upper() for m in (sasl_mechanisms or SASL_MECHANISMS) if m.strip()]
         bad = [m for m in mechs if m not in SASL_MECHANISMS]
         if bad:

@@ -711,6 +711,11 @@ def test_serve_options_are_checked(store, tls):
         store.serve(security_protocol="SSL", ssl_context={"ssl.keystore.location": "/nonexistent"})
     with pytest.raises(ConfigError, match="SASL mechanisms or users given for a PLAINTEXT"):
         store.serve(users=USERS)
+    with pytest.raises(ConfigError, match="'GSSAPI' is not served"):
+        store.serve(security_protocol="SASL_PLAINTEXT", users=USERS, sasl_mechanisms="PLAIN,GSSAPI")
+    with store.serve(security_protocol="SASL_PLAINTEXT", users=USERS,
+                     sasl_mechanisms="scram-sha-256, PLAIN") as broker:
+        assert broker.server.security.mechanisms == ["SCRAM-SHA-256", "PLAIN"]
 
 
 def test_cli_serve_sasl_ssl_listener(tmp_path, tls):
