@@ -1078,25 +1078,53 @@ def _serve(args: argparse.Namespace) -> int:
     import asyncio
     import signal
 
-    from seglog.config import BrokerConfig
+    from seglog.config import BrokerConfig, _parse_properties
+    from seglog.errors import ConfigError
+    from seglog.kafka.security import is_security_key, listener_options
     from seglog.kafka.server import KafkaServer
     from seglog.store import Store
 
-    host, sep, port_text = args.listen.rpartition(":")
-    if not sep or not port_text.isdigit() or int(port_text) > 65535:
-        raise CliError(f"--listen {args.listen!r}: expected HOST:PORT (port 0-65535)")
-    host = host.strip("[]")
     config = None
+    security: dict[str, str] = {}
+    listeners: list[str] = []
     if args.config:
         if not os.path.isfile(args.config):
             raise CliError(f"{args.config}: no such file")
-        config = BrokerConfig.from_properties_file(args.config)
+        # Listener security keys (ssl.*, sasl.*, listener.name.*) are the listener's, the rest
+        # the store's.
+        with open(args.config, "rb") as f:
+            raw = f.read()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = raw.decode("iso-8859-1")
+        entries = _parse_properties(text, args.config)
+        security = {k: v for k, (v, _) in entries.items() if is_security_key(k)}
+        rest = {k: v for k, (v, _) in entries.items() if not is_security_key(k)}
+        try:
+            config = BrokerConfig.from_dict(rest)
+        except ConfigError as exc:
+            line = entries[exc.key][1] if exc.key in entries else None
+            raise CliError(f"{exc.message} (in {args.config}"
+                           + (f", line {line})" if line else ")")) from None
+        listeners = [v.strip() for v in rest.get("listeners", "").split(",") if v.strip()]
+    listen = args.listen
+    if listen is None:
+        if len(listeners) > 1:
+            raise CliError(f"{args.config}: listeners has {len(listeners)} entries; seglog serve "
+                           f"serves one (pick it with --listen)")
+        listen = listeners[0] if listeners else "127.0.0.1:9092"
+    try:
+        name, host, port, options = listener_options(listen, security)
+    except ConfigError as exc:
+        where = f" ({args.config})" if args.config else ""
+        raise CliError(f"{'--listen: ' if args.listen else ''}{exc}{where}") from None
 
     async def run(store: Store) -> None:
-        server = KafkaServer(store, host, int(port_text))
+        server = KafkaServer(store, host, port, **options)
         await server.start()
         sys.stderr.write(f"seglog serve: serving {store.dir} to Kafka clients on "
-                         f"{server.bootstrap_servers}\n")
+                         f"{server.bootstrap_servers} ({options['security_protocol']})\n")
         sys.stderr.flush()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -1205,8 +1233,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="serve a log dir to Kafka clients over Kafka's protocol (a "
                            "one-node broker); SIGINT/SIGTERM stops it")
     serve.add_argument("dir", help="the store's log dir (created if missing)")
-    serve.add_argument("--listen", default="127.0.0.1:9092", metavar="HOST:PORT",
-                       help="address to listen on (default 127.0.0.1:9092; port 0: any free port)")
+    serve.add_argument("--listen", default=None, metavar="[NAME://]HOST:PORT",
+                       help="address to listen on, with a security protocol (PLAINTEXT, SSL, "
+                       "SASL_PLAINTEXT, SASL_SSL) or a listener.security.protocol.map name "
+                       "(default: the config's listeners, else 127.0.0.1:9092; port 0: any free "
+                       "port)")
     serve.add_argument("--config", help="a .properties file of Kafka broker keys (log.segment.bytes, "
                        "num.partitions, socket.request.max.bytes, ...)")
     serve.set_defaults(func=_serve)

@@ -129,6 +129,9 @@ __all__ = [
     "UnsupportedCompressionTypeError",
     "UnsupportedForMessageFormatError",
     "UnsupportedVersionError",
+    "UnsupportedSaslMechanismError",
+    "IllegalSaslStateError",
+    "SaslAuthenticationError",
     "code_for_exception",
     "error_for_code",
     "make_error",
@@ -513,6 +516,16 @@ class InvalidTimestampError(
     description = "A record timestamp is outside the range the topic accepts."
 
 
+class UnsupportedSaslMechanismError(
+    KafkaError, code=33, name="UNSUPPORTED_SASL_MECHANISM", retriable=False
+):
+    description = "The broker does not support the requested SASL mechanism."
+
+
+class IllegalSaslStateError(KafkaError, code=34, name="ILLEGAL_SASL_STATE", retriable=False):
+    description = "A request is not valid given the current SASL state."
+
+
 class UnsupportedVersionError(KafkaError, code=35, name="UNSUPPORTED_VERSION", retriable=False):
     description = "The request version is not supported."
 
@@ -656,6 +669,12 @@ class KafkaStorageError(
             position=position,
             limit=limit,
         )
+
+
+class SaslAuthenticationError(
+    KafkaError, code=58, name="SASL_AUTHENTICATION_FAILED", retriable=False
+):
+    description = "SASL authentication failed."
 
 
 class LogDirNotFoundError(KafkaError, code=57, name="LOG_DIR_NOT_FOUND", retriable=False):

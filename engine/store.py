@@ -946,8 +946,11 @@ class Store:
         (port 0: a free port) from a thread of its own, until the returned handle's ``close()``
         (or the end of a ``with`` block, or closing the store). ``handle.bootstrap_servers`` is
         the ``host:port`` to give clients. Options: ``node_id``, ``max_request_bytes``
-        (``socket.request.max.bytes``), ``idle_ms`` (``connections.max.idle.ms``). See
-        ``docs/kafka-protocol.md``."""
+        (``socket.request.max.bytes``), ``idle_ms`` (``connections.max.idle.ms``); security:
+        ``security_protocol`` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), ``ssl_context`` (an
+        ``ssl.SSLContext`` or Kafka's ``ssl.*`` keys for PEM files), ``sasl_mechanisms``
+        (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and ``users`` (name -> password, or -> SCRAM
+        credentials). See ``docs/kafka-protocol.md``."""
         from seglog.kafka.server import ServerHandle
 
         self._check_open()

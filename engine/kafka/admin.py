@@ -85,6 +85,32 @@ def _entry(key: ConfigKey, value: Any, source: int, read_only: bool, version: in
             "documentation": key.doc if documentation else None}
 
 
+def _topic_entries(store: Store, config: Any, overrides: Any, version: int, synonyms: bool,
+                   docs: bool) -> list[dict]:
+    defaults = store.config.topic_config()
+    entries = []
+    for key in LogConfig.definitions():
+        value = getattr(config, key.attr)
+        if key.name in overrides:
+            source = TOPIC_CONFIG
+        elif getattr(defaults, key.attr) != key.default:
+            source = STATIC_BROKER_CONFIG
+        else:
+            source = DEFAULT_CONFIG
+        entries.append(_entry(key, value, source, False, version, synonyms, docs))
+    return entries
+
+
+def created_topic_configs(store: Store, name: str | None, overrides: dict[str, Any]) -> list[dict]:
+    """The ``configs`` of a CreateTopics response (v5+): every key of the new topic with its
+    value and source, as Kafka answers (the Java AdminClient reads them). ``name`` None: the
+    topic was only validated, its config is the store's defaults with ``overrides``."""
+    config = (store.topic_config(name) if name is not None
+              else store.config.topic_config(overrides))
+    return [{k: e[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
+            for e in _topic_entries(store, config, overrides, 5, False, False)]
+
+
 def describe_configs(store: Store, node_id: int, version: int, req: dict) -> dict:
     synonyms = bool(req.get("include_synonyms"))
     docs = bool(req.get("include_documentation"))
@@ -96,19 +122,9 @@ def describe_configs(store: Store, node_id: int, version: int, req: dict) -> dic
                                "resource_name": name, "configs": []}
         try:
             if rtype == TOPIC:
-                config = store.topic_config(name)
-                overrides = store.describe(name)[0].config_overrides
-                defaults = store.config.topic_config()
-                entries = []
-                for key in LogConfig.definitions():
-                    value = getattr(config, key.attr)
-                    if key.name in overrides:
-                        source = TOPIC_CONFIG
-                    elif getattr(defaults, key.attr) != key.default:
-                        source = STATIC_BROKER_CONFIG
-                    else:
-                        source = DEFAULT_CONFIG
-                    entries.append(_entry(key, value, source, False, version, synonyms, docs))
+                entries = _topic_entries(store, store.topic_config(name),
+                                         store.describe(name)[0].config_overrides, version,
+                                         synonyms, docs)
             elif rtype == BROKER:
                 if name not in ("", str(node_id)):
                     raise InvalidRequestError(f"this broker is node {node_id}, not {name!r}")

@@ -14,6 +14,9 @@ nothing is written for a request that was refused. A connection idle for
 ``connections.max.idle.ms`` is closed. Writes wait for the client to read (``drain``), so a
 slow reader holds back only its own connection.
 
+Security (``seglog.kafka.security``): the listener may be TLS (``asyncio``'s ``ssl=``) and/or
+require SASL, which runs on a new connection before the request loop below.
+
 See ``docs/kafka-protocol.md`` for the APIs and versions served.
 """
 
@@ -27,6 +30,7 @@ import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from seglog.errors import (
+    IllegalSaslStateError,
     InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidRequiredAcksError,
@@ -40,6 +44,7 @@ from seglog.errors import (
 )
 from seglog.kafka import admin, codec
 from seglog.kafka.groups import GroupCoordinator
+from seglog.kafka.security import AuthenticationClosed, ListenerSecurity
 
 from seglog.store import INTERNAL_TOPICS
 
@@ -61,7 +66,8 @@ _NAMES = {
     14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups", 18: "ApiVersions",
     19: "CreateTopics", 20: "DeleteTopics", 21: "DeleteRecords", 22: "InitProducerId",
     32: "DescribeConfigs", 37: "CreatePartitions", 44: "IncrementalAlterConfigs", 24: "AddPartitionsToTxn",
-    25: "AddOffsetsToTxn", 26: "EndTxn", 28: "TxnOffsetCommit",
+    25: "AddOffsetsToTxn", 26: "EndTxn", 28: "TxnOffsetCommit", 17: "SaslHandshake",
+    36: "SaslAuthenticate",
 }
 
 #: api key -> (lowest, highest) version served. Floors are Kafka 4.0's (KIP-896); ceilings are
@@ -93,6 +99,8 @@ API_VERSIONS: dict[int, tuple[int, int]] = {
     25: (0, 4),    # AddOffsetsToTxn (answered: transactions are not supported)
     26: (0, 4),    # EndTxn (answered: transactions are not supported)
     28: (0, 4),    # TxnOffsetCommit (answered: transactions are not supported)
+    17: (0, 1),    # SaslHandshake (seglog.kafka.security; after authentication ILLEGAL_SASL_STATE)
+    36: (0, 2),    # SaslAuthenticate (likewise)
 }
 
 _HEADER = struct.Struct(">hhih")
@@ -109,14 +117,18 @@ class _Close(Exception):
 
 class KafkaServer:
     """Serve ``store`` on ``host:port`` (port 0: any free port). ``await start()``, then
-    ``bootstrap_servers``; ``await close()`` stops listening and closes every connection."""
+    ``bootstrap_servers``; ``await close()`` stops listening and closes every connection.
+    ``security_protocol``, ``ssl_context``, ``sasl_mechanisms`` and ``users``: see
+    :class:`seglog.kafka.security.ListenerSecurity`."""
 
     def __init__(self, store: Store, host: str = "127.0.0.1", port: int = 9092, *,
                  node_id: int | None = None, max_request_bytes: int | None = None,
                  idle_ms: int = DEFAULT_IDLE_MS, cluster_id: str | None = None,
                  group_initial_rebalance_delay_ms: int = 0,
                  group_min_session_timeout_ms: int = 6000,
-                 group_max_session_timeout_ms: int = 1800000) -> None:
+                 group_max_session_timeout_ms: int = 1800000,
+                 security_protocol: str = "PLAINTEXT", ssl_context: Any = None,
+                 sasl_mechanisms: Any = None, users: Any = None) -> None:
         self.store = store
         self.host = host
         self.port = port
@@ -130,6 +142,9 @@ class KafkaServer:
         self.idle_ms = idle_ms
         self.cluster_id = cluster_id or "seglog-" + base64.urlsafe_b64encode(
             store.dir.encode()[-12:]).decode().rstrip("=")
+        #: The listener's security (``seglog.kafka.security``): TLS context, SASL users.
+        self.security = ListenerSecurity(security_protocol, ssl_context=ssl_context,
+                                         sasl_mechanisms=sasl_mechanisms, users=users)
         self._server: asyncio.AbstractServer | None = None
         self.groups = GroupCoordinator(store, group_initial_rebalance_delay_ms,
                                        group_min_session_timeout_ms, group_max_session_timeout_ms)
@@ -144,7 +159,7 @@ class KafkaServer:
             44: self._incremental_alter_configs,
             19: self._create_topics, 20: self._delete_topics, 22: self._init_producer_id,
             24: self._add_partitions_to_txn, 25: self._add_offsets_to_txn, 26: self._end_txn,
-            28: self._txn_offset_commit,
+            28: self._txn_offset_commit, 17: self._sasl_handshake, 36: self._sasl_authenticate,
         }
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -153,7 +168,7 @@ class KafkaServer:
         self._appended = asyncio.Event()
         self.groups.start()
         self._server = await asyncio.start_server(self._connection, self.host, self.port,
-                                                  limit=1 << 16)
+                                                  limit=1 << 16, ssl=self.security.ssl_context)
         sock = self._server.sockets[0].getsockname()
         self.port = sock[1]
 
@@ -208,6 +223,13 @@ class KafkaServer:
     async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                                 state: _ConnState) -> None:
         idle = self.idle_ms / 1000.0
+        if self.security.sasl:
+            try:
+                user = await self.security.authenticate(self, reader, writer, state)
+            except AuthenticationClosed as exc:
+                raise _Close(str(exc)) from None
+            log.debug("Kafka client %s (client id %r) authenticated as %r", _fmt_peer(state.peer),
+                      state.client_id, user)
         while True:
             try:
                 head = await asyncio.wait_for(reader.readexactly(4), idle)
@@ -532,10 +554,12 @@ class KafkaServer:
                         from seglog.errors import InvalidPartitionsError
                         raise InvalidPartitionsError(f"number of partitions must be at least 1, got {n}")
                     out["num_partitions"], out["replication_factor"] = n, 1
+                    out["configs"] = admin.created_topic_configs(store, None, config)
                 else:
                     desc = store.create_topic(name, n, config)
                     out["topic_id"] = _topic_id(desc.topic_id)
                     out["num_partitions"], out["replication_factor"] = len(desc.partitions), 1
+                    out["configs"] = admin.created_topic_configs(store, name, desc.config_overrides)
             except SeglogError as exc:
                 out["error_code"] = code_for_exception(exc)
                 out["error_message"] = str(exc)
@@ -638,6 +662,17 @@ class KafkaServer:
 
     async def _incremental_alter_configs(self, version: int, req: dict, state: _ConnState) -> dict:
         return admin.incremental_alter_configs(self.store, version, req)
+
+    # -- SASL after authentication (seglog.kafka.security runs it before) ---------------------
+
+    async def _sasl_handshake(self, version: int, req: dict, state: _ConnState) -> dict:
+        return {"error_code": IllegalSaslStateError.code, "mechanisms": self.security.mechanisms}
+
+    async def _sasl_authenticate(self, version: int, req: dict, state: _ConnState) -> dict:
+        why = ("the connection has authenticated already" if self.security.sasl else
+               f"this is a {self.security.protocol} listener")
+        return {"error_code": IllegalSaslStateError.code, "error_message": f"SaslAuthenticate "
+                f"outside SASL authentication: {why}", "auth_bytes": b"", "session_lifetime_ms": 0}
 
     # -- Producer ids and transactions ---------------------------------------------------------
 
@@ -752,8 +787,9 @@ class ServerHandle:
 
         self.store = store
         self._closed = False
-        self._loop = asyncio.new_event_loop()
+        # The server first: bad options raise before a loop exists to be closed.
         self.server = KafkaServer(store, host, port, **options)
+        self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=run_loop, args=(self._loop,),
                                         name=f"seglog-kafka-{host}:{port}", daemon=True)
         self._thread.start()

@@ -99,3 +99,27 @@ def test_librdkafka_admin(broker):
                        incremental_operation=ck.AlterConfigOpType.SET)])
     client.incremental_alter_configs([alter])[alter].result(10)
     assert broker.store.topic_config(topic).retention_ms == 86400000
+
+
+@pytest.mark.parametrize("validate_only", [False, True])
+def test_create_topics_answers_the_new_topics_configs(broker, validate_only):
+    # CreateTopics v5+ answers every config of the created topic (the Java AdminClient reads
+    # them and fails on a null list).
+    from .conftest import RawClient
+
+    name = "adm-" + uuid.uuid4().hex[:10]
+    client = RawClient(broker.bootstrap_servers)
+    try:
+        resp = client.request("CreateTopics", 19, 7, {"topics": [{
+            "name": name, "num_partitions": 2, "replication_factor": -1, "assignments": [],
+            "configs": [{"name": "cleanup.policy", "value": "compact"}]}],
+            "timeout_ms": 1000, "validate_only": validate_only})
+    finally:
+        client.sock.close()
+    topic = resp["topics"][0]
+    assert topic["error_code"] == 0
+    configs = {c["name"]: c for c in topic["configs"]}
+    assert configs["cleanup.policy"]["value"] == "compact"
+    assert configs["cleanup.policy"]["config_source"] == 1  # DYNAMIC_TOPIC_CONFIG
+    assert configs["segment.bytes"]["config_source"] == 5  # DEFAULT_CONFIG
+    assert (name in broker.store.topics()) is not validate_only
