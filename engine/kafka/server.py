@@ -41,6 +41,7 @@ from seglog.errors import (
 )
 from seglog.kafka import admin, codec
 from seglog.kafka.codec import FileRegions
+from seglog.log import LogReadResult
 from seglog.kafka.groups import GroupCoordinator
 
 from seglog.store import INTERNAL_TOPICS
@@ -144,7 +145,8 @@ class KafkaServer:
             else group_min_session_timeout_ms,
             cfg.group_max_session_timeout_ms if group_max_session_timeout_ms is None
             else group_max_session_timeout_ms)
-        self._connections: set[asyncio.Task[None]] = set()
+        #: Each connection's task and writer.
+        self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         self._appended: asyncio.Event | None = None
         self._handlers: dict[int, Callable[[int, dict], Awaitable[dict | None]]] = {
             0: self._produce, 1: self._fetch, 2: self._list_offsets, 3: self._metadata,
@@ -176,8 +178,11 @@ class KafkaServer:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
-            for task in list(self._connections):
+            for task, writer in list(self._connections.items()):
                 task.cancel()
+                # Also end the socket: on Python 3.11 a cancellation that meets a read completing
+                # at the same moment inside wait_for is lost, and the task would read on.
+                writer.transport.abort()
             if self._connections:
                 await asyncio.gather(*self._connections, return_exceptions=True)
             await self._server.wait_closed()
@@ -193,7 +198,7 @@ class KafkaServer:
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
+        self._connections[task] = writer
         peer = writer.get_extra_info("peername")
         state = _ConnState(peer, writer.get_extra_info("sockname"))
         try:
@@ -207,7 +212,7 @@ class KafkaServer:
         except Exception:  # noqa: BLE001 - one connection's failure must not stop the server
             log.exception("Kafka connection from %s failed", peer)
         finally:
-            self._connections.discard(task)
+            self._connections.pop(task, None)
             writer.close()
             try:
                 await writer.wait_closed()
@@ -882,7 +887,7 @@ def _hold_records(responses: list) -> None:
     for topic in responses:
         for out in topic["partitions"]:
             result = out["records"]
-            if type(result) is bytes:
+            if type(result) is not LogReadResult:
                 continue
             if result.size < SENDFILE_MIN:
                 out["records"] = result.to_bytes()
