@@ -136,6 +136,7 @@ class KafkaServer:
         self.cluster_id = cluster_id or "seglog-" + base64.urlsafe_b64encode(
             store.dir.encode()[-12:]).decode().rstrip("=")
         self._server: asyncio.AbstractServer | None = None
+        self._closing = False
         # The group.* keys of the store's config unless given.
         self.groups = GroupCoordinator(
             store,
@@ -177,7 +178,12 @@ class KafkaServer:
 
     async def close(self) -> None:
         if self._server is not None:
+            self._closing = True
             self._server.close()
+            # Connections accepted just before the close start on the next loop rounds (and
+            # close themselves, seeing _closing); the others are ended here.
+            for _ in range(3):
+                await asyncio.sleep(0)
             for task, writer in list(self._connections.items()):
                 task.cancel()
                 # Also end the socket: on Python 3.11 a cancellation that meets a read completing
@@ -198,6 +204,9 @@ class KafkaServer:
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
+        if self._closing:
+            writer.transport.abort()
+            return
         self._connections[task] = writer
         peer = writer.get_extra_info("peername")
         state = _ConnState(peer, writer.get_extra_info("sockname"))

@@ -5,7 +5,6 @@ the broker restarted mid-stream under producers that retry (no acknowledged reco
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -63,11 +62,12 @@ class Member:
             self.proc.stdout.close()
 
 
-def _wait(what: str, cond, timeout: float = 30.0) -> None:
+def _wait(what: str, cond, timeout: float = 30.0, state=None) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            raise AssertionError(f"timed out waiting for {what}"
+                                 + (f": {state()}" if state is not None else ""))
         time.sleep(0.05)
 
 
@@ -93,8 +93,10 @@ def test_a_killed_member_s_partitions_move_and_commits_resume_after_restart(tmp_
             # Three members share the six partitions and read what is there.
             _wait("three members sharing the partitions", lambda: group() is not None
                   and len(group().members) == 3 and group().state == "Stable"
+                  and all(m.assigned for m in members)
                   and sorted(p for m in members for p in m.assigned) == list(range(partitions)),
-                  60)
+                  60, lambda: (group() and (group().state, len(group().members)),
+                               [(m.assigned, m.proc.poll()) for m in members]))
             _wait("the first records consumed", lambda: _all_offsets(store, "events", partitions)
                   <= {r for m in members for r in m.records})
             # One is killed: after its session timeout its partitions move to the other two.
@@ -158,26 +160,47 @@ class _Restartable:
         self.store.close()
 
 
+#: A kafka-python producer in a process of its own (kafka-python leaves the sockets of refused
+#: connection attempts to the garbage collector): sends 2,000 records, says "restart" after the
+#: first 1,001 and goes on sending while the test restarts the broker, then prints the
+#: acknowledged values and the errors as JSON.
+KAFKA_PYTHON_PRODUCER = """
+import json, sys
+from kafka import KafkaProducer
+p = KafkaProducer(bootstrap_servers=sys.argv[1], acks=1, retries=1000, retry_backoff_ms=50,
+                  reconnect_backoff_ms=50, reconnect_backoff_max_ms=200, linger_ms=5,
+                  request_timeout_ms=5000, max_block_ms=20000)
+futures = []
+for i in range(2000):
+    futures.append((b"v%d" % i, p.send("t", b"v%d" % i, partition=0)))
+    if i == 1000:
+        print("restart", flush=True)
+p.flush(30)
+p.close(5)
+print(json.dumps({"acked": [v.decode() for v, f in futures if f.succeeded()],
+                  "errors": [repr(f.exception) for _, f in futures if f.failed()][:3]}), flush=True)
+"""
+
+
 def test_kafka_python_producer_with_retries_survives_a_broker_restart(tmp_path):
-    KafkaProducer = pytest.importorskip("kafka").KafkaProducer
+    pytest.importorskip("kafka")
     broker = _Restartable(tmp_path)
     try:
         broker.store.create_topic("t", 1)
-        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks=1, retries=1000,
-                                 retry_backoff_ms=50, reconnect_backoff_ms=50,
-                                 reconnect_backoff_max_ms=200, linger_ms=5,
-                                 request_timeout_ms=5000, max_block_ms=20000)
-        futures = []
+        proc = subprocess.Popen([sys.executable, "-c", KAFKA_PYTHON_PRODUCER, broker.bootstrap],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         try:
-            for i in range(2000):
-                futures.append((b"v%d" % i, producer.send("t", b"v%d" % i, partition=0)))
-                if i == 1000:
-                    broker.restart()  # batches are in flight
-            producer.flush(30)
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == "restart"
+            broker.restart()  # batches are in flight
+            out, _ = proc.communicate(timeout=60)
         finally:
-            producer.close(5)
-        acked = [v for v, f in futures if f.succeeded()]
-        assert len(acked) == 2000, [f.exception for _, f in futures if f.failed()][:3]
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        result = json.loads(out.strip().splitlines()[-1])
+        acked = [v.encode() for v in result["acked"]]
+        assert len(acked) == 2000, result["errors"]
         stored = _values(broker.store, "t")
         assert set(acked) <= set(stored)
     finally:
