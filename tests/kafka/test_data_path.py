@@ -263,3 +263,32 @@ def test_the_initial_rebalance_delay_defaults_to_kafkas(tmp_path):
     with Store.open(tmp_path) as store, store.serve() as handle:
         assert handle.server.groups.initial_delay == 3.0
         assert handle.server.idle_ms == 600000
+
+
+def test_appends_that_wait_for_the_disk_run_on_a_worker_thread(tmp_path, monkeypatch):
+    """A log's first append (leader epoch checkpoint), one that reserves the next disk blocks
+    or rolls a segment go to a worker thread; an ordinary append stays on the loop."""
+    from seglog.log import Log
+
+    threads: list[str] = []
+    real = Log.append
+
+    def spy(self, *args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Log, "append", spy)
+    with Store.open(tmp_path, {"log.segment.bytes": 20_000}) as store, store.serve() as handle:
+        store.create_topic("t", 1)
+        client = RawClient(handle.bootstrap_servers)
+        try:
+            for _ in range(8):
+                _produce(client, "t", encode_batch([b"x" * 3000]))
+        finally:
+            client.close()
+        assert store.log("t", 0).high_watermark == 8
+        assert len(store.log("t", 0).segments) == 2
+    on_loop = [name.startswith("seglog-kafka") for name in threads]
+    # The 1st append is the log's first; six batches of about 3 KB fill the 20 KB segment, so
+    # the 7th rolls a new one (and reserves its blocks); the others stay on the loop.
+    assert on_loop == [False, True, True, True, True, True, False, True]
