@@ -12,7 +12,13 @@ unknown API key or a version outside the served range (other than ApiVersions, w
 UNSUPPORTED_VERSION in a v0 response, KIP-511) closes that connection only, logged once;
 nothing is written for a request that was refused. A connection idle for
 ``connections.max.idle.ms`` is closed. Writes wait for the client to read (``drain``), so a
-slow reader holds back only its own connection.
+slow reader holds back only its own connection. These limits, and the consumer groups'
+``group.*`` keys, come from the store's broker config unless given as options.
+
+Data paths: produced records reach ``Store.append`` as views of the request frame; fetched
+record data of ``SENDFILE_MIN`` bytes or more is sent from the segment files (``os.sendfile``,
+or blocks read into buffers where the transport cannot); appends that wait for the disk and
+OffsetCommit's fsync run on a worker thread (``_may_block``).
 
 See ``docs/kafka-protocol.md`` for the APIs and versions served.
 """
@@ -261,8 +267,8 @@ class KafkaServer:
 
     async def _send(self, writer: asyncio.StreamWriter, response: list) -> None:
         """Write one response frame. Record data held as :class:`codec.FileRegions` goes from
-        the segment files: ``os.sendfile`` on a plain socket, read in blocks into one reused
-        buffer on a transport that cannot (TLS); its descriptors are closed afterwards."""
+        the segment files: ``os.sendfile`` on a plain socket, read in blocks into fresh buffers
+        on a transport that cannot (TLS); its descriptors are closed afterwards."""
         total = 0
         files = False
         for part in response:
@@ -891,9 +897,9 @@ def _fetched_end(result: Any) -> int:
 
 
 #: Fetched record data below this size is copied into the response; from it on, the data is
-#: sent from the segment files (``os.sendfile``). Measured with ``seglog bench``'s Kafka
-#: consume benchmark: below about 64 KiB the copy costs less than the extra loop round and
-#: system calls of a sendfile (the same limit as the replication transport's).
+#: sent from the segment files (``os.sendfile``). The replication transport's limit: a small
+#: copy costs less than a sendfile's extra loop round and system calls. (``seglog bench``'s
+#: kafka-consume shows no difference end to end either way: the clients are the bound.)
 SENDFILE_MIN = 64 * 1024
 
 
