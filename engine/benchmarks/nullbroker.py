@@ -4,7 +4,7 @@ It decodes every request and encodes every answer as ``seglog serve`` does (the 
 :class:`seglog.kafka.server.KafkaServer`), but answers Produce without storing anything and
 Fetch from one pre-encoded batch held in memory, its base offset set to the offset asked for.
 What a client reaches against it is that client's ceiling on this machine's loopback: the
-benchmarks of ``seglog bench`` (``kafka-produce``, ``kafka-consume``) compare ``seglog serve``
+benchmarks of ``seglog bench`` (``kafka-produce-*``, ``kafka-consume-*``) compare ``seglog serve``
 with it. Topics and metadata are a real (empty) store's, in a temporary directory.
 
 Run as ``python -m seglog.benchmarks.nullbroker --listen 127.0.0.1:0 --topic T --records N``;
