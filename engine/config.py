@@ -802,6 +802,30 @@ _BROKER_KEYS = (
         "Largest fetch response the node returns.",
         Range.at_least(1024),
     ),
+    # -- the Kafka protocol listener (seglog serve, Store.serve) -----------------------------
+    _broker("socket.request.max.bytes", "int", 100 * 1024 * 1024,
+        "Largest request frame the Kafka listener reads; a larger one closes the connection.",
+        Range.at_least(1), importance="high",
+    ),
+    _broker("connections.max.idle.ms", "long", 600000,
+        "The Kafka listener closes a connection that sends no request for this long.",
+        Range.at_least(1), importance="medium",
+    ),
+    _broker("group.min.session.timeout.ms", "int", 6000,
+        "Shortest session timeout a consumer group member may ask for (else "
+        "INVALID_SESSION_TIMEOUT).",
+        importance="medium",
+    ),
+    _broker("group.max.session.timeout.ms", "int", 1800000,
+        "Longest session timeout a consumer group member may ask for (else "
+        "INVALID_SESSION_TIMEOUT).",
+        importance="medium",
+    ),
+    _broker("group.initial.rebalance.delay.ms", "int", 3000,
+        "How long the first rebalance of an empty consumer group waits for more members to "
+        "join before it completes.",
+        importance="medium",
+    ),
     # -- accepted only for compatibility with Kafka's server.properties ---------------------
     _broker("num.network.threads", "int", 3,
         _IGNORED,
@@ -812,10 +836,6 @@ _BROKER_KEYS = (
     _broker("socket.receive.buffer.bytes", "int", 100 * 1024,
         _IGNORED,
         importance="high", used=False,
-    ),
-    _broker("socket.request.max.bytes", "int", 100 * 1024 * 1024,
-        _IGNORED,
-        Range.at_least(1), importance="high", used=False,
     ),
     _broker("offsets.topic.num.partitions", "int", 50,
         "Partitions of the internal __consumer_offsets topic, which stores committed consumer "
@@ -839,7 +859,6 @@ _BROKER_KEYS = (
         _IGNORED,
         Range.at_least(1), importance="high", used=False,
     ),
-    _broker("group.initial.rebalance.delay.ms", "int", 3000, _IGNORED, used=False),
 )
 
 _PRODUCER_KEYS = (
@@ -1381,11 +1400,15 @@ class BrokerConfig(_KafkaConfig):
         "broker", "max.incremental.fetch.session.cache.slots"
     )
     fetch_max_bytes: int = _default("broker", "fetch.max.bytes")
+    socket_request_max_bytes: int = _default("broker", "socket.request.max.bytes")
+    connections_max_idle_ms: int = _default("broker", "connections.max.idle.ms")
+    group_min_session_timeout_ms: int = _default("broker", "group.min.session.timeout.ms")
+    group_max_session_timeout_ms: int = _default("broker", "group.max.session.timeout.ms")
+    group_initial_rebalance_delay_ms: int = _default("broker", "group.initial.rebalance.delay.ms")
     num_network_threads: int = _default("broker", "num.network.threads")
     num_io_threads: int = _default("broker", "num.io.threads")
     socket_send_buffer_bytes: int = _default("broker", "socket.send.buffer.bytes")
     socket_receive_buffer_bytes: int = _default("broker", "socket.receive.buffer.bytes")
-    socket_request_max_bytes: int = _default("broker", "socket.request.max.bytes")
     offsets_topic_num_partitions: int = _default("broker", "offsets.topic.num.partitions")
     offsets_topic_segment_bytes: int = _default("broker", "offsets.topic.segment.bytes")
     offsets_topic_replication_factor: int = _default("broker", "offsets.topic.replication.factor")
@@ -1393,7 +1416,6 @@ class BrokerConfig(_KafkaConfig):
         "broker", "transaction.state.log.replication.factor"
     )
     transaction_state_log_min_isr: int = _default("broker", "transaction.state.log.min.isr")
-    group_initial_rebalance_delay_ms: int = _default("broker", "group.initial.rebalance.delay.ms")
 
     def _check(self) -> None:
         if self.node_id >= 0 and self.broker_id >= 0 and self.node_id != self.broker_id:

@@ -945,8 +945,12 @@ class Store:
         """Serve this store to Kafka clients over Kafka's wire protocol, on ``host:port``
         (port 0: a free port) from a thread of its own, until the returned handle's ``close()``
         (or the end of a ``with`` block, or closing the store). ``handle.bootstrap_servers`` is
-        the ``host:port`` to give clients. Options: ``node_id``, ``max_request_bytes``
-        (``socket.request.max.bytes``), ``idle_ms`` (``connections.max.idle.ms``); security:
+        the ``host:port`` to give clients. The listener's limits come from the store's broker
+        config (``socket.request.max.bytes``, ``connections.max.idle.ms``,
+        ``group.min.session.timeout.ms``, ``group.max.session.timeout.ms``,
+        ``group.initial.rebalance.delay.ms``); options override them: ``node_id``,
+        ``max_request_bytes``, ``idle_ms``, ``group_min_session_timeout_ms``,
+        ``group_max_session_timeout_ms``, ``group_initial_rebalance_delay_ms``. Security:
         ``security_protocol`` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), ``ssl_context`` (an
         ``ssl.SSLContext`` or Kafka's ``ssl.*`` keys for PEM files), ``sasl_mechanisms``
         (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and ``users`` (name -> password, or -> SCRAM

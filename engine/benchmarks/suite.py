@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from .kafka import kafka_benches
 from .registry import Benchmark, Contender, Goal, Work, java_missing
 
 T0 = 1_700_000_000_000
@@ -1306,6 +1307,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     *_store_benches(),
     *_spark_benches(),
     *_replication_benches(),
+    *kafka_benches(),
 )
 
 NOT_YET: dict[str, str] = {}

@@ -17,16 +17,49 @@ the message, version and byte position on a malformed or truncated message.
 
 from __future__ import annotations
 
+import os
 import struct
 from typing import Any, Callable
 
 from seglog.errors import InvalidRequestError
 from seglog.kafka._schemas import MESSAGES
 
-__all__ = ["decode", "encode", "encode_to_bytes", "message_versions", "COPY_LIMIT"]
+__all__ = ["decode", "encode", "encode_to_bytes", "message_versions", "COPY_LIMIT", "FileRegions"]
 
 #: Record data up to this size is copied into the frame buffer; larger data is its own buffer.
 COPY_LIMIT = 16384
+
+
+class FileRegions:
+    """Record data that stays in files until it is sent: ``(fd, position, length)`` regions,
+    ``nbytes`` in all. A ``records`` field may hold one; the encoder passes it on as its own
+    part of the output for the writer to send (``os.sendfile``), and :func:`encode_to_bytes`
+    reads it. The descriptors belong to this object: :meth:`close` closes them."""
+
+    __slots__ = ("regions", "nbytes")
+
+    def __init__(self, regions: list[tuple[int, int, int]]) -> None:
+        self.regions = regions
+        self.nbytes = sum(n for _, _, n in regions)
+
+    def read(self) -> bytes:
+        """The data, read from the files (for callers that want it in memory)."""
+        parts = []
+        for fd, pos, n in self.regions:
+            data = os.pread(fd, n, pos)
+            if len(data) != n:
+                raise OSError(f"read {len(data)} of {n} bytes at position {pos}: the file was "
+                              "truncated")
+            parts.append(data)
+        return b"".join(parts)
+
+    def close(self) -> None:
+        regions, self.regions = self.regions, []
+        for fd, _, _ in regions:
+            os.close(fd)
+
+    def __repr__(self) -> str:
+        return f"FileRegions({len(self.regions)} region(s), {self.nbytes} bytes)"
 
 _FIXED = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I", "int64": "q",
           "float64": "d", "bool": "?", "uuid": "16s"}
@@ -305,9 +338,9 @@ class _Gen:
                 out.append(f"    {t} = {t}.encode('utf-8')")
             if ftype == "records":
                 n = self.uid("n")
-                out.append(f"    {n} = memoryview({t}).nbytes")
+                out.append(f"    {n} = {t}.nbytes if type({t}) is FileRegions else memoryview({t}).nbytes")
                 out.append("    " + self.encode_len(n, kind))
-                out.append(f"    if {n} > COPY_LIMIT:")
+                out.append(f"    if {n} > COPY_LIMIT or type({t}) is FileRegions:")
                 out.append(f"        w.append({t}); b = bytearray(); w.append(b)")
                 out.append("    else:")
                 out.append(f"        b += {t}")
@@ -364,6 +397,7 @@ def _compile(name: str, version: int, encode: bool) -> Callable:
     namespace: dict[str, Any] = {
         "_check": _check, "_count": _count, "_uvarint": _uvarint, "_put_uvarint": _put_uvarint,
         "_I16": _I16, "_I32": _I32, "_Truncated": _Truncated, "COPY_LIMIT": COPY_LIMIT,
+        "FileRegions": FileRegions,
         **gen.structs,
     }
     source = "\n".join(gen.lines)
@@ -407,8 +441,9 @@ def encode(name: str, version: int, message: dict, out: list | None = None) -> l
 
 
 def encode_to_bytes(name: str, version: int, message: dict) -> bytes:
-    """:func:`encode` joined into one ``bytes``."""
-    return b"".join(encode(name, version, message))
+    """:func:`encode` joined into one ``bytes`` (file regions read)."""
+    return b"".join(p.read() if type(p) is FileRegions else p
+                    for p in encode(name, version, message))
 
 
 def generated_source(name: str, version: int, encode: bool = False) -> str:

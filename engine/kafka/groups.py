@@ -346,7 +346,9 @@ class GroupCoordinator:
 
     # -- offsets ----------------------------------------------------------------------------
 
-    def commit(self, version: int, req: dict) -> dict:
+    async def commit(self, version: int, req: dict) -> dict:
+        """OffsetCommit. The commit is fsynced before the answer; the fsync (milliseconds, more
+        on a busy disk) runs on a worker thread so that other connections go on meanwhile."""
         gid = req["group_id"]
         generation = req.get("generation_id_or_member_epoch", -1)
         member_id = req.get("member_id", "")
@@ -384,7 +386,7 @@ class GroupCoordinator:
                 parts.append({"partition_index": p["partition_index"], "error_code": pcode})
             topics.append({"name": t["name"], "partitions": parts})
         if offsets:
-            self.store.group_offsets.commit(gid, offsets)
+            await asyncio.to_thread(self.store.group_offsets.commit, gid, offsets)
         return {"throttle_time_ms": 0, "topics": topics}
 
     def fetch_offsets(self, group_id: str, topics: list | None) -> tuple[list, int]:

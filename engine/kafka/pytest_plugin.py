@@ -10,7 +10,9 @@ protocol on a free loopback port for the duration of the test::
 
 Starting one takes about a millisecond, so each test gets its own broker. Topics are created on
 first use (``auto.create.topics.enable``) or with ``kafka_broker.store.create_topic(...)``.
-Broker keys for the store can be set with ``@pytest.mark.kafka_broker_config({...})``.
+Broker keys for the store can be set with ``@pytest.mark.kafka_broker_config({...})``; unless
+they say otherwise, ``group.initial.rebalance.delay.ms`` is 0 so that consumer groups form at
+once.
 """
 
 from __future__ import annotations
@@ -32,7 +34,10 @@ def kafka_broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
     from seglog import Store
 
     marker = request.node.get_closest_marker("kafka_broker_config")
-    config = dict(marker.args[0]) if marker is not None and marker.args else None
+    # Consumer groups form at once, as in Kafka's own test setups, unless the marker says.
+    config = {"group.initial.rebalance.delay.ms": 0}
+    if marker is not None and marker.args:
+        config.update(marker.args[0])
     store = Store.open(tmp_path_factory.mktemp("kafka-broker"), config)
     try:
         handle = store.serve()

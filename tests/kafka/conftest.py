@@ -14,8 +14,9 @@ from seglog.kafka import codec
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """One store served over Kafka's protocol for a whole test module."""
-    store = Store.open(tmp_path_factory.mktemp("broker"))
+    """One store served over Kafka's protocol for a whole test module (groups form at once:
+    ``group.initial.rebalance.delay.ms=0``, as in Kafka's own test setups)."""
+    store = Store.open(tmp_path_factory.mktemp("broker"), {"group.initial.rebalance.delay.ms": 0})
     handle = store.serve()
     try:
         yield handle

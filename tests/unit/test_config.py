@@ -230,6 +230,7 @@ AT_LEAST: dict[tuple[str, str], int] = {
             "num.network.threads": 1,
             "num.io.threads": 1,
             "socket.request.max.bytes": 1,
+            "connections.max.idle.ms": 1,
             "offsets.topic.num.partitions": 1,
             "offsets.topic.segment.bytes": 1,
             "offsets.topic.replication.factor": 1,

@@ -1,0 +1,237 @@
+"""Failures around the listener: a consumer group member killed (its partitions move to the
+others, every record is consumed, committed offsets resume after the consumers restart), and
+the broker restarted mid-stream under producers that retry (no acknowledged record lost)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from seglog import Store
+from seglog.records import encode_batch
+
+MEMBER = str(Path(__file__).with_name("_group_member.py"))
+SESSION_MS = 1500
+#: Test broker: groups form at once and short session timeouts are allowed.
+CONFIG = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 100,
+          "offsets.topic.num.partitions": 1}
+
+
+class Member:
+    """A consumer group member process and what it printed."""
+
+    def __init__(self, client: str, bootstrap: str, topic: str, group: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, MEMBER, client, bootstrap, topic, group, str(SESSION_MS)],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.records: list[tuple[int, int]] = []
+        self.assigned: list[int] = []
+        self.lock = threading.Lock()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            msg = json.loads(line)
+            with self.lock:
+                if isinstance(msg, list):
+                    self.records.append((msg[0], msg[1]))
+                elif "assigned" in msg:
+                    self.assigned = msg["assigned"]
+
+    def stop(self, kill: bool = False) -> None:
+        if self.proc.poll() is None:
+            if kill:
+                self.proc.kill()
+            else:
+                self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.reader.join(5)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+def _wait(what: str, cond, timeout: float = 30.0, state=None) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}"
+                                 + (f": {state()}" if state is not None else ""))
+        time.sleep(0.05)
+
+
+def _produce(store: Store, topic: str, partitions: int, per_partition: int) -> None:
+    for p in range(partitions):
+        store.append(topic, p, encode_batch([b"r%d" % i for i in range(per_partition)]))
+
+
+def _all_offsets(store: Store, topic: str, partitions: int) -> set[tuple[int, int]]:
+    return {(p, o) for p in range(partitions) for o in range(store.log(topic, p).high_watermark)}
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "confluent-kafka"])
+def test_a_killed_member_s_partitions_move_and_commits_resume_after_restart(tmp_path, client):
+    pytest.importorskip("kafka" if client == "kafka-python" else "confluent_kafka")
+    partitions = 6
+    with Store.open(tmp_path, CONFIG) as store, store.serve() as handle:
+        store.create_topic("events", partitions)
+        _produce(store, "events", partitions, 50)
+        members = [Member(client, handle.bootstrap_servers, "events", "g") for _ in range(3)]
+        try:
+            group = lambda: handle.server.groups.groups.get("g")  # noqa: E731
+            # Three members share the six partitions and read what is there.
+            _wait("three members sharing the partitions", lambda: group() is not None
+                  and len(group().members) == 3 and group().state == "Stable"
+                  and all(m.assigned for m in members)
+                  and sorted(p for m in members for p in m.assigned) == list(range(partitions)),
+                  60, lambda: (group() and (group().state, len(group().members)),
+                               [(m.assigned, m.proc.poll()) for m in members]))
+            _wait("the first records consumed", lambda: _all_offsets(store, "events", partitions)
+                  <= {r for m in members for r in m.records})
+            # One is killed: after its session timeout its partitions move to the other two.
+            victim, survivors = members[0], members[1:]
+            lost = list(victim.assigned)
+            assert lost
+            victim.stop(kill=True)
+            _produce(store, "events", partitions, 50)
+            _wait("the survivors owning every partition", lambda: sorted(
+                p for m in survivors for p in m.assigned) == list(range(partitions)), 30)
+            _wait("every record consumed", lambda: _all_offsets(store, "events", partitions)
+                  <= {r for m in members for r in m.records})
+            assert any(p in m.assigned for m in survivors for p in lost)
+            for m in survivors:
+                m.stop()
+            committed = {p: store.group_offsets.committed("g", "events", p).offset
+                         for p in range(partitions)}
+            assert committed == {p: store.log("events", p).high_watermark
+                                 for p in range(partitions)}
+            # The consumers restart: they resume at the committed offsets.
+            _produce(store, "events", partitions, 10)
+            members = [Member(client, handle.bootstrap_servers, "events", "g") for _ in range(3)]
+            _wait("the new records consumed after the restart", lambda: {
+                (p, o) for p in range(partitions) for o in range(committed[p], committed[p] + 10)}
+                <= {r for m in members for r in m.records}, 60)
+            time.sleep(0.3)
+            again = [r for m in members for r in m.records]
+            assert all(o >= committed[p] for p, o in again), "records before the commit came again"
+        finally:
+            for m in members:
+                m.stop(kill=True)
+
+
+def _values(store: Store, topic: str) -> list[bytes]:
+    from seglog.records import decode_records
+
+    lg = store.log(topic, 0)
+    data = lg.read(0, 1 << 30, upper_bound=lg.high_watermark).to_bytes()
+    return [r.value for r in decode_records(data)]
+
+
+class _Restartable:
+    """A store served on a fixed port that can be restarted (closed and opened again)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.store = Store.open(path, CONFIG)
+        self.handle = self.store.serve()
+        self.port = self.handle.port
+        self.bootstrap = self.handle.bootstrap_servers
+
+    def restart(self) -> None:
+        self.handle.close()
+        self.store.close()
+        time.sleep(0.2)  # the clients see the connection refused for a moment
+        self.store = Store.open(self.path, CONFIG)
+        self.handle = self.store.serve(port=self.port)
+
+    def close(self) -> None:
+        self.handle.close()
+        self.store.close()
+
+
+#: A kafka-python producer in a process of its own (kafka-python leaves the sockets of refused
+#: connection attempts to the garbage collector): sends 2,000 records, says "restart" after the
+#: first 1,001 and goes on sending while the test restarts the broker, then prints the
+#: acknowledged values and the errors as JSON.
+KAFKA_PYTHON_PRODUCER = """
+import json, sys
+from kafka import KafkaProducer
+p = KafkaProducer(bootstrap_servers=sys.argv[1], acks=1, retries=1000, retry_backoff_ms=50,
+                  reconnect_backoff_ms=50, reconnect_backoff_max_ms=200, linger_ms=5,
+                  request_timeout_ms=5000, max_block_ms=20000)
+futures = []
+for i in range(2000):
+    futures.append((b"v%d" % i, p.send("t", b"v%d" % i, partition=0)))
+    if i == 1000:
+        print("restart", flush=True)
+p.flush(30)
+p.close(5)
+print(json.dumps({"acked": [v.decode() for v, f in futures if f.succeeded()],
+                  "errors": [repr(f.exception) for _, f in futures if f.failed()][:3]}), flush=True)
+"""
+
+
+def test_kafka_python_producer_with_retries_survives_a_broker_restart(tmp_path):
+    pytest.importorskip("kafka")
+    broker = _Restartable(tmp_path)
+    try:
+        broker.store.create_topic("t", 1)
+        proc = subprocess.Popen([sys.executable, "-c", KAFKA_PYTHON_PRODUCER, broker.bootstrap],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == "restart"
+            broker.restart()  # batches are in flight
+            out, _ = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        result = json.loads(out.strip().splitlines()[-1])
+        acked = [v.encode() for v in result["acked"]]
+        assert len(acked) == 2000, result["errors"]
+        stored = _values(broker.store, "t")
+        assert set(acked) <= set(stored)
+    finally:
+        broker.close()
+
+
+def test_confluent_idempotent_producer_survives_a_broker_restart(tmp_path):
+    Producer = pytest.importorskip("confluent_kafka").Producer
+    broker = _Restartable(tmp_path)
+    try:
+        broker.store.create_topic("t", 1)
+        acked: list[bytes] = []
+        failed: list[object] = []
+
+        def delivered(err, msg):
+            (failed if err is not None else acked).append(err if err is not None else msg.value())
+
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True,
+                             "linger.ms": 5, "reconnect.backoff.ms": 50,
+                             "reconnect.backoff.max.ms": 200, "retry.backoff.ms": 50,
+                             "log_level": 3})
+        for i in range(2000):
+            producer.produce("t", b"v%d" % i, partition=0, on_delivery=delivered)
+            producer.poll(0)
+            if i == 1000:
+                broker.restart()
+        assert producer.flush(30) == 0
+        assert not failed, failed[:3]
+        assert len(acked) == 2000
+        stored = _values(broker.store, "t")
+        # Idempotence: every record once, in the order sent.
+        assert stored == [b"v%d" % i for i in range(2000)]
+    finally:
+        broker.close()
