@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from typing import Any
 
 import pytest
 
@@ -185,3 +186,154 @@ def test_silent_member_expires_and_the_group_rebalances(tmp_path):
         finally:
             a.close()
             b.close()
+
+
+def _static_join(raw: RawClient, group: str, instance: str, member_id: str = "",
+                 version: int = 7) -> dict:
+    return raw.request("JoinGroup", 11, version, {
+        "group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 2000,
+        "member_id": member_id, "group_instance_id": instance, "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b"meta"}], "reason": None})
+
+
+def test_static_member_rejoins_without_rebalance_and_fences_its_old_id(broker):
+    group = "static-" + uuid.uuid4().hex[:6]
+    first, second, third = (RawClient(broker.bootstrap_servers) for _ in range(3))
+    try:
+        joined = _static_join(first, group, "inst-a")
+        old, gen = joined["member_id"], joined["generation_id"]
+        assert joined["error_code"] == 0 and old.startswith("inst-a-") and joined["leader"] == old
+        assert joined["members"][0]["group_instance_id"] == "inst-a"
+        synced = first.request("SyncGroup", 14, 5, {
+            "group_id": group, "generation_id": gen, "member_id": old, "group_instance_id": "inst-a",
+            "protocol_type": "consumer", "protocol_name": "range",
+            "assignments": [{"member_id": old, "assignment": b"part-0"}]})
+        assert synced["error_code"] == 0 and synced["assignment"] == b"part-0"
+        # The member restarts: no member id, same instance id. It replaces the old member at
+        # once, in the same generation, and keeps its assignment (v7: the previous leader id is
+        # answered, so the client does not assign again).
+        again = _static_join(second, group, "inst-a")
+        new = again["member_id"]
+        assert again["error_code"] == 0 and new != old and new.startswith("inst-a-")
+        assert (again["generation_id"], again["leader"], again["members"]) == (gen, old, [])
+        resync = second.request("SyncGroup", 14, 5, {
+            "group_id": group, "generation_id": gen, "member_id": new, "group_instance_id": "inst-a",
+            "protocol_type": "consumer", "protocol_name": "range", "assignments": []})
+        assert (resync["error_code"], resync["assignment"]) == (0, b"part-0")
+        # The old member id is fenced in every group request carrying the instance id.
+        hb = {"group_id": group, "generation_id": gen, "member_id": old, "group_instance_id": "inst-a"}
+        assert first.request("Heartbeat", 12, 4, hb)["error_code"] == 82  # FENCED_INSTANCE_ID
+        assert first.request("SyncGroup", 14, 5, {**hb, "protocol_type": "consumer",
+                                                  "protocol_name": "range",
+                                                  "assignments": []})["error_code"] == 82
+        assert _static_join(first, group, "inst-a", member_id=old)["error_code"] == 82
+        topic = _topic(broker, 1)
+        commit = {"group_id": group, "generation_id_or_member_epoch": gen, "member_id": old,
+                  "group_instance_id": "inst-a", "topics": [{"name": topic, "partitions": [
+                      {"partition_index": 0, "committed_offset": 3, "committed_metadata": ""}]}]}
+        assert first.request("OffsetCommit", 8, 8, commit)["topics"][0]["partitions"][0]["error_code"] == 82
+        left = first.request("LeaveGroup", 13, 5, {"group_id": group, "members": [
+            {"member_id": old, "group_instance_id": "inst-a", "reason": None}]})
+        assert left["members"][0]["error_code"] == 82
+        # An instance id no member holds is unknown.
+        assert first.request("Heartbeat", 12, 4, {**hb, "group_instance_id": "inst-z"})["error_code"] == 25
+        # The new member id works, and the generation never moved.
+        assert second.request("Heartbeat", 12, 4, {**hb, "member_id": new})["error_code"] == 0
+        commit["member_id"] = new
+        assert second.request("OffsetCommit", 8, 8, commit)["topics"][0]["partitions"][0]["error_code"] == 0
+        assert broker.server.groups.groups[group].generation == gen
+        # v9 (KIP-814): the rejoining leader is told it leads and must skip the assignment.
+        v9 = _static_join(third, group, "inst-a", version=9)
+        assert v9["error_code"] == 0 and v9["generation_id"] == gen
+        assert v9["leader"] == v9["member_id"] and v9["skip_assignment"] is True
+        assert [m["group_instance_id"] for m in v9["members"]] == ["inst-a"]
+        described = third.request("DescribeGroups", 15, 5, {"groups": [group],
+                                                             "include_authorized_operations": False})
+        members = described["groups"][0]["members"]
+        assert [(m["member_id"], m["group_instance_id"], m["member_assignment"]) for m in members] == [
+            (v9["member_id"], "inst-a", b"part-0")]
+        # LeaveGroup v3+ by instance id alone (no member id) removes the static member.
+        by_instance = {"group_id": group, "members": [
+            {"member_id": "", "group_instance_id": "inst-a", "reason": "admin"}]}
+        assert third.request("LeaveGroup", 13, 5, by_instance)["members"][0]["error_code"] == 0
+        assert broker.server.groups.groups[group].state == "Empty"
+        assert third.request("LeaveGroup", 13, 5, by_instance)["members"][0]["error_code"] == 25
+    finally:
+        for raw in (first, second, third):
+            raw.close()
+
+
+def test_static_member_stays_through_a_disconnect_until_its_session_timeout(tmp_path):
+    from seglog import Store
+
+    with Store.open(tmp_path) as store, store.serve(group_min_session_timeout_ms=100) as handle:
+        raw = RawClient(handle.bootstrap_servers)
+        joined = raw.request("JoinGroup", 11, 7, {
+            "group_id": "st", "session_timeout_ms": 800, "rebalance_timeout_ms": 800,
+            "member_id": "", "group_instance_id": "i", "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}]})
+        assert joined["error_code"] == 0
+        raw.close()  # gone without LeaveGroup
+        group = handle.server.groups.groups["st"]
+        time.sleep(0.3)
+        assert list(group.members) == [joined["member_id"]] and group.static == {"i": joined["member_id"]}
+        deadline = time.monotonic() + 5
+        while group.members and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not group.members and not group.static and group.state == "Empty"
+
+
+def test_librdkafka_static_member_restarts_without_a_rebalance(broker):
+    ck = pytest.importorskip("confluent_kafka")
+    topic = _topic(broker, 4)
+    group = "rdk-static-" + uuid.uuid4().hex[:6]
+    _produce(broker, topic, [b"s%d" % i for i in range(40)], 4)
+    revoked: dict[str, int] = {"c1": 0, "c2": 0}
+
+    def consumer(name: str) -> Any:
+        c = ck.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
+                         "group.instance.id": name, "session.timeout.ms": 10000,
+                         "heartbeat.interval.ms": 200, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+
+        def on_revoke(_c, parts):
+            if parts:
+                revoked[name] += 1
+        c.subscribe([topic], on_revoke=on_revoke)
+        return c
+
+    def spin(cs, until, timeout=30.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for c in cs:
+                c.poll(0.05)
+            if until():
+                return
+        raise AssertionError("timed out")
+
+    c1, c2 = consumer("c1"), consumer("c2")
+    try:
+        spin([c1, c2], lambda: len(c1.assignment()) == 2 and len(c2.assignment()) == 2)
+        before = sorted(tp.partition for tp in c1.assignment())
+        others = sorted(tp.partition for tp in c2.assignment())
+        coordinator = broker.server.groups.groups[group]
+        generation = coordinator.generation
+        # Restart c1: a static member's close sends no LeaveGroup, and the group keeps it
+        # until the session timeout.
+        c1.close()
+        assert len(coordinator.members) == 2
+        c1 = consumer("c1")
+        spin([c1, c2], lambda: len(c1.assignment()) == 2, 20)
+        assert sorted(tp.partition for tp in c1.assignment()) == before
+        # c2 keeps polling a while: it sees no rebalance (no revocation, same generation).
+        end = time.monotonic() + 2.0
+        while time.monotonic() < end:
+            c1.poll(0.05)
+            c2.poll(0.05)
+        assert sorted(tp.partition for tp in c2.assignment()) == others
+        assert revoked["c2"] == 0
+        assert coordinator.generation == generation and coordinator.state == "Stable"
+        assert sorted(coordinator.static) == ["c1", "c2"] and len(coordinator.members) == 2
+    finally:
+        c1.close()
+        c2.close()
