@@ -337,3 +337,73 @@ def test_librdkafka_static_member_restarts_without_a_rebalance(broker):
     finally:
         c1.close()
         c2.close()
+
+
+def test_kafka_python_static_member_restarts_without_a_rebalance(broker):
+    from kafka import ConsumerRebalanceListener
+
+    topic = _topic(broker, 4)
+    group = "kp-static-" + uuid.uuid4().hex[:6]
+    assigned: dict[str, set] = {}
+    revoked: dict[str, int] = {"k1": 0, "k2": 0}
+    stops = {name: threading.Event() for name in ("k1", "k2")}
+    errors: list[BaseException] = []
+
+    class Listener(ConsumerRebalanceListener):
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def on_partitions_revoked(self, revoked_parts):
+            if revoked_parts:
+                revoked[self.name] += 1
+
+        def on_partitions_assigned(self, parts):
+            pass
+
+    def member(name: str, stop: threading.Event) -> None:
+        try:
+            consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                                     group_instance_id=name, session_timeout_ms=10000,
+                                     heartbeat_interval_ms=200, enable_auto_commit=False)
+            consumer.subscribe([topic], listener=Listener(name))
+            try:
+                while not stop.is_set():
+                    consumer.poll(timeout_ms=50)
+                    assigned[name] = {tp.partition for tp in consumer.assignment()}
+            finally:
+                consumer.close()  # a static member sends no LeaveGroup
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+
+    def wait(cond, timeout=30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not errors and not cond():
+            time.sleep(0.05)
+        assert not errors, errors
+        assert cond()
+
+    threads = {n: threading.Thread(target=member, args=(n, stops[n])) for n in ("k1", "k2")}
+    for t in threads.values():
+        t.start()
+    try:
+        wait(lambda: [len(assigned.get(n, ())) for n in ("k1", "k2")] == [2, 2]
+             and assigned["k1"].isdisjoint(assigned["k2"]))
+        before, others = set(assigned["k1"]), set(assigned["k2"])
+        coordinator = broker.server.groups.groups[group]
+        generation = coordinator.generation
+        stops["k1"].set()
+        threads["k1"].join(30)
+        assert len(coordinator.members) == 2  # still there: no LeaveGroup from a static member
+        assigned.pop("k1")
+        stops["k1"] = threading.Event()
+        threads["k1"] = threading.Thread(target=member, args=("k1", stops["k1"]))
+        threads["k1"].start()
+        wait(lambda: assigned.get("k1") == before, 20)
+        time.sleep(1.0)
+        assert assigned["k2"] == others and revoked["k2"] == 0
+        assert coordinator.generation == generation and coordinator.state == "Stable"
+    finally:
+        for n in ("k1", "k2"):
+            stops[n].set()
+            threads[n].join(30)
+    assert not errors, errors
