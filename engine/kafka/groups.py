@@ -11,6 +11,10 @@ heartbeats stop for its session timeout is removed and the group rebalances.
 Committed offsets are kept in the store's ``__consumer_offsets`` (``Store.group_offsets``),
 where the embedded consumer keeps them too, so both see the same commits.
 
+A dynamic member joining with JoinGroup v4+ and no member id is given one with
+``MEMBER_ID_REQUIRED`` (KIP-394) and must join again with it; until then it is a pending
+member (a rebalance waits for it), dropped after its session timeout.
+
 Static members (``group.instance.id``, KIP-345) keep their place across restarts: a member
 joining with a known instance id and no member id replaces the old member id (which is fenced
 from then on: ``FENCED_INSTANCE_ID``) and, in a Stable group whose chosen protocol stays the
@@ -50,6 +54,7 @@ GROUP_ID_NOT_FOUND = 69
 INVALID_GROUP_ID = 24
 NON_EMPTY_GROUP = 68
 FENCED_INSTANCE_ID = 82
+MEMBER_ID_REQUIRED = 79
 
 EMPTY, PREPARING, COMPLETING, STABLE = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable"
 
@@ -89,6 +94,8 @@ class _Group:
         self.members: dict[str, _Member] = {}
         #: group.instance.id → the member id that holds it now.
         self.static: dict[str, str] = {}
+        #: member ids handed out with MEMBER_ID_REQUIRED, not yet joined → expiry (monotonic).
+        self.pending: dict[str, float] = {}
         self.rebalance_deadline = 0.0
         self.rebalance_task: asyncio.Task[None] | None = None
 
@@ -140,7 +147,12 @@ class GroupCoordinator:
         if group.members and group.protocol is None and not self._common_protocol(group, protocols):
             return fail(INCONSISTENT_GROUP_PROTOCOL)
         instance_id = req.get("group_instance_id")
-        if member_id:
+        if member_id and member_id in group.pending and instance_id is None:
+            # The second JoinGroup of a dynamic member given its id with MEMBER_ID_REQUIRED.
+            del group.pending[member_id]
+            member = _Member(member_id, client_id, client_host)
+            group.members[member_id] = member
+        elif member_id:
             code = self._validate(group, member_id, instance_id)
             if code != NONE:
                 return fail(code)
@@ -153,6 +165,13 @@ class GroupCoordinator:
             member = _Member(member_id, client_id, client_host)
             group.members[member_id] = member
             group.static[instance_id] = member_id
+        elif version >= 4:
+            # KIP-394: the member learns its id first, so that a JoinGroup whose answer is lost
+            # does not leave an unknown member behind; it must join again with the id.
+            member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+            group.pending[member_id] = time.monotonic() + session / 1000.0
+            log.debug("group %s: new member %s must join again with its id", gid, member_id)
+            return fail(MEMBER_ID_REQUIRED)
         else:
             member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
             member = _Member(member_id, client_id, client_host)
@@ -300,7 +319,7 @@ class GroupCoordinator:
             await asyncio.sleep(min(remaining, 0.05))
 
     def _all_joined(self, group: _Group) -> bool:
-        return all(m.join is not None and not m.join.done() for m in group.members.values())
+        return not group.pending and all(m.join is not None and not m.join.done() for m in group.members.values())
 
     def _maybe_complete(self, group: _Group) -> None:
         task = group.rebalance_task
@@ -399,7 +418,11 @@ class GroupCoordinator:
             wanted = [(req["member_id"], None)]
         results = []
         for member_id, instance_id in wanted:
-            if member_id == "" and instance_id is not None:
+            if group is not None and member_id in group.pending:
+                del group.pending[member_id]
+                code = NONE
+                self._maybe_complete(group)
+            elif member_id == "" and instance_id is not None:
                 # Removal by instance id alone (an administrator's, or a static member's).
                 holder = group.static.get(instance_id) if group is not None else None
                 code = UNKNOWN_MEMBER_ID if holder is None else NONE
@@ -441,6 +464,12 @@ class GroupCoordinator:
             await asyncio.sleep(0.1)
             now = time.monotonic()
             for group in list(self.groups.values()):
+                expired = [mid for mid, deadline in group.pending.items() if now > deadline]
+                for mid in expired:
+                    log.debug("group %s: pending member %s expired", group.group_id, mid)
+                    del group.pending[mid]
+                if expired:
+                    self._maybe_complete(group)
                 for mid, m in list(group.members.items()):
                     waiting = m.join is not None and not m.join.done()
                     if not waiting and now - m.last_seen > m.session_ms / 1000.0:
