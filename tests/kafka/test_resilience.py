@@ -80,9 +80,10 @@ def _all_offsets(store: Store, topic: str, partitions: int) -> set[tuple[int, in
     return {(p, o) for p in range(partitions) for o in range(store.log(topic, p).high_watermark)}
 
 
-@pytest.mark.parametrize("client", ["kafka-python", "confluent-kafka"])
+@pytest.mark.parametrize("client", ["kafka-python", "confluent-kafka", "aiokafka"])
 def test_a_killed_member_s_partitions_move_and_commits_resume_after_restart(tmp_path, client):
-    pytest.importorskip("kafka" if client == "kafka-python" else "confluent_kafka")
+    pytest.importorskip({"kafka-python": "kafka", "confluent-kafka": "confluent_kafka",
+                         "aiokafka": "aiokafka"}[client])
     partitions = 6
     with Store.open(tmp_path, CONFIG) as store, store.serve() as handle:
         store.create_topic("events", partitions)
