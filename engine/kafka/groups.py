@@ -319,7 +319,8 @@ class GroupCoordinator:
             await asyncio.sleep(min(remaining, 0.05))
 
     def _all_joined(self, group: _Group) -> bool:
-        return not group.pending and all(m.join is not None and not m.join.done() for m in group.members.values())
+        return not group.pending and all(m.join is not None and not m.join.done()
+                                         for m in group.members.values())
 
     def _maybe_complete(self, group: _Group) -> None:
         task = group.rebalance_task

@@ -54,7 +54,8 @@ def _values(topic: str) -> list[tuple[bytes, bytes, list[tuple[str, bytes]]]]:
     out = []
     for i in range(PER_TOPIC):
         # Half text, half random bytes: every codec has something to compress.
-        value = b"%s-%05d-" % (topic.encode(), i) + b"x" * rnd.randrange(20, 200) + rnd.randbytes(rnd.randrange(20, 200))
+        value = (b"%s-%05d-" % (topic.encode(), i) + b"x" * rnd.randrange(20, 200)
+                 + rnd.randbytes(rnd.randrange(20, 200)))
         out.append((b"key-%d" % (i % 13), value, [("i", b"%d" % i)]))
     return out
 
