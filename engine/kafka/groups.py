@@ -11,6 +11,16 @@ heartbeats stop for its session timeout is removed and the group rebalances.
 Committed offsets are kept in the store's ``__consumer_offsets`` (``Store.group_offsets``),
 where the embedded consumer keeps them too, so both see the same commits.
 
+A dynamic member joining with JoinGroup v4+ and no member id is given one with
+``MEMBER_ID_REQUIRED`` (KIP-394) and must join again with it; until then it is a pending
+member (a rebalance waits for it), dropped after its session timeout.
+
+Static members (``group.instance.id``, KIP-345) keep their place across restarts: a member
+joining with a known instance id and no member id replaces the old member id (which is fenced
+from then on: ``FENCED_INSTANCE_ID``) and, in a Stable group whose chosen protocol stays the
+same, takes over the old member's assignment without a rebalance. Like every member, a static
+member that goes away without LeaveGroup stays in the group until its session timeout.
+
 Group state lives in memory: after a restart groups start empty (members rejoin, as they do
 after a coordinator moves in Kafka) and their committed offsets are read from the log.
 """
@@ -43,6 +53,8 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 GROUP_ID_NOT_FOUND = 69
 INVALID_GROUP_ID = 24
 NON_EMPTY_GROUP = 68
+FENCED_INSTANCE_ID = 82
+MEMBER_ID_REQUIRED = 79
 
 EMPTY, PREPARING, COMPLETING, STABLE = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable"
 
@@ -80,6 +92,10 @@ class _Group:
         self.protocol: str | None = None
         self.leader: str | None = None
         self.members: dict[str, _Member] = {}
+        #: group.instance.id → the member id that holds it now.
+        self.static: dict[str, str] = {}
+        #: member ids handed out with MEMBER_ID_REQUIRED, not yet joined → expiry (monotonic).
+        self.pending: dict[str, float] = {}
         self.rebalance_deadline = 0.0
         self.rebalance_task: asyncio.Task[None] | None = None
 
@@ -130,10 +146,32 @@ class GroupCoordinator:
             return fail(INCONSISTENT_GROUP_PROTOCOL)
         if group.members and group.protocol is None and not self._common_protocol(group, protocols):
             return fail(INCONSISTENT_GROUP_PROTOCOL)
-        if member_id:
-            member = group.members.get(member_id)
-            if member is None:
-                return fail(UNKNOWN_MEMBER_ID)
+        instance_id = req.get("group_instance_id")
+        if member_id and member_id in group.pending and instance_id is None:
+            # The second JoinGroup of a dynamic member given its id with MEMBER_ID_REQUIRED.
+            del group.pending[member_id]
+            member = _Member(member_id, client_id, client_host)
+            group.members[member_id] = member
+        elif member_id:
+            code = self._validate(group, member_id, instance_id)
+            if code != NONE:
+                return fail(code)
+            member = group.members[member_id]
+        elif instance_id is not None and instance_id in group.static:
+            return await self._replace_static(version, group, req, instance_id,
+                                              f"{instance_id}-{uuid.uuid4()}")
+        elif instance_id is not None:
+            member_id = f"{instance_id}-{uuid.uuid4()}"
+            member = _Member(member_id, client_id, client_host)
+            group.members[member_id] = member
+            group.static[instance_id] = member_id
+        elif version >= 4:
+            # KIP-394: the member learns its id first, so that a JoinGroup whose answer is lost
+            # does not leave an unknown member behind; it must join again with the id.
+            member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+            group.pending[member_id] = time.monotonic() + session / 1000.0
+            log.debug("group %s: new member %s must join again with its id", gid, member_id)
+            return fail(MEMBER_ID_REQUIRED)
         else:
             member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
             member = _Member(member_id, client_id, client_host)
@@ -150,13 +188,8 @@ class GroupCoordinator:
             log.debug("group %s: member %s rejoined generation %d unchanged", gid, member_id,
                       group.generation)
             return self._join_response(group, member)
-        member.instance_id = req.get("group_instance_id")
-        member.session_ms = session
-        member.rebalance_ms = req.get("rebalance_timeout_ms", session) or session
-        member.protocol_type = req["protocol_type"]
-        member.protocols = protocols
-        member.last_seen = time.monotonic()
-        group.protocol_type = req["protocol_type"]
+        member.instance_id = instance_id
+        self._update(group, member, req, protocols)
         log.debug("group %s: member %s joins (state %s, generation %d)", gid, member_id,
                   group.state, group.generation)
         join = member.join = asyncio.get_running_loop().create_future()
@@ -164,6 +197,78 @@ class GroupCoordinator:
             self._prepare_rebalance(group, first=(group.state == EMPTY))
         else:
             self._maybe_complete(group)
+        return await join
+
+    @staticmethod
+    def _update(group: _Group, member: _Member, req: dict, protocols: list[tuple[str, bytes]]) -> None:
+        session = req["session_timeout_ms"]
+        member.session_ms = session
+        member.rebalance_ms = req.get("rebalance_timeout_ms", session) or session
+        member.protocol_type = req["protocol_type"]
+        member.protocols = protocols
+        member.last_seen = time.monotonic()
+        group.protocol_type = req["protocol_type"]
+
+    @staticmethod
+    def _validate(group: _Group | None, member_id: str, instance_id: str | None) -> int:
+        """Kafka's member check: a static member's instance id must be held by this member id
+        (another holder fences it: ``FENCED_INSTANCE_ID``), and the member must exist."""
+        if group is None:
+            return UNKNOWN_MEMBER_ID
+        if instance_id is not None:
+            holder = group.static.get(instance_id)
+            if holder is None:
+                return UNKNOWN_MEMBER_ID
+            if holder != member_id:
+                log.info("group %s: member %s of static instance %s is fenced by member %s",
+                         group.group_id, member_id, instance_id, holder)
+                return FENCED_INSTANCE_ID
+        return NONE if member_id in group.members else UNKNOWN_MEMBER_ID
+
+    async def _replace_static(self, version: int, group: _Group, req: dict, instance_id: str,
+                              new_id: str) -> dict:
+        """A static member joins again without its member id (it restarted): the new member id
+        takes the old one's place, assignment and leadership; the old id is fenced. A Stable
+        group whose chosen protocol stays the same answers at once with the current
+        generation (no rebalance); otherwise the group rebalances, as in Kafka."""
+        old_id = group.static[instance_id]
+        old = group.members.pop(old_id)
+        fenced = {"error_code": FENCED_INSTANCE_ID, "generation_id": -1, "protocol_name": None,
+                  "protocol_type": None, "leader": "", "member_id": old_id, "members": [],
+                  "skip_assignment": False}
+        if old.join is not None and not old.join.done():
+            old.join.set_result(fenced)
+        if old.sync is not None and not old.sync.done():
+            old.sync.set_result({"error_code": FENCED_INSTANCE_ID, "protocol_type": None,
+                                 "protocol_name": None, "assignment": b""})
+        previous_leader = group.leader
+        member = _Member(new_id, old.client_id, old.client_host)
+        member.instance_id = instance_id
+        member.assignment = old.assignment
+        group.members[new_id] = member
+        group.static[instance_id] = new_id
+        if group.leader == old_id:
+            group.leader = new_id
+        self._update(group, member, req, [(p["name"], p["metadata"]) for p in req["protocols"]])
+        log.info("group %s: static member %s rejoins as %s (was %s, state %s)", group.group_id,
+                 instance_id, new_id, old_id, group.state)
+        join = member.join = asyncio.get_running_loop().create_future()
+        if group.state == STABLE and group.protocol == self._common_protocol(group):
+            member.join = None
+            leader = member.member_id == group.leader
+            if version >= 9:
+                # The leader learns it leads but must not assign again (KIP-814).
+                out = self._join_response(group, member)
+                out["skip_assignment"] = leader
+                return out
+            # Older clients are told the previous leader id, so that a rejoining leader does
+            # not compute an assignment a Stable group would never hand out.
+            return {**self._join_response(group, member), "leader": previous_leader,
+                    "members": []}
+        if group.state == PREPARING:
+            self._maybe_complete(group)
+        else:
+            self._prepare_rebalance(group)
         return await join
 
     def _common_protocol(self, group: _Group, extra: list[tuple[str, bytes]] | None = None) -> str | None:
@@ -206,13 +311,16 @@ class GroupCoordinator:
             remaining = group.rebalance_deadline - time.monotonic()
             if remaining <= 0:
                 for mid in [mid for mid, m in group.members.items() if m.join is None or m.join.done()]:
-                    del group.members[mid]
+                    gone = group.members.pop(mid)
+                    if gone.instance_id is not None and group.static.get(gone.instance_id) == mid:
+                        del group.static[gone.instance_id]
                 self._complete_join(group)
                 return
             await asyncio.sleep(min(remaining, 0.05))
 
     def _all_joined(self, group: _Group) -> bool:
-        return all(m.join is not None and not m.join.done() for m in group.members.values())
+        return not group.pending and all(m.join is not None and not m.join.done()
+                                         for m in group.members.values())
 
     def _maybe_complete(self, group: _Group) -> None:
         task = group.rebalance_task
@@ -259,9 +367,11 @@ class GroupCoordinator:
         log.debug("group %s: sync from %s generation %d (state %s)", req["group_id"],
                   req["member_id"], req["generation_id"], group.state if group else None)
         out = {"error_code": NONE, "protocol_type": None, "protocol_name": None, "assignment": b""}
-        member = group.members.get(req["member_id"]) if group is not None else None
-        if group is None or member is None:
-            return {**out, "error_code": UNKNOWN_MEMBER_ID}
+        code = self._validate(group, req["member_id"], req.get("group_instance_id"))
+        if code != NONE:
+            return {**out, "error_code": code}
+        assert group is not None
+        member = group.members[req["member_id"]]
         if req["generation_id"] != group.generation:
             return {**out, "error_code": ILLEGAL_GENERATION}
         if group.state == PREPARING:
@@ -289,9 +399,11 @@ class GroupCoordinator:
 
     def heartbeat(self, version: int, req: dict) -> dict:
         group = self.groups.get(req["group_id"])
-        member = group.members.get(req["member_id"]) if group is not None else None
-        if group is None or member is None:
-            return {"error_code": UNKNOWN_MEMBER_ID}
+        code = self._validate(group, req["member_id"], req.get("group_instance_id"))
+        if code != NONE:
+            return {"error_code": code}
+        assert group is not None
+        member = group.members[req["member_id"]]
         member.last_seen = time.monotonic()
         if req["generation_id"] != group.generation:
             return {"error_code": ILLEGAL_GENERATION if group.state != PREPARING else REBALANCE_IN_PROGRESS}
@@ -307,10 +419,22 @@ class GroupCoordinator:
             wanted = [(req["member_id"], None)]
         results = []
         for member_id, instance_id in wanted:
-            code = UNKNOWN_MEMBER_ID
-            if group is not None and member_id in group.members:
-                self._remove(group, member_id)
+            if group is not None and member_id in group.pending:
+                del group.pending[member_id]
                 code = NONE
+                self._maybe_complete(group)
+            elif member_id == "" and instance_id is not None:
+                # Removal by instance id alone (an administrator's, or a static member's).
+                holder = group.static.get(instance_id) if group is not None else None
+                code = UNKNOWN_MEMBER_ID if holder is None else NONE
+                if holder is not None:
+                    assert group is not None
+                    self._remove(group, holder)
+            else:
+                code = self._validate(group, member_id, instance_id)
+                if code == NONE:
+                    assert group is not None
+                    self._remove(group, member_id)
             results.append({"member_id": member_id, "group_instance_id": instance_id,
                             "error_code": code})
         top = NONE if version >= 3 else results[0]["error_code"]
@@ -319,6 +443,8 @@ class GroupCoordinator:
     def _remove(self, group: _Group, member_id: str) -> None:
         log.debug("group %s: member %s removed (state %s)", group.group_id, member_id, group.state)
         member = group.members.pop(member_id)
+        if member.instance_id is not None and group.static.get(member.instance_id) == member_id:
+            del group.static[member.instance_id]
         if member.join is not None and not member.join.done():
             member.join.set_result({"error_code": UNKNOWN_MEMBER_ID, "generation_id": -1,
                                     "protocol_name": None, "leader": "", "member_id": member_id,
@@ -339,6 +465,12 @@ class GroupCoordinator:
             await asyncio.sleep(0.1)
             now = time.monotonic()
             for group in list(self.groups.values()):
+                expired = [mid for mid, deadline in group.pending.items() if now > deadline]
+                for mid in expired:
+                    log.debug("group %s: pending member %s expired", group.group_id, mid)
+                    del group.pending[mid]
+                if expired:
+                    self._maybe_complete(group)
                 for mid, m in list(group.members.items()):
                     waiting = m.join is not None and not m.join.done()
                     if not waiting and now - m.last_seen > m.session_ms / 1000.0:
@@ -357,7 +489,9 @@ class GroupCoordinator:
         if generation < 0 and not member_id:
             # A commit from outside any generation: only while the group has no members.
             code = UNKNOWN_MEMBER_ID if group is not None and group.members else NONE
-        elif member is None:
+        elif (code := self._validate(group, member_id, req.get("group_instance_id"))) != NONE:
+            pass
+        elif member is None or group is None:
             code = UNKNOWN_MEMBER_ID
         elif generation != group.generation:
             code = ILLEGAL_GENERATION

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from typing import Any
 
 import pytest
 
@@ -112,11 +113,54 @@ def test_librdkafka_group_consumer_commits(broker):
         0: 30, 1: 30, 2: 30}
 
 
-def _join(raw: RawClient, group: str, member_id: str = "", session: int = 10000) -> dict:
-    return raw.request("JoinGroup", 11, 7, {
+def _join_once(raw: RawClient, group: str, member_id: str = "", session: int = 10000,
+               version: int = 7) -> dict:
+    return raw.request("JoinGroup", 11, version, {
         "group_id": group, "session_timeout_ms": session, "rebalance_timeout_ms": 2000,
         "member_id": member_id, "group_instance_id": None, "protocol_type": "consumer",
         "protocols": [{"name": "range", "metadata": b"meta"}]})
+
+
+def _join(raw: RawClient, group: str, member_id: str = "", session: int = 10000) -> dict:
+    """JoinGroup as clients do it: a new member asked for MEMBER_ID_REQUIRED joins again with
+    the member id it was given."""
+    out = _join_once(raw, group, member_id, session)
+    if out["error_code"] == 79:
+        out = _join_once(raw, group, out["member_id"], session)
+    return out
+
+
+def test_join_without_member_id_gets_member_id_required(tmp_path):
+    from seglog import Store
+
+    with Store.open(tmp_path) as store, store.serve(group_min_session_timeout_ms=100) as handle:
+        raw = RawClient(handle.bootstrap_servers)
+        try:
+            first = _join_once(raw, "req")
+            assert first["error_code"] == 79 and first["generation_id"] == -1  # MEMBER_ID_REQUIRED
+            assigned = first["member_id"]
+            assert assigned.startswith("raw-test-")
+            group = handle.server.groups.groups["req"]
+            assert not group.members and list(group.pending) == [assigned]
+            joined = _join_once(raw, "req", assigned)
+            assert joined["error_code"] == 0 and joined["member_id"] == joined["leader"] == assigned
+            assert not group.pending
+            # JoinGroup v3 predates KIP-394: a member id straight away.
+            old = _join_once(raw, "req-v3", version=3)
+            assert old["error_code"] == 0 and old["member_id"]
+            # A pending member may leave...
+            pending = _join_once(raw, "req2")["member_id"]
+            left = raw.request("LeaveGroup", 13, 5, {"group_id": "req2", "members": [
+                {"member_id": pending, "group_instance_id": None, "reason": None}]})
+            assert left["members"][0]["error_code"] == 0
+            assert _join_once(raw, "req2", pending)["error_code"] == 25
+            # ...and one that does not join again within its session timeout is dropped.
+            pending = _join_once(raw, "req3", session=300)["member_id"]
+            time.sleep(0.7)
+            assert not handle.server.groups.groups["req3"].pending
+            assert _join_once(raw, "req3", pending, session=300)["error_code"] == 25
+        finally:
+            raw.close()
 
 
 def test_group_api_errors_and_listing(broker):
@@ -185,3 +229,226 @@ def test_silent_member_expires_and_the_group_rebalances(tmp_path):
         finally:
             a.close()
             b.close()
+
+
+def _static_join(raw: RawClient, group: str, instance: str, member_id: str = "",
+                 version: int = 7) -> dict:
+    return raw.request("JoinGroup", 11, version, {
+        "group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 2000,
+        "member_id": member_id, "group_instance_id": instance, "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b"meta"}], "reason": None})
+
+
+def test_static_member_rejoins_without_rebalance_and_fences_its_old_id(broker):
+    group = "static-" + uuid.uuid4().hex[:6]
+    first, second, third = (RawClient(broker.bootstrap_servers) for _ in range(3))
+    try:
+        joined = _static_join(first, group, "inst-a")
+        old, gen = joined["member_id"], joined["generation_id"]
+        assert joined["error_code"] == 0 and old.startswith("inst-a-") and joined["leader"] == old
+        assert joined["members"][0]["group_instance_id"] == "inst-a"
+        synced = first.request("SyncGroup", 14, 5, {
+            "group_id": group, "generation_id": gen, "member_id": old, "group_instance_id": "inst-a",
+            "protocol_type": "consumer", "protocol_name": "range",
+            "assignments": [{"member_id": old, "assignment": b"part-0"}]})
+        assert synced["error_code"] == 0 and synced["assignment"] == b"part-0"
+        # The member restarts: no member id, same instance id. It replaces the old member at
+        # once, in the same generation, and keeps its assignment (v7: the previous leader id is
+        # answered, so the client does not assign again).
+        again = _static_join(second, group, "inst-a")
+        new = again["member_id"]
+        assert again["error_code"] == 0 and new != old and new.startswith("inst-a-")
+        assert (again["generation_id"], again["leader"], again["members"]) == (gen, old, [])
+        resync = second.request("SyncGroup", 14, 5, {
+            "group_id": group, "generation_id": gen, "member_id": new, "group_instance_id": "inst-a",
+            "protocol_type": "consumer", "protocol_name": "range", "assignments": []})
+        assert (resync["error_code"], resync["assignment"]) == (0, b"part-0")
+        # The old member id is fenced in every group request carrying the instance id.
+        hb = {"group_id": group, "generation_id": gen, "member_id": old, "group_instance_id": "inst-a"}
+        assert first.request("Heartbeat", 12, 4, hb)["error_code"] == 82  # FENCED_INSTANCE_ID
+        assert first.request("SyncGroup", 14, 5, {**hb, "protocol_type": "consumer",
+                                                  "protocol_name": "range",
+                                                  "assignments": []})["error_code"] == 82
+        assert _static_join(first, group, "inst-a", member_id=old)["error_code"] == 82
+        topic = _topic(broker, 1)
+        commit = {"group_id": group, "generation_id_or_member_epoch": gen, "member_id": old,
+                  "group_instance_id": "inst-a", "topics": [{"name": topic, "partitions": [
+                      {"partition_index": 0, "committed_offset": 3, "committed_metadata": ""}]}]}
+        assert first.request("OffsetCommit", 8, 8, commit)["topics"][0]["partitions"][0]["error_code"] == 82
+        left = first.request("LeaveGroup", 13, 5, {"group_id": group, "members": [
+            {"member_id": old, "group_instance_id": "inst-a", "reason": None}]})
+        assert left["members"][0]["error_code"] == 82
+        # An instance id no member holds is unknown.
+        assert first.request("Heartbeat", 12, 4, {**hb, "group_instance_id": "inst-z"})["error_code"] == 25
+        # The new member id works, and the generation never moved.
+        assert second.request("Heartbeat", 12, 4, {**hb, "member_id": new})["error_code"] == 0
+        commit["member_id"] = new
+        assert second.request("OffsetCommit", 8, 8, commit)["topics"][0]["partitions"][0]["error_code"] == 0
+        assert broker.server.groups.groups[group].generation == gen
+        # v9 (KIP-814): the rejoining leader is told it leads and must skip the assignment.
+        v9 = _static_join(third, group, "inst-a", version=9)
+        assert v9["error_code"] == 0 and v9["generation_id"] == gen
+        assert v9["leader"] == v9["member_id"] and v9["skip_assignment"] is True
+        assert [m["group_instance_id"] for m in v9["members"]] == ["inst-a"]
+        described = third.request("DescribeGroups", 15, 5, {"groups": [group],
+                                                             "include_authorized_operations": False})
+        members = described["groups"][0]["members"]
+        assert [(m["member_id"], m["group_instance_id"], m["member_assignment"]) for m in members] == [
+            (v9["member_id"], "inst-a", b"part-0")]
+        # LeaveGroup v3+ by instance id alone (no member id) removes the static member.
+        by_instance = {"group_id": group, "members": [
+            {"member_id": "", "group_instance_id": "inst-a", "reason": "admin"}]}
+        assert third.request("LeaveGroup", 13, 5, by_instance)["members"][0]["error_code"] == 0
+        assert broker.server.groups.groups[group].state == "Empty"
+        assert third.request("LeaveGroup", 13, 5, by_instance)["members"][0]["error_code"] == 25
+    finally:
+        for raw in (first, second, third):
+            raw.close()
+
+
+def test_static_member_stays_through_a_disconnect_until_its_session_timeout(tmp_path):
+    from seglog import Store
+
+    with Store.open(tmp_path) as store, store.serve(group_min_session_timeout_ms=100) as handle:
+        raw = RawClient(handle.bootstrap_servers)
+        joined = raw.request("JoinGroup", 11, 7, {
+            "group_id": "st", "session_timeout_ms": 800, "rebalance_timeout_ms": 800,
+            "member_id": "", "group_instance_id": "i", "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}]})
+        assert joined["error_code"] == 0
+        raw.close()  # gone without LeaveGroup
+        group = handle.server.groups.groups["st"]
+        time.sleep(0.3)
+        assert list(group.members) == [joined["member_id"]] and group.static == {"i": joined["member_id"]}
+        deadline = time.monotonic() + 5
+        while group.members and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not group.members and not group.static and group.state == "Empty"
+
+
+def test_librdkafka_static_member_restarts_without_a_rebalance(broker):
+    ck = pytest.importorskip("confluent_kafka")
+    topic = _topic(broker, 4)
+    group = "rdk-static-" + uuid.uuid4().hex[:6]
+    _produce(broker, topic, [b"s%d" % i for i in range(40)], 4)
+    revoked: dict[str, int] = {"c1": 0, "c2": 0}
+
+    def consumer(name: str) -> Any:
+        c = ck.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
+                         "group.instance.id": name, "session.timeout.ms": 10000,
+                         "heartbeat.interval.ms": 200, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+
+        def on_revoke(_c, parts):
+            if parts:
+                revoked[name] += 1
+        c.subscribe([topic], on_revoke=on_revoke)
+        return c
+
+    def spin(cs, until, timeout=30.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for c in cs:
+                c.poll(0.05)
+            if until():
+                return
+        raise AssertionError("timed out")
+
+    c1, c2 = consumer("c1"), consumer("c2")
+    try:
+        spin([c1, c2], lambda: len(c1.assignment()) == 2 and len(c2.assignment()) == 2)
+        before = sorted(tp.partition for tp in c1.assignment())
+        others = sorted(tp.partition for tp in c2.assignment())
+        coordinator = broker.server.groups.groups[group]
+        generation = coordinator.generation
+        revoked_before = revoked["c2"]  # the group's formation may have moved c2's partitions
+        # Restart c1: a static member's close sends no LeaveGroup, and the group keeps it
+        # until the session timeout.
+        c1.close()
+        assert len(coordinator.members) == 2
+        c1 = consumer("c1")
+        spin([c1, c2], lambda: len(c1.assignment()) == 2, 20)
+        assert sorted(tp.partition for tp in c1.assignment()) == before
+        # c2 keeps polling a while: it sees no rebalance (no revocation, same generation).
+        end = time.monotonic() + 2.0
+        while time.monotonic() < end:
+            c1.poll(0.05)
+            c2.poll(0.05)
+        assert sorted(tp.partition for tp in c2.assignment()) == others
+        assert revoked["c2"] == revoked_before
+        assert coordinator.generation == generation and coordinator.state == "Stable"
+        assert sorted(coordinator.static) == ["c1", "c2"] and len(coordinator.members) == 2
+    finally:
+        c1.close()
+        c2.close()
+
+
+def test_kafka_python_static_member_restarts_without_a_rebalance(broker):
+    from kafka import ConsumerRebalanceListener
+
+    topic = _topic(broker, 4)
+    group = "kp-static-" + uuid.uuid4().hex[:6]
+    assigned: dict[str, set] = {}
+    revoked: dict[str, int] = {"k1": 0, "k2": 0}
+    stops = {name: threading.Event() for name in ("k1", "k2")}
+    errors: list[BaseException] = []
+
+    class Listener(ConsumerRebalanceListener):
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def on_partitions_revoked(self, revoked_parts):
+            if revoked_parts:
+                revoked[self.name] += 1
+
+        def on_partitions_assigned(self, parts):
+            pass
+
+    def member(name: str, stop: threading.Event) -> None:
+        try:
+            consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                                     group_instance_id=name, session_timeout_ms=10000,
+                                     heartbeat_interval_ms=200, enable_auto_commit=False)
+            consumer.subscribe([topic], listener=Listener(name))
+            try:
+                while not stop.is_set():
+                    consumer.poll(timeout_ms=50)
+                    assigned[name] = {tp.partition for tp in consumer.assignment()}
+            finally:
+                consumer.close()  # a static member sends no LeaveGroup
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+
+    def wait(cond, timeout=30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not errors and not cond():
+            time.sleep(0.05)
+        assert not errors, errors
+        assert cond()
+
+    threads = {n: threading.Thread(target=member, args=(n, stops[n])) for n in ("k1", "k2")}
+    for t in threads.values():
+        t.start()
+    try:
+        wait(lambda: [len(assigned.get(n, ())) for n in ("k1", "k2")] == [2, 2]
+             and assigned["k1"].isdisjoint(assigned["k2"]))
+        before, others = set(assigned["k1"]), set(assigned["k2"])
+        coordinator = broker.server.groups.groups[group]
+        generation = coordinator.generation
+        revoked_before = revoked["k2"]  # the group's formation may have moved k2's partitions
+        stops["k1"].set()
+        threads["k1"].join(30)
+        assert len(coordinator.members) == 2  # still there: no LeaveGroup from a static member
+        assigned.pop("k1")
+        stops["k1"] = threading.Event()
+        threads["k1"] = threading.Thread(target=member, args=("k1", stops["k1"]))
+        threads["k1"].start()
+        wait(lambda: assigned.get("k1") == before, 20)
+        time.sleep(1.0)
+        assert assigned["k2"] == others and revoked["k2"] == revoked_before
+        assert coordinator.generation == generation and coordinator.state == "Stable"
+    finally:
+        for n in ("k1", "k2"):
+            stops[n].set()
+            threads[n].join(30)
+    assert not errors, errors

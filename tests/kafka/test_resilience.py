@@ -5,6 +5,8 @@ the broker restarted mid-stream under producers that retry (no acknowledged reco
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -17,6 +19,7 @@ from seglog import Store
 from seglog.records import encode_batch
 
 MEMBER = str(Path(__file__).with_name("_group_member.py"))
+JAVA_MEMBER = Path(__file__).parent / "java" / "GroupMember.java"
 SESSION_MS = 1500
 #: Test broker: groups form at once and short session timeouts are allowed.
 CONFIG = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 100,
@@ -26,9 +29,15 @@ CONFIG = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms":
 class Member:
     """A consumer group member process and what it printed."""
 
-    def __init__(self, client: str, bootstrap: str, topic: str, group: str) -> None:
+    def __init__(self, client: str, bootstrap: str, topic: str, group: str,
+                 java_classpath: str | None = None) -> None:
+        if client == "java":
+            assert java_classpath is not None
+            argv = ["java", "-cp", java_classpath, "GroupMember"]
+        else:
+            argv = [sys.executable, MEMBER, client]
         self.proc = subprocess.Popen(
-            [sys.executable, MEMBER, client, bootstrap, topic, group, str(SESSION_MS)],
+            [*argv, bootstrap, topic, group, str(SESSION_MS)],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.records: list[tuple[int, int]] = []
         self.assigned: list[int] = []
@@ -80,14 +89,35 @@ def _all_offsets(store: Store, topic: str, partitions: int) -> set[tuple[int, in
     return {(p, o) for p in range(partitions) for o in range(store.log(topic, p).high_watermark)}
 
 
-@pytest.mark.parametrize("client", ["kafka-python", "confluent-kafka"])
+def _java_member_classpath(tmp_path: Path) -> str:
+    """GroupMember.java compiled against kafka-clients (skips without a JDK or the jars)."""
+    from .test_java_client import _jars
+
+    if shutil.which("javac") is None or shutil.which("java") is None:
+        pytest.skip("no java/javac on PATH")
+    jars = _jars()
+    if jars is None:
+        pytest.skip("kafka-clients.jar not found: pip install shigawire-apache-flink-libraries "
+                    "(the 'test' extra) puts it under pyflink/lib/")
+    out = tmp_path / "classes"
+    subprocess.run(["javac", "-cp", os.pathsep.join(jars), "-d", str(out), str(JAVA_MEMBER)],
+                   check=True, capture_output=True, timeout=300)
+    return os.pathsep.join([str(out), *jars])
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "confluent-kafka", "aiokafka", "java"])
 def test_a_killed_member_s_partitions_move_and_commits_resume_after_restart(tmp_path, client):
-    pytest.importorskip("kafka" if client == "kafka-python" else "confluent_kafka")
+    java = None
+    if client == "java":
+        java = _java_member_classpath(tmp_path)
+    else:
+        pytest.importorskip({"kafka-python": "kafka", "confluent-kafka": "confluent_kafka",
+                             "aiokafka": "aiokafka"}[client])
     partitions = 6
-    with Store.open(tmp_path, CONFIG) as store, store.serve() as handle:
+    with Store.open(tmp_path / "data", CONFIG) as store, store.serve() as handle:
         store.create_topic("events", partitions)
         _produce(store, "events", partitions, 50)
-        members = [Member(client, handle.bootstrap_servers, "events", "g") for _ in range(3)]
+        members = [Member(client, handle.bootstrap_servers, "events", "g", java) for _ in range(3)]
         try:
             group = lambda: handle.server.groups.groups.get("g")  # noqa: E731
             # Three members share the six partitions and read what is there.
@@ -118,7 +148,7 @@ def test_a_killed_member_s_partitions_move_and_commits_resume_after_restart(tmp_
                                  for p in range(partitions)}
             # The consumers restart: they resume at the committed offsets.
             _produce(store, "events", partitions, 10)
-            members = [Member(client, handle.bootstrap_servers, "events", "g") for _ in range(3)]
+            members = [Member(client, handle.bootstrap_servers, "events", "g", java) for _ in range(3)]
             _wait("the new records consumed after the restart", lambda: {
                 (p, o) for p in range(partitions) for o in range(committed[p], committed[p] + 10)}
                 <= {r for m in members for r in m.records}, 60)
