@@ -60,7 +60,9 @@ class BrokerProcess:
         self.bootstrap = ""
         while time.monotonic() < deadline:
             text = log.read_text(errors="replace")
-            m = re.search(r"on (\S+:\d+)\s*$", text, re.M)
+            # "seglog serve: serving DIR to Kafka clients on HOST:PORT (PROTOCOL)" or
+            # "null broker: serving on HOST:PORT".
+            m = re.search(r" on (\S+:\d+)(?: \([A-Z_]+\))?\s*$", text, re.M)
             if m:
                 self.bootstrap = m.group(1)
                 return

@@ -57,3 +57,16 @@ def test_serve_rejects_a_bad_listen_address(tmp_path, listen):
                             env={**os.environ})
     assert result.returncode == 1
     assert "expected HOST:PORT" in result.stderr
+
+
+def test_the_benchmark_harness_finds_the_address_seglog_serve_announces(tmp_path):
+    # seglog bench starts `seglog serve` and the null broker in child processes and takes the
+    # address from the line each writes once it accepts connections.
+    from seglog.benchmarks.kafka import start_seglog_serve
+
+    broker = start_seglog_serve(tmp_path / "data", tmp_path / "serve.log")
+    try:
+        host, _, port = broker.bootstrap.rpartition(":")
+        assert host == "127.0.0.1" and int(port) > 0
+    finally:
+        broker.close()
