@@ -346,7 +346,9 @@ def _many_segments(request: Any) -> Any:
     scratch = _scratch("segments")
     root = next(scratch)
     for p in range(PARTITIONS):
-        lg = Log.open(str(root / f"many-{p}"), {"segment.bytes": 100})
+        # 200 bytes hold one 170-byte batch: each append rolls a new segment (a batch larger
+        # than segment.bytes is refused, as Kafka refuses it).
+        lg = Log.open(str(root / f"many-{p}"), {"segment.bytes": 200})
         for i in range(total // PARTITIONS):
             lg.append(encode_batch([b"x" * 100], timestamps=T0 + i))
         lg.close()
