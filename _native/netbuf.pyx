@@ -3,7 +3,7 @@
 A frame's body is received straight into a buffer of its exact size; ``bytearray(n)`` would
 zero every byte first (a memset of a whole record batch per frame, about 5 % of a replicating
 node's time with 1 MiB batches), only for ``recv_into`` to overwrite them. No byte layout here:
-the frame format is in ``seglog.replication.tcp``.
+the frame format is in ``seglog.cluster.tcp``.
 """
 from cpython.bytearray cimport PyByteArray_FromStringAndSize
 

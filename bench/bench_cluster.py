@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from seglog.testing.zookeeper import ZooKeeperServer, unavailable_reason
+from seglog.cluster.zkserver import ZooKeeperServer, unavailable_reason
 
 _reason = unavailable_reason()
 if _reason is not None:
@@ -31,7 +31,7 @@ if _reason is not None:
 
 from seglog.benchmarks import cases  # noqa: E402
 from seglog.benchmarks.suite import paced_latencies_ms  # noqa: E402
-from seglog.cluster import LocalCluster  # noqa: E402
+from seglog.cluster.local import LocalCluster  # noqa: E402
 
 VALUE = b"v" * 100
 TRIALS = 10

@@ -22,7 +22,7 @@ import pytest
 
 from seglog._native import crc32c as native
 from seglog.benchmarks import cases
-from seglog.partitioner import murmur2, partition_for_key, partitions_for_keys
+from seglog.client.partitioner import murmur2, partition_for_key, partitions_for_keys
 
 SIZES = {"100B": 100, "4KiB": 4096, "1MiB": 1 << 20}
 DATA = {name: random.Random(n).randbytes(n) for name, n in SIZES.items()}

@@ -41,8 +41,8 @@ import pytest
 from seglog import Store
 from seglog.benchmarks import cases
 from seglog.benchmarks.suite import paced_latencies_ms
-from seglog.cluster import LocalCluster
-from seglog.testing.zookeeper import unavailable_reason
+from seglog.cluster.local import LocalCluster
+from seglog.cluster.zkserver import unavailable_reason
 
 N = 20_000
 N_COLUMNS = 400_000

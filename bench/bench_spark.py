@@ -106,7 +106,7 @@ def data(request, scratch):
 
     import seglog.bindings.spark as sp
     from seglog import Log
-    from seglog.records import encode_batch
+    from seglog.storage.records import encode_batch
 
     n = 20_000 if _smoke(request.config) else RECORDS
     logs, parquet, ipc = scratch / "logs", scratch / "parquet", scratch / "ipc"
@@ -340,7 +340,7 @@ def many_segments(request):
 
 def _many_segments(request: Any) -> Any:
     from seglog import Log
-    from seglog.records import encode_batch
+    from seglog.storage.records import encode_batch
 
     total = 200 if _smoke(request.config) else SEGMENTS
     scratch = _scratch("segments")

@@ -1,6 +1,6 @@
 """Decoded records as Arrow record batches in the column layout of Spark's Kafka source.
 
-:func:`seglog.records.decode_columns` already produces Arrow-layout buffers (int64 offsets and
+:func:`seglog.storage.records.decode_columns` already produces Arrow-layout buffers (int64 offsets and
 millisecond timestamps, binary keys/values with validity bitmaps, headers as
 ``list<struct<key, value>>``). This module turns those buffers into the exact Arrow types Spark
 expects from a Python data source, without a Python object per record:
@@ -25,7 +25,7 @@ Every field is nullable, as Spark declares them. Spark compares the first batch'
 the declared one and rejects any difference (``large_binary``, millisecond or zone-less
 timestamps, ``int8``...), so :func:`arrow_schema` is the single source of these types.
 
->>> from seglog.records import encode_batch, decode_columns
+>>> from seglog.storage.records import encode_batch, decode_columns
 >>> b = BatchBuilder(["value", "offset", "timestamp"], topic="t", partition=0)
 >>> cols = decode_columns(encode_batch([b"a", b"b"], timestamps=1700000000000), **b.decode_flags)
 >>> b.build(cols).to_pydict()["timestamp"][0].isoformat()
@@ -90,7 +90,7 @@ _INT32 = pa.int32()
 
 
 class BatchBuilder:
-    """Builds record batches of one topic-partition from :class:`seglog.records.Columns`.
+    """Builds record batches of one topic-partition from :class:`seglog.storage.records.Columns`.
 
     ``decode_flags`` are the ``decode_columns`` keyword arguments that decode only what the
     columns need (no key, value or header bytes are copied for columns left out).

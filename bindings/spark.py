@@ -98,7 +98,7 @@ Writing. ``df.write.format("seglog").mode("append").option("topic", "t").save(pa
 ``topic`` option, which wins), ``partition`` (else Kafka's murmur2 of the key; records without
 a key go to one partition per task and input batch), ``timestamp`` (else the time of writing)
 and ``headers``. Each task encodes RecordBatch v2 batches (``compression`` option) and, under an
-claim on each partition (:mod:`seglog.logdir`: one writer per partition; tasks writing the
+claim on each partition (:mod:`seglog.storage.logdir`: one writer per partition; tasks writing the
 same partition take turns), appends them with :class:`seglog.Log` in one contiguous run per
 partition, then fsyncs. A log dir owned by a store, a replica node or a Kafka broker refuses
 the write (``LogDirectoryLockedError``, at ``save()`` before any task runs). Nothing moves the high watermark until the job
@@ -163,7 +163,7 @@ from pyspark.sql.types import (
 
 from seglog._native.segment import Segment, filename_prefix
 from seglog.bindings.arrow import COLUMNS, KAFKA_COLUMNS, BatchBuilder, check_columns
-from seglog.checkpoints import (
+from seglog.storage.checkpoints import (
     CorruptCheckpointError,
     OffsetCheckpointFile,
     atomic_write,
@@ -176,10 +176,10 @@ from seglog.errors import (
     SeglogError,
     UnknownTopicOrPartitionError,
 )
-from seglog.log import Log, parse_partition_dir
-from seglog.logdir import LogDir, checkpoint_update_lock, shared_claim
-from seglog.records import batch_headers, decode_columns, decode_records, encode_batch
-from seglog.txnindex import TransactionIndex
+from seglog.storage.log import Log, parse_partition_dir
+from seglog.storage.logdir import LogDir, checkpoint_update_lock, shared_claim
+from seglog.storage.records import batch_headers, decode_columns, decode_records, encode_batch
+from seglog.storage.txnindex import TransactionIndex
 
 try:  # PySpark >= 4.2: admission control for stream readers.
     from pyspark.sql.streaming.datasource import (
@@ -1659,7 +1659,7 @@ PARTITION_LOCK_WAIT_S = 600.0
 
 
 def _log_open(d: str, config: Mapping[str, str]) -> Log:
-    # Each partition has one writer at a time (seglog.logdir): tasks of the job writing the
+    # Each partition has one writer at a time (seglog.storage.logdir): tasks of the job writing the
     # same partition take turns; a store, node or broker owning the log dir refuses them all.
     return Log.open(d, config or None, lock_wait_s=PARTITION_LOCK_WAIT_S)
 
@@ -1905,7 +1905,7 @@ def _batch_cuts(values: pa.Array, keys: pa.Array | None, target: int) -> list[tu
 def _partitions(rows: pa.RecordBatch, count: int, sticky: int, topic: str) -> pa.Array:
     """The partition of every row: the ``partition`` column, else Kafka's murmur2 of the key,
     else ``sticky`` (one partition for the keyless rows of an input batch)."""
-    from seglog.partitioner import partitions_for_keys
+    from seglog.client.partitioner import partitions_for_keys
 
     names = rows.schema.names
     n = rows.num_rows

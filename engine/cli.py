@@ -228,7 +228,7 @@ def _describe(args: argparse.Namespace) -> int:
     if args.bootstrap:
         if args.dir:
             raise CliError("give a log directory or --bootstrap, not both")
-        from seglog.client import ClusterClient, format_describe
+        from seglog.cluster.client import ClusterClient, format_describe
 
         with ClusterClient(args.bootstrap, metadata_timeout_s=args.timeout) as client:
             parts = client.describe_topics([args.topic] if args.topic else None)
@@ -414,7 +414,7 @@ def _codecs() -> dict[int, str]:
     """Codec id -> Kafka's name (none, gzip, snappy, lz4, zstd): the one list every command
     uses, from the records module's table (which also knows the topic-level alias
     "uncompressed" for none)."""
-    from seglog.records import CODEC_NAMES
+    from seglog.storage.records import CODEC_NAMES
 
     by_id: dict[int, str] = {}
     for name, codec in CODEC_NAMES.items():
@@ -522,7 +522,7 @@ def _read(path: str) -> bytes:
 
 def _dump_log(path: str, args: argparse.Namespace) -> int:
     from seglog.errors import CorruptRecordError
-    from seglog.records import batch_headers, decode_records
+    from seglog.storage.records import batch_headers, decode_records
 
     data = _read(path)
     base = _base_offset(path)
@@ -631,7 +631,7 @@ def _dump_index(path: str, args: argparse.Namespace, *, time_index: bool) -> int
     batch whose largest record timestamp is the entry's timestamp, and timestamps must
     increase. With ``--index-sanity-check`` only the file's own structure is checked (what a
     broker checks at startup to decide on a rebuild)."""
-    from seglog.records import batch_headers
+    from seglog.storage.records import batch_headers
 
     data = _read(path)
     base = _base_offset(path)
@@ -717,7 +717,7 @@ def _batch_max_timestamp(data: bytes, h: Any) -> int:
     records' for a legacy entry (a v1 wrapper's own timestamp need not be their maximum)."""
     if h.magic == 2:
         return int(h.max_timestamp)
-    from seglog.records import decode_records
+    from seglog.storage.records import decode_records
 
     recs = decode_records(data[h.position:h.position + h.size])
     return max((r.timestamp for r in recs), default=-1)
@@ -843,7 +843,7 @@ def _cluster_demo(args: argparse.Namespace) -> int:
     """The three-replica story: produce, kill the leader, watch the ISR shrink and the
     election, keep producing, restart the node and watch it rejoin, consume everything, then
     Spark counts every node's segment dirs."""
-    from seglog.cluster import LocalCluster
+    from seglog.cluster.local import LocalCluster
 
     out = sys.stdout
 
@@ -1060,7 +1060,7 @@ def _bench(args: argparse.Namespace) -> int:
         raise CliError(f"{len(broken)} benchmark(s) failed: {', '.join(broken)} (see {out / 'results.json'})")
     return 0
 def _node(args: argparse.Namespace) -> int:
-    from seglog.replication.server import run
+    from seglog.cluster.server import run
 
     overrides: dict[str, str] = {}
     for item in args.override or []:
@@ -1082,7 +1082,7 @@ def _serve(args: argparse.Namespace) -> int:
     from seglog.errors import ConfigError
     from seglog.kafka.security import is_security_key, listener_options
     from seglog.kafka.server import KafkaServer
-    from seglog.store import Store
+    from seglog.storage.store import Store
 
     config = None
     security: dict[str, str] = {}

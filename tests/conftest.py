@@ -25,7 +25,7 @@ def fixtures_dir() -> Path:
 def zookeeper_server() -> Iterator[Any]:
     """One ZooKeeper server (Debian's package) on a free loopback port for the whole session;
     tests that need it skip, saying why, when it is not installed."""
-    from seglog.testing.zookeeper import ZooKeeperServer, unavailable_reason
+    from seglog.cluster.zkserver import ZooKeeperServer, unavailable_reason
 
     reason = unavailable_reason()
     if reason is not None:
@@ -72,7 +72,7 @@ def make_kafka_broker_dir(fixtures: Path, dst: Path) -> Path:
                 f.write_bytes(b"")
         if not (d / "leader-epoch-checkpoint").exists():
             (d / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
-        from seglog.records import batch_headers
+        from seglog.storage.records import batch_headers
 
         heads = batch_headers((d / f"{0:020d}.log").read_bytes())
         ends[(topic, int(part))] = heads[-1].last_offset + 1 if heads else 0

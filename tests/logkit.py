@@ -7,7 +7,7 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from seglog.records import encode_batch
+from seglog.storage.records import encode_batch
 
 from tests.conftest import FIXTURES
 

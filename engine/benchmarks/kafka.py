@@ -323,7 +323,7 @@ def _prepare_produce(client: str, p: Mapping[str, int], base: Path,
 def _prepare_consume(client: str, p: Mapping[str, int], base: Path,
                      available: frozenset[str]) -> Work:
     from seglog import Store
-    from seglog.records import encode_batch
+    from seglog.storage.records import encode_batch
 
     n = p["records"]
     values = _values(n)

@@ -26,7 +26,7 @@ from typing import Any
 
 from seglog.errors import SeglogError, UnknownTopicOrPartitionError, code_for_exception
 from seglog.kafka.server import KafkaServer, _record_count
-from seglog.records import encode_batch
+from seglog.storage.records import encode_batch
 
 __all__ = ["NullBroker", "main"]
 

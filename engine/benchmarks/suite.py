@@ -157,7 +157,7 @@ BIG = 1 << 30
 
 
 def _batch_inputs(p: Mapping[str, int]) -> tuple[int, list[bytes], list[bytes], list[int], bytes]:
-    from seglog.records import encode_batch
+    from seglog.storage.records import encode_batch
 
     value = p["value"]
     n = (1 << 20) // (value + 24)  # ~1 MiB batches
@@ -176,7 +176,7 @@ def _builder_encode(builder: Any, keys: list[bytes], values: list[bytes], stamps
 
 
 def _prepare_encode(p: Mapping[str, int], base: Path, available: frozenset[str]) -> Work:
-    from seglog.records import encode_batch
+    from seglog.storage.records import encode_batch
 
     n, values, keys, stamps, batch = _batch_inputs(p)
     calls: dict[str, Callable[[], object]] = {
@@ -219,7 +219,7 @@ def _aio_decode(buf: bytes, touch: bool) -> int:
 
 
 def _prepare_decode(p: Mapping[str, int], base: Path, available: frozenset[str]) -> Work:
-    from seglog.records import decode_records
+    from seglog.storage.records import decode_records
 
     n, _, _, _, batch = _batch_inputs(p)
     calls: dict[str, Callable[[], object]] = {SEGLOG: lambda: len(decode_records(batch))}
@@ -246,7 +246,7 @@ SEGLOG_VIEWS = "seglog views"
 
 
 def _prepare_columns(p: Mapping[str, int], base: Path, available: frozenset[str]) -> Work:
-    from seglog.records import decode_columns
+    from seglog.storage.records import decode_columns
 
     n, _, _, _, batch = _batch_inputs(p)
     calls: dict[str, Callable[[], object]] = {SEGLOG: lambda: len(decode_columns(batch, headers=False))}
@@ -308,8 +308,8 @@ def _sqlite(path: Path) -> sqlite3.Connection:
 
 class _SeglogSink:
     def __init__(self, d: Path) -> None:
-        from seglog.log import Log
-        from seglog.records import encode_batch
+        from seglog.storage.log import Log
+        from seglog.storage.records import encode_batch
 
         self.log = Log.open(d / "t-0", {"segment.bytes": 1 << 30, "max.message.bytes": 8 << 20})
         self.encode = encode_batch
@@ -431,7 +431,7 @@ def _filler(f: _Fresh, cols: Columns) -> Callable[[], None]:
 
 
 def _encoded_pool(cols: Columns) -> list[bytes]:
-    from seglog.records import encode_batch
+    from seglog.storage.records import encode_batch
 
     pool = []
     for i, (base, vals, keys, stamps) in enumerate(cols):
@@ -550,8 +550,8 @@ def paced_latencies_ms(producer: Any, topic: str, value: bytes, count: int, rate
 
 
 def _read_seglog(d: Path) -> Callable[[], int]:
-    from seglog.log import Log
-    from seglog.records import decode_columns
+    from seglog.storage.log import Log
+    from seglog.storage.records import decode_columns
 
     log = Log.open(d / "t-0")
 
@@ -659,8 +659,8 @@ def _prepare_read(p: Mapping[str, int], base: Path, available: frozenset[str]) -
 
 
 def _prepare_append_batches(p: Mapping[str, int], base: Path, available: frozenset[str]) -> Work:
-    from seglog.log import Log
-    from seglog.records import encode_batch
+    from seglog.storage.log import Log
+    from seglog.storage.records import encode_batch
 
     batch = encode_batch([random.Random(1).randbytes(1 << 20)], timestamps=T0)
     count = p["batches"]
@@ -731,7 +731,7 @@ def _storage_benches(label: str, value: int) -> list[Benchmark]:
 def _prepare_lookup(p: Mapping[str, int], base: Path, available: frozenset[str], by_time: bool) -> Work:
     import bisect
 
-    from seglog.log import Log
+    from seglog.storage.log import Log
 
     cols = Columns(p["records"], 100)
     d = _workdir(base, "lookup")
@@ -854,7 +854,7 @@ def _builder_send(lg: Any, make: Callable[[], Any], keys: list[bytes], values: l
 
 
 def _prepare_send(p: Mapping[str, int], base: Path, available: frozenset[str]) -> Work:
-    from seglog.log import Log
+    from seglog.storage.log import Log
 
     n = p["records"]
     values, keys = _store_values(n)
@@ -907,8 +907,8 @@ def _prepare_send(p: Mapping[str, int], base: Path, available: frozenset[str]) -
 
 
 def _prepare_send_batch(p: Mapping[str, int], base: Path, available: frozenset[str]) -> Work:
-    from seglog.log import Log
-    from seglog.records import encode_batch
+    from seglog.storage.log import Log
+    from seglog.storage.records import encode_batch
 
     n = p["records"]
     values, keys = _store_values(n)
@@ -947,7 +947,7 @@ def _prepare_send_batch(p: Mapping[str, int], base: Path, available: frozenset[s
 
 def _prepare_poll_columns(p: Mapping[str, int], base: Path, available: frozenset[str]) -> Work:
     from seglog import TopicPartition
-    from seglog.records import decode_columns
+    from seglog.storage.records import decode_columns
 
     n = p["records"]
     chunk = 100_000
@@ -1115,7 +1115,7 @@ def _spark_data(p: Mapping[str, int], base: Path) -> dict[str, Any]:
 
     import seglog.bindings.spark as sp
     from seglog import Log
-    from seglog.records import encode_batch
+    from seglog.storage.records import encode_batch
 
     n, parts = p["records"], p["partitions"]
     root = _workdir(base, "spark")
@@ -1198,16 +1198,16 @@ def _spark_benches() -> list[Benchmark]:
 
 def _prepare_replication(p: Mapping[str, int], base: Path, available: frozenset[str],
                          zookeeper: bool = False) -> Work:
-    from seglog.cluster import LocalCluster
-    from seglog.log import Log
-    from seglog.records import encode_batch
+    from seglog.cluster.local import LocalCluster
+    from seglog.storage.log import Log
+    from seglog.storage.records import encode_batch
 
     n = p["count"]
     value = b"v" * 100
     zk: Any = None
     if zookeeper:
         # Three `seglog node` processes coordinated by a throwaway ZooKeeper server.
-        from seglog.testing.zookeeper import ZooKeeperServer
+        from seglog.cluster.zkserver import ZooKeeperServer
 
         zk = ZooKeeperServer()
         zk.__enter__()
@@ -1263,7 +1263,7 @@ def _prepare_replication(p: Mapping[str, int], base: Path, available: frozenset[
 
 
 def _zookeeper_missing() -> str | None:
-    from seglog.testing.zookeeper import unavailable_reason
+    from seglog.cluster.zkserver import unavailable_reason
 
     return unavailable_reason()
 

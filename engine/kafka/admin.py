@@ -16,7 +16,7 @@ from seglog.errors import (
 )
 
 if TYPE_CHECKING:
-    from seglog.store import Store
+    from seglog.storage.store import Store
 
 __all__ = ["create_partitions", "delete_records", "describe_configs", "incremental_alter_configs"]
 

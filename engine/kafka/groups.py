@@ -33,10 +33,10 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from seglog.group_offsets import OffsetAndMetadata
+from seglog.storage.group_offsets import OffsetAndMetadata
 
 if TYPE_CHECKING:
-    from seglog.store import Store
+    from seglog.storage.store import Store
 
 __all__ = ["GroupCoordinator"]
 

@@ -51,14 +51,14 @@ from seglog.errors import (
 )
 from seglog.kafka import admin, codec
 from seglog.kafka.codec import FileRegions
-from seglog.log import LogReadResult
+from seglog.storage.log import LogReadResult
 from seglog.kafka.groups import GroupCoordinator
 from seglog.kafka.security import AuthenticationClosed, ListenerSecurity
 
-from seglog.store import INTERNAL_TOPICS
+from seglog.storage.store import INTERNAL_TOPICS
 
 if TYPE_CHECKING:
-    from seglog.store import Store
+    from seglog.storage.store import Store
 
 __all__ = ["KafkaServer", "API_VERSIONS", "DEFAULT_MAX_REQUEST_BYTES"]
 
@@ -631,7 +631,7 @@ class KafkaServer:
     # -- CreateTopics / DeleteTopics --------------------------------------------------------------
 
     async def _create_topics(self, version: int, req: dict, state: _ConnState) -> dict:
-        from seglog.store import validate_topic_name
+        from seglog.storage.store import validate_topic_name
 
         store = self.store
         results = []
@@ -921,7 +921,7 @@ def _topic_id(text: str | None) -> bytes:
 def _fetched_end(result: Any) -> int:
     """The offset after the last batch of a read (whole v2 batches): the upper bound of the
     aborted-transaction lookup for a read_committed fetch."""
-    from seglog.records import batch_headers
+    from seglog.storage.records import batch_headers
 
     view = result.slices[-1].view()
     try:
@@ -973,7 +973,7 @@ class ServerHandle:
     def __init__(self, store: Store, host: str = "127.0.0.1", port: int = 0, **options: Any) -> None:
         import threading
 
-        from seglog._loop import run_loop
+        from seglog.util.loop import run_loop
 
         self.store = store
         self._closed = False

@@ -1,1 +1,1 @@
-"""Helpers for tests and benchmarks that need outside services (a ZooKeeper server)."""
+"""For other projects' tests: the ``kafka_broker`` pytest fixture (:mod:`~seglog.testing.pytest_plugin`)."""

@@ -121,9 +121,9 @@ class ReplicaState:
 def read_replica(partition_dir: str | os.PathLike[str], node: int) -> ReplicaState:
     """Read one partition directory with seglog's reader, changing no file. The HW comes from
     the parent's ``replication-offset-checkpoint``."""
-    from seglog.checkpoints import OffsetCheckpointFile
-    from seglog.log import Log
-    from seglog.records import decode_records
+    from seglog.storage.checkpoints import OffsetCheckpointFile
+    from seglog.storage.log import Log
+    from seglog.storage.records import decode_records
 
     d = os.fspath(partition_dir)
     name = os.path.basename(d.rstrip("/"))

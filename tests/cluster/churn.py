@@ -35,16 +35,16 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from seglog.replication.messages import NONE, AlterPartitionRequest, decode, encode, error_message
-from seglog.replication.metadata import CONTROLLER_EPOCH_PATH, PartitionState, state_path
-from seglog.replication.tcp import KIND_CHALLENGE, KIND_HELLO, KIND_PROOF, KIND_REQUEST, KIND_RESPONSE, KIND_WELCOME
+from seglog.cluster.messages import NONE, AlterPartitionRequest, decode, encode, error_message
+from seglog.cluster.metadata import CONTROLLER_EPOCH_PATH, PartitionState, state_path
+from seglog.cluster.tcp import KIND_CHALLENGE, KIND_HELLO, KIND_PROOF, KIND_REQUEST, KIND_RESPONSE, KIND_WELCOME
 
 _U32 = struct.Struct(">I")
 _HEAD = struct.Struct(">IBII")  # frame length, kind, correlation id, header length
 
 
 def frame(kind: int, corr: int, header: bytes, blobs: Sequence[bytes] = ()) -> bytes:
-    """One frame of the node protocol (``seglog.replication.tcp``)."""
+    """One frame of the node protocol (``seglog.cluster.tcp``)."""
     rest = 1 + 4 + 4 + len(header) + 4 + sum(4 + len(b) for b in blobs)
     parts = [_HEAD.pack(rest, kind, corr, len(header)), header, _U32.pack(len(blobs))]
     for b in blobs:

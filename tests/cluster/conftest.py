@@ -14,7 +14,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not mine:
         return
     if any("cluster" in i.keywords for i in mine):
-        from seglog.testing.zookeeper import unavailable_reason
+        from seglog.cluster.zkserver import unavailable_reason
 
         reason = unavailable_reason()
         if reason is not None:

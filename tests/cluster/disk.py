@@ -4,7 +4,7 @@ tmpfs (``docs/replication.md`` §9.3 F5-F7).
 Power loss (F6). SIGKILL loses nothing on this machine (the page cache is shared), so the loss is
 made explicit: a node started with ``SEGLOG_FSYNC_JOURNAL=<file>`` appends every change of each
 log's recovery point (the offset below which the log is fsynced) to that file
-(:data:`seglog.log.FSYNC_JOURNAL_ENV`). After the kill, :func:`power_loss` cuts every partition's
+(:data:`seglog.storage.log.FSYNC_JOURNAL_ENV`). After the kill, :func:`power_loss` cuts every partition's
 segments back to that point — or, with ``keep="random"``, to a random byte among the unsynced
 ones, since some dirty pages may have reached the disk — empties the cut segment's indexes and
 deletes later segments, as in the in-process simulation. Checkpoints, epoch caches and producer
@@ -27,7 +27,7 @@ import random
 import re
 import subprocess
 import tempfile
-from seglog.log import FSYNC_JOURNAL_ENV
+from seglog.storage.log import FSYNC_JOURNAL_ENV
 
 __all__ = ["FSYNC_JOURNAL_ENV", "Tmpfs", "batches_in", "flip_bit", "garbage_tail", "partition_dirs",
            "power_loss", "read_journal", "segments_of", "tmpfs_available", "torn_tail"]

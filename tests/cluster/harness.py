@@ -1,5 +1,5 @@
 """The real cluster under fault injection: node processes on ZooKeeper
-(:class:`seglog.process_cluster.ProcessCluster`) with every link through the fault proxy, the
+(:class:`seglog.cluster.process.ProcessCluster`) with every link through the fault proxy, the
 fsync journal on, a state observer, and the nemesis operations of ``docs/replication.md`` §9.3.
 
 Links (directed, one proxy listener each): ``"a->b"`` node a's connections to node b (fetches,
@@ -19,10 +19,10 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from seglog.clock import WALL_CLOCK_OFFSET_ENV
-from seglog.log import FSYNC_JOURNAL_ENV, parse_partition_dir
-from seglog.process_cluster import ProcessCluster
-from seglog.replication.tcp import LINK_ADDRESSES_ENV
+from seglog.util.clock import WALL_CLOCK_OFFSET_ENV
+from seglog.storage.log import FSYNC_JOURNAL_ENV, parse_partition_dir
+from seglog.cluster.process import ProcessCluster
+from seglog.cluster.tcp import LINK_ADDRESSES_ENV
 from tests.cluster import disk
 from tests.cluster.churn import FrameTap
 from tests.cluster.checker import ReplicaState, read_replica

@@ -36,8 +36,8 @@ import time
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
-from seglog._loop import run_loop
-from seglog.replication.tcp import Listener
+from seglog.util.loop import run_loop
+from seglog.cluster.tcp import Listener
 
 T = TypeVar("T")
 

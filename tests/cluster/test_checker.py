@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from seglog.log import Log
-from seglog.records import encode_batch
+from seglog.storage.log import Log
+from seglog.storage.records import encode_batch
 from tests.cluster.checker import HARD, Batch, ReplicaState, check, encode_value, read_replica, value_key
 from tests.cluster.history import History
 

@@ -12,7 +12,7 @@ F9: seglog nodes read the wall clock for record timestamps (LogAppendTime), time
 — ISR expiry, fetch back-off, sessions — runs on the monotonic clock. Node processes run no
 retention at all (only the embedded store schedules it), so a wall-clock jump cannot delete
 anything on a cluster node; with Kafka's rule (``now - largest timestamp > retention.ms``,
-:meth:`seglog.log.Log.delete_old_segments`) a +1 h jump would delete what is within an hour of
+:meth:`seglog.storage.log.Log.delete_old_segments`) a +1 h jump would delete what is within an hour of
 expiring, and a -1 h jump would delay deletion by an hour. The tests jump every node's wall clock
 ±1 h and check that leadership and ISR do not move and nothing is lost, and that the jump did
 happen (LogAppendTime stamps follow it).
@@ -28,9 +28,9 @@ from typing import Any
 
 import pytest
 
-from seglog.replication.messages import NONE, AlterPartitionRequest, FetchRequest, FetchPartition
-from seglog.replication.metadata import PartitionState, broker_path
-from seglog.replication.tcp import KIND_HELLO, KIND_REQUEST
+from seglog.cluster.messages import NONE, AlterPartitionRequest, FetchRequest, FetchPartition
+from seglog.cluster.metadata import PartitionState, broker_path
+from seglog.cluster.tcp import KIND_HELLO, KIND_REQUEST
 from tests.cluster.churn import (
     FrameTap,
     ZkWrite,
@@ -290,8 +290,8 @@ def test_f9_wall_clock_jumps_move_no_leader_and_no_isr(sc: Scenario) -> None:
     _ok(sc)
     # The jumps happened: the leader stamped the records it appended meanwhile with its shifted
     # clock (LogAppendTime), and its log says so.
-    from seglog.log import Log
-    from seglog.records import decode_records
+    from seglog.storage.log import Log
+    from seglog.storage.records import decode_records
 
     stamps: list[int] = []
     d = os.path.join(c.node_dir(leader), f"{SAFE}-0")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from seglog.log import FSYNC_JOURNAL_ENV, Log
-from seglog.records import decode_records, encode_batch
+from seglog.storage.log import FSYNC_JOURNAL_ENV, Log
+from seglog.storage.records import decode_records, encode_batch
 from tests.cluster.disk import (Tmpfs, batches_in, flip_bit, garbage_tail, power_loss, read_journal, segments_of,
                                 tmpfs_available, torn_tail)
 from tests.conftest import ROOT
@@ -23,8 +23,8 @@ CONFIG = {"segment.bytes": 4000, "index.interval.bytes": 200}
 
 WRITER = r"""
 import sys
-from seglog.log import Log
-from seglog.records import encode_batch
+from seglog.storage.log import Log
+from seglog.storage.records import encode_batch
 log = Log.open(sys.argv[1], {"segment.bytes": 4000, "index.interval.bytes": 200})
 k = 0
 while True:
@@ -180,8 +180,8 @@ def test_bit_flip_in_an_older_batch_cuts_the_log_there(tmp_path: Path) -> None:
 
 DISK_FULL_CHILD = r"""
 import sys
-from seglog.log import Log
-from seglog.records import encode_batch
+from seglog.storage.log import Log
+from seglog.storage.records import encode_batch
 log = Log.open(sys.argv[1], {"segment.bytes": 65536, "index.interval.bytes": 512, "segment.index.bytes": 4096})
 n = 0
 try:

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from seglog._loop import drain
+from seglog.util.loop import drain
 from seglog.errors import RequestTimedOutError
-from seglog.replication.messages import MetadataRequest, MetadataResponse
-from seglog.replication.tcp import LINK_ADDRESSES_ENV, TcpTransport, link_addresses_from_env
+from seglog.cluster.messages import MetadataRequest, MetadataResponse
+from seglog.cluster.tcp import LINK_ADDRESSES_ENV, TcpTransport, link_addresses_from_env
 from tests.cluster.proxy import ProxyHub
 
 
@@ -77,11 +77,11 @@ def test_truncation_and_recovery_lines_parse_with_records_and_bytes(tmp_path: An
     import os
     from types import SimpleNamespace
 
-    from seglog.clock import Clock
+    from seglog.util.clock import Clock
     from seglog.config import LogConfig
-    from seglog.log import Log
-    from seglog.replication.metadata import ReplicaConfig
-    from seglog.replication.partition import Partition
+    from seglog.storage.log import Log
+    from seglog.cluster.metadata import ReplicaConfig
+    from seglog.cluster.partition import Partition
     from tests.cluster.harness import scrape_node_logs
     from tests.cluster.history import History
     from tests.logkit import batch

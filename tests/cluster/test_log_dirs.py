@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from seglog.replication.metadata import LOG_DIR_EVENT_PATH, broker_path, loads
+from seglog.cluster.metadata import LOG_DIR_EVENT_PATH, broker_path, loads
 from tests.cluster.scenario import Scenario
 
 pytestmark = pytest.mark.cluster

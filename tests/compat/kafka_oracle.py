@@ -24,7 +24,7 @@ from kafka.record.default_records import DefaultRecordBatch as KpBatch
 from kafka.record.default_records import DefaultRecordBatchBuilder as KpBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder as KpLegacyBuilder
 from kafka.record.memory_records import MemoryRecords as KpMemoryRecords
-from seglog.records import decode_records
+from seglog.storage.records import decode_records
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -58,7 +58,7 @@ class BatchInput:
         return out
 
     def encode_ours(self, **extra: Any) -> bytes:
-        from seglog.records import encode_batch
+        from seglog.storage.records import encode_batch
 
         return encode_batch(
             self.values, keys=self.keys, timestamps=self.timestamps, headers=self.headers,

@@ -5,7 +5,7 @@ import random
 import struct
 
 from hypothesis import strategies as st
-from seglog.records import batch_headers, decode_columns, decode_records, iter_records
+from seglog.storage.records import batch_headers, decode_columns, decode_records, iter_records
 
 from tests.compat.kafka_oracle import (
     INT32_MAX,

@@ -7,8 +7,8 @@ import os
 import re
 
 from seglog._native.segment import Segment
-from seglog.log import Log
-from seglog.records import batch_headers
+from seglog.storage.log import Log
+from seglog.storage.records import batch_headers
 
 from tests.logkit import CONSUMER_OFFSETS_6, copy_partition, read_offset_index, read_time_index
 

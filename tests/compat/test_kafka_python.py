@@ -17,7 +17,7 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from seglog.records import (
+from seglog.storage.records import (
     batch_headers,
     decode_columns,
     decode_records,

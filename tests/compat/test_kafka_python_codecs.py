@@ -14,7 +14,7 @@ pytest.importorskip("seglog._native.compression")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from seglog.errors import CorruptRecordError  # noqa: E402
-from seglog.records import (  # noqa: E402
+from seglog.storage.records import (  # noqa: E402
     batch_headers,
     decode_columns,
     decode_records,

@@ -7,7 +7,7 @@ import hashlib
 import pytest
 from kafka.record.memory_records import MemoryRecords
 
-from seglog.records import batch_headers, decode_columns, decode_records
+from seglog.storage.records import batch_headers, decode_columns, decode_records
 
 # path -> (batches, records, first offset, last offset, magic, compression)
 EXPECTED = {

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from seglog import Store
-from seglog.checkpoints import CorruptCheckpointError, parse_properties, read_meta_properties
+from seglog.storage.checkpoints import CorruptCheckpointError, parse_properties, read_meta_properties
 from seglog.errors import KafkaStorageError
 
 # A ZooKeeper-mode Kafka 3.x broker's file: Properties.store(writer, "") output.
@@ -108,7 +108,7 @@ def test_properties_syntax_matches_java(tmp_path: Path) -> None:
     assert parse_properties(text) == _java_load(path, tmp_path)
     assert read_meta_properties(str(path))["cluster.id"] == "abcdef"
     # And what we write, Java reads back unchanged.
-    from seglog.checkpoints import format_properties
+    from seglog.storage.checkpoints import format_properties
 
     props = {"version": "0", "broker.id": "5", "x y": " lead=a:b#c!d\\e\tcafé"}
     path.write_bytes(format_properties(props))

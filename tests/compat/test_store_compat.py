@@ -9,9 +9,9 @@ from pathlib import Path
 from kafka.record.memory_records import MemoryRecords
 
 from seglog import Store
-from seglog.producer_state import BatchMetadata, ProducerEntry, encode_snapshot
-from seglog.clock import ManualClock
-from seglog.group_offsets import decode_offset_key, decode_offset_value
+from seglog.storage.producer_state import BatchMetadata, ProducerEntry, encode_snapshot
+from seglog.util.clock import ManualClock
+from seglog.storage.group_offsets import decode_offset_key, decode_offset_value
 
 
 def _kafka_python_records(path: Path) -> list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes]]]]:

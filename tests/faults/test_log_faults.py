@@ -10,8 +10,8 @@ import subprocess
 import pytest
 
 from seglog.errors import CorruptRecordError, KafkaStorageError, StorageError
-from seglog.log import Log
-from seglog.records import batch_headers, decode_records
+from seglog.storage.log import Log
+from seglog.storage.records import batch_headers, decode_records
 
 from tests.logkit import T0, batch
 

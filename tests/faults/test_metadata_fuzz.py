@@ -15,16 +15,16 @@ from pathlib import Path
 import pytest
 
 from seglog import Store
-from seglog.checkpoints import (
+from seglog.storage.checkpoints import (
     CorruptCheckpointError,
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
     read_checkpoint,
 )
 from seglog.errors import KafkaStorageError, SeglogError
-from seglog.log import Log
-from seglog.producer_state import ProducerStateManager
-from seglog.records import decode_records, encode_batch
+from seglog.storage.log import Log
+from seglog.storage.producer_state import ProducerStateManager
+from seglog.storage.records import decode_records, encode_batch
 
 T0 = 1_700_000_000_000
 

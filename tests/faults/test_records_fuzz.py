@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from seglog.errors import CorruptRecordError
-from seglog.records import (
+from seglog.storage.records import (
     batch_headers,
     decode_columns,
     decode_records,
@@ -637,7 +637,7 @@ def test_record_at_the_largest_offset_is_returned() -> None:
 _REENTRANT_ENCODE = r"""
 import sys
 from seglog.errors import CorruptRecordError
-from seglog.records import decode_records, encode_batch
+from seglog.storage.records import decode_records, encode_batch
 
 # encode_batch reads timestamps N + 1 times while sizing (record 0 twice), then N times writing.
 class Shifty:
@@ -686,7 +686,7 @@ def test_encode_survives_reentrant_timestamp_objects(mode: str, tmp_path: Any) -
 
 _FINALIZER_ENCODE = r"""
 import gc, sys
-from seglog.records import decode_records, encode_batch
+from seglog.storage.records import decode_records, encode_batch
 
 # Exact lists of bytes are read in place. Resolving a key that is not bytes allocates, and an
 # allocation can start the collector, whose finalizers run arbitrary code: here they replace the

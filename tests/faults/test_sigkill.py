@@ -11,15 +11,15 @@ import subprocess
 import sys
 import time
 
-from seglog.log import Log
-from seglog.records import decode_records
+from seglog.storage.log import Log
+from seglog.storage.records import decode_records
 
 from tests.conftest import ROOT
 
 CHILD = r"""
 import sys
-from seglog.log import Log
-from seglog.records import encode_batch
+from seglog.storage.log import Log
+from seglog.storage.records import encode_batch
 
 log = Log.open(sys.argv[1], {"flush.messages": 1, "segment.bytes": 20000, "index.interval.bytes": 500})
 print("start", log.log_end_offset, flush=True)

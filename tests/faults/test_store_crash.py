@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from seglog import Store
-from seglog.records import decode_records
+from seglog.storage.records import decode_records
 
 
 def _run(code: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
@@ -65,7 +65,7 @@ def test_crash_keeps_flushed_records_and_commits(tmp_path: Path) -> None:
 CLEAN_CHILD = """
 import os, random
 from seglog import Store
-from seglog.cleaner import Cleaner
+from seglog.storage.cleaner import Cleaner
 step = {step!r}
 s = Store.open({path!r}, config={{"log.cleaner.enable": False}})
 s.create_topic("c", 1, {{"cleanup.policy": "compact", "segment.bytes": 1500}})
@@ -120,7 +120,7 @@ def test_crash_in_the_middle_of_cleaning(tmp_path: Path, step: str) -> None:
         written = {i: (None if i % 13 == 0 else b"v%d" % i) for i in range(400)}
         assert all(written[o] == v for o, _, v in recs)
         # The log is consistent enough to clean again and to keep appending.
-        from seglog.cleaner import Cleaner
+        from seglog.storage.cleaner import Cleaner
 
         Cleaner(store.clock).clean(store.log("c", 0), None, force=True)
         assert store.producer().send("c", b"after", key=b"z").offset == 400
@@ -143,7 +143,7 @@ def test_leftover_cleaner_files_are_removed_on_open(tmp_path: Path) -> None:
 EMPTY_GROUP_CHILD = """
 import os
 from seglog import Store
-from seglog.cleaner import Cleaner
+from seglog.storage.cleaner import Cleaner
 step = {step!r}
 s = Store.open({path!r}, config={{"log.cleaner.enable": False}})
 s.create_topic("c", 1, {{"cleanup.policy": "compact", "segment.bytes": 600}})
@@ -185,7 +185,7 @@ def test_crash_while_swapping_in_an_empty_cleaned_segment(tmp_path: Path, step: 
         c = store.consumer(auto_offset_reset="earliest")
         c.assign([("c", 0)])
         assert [r.offset for r in c.poll(max_records=1000)] == offsets
-        from seglog.cleaner import Cleaner
+        from seglog.storage.cleaner import Cleaner
 
         Cleaner(store.clock).clean(lg, None, force=True)
         assert lg.log_start_offset == 0

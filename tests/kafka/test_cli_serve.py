@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from seglog import Store
-from seglog.records import decode_records
+from seglog.storage.records import decode_records
 
 kafka = pytest.importorskip("kafka")
 

@@ -15,7 +15,7 @@ import pytest
 from seglog import Store
 from seglog.kafka import codec
 from seglog.kafka.server import SENDFILE_MIN
-from seglog.records import encode_batch
+from seglog.storage.records import encode_batch
 
 from .conftest import RawClient
 from .test_wire import _fetch_body, _produce, raw  # noqa: F401 (fixture)
@@ -135,7 +135,7 @@ def test_produce_keeps_the_request_frame_memory(broker, raw, monkeypatch):
 
 def _slow_flush(monkeypatch, seconds: float) -> list[str]:
     """Make every log flush take ``seconds``; returns the threads that flushed."""
-    from seglog.log import Log
+    from seglog.storage.log import Log
 
     threads: list[str] = []
     real = Log.flush
@@ -268,7 +268,7 @@ def test_the_initial_rebalance_delay_defaults_to_kafkas(tmp_path):
 def test_appends_that_wait_for_the_disk_run_on_a_worker_thread(tmp_path, monkeypatch):
     """A log's first append (leader epoch checkpoint), one that reserves the next disk blocks
     or rolls a segment go to a worker thread; an ordinary append stays on the loop."""
-    from seglog.log import Log
+    from seglog.storage.log import Log
 
     threads: list[str] = []
     real = Log.append

@@ -18,7 +18,7 @@ import pytest
 
 from seglog import Store
 from seglog.kafka.security import ScramCredential
-from seglog.records import batch_headers
+from seglog.storage.records import batch_headers
 
 SOURCE = Path(__file__).parent / "java" / "JavaClientCheck.java"
 JARS = ("kafka-clients", "slf4j-api", "lz4-java", "snappy-java", "zstd-jni")

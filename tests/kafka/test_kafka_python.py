@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from seglog.records import decode_records
+from seglog.storage.records import decode_records
 
 kafka = pytest.importorskip("kafka")
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from seglog.records import decode_records
+from seglog.storage.records import decode_records
 
 
 def _topic(broker, partitions: int = 1) -> str:

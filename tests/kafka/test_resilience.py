@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from seglog import Store
-from seglog.records import encode_batch
+from seglog.storage.records import encode_batch
 
 MEMBER = str(Path(__file__).with_name("_group_member.py"))
 JAVA_MEMBER = Path(__file__).parent / "java" / "GroupMember.java"
@@ -161,7 +161,7 @@ def test_a_killed_member_s_partitions_move_and_commits_resume_after_restart(tmp_
 
 
 def _values(store: Store, topic: str) -> list[bytes]:
-    from seglog.records import decode_records
+    from seglog.storage.records import decode_records
 
     lg = store.log(topic, 0)
     data = lg.read(0, 1 << 30, upper_bound=lg.high_watermark).to_bytes()

@@ -32,7 +32,7 @@ from seglog.kafka.security import (
     listener_options,
     read_users_file,
 )
-from seglog.records import decode_records
+from seglog.storage.records import decode_records
 
 from .conftest import RawClient
 

@@ -12,7 +12,7 @@ import pytest
 
 from seglog.kafka import codec
 from seglog.kafka.server import API_VERSIONS
-from seglog.records import encode_batch
+from seglog.storage.records import encode_batch
 
 from .conftest import RawClient
 
@@ -267,7 +267,7 @@ def test_a_client_that_never_reads_does_not_stall_others(broker, raw):
 
 
 def test_read_committed_fetch_stops_at_the_lso_and_lists_aborted_transactions(broker, raw):
-    from seglog.records import encode_control_batch
+    from seglog.storage.records import encode_control_batch
 
     topic = _topic(broker)
     store = broker.store
@@ -284,7 +284,7 @@ def test_read_committed_fetch_stops_at_the_lso_and_lists_aborted_transactions(br
         "partitions"][0]
     assert (part["high_watermark"], part["last_stable_offset"]) == (6, 4)
     assert part["aborted_transactions"] == [{"producer_id": 500, "first_offset": 0}]
-    from seglog.records import decode_records
+    from seglog.storage.records import decode_records
     assert [r.value for r in decode_records(bytes(part["records"]))] == [b"a", b"b", b"d"]
     # read_uncommitted reads to the high watermark and lists nothing.
     part = raw.request("Fetch", 1, 12, _fetch_body(topic))["responses"][0]["partitions"][0]

@@ -24,7 +24,7 @@ import pytest
 from seglog import Store
 from seglog._native.segment import Segment
 from seglog.cli import main as cli_main
-from seglog.records import batch_headers
+from seglog.storage.records import batch_headers
 
 from tests.compat.kafka_oracle import kp_records, ours
 

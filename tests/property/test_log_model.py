@@ -30,12 +30,12 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-import seglog.checkpoints
-import seglog.log
-from seglog.clock import ManualClock
+import seglog.storage.checkpoints
+import seglog.storage.log
+from seglog.util.clock import ManualClock
 from seglog.errors import RecordListTooLargeError
-from seglog.log import Log
-from seglog.records import batch_headers, decode_records, encode_batch
+from seglog.storage.log import Log
+from seglog.storage.records import batch_headers, decode_records, encode_batch
 
 T0 = 1_700_000_000_000
 CONFIG = {
@@ -55,7 +55,7 @@ _dir_observers: dict[str, object] = {}
 
 @contextmanager
 def observe_dir_fsyncs():
-    real = seglog.checkpoints.fsync_dir
+    real = seglog.storage.checkpoints.fsync_dir
 
     def observed(path: str) -> None:
         real(path)
@@ -63,13 +63,13 @@ def observe_dir_fsyncs():
         if cb is not None:
             cb(sorted(os.listdir(path)))
 
-    saved = (seglog.log.fsync_dir, seglog.checkpoints.fsync_dir)
-    seglog.log.fsync_dir = observed
-    seglog.checkpoints.fsync_dir = observed
+    saved = (seglog.storage.log.fsync_dir, seglog.storage.checkpoints.fsync_dir)
+    seglog.storage.log.fsync_dir = observed
+    seglog.storage.checkpoints.fsync_dir = observed
     try:
         yield
     finally:
-        seglog.log.fsync_dir, seglog.checkpoints.fsync_dir = saved
+        seglog.storage.log.fsync_dir, seglog.storage.checkpoints.fsync_dir = saved
 
 
 class ObservedLog(Log):

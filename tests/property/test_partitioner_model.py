@@ -8,7 +8,7 @@ import warnings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seglog.partitioner import murmur2, partition_for_key, partitions_for_keys
+from seglog.client.partitioner import murmur2, partition_for_key, partitions_for_keys
 
 with warnings.catch_warnings():
     # kafka-python's protocol package uses a deprecated importlib.resources call on import.

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from seglog import Store, TopicPartition
-from seglog.clock import ManualClock
-from seglog.partitioner import partition_for_key
+from seglog.util.clock import ManualClock
+from seglog.client.partitioner import partition_for_key
 
 PARTS = 3
 CONFIG = {"log.cleaner.enable": False, "offsets.topic.num.partitions": 2}

@@ -1,8 +1,8 @@
 """A deterministic cluster harness and a seeded simulation with named invariants.
 
-:class:`SimCluster` runs real :class:`~seglog.replication.node.ReplicaNode` objects with real
+:class:`SimCluster` runs real :class:`~seglog.cluster.node.ReplicaNode` objects with real
 partition logs on disk, over the in-memory network and coordinator, all on one
-:class:`~seglog.clock.ManualClock`: nothing sleeps, and the same seed replays the same run.
+:class:`~seglog.util.clock.ManualClock`: nothing sleeps, and the same seed replays the same run.
 It offers the faults of ``docs/replication.md`` §9.3 that make sense in one process: kill (the
 page cache survives), power loss (everything after the last fsync is cut at a random byte),
 clean restart, pause (SIGSTOP), link cuts and delays, node <-> coordinator cuts.
@@ -23,16 +23,16 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from seglog.clock import ManualClock, Scheduler
+from seglog.util.clock import ManualClock, Scheduler
 from seglog.errors import (
     NotEnoughReplicasError,
     OutOfOrderSequenceError,
     error_for_code,
 )
-from seglog.records import batch_headers, decode_records, encode_batch
-from seglog.replication import mutations as mut
-from seglog.replication.coordinator import InMemoryCoordinator
-from seglog.replication.messages import (
+from seglog.storage.records import batch_headers, decode_records, encode_batch
+from seglog.cluster import mutations as mut
+from seglog.cluster.coordinator import InMemoryCoordinator
+from seglog.cluster.messages import (
     CONSUMER_REPLICA_ID,
     NONE,
     CreateTopicRequest,
@@ -48,10 +48,10 @@ from seglog.replication.messages import (
     ProduceRequest,
     ProduceResponse,
 )
-from seglog.replication.metadata import NO_LEADER, PartitionState, ReplicaConfig, state_path
-from seglog.replication.node import ReplicaNode
-from seglog.replication.partition import Partition, Role
-from seglog.replication.transport import GuardedScheduler, InMemoryNetwork
+from seglog.cluster.metadata import NO_LEADER, PartitionState, ReplicaConfig, state_path
+from seglog.cluster.node import ReplicaNode
+from seglog.cluster.partition import Partition, Role
+from seglog.cluster.transport import GuardedScheduler, InMemoryNetwork
 
 ADMIN = 1000
 

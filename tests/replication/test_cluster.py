@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from seglog.cluster import LocalCluster, RecordMetadata
+from seglog.cluster.local import LocalCluster, RecordMetadata
 
 
 def _consume_all(cluster: LocalCluster, topic: str, partitions: int, expect: int, timeout_s: float = 30):  # type: ignore[no-untyped-def]
@@ -138,7 +138,7 @@ def test_the_cluster_demo_tells_the_story(capsys: pytest.CaptureFixture[str], tm
 
 
 def test_send_batch_ships_columns_by_key_and_survives_a_leader_kill(tmp_path: Path) -> None:
-    from seglog.partitioner import partition_for_key
+    from seglog.client.partitioner import partition_for_key
 
     with LocalCluster(nodes=3, dir=tmp_path / "cluster") as cluster:
         cluster.create_topic("events", partitions=3, replication_factor=3, config={"min.insync.replicas": 2})
@@ -184,7 +184,7 @@ def test_send_batch_keeps_column_order_without_idempotence(tmp_path: Path, monke
     # Several ~1 MiB requests in flight on one connection, with no write backlog allowed so that
     # most of them go through the writer's queue: without sequence numbers only the order of the
     # frames on the wire (and of their handling) keeps the column in order.
-    monkeypatch.setattr("seglog.replication.tcp._WRITE_BACKLOG", 0)
+    monkeypatch.setattr("seglog.cluster.tcp._WRITE_BACKLOG", 0)
     with LocalCluster(nodes=1, dir=tmp_path / "cluster") as cluster:
         cluster.create_topic("t", partitions=1, replication_factor=1)
         producer = cluster.producer(acks="1", enable_idempotence=False)

@@ -12,8 +12,8 @@ import threading
 import time
 from pathlib import Path
 
-from seglog.cluster import LocalCluster
-from seglog.replication.coordinator import InMemoryCoordinator
+from seglog.cluster.local import LocalCluster
+from seglog.cluster.coordinator import InMemoryCoordinator
 
 TOPIC = "t"
 PER_CALL = 500

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from seglog.clock import Clock, Scheduler
-from seglog.replication.coordinator import (
+from seglog.util.clock import Clock, Scheduler
+from seglog.cluster.coordinator import (
     BadVersionError,
     Check,
     ConnectionLossError,
@@ -73,7 +73,7 @@ def env(request: pytest.FixtureRequest) -> Iterator[Env]:
         server = request.getfixturevalue("zookeeper_server")
         from kazoo.client import KazooClient
 
-        from seglog.replication.zookeeper import ZooKeeperCoordinator
+        from seglog.cluster.zookeeper import ZooKeeperCoordinator
 
         coord = ZooKeeperCoordinator(server.connect_string, session_timeout_ms=2000)
 

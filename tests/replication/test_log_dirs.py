@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from seglog.checkpoints import OffsetCheckpointFile
+from seglog.storage.checkpoints import OffsetCheckpointFile
 from seglog.errors import KafkaStorageError, StorageError
-from seglog.log import CLEAN_SHUTDOWN_FILE, LOG_START_FILE, RECOVERY_POINT_FILE
-from seglog.replication.messages import NONE, FetchPartition, FetchRequest, FetchResponse
-from seglog.replication.metadata import LOG_DIR_EVENT_PATH, broker_path, loads
-from seglog.replication.node import HW_CHECKPOINT_FILE, ReplicaNode
+from seglog.storage.log import CLEAN_SHUTDOWN_FILE, LOG_START_FILE, RECOVERY_POINT_FILE
+from seglog.cluster.messages import NONE, FetchPartition, FetchRequest, FetchResponse
+from seglog.cluster.metadata import LOG_DIR_EVENT_PATH, broker_path, loads
+from seglog.cluster.node import HW_CHECKPOINT_FILE, ReplicaNode
 from tests.replication.sim import SimCluster
 
 TOPIC = "t"

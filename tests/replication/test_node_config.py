@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from seglog.cli import main
-from seglog.client import format_describe, parse_bootstrap
-from seglog.replication.metadata import PartitionInfo, PartitionState
-from seglog.replication.server import load_config, parse_listener
+from seglog.cluster.client import format_describe, parse_bootstrap
+from seglog.cluster.metadata import PartitionInfo, PartitionState
+from seglog.cluster.server import load_config, parse_listener
 
 
 def _props(tmp_path: Path, text: str) -> str:

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from seglog.cluster import LocalCluster
-from seglog.log import CLEAN_SHUTDOWN_FILE
+from seglog.cluster.local import LocalCluster
+from seglog.storage.log import CLEAN_SHUTDOWN_FILE
 
 pytestmark = pytest.mark.cluster
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from seglog.clock import ManualClock
+from seglog.util.clock import ManualClock
 from seglog.config import ProducerConfig
-from seglog.cluster import ClusterProducer, _Pending
+from seglog.cluster.local import ClusterProducer, _Pending
 from seglog.errors import NotEnoughReplicasError, RequestTimedOutError
-from seglog.replication.messages import ProduceResponse
+from seglog.cluster.messages import ProduceResponse
 
 
 class _Client:

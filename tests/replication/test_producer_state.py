@@ -11,9 +11,9 @@ import crc32c as crc32c_oracle
 import pytest
 
 from seglog.errors import InvalidProducerEpochError, OutOfOrderSequenceError
-from seglog.log import Log
-from seglog.records import encode_batch
-from seglog.producer_state import (
+from seglog.storage.log import Log
+from seglog.storage.records import encode_batch
+from seglog.storage.producer_state import (
     ProducerEntry,
     ProducerStateManager,
     BatchMetadata,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from seglog.clock import ManualClock, Scheduler
+from seglog.util.clock import ManualClock, Scheduler
 from seglog.errors import (
     InvalidReplicationFactorError,
     NotEnoughReplicasAfterAppendError,
@@ -16,8 +16,8 @@ from seglog.errors import (
     RequestTimedOutError,
     write_outcome,
 )
-from seglog.replication import election as el
-from seglog.replication.coordinator import (
+from seglog.cluster import election as el
+from seglog.cluster.coordinator import (
     BadVersionError,
     Check,
     ConnectionLossError,
@@ -26,7 +26,7 @@ from seglog.replication.coordinator import (
     SessionExpiredError,
     SetData,
 )
-from seglog.replication.partition import IsrState, RemoteReplica
+from seglog.cluster.partition import IsrState, RemoteReplica
 
 from tests.replication.sim import SimCluster
 
@@ -199,8 +199,8 @@ def cluster(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def _produce(c: SimCluster, tp: tuple[str, int], value: bytes, acks: int = -1, timeout_ms: int = 5000) -> list:
-    from seglog.records import encode_batch
-    from seglog.replication.messages import ProduceRequest
+    from seglog.storage.records import encode_batch
+    from seglog.cluster.messages import ProduceRequest
 
     leader = c.leader_of(tp)
     return c.request(leader, ProduceRequest(tp[0], tp[1], encode_batch([value], timestamps=c.clock.time_ms()),
@@ -291,7 +291,7 @@ def _pending_shrink(c: SimCluster) -> None:
 
 
 def test_a_stale_leader_cannot_change_the_isr(cluster: SimCluster) -> None:
-    from seglog.replication.messages import AlterPartitionRequest, AlterPartitionResponse
+    from seglog.cluster.messages import AlterPartitionRequest, AlterPartitionResponse
 
     c = cluster
     tp = ("t", 0)
@@ -309,7 +309,7 @@ def test_a_stale_leader_cannot_change_the_isr(cluster: SimCluster) -> None:
 
 
 def test_preferred_leader_election_moves_leadership_back(cluster: SimCluster) -> None:
-    from seglog.replication.messages import ElectLeadersResponse
+    from seglog.cluster.messages import ElectLeadersResponse
 
     c = cluster
     tp = ("t", 0)

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from seglog.errors import NotEnoughReplicasError, NotLeaderOrFollowerError, RequestTimedOutError, error_for_code
-from seglog.replication import mutations as mut
-from seglog.replication.metadata import ReplicaConfig
-from seglog.replication.partition import Role
+from seglog.cluster import mutations as mut
+from seglog.cluster.metadata import ReplicaConfig
+from seglog.cluster.partition import Role
 from tests.replication.sim import FAST, SimCluster, batch_fingerprints, epochs_with_data
 
 TP = ("t", 0)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from seglog.replication import mutations as mut
+from seglog.cluster import mutations as mut
 from tests.replication.sim import ALL_FAULTS, SimConfig, SimulationFailure, TopicSpec, run_seed
 
 TOPICS = (

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from seglog._loop import drain
+from seglog.util.loop import drain
 from seglog.errors import NetworkError, RequestTimedOutError
-from seglog.log import Log
-from seglog.records import decode_records, encode_batch
-from seglog.replication.messages import (
+from seglog.storage.log import Log
+from seglog.storage.records import decode_records, encode_batch
+from seglog.cluster.messages import (
     FetchPartitionResponse,
     FetchResponse,
     MetadataRequest,
@@ -32,7 +32,7 @@ from seglog.replication.messages import (
     decode,
     encode,
 )
-from seglog.replication.tcp import (
+from seglog.cluster.tcp import (
     KIND_CHALLENGE,
     KIND_HELLO,
     KIND_PROOF,
@@ -267,7 +267,7 @@ def test_a_listener_out_of_descriptors_pauses_then_accepts(loop: asyncio.Abstrac
     a socket that stays readable; once descriptors are free again the waiting client is served."""
     import resource
 
-    import seglog.replication.tcp as tcp
+    import seglog.cluster.tcp as tcp
 
     monkeypatch.setattr(tcp, "ACCEPT_RETRY_S", 0.2)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -298,7 +298,7 @@ def test_a_listener_out_of_descriptors_pauses_then_accepts(loop: asyncio.Abstrac
         await t.close()
         return kind
 
-    with caplog.at_level("ERROR", logger="seglog.replication.tcp"):
+    with caplog.at_level("ERROR", logger="seglog.cluster.tcp"):
         assert loop.run_until_complete(run()) == KIND_CHALLENGE
 
 

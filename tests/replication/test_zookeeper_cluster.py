@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from seglog.cluster import LocalCluster
-from seglog.replication.coordinator import BadVersionError
-from seglog.replication.metadata import CONTROLLER_EPOCH_PATH, loads
+from seglog.cluster.local import LocalCluster
+from seglog.cluster.coordinator import BadVersionError
+from seglog.cluster.metadata import CONTROLLER_EPOCH_PATH, loads
 
 pytestmark = pytest.mark.cluster
 
@@ -74,8 +74,8 @@ def test_controller_death_and_fencing(cluster: LocalCluster) -> None:
     assert new is not None
     node = cluster.nodes[new]
     assert node is not None and node.session is not None and node.controller is not None
-    from seglog.replication.coordinator import Check, SetData
-    from seglog.replication.metadata import state_path
+    from seglog.cluster.coordinator import Check, SetData
+    from seglog.cluster.metadata import state_path
 
     def stale_write() -> None:
         s = node.session

@@ -10,7 +10,7 @@ from typing import Any
 from kafka.record.memory_records import MemoryRecords
 
 from seglog import Log
-from seglog.records import encode_batch
+from seglog.storage.records import encode_batch
 
 from tests.conftest import FIXTURES
 

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from seglog.records import batch_headers
+from seglog.storage.records import batch_headers
 from tests.spark.helpers import sample_batches, write_log
 
 

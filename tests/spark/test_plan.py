@@ -190,7 +190,7 @@ def test_column_options(spark, logs):
 
 def test_leader_epoch_column(spark, tmp_path):
     from seglog import Log
-    from seglog.records import encode_batch
+    from seglog.storage.records import encode_batch
 
     lg = Log.open(str(tmp_path / "e-0"))
     lg.append(encode_batch([b"a"], timestamps=T0))

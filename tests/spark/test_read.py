@@ -85,7 +85,7 @@ def test_builder_constant_columns_across_sizes():
     import pyarrow as pa
 
     from seglog.bindings.arrow import KAFKA_COLUMNS, BatchBuilder
-    from seglog.records import decode_columns, encode_batch
+    from seglog.storage.records import decode_columns, encode_batch
 
     b = BatchBuilder(KAFKA_COLUMNS, topic="orders", partition=5)
     for n in (3, 9, 1, 9, 4, 12):

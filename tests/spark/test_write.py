@@ -8,9 +8,9 @@ import pytest
 
 import seglog.bindings.spark as sp
 from seglog import Log
-from seglog.checkpoints import OffsetCheckpointFile
-from seglog.partitioner import partition_for_key
-from seglog.records import decode_records, encode_batch
+from seglog.storage.checkpoints import OffsetCheckpointFile
+from seglog.client.partitioner import partition_for_key
+from seglog.storage.records import decode_records, encode_batch
 from tests.spark.helpers import T0, oracle
 
 UTC = dt.timezone.utc
@@ -152,7 +152,7 @@ def test_writer_leaves_the_files_the_store_leaves(tmp_path):
     from pyspark.sql.types import StructType
 
     from seglog import Store
-    from seglog.records import batch_headers
+    from seglog.storage.records import batch_headers
 
     source = sp.SeglogDataSource({"path": str(tmp_path), "topic": "w", "numPartitions": "3"})
     schema = StructType.fromJson({"type": "struct", "fields": [

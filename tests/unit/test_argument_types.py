@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from seglog import Store
-from seglog.clock import ManualClock
-from seglog.log import Log
-from seglog.records import (
+from seglog.util.clock import ManualClock
+from seglog.storage.log import Log
+from seglog.storage.records import (
     batch_headers,
     decode_columns,
     decode_records,

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from seglog._native.builder import BatchBuilder, group_by_partition
 from seglog.errors import RecordTooLargeError
-from seglog.records import batch_headers, decode_records, encode_batch
+from seglog.storage.records import batch_headers, decode_records, encode_batch
 
 _bytes = st.one_of(st.none(), st.binary(max_size=300))
 _header = st.tuples(st.text(max_size=8), st.one_of(st.none(), st.binary(max_size=20)))

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from seglog import Store
-from seglog.cleaner import Cleaner
-from seglog.clock import ManualClock
-from seglog.records import batch_headers, decode_records
+from seglog.storage.cleaner import Cleaner
+from seglog.util.clock import ManualClock
+from seglog.storage.records import batch_headers, decode_records
 
 
 @pytest.fixture

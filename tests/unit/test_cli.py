@@ -433,7 +433,7 @@ def test_verify_index_only_checks_each_entry_against_its_batch(tmp_path: Path, c
     # Kafka's DumpLogSegments rule: an offset-index entry names the last offset of the batch at
     # its position; a time-index entry the last offset of a batch with its largest timestamp.
     from seglog import Log
-    from seglog.records import batch_headers, encode_batch
+    from seglog.storage.records import batch_headers, encode_batch
 
     d = tmp_path / "t-0"
     lg = Log.open(d, {"index.interval.bytes": 300})

@@ -12,11 +12,11 @@ import pyarrow as pa
 import pytest
 
 from seglog import Store, TopicPartition
-from seglog.clock import ManualClock
-from seglog.consumer import ConsumerRebalanceListener, NoOffsetForPartitionError, OffsetAndTimestamp
+from seglog.util.clock import ManualClock
+from seglog.client.consumer import ConsumerRebalanceListener, NoOffsetForPartitionError, OffsetAndTimestamp
 from seglog.errors import OffsetOutOfRangeError
-from seglog.group_offsets import OffsetAndMetadata
-from seglog.records import encode_batch, encode_control_batch
+from seglog.storage.group_offsets import OffsetAndMetadata
+from seglog.storage.records import encode_batch, encode_control_batch
 
 TP = TopicPartition("t", 0)
 

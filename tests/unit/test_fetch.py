@@ -10,7 +10,7 @@ import pytest
 
 from seglog._native.fetch import fetch_many, fetch_partition
 from seglog._native.segment import Segment
-from seglog.records import decode_records
+from seglog.storage.records import decode_records
 
 from tests.logkit import batch
 

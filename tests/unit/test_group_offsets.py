@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from seglog.errors import CorruptRecordError
-from seglog.group_offsets import (
+from seglog.storage.group_offsets import (
     OffsetAndMetadata,
     decode_offset_key,
     decode_offset_value,
@@ -17,7 +17,7 @@ from seglog.group_offsets import (
     java_string_hash,
     partition_for_group,
 )
-from seglog.records import decode_records
+from seglog.storage.records import decode_records
 
 
 def test_java_string_hash() -> None:

@@ -1,4 +1,4 @@
-"""The partition log (``seglog.log.Log``): offsets and epochs, roll rules, flush policy and
+"""The partition log (``seglog.storage.log.Log``): offsets and epochs, roll rules, flush policy and
 checkpoints, reads under the high watermark, lookups by time, truncation, DeleteRecords,
 retention, close/reopen, and opening the directories a Kafka broker wrote."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from seglog.clock import Clock, ManualClock, Scheduler
+from seglog.util.clock import Clock, ManualClock, Scheduler
 from seglog.errors import (
     InvalidRecordError,
     KafkaStorageError,
@@ -17,8 +17,8 @@ from seglog.errors import (
     RecordListTooLargeError,
     RecordTooLargeError,
 )
-from seglog.log import Log, parse_partition_dir
-from seglog.records import batch_headers, decode_records, encode_batch
+from seglog.storage.log import Log, parse_partition_dir
+from seglog.storage.records import batch_headers, decode_records, encode_batch
 
 from tests.logkit import (
     CONSUMER_OFFSETS_6,
@@ -289,11 +289,11 @@ def test_flush_messages_moves_the_recovery_point(tmp_path):
 
 
 def test_new_segment_files_are_durable_at_once(tmp_path, monkeypatch):
-    import seglog.log
+    import seglog.storage.log
 
     synced = []
-    real = seglog.log.fsync_dir
-    monkeypatch.setattr(seglog.log, "fsync_dir", lambda p: (synced.append(p), real(p)))
+    real = seglog.storage.log.fsync_dir
+    monkeypatch.setattr(seglog.storage.log, "fsync_dir", lambda p: (synced.append(p), real(p)))
     log = open_log(tmp_path, {"segment.bytes": 300})
     d = str(tmp_path / "t-0")
     assert synced == [str(tmp_path), d]               # the partition directory, its first segment

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from seglog.log import Log
-from seglog.records import decode_records, encode_batch
+from seglog.storage.log import Log
+from seglog.storage.records import decode_records, encode_batch
 
 
 def test_abandon_keeps_written_data_and_forces_recovery(tmp_path: os.PathLike[str]) -> None:

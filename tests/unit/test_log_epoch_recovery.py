@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 
-from seglog.log import Log
-from seglog.records import encode_batch
+from seglog.storage.log import Log
+from seglog.storage.records import encode_batch
 
 
 def test_recovering_a_later_segment_keeps_earlier_epoch_starts(tmp_path: os.PathLike[str]) -> None:

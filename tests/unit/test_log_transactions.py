@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from seglog.clock import ManualClock
-from seglog.log import Log
-from seglog.records import batch_headers, decode_records, encode_batch, encode_control_batch
-from seglog.txnindex import AbortedTxn
+from seglog.util.clock import ManualClock
+from seglog.storage.log import Log
+from seglog.storage.records import batch_headers, decode_records, encode_batch, encode_control_batch
+from seglog.storage.txnindex import AbortedTxn
 
 from tests.logkit import T0
 

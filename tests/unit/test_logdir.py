@@ -1,4 +1,4 @@
-"""A log dir has exactly one owner (seglog.logdir): a second writer is refused whatever its
+"""A log dir has exactly one owner (seglog.storage.logdir): a second writer is refused whatever its
 entry point (Store, Log.open, a replica node, the Spark writer, the CLI, in this process or
 another), reading writes nothing, and a topic change that fails leaves nothing behind."""
 
@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 from seglog import Log, Store
-from seglog.checkpoints import OffsetCheckpointFile
-from seglog.clock import ManualClock
+from seglog.storage.checkpoints import OffsetCheckpointFile
+from seglog.util.clock import ManualClock
 from seglog.errors import KafkaStorageError, LogDirectoryLockedError
-from seglog.group_offsets import OFFSETS_TOPIC, partition_for_group
-from seglog.logdir import LogDir
-from seglog.records import encode_batch
+from seglog.storage.group_offsets import OFFSETS_TOPIC, partition_for_group
+from seglog.storage.logdir import LogDir
+from seglog.storage.records import encode_batch
 from tests.conftest import make_kafka_broker_dir, snapshot_tree
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,7 +58,7 @@ class _Holder:
         elif kind == "log":
             from seglog import Log
             held = Log.open(path)
-            held.append(__import__("seglog.records").records.encode_batch([b"theirs"], timestamps=1))
+            held.append(__import__("seglog.storage.records").storage.records.encode_batch([b"theirs"], timestamps=1))
         else:
             fd = os.open(os.path.join(path, ".lock"), os.O_RDWR | os.O_CREAT)
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -544,12 +544,12 @@ def test_create_topic_failing_at_the_nth_partition_leaves_nothing(tmp_path: Path
 
 def test_create_topic_whose_metadata_write_fails_leaves_nothing(tmp_path: Path, clock: ManualClock,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    import seglog.store
+    import seglog.storage.store
 
     with Store.open(tmp_path, clock=clock) as store:
         store.create_topic("keep", 1)
         before = _state(tmp_path)
-        real = seglog.store.atomic_write
+        real = seglog.storage.store.atomic_write
         fail = [True]
 
         def full(path: str, data: bytes) -> None:
@@ -558,7 +558,7 @@ def test_create_topic_whose_metadata_write_fails_leaves_nothing(tmp_path: Path, 
                 raise KafkaStorageError(f"cannot write checkpoint file {path}: No space left on device")
             real(path, data)
 
-        monkeypatch.setattr(seglog.store, "atomic_write", full)
+        monkeypatch.setattr(seglog.storage.store, "atomic_write", full)
         with pytest.raises(KafkaStorageError, match="No space"):
             store.create_topic("t", 3)
         assert _state(tmp_path) == before

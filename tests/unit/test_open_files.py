@@ -16,9 +16,9 @@ import pytest
 
 from seglog import Log, Store
 from seglog._native.segment import open_segment_limit, open_segments
-from seglog.cleaner import Cleaner
-from seglog.clock import ManualClock
-from seglog.records import decode_records, encode_batch
+from seglog.storage.cleaner import Cleaner
+from seglog.util.clock import ManualClock
+from seglog.storage.records import decode_records, encode_batch
 
 T0 = 1_700_000_000_000
 REPO = Path(__file__).resolve().parents[2]
@@ -67,7 +67,7 @@ def test_opening_a_log_opens_only_its_active_segment(tmp_path: Path, limit: Any)
     try:
         segs = lg.segments
         # .log + two index mappings, and the standalone Log's claim on its partition (the log
-        # dir's .lock and the partition directory's flock: seglog.logdir).
+        # dir's .lock and the partition directory's flock: seglog.storage.logdir).
         assert _fds() - before == 3 + 2
         assert [s.files_open for s in segs] == [False] * (len(segs) - 1) + [True]
         assert _read_all(lg, lg.log_end_offset) == values
@@ -234,8 +234,8 @@ def test_out_of_descriptors_idle_segments_are_closed_then_the_error_names_the_li
         import os, resource
         from seglog import Log
         from seglog.errors import StorageError
-        from seglog.records import decode_records
-        from seglog.log import open_segment_limit, open_segments
+        from seglog.storage.records import decode_records
+        from seglog.storage.log import open_segment_limit, open_segments
         open_segment_limit(1000)           # a bound the limit below cannot hold
         base = len(os.listdir("/proc/self/fd"))
         hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
@@ -304,7 +304,7 @@ def test_a_store_with_thousands_of_partitions_opens_under_a_low_file_limit(tmp_p
         resource.setrlimit(resource.RLIMIT_NOFILE, (16500, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
         from seglog import Store
         from seglog._native.segment import open_segments, open_segment_limit
-        from seglog.records import decode_records
+        from seglog.storage.records import decode_records
         t = time.perf_counter()
         store = Store.open({str(d)!r})
         print("OPEN", round(time.perf_counter() - t, 2), len(os.listdir("/proc/self/fd")))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import pytest
 
-from seglog.partitioner import murmur2, partition_for_key, partitions_for_keys
+from seglog.client.partitioner import murmur2, partition_for_key, partitions_for_keys
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer

@@ -10,15 +10,15 @@ import pytest
 
 from seglog import Store
 from seglog._native.crc32c import crc32c
-from seglog.clock import ManualClock
+from seglog.util.clock import ManualClock
 from seglog.errors import (
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
     RecordTooLargeError,
 )
-from seglog.log import Log
-from seglog.records import decode_records, encode_batch, encode_control_batch, validate_batches
+from seglog.storage.log import Log
+from seglog.storage.records import decode_records, encode_batch, encode_control_batch, validate_batches
 
 T0 = 1_700_000_000_000
 

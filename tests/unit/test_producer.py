@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from seglog import Store, TopicPartition
-from seglog.clock import ManualClock
+from seglog.util.clock import ManualClock
 from seglog.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
@@ -21,9 +21,9 @@ from seglog.errors import (
     RecordTooLargeError,
     UnknownTopicOrPartitionError,
 )
-from seglog.partitioner import partition_for_key
-from seglog.producer import RecordFuture, RecordMetadata
-from seglog.records import batch_headers, decode_records, encode_batch
+from seglog.client.partitioner import partition_for_key
+from seglog.client.producer import RecordFuture, RecordMetadata
+from seglog.storage.records import batch_headers, decode_records, encode_batch
 
 
 @pytest.fixture
@@ -517,7 +517,7 @@ def test_full_disk_reports_the_storage_error(store: Store, clock: ManualClock, m
                                              linger: int) -> None:
     import errno
 
-    from seglog.log import Log
+    from seglog.storage.log import Log
 
     store.create_topic("t", 1)
     lg = store.log("t", 0)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seglog.records import batch_headers, decode_columns, decode_records, encode_batch
+from seglog.storage.records import batch_headers, decode_columns, decode_records, encode_batch
 
 T = 1700000000000
 VALUES = [b"alpha", None, b"", b"\x00\x01\x02", b"x" * 300]
@@ -164,7 +164,7 @@ def test_bad_input_is_refused(values, kwargs, exc, match):
 
 
 def test_iter_records_is_lazy_and_equal():
-    from seglog.records import iter_records
+    from seglog.storage.records import iter_records
 
     buf = b"".join(encode_batch([b"v%d" % i for i in range(3)], base_offset=3 * b, timestamps=T) for b in range(4))
     it = iter_records(buf)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seglog.records import decode_columns, decode_records, encode_batch, encode_control_batch
+from seglog.storage.records import decode_columns, decode_records, encode_batch, encode_control_batch
 
 T = 1_700_000_000_000
 ABORT, COMMIT = 0, 1

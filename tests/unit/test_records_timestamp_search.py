@@ -4,7 +4,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seglog.records import decode_records, encode_batch, encode_control_batch, first_at_or_after
+from seglog.storage.records import decode_records, encode_batch, encode_control_batch, first_at_or_after
 
 T = 1_700_000_000_000
 

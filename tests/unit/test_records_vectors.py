@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from seglog.records import (
+from seglog.storage.records import (
     CREATE_TIME,
     LOG_APPEND_TIME,
     NO_TIMESTAMP_TYPE,

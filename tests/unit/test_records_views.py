@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from seglog.records import decode_columns, encode_batch
+from seglog.storage.records import decode_columns, encode_batch
 
 T = 1700000000000
 VALUES = [b"short", None, b"", b"exactly12by!", b"thirteen-byte", b"v" * 1024]

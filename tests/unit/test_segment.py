@@ -14,7 +14,7 @@ from kafka.record.memory_records import MemoryRecords
 from seglog._native.crc32c import crc32c
 from seglog._native.segment import Segment, filename_prefix
 from seglog.errors import CorruptRecordError, InvalidRecordError
-from seglog.records import CODEC_NAMES as CODECS, batch_headers, decode_records, encode_batch
+from seglog.storage.records import CODEC_NAMES as CODECS, batch_headers, decode_records, encode_batch
 
 from tests.logkit import (
     CONSUMER_OFFSETS_6,

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from seglog import Store, TopicPartition
-from seglog.checkpoints import OffsetCheckpointFile
-from seglog.clock import ManualClock
+from seglog.storage.checkpoints import OffsetCheckpointFile
+from seglog.util.clock import ManualClock
 from seglog.errors import (
     ConfigError,
     InvalidPartitionsError,
@@ -25,7 +25,7 @@ from seglog.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from seglog.store import validate_topic_name
+from seglog.storage.store import validate_topic_name
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seglog.errors import CorruptIndexError, InvalidOffsetError, KafkaStorageError
-from seglog.txnindex import ENTRY_SIZE, AbortedTxn, TransactionIndex
+from seglog.storage.txnindex import ENTRY_SIZE, AbortedTxn, TransactionIndex
 
 
 def entry(pid: int, first: int, last: int, lso: int, version: int = 0) -> bytes:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from seglog.clock import WALL_CLOCK_OFFSET_ENV, Clock, OffsetWallClock, clock_from_env
+from seglog.util.clock import WALL_CLOCK_OFFSET_ENV, Clock, OffsetWallClock, clock_from_env
 
 
 def _settle(clock: OffsetWallClock) -> None:

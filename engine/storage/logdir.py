@@ -10,7 +10,7 @@ them::
       log-start-offset-checkpoint        partitions whose log start is past their first segment
       replication-offset-checkpoint      per partition: high watermark
       cleaner-offset-checkpoint          compacted partitions: first offset not yet cleaned
-      <topic>-<partition>/               one partition log each (seglog.log.Log)
+      <topic>-<partition>/               one partition log each (seglog.storage.log.Log)
 
 Exactly one writer at a time. :meth:`LogDir.open` takes the dir for its owner (a
 :class:`seglog.Store`, a replica node, a Kafka broker): an exclusive record lock on ``.lock``
@@ -44,14 +44,14 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from seglog.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, atomic_write, fsync_dir
+from seglog.storage.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, atomic_write, fsync_dir
 from seglog.errors import LogDirectoryLockedError, StorageError
 
 if TYPE_CHECKING:
     from seglog.config import LogConfig
-    from seglog.log import Log
+    from seglog.storage.log import Log
 
-log = logging.getLogger("seglog.logdir")
+log = logging.getLogger("seglog.storage.logdir")
 
 LOCK_FILE = ".lock"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
@@ -385,7 +385,7 @@ class LogDir:
                  **kwargs: Any) -> Log:
         """Open (creating it unless read-only) the log of ``topic``-``partition`` as this dir's
         owner hands it out: writable unless the dir was opened read-only."""
-        from seglog.log import Log
+        from seglog.storage.log import Log
 
         return Log.open(self.partition_path(topic, partition), config, read_only=self.read_only,
                         owner=None if self.read_only else self, **kwargs)

@@ -3,7 +3,7 @@
 
 >>> import tempfile, os
 >>> from seglog import Log
->>> from seglog.records import encode_batch, decode_records
+>>> from seglog.storage.records import encode_batch, decode_records
 >>> d = os.path.join(tempfile.mkdtemp(), "orders-0")
 >>> log = Log.open(d)
 >>> log.append(encode_batch([b"a", b"b"], timestamps=1700000000000)).last_offset
@@ -48,12 +48,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from seglog._native.fetch import FetchSlice, fetch_partition
-from seglog._args import bytes_arg, int_arg
+from seglog.util.args import bytes_arg, int_arg
 from seglog._native.segment import Segment, filename_prefix, out_of_files_error
 from seglog._native.segment import open_segment_limit as open_segment_limit  # noqa: F401 (public)
 from seglog._native.segment import open_segments as open_segments  # noqa: F401 (public)
-from seglog.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, fsync_dir
-from seglog.clock import Clock, Scheduler
+from seglog.storage.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, fsync_dir
+from seglog.util.clock import Clock, Scheduler
 from seglog.config import LONG_MAX as _LONG_MAX
 from seglog.config import LogConfig
 from seglog.errors import (
@@ -65,8 +65,8 @@ from seglog.errors import (
     RecordListTooLargeError,
     RecordTooLargeError,
 )
-from seglog.leader_epoch import LeaderEpochCache
-from seglog.logdir import (
+from seglog.storage.leader_epoch import LeaderEpochCache
+from seglog.storage.logdir import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_FILE,
     RECOVERY_POINT_FILE,
@@ -76,8 +76,8 @@ from seglog.logdir import (
     claim_partition,
     parse_partition_dir,
 )
-from seglog.records import batch_headers, decode_records, validate_batches
-from seglog.txnindex import AbortedTxn, TransactionIndex
+from seglog.storage.records import batch_headers, decode_records, validate_batches
+from seglog.storage.txnindex import AbortedTxn, TransactionIndex
 
 #: Fault injection (opt-in): when set, every change of a log's recovery point (the offset below
 #: which its data is fsynced) is appended to this file as ``<log dir>\t<recovery point>`` lines,
@@ -96,7 +96,7 @@ def _journal_recovery_point(directory: str, recovery_point: int) -> None:
     finally:
         os.close(fd)
 
-log = logging.getLogger("seglog.log")
+log = logging.getLogger("seglog.storage.log")
 
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
@@ -213,8 +213,8 @@ class Log:
         read nor written): the owner of the log dir passes the values in and writes the files
         for all its partitions at once.
 
-        One writer per partition (:mod:`seglog.logdir`): ``owner`` is the
-        :class:`~seglog.logdir.LogDir` that holds the parent directory and hands this log the
+        One writer per partition (:mod:`seglog.storage.logdir`): ``owner`` is the
+        :class:`~seglog.storage.logdir.LogDir` that holds the parent directory and hands this log the
         right to write (a store, a replica node). Without it a writable open claims the
         partition itself: ``LogDirectoryLockedError`` when an owner holds the parent directory
         (a store, a node, a Kafka broker) or another writable ``Log`` has the partition open,
@@ -595,7 +595,7 @@ class Log:
 
         ``origin`` is Kafka's ``AppendOrigin`` of a leader append: ``"client"`` (the default:
         bytes from a producer) validates every batch as Kafka's broker does
-        (:func:`seglog.records.validate_batches`: CRC, structure of every record, offset deltas,
+        (:func:`seglog.storage.records.validate_batches`: CRC, structure of every record, offset deltas,
         counts, timestamps, producer fields, no control batches); ``"coordinator"`` (transaction
         markers and other batches this process wrote itself) checks structure and CRC only. A
         follower append checks structure and CRC, as Kafka's followers do. ``verify_crc=False``

@@ -2,7 +2,7 @@
 
 The work is done in :mod:`seglog._native.records`; this module is the public surface.
 
->>> from seglog.records import encode_batch, decode_records
+>>> from seglog.storage.records import encode_batch, decode_records
 >>> batch = encode_batch([b"v1", None], keys=[b"k1", b"k2"], timestamps=1700000000000)
 >>> [(r.offset, r.key, r.value) for r in decode_records(batch)]
 [(0, b'k1', b'v1'), (1, b'k2', None)]

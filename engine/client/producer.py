@@ -60,7 +60,7 @@ from seglog._native.builder import (
     TopicSlots,
     group_by_partition,
 )
-from seglog.clock import Clock
+from seglog.util.clock import Clock
 from seglog.config import ProducerConfig
 from seglog.errors import (
     InvalidRecordError,
@@ -68,13 +68,13 @@ from seglog.errors import (
     RecordTooLargeError,
     UnknownTopicOrPartitionError,
 )
-from seglog.partitioner import partition_for_key, partitions_for_keys
-from seglog.records import codec_id, encode_batch
+from seglog.client.partitioner import partition_for_key, partitions_for_keys
+from seglog.storage.records import codec_id, encode_batch
 
 if TYPE_CHECKING:
-    from seglog.store import Store, _Topic
+    from seglog.storage.store import Store, _Topic
 
-log = logging.getLogger("seglog.producer")
+log = logging.getLogger("seglog.client.producer")
 
 __all__ = ["BatchResult", "Producer", "RecordFuture", "RecordMetadata"]
 

@@ -43,11 +43,11 @@ from typing import Any
 
 from seglog._native.builder import BatchBuilder
 from seglog._native.segment import Segment, filename_prefix
-from seglog.clock import Clock
-from seglog.log import CLEANED_SUFFIX, SWAP_SUFFIX, Log
-from seglog.records import batch_headers, decode_columns, decode_records
+from seglog.util.clock import Clock
+from seglog.storage.log import CLEANED_SUFFIX, SWAP_SUFFIX, Log
+from seglog.storage.records import batch_headers, decode_columns, decode_records
 
-log = logging.getLogger("seglog.cleaner")
+log = logging.getLogger("seglog.storage.cleaner")
 
 ATTR_DELETE_HORIZON = 0x40
 INT32_MAX = 2**31 - 1

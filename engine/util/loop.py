@@ -1,6 +1,6 @@
 """Asyncio event loops run on threads of their own and driven from the caller's threads: what
-:class:`~seglog.cluster.LocalCluster` (its loop, and with ``node_threads`` one per node) and
-:class:`~seglog.client.ClusterClient` share."""
+:class:`~seglog.cluster.local.LocalCluster` (its loop, and with ``node_threads`` one per node) and
+:class:`~seglog.cluster.client.ClusterClient` share."""
 
 from __future__ import annotations
 

@@ -30,11 +30,11 @@ Layout (``docs/kafka-format.md`` §8.1)::
                                          ZooKeeper/KRaft; absent in a broker's dir: defaults),
                                          and a topic change under way (undone at the next open
                                          if a crash interrupted it)
-      <topic>-<partition>/               one partition log each (seglog.log.Log)
-      __consumer_offsets-<n>/            committed offsets (seglog.group_offsets); each made at
+      <topic>-<partition>/               one partition log each (seglog.storage.log.Log)
+      __consumer_offsets-<n>/            committed offsets (seglog.storage.group_offsets); each made at
                                          the first commit of a group that maps to it
 
-The store is its log dir's owner (:class:`seglog.logdir.LogDir`: the lock, the dir-level
+The store is its log dir's owner (:class:`seglog.storage.logdir.LogDir`: the lock, the dir-level
 checkpoint files, the clean-shutdown marker, partition discovery): while a writable store is
 open no other writer — another store, a :class:`seglog.Log` opened on one of its partitions,
 a replica node, the Spark writer, a Kafka broker — gets in. It opens every log with the values
@@ -71,14 +71,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from seglog._native.builder import Generation
 from seglog._native.segment import FDS_PER_SEGMENT, open_segment_limit, open_segments
-from seglog.checkpoints import (
+from seglog.storage.checkpoints import (
     atomic_write,
     ensure_meta_properties,
     fsync_dir,
 )
-from seglog.clock import Clock, ManualClock, Scheduler
+from seglog.util.clock import Clock, ManualClock, Scheduler
 from seglog.config import BrokerConfig, LogConfig
-from seglog._args import bytes_arg, int_arg
+from seglog.util.args import bytes_arg, int_arg
 from seglog.errors import (
     InvalidPartitionsError,
     InvalidRecordError,
@@ -89,22 +89,22 @@ from seglog.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from seglog.group_offsets import OFFSETS_TOPIC, GroupOffsets, OffsetAndMetadata
-from seglog.log import Log, LogAppendInfo
-from seglog.logdir import (
+from seglog.storage.group_offsets import OFFSETS_TOPIC, GroupOffsets, OffsetAndMetadata
+from seglog.storage.log import Log, LogAppendInfo
+from seglog.storage.logdir import (
     CLEANER_OFFSET_FILE,
     LOCK_FILE,
     REPLICATION_OFFSET_FILE,
     LogDir,
 )
-from seglog.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager, decode_snapshot, last_sequence
-from seglog.records import batch_headers, decode_columns
+from seglog.storage.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager, decode_snapshot, last_sequence
+from seglog.storage.records import batch_headers, decode_columns
 
 if TYPE_CHECKING:
-    from seglog.consumer import Consumer
-    from seglog.producer import Producer
+    from seglog.client.consumer import Consumer
+    from seglog.client.producer import Producer
 
-log = logging.getLogger("seglog.store")
+log = logging.getLogger("seglog.storage.store")
 
 METADATA_FILE = "seglog-metadata.json"
 PARTITION_METADATA_FILE = "partition.metadata"
@@ -921,10 +921,10 @@ class Store:
     # ---------------------------------------------------------------------------------------------
 
     def producer(self, config: Mapping[str, Any] | None = None, **settings: Any) -> Producer:
-        """An embedded producer (see :class:`seglog.producer.Producer`); settings by Kafka key in
+        """An embedded producer (see :class:`seglog.client.producer.Producer`); settings by Kafka key in
         ``config`` or by attribute name: ``acks``, ``linger_ms``, ``batch_size``,
         ``compression_type``, ``enable_idempotence``..."""
-        from seglog.producer import Producer
+        from seglog.client.producer import Producer
 
         self._check_writable()
         p = Producer(self, config, **settings)
@@ -933,8 +933,8 @@ class Store:
 
     def consumer(self, group_id: str | None = None, config: Mapping[str, Any] | None = None,
                  **settings: Any) -> Consumer:
-        """An embedded consumer (see :class:`seglog.consumer.Consumer`)."""
-        from seglog.consumer import Consumer
+        """An embedded consumer (see :class:`seglog.client.consumer.Consumer`)."""
+        from seglog.client.consumer import Consumer
 
         self._check_open()
         c = Consumer(self, group_id, config, **settings)
@@ -1048,7 +1048,7 @@ class Store:
         returns how many logs were cleaned."""
         if self.read_only or self._closed:
             return 0
-        from seglog.cleaner import Cleaner
+        from seglog.storage.cleaner import Cleaner
 
         cleaned = 0
         cleaner = Cleaner(self.clock)

@@ -7,7 +7,7 @@ for a record with a key.
 not hashed: Kafka's producer spreads them with its sticky partitioner, which depends on live
 batching and cannot be reproduced offline, so the choice is left to the caller.
 
->>> from seglog.partitioner import murmur2, partition_for_key, partitions_for_keys
+>>> from seglog.client.partitioner import murmur2, partition_for_key, partitions_for_keys
 >>> murmur2(b"21")
 -973932308
 >>> partition_for_key(b"abc", 1000)

@@ -39,7 +39,7 @@ class Clock:
 #: lines and its libraries do not.
 WALL_CLOCK_OFFSET_ENV = "SEGLOG_WALL_CLOCK_OFFSET_FILE"
 
-_log = logging.getLogger("seglog.clock")
+_log = logging.getLogger("seglog.util.clock")
 
 
 class OffsetWallClock(Clock):

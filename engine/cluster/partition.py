@@ -40,7 +40,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from seglog.clock import Clock
+from seglog.util.clock import Clock
 from seglog.config import LogConfig
 from seglog.errors import (
     CorruptRecordError,
@@ -59,22 +59,22 @@ from seglog.errors import (
     UnknownLeaderEpochError,
     code_for_exception,
 )
-from seglog.leader_epoch import UNDEFINED_EPOCH
-from seglog.records import batch_headers
-from seglog.replication import mutations as mut
-from seglog.replication.messages import (
+from seglog.storage.leader_epoch import UNDEFINED_EPOCH
+from seglog.storage.records import batch_headers
+from seglog.cluster import mutations as mut
+from seglog.cluster.messages import (
     ISOLATION_LOG_END,
     NONE,
     FetchPartition,
     FetchPartitionResponse,
 )
-from seglog.replication.metadata import NO_LEADER, PartitionInfo, PartitionState, ReplicaConfig
-from seglog.producer_state import ProducerStateManager, last_sequence
+from seglog.cluster.metadata import NO_LEADER, PartitionInfo, PartitionState, ReplicaConfig
+from seglog.storage.producer_state import ProducerStateManager, last_sequence
 
 if TYPE_CHECKING:
-    from seglog.log import Log
+    from seglog.storage.log import Log
 
-log = logging.getLogger("seglog.replication.partition")
+log = logging.getLogger("seglog.cluster.partition")
 
 
 class Role(enum.Enum):

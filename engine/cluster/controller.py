@@ -61,9 +61,9 @@ from seglog.errors import (
     UnknownTopicOrPartitionError,
     code_for_exception,
 )
-from seglog.replication import election as el
-from seglog.replication import mutations as mut
-from seglog.replication.coordinator import (
+from seglog.cluster import election as el
+from seglog.cluster import mutations as mut
+from seglog.cluster.coordinator import (
     BadVersionError,
     Check,
     ConnectionLossError,
@@ -75,7 +75,7 @@ from seglog.replication.coordinator import (
     SessionExpiredError,
     SetData,
 )
-from seglog.replication.messages import (
+from seglog.cluster.messages import (
     INVALID_UPDATE_VERSION,
     NONE,
     AlterPartitionRequest,
@@ -91,7 +91,7 @@ from seglog.replication.messages import (
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
 )
-from seglog.replication.metadata import (
+from seglog.cluster.metadata import (
     BROKER_IDS_PATH,
     CONTROLLER_EPOCH_PATH,
     LOG_DIR_EVENT_PATH,
@@ -112,9 +112,9 @@ from seglog.replication.metadata import (
 )
 
 if TYPE_CHECKING:
-    from seglog.replication.node import ReplicaNode
+    from seglog.cluster.node import ReplicaNode
 
-log = logging.getLogger("seglog.replication.controller")
+log = logging.getLogger("seglog.cluster.controller")
 
 _LEGAL_TOPIC = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 

@@ -1,10 +1,10 @@
-"""The coordination service interface (:mod:`seglog.replication.coordinator`) over a real
+"""The coordination service interface (:mod:`seglog.cluster.coordinator`) over a real
 ZooKeeper ensemble, through ``kazoo`` — what node processes use.
 
 Each :meth:`ZooKeeperCoordinator.connect` opens one ZooKeeper session (one ``KazooClient``), so a
 node's ephemeral registration and its ``/controller`` znode vanish when its session expires:
 session expiry is node death, as in Kafka's ZooKeeper mode. The znode layout is the one in
-:mod:`seglog.replication.metadata`; a znode's ``czxid`` is ZooKeeper's own zxid, so broker
+:mod:`seglog.cluster.metadata`; a znode's ``czxid`` is ZooKeeper's own zxid, so broker
 epochs are ZooKeeper's.
 
 How the interface maps onto ZooKeeper:
@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from seglog.replication.coordinator import (
+from seglog.cluster.coordinator import (
     BadVersionError,
     Check,
     ConnectionLossError,
@@ -58,10 +58,10 @@ from seglog.replication.coordinator import (
     WatchFn,
 )
 
-log = logging.getLogger("seglog.replication.zookeeper")
+log = logging.getLogger("seglog.cluster.zookeeper")
 # kazoo's own messages (connection drops are routine: a killed server, a paused process) go
 # through the application's logging setup, never Python's last-resort stderr handler.
-_kazoo_log = logging.getLogger("seglog.replication.zookeeper.kazoo")
+_kazoo_log = logging.getLogger("seglog.cluster.zookeeper.kazoo")
 _kazoo_log.addHandler(logging.NullHandler())
 
 Post = Callable[[Callable[[], None]], object]
@@ -85,7 +85,7 @@ def _stat(zs: Any) -> Stat:
 
 
 class ZooKeeperSession:
-    """One ZooKeeper session (the :class:`~seglog.replication.coordinator.CoordinatorSession`
+    """One ZooKeeper session (the :class:`~seglog.cluster.coordinator.CoordinatorSession`
     interface); see module docs."""
 
     def __init__(self, client: Any, post: Post, reachable: Callable[[], bool] | None,
@@ -317,7 +317,7 @@ class ZooKeeperSession:
 
 
 class ZooKeeperCoordinator:
-    """The :class:`~seglog.replication.coordinator.Coordinator` interface on a ZooKeeper
+    """The :class:`~seglog.cluster.coordinator.Coordinator` interface on a ZooKeeper
     ensemble at ``hosts`` (``host:port[,host:port...][/chroot]``, ``zookeeper.connect``)."""
 
     def __init__(self, hosts: str, *, post: Post | None = None, session_timeout_ms: int = 18_000,

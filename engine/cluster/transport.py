@@ -26,9 +26,9 @@ import random
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from seglog.clock import Scheduler
+from seglog.util.clock import Scheduler
 from seglog.errors import RequestTimedOutError
-from seglog.replication.messages import materialize
+from seglog.cluster.messages import materialize
 
 Reply = Callable[[Any], None]
 Handler = Callable[[int, Any, Reply], None]

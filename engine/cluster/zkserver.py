@@ -1,7 +1,7 @@
 """A standalone ZooKeeper server on a free loopback port, with its data in a temporary
-directory — for tests, benchmarks and :class:`seglog.cluster.LocalCluster`.
+directory — for tests, benchmarks and :class:`seglog.cluster.local.LocalCluster`.
 
->>> from seglog.testing.zookeeper import ZooKeeperServer
+>>> from seglog.cluster.zkserver import ZooKeeperServer
 >>> with ZooKeeperServer() as zk:                          # doctest: +SKIP
 ...     print(zk.connect_string)                           # 127.0.0.1:PORT
 ...     # ... KazooClient(zk.connect_string) ...

@@ -42,10 +42,10 @@ from typing import Any
 
 from seglog._native.netbuf import uninitialized_bytearray
 from seglog.errors import NetworkError, RequestTimedOutError
-from seglog.replication.messages import decode, encode
-from seglog.replication.transport import Callback, Handler
+from seglog.cluster.messages import decode, encode
+from seglog.cluster.transport import Callback, Handler
 
-log = logging.getLogger("seglog.replication.tcp")
+log = logging.getLogger("seglog.cluster.tcp")
 
 KIND_REQUEST = 1
 KIND_RESPONSE = 2
@@ -763,7 +763,7 @@ class LoopTask:
 
 
 class LoopScheduler:
-    """The scheduler interface (``schedule``/``cancel``, as :class:`seglog.clock.Scheduler`) on
+    """The scheduler interface (``schedule``/``cancel``, as :class:`seglog.util.clock.Scheduler`) on
     an asyncio loop: tasks run on the loop's thread, in between the transport's callbacks."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, clock: Any) -> None:

@@ -32,10 +32,10 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from seglog.errors import CorruptRecordError
-from seglog.records import batch_headers, decode_records, encode_batch
+from seglog.storage.records import batch_headers, decode_records, encode_batch
 
 if TYPE_CHECKING:
-    from seglog.store import Store
+    from seglog.storage.store import Store
 
 OFFSETS_TOPIC = "__consumer_offsets"
 

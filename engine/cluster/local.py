@@ -1,7 +1,7 @@
 """A whole replicated cluster in one process, over loopback TCP — for integration tests and
 demos.
 
->>> from seglog.cluster import LocalCluster
+>>> from seglog.cluster.local import LocalCluster
 >>> with LocalCluster(nodes=3) as cluster:                        # doctest: +SKIP
 ...     cluster.create_topic("orders", partitions=1, replication_factor=3,
 ...                          config={"min.insync.replicas": 2})
@@ -13,7 +13,7 @@ demos.
 ...     consumer.assign([("orders", 0)])
 ...     records = consumer.poll(timeout_ms=5000)
 
-Each node is a :class:`~seglog.replication.node.ReplicaNode` with its own log directory under
+Each node is a :class:`~seglog.cluster.node.ReplicaNode` with its own log directory under
 ``dir`` (``log_dirs=N``: N of them, :meth:`LocalCluster.node_dirs`) and its own TCP port; they
 share an in-memory coordinator (``coordinator="memory"``) and one asyncio event loop on a
 background thread (their periodic checkpoint files are written, and fsynced, on a second one, so
@@ -29,17 +29,17 @@ coordinator session may expire) as SIGSTOP would.
 
 With ``coordinator="zookeeper"`` the nodes (still in this process) coordinate through a real
 ZooKeeper server: ``zookeeper="host:port[/chroot]"``, or one the cluster starts and stops
-(:mod:`seglog.testing.zookeeper`). There :meth:`kill` also ends the node's session at once (a
+(:mod:`seglog.cluster.zkserver`). There :meth:`kill` also ends the node's session at once (a
 dead process's session would expire after the timeout), and :meth:`pause` cannot stop kazoo's
 pings, so a paused node keeps its session.
 
 ``processes=True`` (with ``coordinator="zookeeper"``) runs every node as its own
-``seglog node`` process instead: :class:`seglog.process_cluster.ProcessCluster`, with
-kill/terminate/restart/pause by PID and :meth:`~seglog.process_cluster.ProcessCluster.info`
+``seglog node`` process instead: :class:`seglog.cluster.process.ProcessCluster`, with
+kill/terminate/restart/pause by PID and :meth:`~seglog.cluster.process.ProcessCluster.info`
 (each node's PID, port, log directory).
 
 Producers and consumers made here are thread-safe; their requests run on the cluster's loop.
-``ClusterProducer.send_batch`` takes columns as :meth:`seglog.producer.Producer.send_batch`
+``ClusterProducer.send_batch`` takes columns as :meth:`seglog.client.producer.Producer.send_batch`
 does and ships them as ~1 MiB batches, several in flight.
 """
 
@@ -61,8 +61,8 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from seglog._loop import LoopOwner
-from seglog.clock import Clock
+from seglog.util.loop import LoopOwner
+from seglog.util.clock import Clock
 from seglog.config import ConsumerConfig, ProducerConfig
 from seglog.errors import (
     KafkaError,
@@ -75,12 +75,12 @@ from seglog.errors import (
     UnknownTopicOrPartitionError,
     error_for_code,
 )
-from seglog.partitioner import partition_for_key, partitions_for_keys
-from seglog.producer import BatchResult, _as_key_list, _records_per_batch, _slice, _take
+from seglog.client.partitioner import partition_for_key, partitions_for_keys
+from seglog.client.producer import BatchResult, _as_key_list, _records_per_batch, _slice, _take
 from seglog._native.builder import group_by_partition
-from seglog.records import decode_records, encode_batch
-from seglog.replication.coordinator import InMemoryCoordinator
-from seglog.replication.messages import (
+from seglog.storage.records import decode_records, encode_batch
+from seglog.cluster.coordinator import InMemoryCoordinator
+from seglog.cluster.messages import (
     CONSUMER_REPLICA_ID,
     NONE,
     CreateTopicRequest,
@@ -97,12 +97,12 @@ from seglog.replication.messages import (
     ElectLeadersRequest,
     ElectLeadersResponse,
 )
-from seglog.replication.metadata import PartitionState, ReplicaConfig, state_path
-from seglog.replication.node import ReplicaNode
-from seglog.replication.tcp import LoopScheduler, TcpTransport
-from seglog.replication.transport import GuardedScheduler
+from seglog.cluster.metadata import PartitionState, ReplicaConfig, state_path
+from seglog.cluster.node import ReplicaNode
+from seglog.cluster.tcp import LoopScheduler, TcpTransport
+from seglog.cluster.transport import GuardedScheduler
 
-log = logging.getLogger("seglog.cluster")
+log = logging.getLogger("seglog.cluster.local")
 
 T = TypeVar("T")
 
@@ -155,7 +155,7 @@ class LocalCluster(LoopOwner):
 
     def __new__(cls, *args: Any, processes: bool = False, **kwargs: Any) -> LocalCluster:
         if processes and cls is LocalCluster:
-            from seglog.process_cluster import ProcessCluster
+            from seglog.cluster.process import ProcessCluster
 
             return object.__new__(ProcessCluster)
         return object.__new__(cls)
@@ -168,10 +168,10 @@ class LocalCluster(LoopOwner):
         if coordinator not in ("memory", "zookeeper"):
             raise ValueError(f"coordinator {coordinator!r} is not available: 'memory' or 'zookeeper'")
         if processes:
-            raise ValueError("processes=True is served by seglog.process_cluster.ProcessCluster")
+            raise ValueError("processes=True is served by seglog.cluster.process.ProcessCluster")
         self.zk_server: Any = None
         if coordinator == "zookeeper" and zookeeper is None:
-            from seglog.testing.zookeeper import ZooKeeperServer
+            from seglog.cluster.zkserver import ZooKeeperServer
 
             self.zk_server = ZooKeeperServer().start()
             zookeeper = self.zk_server.connect_string
@@ -233,7 +233,7 @@ class LocalCluster(LoopOwner):
 
         async def setup() -> None:
             if zookeeper is not None:
-                from seglog.replication.zookeeper import ZooKeeperCoordinator, ensure_chroot
+                from seglog.cluster.zookeeper import ZooKeeperCoordinator, ensure_chroot
 
                 ensure_chroot(zookeeper)
 
@@ -682,8 +682,8 @@ class ClusterProducer:
     def send_batch(self, topic: str, values: Any, keys: Any = None, timestamps: Any = None,
                    partition: int | None = None, timeout: float | None = None) -> list[BatchResult]:
         """Send a column of records (values, optionally keys and timestamps: lists, NumPy or
-        Arrow arrays, as :meth:`seglog.producer.Producer.send_batch` takes them) and return once
-        every batch is acknowledged (``acks``): one :class:`~seglog.producer.BatchResult` per
+        Arrow arrays, as :meth:`seglog.client.producer.Producer.send_batch` takes them) and return once
+        every batch is acknowledged (``acks``): one :class:`~seglog.client.producer.BatchResult` per
         batch, in write order. The columns are cut into batches of up to ``max.request.size``
         (1 MiB), each encoded once and shipped whole; up to
         ``max.in.flight.requests.per.connection`` of them are in flight to a leader at once."""

@@ -15,7 +15,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from seglog.replication.metadata import PartitionInfo, PartitionState
+from seglog.cluster.metadata import PartitionInfo, PartitionState
 
 NONE = 0
 # AlterPartition's compare-and-set failure (Kafka's INVALID_UPDATE_VERSION); kept as a plain code

@@ -9,7 +9,7 @@ the transport and the scheduler, so the same code runs inside the deterministic 
 
 On disk a node has one or more Kafka log directories (``log.dirs``, Kafka's JBOD). Each is laid
 out as a Kafka broker lays one out, its files covering only the partitions in it, and owned by
-the node through a :class:`seglog.logdir.LogDir` while it runs::
+the node through a :class:`seglog.storage.logdir.LogDir` while it runs::
 
     <dir>/.lock                            fcntl-locked while the node runs
     <dir>/<topic>-<partition>/...          partition logs (segments, leader-epoch-checkpoint,
@@ -50,8 +50,8 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from seglog.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
-from seglog.clock import Clock
+from seglog.storage.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
+from seglog.util.clock import Clock
 from seglog.config import LogConfig
 from seglog.errors import (
     InvalidRequestError,
@@ -69,11 +69,11 @@ from seglog.errors import (
     UnknownTopicOrPartitionError,
     code_for_exception,
 )
-from seglog.log import Log
-from seglog.logdir import LOCK_FILE, REPLICATION_OFFSET_FILE, LogDir
-from seglog.replication import mutations as mut
-from seglog.replication.controller import Controller
-from seglog.replication.coordinator import (
+from seglog.storage.log import Log
+from seglog.storage.logdir import LOCK_FILE, REPLICATION_OFFSET_FILE, LogDir
+from seglog.cluster import mutations as mut
+from seglog.cluster.controller import Controller
+from seglog.cluster.coordinator import (
     BadVersionError,
     ConnectionLossError,
     Coordinator,
@@ -83,7 +83,7 @@ from seglog.replication.coordinator import (
     NoNodeError,
     SessionExpiredError,
 )
-from seglog.replication.messages import (
+from seglog.cluster.messages import (
     CONSUMER_REPLICA_ID,
     ISOLATION_LOG_END,
     NONE,
@@ -109,7 +109,7 @@ from seglog.replication.messages import (
     ProduceRequest,
     ProduceResponse,
 )
-from seglog.replication.metadata import (
+from seglog.cluster.metadata import (
     BROKER_IDS_PATH,
     CONTROLLER_EPOCH_PATH,
     CONTROLLER_PATH,
@@ -123,10 +123,10 @@ from seglog.replication.metadata import (
     dumps,
     loads,
 )
-from seglog.replication.partition import AppendResult, Partition, Role
-from seglog.replication.transport import Reply, Transport
+from seglog.cluster.partition import AppendResult, Partition, Role
+from seglog.cluster.transport import Reply, Transport
 
-log = logging.getLogger("seglog.replication.node")
+log = logging.getLogger("seglog.cluster.node")
 
 HW_CHECKPOINT_FILE = REPLICATION_OFFSET_FILE
 
@@ -296,7 +296,7 @@ class ReplicaNode:
         self._connect()
 
     def _lock_dir(self, d: str) -> LogDir:
-        """Create ``d`` if missing and own it (:class:`seglog.logdir.LogDir`: its ``.lock`` held,
+        """Create ``d`` if missing and own it (:class:`seglog.storage.logdir.LogDir`: its ``.lock`` held,
         as a Kafka broker holds it) until the node stops."""
         held = self._held.get(d)
         if held is not None:

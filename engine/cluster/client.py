@@ -1,6 +1,6 @@
 """Clients of a running cluster over TCP: bootstrap from any node, then follow metadata.
 
->>> from seglog.client import ClusterClient
+>>> from seglog.cluster.client import ClusterClient
 >>> with ClusterClient("127.0.0.1:9092") as client:             # doctest: +SKIP
 ...     client.create_topic("orders", partitions=3, replication_factor=3,
 ...                         config={"min.insync.replicas": 2})
@@ -13,8 +13,8 @@
 ...     for p in client.describe_topics():                    # Leader, Replicas, Isr
 ...         print(p.topic, p.partition, p.state.leader, p.replicas, p.state.isr)
 
-The producer and consumer are those of :class:`seglog.cluster.LocalCluster`
-(:class:`~seglog.cluster.ClusterProducer`, :class:`~seglog.cluster.ClusterConsumer`): each request
+The producer and consumer are those of :class:`seglog.cluster.local.LocalCluster`
+(:class:`~seglog.cluster.local.ClusterProducer`, :class:`~seglog.cluster.local.ClusterConsumer`): each request
 goes to the partition's leader as the latest metadata names it; on ``NotLeaderOrFollowerError``,
 a lost connection or a timeout the client refreshes metadata from any live node (the bootstrap
 addresses when none answers) and retries with exponential backoff (``retry.backoff.ms`` up to
@@ -34,11 +34,11 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from seglog._loop import LoopOwner
-from seglog.clock import Clock
+from seglog.util.loop import LoopOwner
+from seglog.util.clock import Clock
 from seglog.config import ConsumerConfig, ProducerConfig
 from seglog.errors import KafkaError, error_for_code
-from seglog.replication.messages import (
+from seglog.cluster.messages import (
     NONE,
     CreateTopicRequest,
     CreateTopicResponse,
@@ -46,8 +46,8 @@ from seglog.replication.messages import (
     ElectLeadersResponse,
     MetadataResponse,
 )
-from seglog.replication.metadata import PartitionInfo
-from seglog.replication.tcp import TcpTransport
+from seglog.cluster.metadata import PartitionInfo
+from seglog.cluster.tcp import TcpTransport
 
 _BOOTSTRAP_BASE = -100  # bootstrap addresses get ids -100, -101, ... until metadata names the nodes
 
@@ -73,7 +73,7 @@ class ClusterClient(LoopOwner):
 
     def __init__(self, bootstrap: str | Sequence[str], *, secret: bytes | str | None = None,
                  ssl: Any = None, metadata_timeout_s: float = 30) -> None:
-        from seglog.cluster import _Client
+        from seglog.cluster.local import _Client
 
         self._client_cls = _Client
         self.bootstrap = parse_bootstrap(bootstrap)
@@ -179,15 +179,15 @@ class ClusterClient(LoopOwner):
         return resp.leader
 
     def producer(self, **config: Any) -> Any:
-        """A :class:`~seglog.cluster.ClusterProducer`; keywords are Kafka producer keys with '_'
+        """A :class:`~seglog.cluster.local.ClusterProducer`; keywords are Kafka producer keys with '_'
         for '.' (``acks="all"``, ``enable_idempotence=True``, ``delivery_timeout_ms=...``)."""
-        from seglog.cluster import ClusterProducer, _dotted
+        from seglog.cluster.local import ClusterProducer, _dotted
 
         return ClusterProducer(self, ProducerConfig.from_dict(_dotted(config)))  # type: ignore[arg-type]
 
     def consumer(self, **config: Any) -> Any:
-        """A :class:`~seglog.cluster.ClusterConsumer` reading committed records from the leaders."""
-        from seglog.cluster import ClusterConsumer, _dotted
+        """A :class:`~seglog.cluster.local.ClusterConsumer` reading committed records from the leaders."""
+        from seglog.cluster.local import ClusterConsumer, _dotted
 
         cfg: dict[str, Any] = {"auto.offset.reset": "earliest"}
         cfg.update(_dotted(config))

@@ -43,10 +43,10 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol, TypeVar
 
-from seglog.clock import Clock, Scheduler
+from seglog.util.clock import Clock, Scheduler
 from seglog.errors import SeglogError
 
-log = logging.getLogger("seglog.replication.coordinator")
+log = logging.getLogger("seglog.cluster.coordinator")
 
 _T = TypeVar("_T")
 

@@ -49,7 +49,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from seglog._args import int_arg
+from seglog.util.args import int_arg
 from seglog.config import ConsumerConfig
 from seglog.errors import (
     KafkaStorageError,
@@ -57,15 +57,15 @@ from seglog.errors import (
     SeglogError,
     UnknownTopicOrPartitionError,
 )
-from seglog.group_offsets import OffsetAndMetadata
-from seglog.records import Record, batch_headers, decode_columns, decode_records
-from seglog.store import TopicPartition
+from seglog.storage.group_offsets import OffsetAndMetadata
+from seglog.storage.records import Record, batch_headers, decode_columns, decode_records
+from seglog.storage.store import TopicPartition
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from seglog.log import LogReadResult
-    from seglog.store import Store, _Partition
+    from seglog.storage.log import LogReadResult
+    from seglog.storage.store import Store, _Partition
 
 __all__ = ["ConsumerRecords", "Consumer", "NoOffsetForPartitionError", "OffsetAndTimestamp",
            "ConsumerRebalanceListener"]
@@ -109,7 +109,7 @@ def _tp(value: Any, name: str = "partition") -> TopicPartition:
 
 class ConsumerRecords:
     """The records of one ``poll``, by partition. Iterating yields every record (a
-    :class:`seglog.records.Record`: offset, timestamp, key, value, headers...), partition by
+    :class:`seglog.storage.records.Record`: offset, timestamp, key, value, headers...), partition by
     partition; :meth:`items` pairs them with their :class:`TopicPartition`."""
 
     __slots__ = ("_by_tp", "_count")

@@ -21,7 +21,7 @@ With several log dirs, new partitions go to the dir holding the fewest; a dir wh
 moves their leadership away — and the node keeps serving the others. When the last healthy dir
 fails the process halts at once (exit status 1, no flush, no marker), as a Kafka broker does: its
 ZooKeeper session then expires and the controller elects new leaders. A failed dir is used again
-after a restart (see :mod:`seglog.replication.node`).
+after a restart (see :mod:`seglog.cluster.node`).
 
 Everything runs on one asyncio loop on the main thread (the node has no locks); ZooKeeper's
 watch callbacks are posted to it. SIGTERM or SIGINT shut the node down cleanly: controlled
@@ -43,12 +43,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from seglog.clock import clock_from_env
+from seglog.util.clock import clock_from_env
 from seglog.config import BrokerConfig
 from seglog.errors import ConfigError
-from seglog.replication.metadata import ReplicaConfig, TopicPartition
-from seglog.replication.node import ReplicaNode
-from seglog.replication.tcp import LoopScheduler, TcpTransport
+from seglog.cluster.metadata import ReplicaConfig, TopicPartition
+from seglog.cluster.node import ReplicaNode
+from seglog.cluster.tcp import LoopScheduler, TcpTransport
 
 log = logging.getLogger("seglog.node")
 
@@ -88,7 +88,7 @@ class NodeServer:
     """A :class:`ReplicaNode` serving TCP with a ZooKeeper session, on the running loop."""
 
     def __init__(self, config: BrokerConfig, loop: asyncio.AbstractEventLoop) -> None:
-        from seglog.replication.zookeeper import ZooKeeperCoordinator
+        from seglog.cluster.zookeeper import ZooKeeperCoordinator
 
         self.config = config
         self.loop = loop

@@ -1,7 +1,7 @@
 """A cluster of node processes on loopback with ZooKeeper coordination:
 ``LocalCluster(coordinator="zookeeper", processes=True)`` returns a :class:`ProcessCluster`.
 
->>> from seglog.cluster import LocalCluster
+>>> from seglog.cluster.local import LocalCluster
 >>> with LocalCluster(nodes=3, coordinator="zookeeper", processes=True) as cluster:  # doctest: +SKIP
 ...     cluster.create_topic("orders", partitions=1, replication_factor=3,
 ...                          config={"min.insync.replicas": 2})
@@ -13,18 +13,18 @@
 ...     cluster.pause(1, 5.0)                # SIGSTOP now, SIGCONT in 5 s
 
 Each node is ``python -m seglog.cli node --config <dir>/node-N.properties`` (see
-:mod:`seglog.replication.server`), its own process group, with its log directory
+:mod:`seglog.cluster.server`), its own process group, with its log directory
 ``<dir>/node-N`` (``log_dirs=K``: also ``<dir>/node-N.dir1`` .. ``.dirK-1``, as ``log.dirs``),
 its output in ``<dir>/node-N.log`` and a loopback port fixed for the cluster's
 life (a restarted node comes back on the same one). Without ``zookeeper=`` (a connect string)
-the cluster starts its own ZooKeeper server (:mod:`seglog.testing.zookeeper`) and stops it at
+the cluster starts its own ZooKeeper server (:mod:`seglog.cluster.zkserver`) and stops it at
 :meth:`close`; with one, a chroot (``host:port/some/path``) keeps clusters sharing a server
-apart, and is created when missing. Timers default to :data:`seglog.cluster.LOCAL_REPLICA_CONFIG` (3 s sessions);
+apart, and is created when missing. Timers default to :data:`seglog.cluster.local.LOCAL_REPLICA_CONFIG` (3 s sessions);
 ``node_config`` adds or overrides any broker property of every node, ``node_configs`` (by node id)
 or :meth:`~ProcessCluster.set_node_config` of one (e.g. ``advertised.listeners`` through a proxy).
 
 Leader, ISR and partition state are read from ZooKeeper (the source of truth); producers,
-consumers and topic creation go through a :class:`seglog.client.ClusterClient` bootstrapped from
+consumers and topic creation go through a :class:`seglog.cluster.client.ClusterClient` bootstrapped from
 every node's address. Processes are only ever signalled by the PIDs this object started.
 """
 
@@ -42,9 +42,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from seglog.cluster import LOCAL_REPLICA_CONFIG, ClusterConsumer, ClusterProducer, LocalCluster
+from seglog.cluster.local import LOCAL_REPLICA_CONFIG, ClusterConsumer, ClusterProducer, LocalCluster
 from seglog.config import _BY_SCOPE, _TOPIC_SYNONYMS, BrokerConfig
-from seglog.replication.metadata import (
+from seglog.cluster.metadata import (
     CONTROLLER_PATH,
     PartitionState,
     ReplicaConfig,
@@ -114,7 +114,7 @@ class ProcessCluster(LocalCluster):
                  zookeeper: str | None = None, node_config: Mapping[str, Any] | None = None,
                  node_configs: Mapping[int, Mapping[str, Any]] | None = None,
                  start_timeout_s: float = 60, log_dirs: int = 1) -> None:
-        from seglog.testing.zookeeper import ZooKeeperServer, free_port
+        from seglog.cluster.zkserver import ZooKeeperServer, free_port
 
         if coordinator != "zookeeper":
             raise ValueError(f"node processes coordinate through ZooKeeper; coordinator={coordinator!r} "
@@ -156,7 +156,7 @@ class ProcessCluster(LocalCluster):
                 self.zk_server = ZooKeeperServer(data_dir=os.path.join(self.dir, "zookeeper")).start()
                 zookeeper = self.zk_server.connect_string
             self.zookeeper_connect = zookeeper
-            from seglog.replication.zookeeper import ZooKeeperCoordinator, ensure_chroot
+            from seglog.cluster.zookeeper import ZooKeeperCoordinator, ensure_chroot
 
             ensure_chroot(zookeeper)
 
@@ -253,7 +253,7 @@ class ProcessCluster(LocalCluster):
             raise
 
     def _write_config(self, i: int) -> None:
-        from seglog.replication.server import parse_listener
+        from seglog.cluster.server import parse_listener
 
         props = self._properties(i)
         cfg = BrokerConfig.from_dict(props)  # a bad setting fails here, not in a child's log
@@ -410,8 +410,8 @@ class ProcessCluster(LocalCluster):
 
     @property
     def client(self) -> Any:
-        """A :class:`seglog.client.ClusterClient` bootstrapped from every node (made on first use)."""
-        from seglog.client import ClusterClient
+        """A :class:`seglog.cluster.client.ClusterClient` bootstrapped from every node (made on first use)."""
+        from seglog.cluster.client import ClusterClient
 
         with self._lock:
             if self._client_obj is None:

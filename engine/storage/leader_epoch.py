@@ -11,7 +11,7 @@ import bisect
 import os
 import threading
 
-from seglog.checkpoints import CorruptCheckpointError, LeaderEpochCheckpointFile
+from seglog.storage.checkpoints import CorruptCheckpointError, LeaderEpochCheckpointFile
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1

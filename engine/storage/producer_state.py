@@ -53,10 +53,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from seglog._native.crc32c import crc32c
-from seglog.checkpoints import atomic_write
+from seglog.storage.checkpoints import atomic_write
 from seglog.errors import InvalidProducerEpochError, KafkaStorageError, OutOfOrderSequenceError
 
-log = logging.getLogger("seglog.producer_state")
+log = logging.getLogger("seglog.storage.producer_state")
 
 NUM_BATCHES_TO_RETAIN = 5
 INT32_MAX = 2**31 - 1
@@ -291,7 +291,7 @@ class ProducerStateManager:
                     entries = decode_snapshot(f.read(), path)
             except (OSError, ValueError) as exc:
                 # (``log`` is the partition's Log here, not this module's logger.)
-                logging.getLogger("seglog.producer_state").warning(
+                logging.getLogger("seglog.storage.producer_state").warning(
                     "ignoring producer snapshot %s (deleted; the state is rebuilt from the log): %s",
                     path, exc)
                 try:

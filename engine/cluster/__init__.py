@@ -1,0 +1,37 @@
+"""The cluster: replicated partitions over seglog logs, with Kafka's ISR protocol.
+
+Built on :mod:`seglog.storage` (each replica is a :class:`~seglog.storage.log.Log`) and
+:mod:`seglog.client` (the partitioner). Modules (rules in ``docs/replication.md``; the wire format in ``docs/replication-protocol.md``):
+
+- :mod:`~seglog.cluster.partition` — one replica of one partition: high watermark, ISR,
+  acks, leader epochs, follower truncation, idempotence;
+- :mod:`~seglog.cluster.node` — a node: requests, follower fetchers, ISR expiry timer,
+  coordinator session;
+- :mod:`~seglog.cluster.controller` — leader election and ISR changes through the
+  coordinator's compare-and-set;
+- :mod:`~seglog.cluster.election` — election and placement rules as pure functions;
+- :mod:`~seglog.cluster.coordinator` — the coordination service interface and its
+  in-memory implementation;
+- :mod:`~seglog.cluster.transport` — the transport interface and the in-memory network;
+  :mod:`~seglog.cluster.tcp` — asyncio TCP;
+- :mod:`~seglog.cluster.zookeeper` — the coordinator over ZooKeeper (kazoo);
+  :mod:`~seglog.cluster.zkserver` — a throwaway ZooKeeper server for tests and demos;
+- :mod:`~seglog.cluster.server` — one node process (``seglog node``);
+- :mod:`~seglog.cluster.local` — :class:`LocalCluster`, a whole cluster in one process;
+  :mod:`~seglog.cluster.process` — the same with one ``seglog node`` process per node;
+- :mod:`~seglog.cluster.client` — :class:`ClusterClient`, a cluster's producer and consumer
+  from its bootstrap addresses;
+- idempotent producer state and ``.snapshot`` files: :mod:`seglog.storage.producer_state` (shared
+  with the store).
+"""
+
+from __future__ import annotations
+
+from seglog.cluster.coordinator import InMemoryCoordinator
+from seglog.cluster.metadata import PartitionState, ReplicaConfig
+from seglog.cluster.node import ReplicaNode
+from seglog.cluster.transport import InMemoryNetwork
+from seglog.cluster.local import ClusterConsumer, ClusterProducer, LocalCluster
+
+__all__ = ["ClusterConsumer", "ClusterProducer", "InMemoryCoordinator", "InMemoryNetwork", "LocalCluster",
+           "PartitionState", "ReplicaConfig", "ReplicaNode"]

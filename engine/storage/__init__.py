@@ -1,0 +1,17 @@
+"""Storage: a partition's log on disk in Kafka's format, and the log dir that holds them.
+
+Built on :mod:`seglog._native` (record batches, segments, indexes). Modules:
+
+- :mod:`~seglog.storage.log` — :class:`~seglog.storage.log.Log`, one partition: segments,
+  recovery, retention, leader epochs, producer state;
+- :mod:`~seglog.storage.logdir` — the one owner of a log directory (lock, checkpoint files,
+  clean-shutdown marker, discovery);
+- :mod:`~seglog.storage.store` — :class:`~seglog.storage.store.Store`, topics of partitions in
+  one log dir;
+- :mod:`~seglog.storage.cleaner` — log compaction;
+- :mod:`~seglog.storage.txnindex`, :mod:`~seglog.storage.leader_epoch`,
+  :mod:`~seglog.storage.producer_state`, :mod:`~seglog.storage.checkpoints` — the files beside a
+  partition's segments;
+- :mod:`~seglog.storage.group_offsets` — committed offsets in ``__consumer_offsets``;
+- :mod:`~seglog.storage.records` — the record codec's Python entry points.
+"""

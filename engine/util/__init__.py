@@ -1,0 +1,1 @@
+"""Helpers below every layer: clocks and schedulers, the event-loop thread, argument checks."""
