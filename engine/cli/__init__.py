@@ -1078,7 +1078,8 @@ def _serve(args: argparse.Namespace) -> int:
     import asyncio
     import signal
 
-    from seglog.config import BrokerConfig, _parse_properties
+    from seglog.config.properties import parse_properties_entries as _parse_properties
+    from seglog.config import BrokerConfig
     from seglog.errors import ConfigError
     from seglog.kafka.security import is_security_key, listener_options
     from seglog.kafka.server import KafkaServer

@@ -43,7 +43,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from seglog.cluster.local import LOCAL_REPLICA_CONFIG, ClusterConsumer, ClusterProducer, LocalCluster
-from seglog.config import _BY_SCOPE, _TOPIC_SYNONYMS, BrokerConfig
+from seglog.config import KEYS_BY_SCOPE as _BY_SCOPE
+from seglog.config import TOPIC_CONFIG_SYNONYMS as _TOPIC_SYNONYMS
+from seglog.config import BrokerConfig
 from seglog.cluster.metadata import (
     CONTROLLER_PATH,
     PartitionState,

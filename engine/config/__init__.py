@@ -24,19 +24,34 @@ or outside its range is rejected with the key, the value and the valid range.
 Broker keys that Kafka uses as defaults for topic keys (``log.segment.bytes`` for
 ``segment.bytes``, ``log.retention.hours`` / ``minutes`` / ``ms`` for ``retention.ms``, ...)
 are resolved the way Kafka resolves them by :meth:`BrokerConfig.topic_config`.
+
+The package, one concept a module: :mod:`~seglog.config.definition` (a key and its validators),
+:mod:`~seglog.config.keys` (the table), :mod:`~seglog.config.base` (what the config classes share)
+and a module per class (:mod:`~seglog.config.topic`, :mod:`~seglog.config.broker`,
+:mod:`~seglog.config.producer`, :mod:`~seglog.config.consumer`), :mod:`~seglog.config.properties`
+(Java ``.properties`` text) and :mod:`~seglog.config.docs` (the reference's renderer). Import
+from ``seglog.config``.
 """
 
-from seglog.config.keys import *  # noqa: F401,F403
-from seglog.config.keys import (  # noqa: F401
-    __all__,
-    _BY_SCOPE,
-    _TOPIC_SYNONYMS,
-    INT_MAX,
-    INT_MIN,
-    LONG_MAX,
-    LONG_MIN,
-    SHORT_MAX,
-    SHORT_MIN,
-    _format_value,
-    _parse_properties,
-)
+from __future__ import annotations
+
+from seglog.config import broker, consumer, definition, docs, keys, producer, properties, topic
+from seglog.config.broker import *  # noqa: F403
+from seglog.config.consumer import *  # noqa: F403
+from seglog.config.definition import *  # noqa: F403
+from seglog.config.docs import *  # noqa: F403
+from seglog.config.keys import *  # noqa: F403
+from seglog.config.producer import *  # noqa: F403
+from seglog.config.properties import *  # noqa: F403
+from seglog.config.topic import *  # noqa: F403
+
+# Each name is listed once, in the ``__all__`` of the module that owns it.
+__all__: list[str] = []
+__all__ += definition.__all__
+__all__ += keys.__all__
+__all__ += topic.__all__
+__all__ += broker.__all__
+__all__ += producer.__all__
+__all__ += consumer.__all__
+__all__ += properties.__all__
+__all__ += docs.__all__

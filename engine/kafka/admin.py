@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from seglog.config import BrokerConfig, ConfigKey, LogConfig, _format_value
+from seglog.config import BrokerConfig, ConfigKey, LogConfig, format_value as _format_value
 from seglog.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
