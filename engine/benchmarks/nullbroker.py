@@ -15,15 +15,14 @@ on SIGTERM or SIGINT.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import random
-import signal
 import struct
 import sys
 import tempfile
 from typing import Any
 
+from seglog.cli.serve import serve_until_stopped
 from seglog.errors import SeglogError, UnknownTopicOrPartitionError, code_for_exception
 from seglog.kafka.server import KafkaServer, _record_count
 from seglog.storage.records import encode_batch
@@ -119,22 +118,10 @@ def main(argv: list[str] | None = None) -> int:
         for t in args.topic:
             store.create_topic(t, 1)
 
-        async def run() -> None:
-            server = NullBroker(store, host, int(port), records=args.records,
-                                batch_records=args.batch_records, value_size=args.value_size)
-            await server.start()
-            sys.stderr.write(f"null broker: serving on {server.bootstrap_servers}\n")
-            sys.stderr.flush()
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, stop.set)
-            try:
-                await stop.wait()
-            finally:
-                await server.close()
-
-        asyncio.run(run())
+        serve_until_stopped(
+            lambda: NullBroker(store, host, int(port), records=args.records,
+                               batch_records=args.batch_records, value_size=args.value_size),
+            lambda server: f"null broker: serving on {server.bootstrap_servers}")
     return 0
 
 

@@ -57,7 +57,7 @@ def _cluster_demo_ok(out: str, n: int) -> None:
 
 def test_demo_three_replicas_without_spark(tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
     # As on a machine without Java: one line saying so and how to get it, and still success.
-    monkeypatch.setattr("seglog.cli._spark_missing", lambda: "no Java runtime found (install one)")
+    monkeypatch.setattr("seglog.cli.demo._spark_missing", lambda: "no Java runtime found (install one)")
     rc, out, err = run(capsys, "demo", "--dir", str(tmp_path), "--records", "3000")
     assert rc == 0, err
     _cluster_demo_ok(out, 3000)
@@ -70,18 +70,18 @@ def test_demo_three_replicas_without_spark(tmp_path: Path, capsys: Any, monkeypa
 def test_spark_missing_names_the_extra(monkeypatch: Any) -> None:
     import importlib.util
 
-    from seglog import cli
+    from seglog.cli import demo
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    assert cli._spark_missing() == 'pyspark is not installed (pip install "seglog[spark]")'
+    assert demo._spark_missing() == 'pyspark is not installed (pip install "seglog[spark]")'
 
 
 @pytest.mark.spark
 def test_demo_three_replicas_with_spark(tmp_path: Path, capsys: Any) -> None:
-    from seglog import cli
+    from seglog.cli import demo
 
-    if cli._spark_missing():
-        pytest.skip(cli._spark_missing())
+    if demo._spark_missing():
+        pytest.skip(demo._spark_missing())
     rc, out, err = run(capsys, "demo", "--dir", str(tmp_path), "--records", "2000")
     assert rc == 0, err
     _cluster_demo_ok(out, 2000)
