@@ -70,3 +70,30 @@ def test_the_benchmark_harness_finds_the_address_seglog_serve_announces(tmp_path
         assert host == "127.0.0.1" and int(port) > 0
     finally:
         broker.close()
+
+
+def test_the_null_broker_serves_until_sigterm_as_seglog_serve_does(tmp_path):
+    # The null broker runs seglog serve's serving loop: it announces its address once it accepts
+    # connections, answers Kafka clients, and ends cleanly (status 0) on SIGTERM.
+    from kafka import KafkaConsumer, TopicPartition
+
+    from seglog.benchmarks.kafka import start_null_broker
+
+    broker = start_null_broker(["t"], 3000, tmp_path / "null.log")
+    try:
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False)
+        tp = TopicPartition("t", 0)
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        offsets = []
+        for _ in range(50):
+            for records in consumer.poll(timeout_ms=200).values():
+                offsets += [r.offset for r in records]
+            if len(offsets) >= 3000:
+                break
+        consumer.close()
+        assert offsets == list(range(3000))
+    finally:
+        broker.close()
+    assert broker.proc.returncode == 0
+    assert "null broker: serving on " in (tmp_path / "null.log").read_text()

@@ -1044,6 +1044,34 @@ def test_docs_are_current() -> None:
     )
 
 
+def test_python_m_seglog_config_prints_the_docs() -> None:
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "seglog.config"], capture_output=True, text=True,
+                         encoding="utf-8", timeout=120, check=True).stdout
+    assert out == (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+
+
+def test_the_package_exports_every_public_name() -> None:
+    import seglog.config
+
+    # What seglog.config has always exported, and the tables other layers use.
+    for name in (
+        "CONFIG_KEYS", "BrokerConfig", "ConfigKey", "ConsumerConfig", "LogConfig", "ProducerConfig",
+        "Range", "RangeOr", "ValidList", "ValidString", "Validator", "configuration_markdown",
+        "format_properties", "parse_properties", "ConfigType", "Scope", "Importance", "SHORT_MIN",
+        "SHORT_MAX", "INT_MIN", "INT_MAX", "LONG_MIN", "LONG_MAX", "KEYS_BY_SCOPE",
+        "TOPIC_CONFIG_SYNONYMS", "format_value", "parse_properties_entries", "read_properties_text",
+    ):
+        assert name in seglog.config.__all__ and hasattr(seglog.config, name), name
+    assert len(set(seglog.config.__all__)) == len(seglog.config.__all__)
+    assert seglog.config.KEYS_BY_SCOPE["broker"]["log.retention.hours"].topic_key == "retention.ms"
+    assert [k.name for k in seglog.config.TOPIC_CONFIG_SYNONYMS["retention.ms"]] == [
+        "log.retention.ms", "log.retention.minutes", "log.retention.hours"]
+    assert seglog.config.format_value(("compact", "delete")) == "compact,delete"
+    assert seglog.config.format_value(False) == "false"
+
+
 def test_docs_cover_every_key() -> None:
     text = configuration_markdown()
     for key in CONFIG_KEYS:
