@@ -93,7 +93,7 @@ def configuration_markdown() -> str:
         "# Configuration reference",
         "",
         (
-            "<!-- Generated from the table in engine/config.py by "
+            "<!-- Generated from the table in engine/config/keys.py by "
             "`python -m seglog.config > docs/configuration.md`; do not edit by hand. -->"
         ),
         "",
