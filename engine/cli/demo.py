@@ -121,7 +121,7 @@ def _spark_count(node_dirs: Sequence[str], say: Callable[[str], None]) -> dict[s
         return None
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    # lazy: PySpark is optional and slow to import
+    # lazy: PySpark (which the Spark binding imports too) is optional and slow to import
     from pyspark.sql import SparkSession
 
     from seglog.bindings.spark import register
