@@ -7,6 +7,10 @@
                                                    batches, records, index entries (kafka-dump-log)
     seglog produce DIR TOPIC [--file F]            lines as records
     seglog consume DIR TOPIC [--offset N | --timestamp T] [--format json]
+    seglog serve DIR [--listen [NAME://]HOST:PORT] [--config F]
+                                                   the store as a one-node Kafka broker
+    seglog node --config F [--override KEY=VALUE]  one replica node process (ZooKeeper)
+    seglog bench [--quick] [--only NAME...]        the benchmark suite beside its peers
 
 Errors are one line on stderr naming the file, offset or option at fault (exit status 1; 2 for
 a bad command line), never a traceback; Ctrl-C is one line too (exit status 130). Notes about
