@@ -11,8 +11,7 @@ from collections.abc import Sequence
 
 from seglog.bindings.spark.options import ReadOptions
 from seglog.errors import ConfigError, UnknownTopicOrPartitionError
-from seglog.storage.log import parse_partition_dir
-from seglog.storage.logdir import LogDir
+from seglog.storage.logdir import LogDir, parse_partition_dir
 from seglog.storage.store import INTERNAL_TOPICS
 
 __all__ = ["INTERNAL_TOPICS", "PartitionDir", "find_partition_dirs", "select_partitions"]
@@ -59,7 +58,7 @@ def find_partition_dirs(paths: Sequence[str]) -> list[PartitionDir]:
                                     "topic-N partition dirs, or one partition dir)")
         parsed = parse_partition_dir(os.path.basename(p))
         named = parsed is not None and not _has_partition_children(p)
-        if named:
+        if parsed is not None and named:
             candidates = [(parsed, p)]
         else:
             # A log dir: its partitions as its owner finds them (read-only: nothing locked or

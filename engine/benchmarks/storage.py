@@ -93,7 +93,7 @@ def _block_allocator(base: Path) -> Callable[[int, int, int], int] | None:
     keep_size = 1                                   # FALLOC_FL_KEEP_SIZE
 
     def allocate(fd: int, allocated: int, needed: int) -> int:
-        end = -(-needed // ALLOCATE_AHEAD) * ALLOCATE_AHEAD
+        end: int = -(-needed // ALLOCATE_AHEAD) * ALLOCATE_AHEAD
         fallocate(fd, keep_size, allocated, end - allocated)
         return end
     return allocate
