@@ -1,7 +1,7 @@
 """Three node processes (``seglog node``) with ZooKeeper on loopback: ``acks=all`` produce
 throughput and latency, and leader failover time against ``zookeeper.session.timeout.ms``.
 
-* throughput: the registry's ``replication-zookeeper`` benchmark (``seglog.benchmarks.suite``:
+* throughput: the registry's ``replication-zookeeper`` benchmark (``seglog.benchmarks.replication``:
   acks=all, acks=1 and one replica beside a bare ``Log.append``, every acknowledgement awaited);
 * latency: one record at a time at about half the measured peak rate, p50/p99 of send -> ack;
 * failover: SIGKILL the partition's leader, then send one ``acks=all`` record and wait for its
@@ -30,7 +30,7 @@ if _reason is not None:
     pytest.skip(_reason, allow_module_level=True)
 
 from seglog.benchmarks import cases  # noqa: E402
-from seglog.benchmarks.suite import paced_latencies_ms  # noqa: E402
+from seglog.benchmarks.replication import paced_latencies_ms  # noqa: E402
 from seglog.cluster.local import LocalCluster  # noqa: E402
 
 VALUE = b"v" * 100

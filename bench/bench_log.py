@@ -1,6 +1,6 @@
 """The partition log from Python, side by side with sqlite3 (WAL), LMDB, a plain length-prefixed
 file and Parquet: the registry's ``append-batches``, ``append-*``, ``read-*`` and ``lookup-*``
-benchmarks (``seglog.benchmarks.suite``; ``seglog bench --only log`` runs the same work).
+benchmarks (``seglog.benchmarks.storage``; ``seglog bench --only log`` runs the same work).
 
     pytest bench/bench_log.py --benchmark-group-by=group
     SEGLOG_BENCH_RECORDS=1000000 pytest bench/bench_log.py     # bigger logs

@@ -1,6 +1,6 @@
 """Record batch encode, decode and columnar decode, side by side with aiokafka (Cython) and
 kafka-python: the registry's ``encode-*``, ``decode-*`` and ``columns-*`` benchmarks
-(``seglog.benchmarks.suite``; ``seglog bench --only records`` runs the same work).
+(``seglog.benchmarks.records``; ``seglog bench --only records`` runs the same work).
 
     pytest bench/bench_records.py --benchmark-columns=median,ops --benchmark-group-by=group
 

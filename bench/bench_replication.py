@@ -12,7 +12,7 @@ benchmark's ``extra_info``.
   (``node_threads=True``: a loop and thread per node) and ``processes`` (``seglog node``
   processes coordinated through ZooKeeper; skipped when no ZooKeeper is installed).
 * ``send`` (one call per record): the registry's ``replication`` benchmark
-  (``seglog.benchmarks.suite``; also ``seglog bench --only replication``).
+  (``seglog.benchmarks.replication``; also ``seglog bench --only replication``).
 * latency: one record at a time with ``acks=all`` at about half the ``send`` peak rate (``N``
   records sent as fast as possible, acknowledged); p50/p99 of send -> acknowledgement
   (goal: p99 < 10 ms).
@@ -40,7 +40,7 @@ import pytest
 
 from seglog import Store
 from seglog.benchmarks import cases
-from seglog.benchmarks.suite import paced_latencies_ms
+from seglog.benchmarks.replication import paced_latencies_ms
 from seglog.cluster.local import LocalCluster
 from seglog.cluster.zkserver import unavailable_reason
 

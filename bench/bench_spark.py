@@ -51,7 +51,6 @@ RECORDS = int(os.environ.get("SEGLOG_SPARK_BENCH_RECORDS", 10_000_000))
 PARTITIONS = 8
 SEGMENTS = 10_000
 T0 = 1_700_000_000_000
-PER_BATCH = 1000
 
 
 REGISTRY_CASES = cases("spark-count", "spark-aggregate")
@@ -73,7 +72,7 @@ def spark():
 
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("no Java runtime")
-    from seglog.benchmarks.suite import spark_session
+    from seglog.benchmarks.spark import spark_session
 
     # The registry's session, shared with test_registry; stopped at the end of the session.
     s = spark_session()
@@ -100,45 +99,34 @@ def scratch():
 
 @pytest.fixture(scope="module")
 def data(request, scratch):
-    import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    import seglog.bindings.spark as sp
-    from seglog import Log
-    from seglog.storage.records import encode_batch
+    from seglog.benchmarks.spark import read_rows, write_logs
+    from seglog.bindings.arrow import KAFKA_COLUMNS, arrow_schema
 
     n = 20_000 if _smoke(request.config) else RECORDS
     logs, parquet, ipc = scratch / "logs", scratch / "parquet", scratch / "ipc"
     parquet.mkdir()
     ipc.mkdir()
-    rng = np.random.default_rng(7)
-    per_part = n // PARTITIONS
+    records = write_logs(logs, n, PARTITIONS)
+    rows = read_rows(logs)
+    schema = arrow_schema(KAFKA_COLUMNS)
     for p in range(PARTITIONS):
-        lg = Log.open(str(logs / f"bench-{p}"))
-        for b in range(0, per_part, PER_BATCH):
-            k = min(PER_BATCH, per_part - b)
-            vals = rng.integers(0, 256, size=(k, 100), dtype=np.uint8).view("S100").ravel()
-            keys = rng.integers(0, 256, size=(k, 8), dtype=np.uint8).view("S8").ravel()
-            lg.append(encode_batch(vals, keys=keys, timestamps=T0 + b))
-        lg.close()
-    ro = sp.parse_read_options({"path": str(logs)})
-    parts = sp.plan_batch(ro, sp.Constraints())
-    schema = sp.BatchBuilder(ro.columns, topic="x", partition=0).schema
-    for p in range(PARTITIONS):
-        batches = [b for part in parts if part.partition == p for b in sp.read_partition(part, ro)]
+        batches = rows.get(p, [])
         pq.write_table(pa.Table.from_batches(batches, schema), str(parquet / f"part-{p}.parquet"),
                        row_group_size=100_000, compression="snappy")
         with pa.OSFile(str(ipc / f"part-{p}.arrow"), "wb") as f, pa.ipc.new_file(f, schema) as w:
             for b in batches:
                 w.write_batch(b)
-    return {"records": per_part * PARTITIONS, "logs": logs, "parquet": parquet, "ipc": ipc}
+    return {"records": records, "logs": logs, "parquet": parquet, "ipc": ipc}
 
 
 def _frame(spark: Any, data: dict[str, Any], reader: str, query: str) -> Any:
     from pyspark.sql.types import StructType
 
     import seglog.bindings.spark as sp
+    from seglog.bindings.arrow import KAFKA_COLUMNS
 
     if reader == "seglog":
         return spark.read.format("seglog").load(str(data["logs"]))
@@ -147,7 +135,7 @@ def _frame(spark: Any, data: dict[str, Any], reader: str, query: str) -> Any:
         return spark.read.format("seglog").option("columns", cols).load(str(data["logs"]))
     if reader == "parquet":
         return spark.read.parquet(str(data["parquet"]))
-    schema: StructType = sp.spark_schema(sp.KAFKA_COLUMNS)
+    schema: StructType = sp.spark_schema(KAFKA_COLUMNS)
     ipc_dir, logs = str(data["ipc"]), str(data["logs"])
     if reader == "pyds_ipc":
         return spark.read.format("seglog_bench_ipc").option("dir", ipc_dir).load()
@@ -192,6 +180,7 @@ def _ipc_source() -> Any:
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
     import seglog.bindings.spark as sp
+    from seglog.bindings.arrow import KAFKA_COLUMNS
 
     class Reader(DataSourceReader):
         def __init__(self, ipc_dir: str) -> None:
@@ -213,7 +202,7 @@ def _ipc_source() -> Any:
             return "seglog_bench_ipc"
 
         def schema(self) -> Any:
-            return sp.spark_schema(sp.KAFKA_COLUMNS)
+            return sp.spark_schema(KAFKA_COLUMNS)
 
         def reader(self, schema: Any) -> Reader:
             return Reader(self.options["dir"])

@@ -5,7 +5,7 @@
 Records: 8-byte key + 100-byte value.
 
 * ``send``, ``send_batch``, ``poll_columns``: the registry's benchmarks
-  (``seglog.benchmarks.suite``; ``seglog bench --only store`` runs the same work). Goals:
+  (``seglog.benchmarks.store``; ``seglog bench --only store`` runs the same work). Goals:
   send >= 1.5 M records/s, send_batch >= 0.7x the raw ``encode_batch`` + ``Log.append`` path,
   poll_columns >= 10 M records/s.
 * ``poll`` (here only): every record as a Python object. ``Consumer.poll`` against aiokafka
@@ -26,6 +26,7 @@ import pytest
 
 from seglog import Store, TopicPartition
 from seglog.benchmarks import cases
+from seglog.benchmarks.peers import sqlite_log
 
 WRITE_RECORDS = 200_000
 READ_RECORDS = 1_000_000
@@ -53,11 +54,7 @@ def _rate(benchmark: Any, n: int) -> None:
 
 def _sqlite(path: Path) -> sqlite3.Connection:
     path.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(path / "db.sqlite", isolation_level=None)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=NORMAL")
-    db.execute("CREATE TABLE IF NOT EXISTS log (offset INTEGER PRIMARY KEY, ts INTEGER, key BLOB, value BLOB)")
-    return db
+    return sqlite_log(path)
 
 
 # -------------------------------------------------------------------------------------------------

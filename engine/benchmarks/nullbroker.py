@@ -24,7 +24,7 @@ from typing import Any
 
 from seglog.cli.serve import serve_until_stopped
 from seglog.errors import SeglogError, UnknownTopicOrPartitionError, code_for_exception
-from seglog.kafka.server import KafkaServer, _record_count
+from seglog.kafka.server import KafkaServer, record_count
 from seglog.storage.records import encode_batch
 
 __all__ = ["NullBroker", "main"]
@@ -60,7 +60,7 @@ class NullBroker(KafkaServer):
         key = (topic, partition)
         base = self._next_offset.get(key, 0)
         out["base_offset"] = base
-        self._next_offset[key] = base + _record_count(records)
+        self._next_offset[key] = base + record_count(records)
         return out
 
     def _read_fetch(self, req: dict) -> tuple[list, int, bool]:

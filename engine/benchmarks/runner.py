@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from . import suite
 from .registry import Benchmark, Work, judge, ratios, summarize
 
 SCHEMA = "seglog-bench/1"
@@ -309,8 +310,6 @@ def run(benchmarks: Sequence[Benchmark], opts: Options, out_dir: Path,
         stdout: TextIO | None = None) -> dict[str, Any]:
     """Run ``benchmarks``; write ``results.json`` (and the chart) under ``out_dir``; print the
     table on ``stdout``. Returns the JSON document."""
-    from . import suite
-
     out = stdout if stdout is not None else sys.stdout
     out_dir.mkdir(parents=True, exist_ok=True)
     started = _dt.datetime.now(_dt.timezone.utc)

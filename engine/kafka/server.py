@@ -483,7 +483,7 @@ class KafkaServer:
         flush_messages = log_.config.flush_messages
         if flush_messages >= _LONG_MAX:
             return False
-        return log_.unflushed_messages + _record_count(records) >= flush_messages
+        return log_.unflushed_messages + record_count(records) >= flush_messages
 
     def _produce_partition(self, topic: str, partition: int, records: Any, acks: int,
                            state: _ConnState) -> dict:
@@ -863,7 +863,7 @@ def _skip_tagged(frame: memoryview, pos: int) -> int:
     return pos
 
 
-def _record_count(records: Any) -> int:
+def record_count(records: Any) -> int:
     """Records in the (unvalidated) batches of a produce request, from their headers' counts;
     stops at the first header that does not fit."""
     view = memoryview(records)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -125,3 +126,17 @@ def expected_rows(rows: list[dict[str, Any]], headers: bool = False) -> list[dic
             d.pop("headers", None)
         out.append(d)
     return out
+
+
+def patch_spark_modules(monkeypatch: Any, name: str, value: Any) -> int:
+    """Set ``name`` to ``value`` in every module of ``seglog.bindings.spark`` that has it (each
+    module binds what it imports); returns how many were patched."""
+    import seglog.bindings.spark  # noqa: F401 - loads every module of the package
+
+    patched = 0
+    for mod_name, mod in list(sys.modules.items()):
+        if mod_name.startswith("seglog.bindings.spark.") and hasattr(mod, name):
+            monkeypatch.setattr(mod, name, value)
+            patched += 1
+    assert patched, f"no module of seglog.bindings.spark has {name!r}"
+    return patched

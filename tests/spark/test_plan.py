@@ -9,7 +9,8 @@ import pytest
 
 import seglog.bindings.spark as sp
 from tests.spark.conftest import requires_pushdown
-from tests.spark.helpers import T0, expected_rows, oracle, sample_batches, spark_rows, write_log
+from tests.spark.helpers import (T0, expected_rows, oracle, patch_spark_modules, sample_batches, spark_rows,
+                                 write_log)
 
 
 @pytest.fixture(scope="module")
@@ -29,10 +30,10 @@ def options(root, **kw):
 def test_planning_reads_no_record_data(logs, monkeypatch):
     root, _ = logs
     opened = []
-    real_open = sp._open_segment
-    monkeypatch.setattr(sp, "_open_segment", lambda d, b: opened.append((d, b)) or real_open(d, b))
-    monkeypatch.setattr(sp, "decode_columns", None)  # any decode would fail
-    monkeypatch.setattr(sp, "decode_records", None)
+    real_open = sp.segments.open_segment
+    patch_spark_modules(monkeypatch, "open_segment", lambda d, b: opened.append((d, b)) or real_open(d, b))
+    patch_spark_modules(monkeypatch, "decode_columns", None)  # any decode would fail
+    patch_spark_modules(monkeypatch, "decode_records", None)
     parts = sp.plan_batch(options(root, maxBytesPerPartition=1), sp.Constraints())
     n_segments = len(list((root / "orders-0").glob("*.log"))) + len(list((root / "orders-1").glob("*.log")))
     assert len(parts) == n_segments > 10             # one task per segment here

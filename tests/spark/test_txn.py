@@ -9,7 +9,7 @@ import pytest
 import seglog.bindings.spark as sp
 from seglog import Log
 from seglog.storage.records import encode_batch, encode_control_batch
-from tests.spark.helpers import T0
+from tests.spark.helpers import T0, patch_spark_modules
 
 ABORT, COMMIT = 0, 1
 
@@ -70,7 +70,7 @@ def test_transaction_state_from_headers(txlog, tmp_path, monkeypatch):
         (info,) = sp.load_partitions(ro)
         assert sp.transaction_state(info, 0) == ([(7, 3, 8)], 12)
         assert sp.transaction_state(info, 9) == ([], 12)       # starting after the abort
-    monkeypatch.setattr(sp, "decode_records", None)            # the index spares the decode
+    patch_spark_modules(monkeypatch, "decode_records", None)            # the index spares the decode
     (info,) = sp.load_partitions(sp.parse_read_options({"path": str(txlog)}))
     assert sp.transaction_state(info, 0) == ([(7, 3, 8)], 12)
 
@@ -90,7 +90,7 @@ def test_txnindex_is_used_when_present(txlog, tmp_path, monkeypatch):
     (root / "tx-0" / f"{seg:020d}.txnindex").write_bytes(entry)
     ro = sp.parse_read_options({"path": str(root)})
     (info,) = sp.load_partitions(ro)
-    monkeypatch.setattr(sp, "decode_records", None)     # decoding a marker would fail
+    patch_spark_modules(monkeypatch, "decode_records", None)     # decoding a marker would fail
     aborted, lso = sp.transaction_state(info, 0)
     assert aborted == [(7, 3, 8)] and lso == 12
     # The index is believed: an entry there is an abort even where the marker says otherwise.

@@ -127,7 +127,7 @@ def test_commit_moves_the_job_over_leftovers(tmp_path):
     lg.append(encode_batch([b"j0", b"j1"], timestamps=T0))          # this job: [3, 5)
     lg.append(encode_batch([b"junk2"], timestamps=T0))              # another leftover: [5, 6)
     lg.append(encode_batch([b"j2"], timestamps=T0))                 # this job: [6, 7)
-    hw = sp._settle(lg, 2, [(3, 5), (6, 7)])
+    hw = sp.writer.settle(lg, 2, [(3, 5), (6, 7)])
     assert hw == 5
     assert [r.value for r in decode_records(lg.read(0, 1 << 20, upper_bound="log_end").to_bytes())] == \
         [b"c0", b"c1", b"j0", b"j1", b"j2"]
@@ -139,7 +139,7 @@ def test_commit_drops_a_leftover_tail(tmp_path):
     lg.append(encode_batch([b"a"], timestamps=T0))
     lg.append(encode_batch([b"b"], timestamps=T0))
     lg.append(encode_batch([b"junk"], timestamps=T0))
-    assert sp._settle(lg, 0, [(0, 1), (1, 2)]) == 2
+    assert sp.writer.settle(lg, 0, [(0, 1), (1, 2)]) == 2
     assert lg.log_end_offset == 2
     lg.close()
 

@@ -102,6 +102,24 @@ def test_registry_is_consistent() -> None:
     assert cases("send")[0] == ("send", "Producer.send")
 
 
+def test_registry_names_and_order() -> None:
+    """The names ``seglog bench`` runs and writes to results.json, in its order, with each
+    benchmark's group (results from earlier runs are compared by these names)."""
+    assert [(b.name, b.group) for b in BENCHMARKS] == [
+        ("crc32c-100B", "crc32c"), ("crc32c-4KiB", "crc32c"), ("crc32c-1MiB", "crc32c"),
+        ("encode-100B", "records"), ("decode-100B", "records"), ("columns-100B", "records"),
+        ("encode-1KiB", "records"), ("decode-1KiB", "records"), ("columns-1KiB", "records"),
+        ("append-batches", "log"), ("append-100B", "log"), ("read-100B", "log"),
+        ("append-1KiB", "log"), ("read-1KiB", "log"), ("lookup-offset", "log"),
+        ("lookup-timestamp", "log"), ("send", "store"), ("send_batch", "store"),
+        ("poll_columns", "store"), ("spark-count", "spark"), ("spark-aggregate", "spark"),
+        ("replication", "replication"), ("replication-zookeeper", "replication"),
+        ("kafka-produce-confluent-kafka", "kafka"), ("kafka-consume-confluent-kafka", "kafka"),
+        ("kafka-produce-kafka-python", "kafka"), ("kafka-consume-kafka-python", "kafka"),
+        ("kafka-produce-aiokafka", "kafka"), ("kafka-consume-aiokafka", "kafka"),
+        ("kafka-serve-start", "kafka")]
+
+
 # -------------------------------------------------------------------------------------------------
 # Arithmetic
 # -------------------------------------------------------------------------------------------------

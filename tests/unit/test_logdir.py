@@ -254,7 +254,7 @@ def test_a_replica_node_dir_refuses_other_writers(tmp_path: Path) -> None:
 
 def _spark_writer(log_dir: Path, topic: str = "t") -> Any:
     spark = pytest.importorskip("seglog.bindings.spark")
-    spec = spark._write_spec({"path": str(log_dir), "topic": topic})
+    spec = spark.parse_write_options({"path": str(log_dir), "topic": topic})
     counts = {pd.topic: pd.partition + 1 for pd in spark.find_partition_dirs([str(log_dir)])}
     return spark, spark.SeglogWriter(spec, counts)
 
@@ -266,7 +266,7 @@ def test_spark_write_into_a_store_dir_is_refused(tmp_path: Path, clock: ManualCl
         store.producer().send("t", b"ours", partition=0)
         spark, writer = _spark_writer(tmp_path)
         with pytest.raises(LogDirectoryLockedError):
-            spark._init_high_watermarks(str(tmp_path))   # the driver, at save()
+            spark.init_high_watermarks(str(tmp_path))   # the driver, at save()
         rows = pa.RecordBatch.from_pydict({"value": [b"theirs"]})
         with pytest.raises(LogDirectoryLockedError):
             writer.write(iter([rows]))                   # a task
@@ -281,7 +281,7 @@ HW_NAME = "replication-offset-checkpoint"
 def test_spark_tasks_of_one_partition_take_turns_and_commit(tmp_path: Path) -> None:
     pa = pytest.importorskip("pyarrow")
     spark, writer = _spark_writer(tmp_path)
-    spark._init_high_watermarks(str(tmp_path))
+    spark.init_high_watermarks(str(tmp_path))
     rows = pa.RecordBatch.from_pydict({"value": [b"a", b"b"], "partition": [0, 0]})
     held = Log.open(tmp_path / "t-0")   # another writer of the partition, for a moment
     import threading

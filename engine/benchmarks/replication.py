@@ -1,0 +1,129 @@
+"""Replication (group ``replication``): producing to a three-node cluster on loopback, in one
+process and as ``seglog node`` processes coordinated by ZooKeeper, acks=all beside acks=1, one
+replica and a bare ``Log.append``; and the paced latency probe the ``bench/`` files use."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from seglog.storage.log import Log
+from seglog.storage.records import encode_batch
+
+from .inputs import T0, Fresh, workdir
+from .registry import Benchmark, Contender, Work
+
+
+def paced_latencies_ms(producer: Any, topic: str, value: bytes, count: int, rate: float) -> list[float]:
+    """Send ``count`` records one at a time at ``rate`` records/s (partition 0) and return each
+    one's send -> acknowledgement latency in ms."""
+    done_at: dict[int, float] = {}
+    sent_at: list[float] = []
+    futs = []
+    start = time.perf_counter()
+    for i in range(count):
+        due = start + i / rate
+        now = time.perf_counter()
+        if due > now:
+            time.sleep(due - now)
+        sent_at.append(time.perf_counter())
+        f = producer.send(topic, value, partition=0)
+        f.add_done_callback(lambda _f, i=i: done_at.__setitem__(i, time.perf_counter()))
+        futs.append(f)
+    for f in futs:
+        f.result(30)
+    return [(done_at[i] - sent_at[i]) * 1000 for i in range(len(futs))]
+
+
+def _prepare_replication(p: Mapping[str, int], base: Path, available: frozenset[str],
+                         zookeeper: bool = False) -> Work:
+    from seglog.cluster.local import LocalCluster  # lazy: the cluster modules add ~0.5 s to start-up
+
+    n = p["count"]
+    value = b"v" * 100
+    zk: Any = None
+    if zookeeper:
+        # Three `seglog node` processes coordinated by a throwaway ZooKeeper server.
+        from seglog.cluster.zkserver import ZooKeeperServer  # lazy: start-up time, as above
+
+        zk = ZooKeeperServer()
+        zk.__enter__()
+        try:
+            cluster: Any = LocalCluster(nodes=3, coordinator="zookeeper", processes=True,
+                                        zookeeper=f"{zk.connect_string}/bench")
+        except BaseException:
+            zk.__exit__(None, None, None)
+            raise
+    else:
+        cluster = LocalCluster(nodes=3, dir=workdir(base, "cluster"))
+    try:
+        cluster.create_topic("rf3", 1, 3, {"min.insync.replicas": 2})
+        cluster.create_topic("rf1", 1, 1)
+    except BaseException:
+        cluster.close()
+        if zk is not None:
+            zk.__exit__(None, None, None)
+        raise
+
+    # A producer per call, closed in it (its metadata fetch is timed too). Two ClusterProducers
+    # alive at once do not both get metadata (the second fails with an unknown topic), and
+    # under load a later producer of the same cluster can fail so too: that is reported as the
+    # benchmark's error.
+    def produce(topic: str, acks: str) -> Callable[[], None]:
+        def run() -> None:
+            with cluster.producer(acks=acks, batch_size=64 * 1024) as producer:
+                futures = [producer.send(topic, value, partition=0) for _ in range(n)]
+                producer.flush(120)
+                futures[-1].result(10)
+        return run
+
+    batch = encode_batch([value] * 500, timestamps=T0)
+    bare = Fresh(base, "replication-log", lambda d: Log.open(d / "t-0"))
+
+    def bare_append() -> None:
+        for _ in range(max(1, n // 500)):
+            bare.obj.append(batch)
+
+    def close() -> None:
+        bare.close()
+        try:
+            cluster.close()
+        finally:
+            if zk is not None:
+                zk.__exit__(None, None, None)
+        shutil.rmtree(base / "cluster", ignore_errors=True)
+    calls: dict[str, Callable[[], object]] = {
+        "3 replicas, acks=all": produce("rf3", "all"), "3 replicas, acks=1": produce("rf3", "1"),
+        "1 replica": produce("rf1", "1"), "Log.append (no network)": bare_append}
+    return Work(items=n, calls=calls, setup={"Log.append (no network)": bare.setup}, repeatable=False,
+                close=close)
+
+
+def _zookeeper_missing() -> str | None:
+    from seglog.cluster.zkserver import unavailable_reason  # lazy: start-up time, as above
+
+    return unavailable_reason()
+
+
+def replication_benches() -> list[Benchmark]:
+    return [Benchmark(
+        name="replication", group="replication", unit="records",
+        title="produce 100 B records to a 3-node LocalCluster on loopback, acks=all vs acks=1",
+        contenders=(Contender("3 replicas, acks=all", "seglog"), Contender("3 replicas, acks=1", "seglog"),
+                    Contender("1 replica", "seglog"),
+                    Contender("Log.append (no network)", "limit", note="the same records, batches of 500")),
+        prepare=_prepare_replication, quick={"count": 2_000}, full={"count": 20_000},
+        full_round_seconds=10), Benchmark(
+        name="replication-zookeeper", group="replication", unit="records",
+        title="produce 100 B records to 3 `seglog node` processes coordinated by ZooKeeper, acks=all vs acks=1",
+        contenders=(Contender("3 replicas, acks=all", "seglog", ("kazoo",), "seglog[zookeeper]"),
+                    Contender("3 replicas, acks=1", "seglog", ("kazoo",), "seglog[zookeeper]"),
+                    Contender("1 replica", "seglog", ("kazoo",), "seglog[zookeeper]"),
+                    Contender("Log.append (no network)", "limit", note="the same records, batches of 500")),
+        prepare=lambda p, b, a: _prepare_replication(p, b, a, zookeeper=True),
+        quick={"count": 2_000}, full={"count": 20_000}, unavailable=_zookeeper_missing,
+        full_round_seconds=10)]
+

@@ -1,0 +1,338 @@
+"""The log (group ``log``): append and sequential read of N records, seglog beside sqlite3,
+LMDB, a length-prefixed file and Parquet; appends of pre-encoded batches; random offset and
+timestamp lookups. The limits are ``write()`` and ``read()`` of the same bytes."""
+
+from __future__ import annotations
+
+import bisect
+import ctypes
+import ctypes.util
+import os
+import random
+import shutil
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from seglog._native.segment import ALLOCATE_AHEAD, allocates_ahead
+from seglog.storage.log import Log
+from seglog.storage.records import decode_columns, encode_batch
+
+from .inputs import READ, SEGLOG, T0, WRITE, Columns, Fresh, FreshCalls, FreshFile, read_files, workdir
+from .peers import (
+    LMDB,
+    PARQUET,
+    PLAIN,
+    SQLITE,
+    LmdbSink,
+    ParquetSink,
+    PlainSink,
+    SqliteSink,
+    read_lmdb,
+    read_parquet,
+    read_plain,
+    read_sqlite,
+)
+from .registry import Benchmark, Contender, Goal, Work
+
+LOOKUPS = 1_024
+
+
+class SeglogSink:
+    def __init__(self, d: Path) -> None:
+        self.log = Log.open(d / "t-0", {"segment.bytes": 1 << 30, "max.message.bytes": 8 << 20})
+        self.encode = encode_batch
+
+    def write(self, base: int, vals: list[bytes], keys: list[bytes], stamps: list[int]) -> None:
+        self.log.append(self.encode(vals, keys=keys, timestamps=stamps))
+
+    def close(self) -> None:
+        self.log.close()
+
+
+def _sinks(cols: Columns, available: frozenset[str]) -> dict[str, Callable[[Path], Any]]:
+    out: dict[str, Callable[[Path], Any]] = {SEGLOG: SeglogSink}
+    if "sqlite3 WAL" in available:
+        out["sqlite3 WAL"] = SqliteSink
+    if "LMDB" in available:
+        size = max(1 << 26, cols.nbytes * 3)
+        out["LMDB"] = lambda d: LmdbSink(d, size)
+    out["length-prefixed file"] = PlainSink
+    if "Parquet (pyarrow)" in available:
+        out["Parquet (pyarrow)"] = ParquetSink
+    return out
+
+
+def fill(sink: Any, cols: Columns) -> None:
+    """Every record of ``cols`` into ``sink``, batch by batch."""
+    for base, vals, keys, stamps in cols:
+        sink.write(base, vals, keys, stamps)
+    flush = getattr(sink, "flush", None)
+    if flush is not None:
+        flush()
+
+
+def _encoded_pool(cols: Columns) -> list[bytes]:
+    pool = []
+    for i, (base, vals, keys, stamps) in enumerate(cols):
+        if i >= len(cols.values):
+            break
+        pool.append(encode_batch(vals, keys=keys, timestamps=stamps))
+    return pool
+
+
+def _block_allocator(base: Path) -> Callable[[int, int, int], int] | None:
+    """``allocate(fd, allocated, needed) -> allocated``: fallocate(KEEP_SIZE) in seglog's 4 MiB
+    steps, or None where seglog allocates nothing ahead (not ext4)."""
+
+    if not allocates_ahead(base):
+        return None
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    fallocate = libc.fallocate
+    fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    keep_size = 1                                   # FALLOC_FL_KEEP_SIZE
+
+    def allocate(fd: int, allocated: int, needed: int) -> int:
+        end: int = -(-needed // ALLOCATE_AHEAD) * ALLOCATE_AHEAD
+        fallocate(fd, keep_size, allocated, end - allocated)
+        return end
+    return allocate
+
+
+def _prepare_append(p: Mapping[str, int], base: Path, available: frozenset[str]) -> Work:
+    cols = Columns(p["records"], p["value"])
+    fc = FreshCalls(base, "append")
+    for name, opener in _sinks(cols, available).items():
+        fc.add(name, opener, lambda sink: fill(sink, cols), teardown=True)
+    # The floor of any encoder: the columns iterated as every contender gets them, and write()
+    # of the very bytes seglog writes, already encoded, into disk blocks allocated ahead as
+    # seglog allocates them (where it does).
+    pool = _encoded_pool(cols)
+    plain = FreshFile(base, "append-write")
+    allocate = _block_allocator(base)
+
+    def write_all() -> None:
+        fd = plain.obj
+        pos = allocated = 0
+        for b, _ in enumerate(cols):
+            data = pool[b % len(pool)]
+            pos += len(data)
+            if allocate is not None and pos > allocated:
+                allocated = allocate(fd, allocated, pos)
+            os.write(fd, data)
+    fc.setup[WRITE] = plain.setup
+    fc.teardown[WRITE] = plain.close
+    fc.calls[WRITE] = write_all
+
+    def close() -> None:
+        fc.close()
+        plain.close()
+    return Work(items=cols.records, calls=fc.calls, setup=fc.setup, teardown=fc.teardown, repeatable=False,
+                nbytes=cols.nbytes, close=close, params={"records_per_batch": cols.per_batch})
+
+
+def read_seglog(d: Path) -> Callable[[], int]:
+    log = Log.open(d / "t-0")
+
+    def run() -> int:
+        n, off = 0, log.log_start_offset
+        end = log.log_end_offset
+        while off < end:
+            for v in log.read(off, 8 << 20).views():
+                n += decode_columns(v, headers=False).count
+                v.release()
+            off = log.log_start_offset + n
+        return n
+    run.close = log.close  # type: ignore[attr-defined]
+    return run
+
+
+READERS: dict[str, Callable[[Path], Callable[[], int]]] = {
+    SEGLOG: read_seglog, "sqlite3 WAL": read_sqlite, "LMDB": read_lmdb,
+    "length-prefixed file": read_plain, "Parquet (pyarrow)": read_parquet}
+
+
+def _prepare_read(p: Mapping[str, int], base: Path, available: frozenset[str]) -> Work:
+    cols = Columns(p["records"], p["value"])
+    calls: dict[str, Callable[[], object]] = {}
+    closers: list[Callable[[], None]] = []
+    dirs: dict[str, Path] = {}
+    for i, (name, opener) in enumerate(_sinks(cols, available).items()):
+        d = workdir(base, f"read-{i}")
+        dirs[name] = d
+        sink = opener(d)
+        fill(sink, cols)
+        sink.close()
+        run = READERS[name](d)
+        closers.append(getattr(run, "close", lambda: None))
+        calls[name] = run
+    seg_files = sorted((dirs[SEGLOG] / "t-0").glob("*.log"))
+    calls[READ] = read_files(seg_files)
+
+    def close() -> None:
+        for c in closers:
+            c()
+        for d in dirs.values():
+            shutil.rmtree(d, ignore_errors=True)
+    return Work(items=cols.records, calls=calls, repeatable=False, nbytes=cols.nbytes, close=close)
+
+
+def _prepare_append_batches(p: Mapping[str, int], base: Path, available: frozenset[str]) -> Work:
+    batch = encode_batch([random.Random(1).randbytes(1 << 20)], timestamps=T0)
+    count = p["batches"]
+
+    def open_log(d: Path) -> Log:
+        return Log.open(d / "t-0", {"segment.bytes": 1 << 30, "max.message.bytes": 2 << 20})
+
+    ours = Fresh(base, "batches-log", open_log)
+
+    def append() -> None:
+        for _ in range(count):
+            ours.obj.append(batch)
+    plain = FreshFile(base, "batches-write")
+
+    def write() -> None:
+        for _ in range(count):
+            os.write(plain.obj, batch)
+
+    def close() -> None:
+        ours.close()
+        plain.close()
+    return Work(items=count * len(batch), calls={SEGLOG: append, WRITE: write},
+                setup={SEGLOG: ours.setup, WRITE: plain.setup},
+                teardown={SEGLOG: ours.close, WRITE: plain.close},
+                repeatable=False, nbytes=count * len(batch), close=close)
+
+
+STORE_PEERS = (SQLITE, LMDB, PLAIN, PARQUET)
+
+
+def storage_benches(label: str, value: int) -> list[Benchmark]:
+    quick = {"records": 20_000, "value": value}
+    full = {"records": 10_000_000, "value": value}
+    # Seconds per round of the full run (10 M records): a 1 M-record run on a shared 2-core
+    # machine, times ten.
+    append_s, read_s = (80.0, 70.0) if value <= 100 else (290.0, 160.0)
+    return [
+        Benchmark(
+            name=f"append-{label}", group="log", unit="records",
+            title=f"encode + append {label} records from Python lists, batches of 1,000",
+            contenders=(Contender(SEGLOG, "seglog"), *STORE_PEERS, Contender(WRITE, "limit",
+                        note="the columns iterated as every contender gets them, and write() of "
+                             "the same batches pre-encoded, into blocks allocated as seglog's")),
+            goals=(Goal("≥15× sqlite3", "ratio", 15.0, "sqlite3 WAL"), Goal("≥10× LMDB", "ratio", 10.0, "LMDB")),
+            prepare=_prepare_append, quick=quick, full=full, full_round_seconds=append_s),
+        Benchmark(
+            name=f"read-{label}", group="log", unit="records",
+            title=f"sequential read of every {label} record into columns",
+            contenders=(Contender(SEGLOG, "seglog"), *STORE_PEERS, Contender(READ, "limit",
+                        note="read() of seglog's segment files")),
+            goals=(Goal("≥10× sqlite3", "ratio", 10.0, "sqlite3 WAL"),),
+            prepare=_prepare_read, quick=quick, full=full, full_round_seconds=read_s),
+    ]
+
+
+
+def append_batches_bench() -> Benchmark:
+    return Benchmark(
+        name="append-batches", group="log", unit="bytes",
+        title="Log.append of pre-encoded 1 MiB batches vs write() of the same bytes",
+        contenders=(Contender(SEGLOG, "seglog"), Contender(WRITE, "limit")),
+        goals=(Goal("≥0.8× plain write()", "ratio", 0.8, WRITE),),
+        prepare=_prepare_append_batches, quick={"batches": 16}, full={"batches": 256},
+        full_round_seconds=2)
+
+
+# -------------------------------------------------------------------------------------------------
+# Random lookups
+# -------------------------------------------------------------------------------------------------
+
+def _prepare_lookup(p: Mapping[str, int], base: Path, available: frozenset[str], by_time: bool) -> Work:
+    cols = Columns(p["records"], 100)
+    d = workdir(base, "lookup")
+    sink = SeglogSink(d)
+    fill(sink, cols)
+    sink.close()
+    log = Log.open(d / "t-0")
+    rng = random.Random(3)
+    n = cols.records
+    offsets = [rng.randrange(n) for _ in range(LOOKUPS)]
+    stamps = [T0 + o for o in offsets]
+    calls: dict[str, Callable[[], object]] = {}
+    closers: list[Callable[[], None]] = [log.close]
+    if by_time:
+        oft = log.offset_for_timestamp
+        calls["Log.offset_for_timestamp"] = lambda: [oft(t) for t in stamps]
+        found = oft(stamps[0])
+        if found is None or found[0] != offsets[0]:
+            raise AssertionError(f"offset_for_timestamp({stamps[0]}) gave {found}, want {offsets[0]}")
+    else:
+        read = log.read
+        seg = log.segments[0]
+        calls["Log.read(offset, 1)"] = lambda: [read(o, 1) for o in offsets]
+        calls["Segment.translate_offset"] = lambda: [seg.translate_offset(o) for o in offsets]
+    if "sqlite3 WAL" in available:
+        sq = workdir(base, "lookup-sqlite")
+        s = SqliteSink(sq)
+        fill(s, cols)
+        con = s.con
+        if by_time:
+            con.execute("CREATE INDEX IF NOT EXISTS log_ts ON log (ts)")
+            q = "SELECT offset, ts FROM log WHERE ts >= ? ORDER BY ts LIMIT 1"
+            calls["sqlite3 WAL"] = lambda: [con.execute(q, (t,)).fetchone() for t in stamps]
+        else:
+            q = "SELECT ts, key, value FROM log WHERE offset = ?"
+            calls["sqlite3 WAL"] = lambda: [con.execute(q, (o,)).fetchone() for o in offsets]
+        closers.append(con.close)
+    if "LMDB" in available and not by_time:
+        lm = workdir(base, "lookup-lmdb")
+        sink_l = LmdbSink(lm, max(1 << 26, cols.nbytes * 3))
+        fill(sink_l, cols)
+        env = sink_l.env
+        keys = [o.to_bytes(8, "big") for o in offsets]
+
+        def lmdb_get() -> list[Any]:
+            with env.begin() as txn:
+                get = txn.get
+                return [get(k) for k in keys]
+        calls["LMDB"] = lmdb_get
+        closers.append(env.close)
+    # An in-memory sorted list of every record's offset or timestamp: bisect, no storage at all.
+    table = list(range(T0, T0 + n)) if by_time else list(range(n))
+    left = bisect.bisect_left
+    targets = stamps if by_time else offsets
+    calls["bisect on a list"] = lambda: [left(table, t) for t in targets]
+
+    def close() -> None:
+        for c in closers:
+            c()
+        for name in ("lookup", "lookup-sqlite", "lookup-lmdb"):
+            shutil.rmtree(base / name, ignore_errors=True)
+    return Work(items=LOOKUPS, calls=calls, close=close)
+
+
+def lookup_benches() -> list[Benchmark]:
+    quick = {"records": 20_000}
+    full = {"records": 1_000_000}
+    # No storage at all: every key in a sorted Python list in memory, the machine's limit here.
+    bisect_peer = Contender("bisect on a list", "limit", note="every key in a Python list in memory")
+    return [
+        Benchmark(
+            name="lookup-offset", group="log", unit="lookups",
+            title="random offset lookups (1,024 per call) in a log of 100 B records",
+            contenders=(Contender("Log.read(offset, 1)", "seglog"), Contender("Segment.translate_offset", "seglog"),
+                        SQLITE, LMDB, bisect_peer),
+            goals=(Goal("<2 µs per lookup", "max_seconds_per_item", 2e-6),),
+            prepare=lambda p, b, a: _prepare_lookup(p, b, a, False), quick=quick, full=full,
+            full_round_seconds=1),
+        Benchmark(
+            name="lookup-timestamp", group="log", unit="lookups",
+            title="random timestamp lookups (1,024 per call) in a log of 100 B records",
+            contenders=(Contender("Log.offset_for_timestamp", "seglog"),
+                        Contender("sqlite3 WAL", "peer", ("sqlite3",), note="with an index on ts"),
+                        bisect_peer),
+            goals=(Goal("<2 µs per lookup", "max_seconds_per_item", 2e-6),),
+            prepare=lambda p, b, a: _prepare_lookup(p, b, a, True), quick=quick, full=full,
+            full_round_seconds=1),
+    ]
+
