@@ -1198,7 +1198,7 @@ def _spark_benches() -> list[Benchmark]:
 
 def _prepare_replication(p: Mapping[str, int], base: Path, available: frozenset[str],
                          zookeeper: bool = False) -> Work:
-    from seglog.cluster.local import LocalCluster
+    from seglog.cluster import start_cluster
     from seglog.storage.log import Log
     from seglog.storage.records import encode_batch
 
@@ -1212,13 +1212,13 @@ def _prepare_replication(p: Mapping[str, int], base: Path, available: frozenset[
         zk = ZooKeeperServer()
         zk.__enter__()
         try:
-            cluster: Any = LocalCluster(nodes=3, coordinator="zookeeper", processes=True,
-                                        zookeeper=f"{zk.connect_string}/bench")
+            cluster: Any = start_cluster(nodes=3, coordinator="zookeeper", processes=True,
+                                         zookeeper=f"{zk.connect_string}/bench")
         except BaseException:
             zk.__exit__(None, None, None)
             raise
     else:
-        cluster = LocalCluster(nodes=3, dir=_workdir(base, "cluster"))
+        cluster = start_cluster(nodes=3, dir=_workdir(base, "cluster"))
     try:
         cluster.create_topic("rf3", 1, 3, {"min.insync.replicas": 2})
         cluster.create_topic("rf1", 1, 1)

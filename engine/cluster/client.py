@@ -14,7 +14,7 @@
 ...         print(p.topic, p.partition, p.state.leader, p.replicas, p.state.isr)
 
 The producer and consumer are those of :class:`seglog.cluster.local.LocalCluster`
-(:class:`~seglog.cluster.local.ClusterProducer`, :class:`~seglog.cluster.local.ClusterConsumer`): each request
+(:class:`~seglog.cluster.producer.ClusterProducer`, :class:`~seglog.cluster.consumer.ClusterConsumer`): each request
 goes to the partition's leader as the latest metadata names it; on ``NotLeaderOrFollowerError``,
 a lost connection or a timeout the client refreshes metadata from any live node (the bootstrap
 addresses when none answers) and retries with exponential backoff (``retry.backoff.ms`` up to
@@ -36,8 +36,8 @@ from typing import Any
 
 from seglog.util.loop import LoopOwner
 from seglog.util.clock import Clock
-from seglog.config import ConsumerConfig, ProducerConfig
 from seglog.errors import KafkaError, error_for_code
+from seglog.cluster.consumer import ClusterConsumer
 from seglog.cluster.messages import (
     NONE,
     CreateTopicRequest,
@@ -47,6 +47,8 @@ from seglog.cluster.messages import (
     MetadataResponse,
 )
 from seglog.cluster.metadata import PartitionInfo
+from seglog.cluster.network import NetworkClient
+from seglog.cluster.producer import ClusterProducer
 from seglog.cluster.tcp import TcpTransport
 
 _BOOTSTRAP_BASE = -100  # bootstrap addresses get ids -100, -101, ... until metadata names the nodes
@@ -73,9 +75,6 @@ class ClusterClient(LoopOwner):
 
     def __init__(self, bootstrap: str | Sequence[str], *, secret: bytes | str | None = None,
                  ssl: Any = None, metadata_timeout_s: float = 30) -> None:
-        from seglog.cluster.local import _Client
-
-        self._client_cls = _Client
         self.bootstrap = parse_bootstrap(bootstrap)
         self.clock = Clock()
         self.loop = asyncio.new_event_loop()
@@ -119,8 +118,8 @@ class ClusterClient(LoopOwner):
     def _controller(self) -> int | None:
         return self.controller_id if self.controller_id >= 0 else None
 
-    def _client(self) -> Any:
-        return self._client_cls(self, next(self._client_ids))  # type: ignore[arg-type]
+    def _client(self) -> NetworkClient:
+        return NetworkClient(self, next(self._client_ids))
 
     def _learn(self, resp: MetadataResponse) -> None:
         for nid, addr in resp.addresses:
@@ -178,20 +177,15 @@ class ClusterClient(LoopOwner):
             raise error_for_code(resp.error)(resp.message)
         return resp.leader
 
-    def producer(self, **config: Any) -> Any:
-        """A :class:`~seglog.cluster.local.ClusterProducer`; keywords are Kafka producer keys with '_'
-        for '.' (``acks="all"``, ``enable_idempotence=True``, ``delivery_timeout_ms=...``)."""
-        from seglog.cluster.local import ClusterProducer, _dotted
+    def producer(self, **config: Any) -> ClusterProducer:
+        """A :class:`~seglog.cluster.producer.ClusterProducer`; keywords are Kafka producer keys
+        with '_' for '.' (``acks="all"``, ``enable_idempotence=True``, ``delivery_timeout_ms=...``)."""
+        return ClusterProducer.from_keywords(self, **config)
 
-        return ClusterProducer(self, ProducerConfig.from_dict(_dotted(config)))  # type: ignore[arg-type]
-
-    def consumer(self, **config: Any) -> Any:
-        """A :class:`~seglog.cluster.local.ClusterConsumer` reading committed records from the leaders."""
-        from seglog.cluster.local import ClusterConsumer, _dotted
-
-        cfg: dict[str, Any] = {"auto.offset.reset": "earliest"}
-        cfg.update(_dotted(config))
-        return ClusterConsumer(self, ConsumerConfig.from_dict(cfg))  # type: ignore[arg-type]
+    def consumer(self, **config: Any) -> ClusterConsumer:
+        """A :class:`~seglog.cluster.consumer.ClusterConsumer` reading committed records from the
+        leaders."""
+        return ClusterConsumer.from_keywords(self, **config)
 
     def close(self) -> None:
         if self._closed:
