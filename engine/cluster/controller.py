@@ -40,8 +40,8 @@ import dataclasses
 import json
 import logging
 import random
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from seglog.config import LogConfig
 from seglog.errors import (
@@ -101,6 +101,7 @@ from seglog.cluster.metadata import (
     TOPICS_PATH,
     PartitionInfo,
     PartitionState,
+    ReplicaConfig,
     TopicPartition,
     broker_path,
     dumps,
@@ -110,9 +111,6 @@ from seglog.cluster.metadata import (
     topic_path,
     topic_record,
 )
-
-if TYPE_CHECKING:
-    from seglog.cluster.node import ReplicaNode
 
 log = logging.getLogger("seglog.cluster.controller")
 
@@ -136,12 +134,35 @@ class TopicInfo:
     log_config: LogConfig
 
 
+class ControllerHost(Protocol):
+    """What the controller uses of the node it runs on (a
+    :class:`~seglog.cluster.node.ReplicaNode`)."""
+
+    node_id: int
+    config: ReplicaConfig
+    scheduler: Any
+    mutants: frozenset[str]
+
+    def send(self, dst: int, message: Any, callback: Callable[[Any, BaseException | None], None],
+             timeout_ms: int) -> None:
+        """Send ``message`` to node ``dst``; ``callback(response, error)`` when it is answered."""
+        ...
+
+    def topic_config(self, overrides: Mapping[str, Any] | None = None) -> LogConfig:
+        """A topic's log config: the node's defaults under ``overrides``."""
+        ...
+
+    def on_controller_resigned(self) -> None:
+        """This controller stopped (replaced, or cut off from the coordinator)."""
+        ...
+
+
 class ControllerFenced(Exception):
     """This controller was replaced; it must stop."""
 
 
 class Controller:
-    def __init__(self, node: ReplicaNode, session: CoordinatorSession, epoch: int,
+    def __init__(self, node: ControllerHost, session: CoordinatorSession, epoch: int,
                  epoch_version: int) -> None:
         self.node = node
         self.session = session
