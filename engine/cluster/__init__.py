@@ -5,8 +5,9 @@ Built on :mod:`seglog.storage` (each replica is a :class:`~seglog.storage.log.Lo
 
 - :mod:`~seglog.cluster.partition` — one replica of one partition: high watermark, ISR,
   acks, leader epochs, follower truncation, idempotence;
-- :mod:`~seglog.cluster.node` — a node: requests, follower fetchers, ISR expiry timer,
-  coordinator session;
+- :mod:`~seglog.cluster.node` — a node: requests, ISR expiry timer, log dirs, coordinator
+  session; :mod:`~seglog.cluster.fetcher` — its follower fetchers;
+  :mod:`~seglog.cluster.fetch_handler` — the fetches it serves as a leader (long polls);
 - :mod:`~seglog.cluster.controller` — leader election and ISR changes through the
   coordinator's compare-and-set;
 - :mod:`~seglog.cluster.election` — election and placement rules as pure functions;
