@@ -28,7 +28,6 @@ Every request runs on one asyncio loop on a background thread; the objects are t
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -36,16 +35,9 @@ from typing import Any
 
 from seglog.util.loop import LoopOwner
 from seglog.util.clock import Clock
-from seglog.errors import KafkaError, error_for_code
+from seglog.errors import KafkaError
 from seglog.cluster.consumer import ClusterConsumer
-from seglog.cluster.messages import (
-    NONE,
-    CreateTopicRequest,
-    CreateTopicResponse,
-    ElectLeadersRequest,
-    ElectLeadersResponse,
-    MetadataResponse,
-)
+from seglog.cluster.messages import MetadataResponse
 from seglog.cluster.metadata import PartitionInfo
 from seglog.cluster.network import NetworkClient
 from seglog.cluster.producer import ClusterProducer
@@ -154,12 +146,7 @@ class ClusterClient(LoopOwner):
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3,
                      config: Mapping[str, Any] | None = None, *, timeout_s: float = 30) -> None:
         """Create a topic and wait until every partition has a leader in the metadata."""
-        req = CreateTopicRequest(name, partitions, replication_factor,
-                                 tuple((k, json.dumps(v)) for k, v in (config or {}).items()))
-        resp = self._admin.call_controller(req, timeout_s)
-        assert isinstance(resp, CreateTopicResponse)
-        if resp.error != NONE:
-            raise error_for_code(resp.error)(resp.message)
+        self._admin.create_topic(name, partitions, replication_factor, config, timeout_s)
         deadline = time.monotonic() + timeout_s
         while True:
             self.refresh()
@@ -171,11 +158,7 @@ class ClusterClient(LoopOwner):
             time.sleep(0.05)
 
     def elect_preferred_leader(self, topic: str, partition: int = 0) -> int:
-        resp = self._admin.call_controller(ElectLeadersRequest(topic, partition), 30)
-        assert isinstance(resp, ElectLeadersResponse)
-        if resp.error != NONE:
-            raise error_for_code(resp.error)(resp.message)
-        return resp.leader
+        return self._admin.elect_preferred_leader(topic, partition)
 
     def producer(self, **config: Any) -> ClusterProducer:
         """A :class:`~seglog.cluster.producer.ClusterProducer`; keywords are Kafka producer keys

@@ -211,6 +211,15 @@ class Controller:
             self.node.scheduler.cancel(self._resync_task)
         log.info("node %d is no longer controller (epoch %d)", self.node.node_id, self.epoch)
 
+    def _lost_control(self, exc: BaseException) -> NotControllerError:
+        """The error a request gets when a coordinator write of this controller failed: it was
+        replaced (it resigns), or it cannot reach the coordinator now (``ConnectionLossError``)."""
+        if isinstance(exc, ConnectionLossError):
+            return NotControllerError(f"controller {self.node.node_id} cannot reach the coordinator: {exc}")
+        self.resign()
+        self.node.on_controller_resigned()
+        return NotControllerError(f"controller {self.node.node_id} was replaced: {exc}")
+
     def _guard(self, fn: Callable[[], None]) -> None:
         try:
             fn()
@@ -501,13 +510,8 @@ class Controller:
             return AlterPartitionResponse(code_for_exception(err), message=str(err))
         try:
             return self._alter_partition(req)
-        except (SessionExpiredError, BadVersionError, ControllerFenced) as exc:
-            self.resign()
-            self.node.on_controller_resigned()
-            e = NotControllerError(f"controller {self.node.node_id} was replaced: {exc}")
-            return AlterPartitionResponse(code_for_exception(e), message=str(e))
-        except ConnectionLossError as exc:
-            e = NotControllerError(f"controller {self.node.node_id} cannot reach the coordinator: {exc}")
+        except (SessionExpiredError, BadVersionError, ControllerFenced, ConnectionLossError) as exc:
+            e = self._lost_control(exc)
             return AlterPartitionResponse(code_for_exception(e), message=str(e))
 
     def _alter_partition(self, req: AlterPartitionRequest) -> AlterPartitionResponse:
@@ -576,14 +580,9 @@ class Controller:
             return CreateTopicResponse(code_for_exception(e), str(e))
         except ConfigError as e:
             return CreateTopicResponse(code_for_exception(e), str(e))
-        except (SessionExpiredError, BadVersionError) as exc:
-            self.resign()
-            self.node.on_controller_resigned()
-            e2 = NotControllerError(f"controller {self.node.node_id} was replaced: {exc}")
+        except (SessionExpiredError, BadVersionError, ConnectionLossError) as exc:
+            e2 = self._lost_control(exc)
             return CreateTopicResponse(code_for_exception(e2), str(e2))
-        except ConnectionLossError as exc:
-            e3 = NotControllerError(f"controller {self.node.node_id} cannot reach the coordinator: {exc}")
-            return CreateTopicResponse(code_for_exception(e3), str(e3))
 
     def _create_topic(self, req: CreateTopicRequest) -> CreateTopicResponse:
         name = req.name
@@ -701,14 +700,9 @@ class Controller:
                     self.elections += 1
                 log.info("%s-%d: controlled shutdown of node %d: leader %d epoch %d ISR %s", tp[0], tp[1],
                          b, leader, epoch, isr)
-        except (SessionExpiredError, BadVersionError, ControllerFenced) as exc:
-            self.resign()
-            self.node.on_controller_resigned()
-            e2 = NotControllerError(f"controller {self.node.node_id} was replaced: {exc}")
+        except (SessionExpiredError, BadVersionError, ControllerFenced, ConnectionLossError) as exc:
+            e2 = self._lost_control(exc)
             return ControlledShutdownResponse(code_for_exception(e2), str(e2))
-        except ConnectionLossError as exc:
-            e3 = NotControllerError(f"controller {self.node.node_id} cannot reach the coordinator: {exc}")
-            return ControlledShutdownResponse(code_for_exception(e3), str(e3))
         self.version += 1
         self._publish()
         return ControlledShutdownResponse(NONE, remaining=tuple(remaining))

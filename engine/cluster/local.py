@@ -48,7 +48,6 @@ import asyncio
 import concurrent.futures
 import functools
 import itertools
-import json
 import logging
 import os
 import shutil
@@ -59,18 +58,10 @@ from typing import Any
 
 from seglog.util.loop import LoopOwner
 from seglog.util.clock import Clock
-from seglog.errors import error_for_code
 from seglog.cluster.base import ClusterBase
 from seglog.cluster.consumer import ClusterConsumer
 from seglog.cluster.coordinator import InMemoryCoordinator
-from seglog.cluster.messages import (
-    NONE,
-    CreateTopicRequest,
-    CreateTopicResponse,
-    ElectLeadersRequest,
-    ElectLeadersResponse,
-    MetadataResponse,
-)
+from seglog.cluster.messages import MetadataResponse
 from seglog.cluster.metadata import ReplicaConfig
 from seglog.cluster.network import NetworkClient
 from seglog.cluster.node import ReplicaNode
@@ -349,16 +340,11 @@ class LocalCluster(LoopOwner, ClusterBase):
                      config: Mapping[str, Any] | None = None, *, timeout_s: float = 30) -> None:
         """Create a topic (placement by Kafka's rule) and wait until every partition leads."""
         self.wait_for(lambda: self._controller() is not None, timeout_s, "a controller")
-        req = CreateTopicRequest(name, partitions, replication_factor,
-                                 tuple((k, json.dumps(v)) for k, v in (config or {}).items()))
         client = self._client()
         try:
-            resp = client.call_controller(req, timeout_s)
+            client.create_topic(name, partitions, replication_factor, config, timeout_s)
         finally:
             client.close()
-        assert isinstance(resp, CreateTopicResponse)
-        if resp.error != NONE:
-            raise error_for_code(resp.error)(resp.message)
         for p in range(partitions):
             self.wait_for(lambda p=p: (st := self._state(name, p)) is not None and st.leader >= 0
                           and (n := self.nodes.get(st.leader)) is not None
@@ -368,13 +354,9 @@ class LocalCluster(LoopOwner, ClusterBase):
     def elect_preferred_leader(self, topic: str, partition: int = 0) -> int:
         client = self._client()
         try:
-            resp = client.call_controller(ElectLeadersRequest(topic, partition), 30)
+            return client.elect_preferred_leader(topic, partition)
         finally:
             client.close()
-        assert isinstance(resp, ElectLeadersResponse)
-        if resp.error != NONE:
-            raise error_for_code(resp.error)(resp.message)
-        return resp.leader
 
     def producer(self, **config: Any) -> ClusterProducer:
         """A producer; keywords are Kafka producer keys with '_' for '.' (``acks="all"``,

@@ -8,13 +8,22 @@ with its ``Metadata``), and what it needs from the object that owns the loop and
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from seglog.errors import RequestTimedOutError, SeglogError
+from seglog.errors import RequestTimedOutError, SeglogError, error_for_code
 from seglog.util.clock import Clock
-from seglog.cluster.messages import NONE, MetadataRequest, MetadataResponse
+from seglog.cluster.messages import (
+    NONE,
+    CreateTopicRequest,
+    CreateTopicResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
 from seglog.cluster.tcp import TcpTransport
 
 __all__ = ["ClientHost", "NetworkClient", "kafka_keys"]
@@ -151,3 +160,24 @@ class NetworkClient:
                     raise RequestTimedOutError(f"no controller answered {type(msg).__name__} in {timeout_s} s")
                 await asyncio.sleep(0.05)
         return self.cluster._call(call(), timeout_s + 5)
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int,
+                     config: Mapping[str, Any] | None, timeout_s: float) -> None:
+        """Ask the controller to create a topic (``config``: topic keys to values); raises the
+        error it answers with. Returns once the controller has written it, before its partitions
+        have leaders."""
+        req = CreateTopicRequest(name, partitions, replication_factor,
+                                 tuple((k, json.dumps(v)) for k, v in (config or {}).items()))
+        resp = self.call_controller(req, timeout_s)
+        assert isinstance(resp, CreateTopicResponse)
+        if resp.error != NONE:
+            raise error_for_code(resp.error)(resp.message)
+
+    def elect_preferred_leader(self, topic: str, partition: int, timeout_s: float = 30) -> int:
+        """Ask the controller to move the partition's leadership to its preferred replica;
+        returns the leader it answers with, or raises its error."""
+        resp = self.call_controller(ElectLeadersRequest(topic, partition), timeout_s)
+        assert isinstance(resp, ElectLeadersResponse)
+        if resp.error != NONE:
+            raise error_for_code(resp.error)(resp.message)
+        return resp.leader
