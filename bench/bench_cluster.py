@@ -31,7 +31,7 @@ if _reason is not None:
 
 from seglog.benchmarks import cases  # noqa: E402
 from seglog.benchmarks.replication import paced_latencies_ms  # noqa: E402
-from seglog.cluster.local import LocalCluster  # noqa: E402
+from seglog.cluster import start_cluster  # noqa: E402
 
 VALUE = b"v" * 100
 TRIALS = 10
@@ -44,9 +44,9 @@ def zk() -> Iterator[ZooKeeperServer]:
 
 
 def _cluster(zk: ZooKeeperServer, name: str, session_timeout_ms: int = 3000) -> Any:
-    return LocalCluster(nodes=3, coordinator="zookeeper", processes=True,
-                        zookeeper=f"{zk.connect_string}/{name}-{time.monotonic_ns()}",
-                        replica_config={"session.timeout.ms": session_timeout_ms})
+    return start_cluster(nodes=3, coordinator="zookeeper", processes=True,
+                         zookeeper=f"{zk.connect_string}/{name}-{time.monotonic_ns()}",
+                         replica_config={"session.timeout.ms": session_timeout_ms})
 
 
 @pytest.fixture(scope="module")

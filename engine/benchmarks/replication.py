@@ -40,7 +40,7 @@ def paced_latencies_ms(producer: Any, topic: str, value: bytes, count: int, rate
 
 def _prepare_replication(p: Mapping[str, int], base: Path, available: frozenset[str],
                          zookeeper: bool = False) -> Work:
-    from seglog.cluster.local import LocalCluster  # lazy: the cluster modules add ~0.5 s to start-up
+    from seglog.cluster import start_cluster  # lazy: the cluster modules add ~0.5 s to start-up
 
     n = p["count"]
     value = b"v" * 100
@@ -52,13 +52,13 @@ def _prepare_replication(p: Mapping[str, int], base: Path, available: frozenset[
         zk = ZooKeeperServer()
         zk.__enter__()
         try:
-            cluster: Any = LocalCluster(nodes=3, coordinator="zookeeper", processes=True,
-                                        zookeeper=f"{zk.connect_string}/bench")
+            cluster: Any = start_cluster(nodes=3, coordinator="zookeeper", processes=True,
+                                         zookeeper=f"{zk.connect_string}/bench")
         except BaseException:
             zk.__exit__(None, None, None)
             raise
     else:
-        cluster = LocalCluster(nodes=3, dir=workdir(base, "cluster"))
+        cluster = start_cluster(nodes=3, dir=workdir(base, "cluster"))
     try:
         cluster.create_topic("rf3", 1, 3, {"min.insync.replicas": 2})
         cluster.create_topic("rf1", 1, 1)

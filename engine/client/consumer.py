@@ -49,6 +49,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from seglog.client.kafka_table import columns_table, empty_table
 from seglog.util.args import int_arg
 from seglog.config import ConsumerConfig
 from seglog.errors import (
@@ -58,7 +59,7 @@ from seglog.errors import (
     UnknownTopicOrPartitionError,
 )
 from seglog.storage.group_offsets import OffsetAndMetadata
-from seglog.storage.records import Record, batch_headers, decode_columns, decode_records
+from seglog.storage.records import Record, batch_headers, decode_records
 from seglog.storage.store import TopicPartition
 
 if TYPE_CHECKING:
@@ -500,7 +501,7 @@ class Consumer:
         out = self._poll(max_records, timeout_ms, columns=True, headers=headers)
         tables = [t for t in out.values() if t.num_rows]
         if not tables:
-            return _empty_table(headers)
+            return empty_table(headers)
         if len(tables) == 1:
             return tables[0]
         return pa.concat_tables(tables)
@@ -619,7 +620,7 @@ class Consumer:
             buf = _Fetched(end)
             check = self.config.check_crcs
             if columns:
-                buf.table = _columns_table(tp, pieces, pos, headers, check)
+                buf.table = columns_table(tp, pieces, pos, headers, check)
             else:
                 recs: list[Record] = []
                 for piece in pieces:
@@ -728,76 +729,3 @@ class Consumer:
 
 def _rows(x: Any) -> int:
     return x.num_rows if hasattr(x, "num_rows") else len(x)
-
-
-_SCHEMA_CACHE: dict[bool, Any] = {}
-
-
-def _schema(headers: bool) -> Any:
-    s = _SCHEMA_CACHE.get(headers)
-    if s is None:
-        import pyarrow as pa
-
-        fields = [pa.field("key", pa.binary()), pa.field("value", pa.binary()),
-                  pa.field("topic", pa.string()), pa.field("partition", pa.int32()),
-                  pa.field("offset", pa.int64()), pa.field("timestamp", pa.timestamp("ms", tz="UTC")),
-                  pa.field("timestampType", pa.int32())]
-        if headers:
-            fields.append(pa.field("headers", pa.list_(pa.struct([
-                pa.field("key", pa.string()), pa.field("value", pa.binary())]))))
-        s = _SCHEMA_CACHE[headers] = pa.schema(fields)
-    return s
-
-
-def _empty_table(headers: bool) -> Any:
-    return _schema(headers).empty_table()
-
-
-_CONSTANTS: dict[tuple[str, Any], Any] = {}
-
-
-def _constant(kind: str, value: Any, n: int) -> Any:
-    """An Arrow array of ``n`` copies of ``value``: a zero-copy slice of a cached one."""
-    import pyarrow as pa
-
-    key = (kind, value)
-    arr = _CONSTANTS.get(key)
-    if arr is None or len(arr) < n:
-        size = max(n, 2 * len(arr) if arr is not None else 1 << 16)
-        typ = {"topic": pa.string(), "partition": pa.int32(), "tstype": pa.int32()}[kind]
-        arr = pa.repeat(pa.scalar(value, typ), size)
-        if len(_CONSTANTS) > 1024:
-            _CONSTANTS.clear()
-        _CONSTANTS[key] = arr
-    return arr.slice(0, n)
-
-
-def _columns_table(tp: TopicPartition, pieces: Sequence[memoryview], pos: int, headers: bool,
-                   check: bool) -> Any:
-    import pyarrow as pa
-
-    schema = _schema(headers)
-    batches = []
-    ts_type = pa.timestamp("ms", tz="UTC")
-    for piece in pieces:
-        cols = decode_columns(piece, keys=True, headers=headers, min_offset=pos, verify_crc=check)
-        n = cols.count
-        if not n:
-            continue
-        rb = cols.to_arrow()
-        kinds = bytes(cols.timestamp_types)
-        if not kinds.strip(b"\x00"):
-            ts_types = _constant("tstype", 0, n)
-        elif not kinds.strip(b"\x01"):
-            ts_types = _constant("tstype", 1, n)
-        else:
-            ts_types = rb.column("timestampType").cast(pa.int32())
-        arrays = [rb.column("key"), rb.column("value"), _constant("topic", tp.topic, n),
-                  _constant("partition", tp.partition, n), rb.column("offset"),
-                  rb.column("timestamp").view(ts_type), ts_types]
-        if headers:
-            arrays.append(rb.column("headers"))
-        batches.append(pa.RecordBatch.from_arrays(arrays, schema=schema))
-    if not batches:
-        return schema.empty_table()
-    return pa.Table.from_batches(batches, schema=schema)

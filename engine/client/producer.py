@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import operator
 import random
 import threading
 from collections.abc import Mapping, Sequence
@@ -68,6 +67,7 @@ from seglog.errors import (
     RecordTooLargeError,
     UnknownTopicOrPartitionError,
 )
+from seglog.client.columns import as_key_list, has_null, records_per_batch, slice_column, take
 from seglog.client.partitioner import partition_for_key, partitions_for_keys
 from seglog.storage.records import codec_id, encode_batch
 
@@ -292,7 +292,7 @@ class Producer:
                 raise ValueError(f"headers has {len(headers)} items, values has {n}")
             if n == 0:
                 return []
-            if st.compact and (keys is None or _has_null(keys)):
+            if st.compact and (keys is None or has_null(keys)):
                 raise InvalidRecordError(f"compacted topic {topic!r} cannot accept a record "
                                          "without a key")
             for b in st.batches:
@@ -310,26 +310,27 @@ class Producer:
             elif keys is None or self._ignore_keys:
                 self._write_sticky(st, values, keys, timestamps, headers, results)
             else:
-                parts = partitions_for_keys(_as_key_list(keys), st.num_partitions)
+                parts = partitions_for_keys(as_key_list(keys), st.num_partitions)
                 order, groups = group_by_partition(parts, st.num_partitions, st.sticky)
                 if len(groups) == 1:
                     self._write_range(st, groups[0][0], values, keys, timestamps, headers, results)
                 else:
                     for p, a, b in groups:
                         idx = order[a:b]
-                        self._write_range(st, p, _take(values, idx), _take(keys, idx),
-                                          _take(timestamps, idx), _take(headers, idx), results)
+                        self._write_range(st, p, take(values, idx), take(keys, idx),
+                                          take(timestamps, idx), take(headers, idx), results)
             return results
 
     def _write_sticky(self, st: TopicSlots, values: Any, keys: Any, timestamps: Any,
                       headers: Any, results: list[BatchResult]) -> None:
         n = len(values)
-        per = _records_per_batch(st.max_batch, values, keys)
+        per = records_per_batch(st.max_batch, values, keys)
         start = 0
         while start < n:
             end = min(n, start + per)
-            self._write_range(st, st.sticky, _slice(values, start, end), _slice(keys, start, end),
-                              _slice(timestamps, start, end), _slice(headers, start, end), results)
+            self._write_range(st, st.sticky, slice_column(values, start, end),
+                              slice_column(keys, start, end), slice_column(timestamps, start, end),
+                              slice_column(headers, start, end), results)
             if st.num_partitions > 1:
                 st.sticky = (st.sticky + 1 + self._rng.randrange(st.num_partitions - 1)) % st.num_partitions
             start = end
@@ -337,13 +338,14 @@ class Producer:
     def _write_range(self, st: TopicSlots, partition: int, values: Any, keys: Any,
                      timestamps: Any, headers: Any, results: list[BatchResult]) -> None:
         n = len(values)
-        per = _records_per_batch(st.max_batch, values, keys)
+        per = records_per_batch(st.max_batch, values, keys)
         start = 0
         while start < n:
             end = min(n, start + per)
             try:
-                self._write_one(st, partition, _slice(values, start, end), _slice(keys, start, end),
-                                _slice(timestamps, start, end), _slice(headers, start, end), results)
+                self._write_one(st, partition, slice_column(values, start, end),
+                                slice_column(keys, start, end), slice_column(timestamps, start, end),
+                                slice_column(headers, start, end), results)
             except RecordTooLargeError:
                 if end - start == 1:
                     raise
@@ -412,103 +414,3 @@ class Producer:
     def __repr__(self) -> str:
         return (f"Producer(producer_id={self.producer_id}, acks={self.config.acks}, "
                 f"linger_ms={self._linger}, batch_size={self._batch_size})")
-
-
-# -------------------------------------------------------------------------------------------------
-# Column helpers: the column forms encode_batch accepts (list/tuple, NumPy, Arrow)
-# -------------------------------------------------------------------------------------------------
-
-def _module(col: Any) -> str:
-    return type(col).__module__ or ""
-
-
-def _slice(col: Any, start: int, end: int) -> Any:
-    if col is None or isinstance(col, int):
-        return col
-    if start == 0 and end == len(col):
-        return col
-    if _module(col).startswith("pyarrow"):
-        return col.slice(start, end - start)
-    return col[start:end]
-
-
-def _take(col: Any, idx: Any) -> Any:
-    if col is None or isinstance(col, int):
-        return col
-    mod = _module(col)
-    if mod.startswith("pyarrow"):
-        import pyarrow as pa
-
-        return col.take(pa.array(idx, type=pa.int64()))
-    if mod.startswith("numpy"):
-        import numpy as np
-
-        return col[np.frombuffer(idx, dtype=np.int64)]
-    if len(idx) == 1:
-        return [col[idx[0]]]
-    return list(operator.itemgetter(*idx)(col))
-
-
-def _records_per_batch(limit: int, values: Any, keys: Any) -> int:
-    """How many records to put in one batch so that it stays under ``limit`` bytes (an
-    estimate: a batch that still comes out too large is split again)."""
-    per_record = _item_size(values, "values") + _item_size(keys, "keys") + 16
-    return max(1, int(limit * 0.9) // per_record)
-
-
-def _item_size(col: Any, name: str) -> int:
-    """Bytes per item of a binary column: the average for Arrow, the width for NumPy, the
-    largest of a sample for Python sequences."""
-    if col is None:
-        return 0
-    n = len(col)
-    if n == 0:
-        return 0
-    mod = _module(col)
-    if mod.startswith("pyarrow"):
-        import pyarrow as pa
-
-        import pyarrow.compute as pc
-
-        if pa.types.is_fixed_size_binary(col.type):
-            return int(col.type.byte_width)
-        total = pc.sum(pc.binary_length(col)).as_py() or 0
-        return max(1, int(total) // n)
-    if mod.startswith("numpy"):
-        if col.dtype.kind == "O":
-            col = col.tolist()
-        else:
-            return int(col.dtype.itemsize * (col.shape[1] if col.ndim == 2 else 1))
-    step = max(1, n // 512)
-    try:
-        sample = [len(x) for x in col[::step] if x is not None]
-    except TypeError:
-        for i, x in enumerate(col):
-            if x is not None and (isinstance(x, str) or not hasattr(x, "__len__")):
-                raise TypeError(f"{name}[{i}] is a {type(x).__name__}, not bytes-like or None") from None
-        raise
-    return max(1, max(sample) if sample else 1)
-
-
-def _has_null(col: Any) -> bool:
-    mod = _module(col)
-    if mod.startswith("pyarrow"):
-        return bool(col.null_count)
-    if mod.startswith("numpy"):
-        return col.dtype.kind == "O" and any(x is None for x in col)
-    return any(x is None for x in col)
-
-
-def _as_key_list(keys: Any) -> list[Any]:
-    if isinstance(keys, list):
-        return keys
-    mod = _module(keys)
-    if mod.startswith("pyarrow"):
-        return keys.to_pylist()  # type: ignore[no-any-return]
-    if mod.startswith("numpy"):
-        if keys.dtype.kind == "S":
-            return list(keys.tolist())
-        if keys.dtype.kind == "u" and keys.ndim == 2:
-            return [bytes(r) for r in keys]
-        return list(keys.tolist())
-    return list(keys)

@@ -5,8 +5,9 @@ Built on :mod:`seglog.storage` (each replica is a :class:`~seglog.storage.log.Lo
 
 - :mod:`~seglog.cluster.partition` — one replica of one partition: high watermark, ISR,
   acks, leader epochs, follower truncation, idempotence;
-- :mod:`~seglog.cluster.node` — a node: requests, follower fetchers, ISR expiry timer,
-  coordinator session;
+- :mod:`~seglog.cluster.node` — a node: requests, ISR expiry timer, log dirs, coordinator
+  session; :mod:`~seglog.cluster.fetcher` — its follower fetchers;
+  :mod:`~seglog.cluster.fetch_handler` — the fetches it serves as a leader (long polls);
 - :mod:`~seglog.cluster.controller` — leader election and ISR changes through the
   coordinator's compare-and-set;
 - :mod:`~seglog.cluster.election` — election and placement rules as pure functions;
@@ -17,8 +18,13 @@ Built on :mod:`seglog.storage` (each replica is a :class:`~seglog.storage.log.Lo
 - :mod:`~seglog.cluster.zookeeper` — the coordinator over ZooKeeper (kazoo);
   :mod:`~seglog.cluster.zkserver` — a throwaway ZooKeeper server for tests and demos;
 - :mod:`~seglog.cluster.server` — one node process (``seglog node``);
-- :mod:`~seglog.cluster.local` — :class:`LocalCluster`, a whole cluster in one process;
-  :mod:`~seglog.cluster.process` — the same with one ``seglog node`` process per node;
+- :mod:`~seglog.cluster.factory` — :func:`start_cluster`, the one way to start a cluster for
+  tests and demos: :mod:`~seglog.cluster.local` — :class:`LocalCluster`, a whole cluster in one
+  process; :mod:`~seglog.cluster.process` — the same with one ``seglog node`` process per node;
+  :mod:`~seglog.cluster.base` — what both share;
+- :mod:`~seglog.cluster.producer`, :mod:`~seglog.cluster.consumer` — the cluster's
+  :class:`ClusterProducer` and :class:`ClusterConsumer`, over :mod:`~seglog.cluster.network`
+  (a client endpoint with a metadata cache);
 - :mod:`~seglog.cluster.client` — :class:`ClusterClient`, a cluster's producer and consumer
   from its bootstrap addresses;
 - idempotent producer state and ``.snapshot`` files: :mod:`seglog.storage.producer_state` (shared
@@ -27,11 +33,15 @@ Built on :mod:`seglog.storage` (each replica is a :class:`~seglog.storage.log.Lo
 
 from __future__ import annotations
 
+from seglog.cluster.consumer import ClusterConsumer
 from seglog.cluster.coordinator import InMemoryCoordinator
+from seglog.cluster.factory import start_cluster
+from seglog.cluster.local import LocalCluster
 from seglog.cluster.metadata import PartitionState, ReplicaConfig
 from seglog.cluster.node import ReplicaNode
+from seglog.cluster.process import ProcessCluster
+from seglog.cluster.producer import ClusterProducer
 from seglog.cluster.transport import InMemoryNetwork
-from seglog.cluster.local import ClusterConsumer, ClusterProducer, LocalCluster
 
 __all__ = ["ClusterConsumer", "ClusterProducer", "InMemoryCoordinator", "InMemoryNetwork", "LocalCluster",
-           "PartitionState", "ReplicaConfig", "ReplicaNode"]
+           "PartitionState", "ProcessCluster", "ReplicaConfig", "ReplicaNode", "start_cluster"]

@@ -14,7 +14,7 @@
 ...         print(p.topic, p.partition, p.state.leader, p.replicas, p.state.isr)
 
 The producer and consumer are those of :class:`seglog.cluster.local.LocalCluster`
-(:class:`~seglog.cluster.local.ClusterProducer`, :class:`~seglog.cluster.local.ClusterConsumer`): each request
+(:class:`~seglog.cluster.producer.ClusterProducer`, :class:`~seglog.cluster.consumer.ClusterConsumer`): each request
 goes to the partition's leader as the latest metadata names it; on ``NotLeaderOrFollowerError``,
 a lost connection or a timeout the client refreshes metadata from any live node (the bootstrap
 addresses when none answers) and retries with exponential backoff (``retry.backoff.ms`` up to
@@ -28,7 +28,6 @@ Every request runs on one asyncio loop on a background thread; the objects are t
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -36,17 +35,12 @@ from typing import Any
 
 from seglog.util.loop import LoopOwner
 from seglog.util.clock import Clock
-from seglog.config import ConsumerConfig, ProducerConfig
-from seglog.errors import KafkaError, error_for_code
-from seglog.cluster.messages import (
-    NONE,
-    CreateTopicRequest,
-    CreateTopicResponse,
-    ElectLeadersRequest,
-    ElectLeadersResponse,
-    MetadataResponse,
-)
+from seglog.errors import KafkaError
+from seglog.cluster.consumer import ClusterConsumer
+from seglog.cluster.messages import MetadataResponse
 from seglog.cluster.metadata import PartitionInfo
+from seglog.cluster.network import NetworkClient
+from seglog.cluster.producer import ClusterProducer
 from seglog.cluster.tcp import TcpTransport
 
 _BOOTSTRAP_BASE = -100  # bootstrap addresses get ids -100, -101, ... until metadata names the nodes
@@ -73,9 +67,6 @@ class ClusterClient(LoopOwner):
 
     def __init__(self, bootstrap: str | Sequence[str], *, secret: bytes | str | None = None,
                  ssl: Any = None, metadata_timeout_s: float = 30) -> None:
-        from seglog.cluster.local import _Client
-
-        self._client_cls = _Client
         self.bootstrap = parse_bootstrap(bootstrap)
         self.clock = Clock()
         self.loop = asyncio.new_event_loop()
@@ -119,8 +110,8 @@ class ClusterClient(LoopOwner):
     def _controller(self) -> int | None:
         return self.controller_id if self.controller_id >= 0 else None
 
-    def _client(self) -> Any:
-        return self._client_cls(self, next(self._client_ids))  # type: ignore[arg-type]
+    def _client(self) -> NetworkClient:
+        return NetworkClient(self, next(self._client_ids))
 
     def _learn(self, resp: MetadataResponse) -> None:
         for nid, addr in resp.addresses:
@@ -155,12 +146,7 @@ class ClusterClient(LoopOwner):
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3,
                      config: Mapping[str, Any] | None = None, *, timeout_s: float = 30) -> None:
         """Create a topic and wait until every partition has a leader in the metadata."""
-        req = CreateTopicRequest(name, partitions, replication_factor,
-                                 tuple((k, json.dumps(v)) for k, v in (config or {}).items()))
-        resp = self._admin.call_controller(req, timeout_s)
-        assert isinstance(resp, CreateTopicResponse)
-        if resp.error != NONE:
-            raise error_for_code(resp.error)(resp.message)
+        self._admin.create_topic(name, partitions, replication_factor, config, timeout_s)
         deadline = time.monotonic() + timeout_s
         while True:
             self.refresh()
@@ -172,26 +158,17 @@ class ClusterClient(LoopOwner):
             time.sleep(0.05)
 
     def elect_preferred_leader(self, topic: str, partition: int = 0) -> int:
-        resp = self._admin.call_controller(ElectLeadersRequest(topic, partition), 30)
-        assert isinstance(resp, ElectLeadersResponse)
-        if resp.error != NONE:
-            raise error_for_code(resp.error)(resp.message)
-        return resp.leader
+        return self._admin.elect_preferred_leader(topic, partition)
 
-    def producer(self, **config: Any) -> Any:
-        """A :class:`~seglog.cluster.local.ClusterProducer`; keywords are Kafka producer keys with '_'
-        for '.' (``acks="all"``, ``enable_idempotence=True``, ``delivery_timeout_ms=...``)."""
-        from seglog.cluster.local import ClusterProducer, _dotted
+    def producer(self, **config: Any) -> ClusterProducer:
+        """A :class:`~seglog.cluster.producer.ClusterProducer`; keywords are Kafka producer keys
+        with '_' for '.' (``acks="all"``, ``enable_idempotence=True``, ``delivery_timeout_ms=...``)."""
+        return ClusterProducer.from_keywords(self, **config)
 
-        return ClusterProducer(self, ProducerConfig.from_dict(_dotted(config)))  # type: ignore[arg-type]
-
-    def consumer(self, **config: Any) -> Any:
-        """A :class:`~seglog.cluster.local.ClusterConsumer` reading committed records from the leaders."""
-        from seglog.cluster.local import ClusterConsumer, _dotted
-
-        cfg: dict[str, Any] = {"auto.offset.reset": "earliest"}
-        cfg.update(_dotted(config))
-        return ClusterConsumer(self, ConsumerConfig.from_dict(cfg))  # type: ignore[arg-type]
+    def consumer(self, **config: Any) -> ClusterConsumer:
+        """A :class:`~seglog.cluster.consumer.ClusterConsumer` reading committed records from the
+        leaders."""
+        return ClusterConsumer.from_keywords(self, **config)
 
     def close(self) -> None:
         if self._closed:

@@ -40,8 +40,8 @@ import dataclasses
 import json
 import logging
 import random
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from seglog.config import LogConfig
 from seglog.errors import (
@@ -101,6 +101,7 @@ from seglog.cluster.metadata import (
     TOPICS_PATH,
     PartitionInfo,
     PartitionState,
+    ReplicaConfig,
     TopicPartition,
     broker_path,
     dumps,
@@ -110,9 +111,6 @@ from seglog.cluster.metadata import (
     topic_path,
     topic_record,
 )
-
-if TYPE_CHECKING:
-    from seglog.cluster.node import ReplicaNode
 
 log = logging.getLogger("seglog.cluster.controller")
 
@@ -136,12 +134,35 @@ class TopicInfo:
     log_config: LogConfig
 
 
+class ControllerHost(Protocol):
+    """What the controller uses of the node it runs on (a
+    :class:`~seglog.cluster.node.ReplicaNode`)."""
+
+    node_id: int
+    config: ReplicaConfig
+    scheduler: Any
+    mutants: frozenset[str]
+
+    def send(self, dst: int, message: Any, callback: Callable[[Any, BaseException | None], None],
+             timeout_ms: int) -> None:
+        """Send ``message`` to node ``dst``; ``callback(response, error)`` when it is answered."""
+        ...
+
+    def topic_config(self, overrides: Mapping[str, Any] | None = None) -> LogConfig:
+        """A topic's log config: the node's defaults under ``overrides``."""
+        ...
+
+    def on_controller_resigned(self) -> None:
+        """This controller stopped (replaced, or cut off from the coordinator)."""
+        ...
+
+
 class ControllerFenced(Exception):
     """This controller was replaced; it must stop."""
 
 
 class Controller:
-    def __init__(self, node: ReplicaNode, session: CoordinatorSession, epoch: int,
+    def __init__(self, node: ControllerHost, session: CoordinatorSession, epoch: int,
                  epoch_version: int) -> None:
         self.node = node
         self.session = session
@@ -189,6 +210,15 @@ class Controller:
         if self._resync_task is not None:
             self.node.scheduler.cancel(self._resync_task)
         log.info("node %d is no longer controller (epoch %d)", self.node.node_id, self.epoch)
+
+    def _lost_control(self, exc: BaseException) -> NotControllerError:
+        """The error a request gets when a coordinator write of this controller failed: it was
+        replaced (it resigns), or it cannot reach the coordinator now (``ConnectionLossError``)."""
+        if isinstance(exc, ConnectionLossError):
+            return NotControllerError(f"controller {self.node.node_id} cannot reach the coordinator: {exc}")
+        self.resign()
+        self.node.on_controller_resigned()
+        return NotControllerError(f"controller {self.node.node_id} was replaced: {exc}")
 
     def _guard(self, fn: Callable[[], None]) -> None:
         try:
@@ -480,13 +510,8 @@ class Controller:
             return AlterPartitionResponse(code_for_exception(err), message=str(err))
         try:
             return self._alter_partition(req)
-        except (SessionExpiredError, BadVersionError, ControllerFenced) as exc:
-            self.resign()
-            self.node.on_controller_resigned()
-            e = NotControllerError(f"controller {self.node.node_id} was replaced: {exc}")
-            return AlterPartitionResponse(code_for_exception(e), message=str(e))
-        except ConnectionLossError as exc:
-            e = NotControllerError(f"controller {self.node.node_id} cannot reach the coordinator: {exc}")
+        except (SessionExpiredError, BadVersionError, ControllerFenced, ConnectionLossError) as exc:
+            e = self._lost_control(exc)
             return AlterPartitionResponse(code_for_exception(e), message=str(e))
 
     def _alter_partition(self, req: AlterPartitionRequest) -> AlterPartitionResponse:
@@ -555,14 +580,9 @@ class Controller:
             return CreateTopicResponse(code_for_exception(e), str(e))
         except ConfigError as e:
             return CreateTopicResponse(code_for_exception(e), str(e))
-        except (SessionExpiredError, BadVersionError) as exc:
-            self.resign()
-            self.node.on_controller_resigned()
-            e2 = NotControllerError(f"controller {self.node.node_id} was replaced: {exc}")
+        except (SessionExpiredError, BadVersionError, ConnectionLossError) as exc:
+            e2 = self._lost_control(exc)
             return CreateTopicResponse(code_for_exception(e2), str(e2))
-        except ConnectionLossError as exc:
-            e3 = NotControllerError(f"controller {self.node.node_id} cannot reach the coordinator: {exc}")
-            return CreateTopicResponse(code_for_exception(e3), str(e3))
 
     def _create_topic(self, req: CreateTopicRequest) -> CreateTopicResponse:
         name = req.name
@@ -680,14 +700,9 @@ class Controller:
                     self.elections += 1
                 log.info("%s-%d: controlled shutdown of node %d: leader %d epoch %d ISR %s", tp[0], tp[1],
                          b, leader, epoch, isr)
-        except (SessionExpiredError, BadVersionError, ControllerFenced) as exc:
-            self.resign()
-            self.node.on_controller_resigned()
-            e2 = NotControllerError(f"controller {self.node.node_id} was replaced: {exc}")
+        except (SessionExpiredError, BadVersionError, ControllerFenced, ConnectionLossError) as exc:
+            e2 = self._lost_control(exc)
             return ControlledShutdownResponse(code_for_exception(e2), str(e2))
-        except ConnectionLossError as exc:
-            e3 = NotControllerError(f"controller {self.node.node_id} cannot reach the coordinator: {exc}")
-            return ControlledShutdownResponse(code_for_exception(e3), str(e3))
         self.version += 1
         self._publish()
         return ControlledShutdownResponse(NONE, remaining=tuple(remaining))

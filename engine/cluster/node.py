@@ -1,7 +1,9 @@
 """A replica node: the partitions it hosts, the requests it serves, its follower fetchers, its
 ISR expiry timer, its coordinator session and, when elected, the controller (Kafka's
 ``KafkaServer`` + ``ReplicaManager`` + ``ReplicaFetcherManager``, reduced to what replication
-needs).
+needs). Its follower fetchers are :mod:`seglog.cluster.fetcher`; the fetches it serves as a
+leader, long polls included, :mod:`seglog.cluster.fetch_handler`; its controller
+:mod:`seglog.cluster.controller`.
 
 Everything runs on one thread of control: requests, responses and timers are callbacks from
 the transport and the scheduler, so the same code runs inside the deterministic simulation
@@ -43,7 +45,6 @@ has caught up again.
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import json
 import logging
 import os
@@ -60,7 +61,6 @@ from seglog.errors import (
     LogDirectoryLockedError,
     NotControllerError,
     NotLeaderOrFollowerBeforeAppendError,
-    NotLeaderOrFollowerError,
     SeglogError,
     StaleBrokerEpochError,
     StorageError,
@@ -83,9 +83,9 @@ from seglog.cluster.coordinator import (
     NoNodeError,
     SessionExpiredError,
 )
+from seglog.cluster.fetch_handler import FetchHandler
+from seglog.cluster.fetcher import ReplicaFetchers
 from seglog.cluster.messages import (
-    CONSUMER_REPLICA_ID,
-    ISOLATION_LOG_END,
     NONE,
     AlterPartitionRequest,
     AlterPartitionResponse,
@@ -96,10 +96,7 @@ from seglog.cluster.messages import (
     ElectLeadersRequest,
     ElectLeadersResponse,
     ErrorResponse,
-    FetchPartition,
-    FetchPartitionResponse,
     FetchRequest,
-    FetchResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     LeaderAndIsrRequest,
@@ -115,7 +112,6 @@ from seglog.cluster.metadata import (
     CONTROLLER_PATH,
     LOG_DIR_EVENT_PATH,
     LOG_DIR_EVENT_PREFIX,
-    NO_LEADER,
     PartitionInfo,
     ReplicaConfig,
     TopicPartition,
@@ -142,23 +138,6 @@ def _log_dirs(data_dir: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
             raise ValueError(f"log dir {dirs[i]} is listed twice (as {dirs[real.index(r)]}); "
                              "every log dir must be a different directory")
     return dirs
-
-
-@dataclasses.dataclass(slots=True)
-class _Fetcher:
-    leader: int
-    in_flight: bool = False
-    backoff_until: int = 0
-    kick: Any = None
-
-
-@dataclasses.dataclass(slots=True)
-class _ParkedFetch:
-    src: int
-    req: FetchRequest
-    reply: Reply
-    timer: Any = None
-    done: bool = False
 
 
 class ReplicaNode:
@@ -209,8 +188,8 @@ class ReplicaNode:
         self._held: dict[str, LogDir] = {}  # the log dirs this node owns while it runs
         self._unscanned_dirs: set[str] = set()  # offline since the start: contents unknown
         self._offline_reported = True
-        self._fetchers: dict[int, _Fetcher] = {}
-        self._parked: dict[TopicPartition, list[_ParkedFetch]] = {}
+        self.fetchers = ReplicaFetchers(self)
+        self.fetches = FetchHandler(self)
         self._tasks: list[Any] = []
         self._hw_files = {d: OffsetCheckpointFile(os.path.join(d, HW_CHECKPOINT_FILE)) for d in self.log_dirs}
         self._hw_checkpoint: dict[TopicPartition, int] = {}
@@ -291,7 +270,7 @@ class ReplicaNode:
         self._every("isr expiration", self._expire_isr, max(1, cfg.replica_lag_time_max_ms // 2))
         self._every("high watermark checkpoint", self.checkpoint_high_watermarks,
                     max(1, cfg.replica_high_watermark_checkpoint_interval_ms))
-        self._every("fetcher kick", self._kick_fetchers, max(1, cfg.replica_fetch_backoff_ms))
+        self._every("fetcher kick", self.fetchers.update, max(1, cfg.replica_fetch_backoff_ms))
         self._every("log flush", self._flush_logs, 100)
         self._connect()
 
@@ -346,7 +325,7 @@ class ReplicaNode:
         if self.controller is not None:
             self.controller.resign()
             self.controller = None
-        self._fail_parked()
+        self.fetches.fail_all()
         self.wait_for_checkpoint()
         failed: dict[str, BaseException] = {}
         for p in self.partitions.values():
@@ -422,9 +401,7 @@ class ReplicaNode:
         for t in self._tasks:
             self.scheduler.cancel(t)
         self._tasks.clear()
-        for f in self._fetchers.values():
-            if f.kick is not None:
-                self.scheduler.cancel(f.kick)
+        self.fetchers.cancel_timers()
 
     # ---------------------------------------------------------------------------------------------
     # Coordinator: session, registration, controller election
@@ -595,7 +572,7 @@ class ReplicaNode:
             return
         try:
             if isinstance(msg, FetchRequest):
-                self._handle_fetch(src, msg, reply)
+                self.fetches.handle(src, msg, reply)
             elif isinstance(msg, ProduceRequest):
                 self._handle_produce(msg, reply)
             elif isinstance(msg, LeaderAndIsrRequest):
@@ -678,11 +655,11 @@ class ReplicaNode:
                     continue  # offline: its dir failed, or a dir that may hold it is
             was_leader = p.is_leader
             if p.apply_state(info) and was_leader and not p.is_leader:
-                self._complete_parked(p.tp, error=True)
+                self.fetches.complete(p.tp, error=True)
         if old_live != self.live_brokers:
             for p in self.partitions.values():
                 p.maybe_increment_high_watermark()
-        self._update_fetchers()
+        self.fetchers.update()
         if not self._offline_reported:
             self._report_offline()
         return LeaderAndIsrResponse()
@@ -751,7 +728,7 @@ class ReplicaNode:
 
         if p is None:
             if tp in self.offline_partitions:
-                respond(-1, -1, -1, self._offline_error(tp), False)
+                respond(-1, -1, -1, self.offline_error(tp), False)
             elif tp in self.metadata:
                 respond(-1, -1, -1, NotLeaderOrFollowerBeforeAppendError(
                     f"node {self.node_id} does not host {req.topic}-{req.partition}"), False)
@@ -764,11 +741,11 @@ class ReplicaNode:
         except KafkaError as exc:
             respond(-1, -1, -1, exc, False)
             if isinstance(exc, KafkaStorageError):
-                self._maybe_log_dir_failure(p, exc)
+                self.maybe_log_dir_failure(p, exc)
             return
         except OSError as exc:
             respond(-1, -1, -1, KafkaStorageError(f"node {self.node_id}: {exc}"), False)
-            self._maybe_log_dir_failure(p, exc)
+            self.maybe_log_dir_failure(p, exc)
             return
         except Exception as exc:  # noqa: BLE001 - reported as an indeterminate failure
             log.exception("node %d: produce to %s-%d failed", self.node_id, req.topic, req.partition)
@@ -779,95 +756,13 @@ class ReplicaNode:
         else:
             respond(res.first_offset, res.last_offset, res.log_append_time, None, res.duplicate)
 
-    # -- fetch (leader side) --------------------------------------------------------------------
-
-    def _fetch_once(self, req: FetchRequest, *, first: bool) -> tuple[FetchResponse, int, bool]:
-        out = []
-        total = 0
-        stop = False  # an error or a divergence answers at once
-        budget = req.max_bytes
-        for fp in req.partitions:
-            tp = (fp.topic, fp.partition)
-            p = self.partitions.get(tp)
-            if p is None:
-                e: KafkaError = (self._offline_error(tp) if tp in self.offline_partitions else
-                                 UnknownTopicOrPartitionError(
-                                     f"node {self.node_id} hosts no {fp.topic}-{fp.partition}"))
-                out.append(FetchPartitionResponse(fp.topic, fp.partition, code_for_exception(e), message=str(e)))
-                stop = True
-                continue
-            if req.replica_id >= 0:
-                if first:
-                    r = p.fetch_for_follower(req.replica_id, req.broker_epoch, fp, budget)
-                else:
-                    r = self._reread_follower(p, fp, budget)
-            else:
-                r = p.fetch_for_consumer(fp, budget, req.isolation)
-            size = len(r.records) if isinstance(r.records, (bytes, bytearray)) else r.records.size
-            total += size
-            budget = max(0, budget - size)
-            if r.error != NONE or r.diverging_epoch >= 0 or r.diverging_end_offset >= 0:
-                stop = True
-            out.append(r)
-        return FetchResponse(tuple(out)), total, stop
-
-    def _reread_follower(self, p: Partition, fp: FetchPartition, budget: int) -> FetchPartitionResponse:
-        if not p.is_leader or fp.current_leader_epoch != p.leader_epoch:
-            return p._error(NotLeaderOrFollowerError(f"node {self.node_id} no longer leads "
-                                                     f"{p.topic}-{p.partition}"))
-        if fp.fetch_offset > p.log.log_end_offset or fp.fetch_offset < p.log.log_start_offset:
-            return p._error(NotLeaderOrFollowerError(f"{p.topic}-{p.partition} moved under the fetch"))
-        return p.read(fp.fetch_offset, min(budget, fp.max_bytes), ISOLATION_LOG_END)
-
-    def _handle_fetch(self, src: int, req: FetchRequest, reply: Reply) -> None:
-        resp, total, stop = self._fetch_once(req, first=True)
-        if stop or total >= req.min_bytes or req.max_wait_ms <= 0:
-            reply(resp)
-            return
-        pf = _ParkedFetch(src, req, reply)
-        pf.timer = self.scheduler.schedule(f"fetch wait {src}", lambda: self._finish_parked(pf),
-                                           delay_ms=req.max_wait_ms)
-        for fp in req.partitions:
-            self._parked.setdefault((fp.topic, fp.partition), []).append(pf)
-
-    def _finish_parked(self, pf: _ParkedFetch) -> None:
-        if pf.done:
-            return
-        pf.done = True
-        self.scheduler.cancel(pf.timer)
-        for fp in pf.req.partitions:
-            lst = self._parked.get((fp.topic, fp.partition))
-            if lst and pf in lst:
-                lst.remove(pf)
-        if not self.running:
-            return
-        resp, _, _ = self._fetch_once(pf.req, first=False)
-        pf.reply(resp)
-
-    def _complete_parked(self, tp: TopicPartition, *, followers: bool = True, consumers: bool = True,
-                         error: bool = False) -> None:
-        lst = self._parked.get(tp)
-        if not lst:
-            return
-        for pf in list(lst):
-            is_follower = pf.req.replica_id != CONSUMER_REPLICA_ID
-            if error or (is_follower and followers) or (not is_follower and consumers):
-                self._finish_parked(pf)
-
-    def _fail_parked(self) -> None:
-        for lst in list(self._parked.values()):
-            for pf in list(lst):
-                pf.done = True
-                self.scheduler.cancel(pf.timer)
-        self._parked.clear()
-
     def on_log_appended(self, partition: Partition) -> None:
         # New data wakes parked follower fetches (and consumers reading to the log end).
-        self._complete_parked(partition.tp, followers=True, consumers=False)
+        self.fetches.complete(partition.tp, followers=True, consumers=False)
 
     def on_high_watermark(self, partition: Partition) -> None:
         # A HW-only change wakes consumers, never a parked follower fetch (``docs/replication.md`` §3, long polls).
-        self._complete_parked(partition.tp, followers=False, consumers=True)
+        self.fetches.complete(partition.tp, followers=False, consumers=True)
 
     # -- PartitionHost ----------------------------------------------------------------------------
 
@@ -901,74 +796,6 @@ class ReplicaNode:
             partition.on_alter_partition_response(new_isr, sent_epoch, None, NotControllerError.code)
             return
         self.send(ctrl, req, done, self.config.controller_socket_timeout_ms)
-
-    # ---------------------------------------------------------------------------------------------
-    # Follower fetchers
-    # ---------------------------------------------------------------------------------------------
-
-    def _update_fetchers(self) -> None:
-        leaders = {p.leader for p in self.partitions.values()
-                   if p.role is Role.FOLLOWER and p.leader not in (NO_LEADER, self.node_id)}
-        for leader in leaders:
-            if leader not in self._fetchers:
-                self._fetchers[leader] = _Fetcher(leader)
-        for f in list(self._fetchers.values()):
-            if f.leader not in leaders and not f.in_flight:
-                del self._fetchers[f.leader]
-        for f in list(self._fetchers.values()):
-            self._maybe_fetch(f)
-
-    def _kick_fetchers(self) -> None:
-        self._update_fetchers()
-
-    def _maybe_fetch(self, f: _Fetcher) -> None:
-        if not self.running or f.in_flight or self.broker_epoch < 0:
-            return
-        now = self.clock.monotonic_ms()
-        if now < f.backoff_until:
-            return
-        parts = [p for p in self.partitions.values() if p.role is Role.FOLLOWER and p.leader == f.leader]
-        if not parts:
-            return
-        cfg = self.config
-        sent = tuple(p.fetch_partition_request(cfg.replica_fetch_max_bytes) for p in parts)
-        req = FetchRequest(self.node_id, sent, self.broker_epoch, cfg.replica_fetch_wait_max_ms,
-                           cfg.replica_fetch_min_bytes, cfg.replica_fetch_response_max_bytes,
-                           ISOLATION_LOG_END)
-        f.in_flight = True
-        by_tp = {(fp.topic, fp.partition): fp for fp in sent}
-
-        def done(resp: Any, err: BaseException | None) -> None:
-            f.in_flight = False
-            if not self.running:
-                return
-            backoff = err is not None or not isinstance(resp, FetchResponse)
-            if not backoff:
-                for pr in resp.partitions:
-                    p = self.partitions.get((pr.topic, pr.partition))
-                    fp = by_tp.get((pr.topic, pr.partition))
-                    if p is None or fp is None:
-                        continue
-                    try:
-                        backoff |= p.on_fetch_response(fp, pr)
-                    except (KafkaError, OSError) as exc:
-                        log.warning("node %d: replicating %s-%d from %d failed: %s", self.node_id,
-                                    pr.topic, pr.partition, f.leader, exc)
-                        self.stats["fetch_apply_errors"] = self.stats.get("fetch_apply_errors", 0) + 1
-                        backoff = True
-                        if isinstance(exc, OSError):
-                            self._maybe_log_dir_failure(p, exc)
-            if backoff:
-                f.backoff_until = self.clock.monotonic_ms() + self.config.replica_fetch_backoff_ms
-                if f.kick is not None:
-                    self.scheduler.cancel(f.kick)
-                f.kick = self.scheduler.schedule(f"fetch backoff {self.node_id}->{f.leader}",
-                                                 lambda: self._maybe_fetch(f),
-                                                 delay_ms=self.config.replica_fetch_backoff_ms)
-            else:
-                self._maybe_fetch(f)
-
-        self.send(f.leader, req, done, cfg.replica_socket_timeout_ms)
 
     # ---------------------------------------------------------------------------------------------
     # Timers
@@ -1040,9 +867,9 @@ class ReplicaNode:
                 try:
                     p.log.maybe_flush_by_time()
                 except OSError as exc:
-                    self._maybe_log_dir_failure(p, exc)
+                    self.maybe_log_dir_failure(p, exc)
 
-    def _maybe_log_dir_failure(self, p: Any, exc: BaseException) -> None:
+    def maybe_log_dir_failure(self, p: Any, exc: BaseException) -> None:
         """A storage error from a write to ``p``'s log: its log dir has failed, unless the log
         was closed by this node itself (a shutdown racing a request)."""
         if p is None or p.log.closed or p.tp not in self._dir_of:
@@ -1072,11 +899,12 @@ class ReplicaNode:
             p.fail_delayed(KafkaStorageError(f"node {self.node_id}: the log dir of {tp[0]}-{tp[1]} failed: {exc}"))
             p.role = Role.NONE
             p.log.abandon()
-            self._complete_parked(tp, error=True)
-        self._update_fetchers()
+            self.fetches.complete(tp, error=True)
+        self.fetchers.update()
         self._report_offline()
 
-    def _offline_error(self, tp: TopicPartition) -> KafkaStorageError:
+    def offline_error(self, tp: TopicPartition) -> KafkaStorageError:
+        """The error a request for ``tp`` gets while its replica here is offline."""
         d = self._dir_of.get(tp)
         where = f"log dir {d} failed" if d is not None else "a log dir that may hold it is offline"
         return KafkaStorageError(f"node {self.node_id}'s replica of {tp[0]}-{tp[1]} is offline: {where}")

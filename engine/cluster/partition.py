@@ -525,6 +525,17 @@ class Partition:
     # Leader: fetches
     # ---------------------------------------------------------------------------------------------
 
+    def _refuse_fetch(self, fp: FetchPartition) -> FetchPartitionResponse | None:
+        """The answer to a fetch this replica may not serve (it does not lead, or the fetch
+        names another leader epoch), or None."""
+        if self.role is not Role.LEADER:
+            return self.fetch_error(NotLeaderOrFollowerError(
+                f"node {self.host.node_id} does not lead {self.topic}-{self.partition}"))
+        err = self._epoch_error(fp.current_leader_epoch)
+        if err is not None:
+            return self.fetch_error(err)
+        return None
+
     def _epoch_error(self, current_leader_epoch: int) -> KafkaError | None:
         if current_leader_epoch < 0:
             return None
@@ -538,7 +549,8 @@ class Partition:
                 f"only epoch {self.leader_epoch}")
         return None
 
-    def _error(self, err: KafkaError) -> FetchPartitionResponse:
+    def fetch_error(self, err: KafkaError) -> FetchPartitionResponse:
+        """A fetch response for this partition carrying ``err`` and the log's offsets."""
         return FetchPartitionResponse(self.topic, self.partition, error=code_for_exception(err),
                                       high_watermark=self.log.high_watermark,
                                       log_start_offset=self.log.log_start_offset,
@@ -546,15 +558,12 @@ class Partition:
 
     def fetch_for_follower(self, replica_id: int, broker_epoch: int, fp: FetchPartition,
                            max_bytes: int) -> FetchPartitionResponse:
-        if self.role is not Role.LEADER:
-            return self._error(NotLeaderOrFollowerError(
-                f"node {self.host.node_id} does not lead {self.topic}-{self.partition}"))
-        err = self._epoch_error(fp.current_leader_epoch)
-        if err is not None:
-            return self._error(err)
+        refused = self._refuse_fetch(fp)
+        if refused is not None:
+            return refused
         remote = self.remotes.get(replica_id)
         if remote is None:
-            return self._error(NotLeaderOrFollowerError(
+            return self.fetch_error(NotLeaderOrFollowerError(
                 f"node {replica_id} is not a replica of {self.topic}-{self.partition} "
                 f"(replicas {list(self.replicas)})"))
         leo = self.log.log_end_offset
@@ -568,7 +577,7 @@ class Partition:
                     log_start_offset=self.log.log_start_offset, log_end_offset=leo,
                     diverging_epoch=epoch, diverging_end_offset=end)
         if fp.fetch_offset > leo or fp.fetch_offset < self.log.log_start_offset:
-            return self._error(OffsetOutOfRangeError(
+            return self.fetch_error(OffsetOutOfRangeError(
                 f"fetch offset {fp.fetch_offset} is outside [{self.log.log_start_offset}, {leo}] of "
                 f"{self.topic}-{self.partition} on node {self.host.node_id}"))
         remote.update_fetch_state(fp.fetch_offset, fp.log_start_offset, leo, self._now(), broker_epoch)
@@ -578,19 +587,16 @@ class Partition:
 
     def fetch_for_consumer(self, fp: FetchPartition, max_bytes: int,
                            isolation: str) -> FetchPartitionResponse:
-        if self.role is not Role.LEADER:
-            return self._error(NotLeaderOrFollowerError(
-                f"node {self.host.node_id} does not lead {self.topic}-{self.partition}"))
-        err = self._epoch_error(fp.current_leader_epoch)
-        if err is not None:
-            return self._error(err)
+        refused = self._refuse_fetch(fp)
+        if refused is not None:
+            return refused
         if mut.CONSUMER_READS_TO_LEO in self.host.mutants:
             isolation = ISOLATION_LOG_END
         bound = self.log.high_watermark if isolation != ISOLATION_LOG_END else self.log.log_end_offset
         if fp.fetch_offset > bound or fp.fetch_offset < self.log.log_start_offset:
             if fp.fetch_offset <= self.log.log_end_offset and fp.fetch_offset >= self.log.log_start_offset:
                 return self.read(fp.fetch_offset, 0, isolation, empty=True)
-            return self._error(OffsetOutOfRangeError(
+            return self.fetch_error(OffsetOutOfRangeError(
                 f"fetch offset {fp.fetch_offset} is outside [{self.log.log_start_offset}, "
                 f"{self.log.log_end_offset}] of {self.topic}-{self.partition}"))
         return self.read(fp.fetch_offset, min(fp.max_bytes, max_bytes), isolation)

@@ -1,8 +1,8 @@
 """A cluster of node processes on loopback with ZooKeeper coordination:
-``LocalCluster(coordinator="zookeeper", processes=True)`` returns a :class:`ProcessCluster`.
+``start_cluster(coordinator="zookeeper", processes=True)`` returns a :class:`ProcessCluster`.
 
->>> from seglog.cluster.local import LocalCluster
->>> with LocalCluster(nodes=3, coordinator="zookeeper", processes=True) as cluster:  # doctest: +SKIP
+>>> from seglog.cluster import start_cluster
+>>> with start_cluster(nodes=3, coordinator="zookeeper", processes=True) as cluster:  # doctest: +SKIP
 ...     cluster.create_topic("orders", partitions=1, replication_factor=3,
 ...                          config={"min.insync.replicas": 2})
 ...     leader = cluster.leader("orders")
@@ -19,7 +19,7 @@ its output in ``<dir>/node-N.log`` and a loopback port fixed for the cluster's
 life (a restarted node comes back on the same one). Without ``zookeeper=`` (a connect string)
 the cluster starts its own ZooKeeper server (:mod:`seglog.cluster.zkserver`) and stops it at
 :meth:`close`; with one, a chroot (``host:port/some/path``) keeps clusters sharing a server
-apart, and is created when missing. Timers default to :data:`seglog.cluster.local.LOCAL_REPLICA_CONFIG` (3 s sessions);
+apart, and is created when missing. Timers default to :data:`seglog.cluster.base.LOCAL_REPLICA_CONFIG` (3 s sessions);
 ``node_config`` adds or overrides any broker property of every node, ``node_configs`` (by node id)
 or :meth:`~ProcessCluster.set_node_config` of one (e.g. ``advertised.listeners`` through a proxy).
 
@@ -36,24 +36,22 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from seglog.cluster.local import LOCAL_REPLICA_CONFIG, ClusterConsumer, ClusterProducer, LocalCluster
 from seglog.config import KEYS_BY_SCOPE as _BY_SCOPE
 from seglog.config import TOPIC_CONFIG_SYNONYMS as _TOPIC_SYNONYMS
 from seglog.config import BrokerConfig
-from seglog.cluster.metadata import (
-    CONTROLLER_PATH,
-    PartitionState,
-    ReplicaConfig,
-    broker_path,
-    loads,
-    state_path,
-)
+from seglog.cluster.base import ClusterBase
+from seglog.cluster.client import ClusterClient
+from seglog.cluster.consumer import ClusterConsumer
+from seglog.cluster.metadata import CONTROLLER_PATH, ReplicaConfig, broker_path, loads
+from seglog.cluster.producer import ClusterProducer
+from seglog.cluster.server import parse_listener
+from seglog.cluster.zkserver import ZooKeeperServer, free_port
+from seglog.cluster.zookeeper import ZooKeeperCoordinator, ensure_chroot
 
 _REPLICA_KEYS = {
     "replica_lag_time_max_ms": "replica.lag.time.max.ms",
@@ -106,44 +104,25 @@ def _prop(value: Any) -> str:
     return str(value)
 
 
-class ProcessCluster(LocalCluster):
+class ProcessCluster(ClusterBase):
     """``nodes`` node processes and a ZooKeeper server (see module docs)."""
 
     def __init__(self, nodes: int = 3, dir: str | os.PathLike[str] | None = None,
                  coordinator: str = "zookeeper", *, replica_config: ReplicaConfig | Mapping[str, Any] | None = None,
                  log_defaults: Mapping[str, Any] | None = None, secret: bytes | str | None = None,
-                 ssl: Any = None, host: str = "127.0.0.1", processes: bool = True,
+                 ssl: Any = None, host: str = "127.0.0.1",
                  zookeeper: str | None = None, node_config: Mapping[str, Any] | None = None,
                  node_configs: Mapping[int, Mapping[str, Any]] | None = None,
                  start_timeout_s: float = 60, log_dirs: int = 1) -> None:
-        from seglog.cluster.zkserver import ZooKeeperServer, free_port
-
         if coordinator != "zookeeper":
             raise ValueError(f"node processes coordinate through ZooKeeper; coordinator={coordinator!r} "
                              "is only available in-process (processes=False)")
         if secret is not None or ssl is not None:
             raise ValueError("secret= and ssl= are not available with processes=True yet")
-        if nodes < 1:
-            raise ValueError(f"a cluster needs at least one node, got {nodes}")
-        if log_dirs < 1:
-            raise ValueError(f"a node needs at least one log dir, got log_dirs={log_dirs}")
-        self.log_dirs = log_dirs
         self._closed = False
-        self._own_dir = dir is None
-        self.dir = os.path.abspath(os.fspath(dir)) if dir is not None else tempfile.mkdtemp(prefix="seglog-procs-")
-        os.makedirs(self.dir, exist_ok=True)
-        if replica_config is None:
-            self.replica_config = LOCAL_REPLICA_CONFIG
-        elif isinstance(replica_config, ReplicaConfig):
-            self.replica_config = replica_config
-        else:
-            self.replica_config = LOCAL_REPLICA_CONFIG.with_overrides(
-                **{k.replace(".", "_"): v for k, v in replica_config.items()})
-        self.log_defaults = dict(log_defaults or {})
+        self._lay_out(nodes, dir, replica_config, log_defaults, host, log_dirs, "seglog-procs-")
         self.node_config = dict(node_config or {})
         self.node_configs = {i: dict(c) for i, c in (node_configs or {}).items()}
-        self.host = host
-        self.ids = list(range(nodes))
         self.python = sys.executable
         self.start_timeout_s = start_timeout_s
         self._procs: dict[int, subprocess.Popen[bytes] | None] = {i: None for i in self.ids}
@@ -151,15 +130,13 @@ class ProcessCluster(LocalCluster):
         self._timers: list[threading.Timer] = []
         self._lock = threading.RLock()
         self.zk_server: ZooKeeperServer | None = None
-        self._client_obj: Any = None
+        self._client_obj: ClusterClient | None = None
         self.coordinator: Any = None
         try:
             if zookeeper is None:
                 self.zk_server = ZooKeeperServer(data_dir=os.path.join(self.dir, "zookeeper")).start()
                 zookeeper = self.zk_server.connect_string
             self.zookeeper_connect = zookeeper
-            from seglog.cluster.zookeeper import ZooKeeperCoordinator, ensure_chroot
-
             ensure_chroot(zookeeper)
 
             self.coordinator = ZooKeeperCoordinator(zookeeper, session_timeout_ms=10_000)
@@ -181,9 +158,6 @@ class ProcessCluster(LocalCluster):
             raise
 
     # -- where things are ------------------------------------------------------------------------
-
-    def node_dir(self, i: int) -> str:
-        return os.path.join(self.dir, f"node-{i}")
 
     def config_path(self, i: int) -> str:
         return os.path.join(self.dir, f"node-{i}.properties")
@@ -255,8 +229,6 @@ class ProcessCluster(LocalCluster):
             raise
 
     def _write_config(self, i: int) -> None:
-        from seglog.cluster.server import parse_listener
-
         props = self._properties(i)
         cfg = BrokerConfig.from_dict(props)  # a bad setting fails here, not in a child's log
         for listener in cfg.listeners + (cfg.advertised_listeners or ()):
@@ -393,28 +365,11 @@ class ProcessCluster(LocalCluster):
         """Nodes registered in ZooKeeper now (live sessions)."""
         return sorted(int(x) for x in self.coordinator.children_of("/brokers/ids"))
 
-    def _state(self, topic: str, partition: int) -> PartitionState | None:
-        r = self.coordinator.read(state_path(topic, partition))
-        return None if r is None else PartitionState.from_json(r[0], r[1].version)
-
-    def leader(self, topic: str, partition: int = 0) -> int | None:
-        st = self._state(topic, partition)
-        return None if st is None or st.leader < 0 else st.leader
-
-    def isr(self, topic: str, partition: int = 0) -> list[int]:
-        st = self._state(topic, partition)
-        return [] if st is None else list(st.isr)
-
-    def state(self, topic: str, partition: int = 0) -> PartitionState | None:
-        return self._state(topic, partition)
-
     # -- clients -----------------------------------------------------------------------------------
 
     @property
-    def client(self) -> Any:
+    def client(self) -> ClusterClient:
         """A :class:`seglog.cluster.client.ClusterClient` bootstrapped from every node (made on first use)."""
-        from seglog.cluster.client import ClusterClient
-
         with self._lock:
             if self._client_obj is None:
                 self._client_obj = ClusterClient([self.address(i) for i in self.ids])
@@ -436,10 +391,10 @@ class ProcessCluster(LocalCluster):
         return int(self.client.elect_preferred_leader(topic, partition))
 
     def producer(self, **config: Any) -> ClusterProducer:
-        return self.client.producer(**config)  # type: ignore[no-any-return]
+        return self.client.producer(**config)
 
     def consumer(self, **config: Any) -> ClusterConsumer:
-        return self.client.consumer(**config)  # type: ignore[no-any-return]
+        return self.client.consumer(**config)
 
     # -- end ---------------------------------------------------------------------------------------
 
@@ -478,6 +433,3 @@ class ProcessCluster(LocalCluster):
             self.zk_server.stop()
         if self._own_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self) -> ProcessCluster:
-        return self

@@ -316,7 +316,9 @@ class _Writer:
 
 
 @dataclasses.dataclass(slots=True)
-class _Pending:
+class _PendingRequest:
+    """A request written on a connection, waiting for its response (or its timeout)."""
+
     callback: Callback
     timer: asyncio.TimerHandle | None
 
@@ -371,7 +373,7 @@ class _Conn:
         self.src = src
         self.dst = dst
         self.ready: asyncio.Future[None] = t.loop.create_future()
-        self.pending: dict[int, _Pending] = {}
+        self.pending: dict[int, _PendingRequest] = {}
         self.next_corr = 1
         self.out: _Writer | None = None
         self.closed = False
@@ -449,7 +451,7 @@ class _Conn:
                     f"no response from node {self.dst} to {type(msg).__name__} within {timeout_ms} ms"))
 
         timer = self.t.loop.call_later(timeout_ms / 1000.0, expire)
-        self.pending[corr] = _Pending(callback, timer)
+        self.pending[corr] = _PendingRequest(callback, timer)
         header, raw = encode(msg)
         blobs = _blobs_of(raw)
         if not self.waiting and self.ready.done() and not self.closed and self.out is not None \

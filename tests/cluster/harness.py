@@ -57,7 +57,7 @@ class FaultCluster(ProcessCluster):
         kw.setdefault("replica_config", dict(REPLICA_CONFIG))
         kw.setdefault("log_defaults", dict(LOG_DEFAULTS))
         try:
-            super().__init__(nodes, dir, coordinator="zookeeper", processes=True, **kw)
+            super().__init__(nodes, dir, coordinator="zookeeper", **kw)
         except BaseException:
             self._close_extras()
             raise

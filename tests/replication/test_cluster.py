@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from seglog.cluster.local import LocalCluster, RecordMetadata
+from seglog.cluster import start_cluster
+from seglog.cluster.local import LocalCluster
+from seglog.cluster.producer import RecordMetadata
 
 
 def _consume_all(cluster: LocalCluster, topic: str, partitions: int, expect: int, timeout_s: float = 30):  # type: ignore[no-untyped-def]
@@ -118,7 +120,7 @@ def test_bad_arguments(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="'memory' or 'zookeeper'"):
         LocalCluster(coordinator="etcd")
     with pytest.raises(ValueError, match="through ZooKeeper"):
-        LocalCluster(coordinator="memory", processes=True)
+        start_cluster(coordinator="memory", processes=True)
     with LocalCluster(nodes=1, dir=tmp_path / "c") as cluster:
         with pytest.raises(ValueError, match="no node 5"):
             cluster.kill(5)
@@ -126,6 +128,19 @@ def test_bad_arguments(tmp_path: Path) -> None:
 
         with pytest.raises(InvalidReplicationFactorError):
             cluster.create_topic("t", replication_factor=2)
+
+
+def test_start_cluster_makes_each_kind_and_local_cluster_points_at_it(tmp_path: Path) -> None:
+    with start_cluster(nodes=1, dir=tmp_path / "c") as cluster:
+        assert type(cluster) is LocalCluster
+        cluster.create_topic("t", replication_factor=1)
+        with cluster.producer() as p:
+            assert p.send("t", b"v").result(10).offset == 0
+    # One process per node is the factory's to make: LocalCluster says where to go, and starts
+    # nothing (no directory, no ZooKeeper server) on the way.
+    with pytest.raises(ValueError, match=r"start_cluster\(\.\.\., processes=True\)"):
+        LocalCluster(dir=tmp_path / "p", coordinator="zookeeper", processes=True)
+    assert not (tmp_path / "p").exists()
 
 
 def test_the_cluster_demo_tells_the_story(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Node processes on ZooKeeper (``LocalCluster(coordinator="zookeeper", processes=True)``):
+"""Node processes on ZooKeeper (``start_cluster(coordinator="zookeeper", processes=True)``):
 acknowledged records survive a SIGKILLed leader, exactly once; SIGTERM with controlled
 shutdown moves leadership before the node deregisters and leaves the clean-shutdown marker; a
 node frozen past its session timeout is declared dead and replaced (session expiry = node
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from seglog.cluster.local import LocalCluster
+from seglog.cluster import start_cluster
 from seglog.storage.log import CLEAN_SHUTDOWN_FILE
 
 pytestmark = pytest.mark.cluster
@@ -28,8 +28,8 @@ _chroots = itertools.count()
 @pytest.fixture
 def cluster(zookeeper_server: Any, tmp_path: Any) -> Iterator[Any]:
     chroot = f"{zookeeper_server.connect_string}/seglog-test-{os.getpid()}-{next(_chroots)}"
-    c = LocalCluster(nodes=3, dir=tmp_path / "cluster", coordinator="zookeeper", processes=True,
-                     zookeeper=chroot)
+    c = start_cluster(nodes=3, dir=tmp_path / "cluster", coordinator="zookeeper", processes=True,
+                      zookeeper=chroot)
     try:
         yield c
     finally:
@@ -181,8 +181,8 @@ def test_zookeeper_restart_keeps_the_cluster(tmp_path: Any) -> None:
     """ZooKeeper killed and started again within the session timeout: sessions survive (the
     server persisted them), no node is declared dead, the controller and leader stay, and
     acks=all writes continue once the nodes have reconnected."""
-    with LocalCluster(nodes=3, dir=tmp_path / "c", coordinator="zookeeper", processes=True,
-                      replica_config={"session.timeout.ms": 6000}) as cluster:
+    with start_cluster(nodes=3, dir=tmp_path / "c", coordinator="zookeeper", processes=True,
+                       replica_config={"session.timeout.ms": 6000}) as cluster:
         assert cluster.zk_server is not None
         cluster.create_topic("z", partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
         producer = cluster.producer(acks="all", enable_idempotence=True)

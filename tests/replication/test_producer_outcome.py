@@ -6,7 +6,7 @@ from typing import Any
 
 from seglog.util.clock import ManualClock
 from seglog.config import ProducerConfig
-from seglog.cluster.local import ClusterProducer, _Pending
+from seglog.cluster.producer import ClusterProducer, PendingRecord
 from seglog.errors import NotEnoughReplicasError, RequestTimedOutError
 from seglog.cluster.messages import ProduceResponse
 
@@ -48,7 +48,7 @@ def _outcome(script: list[Any]) -> BaseException:
         p = ClusterProducer(_Cluster(_Client(script)), cfg)  # type: ignore[arg-type]
         import concurrent.futures
         fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        await p._send_batch(("t", 0), [_Pending(b"v", None, 0, fut)])
+        await p._send_batch(("t", 0), [PendingRecord(b"v", None, 0, fut)])
         exc = fut.exception(timeout=0)
         assert exc is not None
         return exc

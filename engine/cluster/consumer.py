@@ -1,0 +1,149 @@
+"""The cluster's consumer: committed records (below each leader's high watermark) of assigned
+partitions, fetched from their leaders over the cluster's transport.
+
+Made by :meth:`seglog.cluster.local.LocalCluster.consumer` and
+:meth:`seglog.cluster.client.ClusterClient.consumer`; its requests run on their loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from seglog.config import ConsumerConfig
+from seglog.errors import SeglogError
+from seglog.storage.records import decode_records
+from seglog.cluster.messages import CONSUMER_REPLICA_ID, NONE, FetchPartition, FetchRequest, FetchResponse
+from seglog.cluster.network import ClientHost, kafka_keys
+
+__all__ = ["ClusterConsumer", "ConsumerRecord"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConsumerRecord:
+    """A committed record a :class:`ClusterConsumer` read."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    leader_epoch: int = -1
+    high_watermark: int = -1  # the serving leader's HW in the fetch response that carried it
+    #: With :attr:`ClusterConsumer.name_leader_epoch`: the node that served the record and the
+    #: leader epoch it checked the fetch against (KIP-320), so ``high_watermark`` is that leader's
+    #: HW in that epoch; -1 otherwise.
+    serving_leader: int = -1
+    serving_leader_epoch: int = -1
+
+
+class ClusterConsumer:
+    """Reads committed records (below each leader's high watermark) of assigned partitions.
+
+    With :attr:`name_leader_epoch` set, every fetch names the leader epoch the consumer's
+    metadata gives (KIP-320): a leader in another epoch refuses it (the consumer refreshes its
+    metadata), so each record says which leader, in which epoch, reported its HW."""
+
+    name_leader_epoch = False
+
+    def __init__(self, cluster: ClientHost, config: ConsumerConfig) -> None:
+        self.cluster = cluster
+        self.config = config
+        self._c = cluster._client()
+        self._positions: dict[tuple[str, int], int] = {}
+        self._closed = False
+
+    @classmethod
+    def from_keywords(cls, cluster: ClientHost, **config: Any) -> ClusterConsumer:
+        """A consumer of ``cluster`` reading from the earliest offset unless told otherwise;
+        keywords are Kafka consumer keys with '_' for '.' (``fetch_max_wait_ms=...``,
+        ``max_poll_records=...``)."""
+        cfg: dict[str, Any] = {"auto.offset.reset": "earliest"}
+        cfg.update(kafka_keys(config))
+        return cls(cluster, ConsumerConfig.from_dict(cfg))
+
+    def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
+        for tp in partitions:
+            self._positions.setdefault((tp[0], tp[1]), 0)
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        self.cluster._call(self._c.refresh_metadata())
+        for t in topics:
+            for p in range(self._c.partitions.get(t, 0)):
+                self._positions.setdefault((t, p), 0)
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        self._positions[(topic, partition)] = offset
+
+    def position(self, topic: str, partition: int) -> int:
+        return self._positions[(topic, partition)]
+
+    def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> list[ConsumerRecord]:
+        """Records from the current positions; waits up to ``timeout_ms`` for any."""
+        limit = max_records or self.config.max_poll_records
+        return list(self.cluster._call(self._poll(timeout_ms, limit), timeout_ms / 1000 + 30))
+
+    async def _poll(self, timeout_ms: int, limit: int) -> list[ConsumerRecord]:
+        deadline = time.monotonic() + timeout_ms / 1000
+        out: list[ConsumerRecord] = []
+        while True:
+            by_leader: dict[int, list[tuple[str, int]]] = {}
+            missing = False
+            for tp in self._positions:
+                leader = self._c.metadata.get(tp, (-1, -1))[0]
+                if leader < 0:
+                    missing = True
+                else:
+                    by_leader.setdefault(leader, []).append(tp)
+            if missing or not by_leader:
+                await self._c.refresh_metadata()
+            wait = max(0, min(self.config.fetch_max_wait_ms, int((deadline - time.monotonic()) * 1000)))
+            named = self.name_leader_epoch
+            for leader, tps in by_leader.items():
+                epochs = {tp: self._c.metadata.get(tp, (-1, -1))[1] if named else -1 for tp in tps}
+                req = FetchRequest(CONSUMER_REPLICA_ID, tuple(
+                    FetchPartition(t, p, self._positions[(t, p)], current_leader_epoch=epochs[(t, p)],
+                                   max_bytes=self.config.max_partition_fetch_bytes)
+                    for t, p in tps), max_wait_ms=wait, min_bytes=self.config.fetch_min_bytes,
+                    max_bytes=self.config.fetch_max_bytes)
+                try:
+                    resp = await self._c.request(leader, req, self.config.request_timeout_ms)
+                except SeglogError:
+                    await self._c.refresh_metadata()
+                    continue
+                if not isinstance(resp, FetchResponse):
+                    continue
+                for pr in resp.partitions:
+                    tp = (pr.topic, pr.partition)
+                    if pr.error != NONE:
+                        await self._c.refresh_metadata()
+                        continue
+                    if not pr.records:
+                        continue
+                    pos = self._positions[tp]
+                    served_epoch = epochs.get(tp, -1)
+                    served_by = leader if served_epoch >= 0 else -1
+                    for r in decode_records(pr.records):
+                        if r.offset < pos or len(out) >= limit:
+                            continue
+                        out.append(ConsumerRecord(tp[0], tp[1], r.offset, r.timestamp, r.key, r.value,
+                                                  r.leader_epoch, pr.high_watermark, served_by, served_epoch))
+                        self._positions[tp] = r.offset + 1
+            if out or time.monotonic() >= deadline:
+                return out
+            await asyncio.sleep(0.01)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._c.close()
+
+    def __enter__(self) -> ClusterConsumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
