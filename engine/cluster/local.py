@@ -77,7 +77,7 @@ from seglog.errors import (
 )
 from seglog.client.partitioner import partition_for_key, partitions_for_keys
 from seglog.client.producer import BatchResult, _as_key_list, _records_per_batch, _slice, _take
-from seglog._native.builder import group_by_partition
+from seglog._native.partition import group_by_partition
 from seglog.storage.records import decode_records, encode_batch
 from seglog.cluster.coordinator import InMemoryCoordinator
 from seglog.cluster.messages import (
