@@ -124,7 +124,7 @@ def data(request, scratch):
         lg.close()
     ro = sp.parse_read_options({"path": str(logs)})
     parts = sp.plan_batch(ro, sp.Constraints())
-    schema = sp.BatchBuilder(ro.columns, topic="x", partition=0).schema
+    schema = sp.ArrowBatchBuilder(ro.columns, topic="x", partition=0).schema
     for p in range(PARTITIONS):
         batches = [b for part in parts if part.partition == p for b in sp.read_partition(part, ro)]
         pq.write_table(pa.Table.from_batches(batches, schema), str(parquet / f"part-{p}.parquet"),

@@ -162,7 +162,7 @@ from pyspark.sql.types import (
 )
 
 from seglog._native.segment import Segment, filename_prefix
-from seglog.bindings.arrow import COLUMNS, KAFKA_COLUMNS, BatchBuilder, check_columns
+from seglog.bindings.arrow import COLUMNS, KAFKA_COLUMNS, ArrowBatchBuilder, check_columns
 from seglog.storage.checkpoints import (
     CorruptCheckpointError,
     OffsetCheckpointFile,
@@ -1207,7 +1207,7 @@ def _walk_error(seg: Segment, pos: int) -> str:
 
 def read_partition(part: SeglogInputPartition, ro: ReadOptions) -> Iterator[pa.RecordBatch]:
     """Record batches (Spark's schema, at most ``maxRowsPerBatch`` rows) of one input partition."""
-    builder = BatchBuilder(ro.columns, topic=part.topic, partition=part.partition)
+    builder = ArrowBatchBuilder(ro.columns, topic=part.topic, partition=part.partition)
     start, end = part.start, part.end
     if part.start_at is not None:
         start = max(start, exact_timestamp_offset(part.dir, part.start_at))

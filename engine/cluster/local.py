@@ -119,7 +119,9 @@ LOCAL_REPLICA_CONFIG = ReplicaConfig(
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class RecordMetadata:
+class ClusterRecordMetadata:
+    """Where a record sent with :meth:`ClusterProducer.send` landed (its future's result)."""
+
     topic: str
     partition: int
     offset: int
@@ -627,7 +629,7 @@ class _Pending:
     value: bytes | None
     key: bytes | None
     timestamp: int
-    future: concurrent.futures.Future[RecordMetadata]
+    future: concurrent.futures.Future[ClusterRecordMetadata]
 
 
 class ClusterProducer:
@@ -658,16 +660,16 @@ class ClusterProducer:
         self._sticky: dict[str, int] = {}
         self._closed = False
         self._lock = threading.Lock()
-        self._outstanding: set[concurrent.futures.Future[RecordMetadata]] = set()
+        self._outstanding: set[concurrent.futures.Future[ClusterRecordMetadata]] = set()
         self._locks: dict[tuple[str, int], asyncio.Lock] = {}
 
     # -- public (any thread) ---------------------------------------------------------------------
 
     def send(self, topic: str, value: bytes | None, key: bytes | None = None, partition: int | None = None,
-             timestamp: int | None = None) -> concurrent.futures.Future[RecordMetadata]:
+             timestamp: int | None = None) -> concurrent.futures.Future[ClusterRecordMetadata]:
         if self._closed:
             raise RuntimeError("the producer is closed")
-        fut: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
+        fut: concurrent.futures.Future[ClusterRecordMetadata] = concurrent.futures.Future()
         with self._lock:
             self._outstanding.add(fut)
         fut.add_done_callback(self._forget)
@@ -732,7 +734,7 @@ class ClusterProducer:
             fut.cancel()
             raise TimeoutError(f"send_batch of {n} records to {topic!r} not acknowledged in time") from None
 
-    def _forget(self, fut: concurrent.futures.Future[RecordMetadata]) -> None:
+    def _forget(self, fut: concurrent.futures.Future[ClusterRecordMetadata]) -> None:
         with self._lock:
             self._outstanding.discard(fut)
 
@@ -886,7 +888,7 @@ class ClusterProducer:
             return
         for k, r in enumerate(batch):
             if not r.future.done():
-                r.future.set_result(RecordMetadata(tp[0], tp[1], resp.base_offset + k))
+                r.future.set_result(ClusterRecordMetadata(tp[0], tp[1], resp.base_offset + k))
 
     async def _request_once(self, tp: tuple[str, int], data: bytes, refresh: bool) -> ProduceResponse:
         """One produce request to the partition's leader; raises the error it gets."""
