@@ -282,7 +282,7 @@ cdef class BatchBuilder:
               log_append_time=None, max_timestamp=None, last_offset_delta=None,
               bint delete_horizon=False):
         """Seal the batch and return it: a memoryview of the builder's memory when uncompressed,
-        ``bytes`` when compressed. ``last_offset_delta`` / ``max_timestamp`` override the
+        a ``bytearray`` when compressed. ``last_offset_delta`` / ``max_timestamp`` override the
         values derived from the records (the cleaner keeps the original batch's);
         ``delete_horizon`` marks ``base_timestamp`` as the KIP-534 delete horizon."""
         cdef int codec
