@@ -1,5 +1,5 @@
 from collections.abc import Callable
-from typing import Any, final
+from typing import Any, Final, final
 
 from typing_extensions import Buffer, Self
 
@@ -11,6 +11,12 @@ _Headers = list[tuple[str | bytes, Buffer | None]] | tuple[tuple[str | bytes, Bu
 class RecordMetadata:
     """Where a produced record landed (Kafka's ``RecordMetadata``)."""
 
+    topic: Final[str]
+    partition: Final[int]
+    offset: Final[int]
+    timestamp: Final[int]
+    serialized_key_size: Final[int]
+    serialized_value_size: Final[int]
     def __init__(
         self,
         topic: str,
@@ -20,18 +26,6 @@ class RecordMetadata:
         serialized_key_size: int = -1,
         serialized_value_size: int = -1,
     ) -> None: ...
-    @property
-    def topic(self) -> str: ...
-    @property
-    def partition(self) -> int: ...
-    @property
-    def offset(self) -> int: ...
-    @property
-    def timestamp(self) -> int: ...
-    @property
-    def serialized_key_size(self) -> int: ...
-    @property
-    def serialized_value_size(self) -> int: ...
     def has_offset(self) -> bool: ...
     def __eq__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
@@ -52,10 +46,8 @@ class RecordFuture:
     def add_errback(self, fn: Callable[[BaseException], object]) -> Self:
         """Call ``fn(exception)`` if the batch fails (now, if it already has)."""
 
-    @property
-    def topic(self) -> str: ...
-    @property
-    def partition(self) -> int: ...
+    topic: Final[str]
+    partition: Final[int]
 
 @final
 class ProducerBatch(BatchBuilder):

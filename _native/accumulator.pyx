@@ -317,13 +317,12 @@ cdef class ReentrantLock:
 
     cdef inline int enter(self) except -1:
         cdef unsigned long me = PyThread_get_thread_ident()
-        cdef int got
         if self.depth and self.owner == me:
             self.depth += 1
             return 0
         if not PyThread_acquire_lock(self.lock, NOWAIT_LOCK):
             with nogil:
-                got = PyThread_acquire_lock(self.lock, WAIT_LOCK)
+                PyThread_acquire_lock(self.lock, WAIT_LOCK)  # waits: always acquires
         self.owner = me
         self.depth = 1
         return 0
@@ -391,7 +390,6 @@ cdef class Accumulator:
         cdef int32_t p
         cdef int64_t ts
         cdef object fut
-        cdef const uint8_t *kp
         cdef Py_ssize_t kn
         cdef const uint8_t[::1] kview
         self.lock.enter()

@@ -1,4 +1,5 @@
 import sys
+from typing import Final
 
 from typing_extensions import Buffer, disjoint_base
 
@@ -8,6 +9,14 @@ _Headers = list[tuple[str | bytes, Buffer | None]] | tuple[tuple[str | bytes, Bu
 class BatchBuilder:
     """One RecordBatch v2 under construction (Kafka's ``MemoryRecordsBuilder``)."""
 
+    limit: Final[int]
+    max_record: Final[int]
+    count: Final[int]
+    base_timestamp: Final[int]
+    max_timestamp: Final[int]
+    sealed: Final[bool]
+    size: Final[int]  # bytes of the batch so far, header included (uncompressed)
+    last_offset_delta: Final[int]
     def __init__(
         self,
         limit: int = 16384,
@@ -16,24 +25,6 @@ class BatchBuilder:
         base_timestamp: int | None = None,
         initial_capacity: int = -1,
     ) -> None: ...
-    @property
-    def limit(self) -> int: ...
-    @property
-    def max_record(self) -> int: ...
-    @property
-    def count(self) -> int: ...
-    @property
-    def base_timestamp(self) -> int: ...
-    @property
-    def max_timestamp(self) -> int: ...
-    @property
-    def sealed(self) -> bool: ...
-    @property
-    def size(self) -> int:
-        """Bytes of the batch so far, header included (uncompressed)."""
-
-    @property
-    def last_offset_delta(self) -> int: ...
     def __len__(self) -> int: ...
     def append(
         self, timestamp: int, key: Buffer | None, value: Buffer | None, headers: _Headers = None
