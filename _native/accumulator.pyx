@@ -199,10 +199,10 @@ cdef class ProducerBatch(BatchBuilder):
     def for_partition(str topic, int32_t partition, Py_ssize_t limit, Py_ssize_t max_record,
                       Py_ssize_t initial_capacity=-1):
         """``ProducerBatch(limit, max_record=..., initial_capacity=..., topic=...,
-        partition=...)`` at a quarter of the cost, for the producer that opens a batch per
+        partition=...)`` at a third of the cost, for the producer that opens a batch per
         send with ``linger.ms=0``: Cython gives a subclass of a type from another module no
         vectorcall constructor, so calling the class builds an argument tuple and dict
-        (measured about 260 ns against 70 here)."""
+        (measured: about 260 ns with keywords, 85 ns here)."""
         cdef ProducerBatch b = ProducerBatch.__new__(ProducerBatch)
         b.init_buffer(limit, max_record, None, initial_capacity)
         b.topic = topic
