@@ -18,6 +18,7 @@ holds the top-level modules (``pyspark_seglog.py`` and the command's entry point
 
 import glob
 import os
+import shutil
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
@@ -46,6 +47,30 @@ else:
     cflags = ["-O3", "-DNDEBUG"]
 
 here = os.path.dirname(os.path.abspath(__file__))
+
+# A cimport names the runtime module (``from seglog._native.builder cimport BatchBuilder``), and
+# a module's own .pxd is looked up by its full name too, so Cython must find the .pxd files as
+# ``seglog/_native/*.pxd``. The sources live in ``_native/`` (the package mapping in
+# pyproject.toml); a link build/cython-include/seglog/_native -> _native gives Cython that
+# layout (a copy of the .pxd files where links cannot be made).
+PXD_ROOT = os.path.join("build", "cython-include")
+
+
+def _pxd_tree() -> None:
+    target = os.path.join(PXD_ROOT, "seglog", "_native")
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    if os.path.islink(target):
+        return
+    try:
+        os.symlink(os.path.join(os.pardir, os.pardir, os.pardir, "_native"), target,
+                   target_is_directory=True)
+    except OSError:
+        os.makedirs(target, exist_ok=True)
+        for name in glob.glob(os.path.join("_native", "*.pxd")) + [os.path.join("_native", "__init__.py")]:
+            shutil.copy2(name, target)
+
+
+_pxd_tree()
 extensions = []
 for pyx in sorted(glob.glob(os.path.join("_native", "*.pyx"))):
     name = os.path.splitext(os.path.basename(pyx))[0]
@@ -96,6 +121,6 @@ setup(
         build_dir=os.path.join("build", f"cython-{PROFILE}"),
         # The profile is part of build_dir, so a profile switch regenerates; within one
         # profile Cython's own timestamp check decides.
-        include_path=["_native", os.path.join("_native", "include")],
+        include_path=["_native", os.path.join("_native", "include"), PXD_ROOT],
     ),
 )

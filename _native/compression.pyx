@@ -708,7 +708,7 @@ cdef object _zstd_compressor(int level):
 cdef struct ZstdScan:
     uint64_t bound       # upper bound of the decompressed size
     Py_ssize_t frames    # zstd frames
-    Py_ssize_t skippable # skippable frames
+    Py_ssize_t skippable  # skippable frames
 
 
 cdef int _zstd_scan(const uint8_t *p, Py_ssize_t n, ZstdScan *s) except -1:

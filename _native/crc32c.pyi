@@ -4,7 +4,7 @@ CRC32C_NOGIL_MIN: int
 CRC32_NOGIL_MIN: int
 
 def implementation() -> str:
-    """``"sse4.2"``, ``"armv8"`` or ``"table"``."""
+    """``"vpclmulqdq"``, ``"sse4.2"``, ``"armv8"`` or ``"table"``."""
 
 def crc32c(data: Buffer, crc: int = 0) -> int:
     """CRC-32C (Castagnoli) of ``data``, continuing from ``crc``."""

@@ -13,10 +13,13 @@ Mirrors ``org.apache.kafka.common.utils.Utils.murmur2`` / ``Utils.toPositive`` a
 
 ``numPartitions`` is every partition of the topic, available or not. Keys are the serialized
 bytes: an empty key is hashed like any other, ``None`` is not a key.
+
+``group_by_partition`` orders a column of records by the partitions so computed, for the
+producers that write a column at once (``send_batch``).
 """
 from cpython.array cimport array, clone
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
-from libc.stdint cimport int32_t, uint8_t, uint32_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 
 import array as _array
 from operator import index as _operator_index
@@ -28,6 +31,7 @@ cdef extern from "murmur2.h" nogil:
 cdef array _INT32_TEMPLATE = _array.array("i")
 if _INT32_TEMPLATE.itemsize != 4:  # pragma: no cover - every supported platform has 32-bit int
     raise ImportError("array('i') is not 32 bits wide on this platform")
+cdef array _INT64_TEMPLATE = _array.array("q")
 
 cdef enum:
     _MAX_PARTITIONS = 0x7fffffff  # a Java int, as Kafka counts partitions
@@ -127,3 +131,41 @@ def partitions_for_keys(keys, num_partitions):
             h = _murmur2_other(item, f"keys[{i}]")
             res[i] = <int32_t>((<uint32_t>h & 0x7fffffffu) % n)
     return out
+
+
+def group_by_partition(const int32_t[::1] partitions, int32_t num_partitions, int32_t null_partition):
+    """A stable counting sort of record indices by partition: returns ``(order, groups)``
+    where ``order`` is an ``array('q')`` of record indices and ``groups`` a list of
+    ``(partition, start, end)`` ranges of ``order``, in partition order. Entries of -1 (null
+    keys) go to ``null_partition``.
+
+    ``partitions`` is what :func:`partitions_for_keys` returns (any C-contiguous int32 buffer);
+    the producers write each group as its partition's batches."""
+    cdef Py_ssize_t n = partitions.shape[0], i
+    cdef int32_t p
+    if num_partitions <= 0:
+        raise ValueError(f"num_partitions must be positive, got {num_partitions}")
+    if not 0 <= null_partition < num_partitions:
+        raise ValueError(f"null_partition {null_partition} is outside [0, {num_partitions})")
+    cdef array counts = clone(_INT64_TEMPLATE, num_partitions + 1, True)
+    cdef int64_t[::1] c = counts
+    cdef array order = clone(_INT64_TEMPLATE, n, True)
+    cdef int64_t[::1] o = order
+    for i in range(n):
+        p = partitions[i]
+        if p == -1:
+            p = null_partition
+        elif p < 0 or p >= num_partitions:
+            raise ValueError(f"partition {p} of record {i} is outside [0, {num_partitions})")
+        c[p + 1] += 1
+    for i in range(num_partitions):
+        c[i + 1] += c[i]
+    starts = counts.tolist()
+    for i in range(n):
+        p = partitions[i]
+        if p == -1:
+            p = null_partition
+        o[c[p]] = i
+        c[p] += 1
+    groups = [(q, starts[q], starts[q + 1]) for q in range(num_partitions) if starts[q + 1] > starts[q]]
+    return order, groups

@@ -26,7 +26,7 @@ the declared one and rejects any difference (``large_binary``, millisecond or zo
 timestamps, ``int8``...), so :func:`arrow_schema` is the single source of these types.
 
 >>> from seglog.storage.records import encode_batch, decode_columns
->>> b = BatchBuilder(["value", "offset", "timestamp"], topic="t", partition=0)
+>>> b = ArrowBatchBuilder(["value", "offset", "timestamp"], topic="t", partition=0)
 >>> cols = decode_columns(encode_batch([b"a", b"b"], timestamps=1700000000000), **b.decode_flags)
 >>> b.build(cols).to_pydict()["timestamp"][0].isoformat()
 '2023-11-14T22:13:20+00:00'
@@ -89,7 +89,7 @@ _US_PER_MS = pa.scalar(1000, pa.int64())
 _INT32 = pa.int32()
 
 
-class BatchBuilder:
+class ArrowBatchBuilder:
     """Builds record batches of one topic-partition from :class:`seglog.storage.records.Columns`.
 
     ``decode_flags`` are the ``decode_columns`` keyword arguments that decode only what the
@@ -154,36 +154,36 @@ def _binary(cols: Any, n: int, prefix: str) -> pa.Array:
         null_count=getattr(cols, f"{prefix}_null_count"))
 
 
-def _key(b: BatchBuilder, cols: Any, n: int) -> pa.Array:
+def _key(b: ArrowBatchBuilder, cols: Any, n: int) -> pa.Array:
     return _binary(cols, n, "key")
 
 
-def _value(b: BatchBuilder, cols: Any, n: int) -> pa.Array:
+def _value(b: ArrowBatchBuilder, cols: Any, n: int) -> pa.Array:
     return _binary(cols, n, "value")
 
 
-def _topic(b: BatchBuilder, cols: Any, n: int) -> pa.Array:
+def _topic(b: ArrowBatchBuilder, cols: Any, n: int) -> pa.Array:
     return b._constants(n)[0]
 
 
-def _partition(b: BatchBuilder, cols: Any, n: int) -> pa.Array:
+def _partition(b: ArrowBatchBuilder, cols: Any, n: int) -> pa.Array:
     return b._constants(n)[1]
 
 
-def _offset(b: BatchBuilder, cols: Any, n: int) -> pa.Array:
+def _offset(b: ArrowBatchBuilder, cols: Any, n: int) -> pa.Array:
     return pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(cols.offsets)])
 
 
-def _timestamp(b: BatchBuilder, cols: Any, n: int) -> pa.Array:
+def _timestamp(b: ArrowBatchBuilder, cols: Any, n: int) -> pa.Array:
     ms = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(cols.timestamps)])
     return pc.multiply(ms, _US_PER_MS).view(_TS_US)
 
 
-def _timestamp_type(b: BatchBuilder, cols: Any, n: int) -> pa.Array:
+def _timestamp_type(b: ArrowBatchBuilder, cols: Any, n: int) -> pa.Array:
     return pa.Array.from_buffers(pa.int8(), n, [None, pa.py_buffer(cols.timestamp_types)]).cast(_INT32)
 
 
-def _leader_epoch(b: BatchBuilder, cols: Any, n: int) -> pa.Array:
+def _leader_epoch(b: ArrowBatchBuilder, cols: Any, n: int) -> pa.Array:
     raw = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(cols.leader_epochs)])
     valid = pc.not_equal(raw, -1)
     if valid.false_count == 0:
@@ -192,7 +192,7 @@ def _leader_epoch(b: BatchBuilder, cols: Any, n: int) -> pa.Array:
                                  null_count=valid.false_count)
 
 
-def _headers(b: BatchBuilder, cols: Any, n: int) -> pa.Array:
+def _headers(b: ArrowBatchBuilder, cols: Any, n: int) -> pa.Array:
     if cols.header_offsets is None:
         raise ValueError("the headers column was not decoded")
     nh = cols.header_count

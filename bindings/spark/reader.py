@@ -12,7 +12,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from seglog._native.segment import Segment, filename_prefix
-from seglog.bindings.arrow import BatchBuilder
+from seglog.bindings.arrow import ArrowBatchBuilder
 from seglog.bindings.spark.dataloss import corrupt_segment, data_loss, log
 from seglog.bindings.spark.filters import Constraints, push_filters
 from seglog.bindings.spark.options import ReadOptions
@@ -54,7 +54,7 @@ def _walk_error(seg: Segment, pos: int) -> str:
 
 def read_partition(part: SeglogInputPartition, ro: ReadOptions) -> Iterator[pa.RecordBatch]:
     """Record batches (Spark's schema, at most ``maxRowsPerBatch`` rows) of one input partition."""
-    builder = BatchBuilder(ro.columns, topic=part.topic, partition=part.partition)
+    builder = ArrowBatchBuilder(ro.columns, topic=part.topic, partition=part.partition)
     start, end = part.start, part.end
     if part.start_at is not None:
         start = max(start, exact_timestamp_offset(part.dir, part.start_at))

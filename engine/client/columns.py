@@ -33,7 +33,7 @@ def slice_column(col: Any, start: int, end: int) -> Any:
 
 def take(col: Any, idx: Any) -> Any:
     """The items of ``col`` at the positions ``idx`` (int64 indices, as
-    :func:`seglog._native.builder.group_by_partition` returns them), in that order."""
+    :func:`seglog._native.partition.group_by_partition` returns them), in that order."""
     if col is None or isinstance(col, int):
         return col
     mod = _module(col)

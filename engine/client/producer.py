@@ -15,13 +15,13 @@
 [(0, 0, 0), (1, 1, 2)]
 >>> store.close()
 
-Records go through one :class:`~seglog._native.builder.BatchBuilder` per partition (the
+Records go through one :class:`~seglog._native.accumulator.ProducerBatch` per partition (the
 record accumulator): ``send`` encodes the record into its partition's open batch at once and
-returns a :class:`~seglog._native.builder.RecordFuture`. A batch is written to the log when it
+returns a :class:`~seglog._native.accumulator.RecordFuture`. A batch is written to the log when it
 reaches ``batch.size`` bytes, when ``linger.ms`` has passed since its first record (a timer on
 the store's clock), on :meth:`Producer.flush`, or when one of its futures is asked for its
 result. With ``linger.ms=0`` (Kafka's default) every ``send`` is written before it returns and
-returns the :class:`~seglog._native.builder.RecordMetadata` itself.
+returns the :class:`~seglog._native.accumulator.RecordMetadata` itself.
 
 Partitioning is Kafka's: ``murmur2(key) % partitions`` for keyed records, and for records
 without a key the sticky partitioner (all records go to one partition until a batch for it is
@@ -50,15 +50,15 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from seglog._native.builder import (
+from seglog._native.accumulator import (
     Accumulator,
-    BatchBuilder,
+    ProducerBatch,
     RecordFuture,
     RecordMetadata,
     ReentrantLock,
     TopicSlots,
-    group_by_partition,
 )
+from seglog._native.partition import group_by_partition
 from seglog.util.clock import Clock
 from seglog.config import ProducerConfig
 from seglog.errors import (
@@ -198,9 +198,9 @@ class Producer:
         ``RecordTooLargeError`` for a record over ``max.request.size``."""
         return self._acc.send(topic, value, key, headers, timestamp, partition)
 
-    def _new_batch(self, st: TopicSlots, partition: int) -> BatchBuilder:
-        b = BatchBuilder(self._batch_size, max_record=st.max_batch, topic=st.name,
-                         partition=partition, initial_capacity=min(max(self._batch_size, 1024), 1 << 20))
+    def _new_batch(self, st: TopicSlots, partition: int) -> ProducerBatch:
+        b = ProducerBatch.for_partition(st.name, partition, self._batch_size, st.max_batch,
+                                        min(max(self._batch_size, 1024), 1 << 20))
         b.sender = self._send_from_future
         st.batches[partition] = b
         if self._linger > 0:
@@ -232,12 +232,12 @@ class Producer:
                 self._linger_task = self._store._scheduler.schedule(
                     "producer linger", self._linger_expired, delay_ms=oldest + self._linger - now)
 
-    def _send_from_future(self, b: BatchBuilder) -> None:
+    def _send_from_future(self, b: ProducerBatch) -> None:
         with self._lock:
             if not b.done and not b.sealed:
                 self._send(b)
 
-    def _send(self, b: BatchBuilder) -> None:
+    def _send(self, b: ProducerBatch) -> None:
         """Write one open batch to the log; its outcome goes to its futures."""
         st = self._topics.get(b.topic)
         if st is not None and b.partition < len(st.batches) and st.batches[b.partition] is b:

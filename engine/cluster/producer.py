@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any
 
-from seglog._native.builder import group_by_partition
+from seglog._native.partition import group_by_partition
 from seglog.config import ProducerConfig
 from seglog.errors import (
     KafkaError,
@@ -42,11 +42,11 @@ from seglog.cluster.messages import (
 )
 from seglog.cluster.network import ClientHost, kafka_keys
 
-__all__ = ["ClusterProducer", "PendingRecord", "RecordMetadata"]
+__all__ = ["ClusterProducer", "PendingRecord", "ClusterRecordMetadata"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class RecordMetadata:
+class ClusterRecordMetadata:
     """Where an acknowledged record of a :class:`ClusterProducer` went."""
 
     topic: str
@@ -61,7 +61,7 @@ class PendingRecord:
     value: bytes | None
     key: bytes | None
     timestamp: int
-    future: concurrent.futures.Future[RecordMetadata]
+    future: concurrent.futures.Future[ClusterRecordMetadata]
 
 
 class ClusterProducer:
@@ -93,7 +93,7 @@ class ClusterProducer:
         self._sticky: dict[str, int] = {}
         self._closed = False
         self._lock = threading.Lock()
-        self._outstanding: set[concurrent.futures.Future[RecordMetadata]] = set()
+        self._outstanding: set[concurrent.futures.Future[ClusterRecordMetadata]] = set()
         self._locks: dict[tuple[str, int], asyncio.Lock] = {}
 
     @classmethod
@@ -105,10 +105,10 @@ class ClusterProducer:
     # -- public (any thread) ---------------------------------------------------------------------
 
     def send(self, topic: str, value: bytes | None, key: bytes | None = None, partition: int | None = None,
-             timestamp: int | None = None) -> concurrent.futures.Future[RecordMetadata]:
+             timestamp: int | None = None) -> concurrent.futures.Future[ClusterRecordMetadata]:
         if self._closed:
             raise RuntimeError("the producer is closed")
-        fut: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
+        fut: concurrent.futures.Future[ClusterRecordMetadata] = concurrent.futures.Future()
         with self._lock:
             self._outstanding.add(fut)
         fut.add_done_callback(self._forget)
@@ -173,7 +173,7 @@ class ClusterProducer:
             fut.cancel()
             raise TimeoutError(f"send_batch of {n} records to {topic!r} not acknowledged in time") from None
 
-    def _forget(self, fut: concurrent.futures.Future[RecordMetadata]) -> None:
+    def _forget(self, fut: concurrent.futures.Future[ClusterRecordMetadata]) -> None:
         with self._lock:
             self._outstanding.discard(fut)
 
@@ -327,7 +327,7 @@ class ClusterProducer:
             return
         for k, r in enumerate(batch):
             if not r.future.done():
-                r.future.set_result(RecordMetadata(tp[0], tp[1], resp.base_offset + k))
+                r.future.set_result(ClusterRecordMetadata(tp[0], tp[1], resp.base_offset + k))
 
     async def _request_once(self, tp: tuple[str, int], data: bytes, refresh: bool) -> ProduceResponse:
         """One produce request to the partition's leader; raises the error it gets."""

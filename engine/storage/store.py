@@ -69,7 +69,7 @@ import base64
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from seglog._native.builder import Generation
+from seglog._native.accumulator import Generation
 from seglog._native.segment import FDS_PER_SEGMENT, open_segment_limit, open_segments
 from seglog.storage.checkpoints import (
     atomic_write,

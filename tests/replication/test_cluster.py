@@ -12,7 +12,7 @@ import pytest
 
 from seglog.cluster import start_cluster
 from seglog.cluster.local import LocalCluster
-from seglog.cluster.producer import RecordMetadata
+from seglog.cluster.producer import ClusterRecordMetadata
 
 
 def _consume_all(cluster: LocalCluster, topic: str, partitions: int, expect: int, timeout_s: float = 30):  # type: ignore[no-untyped-def]
@@ -34,7 +34,7 @@ def test_killing_the_leader_during_an_acks_all_stream_loses_and_duplicates_nothi
         cluster.create_topic("orders", partitions=2, replication_factor=3, config={"min.insync.replicas": 2})
         producer = cluster.producer(acks="all", enable_idempotence=True, delivery_timeout_ms=60_000,
                                     request_timeout_ms=2000)
-        futures: list[tuple[bytes, Future[RecordMetadata]]] = []
+        futures: list[tuple[bytes, Future[ClusterRecordMetadata]]] = []
         stop = threading.Event()
 
         def stream() -> None:

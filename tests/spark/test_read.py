@@ -84,10 +84,10 @@ def test_batch_size_does_not_change_rows(spark, ours, rows):
 def test_builder_constant_columns_across_sizes():
     import pyarrow as pa
 
-    from seglog.bindings.arrow import KAFKA_COLUMNS, BatchBuilder
+    from seglog.bindings.arrow import KAFKA_COLUMNS, ArrowBatchBuilder
     from seglog.storage.records import decode_columns, encode_batch
 
-    b = BatchBuilder(KAFKA_COLUMNS, topic="orders", partition=5)
+    b = ArrowBatchBuilder(KAFKA_COLUMNS, topic="orders", partition=5)
     for n in (3, 9, 1, 9, 4, 12):
         cols = decode_columns(encode_batch([b"v%d" % i for i in range(n)], keys=[b"k"] * n,
                                            timestamps=T0), **b.decode_flags)

@@ -1,4 +1,5 @@
-"""The record-at-a-time batch builder against encode_batch and kafka-python."""
+"""The record-at-a-time batch builder (and the producer batch built on it) against encode_batch and
+kafka-python."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seglog._native.builder import BatchBuilder, group_by_partition
+from seglog._native.accumulator import ProducerBatch
+from seglog._native.builder import BatchBuilder
+from seglog._native.partition import group_by_partition
 from seglog.errors import RecordTooLargeError
 from seglog.storage.records import batch_headers, decode_records, encode_batch
 
@@ -18,7 +21,7 @@ _record = st.tuples(st.integers(0, 2**40), _bytes, _bytes, st.lists(_header, max
 @settings(max_examples=150, deadline=None)
 @given(st.lists(_record, min_size=1, max_size=40), st.integers(0, 2**40), st.integers(-1, 99))
 def test_builder_bytes_equal_encode_batch(records, base_offset, epoch) -> None:  # type: ignore[no-untyped-def]
-    b = BatchBuilder(1 << 30)
+    b = ProducerBatch(1 << 30)
     for ts, k, v, h in records:
         assert b.try_append(ts, k, v, h) is not None
     built = bytes(b.build(base_offset=base_offset, partition_leader_epoch=epoch, producer_id=5,
@@ -45,20 +48,20 @@ def test_kafka_python_reads_builder_output() -> None:
 
 
 def test_limit_and_try_append() -> None:
-    b = BatchBuilder(200)
+    b = ProducerBatch(200)
     futs = []
     while (f := b.try_append(0, None, b"x" * 30)) is not None:
         futs.append(f)
     assert 3 <= len(futs) <= 5 and b.size <= 200
     # An empty batch always takes a record, however large.
-    big = BatchBuilder(100)
+    big = ProducerBatch(100)
     assert big.try_append(0, None, b"y" * 1000) is not None
     with pytest.raises(RecordTooLargeError, match="500"):
-        BatchBuilder(100, max_record=500).try_append(0, None, b"z" * 1000)
+        ProducerBatch(100, max_record=500).try_append(0, None, b"z" * 1000)
 
 
 def test_futures_and_outcome() -> None:
-    b = BatchBuilder(topic="t", partition=3)
+    b = ProducerBatch(topic="t", partition=3)
     f1 = b.try_append(10, b"k", b"v")
     f2 = b.try_append(20, None, b"vv")
     assert not f1.done()
@@ -69,16 +72,31 @@ def test_futures_and_outcome() -> None:
     md = f2.get()
     assert (md.topic, md.partition, md.offset, md.timestamp) == ("t", 3, 101, 20)
     assert (md.serialized_key_size, md.serialized_value_size) == (-1, 2)
-    b2 = BatchBuilder()
+    b2 = ProducerBatch()
     f = b2.try_append(1, None, b"a")
     b2.complete(7, log_append_time=555)
     assert f.get().timestamp == 555 and f.get().offset == 7
-    b3 = BatchBuilder()
+    b3 = ProducerBatch()
     f = b3.try_append(1, None, b"a")
     b3.fail(ValueError("boom"))
     with pytest.raises(ValueError, match="boom"):
         f.get()
     assert isinstance(f.exception(), ValueError)
+
+
+def test_producer_batch_for_partition_is_the_constructor() -> None:
+    fast = ProducerBatch.for_partition("t", 2, 300, 1000, 128)
+    slow = ProducerBatch(300, max_record=1000, initial_capacity=128, topic="t", partition=2)
+    for b in (fast, slow):
+        assert isinstance(b, BatchBuilder)
+        assert (b.topic, b.partition, b.limit, b.max_record, len(b), b.size) == ("t", 2, 300, 1000, 0, 61)
+        assert (b.base_offset, b.log_append_time, b.base_sequence, b.done, b.error) == (-1, -1, -1, False, None)
+        assert b.try_append(7, b"k", b"v" * 200) is not None
+        assert b.try_append(8, None, b"w" * 200) is None  # past the limit of 300
+    with pytest.raises(RecordTooLargeError, match="1000"):
+        ProducerBatch.for_partition("t", 0, 300, 1000).try_append(0, None, b"z" * 2000)
+    assert bytes(fast.build(base_offset=3)) == bytes(slow.build(base_offset=3))
+    assert repr(fast) == "ProducerBatch(topic='t', partition=2, records=1, size=271, sealed=True)"
 
 
 def test_sealed_and_exported() -> None:
