@@ -48,13 +48,14 @@ independent of the input buffer (keys and values are copied out), so the caller 
 cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_CheckExact
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyObject_CheckBuffer, PyBUF_SIMPLE, PyBUF_FORMAT, PyBUF_ND
-from cpython.list cimport PyList_New, PyList_SET_ITEM, PyList_GET_ITEM, PyList_CheckExact
+from cpython.buffer cimport PyObject_CheckBuffer
+from cpython.list cimport PyList_CheckExact
 from cpython.tuple cimport PyTuple_CheckExact
-from cpython.long cimport PyLong_AsLong, PyLong_AsLongLong, PyLong_CheckExact
-from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
-from cpython.unicode cimport PyUnicode_AsUTF8String, PyUnicode_DecodeUTF8
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, int8_t, int16_t, int32_t, int64_t, uint64_t, INT32_MAX, INT64_MIN, INT64_MAX
+from cpython.long cimport PyLong_AsLongLong, PyLong_CheckExact
+from cpython.ref cimport PyObject, Py_DECREF
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport (uint8_t, uint16_t, uint32_t, int8_t, int16_t, int32_t, int64_t, uint64_t, INT32_MAX,
+                          INT64_MIN, INT64_MAX)
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memset
 
@@ -67,15 +68,15 @@ cdef extern from "Python.h":
     Py_ssize_t PySequence_Fast_GET_SIZE(object)
     object PySequence_Fast(object, const char*)
 
-from kbytes cimport (kb_load_u16, kb_load_u32, kb_load_i16, kb_load_i32, kb_load_i64, kb_store_u16,
-                     kb_store_u32, kb_store_u64, kb_wrap_add, kb_wrap_sub, kb_utf8_valid, kb_varint_size,
-                     kb_varlong_size, kb_write_varint, kb_write_varlong, kb_read_varint, kb_read_varlong)
+from kbytes cimport (kb_load_i32, kb_load_i64, kb_store_u16, kb_store_u32, kb_store_u64, kb_wrap_add, kb_wrap_sub,
+                     kb_utf8_valid, kb_varint_size, kb_varlong_size, kb_write_varint, kb_write_varlong,
+                     kb_read_varint, kb_read_varlong)
 from crc cimport seglog_crc32c, crc32c_gil_aware
 from batch_header cimport (seglog_batch, seglog_batch_frame, seglog_batch_head, batch_check_gil_aware,
                            batch_error, batch_is_torn, BATCH_OK, BATCH_CRC_ALL, BATCH_CRC_LEGACY,
-                           LOG_OVERHEAD, HEADER_UP_TO_MAGIC, V2_HEADER, V2_MIN_LENGTH, LEGACY_MIN_LENGTH,
-                           CRC_START, MIN_RECORD_SIZE, ATTR_CODEC_MASK, ATTR_LOG_APPEND_TIME,
-                           ATTR_TRANSACTIONAL, ATTR_CONTROL, ATTR_DELETE_HORIZON)
+                           LOG_OVERHEAD, HEADER_UP_TO_MAGIC, V2_HEADER, LEGACY_MIN_LENGTH, CRC_START,
+                           MIN_RECORD_SIZE, ATTR_CODEC_MASK, ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL,
+                           ATTR_CONTROL)
 
 cdef extern from "encode_seq.h":
     int SEGLOG_SEQ_OK
@@ -897,7 +898,7 @@ cdef struct RecView:
 cdef const uint8_t *_parse_record(const uint8_t *p, const uint8_t *end, RecView *r,
                                   const char **err) noexcept nogil:
     """Parse and validate one record as DefaultRecord.readFrom does; NULL + ``err`` on error."""
-    cdef int32_t length, hk, hv, i
+    cdef int32_t length, hk, hv, _i
     cdef const uint8_t *body_end
     p = kb_read_varint(p, end, &length)
     if p == NULL:
@@ -938,7 +939,7 @@ cdef const uint8_t *_parse_record(const uint8_t *p, const uint8_t *end, RecView 
         err[0] = "bad header count"
         return NULL
     r.headers = p
-    for i in range(r.header_count):
+    for _i in range(r.header_count):
         p = kb_read_varint(p, body_end, &hk)
         if p == NULL or hk < 0 or hk > body_end - p:
             err[0] = "bad header key length (null header keys are invalid)"
@@ -960,8 +961,8 @@ cdef const uint8_t *_parse_record(const uint8_t *p, const uint8_t *end, RecView 
 cdef list _headers_list(const RecView *r):
     cdef list out = []
     cdef const uint8_t *p = r.headers
-    cdef int32_t hk, hv, i
-    for i in range(r.header_count):
+    cdef int32_t hk, hv, _i
+    for _i in range(r.header_count):
         p = kb_read_varint(p, r.end, &hk)
         key = PyUnicode_DecodeUTF8(<const char *>p, hk, "replace")
         p += hk
@@ -1681,12 +1682,24 @@ cdef class _ColumnBuilder:
     cdef GBuf key_views, val_views, spill
 
     def __dealloc__(self):
-        free(self.offsets.data); free(self.timestamps.data); free(self.ts_types.data)
-        free(self.epochs.data); free(self.key_off.data); free(self.key_data.data)
-        free(self.key_valid.data); free(self.val_off.data); free(self.val_data.data)
-        free(self.val_valid.data); free(self.hdr_off.data); free(self.hk_off.data)
-        free(self.hk_data.data); free(self.hv_off.data); free(self.hv_data.data)
-        free(self.hv_valid.data); free(self.key_views.data); free(self.val_views.data)
+        free(self.offsets.data)
+        free(self.timestamps.data)
+        free(self.ts_types.data)
+        free(self.epochs.data)
+        free(self.key_off.data)
+        free(self.key_data.data)
+        free(self.key_valid.data)
+        free(self.val_off.data)
+        free(self.val_data.data)
+        free(self.val_valid.data)
+        free(self.hdr_off.data)
+        free(self.hk_off.data)
+        free(self.hk_data.data)
+        free(self.hv_off.data)
+        free(self.hv_data.data)
+        free(self.hv_valid.data)
+        free(self.key_views.data)
+        free(self.val_views.data)
         free(self.spill.data)
 
     cdef int start(self) except -1:
@@ -1806,8 +1819,8 @@ cdef class _ColumnBuilder:
 
     cdef int _headers(self, const RecView *r) except -1:
         cdef const uint8_t *p = r.headers
-        cdef int32_t hk, hv, i, end
-        for i in range(r.header_count):
+        cdef int32_t hk, hv, _i, end
+        for _i in range(r.header_count):
             p = kb_read_varint(p, r.end, &hk)
             _gbuf_reserve(&self.hk_off, 4)
             _gbuf_reserve(&self.hv_off, 4)
@@ -1871,6 +1884,7 @@ cdef class Columns:
         key, value, headers; key/value/headers only when decoded). No copy of the buffers."""
         import pyarrow as pa
         n = self.count
+
         def bitmap(v):
             return None if v is None else pa.py_buffer(v)
         arrays = [

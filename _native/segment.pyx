@@ -61,9 +61,8 @@ import resource
 import threading
 import weakref
 
-from cpython.buffer cimport PyBUF_FORMAT, PyBUF_ND
 from libc.errno cimport errno, EINTR
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, int16_t, int32_t, int64_t, uint64_t, INT32_MAX, INT64_MAX
+from libc.stdint cimport uint8_t, uint32_t, int16_t, int32_t, int64_t, uint64_t, INT32_MAX, INT64_MAX
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, strerror
 from posix.mman cimport mmap, munmap, PROT_READ, MAP_SHARED, MAP_FAILED
@@ -85,12 +84,10 @@ cdef extern from "unistd.h" nogil:
     long sysconf(int name)
     int _SC_PAGESIZE
 
-from kbytes cimport (kb_load_u16, kb_load_u32, kb_load_i32, kb_load_i64, kb_store_u32, kb_store_u64,
-                     kb_wrap_add, kb_read_varint, kb_read_varlong)
+from kbytes cimport kb_load_i32, kb_store_u32, kb_store_u64
 from batch_header cimport (seglog_batch, seglog_batch_head, batch_error, batch_is_torn, BATCH_OK, BATCH_END,
                            BATCH_BAD_CODEC, BATCH_COUNT_TOO_BIG, BATCH_CRC_V2, BATCH_CRC_ALL, LOG_OVERHEAD,
-                           V2_HEADER, V2_MIN_LENGTH, ATTR_CODEC_MASK, ATTR_LOG_APPEND_TIME,
-                           ATTR_TRANSACTIONAL, ATTR_CONTROL)
+                           ATTR_CODEC_MASK, ATTR_TRANSACTIONAL, ATTR_CONTROL)
 
 cdef extern from "prealloc.h" nogil:
     int seglog_prealloc_useful(int fd)
@@ -744,7 +741,7 @@ cdef class Segment:
             self._leave()
 
     cdef _append_(self, const uint8_t[::1] batches, int64_t assign_from=-1,
-               int32_t leader_epoch=NO_PARTITION_LEADER_EPOCH, bint verify_crc=True):
+                  int32_t leader_epoch=NO_PARTITION_LEADER_EPOCH, bint verify_crc=True):
         if self.closed:
             raise ValueError(f"segment {self.log_path} is closed")
         if self.read_only:
@@ -867,7 +864,7 @@ cdef class Segment:
         """pwritev the batches at the end of the file; headers patched through scratch space."""
         cdef uint8_t *scratch = NULL
         cdef iovec *iov = NULL
-        cdef Py_ssize_t pos = 0, i = 0, k, written, want, done
+        cdef Py_ssize_t pos = 0, k, want, done
         cdef int64_t next_off = assign_from, delta
         cdef int32_t length
         cdef ssize_t r
@@ -1023,7 +1020,7 @@ cdef class Segment:
             self._leave()
 
     cdef _read_(self, int64_t start_offset, Py_ssize_t max_bytes, Py_ssize_t max_position=-1,
-             bint min_one_batch=True):
+                bint min_one_batch=True):
         if max_bytes < 0:
             raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
         if max_position < 0 or max_position > self.size:
@@ -1051,7 +1048,7 @@ cdef class Segment:
             self._leave()
 
     cdef _batch_end_(self, Py_ssize_t start, Py_ssize_t max_bytes, Py_ssize_t max_position,
-                  bint min_one_batch):
+                     bint min_one_batch):
         cdef const uint8_t *buf = self._data()
         cdef Py_ssize_t pos = start, limit
         cdef seglog_batch h
@@ -1276,8 +1273,7 @@ cdef class Segment:
             self._truncate_file(pos)
         self._next_offset = prev_last + 1
         res.next_offset = self._next_offset
-        self._tidx.maybe_append(self._max_ts, self._off_max_ts,
-                                     skip_full_check=True)
+        self._tidx.maybe_append(self._max_ts, self._off_max_ts, skip_full_check=True)
         self._oidx.trim_to_valid_size()
         self._tidx.trim_to_valid_size()
         self.bytes_since_last_index_entry = pos - last_index_pos
@@ -1386,8 +1382,7 @@ cdef class Segment:
             return
         self.release_allocated()
         self.allocate_step = 0
-        self._tidx.maybe_append(self._max_ts, self._off_max_ts,
-                                     skip_full_check=True)
+        self._tidx.maybe_append(self._max_ts, self._off_max_ts, skip_full_check=True)
         self._oidx.trim_to_valid_size()
         self._tidx.trim_to_valid_size()
 

@@ -7,6 +7,7 @@ from libc.stdint cimport uint8_t, uint32_t
 
 cdef extern from "crc32c.h" nogil:
     uint32_t seglog_crc32c(uint32_t crc, const uint8_t *p, size_t n)
+    uint32_t seglog_crc32c_sw(uint32_t crc, const uint8_t *p, size_t n)    # the portable table path
     const char *seglog_crc32c_implementation()
 
 cdef extern from "crc32.h" nogil:
