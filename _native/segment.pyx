@@ -976,7 +976,7 @@ cdef class Segment:
         return memoryview(self.mapping)[position:position + length]
 
     def translate_offset(self, int64_t offset, Py_ssize_t start_position=0):
-        """(position, BatchInfo) of the first batch whose last offset is >= ``offset``, found
+        """The BatchInfo (position included) of the first batch whose last offset is >= ``offset``, found
         through the offset index then a scan of batch headers; None if no batch holds it."""
         self._enter()
         try:
@@ -1125,7 +1125,7 @@ cdef class Segment:
         return pos
 
     def find_offset_by_timestamp(self, int64_t timestamp, int64_t starting_offset=0):
-        """(position, BatchInfo) of the first batch at or after ``starting_offset`` whose max
+        """The BatchInfo (position included) of the first batch at or after ``starting_offset`` whose max
         timestamp is >= ``timestamp`` (Kafka's ``LogSegment.findOffsetByTimestamp`` before the
         record-level step, which the caller does on that one batch); None if none."""
         self._enter()
