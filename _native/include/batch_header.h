@@ -1,5 +1,6 @@
 /* The header of one record batch in a log: a RecordBatch v2 or a legacy (magic 0/1) message
- * entry, read and checked in one place for every native module (spec docs/kafka-format.md §3-§5).
+ * entry, read and checked in one place for every native module (spec docs/kafka-format.md §2,
+ * §4, §6).
  *
  *   seglog_batch_frame(b, remaining, h)   the 17 bytes up to the magic: batchLength, magic, and
  *                                         whether the whole batch lies within `remaining` bytes

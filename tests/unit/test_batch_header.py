@@ -134,8 +134,8 @@ def test_record_level_statuses_are_the_decoders(tmp_path: Path, field: str) -> N
 
 def test_a_v1_message_too_short_for_its_fields_is_cut_at_recovery(tmp_path: Path) -> None:
     """messageSize 18 holds a magic 1 message's CRC, magic, attributes, timestamp and key length
-    but no value length: Kafka's LegacyRecord refuses it (below RECORD_OVERHEAD_V1, 22), and so
-    does recovery, which keeps what lies before it."""
+    but no value length (Kafka's LegacyRecord.RECORD_OVERHEAD_V1 is 22): the header reader
+    refuses it, and recovery keeps what lies before it."""
     ok = legacy_v1(0, b"\xff\xff\xff\xff\xff\xff\xff\xff")
     short = legacy_v1(1, b"\xff\xff\xff\xff")
     seg = segment_over(tmp_path, ok + short)
