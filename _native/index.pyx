@@ -46,11 +46,9 @@ import mmap as _mmap
 import os as _os
 
 cimport cython
-from cpython.buffer cimport (PyBUF_FORMAT, PyBUF_ND, PyBUF_SIMPLE, PyBUF_STRIDES, PyBUF_WRITABLE,
-                             PyBuffer_Release, PyObject_GetBuffer)
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport INT32_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
 from seglog._native import _errors
@@ -112,6 +110,7 @@ cdef class _Index:
     cdef readonly int64_t zero_tail_at_open
     cdef int _kind
     cdef int64_t _es          # entry size
+    cdef int64_t _rel_at      # where in an entry its int32 relative offset lies
     cdef object _mm           # mmap.mmap, or None while the file is empty or the index closed
     # Our own export of _mm (_p points into it). Held through a pointer: Cython would traverse
     # and clear the `obj` of a Py_buffer stored inline, behind the buffer protocol's back.
@@ -614,6 +613,28 @@ cdef class _Index:
 
     # ---- sizes -------------------------------------------------------------------------------
 
+    cdef const uint8_t *_entry_at(self, int64_t i) except NULL:
+        """The bytes of entry ``i``; negative ``i`` counts from the end."""
+        self._check_open()
+        if i < 0:
+            i += self._n
+        if i < 0 or i >= self._n:
+            raise IndexError(f"{self.path}: entry {i} out of range ({self._n} entries)")
+        return self._p + i * self._es
+
+    def truncate_to(self, int64_t offset):
+        """Remove every entry with offset >= ``offset`` (Kafka's ``truncateTo``)."""
+        self._check_writable()
+        cdef int64_t k
+        cdef int64_t d = offset - self.base_offset if offset >= self.base_offset else -1
+        if d < 0:
+            k = 0
+        elif d > INT32_MAX:
+            k = self._n
+        else:
+            k = seglog_idx_lower_i32(self._p, self._n, self._es, self._rel_at, <int32_t>d)
+        self._truncate_entries(k)
+
     def __len__(self):
         return self._n
 
@@ -659,6 +680,7 @@ cdef class OffsetIndex(_Index):
     def __cinit__(self, *args, **kwargs):
         self._kind = _KIND_OFFSET
         self._es = SEGLOG_OIDX_ENTRY
+        self._rel_at = 0
 
     def append(self, int64_t offset, int64_t position):
         """Append (offset, position). Offsets must strictly increase (Kafka's rule), positions
@@ -716,12 +738,7 @@ cdef class OffsetIndex(_Index):
 
     def entry(self, int64_t i):
         """Entry ``i`` as (offset, position); negative ``i`` counts from the end."""
-        self._check_open()
-        if i < 0:
-            i += self._n
-        if i < 0 or i >= self._n:
-            raise IndexError(f"{self.path}: entry {i} out of range ({self._n} entries)")
-        cdef const uint8_t *e = self._p + i * SEGLOG_OIDX_ENTRY
+        cdef const uint8_t *e = self._entry_at(i)
         return (self.base_offset + seglog_ld_i32(e), seglog_ld_i32(e + 4))
 
     @property
@@ -735,19 +752,6 @@ cdef class OffsetIndex(_Index):
     @property
     def last_offset(self):
         return self.last_entry[0]
-
-    def truncate_to(self, int64_t offset):
-        """Remove every entry with offset >= ``offset`` (Kafka's ``truncateTo``)."""
-        self._check_writable()
-        cdef int64_t k
-        cdef int64_t d = offset - self.base_offset if offset >= self.base_offset else -1
-        if d < 0:
-            k = 0
-        elif d > INT32_MAX:
-            k = self._n
-        else:
-            k = seglog_idx_lower_i32(self._p, self._n, SEGLOG_OIDX_ENTRY, 0, <int32_t>d)
-        self._truncate_entries(k)
 
 
 @cython.final
@@ -764,6 +768,7 @@ cdef class TimeIndex(_Index):
     def __cinit__(self, *args, **kwargs):
         self._kind = _KIND_TIME
         self._es = SEGLOG_TIDX_ENTRY
+        self._rel_at = 8
 
     def maybe_append(self, int64_t timestamp, int64_t offset, bint skip_full_check=False):
         """Append (timestamp, offset) if ``timestamp`` is larger than the last entry's (Kafka's
@@ -830,12 +835,7 @@ cdef class TimeIndex(_Index):
 
     def entry(self, int64_t i):
         """Entry ``i`` as (timestamp, offset); negative ``i`` counts from the end."""
-        self._check_open()
-        if i < 0:
-            i += self._n
-        if i < 0 or i >= self._n:
-            raise IndexError(f"{self.path}: entry {i} out of range ({self._n} entries)")
-        cdef const uint8_t *e = self._p + i * SEGLOG_TIDX_ENTRY
+        cdef const uint8_t *e = self._entry_at(i)
         return (seglog_ld_i64(e), self.base_offset + seglog_ld_i32(e + 8))
 
     @property
@@ -845,16 +845,3 @@ cdef class TimeIndex(_Index):
         if self._n == 0:
             return (-1, self.base_offset)
         return self.entry(self._n - 1)
-
-    def truncate_to(self, int64_t offset):
-        """Remove every entry with offset >= ``offset`` (Kafka's ``truncateTo``)."""
-        self._check_writable()
-        cdef int64_t k
-        cdef int64_t d = offset - self.base_offset if offset >= self.base_offset else -1
-        if d < 0:
-            k = 0
-        elif d > INT32_MAX:
-            k = self._n
-        else:
-            k = seglog_idx_lower_i32(self._p, self._n, SEGLOG_TIDX_ENTRY, 8, <int32_t>d)
-        self._truncate_entries(k)

@@ -48,13 +48,14 @@ independent of the input buffer (keys and values are copied out), so the caller 
 cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_CheckExact
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyObject_CheckBuffer, PyBUF_SIMPLE, PyBUF_FORMAT, PyBUF_ND
-from cpython.list cimport PyList_New, PyList_SET_ITEM, PyList_GET_ITEM, PyList_CheckExact
+from cpython.buffer cimport PyObject_CheckBuffer
+from cpython.list cimport PyList_CheckExact
 from cpython.tuple cimport PyTuple_CheckExact
-from cpython.long cimport PyLong_AsLong, PyLong_AsLongLong, PyLong_CheckExact
-from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
-from cpython.unicode cimport PyUnicode_AsUTF8String, PyUnicode_DecodeUTF8
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, int8_t, int16_t, int32_t, int64_t, uint64_t, INT32_MAX, INT64_MIN, INT64_MAX
+from cpython.long cimport PyLong_AsLongLong, PyLong_CheckExact
+from cpython.ref cimport PyObject, Py_DECREF
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport (uint8_t, uint16_t, uint32_t, int8_t, int16_t, int32_t, int64_t, uint64_t, INT32_MAX,
+                          INT64_MIN, INT64_MAX)
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memset
 
@@ -67,27 +68,15 @@ cdef extern from "Python.h":
     Py_ssize_t PySequence_Fast_GET_SIZE(object)
     object PySequence_Fast(object, const char*)
 
-cdef extern from "kbytes.h" nogil:
-    uint16_t kb_load_u16(const uint8_t *p)
-    uint32_t kb_load_u32(const uint8_t *p)
-    int16_t kb_load_i16(const uint8_t *p)
-    int32_t kb_load_i32(const uint8_t *p)
-    int64_t kb_load_i64(const uint8_t *p)
-    void kb_store_u16(uint8_t *p, uint16_t v)
-    void kb_store_u32(uint8_t *p, uint32_t v)
-    void kb_store_u64(uint8_t *p, uint64_t v)
-    int64_t kb_wrap_add(int64_t a, int64_t b)
-    int64_t kb_wrap_sub(int64_t a, int64_t b)
-    int kb_utf8_valid(const uint8_t *p, int64_t n)
-    int kb_varint_size(int32_t v)
-    int kb_varlong_size(int64_t v)
-    uint8_t *kb_write_varint(uint8_t *p, int32_t v)
-    uint8_t *kb_write_varlong(uint8_t *p, int64_t v)
-    const uint8_t *kb_read_varint(const uint8_t *p, const uint8_t *end, int32_t *out)
-    const uint8_t *kb_read_varlong(const uint8_t *p, const uint8_t *end, int64_t *out)
-
-cdef extern from "crc32c.h" nogil:
-    uint32_t seglog_crc32c(uint32_t crc, const uint8_t *p, size_t n)
+from kbytes cimport (kb_load_i32, kb_load_i64, kb_store_u16, kb_store_u32, kb_store_u64, kb_wrap_add, kb_wrap_sub,
+                     kb_utf8_valid, kb_varint_size, kb_varlong_size, kb_write_varint, kb_write_varlong,
+                     kb_read_varint, kb_read_varlong)
+from crc cimport seglog_crc32c, crc32c_gil_aware
+from batch_header cimport (seglog_batch, seglog_batch_frame, seglog_batch_head, batch_check_gil_aware,
+                           batch_error, batch_is_torn, BATCH_OK, BATCH_CRC_ALL, BATCH_CRC_LEGACY,
+                           LOG_OVERHEAD, HEADER_UP_TO_MAGIC, V2_HEADER, LEGACY_MIN_LENGTH, CRC_START,
+                           MIN_RECORD_SIZE, ATTR_CODEC_MASK, ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL,
+                           ATTR_CONTROL)
 
 cdef extern from "encode_seq.h":
     int SEGLOG_SEQ_OK
@@ -95,24 +84,6 @@ cdef extern from "encode_seq.h":
                           Py_ssize_t n, Py_ssize_t head, int64_t limit, PyObject **out,
                           int64_t *max_ts) except -1
     long seglog_seq_long(object o) except? -1
-
-cdef extern from "crc32.h" nogil:
-    uint32_t seglog_crc32(uint32_t crc, const uint8_t *p, size_t n)
-
-
-cdef enum:
-    LOG_OVERHEAD = 12           # baseOffset + batchLength
-    HEADER_UP_TO_MAGIC = 17     # Kafka stops iterating a file when fewer bytes remain
-    V2_HEADER = 61
-    V2_MIN_LENGTH = 49          # batchLength of an empty v2 batch
-    LEGACY_MIN_LENGTH = 14      # v0 messageSize with null key and value
-    CRC_START = 21
-    ATTR_CODEC_MASK = 0x07
-    ATTR_LOG_APPEND_TIME = 0x08
-    ATTR_TRANSACTIONAL = 0x10
-    ATTR_CONTROL = 0x20
-    ATTR_DELETE_HORIZON = 0x40
-    MIN_RECORD_SIZE = 7         # length, attributes, tsDelta, offsetDelta, keyLen, valueLen, headers
 
 # Timestamp types as Kafka's TimestampType ids.
 NO_TIMESTAMP_TYPE = -1
@@ -508,7 +479,6 @@ cdef inline int64_t _ts_get(const TsCol *c, Py_ssize_t i) except? -1:
 
 
 include "headers.pxi"
-include "crc_gil.pxi"
 
 
 def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t base_offset=0,
@@ -834,120 +804,54 @@ cdef class BatchHeader:
                 f"max_timestamp={self.max_timestamp}, attributes=0x{self.attributes:04x})")
 
 
-cdef struct V2Head:
-    int64_t base_offset
-    int32_t length
-    int32_t ple
-    uint32_t crc
-    uint16_t attrs
-    int32_t last_delta
-    int64_t base_ts
-    int64_t max_ts
-    int64_t pid
-    int16_t epoch
-    int32_t base_seq
-    int32_t count
+cdef inline int _crc_flags(bint verify_crc) noexcept:
+    return BATCH_CRC_ALL if verify_crc else 0
 
 
-cdef inline void _read_v2_head(const uint8_t *b, V2Head *h) noexcept nogil:
-    h.base_offset = kb_load_i64(b)
-    h.length = kb_load_i32(b + 8)
-    h.ple = kb_load_i32(b + 12)
-    h.crc = kb_load_u32(b + 17)
-    h.attrs = kb_load_u16(b + 21)
-    h.last_delta = kb_load_i32(b + 23)
-    h.base_ts = kb_load_i64(b + 27)
-    h.max_ts = kb_load_i64(b + 35)
-    h.pid = kb_load_i64(b + 43)
-    h.epoch = kb_load_i16(b + 51)
-    h.base_seq = kb_load_i32(b + 53)
-    h.count = kb_load_i32(b + 57)
+cdef Py_ssize_t _frame_at(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, seglog_batch *h,
+                          bint allow_truncated) except -2:
+    """Size of the batch at ``pos`` after the frame checks (batch_header.h); 0 when a torn tail
+    may be ignored (``allow_truncated``)."""
+    cdef int status = seglog_batch_frame(buf + pos, end - pos, h)
+    if status == BATCH_OK:
+        return h.size
+    if allow_truncated and batch_is_torn(status):
+        return 0
+    _raise_corrupt(batch_error(status, h), pos)
 
 
-cdef Py_ssize_t _batch_size_at(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end,
-                               bint allow_truncated) except -2:
-    """Size of the batch at ``pos`` after structural checks; 0 when a torn tail may be ignored."""
-    cdef Py_ssize_t remaining = end - pos
-    if remaining < HEADER_UP_TO_MAGIC:
-        if allow_truncated:
-            return 0
-        _raise_corrupt(f"truncated batch: {remaining} bytes remain, a batch header needs "
-                       f"at least {HEADER_UP_TO_MAGIC}", pos)
-    cdef int32_t length = kb_load_i32(buf + pos + 8)
-    cdef int magic = buf[pos + 16]
-    if length < LEGACY_MIN_LENGTH:
-        _raise_corrupt(f"batch length {length} is below the minimum {LEGACY_MIN_LENGTH}", pos)
-    if magic > 2:
-        _raise_corrupt(f"unknown magic byte {magic} (known: 0, 1, 2)", pos)
-    if magic == 2 and length < V2_MIN_LENGTH:
-        _raise_corrupt(f"v2 batch length {length} is below the minimum {V2_MIN_LENGTH}", pos)
-    if <Py_ssize_t>length + LOG_OVERHEAD > remaining:
-        if allow_truncated:
-            return 0
-        _raise_corrupt(f"truncated batch: length field says {<Py_ssize_t>length + LOG_OVERHEAD} bytes, "
-                       f"only {remaining} remain", pos)
-    return <Py_ssize_t>length + LOG_OVERHEAD
-
-
-cdef int _check_v2(const uint8_t *b, Py_ssize_t pos, V2Head *h, bint verify_crc) except -1:
-    cdef uint32_t actual
-    if verify_crc:
-        # Large batches without the GIL: other threads (the other nodes of an in-process
-        # cluster, a producer encoding) run meanwhile. The caller holds the buffer.
-        actual = crc32c_gil_aware(0, b + CRC_START, <size_t>h.length + LOG_OVERHEAD - CRC_START)
-        if actual != h.crc:
-            _raise_corrupt(f"CRC mismatch in the batch at offset {h.base_offset}: stored "
-                           f"{h.crc:08x}, computed {actual:08x}", pos)
-    if h.count < 0:
-        _raise_corrupt(f"negative record count {h.count} in the batch at offset {h.base_offset}", pos)
-    if h.last_delta < 0:
-        _raise_corrupt(f"negative lastOffsetDelta {h.last_delta} in the batch at offset "
-                       f"{h.base_offset}", pos)
-    if (h.attrs & ATTR_CODEC_MASK) > 4:
-        _raise_corrupt(f"invalid compression codec {h.attrs & ATTR_CODEC_MASK} in the batch at "
-                       f"offset {h.base_offset}", pos)
-    if (h.attrs & ATTR_CODEC_MASK) == 0 and h.count > (h.length - V2_MIN_LENGTH) // MIN_RECORD_SIZE:
-        _raise_corrupt(f"record count {h.count} cannot fit in {h.length - V2_MIN_LENGTH} bytes of "
-                       f"records (batch at offset {h.base_offset})", pos)
+cdef int _check_at(const uint8_t *buf, Py_ssize_t pos, seglog_batch *h, int crc_flags) except -1:
+    """The rest of the header checks (batch_header.h) of a batch whose frame was checked."""
+    cdef int status = batch_check_gil_aware(buf + pos, h, crc_flags)
+    if status != BATCH_OK:
+        _raise_corrupt(batch_error(status, h), pos)
     return 0
 
 
-cdef BatchHeader _make_header(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t size):
+cdef BatchHeader _make_header(const uint8_t *buf, Py_ssize_t pos, const seglog_batch *h):
+    """The BatchHeader of the batch at ``pos``, whose header ``h`` was read and checked."""
     cdef BatchHeader bh = BatchHeader.__new__(BatchHeader)
-    cdef const uint8_t *b = buf + pos
-    cdef V2Head h
     cdef int32_t count = 1
     bh.position = pos
-    bh.size = size
-    bh.magic = b[16]
-    if bh.magic == 2:
-        _read_v2_head(b, &h)
-        bh.base_offset = h.base_offset
-        bh.last_offset = kb_wrap_add(h.base_offset, h.last_delta)
-        bh.partition_leader_epoch = h.ple
-        bh.crc = h.crc
-        bh.attributes = h.attrs
-        bh.base_timestamp = h.base_ts
-        bh.max_timestamp = h.max_ts
-        bh.producer_id = h.pid
-        bh.producer_epoch = h.epoch
-        bh.base_sequence = h.base_seq
-        bh.records_count = h.count
-    else:
+    bh.size = h.size
+    bh.magic = h.magic
+    bh.base_offset = h.base_offset
+    bh.last_offset = h.last_offset
+    bh.partition_leader_epoch = h.ple
+    bh.crc = h.crc
+    bh.attributes = h.attrs
+    bh.base_timestamp = h.base_ts
+    bh.max_timestamp = h.max_ts
+    bh.producer_id = h.pid
+    bh.producer_epoch = h.epoch
+    bh.base_sequence = h.base_seq
+    bh.records_count = h.count
+    if h.magic < 2:
         # A legacy entry: "lastOffset" is its offset field (the wrapper carries the last inner
         # one); the base offset of a compressed wrapper is its first inner record's (Kafka's
         # AbstractLegacyRecordBatch.baseOffset decompresses it too).
-        bh.last_offset = kb_load_i64(b)
-        bh.base_offset = _legacy_base(b, pos, size, &count)
+        bh.base_offset = _legacy_base(buf + pos, pos, h.size, &count)
         bh.records_count = count
-        bh.partition_leader_epoch = -1
-        bh.crc = kb_load_u32(b + 12)
-        bh.attributes = b[17]
-        bh.base_timestamp = kb_load_i64(b + 18) if bh.magic == 1 else -1
-        bh.max_timestamp = bh.base_timestamp
-        bh.producer_id = -1
-        bh.producer_epoch = -1
-        bh.base_sequence = -1
     return bh
 
 
@@ -967,28 +871,15 @@ def batch_headers(object buf, Py_ssize_t start=0, Py_ssize_t end=-1, *,
     cdef const uint8_t *p = &mv_[0] if n else _EMPTY
     cdef Py_ssize_t pos = start, size
     cdef list out = []
-    cdef V2Head h
+    cdef seglog_batch h
     while pos < end:
-        size = _batch_size_at(p, pos, end, allow_truncated)
+        size = _frame_at(p, pos, end, &h, allow_truncated)
         if size == 0:
             break
-        if p[pos + 16] == 2:
-            _read_v2_head(p + pos, &h)
-            _check_v2(p + pos, pos, &h, verify_crc)
-        elif verify_crc:
-            _check_legacy_crc(p + pos, pos, size)
-        out.append(_make_header(p, pos, size))
+        _check_at(p, pos, &h, _crc_flags(verify_crc))
+        out.append(_make_header(p, pos, &h))
         pos += size
     return out
-
-
-cdef int _check_legacy_crc(const uint8_t *b, Py_ssize_t pos, Py_ssize_t size) except -1:
-    cdef uint32_t stored = kb_load_u32(b + 12)
-    cdef uint32_t actual = seglog_crc32(0, b + 16, size - 16)
-    if stored != actual:
-        _raise_corrupt(f"CRC-32 mismatch in the legacy message at offset {kb_load_i64(b)}: stored "
-                       f"{stored:08x}, computed {actual:08x}", pos)
-    return 0
 
 
 # One record inside a v2 batch, as pointers into the (possibly decompressed) records area.
@@ -1007,7 +898,7 @@ cdef struct RecView:
 cdef const uint8_t *_parse_record(const uint8_t *p, const uint8_t *end, RecView *r,
                                   const char **err) noexcept nogil:
     """Parse and validate one record as DefaultRecord.readFrom does; NULL + ``err`` on error."""
-    cdef int32_t length, hk, hv, i
+    cdef int32_t length, hk, hv, _i
     cdef const uint8_t *body_end
     p = kb_read_varint(p, end, &length)
     if p == NULL:
@@ -1048,7 +939,7 @@ cdef const uint8_t *_parse_record(const uint8_t *p, const uint8_t *end, RecView 
         err[0] = "bad header count"
         return NULL
     r.headers = p
-    for i in range(r.header_count):
+    for _i in range(r.header_count):
         p = kb_read_varint(p, body_end, &hk)
         if p == NULL or hk < 0 or hk > body_end - p:
             err[0] = "bad header key length (null header keys are invalid)"
@@ -1070,8 +961,8 @@ cdef const uint8_t *_parse_record(const uint8_t *p, const uint8_t *end, RecView 
 cdef list _headers_list(const RecView *r):
     cdef list out = []
     cdef const uint8_t *p = r.headers
-    cdef int32_t hk, hv, i
-    for i in range(r.header_count):
+    cdef int32_t hk, hv, _i
+    for _i in range(r.header_count):
         p = kb_read_varint(p, r.end, &hk)
         key = PyUnicode_DecodeUTF8(<const char *>p, hk, "replace")
         p += hk
@@ -1141,7 +1032,7 @@ cdef class _Decoder:
         free(self.ab_first)
         free(self.ab_last)
 
-    cdef bint aborted(self, const V2Head *h) noexcept:
+    cdef bint aborted(self, const seglog_batch *h) noexcept:
         cdef Py_ssize_t i
         for i in range(self.ab_n):
             if (self.ab_pid[i] == h.pid and self.ab_first[i] <= h.base_offset
@@ -1149,7 +1040,7 @@ cdef class _Decoder:
                 return True
         return False
 
-    cdef int emit_v2(self, const uint8_t *b, Py_ssize_t pos, V2Head *h) except -1:
+    cdef int emit_v2(self, const uint8_t *b, Py_ssize_t pos, seglog_batch *h) except -1:
         cdef int codec = h.attrs & ATTR_CODEC_MASK
         cdef bint control = (h.attrs & ATTR_CONTROL) != 0
         cdef int64_t last = kb_wrap_add(h.base_offset, h.last_delta)
@@ -1221,10 +1112,15 @@ cdef class _Decoder:
         cdef int32_t klen, vlen
         cdef const uint8_t *kp
         cdef const uint8_t *vp
+        cdef seglog_batch inner_head
+        cdef int status
         if size < hdr + 8:
             _raise_corrupt(f"legacy message of {size} bytes is too short for magic {magic}", pos)
-        if self.verify_crc:
-            _check_legacy_crc(b, pos, size)
+        if inner and self.verify_crc:
+            # A top-level entry's checksum was checked with its header (_check_at).
+            status = seglog_batch_head(b, size, &inner_head, BATCH_CRC_LEGACY)
+            if status != BATCH_OK:
+                _raise_corrupt(batch_error(status, &inner_head), pos)
         klen = kb_load_i32(b + hdr)
         if klen < -1 or klen > size - hdr - 8:
             _raise_corrupt(f"bad key length {klen} in the legacy message at offset {offset}", pos)
@@ -1387,14 +1283,13 @@ cdef Py_ssize_t _inner_size(const uint8_t *p, Py_ssize_t ipos, Py_ssize_t n, Py_
 
 cdef int _walk(_Decoder d, const uint8_t *buf, Py_ssize_t start, Py_ssize_t end) except -1:
     cdef Py_ssize_t pos = start, size
-    cdef V2Head h
+    cdef seglog_batch h
     while pos < end:
-        size = _batch_size_at(buf, pos, end, d.allow_truncated)
+        size = _frame_at(buf, pos, end, &h, d.allow_truncated)
         if size == 0:
             break
-        if buf[pos + 16] == 2:
-            _read_v2_head(buf + pos, &h)
-            _check_v2(buf + pos, pos, &h, d.verify_crc)
+        _check_at(buf, pos, &h, _crc_flags(d.verify_crc))
+        if h.magic == 2:
             d.emit_v2(buf + pos, pos, &h)
         else:
             d.emit_legacy(buf + pos, pos, size, False, 0, 0, False, 0)
@@ -1456,7 +1351,7 @@ cdef int _refuse(str kind, str where, Py_ssize_t pos, int64_t base, str what,
                              f"{where})", position=pos, offset=(None if offset < 0 else offset))
 
 
-cdef int _validate_records(const uint8_t *b, Py_ssize_t pos, V2Head *h, str where, int64_t now,
+cdef int _validate_records(const uint8_t *b, Py_ssize_t pos, seglog_batch *h, str where, int64_t now,
                            bint check_ts, int64_t before_max_ms, int64_t after_max_ms,
                            bint compacted, Py_ssize_t max_decompressed) except -1:
     """One pass over the records of a v2 batch: every record parsed with its lengths and varints
@@ -1558,7 +1453,7 @@ def validate_batches(object buf, str where, *, int64_t now, bint log_append_time
     cdef Py_ssize_t n = mv_.shape[0], pos = 0, size
     cdef const uint8_t *p = &mv_[0] if n else _EMPTY
     cdef list out = []
-    cdef V2Head h
+    cdef seglog_batch h
     cdef int magic
     if now < 0:
         raise ValueError(f"now must be a wall-clock time in milliseconds, got {now}")
@@ -1567,7 +1462,7 @@ def validate_batches(object buf, str where, *, int64_t now, bint log_append_time
                          f"after_max_ms={after_max_ms}")
     while pos < n:
         try:
-            size = _batch_size_at(p, pos, n, False)
+            size = _frame_at(p, pos, n, &h, False)
         except Exception as exc:
             _name_partition(exc, where, pos)
             raise
@@ -1586,9 +1481,8 @@ def validate_batches(object buf, str where, *, int64_t now, bint log_append_time
             raise _errors.make("invalid_record",
                                f"only RecordBatch v2 can be appended; the batch at byte {pos} of "
                                f"the append to {where} has magic {magic}", position=pos)
-        _read_v2_head(p + pos, &h)
         try:
-            _check_v2(p + pos, pos, &h, verify_crc)
+            _check_at(p, pos, &h, _crc_flags(verify_crc))
         except Exception as exc:
             _name_partition(exc, where, pos)
             raise
@@ -1621,7 +1515,7 @@ def validate_batches(object buf, str where, *, int64_t now, bint log_append_time
             if h.base_offset != 0:
                 _refuse("invalid_record", where, pos, h.base_offset,
                         f"the baseOffset of a produced batch must be 0, not {h.base_offset}")
-        out.append(_make_header(p, pos, size))
+        out.append(_make_header(p, pos, &h))
         pos += size
     if produce_request and not out:
         raise _errors.make("invalid_record", f"the append to {where} holds no record batch at all")
@@ -1660,20 +1554,19 @@ cdef class RecordIterator:
 
     def __next__(self):
         cdef Py_ssize_t size
-        cdef V2Head h
+        cdef seglog_batch h
         while self.index >= len(self.pending):
             if self.pos >= self.d.end:
                 raise StopIteration
-            size = _batch_size_at(self.d.buf, self.pos, self.d.end, self.d.allow_truncated)
+            size = _frame_at(self.d.buf, self.pos, self.d.end, &h, self.d.allow_truncated)
             if size == 0:
                 self.pos = self.d.end
                 raise StopIteration
             self.pending = []
             self.index = 0
             self.d.out = self.pending
-            if self.d.buf[self.pos + 16] == 2:
-                _read_v2_head(self.d.buf + self.pos, &h)
-                _check_v2(self.d.buf + self.pos, self.pos, &h, self.d.verify_crc)
+            _check_at(self.d.buf, self.pos, &h, _crc_flags(self.d.verify_crc))
+            if h.magic == 2:
                 self.d.emit_v2(self.d.buf + self.pos, self.pos, &h)
             else:
                 self.d.emit_legacy(self.d.buf + self.pos, self.pos, size, False, 0, 0, False, 0)
@@ -1789,12 +1682,24 @@ cdef class _ColumnBuilder:
     cdef GBuf key_views, val_views, spill
 
     def __dealloc__(self):
-        free(self.offsets.data); free(self.timestamps.data); free(self.ts_types.data)
-        free(self.epochs.data); free(self.key_off.data); free(self.key_data.data)
-        free(self.key_valid.data); free(self.val_off.data); free(self.val_data.data)
-        free(self.val_valid.data); free(self.hdr_off.data); free(self.hk_off.data)
-        free(self.hk_data.data); free(self.hv_off.data); free(self.hv_data.data)
-        free(self.hv_valid.data); free(self.key_views.data); free(self.val_views.data)
+        free(self.offsets.data)
+        free(self.timestamps.data)
+        free(self.ts_types.data)
+        free(self.epochs.data)
+        free(self.key_off.data)
+        free(self.key_data.data)
+        free(self.key_valid.data)
+        free(self.val_off.data)
+        free(self.val_data.data)
+        free(self.val_valid.data)
+        free(self.hdr_off.data)
+        free(self.hk_off.data)
+        free(self.hk_data.data)
+        free(self.hv_off.data)
+        free(self.hv_data.data)
+        free(self.hv_valid.data)
+        free(self.key_views.data)
+        free(self.val_views.data)
         free(self.spill.data)
 
     cdef int start(self) except -1:
@@ -1914,8 +1819,8 @@ cdef class _ColumnBuilder:
 
     cdef int _headers(self, const RecView *r) except -1:
         cdef const uint8_t *p = r.headers
-        cdef int32_t hk, hv, i, end
-        for i in range(r.header_count):
+        cdef int32_t hk, hv, _i, end
+        for _i in range(r.header_count):
             p = kb_read_varint(p, r.end, &hk)
             _gbuf_reserve(&self.hk_off, 4)
             _gbuf_reserve(&self.hv_off, 4)
@@ -1979,6 +1884,7 @@ cdef class Columns:
         key, value, headers; key/value/headers only when decoded). No copy of the buffers."""
         import pyarrow as pa
         n = self.count
+
         def bitmap(v):
             return None if v is None else pa.py_buffer(v)
         arrays = [

@@ -61,9 +61,8 @@ import resource
 import threading
 import weakref
 
-from cpython.buffer cimport PyBUF_FORMAT, PyBUF_ND
 from libc.errno cimport errno, EINTR
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, int16_t, int32_t, int64_t, uint64_t, INT32_MAX, INT64_MAX
+from libc.stdint cimport uint8_t, uint32_t, int16_t, int32_t, int64_t, uint64_t, INT32_MAX, INT64_MAX
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, strerror
 from posix.mman cimport mmap, munmap, PROT_READ, MAP_SHARED, MAP_FAILED
@@ -85,40 +84,18 @@ cdef extern from "unistd.h" nogil:
     long sysconf(int name)
     int _SC_PAGESIZE
 
-cdef extern from "kbytes.h" nogil:
-    uint16_t kb_load_u16(const uint8_t *p)
-    uint32_t kb_load_u32(const uint8_t *p)
-    int32_t kb_load_i32(const uint8_t *p)
-    int64_t kb_load_i64(const uint8_t *p)
-    void kb_store_u32(uint8_t *p, uint32_t v)
-    void kb_store_u64(uint8_t *p, uint64_t v)
-    int64_t kb_wrap_add(int64_t a, int64_t b)
-    const uint8_t *kb_read_varint(const uint8_t *p, const uint8_t *end, int32_t *out)
-    const uint8_t *kb_read_varlong(const uint8_t *p, const uint8_t *end, int64_t *out)
-
-cdef extern from "crc32c.h" nogil:
-    uint32_t seglog_crc32c(uint32_t crc, const uint8_t *p, size_t n)
-
-cdef extern from "crc32.h" nogil:
-    uint32_t seglog_crc32(uint32_t crc, const uint8_t *p, size_t n)
+from kbytes cimport kb_load_i32, kb_store_u32, kb_store_u64
+from batch_header cimport (seglog_batch, seglog_batch_head, batch_error, batch_is_torn, BATCH_OK, BATCH_END,
+                           BATCH_BAD_CODEC, BATCH_COUNT_TOO_BIG, BATCH_CRC_V2, BATCH_CRC_ALL, LOG_OVERHEAD,
+                           ATTR_CODEC_MASK, ATTR_TRANSACTIONAL, ATTR_CONTROL)
 
 cdef extern from "prealloc.h" nogil:
     int seglog_prealloc_useful(int fd)
     int seglog_prealloc(int fd, long offset, long length)
 
 cdef enum:
-    LOG_OVERHEAD = 12
-    HEADER_UP_TO_MAGIC = 17
-    V2_HEADER = 61
-    V2_MIN_LENGTH = 49
-    LEGACY_MIN_LENGTH = 14
-    CRC_START = 21
     IOV_BATCH = 512            # batches per pwritev call (2 iovecs each, under IOV_MAX 1024)
     ALLOCATE_STEP = 4194304     # 4 MiB of disk blocks allocated ahead of the end of file at a time
-    ATTR_CODEC_MASK = 0x07
-    ATTR_LOG_APPEND_TIME = 0x08
-    ATTR_TRANSACTIONAL = 0x10
-    ATTR_CONTROL = 0x20
 
 include "tssearch.pxi"
 
@@ -207,107 +184,32 @@ cdef class BatchInfo:
                 f"leader_epoch={self.partition_leader_epoch})")
 
 
-cdef struct Head:
-    Py_ssize_t size
-    int magic
-    int64_t base_offset
-    int64_t last_offset
-    int64_t max_ts
-    int32_t ple
-    int32_t count
-    uint16_t attrs
+cdef inline int _head_at(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, seglog_batch *h,
+                         int crc_flags) noexcept nogil:
+    """The header of the batch at ``pos`` (batch_header.h: a v2 batch or a legacy entry), as a
+    segment's header walks read it. They read headers only, as Kafka's recovery does (size and
+    CRC): the record-level statuses (a codec above 4, a recordsCount the records area cannot
+    hold) are the record decoder's to report, so they count as OK here."""
+    cdef int status = seglog_batch_head(buf + pos, end - pos, h, crc_flags)
+    if status == BATCH_BAD_CODEC or status == BATCH_COUNT_TOO_BIG:
+        return BATCH_OK
+    return status
 
 
-# Status codes of the header walk; turned into messages in exactly one place (_walk_error).
-cdef enum WalkStatus:
-    W_OK = 0
-    W_END = 1            # clean end of data
-    W_TORN = 2           # fewer bytes than the batch needs: a torn tail
-    W_BAD_LENGTH = 3
-    W_BAD_MAGIC = 4
-    W_BAD_CRC = 5
-    W_BAD_COUNT = 6
-    W_BAD_DELTA = 7
-
-
-cdef inline int _head_at(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, Head *h,
-                         bint verify_crc) noexcept nogil:
-    """Read and check the header of the batch at ``pos`` (a v2 batch or a legacy entry)."""
-    cdef Py_ssize_t remaining = end - pos
-    cdef const uint8_t *b = buf + pos
-    cdef int32_t length
-    if remaining == 0:
-        return W_END
-    if remaining < HEADER_UP_TO_MAGIC:
-        return W_TORN
-    length = kb_load_i32(b + 8)
-    h.magic = b[16]
-    if length < LEGACY_MIN_LENGTH:
-        return W_BAD_LENGTH
-    if h.magic > 2:
-        return W_BAD_MAGIC
-    if h.magic == 2 and length < V2_MIN_LENGTH:
-        return W_BAD_LENGTH
-    if <Py_ssize_t>length + LOG_OVERHEAD > remaining:
-        return W_TORN
-    h.size = <Py_ssize_t>length + LOG_OVERHEAD
-    h.base_offset = kb_load_i64(b)
-    if h.magic == 2:
-        h.ple = kb_load_i32(b + 12)
-        h.attrs = kb_load_u16(b + 21)
-        h.last_offset = kb_wrap_add(h.base_offset, kb_load_i32(b + 23))
-        h.max_ts = kb_load_i64(b + 35)
-        h.count = kb_load_i32(b + 57)
-        if kb_load_i32(b + 23) < 0:
-            return W_BAD_DELTA
-        if h.count < 0:
-            return W_BAD_COUNT
-        if verify_crc and seglog_crc32c(0, b + CRC_START, h.size - CRC_START) != kb_load_u32(b + 17):
-            return W_BAD_CRC
-    else:
-        h.ple = -1
-        h.attrs = b[17]
-        h.last_offset = h.base_offset
-        h.max_ts = kb_load_i64(b + 18) if h.magic == 1 and h.size >= 26 else -1
-        h.count = 1
-        # Legacy CRC-32 is checked by the recovery walk (_legacy_crc_ok), not here.
-    return W_OK
-
-
-cdef Py_ssize_t _next_txn_batch(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, Head *h,
+cdef Py_ssize_t _next_txn_batch(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, seglog_batch *h,
                                 int *status) noexcept nogil:
     """Position of the next v2 batch at or after ``pos`` with attributes transactional or control
-    and producerId >= 0 (``status`` W_OK), or where the walk ended (another status)."""
+    and producerId >= 0 (``status`` BATCH_OK), or where the walk ended (another status)."""
     while True:
-        status[0] = _head_at(buf, pos, end, h, False)
-        if status[0] != W_OK:
+        status[0] = _head_at(buf, pos, end, h, 0)
+        if status[0] != BATCH_OK:
             return pos
-        if h.magic == 2 and (h.attrs & (ATTR_CONTROL | ATTR_TRANSACTIONAL)) and kb_load_i64(buf + pos + 43) >= 0:
+        if h.magic == 2 and (h.attrs & (ATTR_CONTROL | ATTR_TRANSACTIONAL)) and h.pid >= 0:
             return pos
         pos += h.size
 
 
-cdef str _walk_error(int status, Py_ssize_t pos, const uint8_t *buf, Py_ssize_t end):
-    if status == W_TORN:
-        return f"torn batch at position {pos}: {end - pos} bytes remain, fewer than the batch needs"
-    if status == W_BAD_LENGTH:
-        return f"invalid batch length {kb_load_i32(buf + pos + 8)} at position {pos}"
-    if status == W_BAD_MAGIC:
-        return f"unknown magic byte {buf[pos + 16]} at position {pos}"
-    if status == W_BAD_CRC:
-        return (f"CRC mismatch in the batch at position {pos} (offset {kb_load_i64(buf + pos)})")
-    if status == W_BAD_COUNT:
-        return f"negative record count in the batch at position {pos}"
-    if status == W_BAD_DELTA:
-        return f"negative lastOffsetDelta in the batch at position {pos}"
-    return f"invalid batch at position {pos}"
-
-
-cdef inline bint _legacy_crc_ok(const uint8_t *b, Py_ssize_t size) noexcept nogil:
-    return kb_load_u32(b + 12) == seglog_crc32(0, b + 16, size - 16)
-
-
-cdef BatchInfo _info(const Head *h, Py_ssize_t pos, const uint8_t *buf):
+cdef BatchInfo _info(const seglog_batch *h, Py_ssize_t pos, const uint8_t *buf):
     cdef BatchInfo bi = BatchInfo.__new__(BatchInfo)
     cdef const uint8_t *b = buf + pos
     bi.position = pos
@@ -319,15 +221,11 @@ cdef BatchInfo _info(const Head *h, Py_ssize_t pos, const uint8_t *buf):
     bi.partition_leader_epoch = h.ple
     bi.attributes = h.attrs
     bi.records_count = h.count
-    if h.magic == 2:
-        bi.producer_id = kb_load_i64(b + 43)
-        bi.producer_epoch = <int16_t>kb_load_u16(b + 51)
-        bi.base_sequence = kb_load_i32(b + 53)
-    else:
-        bi.producer_id = -1
-        bi.producer_epoch = -1
-        bi.base_sequence = -1
-        if h.attrs & 0x07:
+    bi.producer_id = h.pid
+    bi.producer_epoch = h.epoch
+    bi.base_sequence = h.base_seq
+    if h.magic < 2:
+        if h.attrs & ATTR_CODEC_MASK:
             # A compressed legacy wrapper: Kafka's base offset is its first inner record's.
             bi.base_offset, bi.records_count = _records_legacy_base_offset(<const uint8_t[:h.size]> b)
     return bi
@@ -735,7 +633,7 @@ cdef class Segment:
     cdef int _load_tail_state(self) except -1:
         """next_offset from the last index entry plus a header scan; max timestamp from the
         time index's last entry (Kafka's lazy ``maxTimestampAndOffsetSoFar``)."""
-        cdef Head h
+        cdef seglog_batch h
         cdef int st
         cdef Py_ssize_t pos = 0
         cdef const uint8_t *buf = self._data()
@@ -746,8 +644,8 @@ cdef class Segment:
             if 0 <= p < self.size:
                 pos = p
         while True:
-            st = _head_at(buf, pos, self.size, &h, False)
-            if st != W_OK:
+            st = _head_at(buf, pos, self.size, &h, 0)
+            if st != BATCH_OK:
                 break
             if h.last_offset + 1 > self._next_offset:
                 self._next_offset = h.last_offset + 1
@@ -764,14 +662,14 @@ cdef class Segment:
             _, p = self._oidx.lookup(off)
             if 0 <= p < self.size:
                 pos = p
-        while _head_at(buf, pos, self.size, &h, False) == W_OK:
+        while _head_at(buf, pos, self.size, &h, 0) == BATCH_OK:
             if h.max_ts > self._max_ts:
                 self._max_ts = h.max_ts
                 self._off_max_ts = h.last_offset
             pos += h.size
         if self.size and self._rolling_ts < 0:
-            st = _head_at(buf, 0, self.size, &h, False)
-            if st == W_OK:
+            st = _head_at(buf, 0, self.size, &h, 0)
+            if st == BATCH_OK:
                 self._rolling_ts = h.max_ts
         return 0
 
@@ -843,7 +741,7 @@ cdef class Segment:
             self._leave()
 
     cdef _append_(self, const uint8_t[::1] batches, int64_t assign_from=-1,
-               int32_t leader_epoch=NO_PARTITION_LEADER_EPOCH, bint verify_crc=True):
+                  int32_t leader_epoch=NO_PARTITION_LEADER_EPOCH, bint verify_crc=True):
         if self.closed:
             raise ValueError(f"segment {self.log_path} is closed")
         if self.read_only:
@@ -853,7 +751,7 @@ cdef class Segment:
             raise ValueError("nothing to append: the buffer is empty")
         cdef const uint8_t *src = &batches[0]
         cdef Py_ssize_t pos = 0, count = 0
-        cdef Head h
+        cdef seglog_batch h
         cdef int st
         cdef int64_t next_off = assign_from if assign_from >= 0 else -1
         cdef int64_t first = -1, last = -1, max_ts = -1, off_max = -1, delta
@@ -863,10 +761,10 @@ cdef class Segment:
         cdef Py_ssize_t since = self.bytes_since_last_index_entry, entries = 0
         # Pass 1: validate everything and compute offsets; nothing is written on error.
         while pos < n:
-            st = _head_at(src, pos, n, &h, verify_crc)
-            if st != W_OK:
-                raise _errors.corrupt(f"cannot append to {self.log_path}: "
-                                      + _walk_error(st, pos, src, n), pos)
+            # The v2 checksum only: a legacy entry is refused whole just below.
+            st = _head_at(src, pos, n, &h, BATCH_CRC_V2 if verify_crc else 0)
+            if st != BATCH_OK:
+                raise _errors.corrupt(f"cannot append to {self.log_path}: " + batch_error(st, &h), pos)
             if h.magic != 2:
                 raise _errors.make("invalid_record",
                                    f"cannot append a magic {h.magic} batch to {self.log_path}: "
@@ -940,11 +838,11 @@ cdef class Segment:
         timestamp so far, including this batch, and its offset). A full index takes no more
         entries: the log rolls before the next append."""
         cdef Py_ssize_t pos = 0
-        cdef Head h
+        cdef seglog_batch h
         cdef int64_t next_off = assign_from, delta
         cdef int64_t max_so_far = self._max_ts, off_of_max = self._off_max_ts
         while pos < n:
-            _head_at(src, pos, n, &h, False)
+            _head_at(src, pos, n, &h, 0)
             if assign_from >= 0:
                 delta = h.last_offset - h.base_offset
                 h.last_offset = next_off + delta
@@ -966,7 +864,7 @@ cdef class Segment:
         """pwritev the batches at the end of the file; headers patched through scratch space."""
         cdef uint8_t *scratch = NULL
         cdef iovec *iov = NULL
-        cdef Py_ssize_t pos = 0, i = 0, k, written, want, done
+        cdef Py_ssize_t pos = 0, k, want, done
         cdef int64_t next_off = assign_from, delta
         cdef int32_t length
         cdef ssize_t r
@@ -1078,7 +976,7 @@ cdef class Segment:
         return memoryview(self.mapping)[position:position + length]
 
     def translate_offset(self, int64_t offset, Py_ssize_t start_position=0):
-        """(position, BatchInfo) of the first batch whose last offset is >= ``offset``, found
+        """The BatchInfo (position included) of the first batch whose last offset is >= ``offset``, found
         through the offset index then a scan of batch headers; None if no batch holds it."""
         self._enter()
         try:
@@ -1088,7 +986,7 @@ cdef class Segment:
 
     cdef _translate_offset_(self, int64_t offset, Py_ssize_t start_position=0):
         cdef Py_ssize_t pos = start_position
-        cdef Head h
+        cdef seglog_batch h
         cdef int st
         if self.closed:
             raise ValueError(f"segment {self.log_path} is closed")
@@ -1099,8 +997,8 @@ cdef class Segment:
             pos = p
         cdef const uint8_t *buf = self._data()
         while True:
-            st = _head_at(buf, pos, self.size, &h, False)
-            if st != W_OK:
+            st = _head_at(buf, pos, self.size, &h, 0)
+            if st != BATCH_OK:
                 return None
             if h.last_offset >= offset:
                 return _info(&h, pos, buf)
@@ -1122,7 +1020,7 @@ cdef class Segment:
             self._leave()
 
     cdef _read_(self, int64_t start_offset, Py_ssize_t max_bytes, Py_ssize_t max_position=-1,
-             bint min_one_batch=True):
+                bint min_one_batch=True):
         if max_bytes < 0:
             raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
         if max_position < 0 or max_position > self.size:
@@ -1150,16 +1048,16 @@ cdef class Segment:
             self._leave()
 
     cdef _batch_end_(self, Py_ssize_t start, Py_ssize_t max_bytes, Py_ssize_t max_position,
-                  bint min_one_batch):
+                     bint min_one_batch):
         cdef const uint8_t *buf = self._data()
         cdef Py_ssize_t pos = start, limit
-        cdef Head h
+        cdef seglog_batch h
         if max_position < 0 or max_position > self.size:
             max_position = self.size
         limit = start + max_bytes
         with nogil:
             while pos < max_position:
-                if _head_at(buf, pos, max_position, &h, False) != W_OK:
+                if _head_at(buf, pos, max_position, &h, 0) != BATCH_OK:
                     break
                 if pos + h.size > limit and not (min_one_batch and pos == start):
                     break
@@ -1177,16 +1075,15 @@ cdef class Segment:
     cdef _batches_(self, Py_ssize_t start_position=0, bint verify_crc=False):
         cdef const uint8_t *buf = self._data()
         cdef Py_ssize_t pos = start_position
-        cdef Head h
+        cdef seglog_batch h
         cdef int st
         cdef list out = []
         while True:
-            st = _head_at(buf, pos, self.size, &h, verify_crc)
-            if st == W_END:
+            st = _head_at(buf, pos, self.size, &h, BATCH_CRC_V2 if verify_crc else 0)
+            if st == BATCH_END:
                 break
-            if st != W_OK:
-                raise _errors.corrupt(f"{self.log_path}: " + _walk_error(st, pos, buf, self.size), pos,
-                                      path=self.log_path)
+            if st != BATCH_OK:
+                raise _errors.corrupt(f"{self.log_path}: " + batch_error(st, &h), pos, path=self.log_path)
             out.append(_info(&h, pos, buf))
             pos += h.size
         return out
@@ -1204,19 +1101,18 @@ cdef class Segment:
     cdef _transaction_batches_(self, Py_ssize_t start_position=0):
         cdef const uint8_t *buf = self._data()
         cdef Py_ssize_t pos = start_position, end = self.size
-        cdef Head h
-        cdef int st = W_OK
+        cdef seglog_batch h
+        cdef int st = BATCH_OK
         cdef list out = []
         if pos < 0 or pos > end:
             raise ValueError(f"start position {pos} is outside {self.log_path} ({end} bytes)")
         while True:
             with nogil:
                 pos = _next_txn_batch(buf, pos, end, &h, &st)
-            if st == W_END or st == W_TORN:
+            if st == BATCH_END or batch_is_torn(st):
                 break
-            if st != W_OK:
-                raise _errors.corrupt(f"{self.log_path}: " + _walk_error(st, pos, buf, end), pos,
-                                      path=self.log_path)
+            if st != BATCH_OK:
+                raise _errors.corrupt(f"{self.log_path}: " + batch_error(st, &h), pos, path=self.log_path)
             out.append(_info(&h, pos, buf))
             pos += h.size
         return out
@@ -1229,7 +1125,7 @@ cdef class Segment:
         return pos
 
     def find_offset_by_timestamp(self, int64_t timestamp, int64_t starting_offset=0):
-        """(position, BatchInfo) of the first batch at or after ``starting_offset`` whose max
+        """The BatchInfo (position included) of the first batch at or after ``starting_offset`` whose max
         timestamp is >= ``timestamp`` (Kafka's ``LogSegment.findOffsetByTimestamp`` before the
         record-level step, which the caller does on that one batch); None if none."""
         self._enter()
@@ -1241,8 +1137,8 @@ cdef class Segment:
     cdef _find_offset_by_timestamp_(self, int64_t timestamp, int64_t starting_offset=0):
         cdef Py_ssize_t p = self._timestamp_walk_start(timestamp, starting_offset)
         cdef const uint8_t *buf = self._data()
-        cdef Head h
-        while _head_at(buf, p, self.size, &h, False) == W_OK:
+        cdef seglog_batch h
+        while _head_at(buf, p, self.size, &h, 0) == BATCH_OK:
             if h.max_ts >= timestamp and h.last_offset >= starting_offset:
                 return _info(&h, p, buf)
             p += h.size
@@ -1265,10 +1161,10 @@ cdef class Segment:
             raise ValueError(f"segment {self.log_path} is closed")
         cdef Py_ssize_t p = self._timestamp_walk_start(timestamp, starting_offset)
         cdef const uint8_t *buf = self._data()
-        cdef Head h
+        cdef seglog_batch h
         cdef int64_t found_off = 0, found_ts = 0
         cdef int st
-        while _head_at(buf, p, self.size, &h, False) == W_OK:
+        while _head_at(buf, p, self.size, &h, 0) == BATCH_OK:
             if h.base_offset >= bound:
                 return None
             if h.max_ts >= timestamp and h.last_offset >= starting_offset:
@@ -1322,7 +1218,7 @@ cdef class Segment:
             idx.resize(idx.max_index_size)
         cdef const uint8_t *buf = self._data()
         cdef Py_ssize_t pos = 0, last_index_pos = 0
-        cdef Head h
+        cdef seglog_batch h
         cdef int st
         cdef int64_t prev_last = self.base_offset - 1
         cdef int32_t epoch = -1
@@ -1334,14 +1230,11 @@ cdef class Segment:
         self._off_max_ts = self.base_offset
         self._rolling_ts = -1
         while True:
-            st = _head_at(buf, pos, self.size, &h, True)
-            if st == W_END:
+            st = _head_at(buf, pos, self.size, &h, BATCH_CRC_ALL)
+            if st == BATCH_END:
                 break
-            if st != W_OK:
-                res.reason = _walk_error(st, pos, buf, self.size)
-                break
-            if h.magic < 2 and not _legacy_crc_ok(buf + pos, h.size):
-                res.reason = f"CRC-32 mismatch in the legacy message at position {pos}"
+            if st != BATCH_OK:
+                res.reason = f"at position {pos}: {batch_error(st, &h)}"
                 break
             if h.base_offset <= prev_last or h.base_offset < self.base_offset:
                 res.reason = (f"offset {h.base_offset} at position {pos} does not follow the previous "
@@ -1380,8 +1273,7 @@ cdef class Segment:
             self._truncate_file(pos)
         self._next_offset = prev_last + 1
         res.next_offset = self._next_offset
-        self._tidx.maybe_append(self._max_ts, self._off_max_ts,
-                                     skip_full_check=True)
+        self._tidx.maybe_append(self._max_ts, self._off_max_ts, skip_full_check=True)
         self._oidx.trim_to_valid_size()
         self._tidx.trim_to_valid_size()
         self.bytes_since_last_index_entry = pos - last_index_pos
@@ -1427,12 +1319,12 @@ cdef class Segment:
     cdef int _rescan_after_truncate(self) except -1:
         cdef const uint8_t *buf = self._data()
         cdef Py_ssize_t pos = 0
-        cdef Head h
+        cdef seglog_batch h
         self._next_offset = self.base_offset
         self._max_ts = -1
         self._off_max_ts = self.base_offset
         self._rolling_ts = -1
-        while _head_at(buf, pos, self.size, &h, False) == W_OK:
+        while _head_at(buf, pos, self.size, &h, 0) == BATCH_OK:
             if pos == 0:
                 self._rolling_ts = h.max_ts
             if h.max_ts > self._max_ts:
@@ -1490,8 +1382,7 @@ cdef class Segment:
             return
         self.release_allocated()
         self.allocate_step = 0
-        self._tidx.maybe_append(self._max_ts, self._off_max_ts,
-                                     skip_full_check=True)
+        self._tidx.maybe_append(self._max_ts, self._off_max_ts, skip_full_check=True)
         self._oidx.trim_to_valid_size()
         self._tidx.trim_to_valid_size()
 

@@ -1,0 +1,36 @@
+"""The fetch batching loop: whole batches from a start offset, within byte limits."""
+
+from typing_extensions import disjoint_base
+
+from seglog._native.segment import Segment
+
+@disjoint_base
+class FetchSlice:
+    """Whole batches ``[position, position + length)`` of one segment's ``.log``."""
+
+    @property
+    def segment(self) -> Segment: ...
+    @property
+    def position(self) -> int: ...
+    @property
+    def length(self) -> int: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def fd(self) -> int:
+        """The segment's ``.log`` descriptor, valid until the segment closes it."""
+    def view(self) -> memoryview: ...
+    def dup_fd(self) -> int:
+        """A new descriptor of the segment's ``.log``; the caller closes it."""
+
+def fetch_partition(
+    segments: list[Segment], start_offset: int, max_bytes: int, upper_bound: int, min_one_batch: bool = True
+) -> list[FetchSlice]:
+    """Slices of whole batches holding offsets from ``start_offset`` up to (not including)
+    ``upper_bound``, at most ``max_bytes`` in total."""
+
+def fetch_many(
+    requests: list[tuple[list[Segment], int, int, int]], max_total_bytes: int
+) -> list[list[FetchSlice]]:
+    """Several partitions ``(segments, start_offset, partition_max_bytes, upper_bound)`` under
+    one byte limit; one list of FetchSlice per request, in order."""
