@@ -163,6 +163,15 @@ class _Gen:
                 plain.append(f)
         return plain, tagged
 
+    @staticmethod
+    def fixed_run(plain: list[_Field], i: int) -> list[_Field]:
+        """The fields from ``plain[i]`` on that go through one struct: fixed-size, never null
+        (empty when ``plain[i]`` is not such a field)."""
+        run: list[_Field] = []
+        while i + len(run) < len(plain) and plain[i + len(run)][1] in _FIXED and plain[i + len(run)][3] is None:
+            run.append(plain[i + len(run)])
+        return run
+
     # -- decoding -----------------------------------------------------------------------------
 
     def decoder(self, fname: str, fields: tuple[_Field, ...]) -> None:
@@ -173,11 +182,8 @@ class _Gen:
         i = 0
         while i < len(plain):
             f = plain[i]
-            if f[1] in _FIXED and f[3] is None:
-                run = [f]
-                while (i + len(run) < len(plain) and plain[i + len(run)][1] in _FIXED
-                       and plain[i + len(run)][3] is None):
-                    run.append(plain[i + len(run)])
+            run = self.fixed_run(plain, i)
+            if run:
                 fmt = "".join(_FIXED[x[1]] for x in run)
                 size = sum(_SIZES[_FIXED[x[1]]] for x in run)
                 s = self.struct_name(fmt)
@@ -285,11 +291,8 @@ class _Gen:
         i = 0
         while i < len(plain):
             f = plain[i]
-            if f[1] in _FIXED and f[3] is None:
-                run = [f]
-                while (i + len(run) < len(plain) and plain[i + len(run)][1] in _FIXED
-                       and plain[i + len(run)][3] is None):
-                    run.append(plain[i + len(run)])
+            run = self.fixed_run(plain, i)
+            if run:
                 s = self.struct_name("".join(_FIXED[x[1]] for x in run))
                 args = ", ".join(f"m.get({x[0]!r}, {x[6]!r})" for x in run)
                 body.append(f"b += {s}.pack({args})")
