@@ -107,11 +107,11 @@ if _editable_wheel is not None and hasattr(_editable_wheel, "_select_strategy"):
             wheel.writestr(f"__editable__.{self.name}.pyspark_discovery.pth",
                            (DISCOVERY_DIR + "\n").encode("utf-8"))
 
-    class editable_wheel(_editable_wheel):
+    class EditableWheelWithDiscoveryPath(_editable_wheel):
         def _select_strategy(self, name, tag, build_lib):
             return _WithDiscoveryPath(super()._select_strategy(name, tag, build_lib), name)
 
-    cmdclass["editable_wheel"] = editable_wheel
+    cmdclass["editable_wheel"] = EditableWheelWithDiscoveryPath
 
 setup(
     cmdclass=cmdclass,

@@ -17,4 +17,6 @@ from seglog.storage.log import Log as Log
 from seglog.storage.store import Store as Store
 from seglog.storage.store import TopicPartition as TopicPartition
 
+# The one place the version is written: pyproject.toml reads it from here (setuptools' attr:
+# directive, without importing the package), so the installed metadata always agrees.
 __version__ = "0.1.0"

@@ -4,6 +4,7 @@ returns the response body (see ``seglog.kafka.server``)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from seglog.config import BrokerConfig, ConfigKey, LogConfig, format_value as _format_value
@@ -16,6 +17,7 @@ from seglog.errors import (
 )
 
 if TYPE_CHECKING:
+    from seglog.kafka.codec import Message
     from seglog.storage.store import Store
 
 __all__ = ["create_partitions", "delete_records", "describe_configs", "incremental_alter_configs"]
@@ -31,7 +33,7 @@ def _error(exc: BaseException) -> tuple[int, str]:
     return code_for_exception(exc), str(exc)
 
 
-def create_partitions(store: Store, version: int, req: dict) -> dict:
+def create_partitions(store: Store, version: int, req: Message) -> Message:
     results = []
     for t in req["topics"]:
         out = {"name": t["name"], "error_code": 0, "error_message": None}
@@ -51,7 +53,7 @@ def create_partitions(store: Store, version: int, req: dict) -> dict:
     return {"throttle_time_ms": 0, "results": results}
 
 
-def delete_records(store: Store, version: int, req: dict) -> dict:
+def delete_records(store: Store, version: int, req: Message) -> Message:
     topics = []
     for t in req["topics"]:
         parts = []
@@ -76,7 +78,7 @@ def delete_records(store: Store, version: int, req: dict) -> dict:
 
 
 def _entry(key: ConfigKey, value: Any, source: int, read_only: bool, version: int,
-           synonyms: bool, documentation: bool) -> dict:
+           synonyms: bool, documentation: bool) -> Message:
     text = None if value is None else _format_value(value)
     return {"name": key.name, "value": text, "read_only": read_only,
             "is_default": source == DEFAULT_CONFIG, "config_source": source, "is_sensitive": False,
@@ -86,7 +88,7 @@ def _entry(key: ConfigKey, value: Any, source: int, read_only: bool, version: in
 
 
 def _topic_entries(store: Store, config: Any, overrides: Any, version: int, synonyms: bool,
-                   docs: bool) -> list[dict]:
+                   docs: bool) -> list[Message]:
     defaults = store.config.topic_config()
     entries = []
     for key in LogConfig.definitions():
@@ -101,7 +103,7 @@ def _topic_entries(store: Store, config: Any, overrides: Any, version: int, syno
     return entries
 
 
-def created_topic_configs(store: Store, name: str | None, overrides: dict[str, Any]) -> list[dict]:
+def created_topic_configs(store: Store, name: str | None, overrides: Mapping[str, Any]) -> list[Message]:
     """The ``configs`` of a CreateTopics response (v5+): every key of the new topic with its
     value and source, as Kafka answers (the Java AdminClient reads them). ``name`` None: the
     topic was only validated, its config is the store's defaults with ``overrides``."""
@@ -111,7 +113,7 @@ def created_topic_configs(store: Store, name: str | None, overrides: dict[str, A
             for e in _topic_entries(store, config, overrides, 5, False, False)]
 
 
-def describe_configs(store: Store, node_id: int, version: int, req: dict) -> dict:
+def describe_configs(store: Store, node_id: int, version: int, req: Message) -> Message:
     synonyms = bool(req.get("include_synonyms"))
     docs = bool(req.get("include_documentation"))
     results = []
@@ -145,7 +147,7 @@ def describe_configs(store: Store, node_id: int, version: int, req: dict) -> dic
     return {"throttle_time_ms": 0, "results": results}
 
 
-def incremental_alter_configs(store: Store, version: int, req: dict) -> dict:
+def incremental_alter_configs(store: Store, version: int, req: Message) -> Message:
     responses = []
     for r in req["resources"]:
         rtype, name = r["resource_type"], r["resource_name"]

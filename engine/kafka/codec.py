@@ -19,12 +19,21 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Any, Callable
+from typing import Any, Callable, TypeAlias
 
 from seglog.errors import InvalidRequestError
 from seglog.kafka._schemas import MESSAGES
 
-__all__ = ["decode", "encode", "encode_to_bytes", "message_versions", "COPY_LIMIT", "FileRegions"]
+__all__ = ["decode", "encode", "encode_to_bytes", "message_versions", "COPY_LIMIT", "FileRegions",
+           "Message"]
+
+#: A decoded request or response (and what the encoder takes): field name (snake_case) -> value,
+#: structs as nested dicts and arrays of structs as lists of them.
+Message: TypeAlias = dict[str, Any]
+
+# One field of a layout (seglog.kafka.gen_schemas): (name, type, versions, nullable_versions, tag,
+# tagged_versions, default, fields).
+_Field: TypeAlias = tuple[Any, ...]
 
 #: Record data up to this size is copied into the frame buffer; larger data is its own buffer.
 COPY_LIMIT = 16384
@@ -141,9 +150,10 @@ class _Gen:
 
     # -- field selection ----------------------------------------------------------------------
 
-    def fields(self, fields: tuple) -> tuple[list[tuple], list[tuple]]:
+    def fields(self, fields: tuple[_Field, ...]) -> tuple[list[_Field], list[_Field]]:
         v = self.version
-        plain, tagged = [], []
+        plain: list[_Field] = []
+        tagged: list[_Field] = []
         for f in fields:
             if not _in(f[2], v):
                 continue
@@ -153,21 +163,27 @@ class _Gen:
                 plain.append(f)
         return plain, tagged
 
+    @staticmethod
+    def fixed_run(plain: list[_Field], i: int) -> list[_Field]:
+        """The fields from ``plain[i]`` on that go through one struct: fixed-size, never null
+        (empty when ``plain[i]`` is not such a field)."""
+        run: list[_Field] = []
+        while i + len(run) < len(plain) and plain[i + len(run)][1] in _FIXED and plain[i + len(run)][3] is None:
+            run.append(plain[i + len(run)])
+        return run
+
     # -- decoding -----------------------------------------------------------------------------
 
-    def decoder(self, fname: str, fields: tuple) -> None:
+    def decoder(self, fname: str, fields: tuple[_Field, ...]) -> None:
         """Emit ``def fname(buf, pos) -> (dict, pos)``; nested structs become functions too."""
         plain, tagged = self.fields(fields)
         body: list[str] = []
-        names: list[str] = []
+        names: list[tuple[str, str]] = []
         i = 0
         while i < len(plain):
             f = plain[i]
-            if f[1] in _FIXED and f[3] is None:
-                run = [f]
-                while (i + len(run) < len(plain) and plain[i + len(run)][1] in _FIXED
-                       and plain[i + len(run)][3] is None):
-                    run.append(plain[i + len(run)])
+            run = self.fixed_run(plain, i)
+            if run:
                 fmt = "".join(_FIXED[x[1]] for x in run)
                 size = sum(_SIZES[_FIXED[x[1]]] for x in run)
                 s = self.struct_name(fmt)
@@ -212,7 +228,7 @@ class _Gen:
             return [f"{target}, = _I16.unpack_from(buf, pos)", "pos += 2"]
         return [f"{target}, = _I32.unpack_from(buf, pos)", "pos += 4"]
 
-    def decode_value(self, f: tuple, t: str, fname: str) -> list[str]:
+    def decode_value(self, f: _Field, t: str, fname: str) -> list[str]:
         name, ftype, _, nullable_v, _, _, _, children = f
         nullable = _in(nullable_v, self.version)
         out: list[str] = []
@@ -267,7 +283,7 @@ class _Gen:
 
     # -- encoding -----------------------------------------------------------------------------
 
-    def encoder(self, fname: str, fields: tuple, trailer: bool = True) -> None:
+    def encoder(self, fname: str, fields: tuple[_Field, ...], trailer: bool = True) -> None:
         """Emit ``def fname(w, m)``: ``w`` a list whose last item is the bytearray being filled
         (``trailer=False``: without the struct's tagged-field section)."""
         plain, tagged = self.fields(fields)
@@ -275,11 +291,8 @@ class _Gen:
         i = 0
         while i < len(plain):
             f = plain[i]
-            if f[1] in _FIXED and f[3] is None:
-                run = [f]
-                while (i + len(run) < len(plain) and plain[i + len(run)][1] in _FIXED
-                       and plain[i + len(run)][3] is None):
-                    run.append(plain[i + len(run)])
+            run = self.fixed_run(plain, i)
+            if run:
                 s = self.struct_name("".join(_FIXED[x[1]] for x in run))
                 args = ", ".join(f"m.get({x[0]!r}, {x[6]!r})" for x in run)
                 body.append(f"b += {s}.pack({args})")
@@ -317,7 +330,7 @@ class _Gen:
             return f"b += _I16.pack({expr})"
         return f"b += _I32.pack({expr})"
 
-    def encode_value(self, f: tuple, t: str) -> list[str]:
+    def encode_value(self, f: _Field, t: str) -> list[str]:
         name, ftype, _, nullable_v, _, _, _, children = f
         nullable = _in(nullable_v, self.version)
         out: list[str] = []
@@ -375,11 +388,11 @@ class _Gen:
         raise ValueError(f"unknown type {ftype} of {name} in {self.name}")
 
 
-_DECODERS: dict[tuple[str, int], Callable[[Any, int], tuple[dict, int]]] = {}
-_ENCODERS: dict[tuple[str, int], Callable[[list, dict], None]] = {}
+_DECODERS: dict[tuple[str, int], Callable[[Any, int], tuple[Message, int]]] = {}
+_ENCODERS: dict[tuple[str, int], Callable[[list[Any], Message], None]] = {}
 
 
-def _spec(name: str, version: int) -> tuple[dict, bool]:
+def _spec(name: str, version: int) -> tuple[dict[str, Any], bool]:
     spec = MESSAGES.get(name)
     if spec is None:
         raise KeyError(f"no layout for message {name}")
@@ -389,7 +402,7 @@ def _spec(name: str, version: int) -> tuple[dict, bool]:
     return spec, _in(spec["flexible"], version)
 
 
-def _compile(name: str, version: int, encode: bool) -> Callable:
+def _compile(name: str, version: int, encode: bool) -> Callable[..., Any]:
     spec, flexible = _spec(name, version)
     gen = _Gen(name, version, flexible)
     top = "_encode" if encode else "_decode"
@@ -402,12 +415,14 @@ def _compile(name: str, version: int, encode: bool) -> Callable:
     }
     source = "\n".join(gen.lines)
     exec(compile(source, f"<kafka {name} v{version}>", "exec"), namespace)  # noqa: S102
-    return namespace[top]
+    fn: Callable[..., Any] = namespace[top]
+    return fn
 
 
 def message_versions(name: str) -> tuple[int, int]:
     """The versions of ``name`` (``"FetchRequest"``) that the layouts describe."""
-    return MESSAGES[name]["valid"]
+    valid: tuple[int, int] = MESSAGES[name]["valid"]
+    return valid
 
 
 def is_flexible(name: str, version: int) -> bool:
@@ -415,7 +430,7 @@ def is_flexible(name: str, version: int) -> bool:
     return _in(MESSAGES[name]["flexible"], version)
 
 
-def decode(name: str, version: int, buf: Any, pos: int = 0) -> tuple[dict, int]:
+def decode(name: str, version: int, buf: Any, pos: int = 0) -> tuple[Message, int]:
     """Decode message ``name`` at ``version`` from ``buf`` (a memoryview for zero-copy records)
     starting at ``pos``: (message, position after it)."""
     fn = _DECODERS.get((name, version))
@@ -428,7 +443,7 @@ def decode(name: str, version: int, buf: Any, pos: int = 0) -> tuple[dict, int]:
         raise InvalidRequestError(f"malformed {name} v{version}: {reason}") from None
 
 
-def encode(name: str, version: int, message: dict, out: list | None = None) -> list:
+def encode(name: str, version: int, message: Message, out: list[Any] | None = None) -> list[Any]:
     """Encode ``message`` as ``name`` at ``version``. Returns a list of buffers whose
     concatenation is the encoding (bytearrays, and large record data as given); pass ``out``
     (a list ending in a bytearray) to append to it."""
@@ -440,7 +455,7 @@ def encode(name: str, version: int, message: dict, out: list | None = None) -> l
     return w
 
 
-def encode_to_bytes(name: str, version: int, message: dict) -> bytes:
+def encode_to_bytes(name: str, version: int, message: Message) -> bytes:
     """:func:`encode` joined into one ``bytes`` (file regions read)."""
     return b"".join(p.read() if type(p) is FileRegions else p
                     for p in encode(name, version, message))

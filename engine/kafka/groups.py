@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from seglog.storage.group_offsets import OffsetAndMetadata
 
 if TYPE_CHECKING:
+    from seglog.kafka.codec import Message
     from seglog.storage.store import Store
 
 __all__ = ["GroupCoordinator"]
@@ -78,8 +79,8 @@ class _Member:
         self.protocol_type = ""
         self.protocols: list[tuple[str, bytes]] = []
         self.assignment = b""
-        self.join: asyncio.Future[dict] | None = None
-        self.sync: asyncio.Future[dict] | None = None
+        self.join: asyncio.Future[Message] | None = None
+        self.sync: asyncio.Future[Message] | None = None
         self.last_seen = time.monotonic()
 
 
@@ -124,11 +125,11 @@ class GroupCoordinator:
 
     # -- JoinGroup ------------------------------------------------------------------------------
 
-    async def join(self, version: int, req: dict, client_id: str, client_host: str) -> dict:
+    async def join(self, version: int, req: Message, client_id: str, client_host: str) -> Message:
         gid = req["group_id"]
         member_id = req["member_id"]
 
-        def fail(code: int) -> dict:
+        def fail(code: int) -> Message:
             return {"error_code": code, "generation_id": -1, "protocol_name": None,
                     "protocol_type": None, "leader": "", "member_id": member_id, "members": []}
 
@@ -192,6 +193,7 @@ class GroupCoordinator:
         self._update(group, member, req, protocols)
         log.debug("group %s: member %s joins (state %s, generation %d)", gid, member_id,
                   group.state, group.generation)
+        join: asyncio.Future[Message]
         join = member.join = asyncio.get_running_loop().create_future()
         if group.state != PREPARING:
             self._prepare_rebalance(group, first=(group.state == EMPTY))
@@ -200,7 +202,7 @@ class GroupCoordinator:
         return await join
 
     @staticmethod
-    def _update(group: _Group, member: _Member, req: dict, protocols: list[tuple[str, bytes]]) -> None:
+    def _update(group: _Group, member: _Member, req: Message, protocols: list[tuple[str, bytes]]) -> None:
         session = req["session_timeout_ms"]
         member.session_ms = session
         member.rebalance_ms = req.get("rebalance_timeout_ms", session) or session
@@ -225,15 +227,15 @@ class GroupCoordinator:
                 return FENCED_INSTANCE_ID
         return NONE if member_id in group.members else UNKNOWN_MEMBER_ID
 
-    async def _replace_static(self, version: int, group: _Group, req: dict, instance_id: str,
-                              new_id: str) -> dict:
+    async def _replace_static(self, version: int, group: _Group, req: Message, instance_id: str,
+                              new_id: str) -> Message:
         """A static member joins again without its member id (it restarted): the new member id
         takes the old one's place, assignment and leadership; the old id is fenced. A Stable
         group whose chosen protocol stays the same answers at once with the current
         generation (no rebalance); otherwise the group rebalances, as in Kafka."""
         old_id = group.static[instance_id]
         old = group.members.pop(old_id)
-        fenced = {"error_code": FENCED_INSTANCE_ID, "generation_id": -1, "protocol_name": None,
+        fenced: Message = {"error_code": FENCED_INSTANCE_ID, "generation_id": -1, "protocol_name": None,
                   "protocol_type": None, "leader": "", "member_id": old_id, "members": [],
                   "skip_assignment": False}
         if old.join is not None and not old.join.done():
@@ -252,6 +254,7 @@ class GroupCoordinator:
         self._update(group, member, req, [(p["name"], p["metadata"]) for p in req["protocols"]])
         log.info("group %s: static member %s rejoins as %s (was %s, state %s)", group.group_id,
                  instance_id, new_id, old_id, group.state)
+        join: asyncio.Future[Message]
         join = member.join = asyncio.get_running_loop().create_future()
         if group.state == STABLE and group.protocol == self._common_protocol(group):
             member.join = None
@@ -348,7 +351,7 @@ class GroupCoordinator:
                 m.join.set_result(self._join_response(group, m))
             m.join = None
 
-    def _join_response(self, group: _Group, member: _Member) -> dict:
+    def _join_response(self, group: _Group, member: _Member) -> Message:
         metas = []
         if member.member_id == group.leader:
             for m in group.members.values():
@@ -362,11 +365,11 @@ class GroupCoordinator:
 
     # -- SyncGroup ------------------------------------------------------------------------------
 
-    async def sync(self, version: int, req: dict) -> dict:
+    async def sync(self, version: int, req: Message) -> Message:
         group = self.groups.get(req["group_id"])
         log.debug("group %s: sync from %s generation %d (state %s)", req["group_id"],
                   req["member_id"], req["generation_id"], group.state if group else None)
-        out = {"error_code": NONE, "protocol_type": None, "protocol_name": None, "assignment": b""}
+        out: Message = {"error_code": NONE, "protocol_type": None, "protocol_name": None, "assignment": b""}
         code = self._validate(group, req["member_id"], req.get("group_instance_id"))
         if code != NONE:
             return {**out, "error_code": code}
@@ -397,7 +400,7 @@ class GroupCoordinator:
 
     # -- Heartbeat / LeaveGroup -----------------------------------------------------------------
 
-    def heartbeat(self, version: int, req: dict) -> dict:
+    def heartbeat(self, version: int, req: Message) -> Message:
         group = self.groups.get(req["group_id"])
         code = self._validate(group, req["member_id"], req.get("group_instance_id"))
         if code != NONE:
@@ -411,7 +414,7 @@ class GroupCoordinator:
             return {"error_code": REBALANCE_IN_PROGRESS}
         return {"error_code": NONE}
 
-    def leave(self, version: int, req: dict) -> dict:
+    def leave(self, version: int, req: Message) -> Message:
         group = self.groups.get(req["group_id"])
         if version >= 3:
             wanted = [(m["member_id"], m.get("group_instance_id")) for m in req["members"]]
@@ -478,7 +481,7 @@ class GroupCoordinator:
 
     # -- offsets ----------------------------------------------------------------------------
 
-    async def commit(self, version: int, req: dict) -> dict:
+    async def commit(self, version: int, req: Message) -> Message:
         """OffsetCommit. The commit is fsynced before the answer; the fsync (milliseconds, more
         on a busy disk) runs on a worker thread so that other connections go on meanwhile."""
         gid = req["group_id"]
@@ -523,7 +526,7 @@ class GroupCoordinator:
             await asyncio.to_thread(self.store.group_offsets.commit, gid, offsets)
         return {"throttle_time_ms": 0, "topics": topics}
 
-    def fetch_offsets(self, group_id: str, topics: list | None) -> tuple[list, int]:
+    def fetch_offsets(self, group_id: str, topics: list[Any] | None) -> tuple[list[Any], int]:
         """(topics with committed offsets, error code) for one group; ``topics`` None: all."""
         committed = self.store.group_offsets.group_offsets(group_id)
         if topics is None:
@@ -545,7 +548,7 @@ class GroupCoordinator:
 
     # -- DescribeGroups / ListGroups ------------------------------------------------------------
 
-    def describe(self, version: int, req: dict) -> dict:
+    def describe(self, version: int, req: Message) -> Message:
         out = []
         for gid in req["groups"]:
             group = self.groups.get(gid)
@@ -567,7 +570,7 @@ class GroupCoordinator:
                         "authorized_operations": -2147483648})
         return {"throttle_time_ms": 0, "groups": out}
 
-    def list(self, version: int, req: dict) -> dict:
+    def list(self, version: int, req: Message) -> Message:
         states = {s.lower() for s in req.get("states_filter") or []}
         types = set(req.get("types_filter") or [])
         rows = {gid: (g.protocol_type or "consumer", g.state) for gid, g in self.groups.items()}

@@ -37,6 +37,7 @@ import ssl
 import struct
 import tempfile
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from seglog.errors import (
@@ -46,6 +47,7 @@ from seglog.errors import (
     UnsupportedSaslMechanismError,
 )
 from seglog.kafka import codec
+from seglog.kafka.codec import Message
 
 if TYPE_CHECKING:
     from seglog.kafka.server import KafkaServer, _ConnState
@@ -157,7 +159,7 @@ class ScramCredential:
         return cls(mechanism, raw["salt"], raw["stored_key"], raw["server_key"], iterations)
 
     def __str__(self) -> str:
-        b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
+        b64: Callable[[bytes], str] = lambda b: base64.b64encode(b).decode()  # noqa: E731
         return (f"salt={b64(self.salt)},stored_key={b64(self.stored_key)},"
                 f"server_key={b64(self.server_key)},iterations={self.iterations}")
 
@@ -173,7 +175,7 @@ class _User:
         self.scram: dict[str, ScramCredential] = {}
 
 
-def _users(users: Mapping[str, Any] | None, mechanisms: Iterable[str]) -> dict[str, _User]:
+def _users(users: Mapping[Any, Any] | None, mechanisms: Iterable[str]) -> dict[str, _User]:
     """``users``: name -> password (every enabled mechanism; SCRAM credentials derived now with
     a random salt and 4096 iterations) or -> ScramCredential / list of them (SCRAM only)."""
     out: dict[str, _User] = {}
@@ -387,8 +389,8 @@ class ListenerSecurity:
                         f"{_api_name(api_key)} request during SASL authentication (only "
                         f"SaslAuthenticate is allowed until it completes)")
                 request = self._decode(name, version, frame, pos)
-                assert mechanism is not None
-                out = {"error_code": 0, "error_message": None, "auth_bytes": b"",
+                assert name is not None and mechanism is not None
+                out: Message = {"error_code": 0, "error_message": None, "auth_bytes": b"",
                        "session_lifetime_ms": 0}
                 try:
                     answer = mechanism.evaluate(bytes(request["auth_bytes"] or b""))
@@ -405,8 +407,8 @@ class ListenerSecurity:
                     return mechanism.user
                 continue
             if api_key == 18 and phase == "initial":
-                answer = server._api_versions(memoryview(frame), pos, version, cid, state)
-                await _write(writer, answer)
+                versions = server._api_versions(memoryview(frame), pos, version, cid, state)
+                await _write(writer, versions)
                 from seglog.kafka.server import API_VERSIONS
 
                 lo, hi = API_VERSIONS[18]
@@ -420,6 +422,7 @@ class ListenerSecurity:
                     f"{_api_name(api_key)} request before SASL authentication (only ApiVersions, "
                     f"SaslHandshake and SaslAuthenticate are allowed until it completes)")
             request = self._decode(name, version, frame, pos)
+            assert name is not None
             wanted = request["mechanism"]
             if wanted not in self.mechanisms:
                 await _write(writer, _encode(name, version, cid, {
@@ -433,7 +436,7 @@ class ListenerSecurity:
             headers = version >= 1
             phase = "authenticate"
 
-    def _decode(self, name: str | None, version: int, frame: bytes, pos: int) -> dict:
+    def _decode(self, name: str | None, version: int, frame: bytes, pos: int) -> Message:
         assert name is not None
         lo, hi = _SASL_VERSIONS[name]
         if not lo <= version <= hi:
@@ -490,14 +493,14 @@ async def _read_frame(reader: asyncio.StreamReader, idle: float, idle_ms: int) -
                                    f"of {size} bytes arrived") from None
 
 
-def _encode(name: str, version: int, correlation_id: int, body: dict) -> list:
-    out: list = [bytearray(_I32.pack(correlation_id))]
+def _encode(name: str, version: int, correlation_id: int, body: Message) -> list[Any]:
+    out: list[Any] = [bytearray(_I32.pack(correlation_id))]
     if codec.is_flexible(name + "Response", version):
         out[0].append(0)
     return codec.encode(name + "Response", version, body, out)
 
 
-async def _write(writer: asyncio.StreamWriter, parts: list) -> None:
+async def _write(writer: asyncio.StreamWriter, parts: list[Any]) -> None:
     total = sum(memoryview(p).nbytes for p in parts)
     writer.write(_SIZE.pack(total))
     writer.writelines(parts)

@@ -34,6 +34,7 @@ import logging
 import os
 import struct
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from seglog.errors import (
@@ -50,7 +51,7 @@ from seglog.errors import (
     code_for_exception,
 )
 from seglog.kafka import admin, codec
-from seglog.kafka.codec import FileRegions
+from seglog.kafka.codec import FileRegions, Message
 from seglog.storage.log import LogReadResult
 from seglog.kafka.groups import GroupCoordinator
 from seglog.kafka.security import AuthenticationClosed, ListenerSecurity
@@ -170,7 +171,7 @@ class KafkaServer:
         #: Each connection's task and writer.
         self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         self._appended: asyncio.Event | None = None
-        self._handlers: dict[int, Callable[[int, dict], Awaitable[dict | None]]] = {
+        self._handlers: dict[int, Callable[[int, Message, _ConnState], Awaitable[Message | None]]] = {
             0: self._produce, 1: self._fetch, 2: self._list_offsets, 3: self._metadata,
             8: self._offset_commit, 9: self._offset_fetch, 10: self._find_coordinator,
             11: self._join_group, 12: self._heartbeat, 13: self._leave_group, 14: self._sync_group,
@@ -287,7 +288,7 @@ class KafkaServer:
             if response is not None:
                 await self._send(writer, response)
 
-    async def _send(self, writer: asyncio.StreamWriter, response: list) -> None:
+    async def _send(self, writer: asyncio.StreamWriter, response: list[Any]) -> None:
         """Write one response frame. Record data held as :class:`codec.FileRegions` goes from
         the segment files: ``os.sendfile`` on a plain socket, read in blocks into fresh buffers
         on a transport that cannot (TLS); its descriptors are closed afterwards."""
@@ -306,7 +307,7 @@ class KafkaServer:
             return
         try:
             loop = asyncio.get_running_loop()
-            pending: list = [_SIZE.pack(total)]
+            pending: list[Any] = [_SIZE.pack(total)]
             for part in response:
                 if type(part) is not FileRegions:
                     pending.append(part)
@@ -326,7 +327,7 @@ class KafkaServer:
                 if type(part) is FileRegions:
                     part.close()
 
-    async def _request(self, frame: memoryview, state: _ConnState) -> list | None:
+    async def _request(self, frame: memoryview, state: _ConnState) -> list[Any] | None:
         api_key, version, correlation_id, client_len = _HEADER.unpack_from(frame, 0)
         pos = _HEADER.size
         if client_len > 0:
@@ -355,7 +356,7 @@ class KafkaServer:
         body = await self._handlers[api_key](version, request, state)
         if body is None:
             return None
-        out: list = [bytearray(_I32.pack(correlation_id))]
+        out: list[Any] = [bytearray(_I32.pack(correlation_id))]
         if flexible:
             out[0].append(0)
         if api_key != 1:
@@ -372,11 +373,11 @@ class KafkaServer:
     # -- ApiVersions ----------------------------------------------------------------------------
 
     def _api_versions(self, frame: memoryview, pos: int, version: int, correlation_id: int,
-                      state: _ConnState) -> list:
+                      state: _ConnState) -> list[Any]:
         keys = [{"api_key": k, "min_version": lo, "max_version": hi}
                 for k, (lo, hi) in sorted(API_VERSIONS.items())]
         lo, hi = API_VERSIONS[18]
-        out: list = [bytearray(_I32.pack(correlation_id))]  # always response header v0
+        out: list[Any] = [bytearray(_I32.pack(correlation_id))]  # always response header v0
         if not lo <= version <= hi:
             # KIP-511: an unknown version is answered in v0 with the versions served.
             state.warn(f"ApiVersions v{version} is not served; answering v0 UNSUPPORTED_VERSION")
@@ -393,16 +394,17 @@ class KafkaServer:
 
     # -- Metadata -------------------------------------------------------------------------------
 
-    async def _metadata(self, version: int, req: dict, state: _ConnState) -> dict:
+    async def _metadata(self, version: int, req: Message, state: _ConnState) -> Message:
         store = self.store
         wanted = req.get("topics")
+        names: Sequence[str | None]  # a request by topic id names no topic (None)
         if wanted is None or (version == 0 and not wanted):
             names = store.topics()
         else:
             names = [t["name"] for t in wanted]
         auto = req.get("allow_auto_topic_creation", True)
         host, port = state.advertised(self.host, self.port)
-        topics = []
+        topics: list[Message] = []
         for name in names:
             if name is None:
                 topics.append({"error_code": UnknownTopicOrPartitionError.code, "name": None,
@@ -434,7 +436,7 @@ class KafkaServer:
 
     # -- Produce --------------------------------------------------------------------------------
 
-    async def _produce(self, version: int, req: dict, state: _ConnState) -> dict | None:
+    async def _produce(self, version: int, req: Message, state: _ConnState) -> Message | None:
         acks = req["acks"]
         responses = []
         for topic in req["topic_data"]:
@@ -486,7 +488,7 @@ class KafkaServer:
         return log_.unflushed_messages + record_count(records) >= flush_messages
 
     def _produce_partition(self, topic: str, partition: int, records: Any, acks: int,
-                           state: _ConnState) -> dict:
+                           state: _ConnState) -> Message:
         out = {"index": partition, "error_code": _NONE, "base_offset": -1,
                "log_append_time_ms": -1, "log_start_offset": -1, "record_errors": [],
                "error_message": None}
@@ -516,7 +518,7 @@ class KafkaServer:
 
     # -- Fetch ----------------------------------------------------------------------------------
 
-    async def _fetch(self, version: int, req: dict, state: _ConnState) -> dict:
+    async def _fetch(self, version: int, req: Message, state: _ConnState) -> Message:
         if req.get("session_id", 0) != 0:
             # No fetch sessions are kept: a client's session is unknown, it starts over with a
             # full fetch (session id 0).
@@ -539,7 +541,7 @@ class KafkaServer:
             except asyncio.TimeoutError:
                 pass
 
-    def _read_fetch(self, req: dict) -> tuple[list, int, bool]:
+    def _read_fetch(self, req: Message) -> tuple[list[Any], int, bool]:
         store = self.store
         budget = req.get("max_bytes", 0x7FFFFFFF)
         committed = req.get("isolation_level", 0) == 1
@@ -596,7 +598,7 @@ class KafkaServer:
 
     # -- ListOffsets ----------------------------------------------------------------------------
 
-    async def _list_offsets(self, version: int, req: dict, state: _ConnState) -> dict:
+    async def _list_offsets(self, version: int, req: Message, state: _ConnState) -> Message:
         committed = req.get("isolation_level", 0) == 1
         topics = []
         for topic in req["topics"]:
@@ -630,7 +632,7 @@ class KafkaServer:
 
     # -- CreateTopics / DeleteTopics --------------------------------------------------------------
 
-    async def _create_topics(self, version: int, req: dict, state: _ConnState) -> dict:
+    async def _create_topics(self, version: int, req: Message, state: _ConnState) -> Message:
         from seglog.storage.store import validate_topic_name
 
         store = self.store
@@ -675,7 +677,7 @@ class KafkaServer:
             results.append(out)
         return {"throttle_time_ms": 0, "topics": results}
 
-    async def _delete_topics(self, version: int, req: dict, state: _ConnState) -> dict:
+    async def _delete_topics(self, version: int, req: Message, state: _ConnState) -> Message:
         store = self.store
         if version >= 6:
             names = []
@@ -706,7 +708,7 @@ class KafkaServer:
 
     # -- Consumer groups ------------------------------------------------------------------------
 
-    async def _find_coordinator(self, version: int, req: dict, state: _ConnState) -> dict:
+    async def _find_coordinator(self, version: int, req: Message, state: _ConnState) -> Message:
         host, port = state.advertised(self.host, self.port)
         key_type = req.get("key_type", 0)
         code, message = _NONE, None
@@ -721,27 +723,27 @@ class KafkaServer:
         return {"throttle_time_ms": 0, "error_code": code, "error_message": message,
                 "node_id": node[0], "host": node[1], "port": node[2]}
 
-    async def _join_group(self, version: int, req: dict, state: _ConnState) -> dict:
+    async def _join_group(self, version: int, req: Message, state: _ConnState) -> Message:
         host = state.peer[0] if isinstance(state.peer, tuple) else ""
         out = await self.groups.join(version, req, state.client_id, f"/{host}")
         out["throttle_time_ms"] = 0
         return out
 
-    async def _sync_group(self, version: int, req: dict, state: _ConnState) -> dict:
+    async def _sync_group(self, version: int, req: Message, state: _ConnState) -> Message:
         out = await self.groups.sync(version, req)
         out["throttle_time_ms"] = 0
         return out
 
-    async def _heartbeat(self, version: int, req: dict, state: _ConnState) -> dict:
+    async def _heartbeat(self, version: int, req: Message, state: _ConnState) -> Message:
         return {"throttle_time_ms": 0, **self.groups.heartbeat(version, req)}
 
-    async def _leave_group(self, version: int, req: dict, state: _ConnState) -> dict:
+    async def _leave_group(self, version: int, req: Message, state: _ConnState) -> Message:
         return {"throttle_time_ms": 0, **self.groups.leave(version, req)}
 
-    async def _offset_commit(self, version: int, req: dict, state: _ConnState) -> dict:
+    async def _offset_commit(self, version: int, req: Message, state: _ConnState) -> Message:
         return await self.groups.commit(version, req)
 
-    async def _offset_fetch(self, version: int, req: dict, state: _ConnState) -> dict:
+    async def _offset_fetch(self, version: int, req: Message, state: _ConnState) -> Message:
         if version >= 8:
             groups = []
             for g in req["groups"]:
@@ -751,32 +753,32 @@ class KafkaServer:
         topics, code = self.groups.fetch_offsets(req["group_id"], req["topics"])
         return {"throttle_time_ms": 0, "topics": topics, "error_code": code}
 
-    async def _describe_groups(self, version: int, req: dict, state: _ConnState) -> dict:
+    async def _describe_groups(self, version: int, req: Message, state: _ConnState) -> Message:
         return self.groups.describe(version, req)
 
-    async def _list_groups(self, version: int, req: dict, state: _ConnState) -> dict:
+    async def _list_groups(self, version: int, req: Message, state: _ConnState) -> Message:
         return self.groups.list(version, req)
 
     # -- CreatePartitions, DeleteRecords, configs (seglog.kafka.admin) ---------------------------
 
-    async def _create_partitions(self, version: int, req: dict, state: _ConnState) -> dict:
+    async def _create_partitions(self, version: int, req: Message, state: _ConnState) -> Message:
         return admin.create_partitions(self.store, version, req)
 
-    async def _delete_records(self, version: int, req: dict, state: _ConnState) -> dict:
+    async def _delete_records(self, version: int, req: Message, state: _ConnState) -> Message:
         return admin.delete_records(self.store, version, req)
 
-    async def _describe_configs(self, version: int, req: dict, state: _ConnState) -> dict:
+    async def _describe_configs(self, version: int, req: Message, state: _ConnState) -> Message:
         return admin.describe_configs(self.store, self.node_id, version, req)
 
-    async def _incremental_alter_configs(self, version: int, req: dict, state: _ConnState) -> dict:
+    async def _incremental_alter_configs(self, version: int, req: Message, state: _ConnState) -> Message:
         return admin.incremental_alter_configs(self.store, version, req)
 
     # -- SASL after authentication (seglog.kafka.security runs it before) ---------------------
 
-    async def _sasl_handshake(self, version: int, req: dict, state: _ConnState) -> dict:
+    async def _sasl_handshake(self, version: int, req: Message, state: _ConnState) -> Message:
         return {"error_code": IllegalSaslStateError.code, "mechanisms": self.security.mechanisms}
 
-    async def _sasl_authenticate(self, version: int, req: dict, state: _ConnState) -> dict:
+    async def _sasl_authenticate(self, version: int, req: Message, state: _ConnState) -> Message:
         why = ("the connection has authenticated already" if self.security.sasl else
                f"this is a {self.security.protocol} listener")
         return {"error_code": IllegalSaslStateError.code, "error_message": f"SaslAuthenticate "
@@ -784,7 +786,7 @@ class KafkaServer:
 
     # -- Producer ids and transactions ---------------------------------------------------------
 
-    async def _init_producer_id(self, version: int, req: dict, state: _ConnState) -> dict:
+    async def _init_producer_id(self, version: int, req: Message, state: _ConnState) -> Message:
         if req.get("transactional_id") is not None:
             return {"throttle_time_ms": 0, "error_code": _TXN_ERROR, "producer_id": -1,
                     "producer_epoch": -1}
@@ -795,19 +797,19 @@ class KafkaServer:
                     "producer_id": -1, "producer_epoch": -1}
         return {"throttle_time_ms": 0, "error_code": _NONE, "producer_id": pid, "producer_epoch": 0}
 
-    async def _add_partitions_to_txn(self, version: int, req: dict, state: _ConnState) -> dict:
+    async def _add_partitions_to_txn(self, version: int, req: Message, state: _ConnState) -> Message:
         return {"throttle_time_ms": 0, "error_code": _TXN_ERROR, "results_by_topic_v3_and_below": [
             {"name": t["name"], "results_by_partition": [
                 {"partition_index": p, "partition_error_code": _TXN_ERROR} for p in t["partitions"]]}
             for t in req.get("v3_and_below_topics") or []]}
 
-    async def _add_offsets_to_txn(self, version: int, req: dict, state: _ConnState) -> dict:
+    async def _add_offsets_to_txn(self, version: int, req: Message, state: _ConnState) -> Message:
         return {"throttle_time_ms": 0, "error_code": _TXN_ERROR}
 
-    async def _end_txn(self, version: int, req: dict, state: _ConnState) -> dict:
+    async def _end_txn(self, version: int, req: Message, state: _ConnState) -> Message:
         return {"throttle_time_ms": 0, "error_code": _TXN_ERROR}
 
-    async def _txn_offset_commit(self, version: int, req: dict, state: _ConnState) -> dict:
+    async def _txn_offset_commit(self, version: int, req: Message, state: _ConnState) -> Message:
         return {"throttle_time_ms": 0, "topics": [
             {"name": t["name"], "partitions": [
                 {"partition_index": p["partition_index"], "error_code": _TXN_ERROR}
@@ -938,7 +940,7 @@ def _fetched_end(result: Any) -> int:
 SENDFILE_MIN = 64 * 1024
 
 
-def _hold_records(responses: list) -> None:
+def _hold_records(responses: list[Any]) -> None:
     """Replace each partition's read (a ``LogReadResult``) by what the response sends: its
     bytes when small, else :class:`codec.FileRegions` over duplicated descriptors of the segment
     files, which stay valid (and keep no view of the mapped data) even if retention deletes or

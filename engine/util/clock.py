@@ -106,10 +106,10 @@ class ManualClock(Clock):
             target = self._mono + ms
             while True:
                 due = [(s.next_due(), s) for s in self._schedulers]
-                due = [(t, s) for t, s in due if t is not None and t <= target]
-                if not due:
+                ready = [(t, s) for t, s in due if t is not None and t <= target]
+                if not ready:
                     break
-                t, sched = min(due, key=lambda x: x[0])
+                t, sched = min(ready, key=lambda x: x[0])
                 step = max(t - self._mono, 0)
                 self._mono += step
                 self._time += step

@@ -83,3 +83,11 @@ class RawClient:
 
     def close(self) -> None:
         self.sock.close()
+
+
+@pytest.fixture
+def raw(broker: Any) -> Iterator[RawClient]:
+    """A :class:`RawClient` connected to the module's broker, closed after the test."""
+    client = RawClient(broker.bootstrap_servers)
+    yield client
+    client.close()

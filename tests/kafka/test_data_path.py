@@ -18,7 +18,7 @@ from seglog.kafka.server import SENDFILE_MIN
 from seglog.storage.records import encode_batch
 
 from .conftest import RawClient
-from .test_wire import _fetch_body, _produce, raw  # noqa: F401 (fixture)
+from .test_wire import _fetch_body, _produce
 
 
 def _fill(store: Store, topic: str, batches: int, value_size: int = 1000) -> bytes:

@@ -38,13 +38,6 @@ def _fetch_body(topic: str, offset: int = 0, **kw) -> dict:
     return body
 
 
-@pytest.fixture
-def raw(broker):
-    client = RawClient(broker.bootstrap_servers)
-    yield client
-    client.close()
-
-
 def test_api_versions_lists_the_served_ranges(raw):
     for version in (0, 3, 4):
         msg = raw.request("ApiVersions", 18, version, {"client_software_name": "t",
