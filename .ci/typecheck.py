@@ -14,11 +14,8 @@ mypy reports paths inside the link tree; they are written back as the source pat
 Usage: ``python .ci/typecheck.py [mypy options]``: unless ``-p``/``-m`` name packages or modules,
 the whole Python layer is checked (``-p seglog`` and the top-level modules in ``discovery/``).
 
-``python .ci/typecheck.py --stubtest [stubtest options]`` checks the native modules' ``.pyi`` stubs
-against the built modules (mypy's stubtest; the package must be installed, e.g. ``pip install -e
-.``): every ``_native/*.pyx`` that has a ``.pyi`` beside it. Its tree, ``build/stubtest/``, holds
-``seglog._native`` under an empty ``seglog`` stub, so that the stubs are checked on their own and
-not held up by type errors elsewhere in the package. Exits with the checker's status.
+The native modules' ``.pyi`` stubs are checked against the built modules by
+``tests/unit/test_native_stubs.py`` (mypy's stubtest), in the test suite.
 """
 
 from __future__ import annotations
@@ -30,7 +27,6 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TREE = os.path.join("build", "typecheck")
-STUB_TREE = os.path.join("build", "stubtest")
 # Link-tree folder -> source folder, most specific first (pyproject.toml's package-dir).
 MAPPING = [
     ("seglog/_native/", "_native/"),
@@ -38,16 +34,6 @@ MAPPING = [
     ("seglog/", "engine/"),
 ]
 DEFAULT_TARGETS = ["-p", "seglog", "-m", "pyspark_seglog", "-m", "_seglog_command"]
-
-
-def stubbed_native_modules() -> list[str]:
-    """``seglog._native.NAME`` for each ``_native/NAME.pyx`` with a ``_native/NAME.pyi``."""
-    native = os.path.join(ROOT, "_native")
-    return [
-        f"seglog._native.{name[:-4]}"
-        for name in sorted(os.listdir(native))
-        if name.endswith(".pyx") and os.path.exists(os.path.join(native, name[:-4] + ".pyi"))
-    ]
 
 
 def link_tree() -> str:
@@ -68,29 +54,11 @@ def link_tree() -> str:
     return tree
 
 
-def stub_tree() -> str:
-    """(Re)build ``build/stubtest``: ``seglog/_native`` linked under an empty ``seglog`` stub, and
-    a mypy configuration that searches it; return the configuration's path."""
-    tree = os.path.join(ROOT, STUB_TREE)
-    if os.path.isdir(tree):
-        shutil.rmtree(tree)
-    os.makedirs(os.path.join(tree, "seglog"))
-    with open(os.path.join(tree, "seglog", "__init__.pyi"), "w", encoding="utf-8"):
-        pass
-    os.symlink(os.path.join(ROOT, "_native"), os.path.join(tree, "seglog", "_native"))
-    config = os.path.join(tree, "mypy.ini")
-    with open(config, "w", encoding="utf-8") as f:
-        f.write(f"[mypy]\nmypy_path = {STUB_TREE}\npython_version = 3.10\n")
-    return config
-
-
 def source_path(line: str) -> str:
     """``line`` with a link-tree path in it rewritten as the source file's path."""
     for prefix in (
         os.path.join(ROOT, TREE) + os.sep,
         TREE + os.sep,
-        os.path.join(ROOT, STUB_TREE) + os.sep,
-        STUB_TREE + os.sep,
     ):
         head, found, rest = line.partition(prefix)
         if found and not head.endswith(os.sep):
@@ -102,14 +70,9 @@ def source_path(line: str) -> str:
 
 def main(argv: list[str]) -> int:
     os.chdir(ROOT)
-    if argv[:1] == ["--stubtest"]:
-        allowlist = os.path.join(".ci", "stubtest-allowlist")
-        command = ["mypy.stubtest", "--mypy-config-file", stub_tree(), "--allowlist", allowlist, *argv[1:]]
-        command += stubbed_native_modules()
-    else:
-        link_tree()
-        named = any(a in ("-p", "--package", "-m", "--module") for a in argv)
-        command = ["mypy", *argv, *([] if named else DEFAULT_TARGETS)]
+    link_tree()
+    named = any(a in ("-p", "--package", "-m", "--module") for a in argv)
+    command = ["mypy", *argv, *([] if named else DEFAULT_TARGETS)]
     proc = subprocess.run([sys.executable, "-m", *command], stdout=subprocess.PIPE, text=True, check=False)
     for line in proc.stdout.splitlines():
         print(source_path(line))
