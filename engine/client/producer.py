@@ -258,8 +258,7 @@ class Producer:
                     self._store._partition(b.topic, b.partition)
                 # Encoded just now by this thread, under the producer's lock: its CRC is the
                 # encoder's own, so the log does not compute it a second time.
-                first, append_time = part.append_batch(data, self.producer_id, self.producer_epoch,
-                                                       seq, b.count, verify_crc=False)
+                first, append_time = part.append_batch(data, verify_crc=False)
             finally:
                 if isinstance(data, memoryview):
                     data.release()
@@ -365,8 +364,7 @@ class Producer:
                 f"a batch of {n} record(s) is {len(data)} bytes, over the limit of {st.max_batch} "
                 "bytes (max.request.size / max.message.bytes)", limit=st.max_batch)
         part = st.parts[partition] if st.parts else self._store._partition(st.name, partition)
-        first, append_time = part.append_batch(data, self.producer_id, self.producer_epoch, seq, n,
-                                               verify_crc=False)  # bytes encoded just above
+        first, append_time = part.append_batch(data, verify_crc=False)  # bytes encoded just above
         self._store._notify()
         if self.idempotent:
             self._sequences[tp] = (seq + n) % _SEQ_MOD

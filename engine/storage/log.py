@@ -62,6 +62,7 @@ from seglog.errors import (
     InvalidRecordError,
     KafkaStorageError,
     OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
     RecordListTooLargeError,
     RecordTooLargeError,
 )
@@ -76,6 +77,7 @@ from seglog.storage.logdir import (
     claim_partition,
     parse_partition_dir,
 )
+from seglog.storage.producer_state import ProducerStateManager, last_sequence
 from seglog.storage.records import batch_headers, decode_records, validate_batches
 from seglog.storage.txnindex import AbortedTxn, TransactionIndex
 
@@ -110,6 +112,8 @@ MAX_TIMESTAMP = -3
 _ATTR_TRANSACTIONAL = 0x10
 _ATTR_CONTROL = 0x20
 _ATTR_TXN_OR_CONTROL = _ATTR_TRANSACTIONAL | _ATTR_CONTROL
+#: Producer sequences wrap past 2^31-1 to 0.
+_SEQUENCE_MOD = 2**31
 #: Kafka's AppendOrigin of a leader append (see ``Log.append``).
 _ORIGINS = frozenset({"client", "coordinator"})
 
@@ -131,6 +135,9 @@ class LogAppendInfo:
     batches: int
     size: int
     log_start_offset: int
+    #: A client's retry of one of its producer's last five batches (``Log.append_as_leader``):
+    #: nothing was written; the offsets are those of the original append.
+    duplicate: bool = False
 
 
 @dataclasses.dataclass(slots=True)
@@ -199,6 +206,7 @@ class Log:
         dir_checkpoints: bool = True,
         owner: LogDir | None = None,
         lock_wait_s: float | None = 0.0,
+        producer_snapshots: bool = False,
     ) -> Log:
         """Open (creating if needed) the partition log in ``directory``.
 
@@ -220,9 +228,16 @@ class Log:
         (a store, a node, a Kafka broker) or another writable ``Log`` has the partition open,
         in this process or another; ``lock_wait_s`` is how long to wait for such another
         ``Log`` to close (None: until it does). A read-only open takes no lock.
+
+        Producer state (:attr:`producer_state`, :mod:`seglog.storage.producer_state`): every
+        append updates it. With ``producer_snapshots`` (a replica's log) it is loaded at open
+        from the latest ``.snapshot`` file and the batches after it, written to a snapshot
+        file at every roll, and reloaded after a truncation; without (a store's log, whose
+        producer ids are never reused), it lives in memory and starts empty.
         """
         self = object.__new__(cls)
-        self._init(os.fspath(directory), config, clock or Clock(), scheduler, read_only, replicated)
+        self._init(os.fspath(directory), config, clock or Clock(), scheduler, read_only, replicated,
+                   producer_snapshots)
         self._dir_checkpoints = dir_checkpoints
         self._claim: PartitionClaim | None = None
         if not read_only:
@@ -235,6 +250,8 @@ class Log:
                                               create=self._create_dir)
         try:
             self._load(recovery_point, log_start_offset, clean_shutdown, high_watermark)
+            if producer_snapshots and not read_only:
+                self.producer_state.load(self)
         except OSError as exc:
             self._release_claim()
             if exc.errno in (errno.EMFILE, errno.ENFILE) and not isinstance(exc, KafkaStorageError):
@@ -259,7 +276,8 @@ class Log:
             claim.release()
 
     def _init(self, directory: str, config: LogConfig | Mapping[str, Any] | None, clock: Clock,
-              scheduler: Scheduler | None, read_only: bool, replicated: bool) -> None:
+              scheduler: Scheduler | None, read_only: bool, replicated: bool,
+              producer_snapshots: bool = False) -> None:
         if config is None:
             config = LogConfig()
         elif not isinstance(config, LogConfig):
@@ -293,6 +311,9 @@ class Log:
         self._ongoing_txns: dict[int, int] = {}
         self._txns_loaded = False
         self._txn_indexes: dict[int, tuple[Segment, TransactionIndex]] = {}
+        #: Idempotent producers' state (Kafka's ``ProducerStateManager``); see :meth:`open`.
+        self.producer_state = ProducerStateManager(self.dir if producer_snapshots else None,
+                                                   name=os.path.basename(self.dir))
 
     def _segment_kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = dict(index_interval_bytes=self.config.index_interval_bytes,
@@ -585,7 +606,8 @@ class Log:
     # ---------------------------------------------------------------------------------------------
 
     def append(self, batches: Any, *, assign_offsets: bool = True, leader_epoch: int | None = None,
-               verify_crc: bool = True, origin: str = "client") -> LogAppendInfo:
+               verify_crc: bool = True, origin: str = "client",
+               check_producers: bool = False) -> LogAppendInfo:
         """Append already-encoded RecordBatch v2 bytes (one or more whole batches).
 
         As leader (``assign_offsets=True``) offsets are assigned from the log end and
@@ -606,6 +628,10 @@ class Log:
         Raises ``CorruptRecordError``, ``RecordTooLargeError``, ``RecordListTooLargeError``
         (a batch over ``segment.bytes``), ``InvalidTimestampError`` or ``InvalidRecordError`` before
         anything is written.
+
+        The producer state is updated from the appended batches. ``check_producers`` (a leader's
+        append of a client's batches, :meth:`append_as_leader`) checks them against it first;
+        without, they are taken as they come (tools, tests, replication, the coordinator).
         """
         if origin not in _ORIGINS:
             raise ValueError(f"origin must be one of {sorted(_ORIGINS)}, got {origin!r}")
@@ -614,12 +640,31 @@ class Log:
         self._check_writable()
         view = bytes_arg("batches", batches)
         try:
-            return self._append(view, assign_offsets, leader_epoch, verify_crc, origin)
+            return self._append(view, assign_offsets, leader_epoch, verify_crc, origin,
+                                check_producers and assign_offsets)
         finally:
             # Give the caller's buffer back before an error propagates: the traceback keeps this
             # frame alive, and with it any view of the buffer (a producer must be able to free
             # the batch it exported here).
             view.release()
+
+    def append_as_leader(self, batches: Any, *, leader_epoch: int | None = None,
+                         origin: str = "client", verify_crc: bool = True) -> LogAppendInfo:
+        """A leader's append (Kafka's ``appendAsLeader``): as :meth:`append` with offsets
+        assigned, and for ``origin="client"`` the idempotent producers' checks first (Kafka's
+        ``ProducerStateManager``; see :mod:`seglog.storage.producer_state`), under the log's lock
+        and after the batches are validated: a batch repeating one of its producer's last five
+        answers with the original offsets and ``duplicate=True``, writing nothing (in a request
+        of several batches a repeat is ``OutOfOrderSequenceError``); an older producer epoch is
+        ``InvalidProducerEpochError``, a sequence gap ``OutOfOrderSequenceError``, and nothing is
+        written. ``origin="coordinator"`` (transaction markers) updates the state unchecked."""
+        return self.append(batches, leader_epoch=leader_epoch, verify_crc=verify_crc, origin=origin,
+                           check_producers=origin == "client")
+
+    def append_as_follower(self, batches: Any) -> LogAppendInfo:
+        """A follower's append (Kafka's ``appendAsFollower``): the batches keep the leader's
+        offsets and epochs; the producer state follows them unchecked."""
+        return self.append(batches, assign_offsets=False)
 
     def validate(self, batches: Any, *, verify_crc: bool = True) -> list[Any]:
         """Validate a producer's batches as ``append`` does (origin ``"client"``) without
@@ -644,7 +689,7 @@ class Log:
             max_batch_size=cfg.max_message_bytes + 12)
 
     def _append(self, view: memoryview, assign_offsets: bool, leader_epoch: int | None,
-                verify_crc: bool, origin: str) -> LogAppendInfo:
+                verify_crc: bool, origin: str, check_producers: bool) -> LogAppendInfo:
         now = self.clock.time_ms()
         cfg = self.config
         limit = cfg.max_message_bytes
@@ -657,7 +702,7 @@ class Log:
             heads = batch_headers(view, verify_crc=verify_crc)
         if not heads:
             raise InvalidRecordError(f"nothing to append to {where}: the buffer holds no batch")
-        txn_or_control = False
+        txn_or_control = producers = False
         for h in heads:
             if h.size > cfg.segment_bytes:
                 # Kafka's UnifiedLog.append refuses an append that cannot fit one segment (a
@@ -681,6 +726,8 @@ class Log:
                     position=h.position)
             if h.attributes & _ATTR_TXN_OR_CONTROL:
                 txn_or_control = True
+            if h.producer_id >= 0:
+                producers = True
         if assign_offsets and log_append:
             view = memoryview(_with_log_append_time(view, heads, now))
         with self._lock:
@@ -690,6 +737,10 @@ class Log:
             if assign_offsets and epoch >= 0 and epoch < latest:
                 raise InvalidRecordError(f"leader epoch {epoch} is older than the log's latest "
                                          f"epoch {latest}")
+            if producers and check_producers:
+                dup = self._check_producers(heads)
+                if dup is not None:
+                    return dup
             log_end = self._segments[-1].next_offset
             first_new = heads[0].base_offset if not assign_offsets else log_end
             if not assign_offsets and first_new < log_end:
@@ -712,6 +763,8 @@ class Log:
                               epoch if assign_offsets else -1, False)
             if txn_or_control:
                 self._track_transactions(seg, view, heads, info.first_offset if assign_offsets else -1)
+            if producers:
+                self._update_producers(heads, info.first_offset if assign_offsets else -1)
             if assign_offsets:
                 if epoch >= 0:
                     self.epoch_cache.assign(epoch, info.first_offset)
@@ -730,6 +783,61 @@ class Log:
             return LogAppendInfo(info.first_offset, info.last_offset, info.max_timestamp,
                                  info.offset_of_max_timestamp, now if log_append else -1,
                                  info.records, info.batches, info.size, self.log_start_offset)
+
+    def _check_producers(self, heads: Sequence[Any]) -> LogAppendInfo | None:
+        """A client's batches against the producer state (before anything is written): the
+        original append's info if the one batch repeats a recent one, else None; raises
+        ``InvalidProducerEpochError`` or ``OutOfOrderSequenceError``. In a request of several
+        batches, each of a producer's batches must continue the one before it."""
+        ps = self.producer_state
+        if len(heads) == 1:
+            # The common case (a producer's one batch), without the bookkeeping of several.
+            h = heads[0]
+            first_seq = h.base_sequence
+            if h.producer_id < 0 or first_seq < 0:
+                return None
+            dup = ps.check(h.producer_id, h.producer_epoch, first_seq,
+                           (first_seq + h.last_offset - h.base_offset) % _SEQUENCE_MOD)
+            if dup is None:
+                return None
+            return LogAppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, -1, -1,
+                                 0, 0, 0, self.log_start_offset, True)
+        seen: dict[int, tuple[int, int]] = {}
+        for i, h in enumerate(heads):
+            pid = h.producer_id
+            if pid < 0 or h.base_sequence < 0:
+                continue
+            last_seq = last_sequence(h.base_sequence, h.last_offset - h.base_offset + 1)
+            if pid in seen:
+                epoch, prev_last = seen[pid]
+                if h.producer_epoch != epoch or h.base_sequence != (prev_last + 1) % _SEQUENCE_MOD:
+                    raise OutOfOrderSequenceError(
+                        f"producer {pid}: batch {i} of the request does not continue "
+                        "the sequence of the previous one")
+            else:
+                if ps.check(pid, h.producer_epoch, h.base_sequence, last_seq) is not None:
+                    raise OutOfOrderSequenceError(
+                        f"producer {pid}: batch {i} repeats an earlier batch inside a "
+                        "multi-batch request")
+            seen[pid] = (h.producer_epoch, last_seq)
+        return None
+
+    def _update_producers(self, heads: Sequence[Any], assign_from: int) -> None:
+        """After an append: every data batch of a producer into the producer state, at the
+        offsets it was written at (``assign_from``: the first assigned offset; -1: the batches'
+        own)."""
+        ps = self.producer_state
+        cursor = assign_from
+        for h in heads:
+            span = h.last_offset - h.base_offset
+            base = h.base_offset if assign_from < 0 else cursor
+            if h.producer_id >= 0 and not h.attributes & _ATTR_CONTROL:
+                first_seq = h.base_sequence
+                ps.update(h.producer_id, h.producer_epoch, first_seq,
+                          (first_seq + span) % _SEQUENCE_MOD if first_seq >= 0 else -1,
+                          base, base + span, h.max_timestamp)
+            cursor = base + span + 1
+        ps.map_end_offset = self._segments[-1].next_offset
 
     def _check_writable(self) -> None:
         if self._closed:
@@ -785,6 +893,9 @@ class Log:
             old.evictable = True
         seg = self._create_segment(base)
         self._segments.append(seg)
+        if self.producer_state.dir is not None:
+            # Kafka's roll: the producer state as of the new segment's base offset.
+            self.producer_state.take_snapshot(base)
         return seg
 
     # ---------------------------------------------------------------------------------------------
@@ -1151,6 +1262,11 @@ class Log:
             # The checkpointed recovery point may now lie past the end: rewritten, it would
             # vouch for whatever is appended at those offsets next (Kafka's LogManager.truncateTo).
             self.checkpoint()
+            if self.producer_state.dir is not None:
+                # From the snapshots (those past the new end go) and the batches after them.
+                self.producer_state.truncate_and_reload(self)
+            else:
+                self.producer_state.truncate(leo)
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> bool:
@@ -1172,6 +1288,10 @@ class Log:
             self.epoch_cache.truncate_from_end(offset)
             self._unflushed_messages = 0
             self.checkpoint()
+            if self.producer_state.dir is not None:
+                self.producer_state.truncate_and_reload(self)
+            else:
+                self.producer_state.truncate_fully_and_start_at(offset)
             return True
 
     def _refuse_if_viewed(self, segments: Sequence[Segment], action: str) -> None:

@@ -97,7 +97,7 @@ from seglog.storage.logdir import (
     REPLICATION_OFFSET_FILE,
     LogDir,
 )
-from seglog.storage.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager, decode_snapshot, last_sequence
+from seglog.storage.producer_state import SNAPSHOT_SUFFIX, decode_snapshot
 from seglog.storage.records import batch_headers, decode_columns
 
 if TYPE_CHECKING:
@@ -220,9 +220,9 @@ def _collision_name(name: str) -> str:
 
 
 class _Partition:
-    """One partition: its log, the lock serialising appends, its producer state."""
+    """One partition: its log (which holds its producer state), the lock serialising appends."""
 
-    __slots__ = ("topic", "partition", "log", "lock", "state", "cleaner_offset", "name")
+    __slots__ = ("topic", "partition", "log", "lock", "cleaner_offset", "name")
 
     def __init__(self, topic: str, partition: int, log_: Log, cleaner_offset: int | None) -> None:
         self.topic = topic
@@ -230,28 +230,15 @@ class _Partition:
         self.log = log_
         self.lock = threading.Lock()
         self.name = f"{topic}-{partition}"
-        self.state = ProducerStateManager(name=self.name)
         self.cleaner_offset = cleaner_offset
 
-    def append_batch(self, data: Any, producer_id: int, producer_epoch: int, base_sequence: int,
-                     count: int, *, verify_crc: bool = True) -> tuple[int, int]:
+    def append_batch(self, data: Any, *, verify_crc: bool = True) -> tuple[int, int]:
         """The producer's append of one batch: (first offset, log-append time or -1). A repeat
         of one of the producer's last five batches returns the original first offset.
         ``verify_crc=False`` only for bytes this process encoded and nothing has touched since."""
         with self.lock:
             lg = self.log
-            epoch = None if lg.epoch_cache.latest_epoch >= 0 else 0
-            if producer_id >= 0 and base_sequence >= 0:
-                last_seq = (base_sequence + count - 1) % (2**31)
-                dup = self.state.check(producer_id, producer_epoch, base_sequence, last_seq)
-                if dup is not None:
-                    lg.validate(data, verify_crc=verify_crc)    # as Kafka: validated first
-                    return dup.first_offset, -1
-                info = lg.append(data, leader_epoch=epoch, verify_crc=verify_crc)
-                self.state.update(producer_id, producer_epoch, base_sequence, last_seq,
-                                  info.first_offset, info.last_offset, info.max_timestamp)
-            else:
-                info = lg.append(data, leader_epoch=epoch, verify_crc=verify_crc)
+            info = lg.append_as_leader(data, leader_epoch=_epoch(lg), verify_crc=verify_crc)
             return info.first_offset, info.log_append_time
 
     def last_stable_offset(self) -> int:
@@ -845,45 +832,23 @@ class Store:
                      origin: str = "client") -> AppendResult:
         h = heads[0]
         if len(heads) == 1 and h.producer_id >= 0 and not h.is_control:
-            return self._append_to(part.topic, part.partition, view, producer_id=h.producer_id,
-                                   producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
-                                   count=h.last_offset - h.base_offset + 1, origin=origin)
+            return self._append_to(part.topic, part.partition, view, origin=origin)
         with part.lock:
             info = part.log.append(view, leader_epoch=_epoch(part.log), origin=origin)
-            first = info.first_offset
-            for b in heads:
-                n = b.last_offset - b.base_offset + 1
-                if b.producer_id >= 0 and not b.is_control:
-                    part.state.update(b.producer_id, b.producer_epoch, b.base_sequence,
-                                      last_sequence(b.base_sequence, n),
-                                      first, first + n - 1, b.max_timestamp)
-                first += n
         self._notify()
         return AppendResult(part.topic, part.partition, info.first_offset, info.last_offset,
                             info.log_append_time, info.log_start_offset)
 
-    def _append_to(self, topic: str, partition: int, data: Any, *, producer_id: int = -1,
-                   producer_epoch: int = -1, base_sequence: int = -1, count: int = 0,
-                   origin: str = "client") -> AppendResult:
-        """The producer's append: one batch whose producer fields the caller already knows."""
+    def _append_to(self, topic: str, partition: int, data: Any, *, origin: str = "client") -> AppendResult:
+        """One batch, as its producer's leader appends it (``Log.append_as_leader``: a client's
+        idempotent batch is checked against its producer's sequence)."""
         part = self._partition(topic, partition)
         with part.lock:
-            if producer_id >= 0 and base_sequence >= 0:
-                last_seq = (base_sequence + count - 1) % (2**31)
-                dup = part.state.check(producer_id, producer_epoch, base_sequence, last_seq)
-                if dup is not None:
-                    if origin == "client":
-                        part.log.validate(data)    # as Kafka: validated before the sequence check
-                    return AppendResult(topic, partition, dup.first_offset, dup.last_offset, -1,
-                                        part.log.log_start_offset, duplicate=True)
-                info = part.log.append(data, leader_epoch=_epoch(part.log), origin=origin)
-                part.state.update(producer_id, producer_epoch, base_sequence, last_seq,
-                                  info.first_offset, info.last_offset, info.max_timestamp)
-            else:
-                info = part.log.append(data, leader_epoch=_epoch(part.log), origin=origin)
-        self._notify()
+            info = part.log.append_as_leader(data, leader_epoch=_epoch(part.log), origin=origin)
+        if not info.duplicate:
+            self._notify()
         return AppendResult(topic, partition, info.first_offset, info.last_offset,
-                            info.log_append_time, info.log_start_offset)
+                            info.log_append_time, info.log_start_offset, duplicate=info.duplicate)
 
     def _notify(self) -> None:
         if self._waiters:
