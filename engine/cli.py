@@ -1082,7 +1082,7 @@ def _serve(args: argparse.Namespace) -> int:
     from seglog.errors import ConfigError
     from seglog.kafka.security import is_security_key, listener_options
     from seglog.kafka.server import KafkaServer
-    from seglog.storage.store import Store
+    from seglog.store import Store
 
     config = None
     security: dict[str, str] = {}

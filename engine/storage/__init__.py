@@ -6,8 +6,9 @@ Built on :mod:`seglog._native` (record batches, segments, indexes). Modules:
   recovery, retention, leader epochs, producer state;
 - :mod:`~seglog.storage.logdir` — the one owner of a log directory (lock, checkpoint files,
   clean-shutdown marker, discovery);
-- :mod:`~seglog.storage.store` — :class:`~seglog.storage.store.Store`, topics of partitions in
-  one log dir;
+- :mod:`~seglog.storage.log_manager` — :class:`~seglog.storage.log_manager.LogManager` (Kafka's
+  ``LogManager``), the topics and partitions of one log dir; :class:`seglog.Store` adds the
+  embedded clients;
 - :mod:`~seglog.storage.cleaner` — log compaction;
 - :mod:`~seglog.storage.txnindex`, :mod:`~seglog.storage.leader_epoch`,
   :mod:`~seglog.storage.producer_state`, :mod:`~seglog.storage.checkpoints` — the files beside a

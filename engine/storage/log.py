@@ -47,6 +47,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from seglog._native.crc32c import crc32c
 from seglog._native.fetch import FetchSlice, fetch_partition
 from seglog.util.args import bytes_arg, int_arg
 from seglog._native.segment import Segment, filename_prefix, out_of_files_error
@@ -1518,8 +1519,6 @@ def _segment_marker_type(seg: Segment, b: Any) -> int | None:
 def _with_log_append_time(view: memoryview, heads: Sequence[Any], now: int) -> bytearray:
     """A copy of the batches with LogAppendTime set: attribute bit 3, maxTimestamp = now, and
     the CRC recomputed (what Kafka's broker rewrites; record deltas stay as sent)."""
-    from seglog._native.crc32c import crc32c
-
     buf = bytearray(view)
     for h in heads:
         p = h.position

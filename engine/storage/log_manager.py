@@ -1,18 +1,14 @@
-"""A log directory of topics and partitions, laid out as a Kafka broker's ``log.dir``
-(Kafka's ``LogManager``), with the embedded producer and consumer on top.
+"""A log directory of topics and partitions, laid out as a Kafka broker's ``log.dir`` (Kafka's
+``LogManager``). :class:`seglog.Store` (:mod:`seglog.store`) is this class with the embedded
+producer, consumer and Kafka protocol server on top.
 
 >>> import tempfile
->>> from seglog import Store
->>> with Store.open(tempfile.mkdtemp()) as store:
-...     _ = store.create_topic("orders", partitions=3)
-...     producer = store.producer()
-...     producer.send("orders", b"hello", key=b"user-42").offset
-...     consumer = store.consumer(group_id="billing", auto_offset_reset="earliest")
-...     consumer.subscribe(["orders"])
-...     [(r.key, r.value) for r in consumer.poll()]
-...     consumer.commit()
+>>> from seglog.storage.log_manager import LogManager
+>>> from seglog.storage.records import encode_batch
+>>> with LogManager.open(tempfile.mkdtemp()) as logs:
+...     _ = logs.create_topic("orders", partitions=3)
+...     logs.append("orders", 0, encode_batch([b"hello"])).last_offset
 0
-[(b'user-42', b'hello')]
 
 Layout (``docs/kafka-format.md`` §8.1)::
 
@@ -67,7 +63,7 @@ import threading
 import uuid
 import base64
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from seglog._native.builder import Generation
 from seglog._native.segment import FDS_PER_SEGMENT, open_segment_limit, open_segments
@@ -89,6 +85,7 @@ from seglog.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from seglog.storage.cleaner import Cleaner
 from seglog.storage.group_offsets import OFFSETS_TOPIC, GroupOffsets, OffsetAndMetadata
 from seglog.storage.log import Log, LogAppendInfo
 from seglog.storage.logdir import (
@@ -100,11 +97,7 @@ from seglog.storage.logdir import (
 from seglog.storage.producer_state import SNAPSHOT_SUFFIX, decode_snapshot
 from seglog.storage.records import batch_headers, decode_columns
 
-if TYPE_CHECKING:
-    from seglog.client.consumer import Consumer
-    from seglog.client.producer import Producer
-
-log = logging.getLogger("seglog.storage.store")
+log = logging.getLogger("seglog.storage.log_manager")
 
 METADATA_FILE = "seglog-metadata.json"
 PARTITION_METADATA_FILE = "partition.metadata"
@@ -219,8 +212,9 @@ def _collision_name(name: str) -> str:
     return name.replace(".", "_")
 
 
-class _Partition:
-    """One partition: its log (which holds its producer state), the lock serialising appends."""
+class StoredPartition:
+    """One partition of a log dir: its log (which holds its producer state), the lock serialising
+    appends to it, its cleaner checkpoint."""
 
     __slots__ = ("topic", "partition", "log", "lock", "cleaner_offset", "name")
 
@@ -246,7 +240,9 @@ class _Partition:
         return self.log.last_stable_offset
 
 
-class _Topic:
+class StoredTopic:
+    """One topic of a log dir: its partitions, its config (defaults and overrides), its id."""
+
     __slots__ = ("name", "partitions", "config", "overrides", "topic_id", "internal", "count")
 
     def __init__(self, name: str, config: LogConfig, overrides: dict[str, Any],
@@ -255,7 +251,7 @@ class _Topic:
         #: The open partition logs, by partition number. All ``count`` of them, except for
         #: __consumer_offsets (each created at its first commit) and in a read-only store
         #: (only those on disk).
-        self.partitions: list[_Partition] = []
+        self.partitions: list[StoredPartition] = []
         self.count = 0
         self.config = config
         self.overrides = overrides
@@ -268,20 +264,23 @@ def _new_topic_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
 
 
-class Store:
+_M = TypeVar("_M", bound="LogManager")
+
+
+class LogManager:
     """A Kafka-layout log directory. Create with :meth:`open`."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError("use Store.open(directory) to open a store")
+        raise TypeError(f"use {type(self).__name__}.open(directory) to open a store")
 
     # ---------------------------------------------------------------------------------------------
     # Opening
     # ---------------------------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, directory: str | os.PathLike[str],
+    def open(cls: type[_M], directory: str | os.PathLike[str],
              config: BrokerConfig | Mapping[str, Any] | None = None, *,
-             clock: Clock | None = None, read_only: bool = False, create: bool = True) -> Store:
+             clock: Clock | None = None, read_only: bool = False, create: bool = True) -> _M:
         """Open the log directory ``directory`` (created unless ``create=False``).
 
         ``config`` holds broker keys (``log.segment.bytes``, ``log.retention.hours``, ...):
@@ -311,7 +310,7 @@ class Store:
         self.clock = clock
         self.read_only = read_only
         self._lock = threading.RLock()
-        self._topics: dict[str, _Topic] = {}
+        self._topics: dict[str, StoredTopic] = {}
         self._generation = Generation()
         self._closed = False
         self._logdir: LogDir | None = None
@@ -320,7 +319,8 @@ class Store:
         self._data_cond = threading.Condition()
         self._waiters = 0
         self._clients: list[Any] = []
-        self._group_members: dict[str, list[Consumer]] = {}
+        #: The embedded consumers of each group (:meth:`seglog.Store.consumer`).
+        self._group_members: dict[str, list[Any]] = {}
         self._next_producer_id = 0
         self._producer_id_block_end = 0
         self._producer_ids_scanned = False
@@ -390,11 +390,11 @@ class Store:
                     continue
                 if not exists and tm:
                     log.warning("partition directory %s-%d is missing; creating it empty", name, p)
-                lg = ld.open_log(name, p, topic.config, clock=self.clock, scheduler=self._scheduler,
+                lg = self._open_log(name, p, topic.config, clock=self.clock, scheduler=self._scheduler,
                                  recovery_point=recovery.get(tp, 0), log_start_offset=log_start.get(tp, 0),
                                  clean_shutdown=clean, high_watermark=hws.get(tp),
                                  dir_checkpoints=False)
-                topic.partitions.append(_Partition(name, p, lg, cleaner.get(tp)))
+                topic.partitions.append(StoredPartition(name, p, lg, cleaner.get(tp)))
             self._topics[name] = topic
         self._next_producer_id = int(meta.get("producer_id_block_end", 0))
         self._producer_id_block_end = self._next_producer_id
@@ -406,6 +406,14 @@ class Store:
             self._write_metadata()
             self.checkpoint()
             self._schedule_tasks()
+
+    def _open_log(self, topic: str, partition: int, config: LogConfig, **kwargs: Any) -> Log:
+        """Open (creating it unless read-only) a partition's log as the log dir's owner hands it
+        out: writable unless the store is read-only."""
+        ld = self._logdir
+        assert ld is not None
+        return Log.open(ld.partition_path(topic, partition), config, read_only=ld.read_only,
+                        owner=None if ld.read_only else ld, **kwargs)
 
     def _undo_pending(self, name: str, tm: dict[str, Any], found: dict[str, list[int]]) -> dict[str, Any] | None:
         """What to load of a topic whose change was interrupted: the partitions it was creating
@@ -448,7 +456,7 @@ class Store:
         _check_metadata(meta, path)
         return meta
 
-    def _write_metadata(self, pending: tuple[_Topic, list[int], bool] | None = None) -> None:
+    def _write_metadata(self, pending: tuple[StoredTopic, list[int], bool] | None = None) -> None:
         """Write ``seglog-metadata.json``. ``pending``: a topic change about to be made (the
         topic, the partitions to create, whether the topic is new), recorded first so that the
         next open removes what a crash in the middle of it left."""
@@ -484,7 +492,7 @@ class Store:
                 continue
         return None
 
-    def _write_partition_metadata(self, part: _Partition, topic: _Topic) -> None:
+    def _write_partition_metadata(self, part: StoredPartition, topic: StoredTopic) -> None:
         if topic.topic_id is None:
             return
         path = os.path.join(part.log.dir, PARTITION_METADATA_FILE)
@@ -497,7 +505,7 @@ class Store:
             pass
         atomic_write(path, text.encode("utf-8"))
 
-    def _make_topic(self, name: str, overrides: Mapping[str, Any], topic_id: str | None) -> _Topic:
+    def _make_topic(self, name: str, overrides: Mapping[str, Any], topic_id: str | None) -> StoredTopic:
         internal = name in INTERNAL_TOPICS
         base = dict(overrides)
         if name == OFFSETS_TOPIC:
@@ -505,7 +513,7 @@ class Store:
                         "compression.type": "producer"}
             base = {**defaults, **base}
         config = self.config.topic_config(base)
-        return _Topic(name, config, dict(overrides), topic_id, internal)
+        return StoredTopic(name, config, dict(overrides), topic_id, internal)
 
     def _schedule_tasks(self) -> None:
         assert self._scheduler is not None
@@ -574,12 +582,12 @@ class Store:
                 raise InvalidTopicError(f"topic {name!r} collides with existing topic {clash[0]!r} "
                                         "(names differing only in '.' and '_' are not allowed)")
             check_descriptor_limit(partitions, f"create topic {name!r} with {partitions} partitions")
-            topic = _Topic(name, topic_config, {k: v for k, v in overrides.items()}, _new_topic_id(), False)
+            topic = StoredTopic(name, topic_config, {k: v for k, v in overrides.items()}, _new_topic_id(), False)
             topic.config = topic_config
             self._grow(topic, range(partitions), new_topic=True)
             return self._describe_topic(topic)
 
-    def _grow(self, topic: _Topic, numbers: Iterable[int], *, new_topic: bool = False,
+    def _grow(self, topic: StoredTopic, numbers: Iterable[int], *, new_topic: bool = False,
               count: int | None = None) -> None:
         """Create the partitions ``numbers`` of ``topic`` (registering a new topic) and record
         them in the metadata and checkpoints: all or nothing. If any step fails (a partition
@@ -596,7 +604,7 @@ class Store:
                 if not os.path.exists(path):
                     created.append(path)
                 lg = self._open_new_log(topic, p)
-                part = _Partition(topic.name, p, lg, None)
+                part = StoredPartition(topic.name, p, lg, None)
                 topic.partitions.append(part)
                 topic.partitions.sort(key=lambda x: x.partition)
                 self._write_partition_metadata(part, topic)
@@ -611,13 +619,13 @@ class Store:
             self._undo_grow(topic, added, created, new_topic, old_count)
             raise
 
-    def _open_new_log(self, topic: _Topic, partition: int) -> Log:
+    def _open_new_log(self, topic: StoredTopic, partition: int) -> Log:
         assert self._logdir is not None
-        return self._logdir.open_log(topic.name, partition, topic.config, clock=self.clock,
+        return self._open_log(topic.name, partition, topic.config, clock=self.clock,
                                      scheduler=self._scheduler, recovery_point=0, log_start_offset=0,
                                      clean_shutdown=True, dir_checkpoints=False)
 
-    def _undo_grow(self, topic: _Topic, added: list[_Partition], created: list[str], new_topic: bool,
+    def _undo_grow(self, topic: StoredTopic, added: list[StoredPartition], created: list[str], new_topic: bool,
                    old_count: int) -> None:
         for part in added:
             topic.partitions.remove(part)
@@ -727,7 +735,7 @@ class Store:
             return [self._describe_topic(t) for n, t in sorted(self._topics.items())
                     if internal or not t.internal]
 
-    def _describe_topic(self, topic: _Topic) -> TopicDescription:
+    def _describe_topic(self, topic: StoredTopic) -> TopicDescription:
         parts = []
         for part in topic.partitions:
             lg = part.log
@@ -738,14 +746,14 @@ class Store:
         return TopicDescription(topic.name, topic.topic_id, topic.internal, tuple(parts),
                                 dict(topic.overrides))
 
-    def _topic(self, name: str) -> _Topic:
+    def _topic(self, name: str) -> StoredTopic:
         self._check_open()
         topic = self._topics.get(name)
         if topic is None:
             raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist in {self.dir}")
         return topic
 
-    def _partition(self, topic: str, partition: int) -> _Partition:
+    def _partition(self, topic: str, partition: int) -> StoredPartition:
         t = self._topic(topic)
         if not 0 <= partition < len(t.partitions) or t.partitions[partition].partition != partition:
             for part in t.partitions:
@@ -755,6 +763,11 @@ class Store:
                 f"partition {partition} of topic {topic!r} does not exist (the topic has "
                 f"{len(t.partitions)} partition(s))")
         return t.partitions[partition]
+
+    def partition(self, topic: str, partition: int) -> StoredPartition:
+        """The partition's entry (its log and the lock its appends take); for the embedded
+        producer and consumer. ``UnknownTopicOrPartitionError`` if it does not exist."""
+        return self._partition(topic, partition)
 
     def log(self, topic: str, partition: int) -> Log:
         """The partition log itself (read it, but append through the store or a producer so
@@ -789,7 +802,7 @@ class Store:
                 self._grow(topic, [partition])
             return self._partition(OFFSETS_TOPIC, partition).log
 
-    def ensure_topic(self, name: str) -> _Topic:
+    def ensure_topic(self, name: str) -> StoredTopic:
         """The topic, created with ``num.partitions`` partitions when missing and
         ``auto.create.topics.enable`` is set (as a broker does on first produce)."""
         topic = self._topics.get(name)
@@ -828,7 +841,7 @@ class Store:
         finally:
             view.release()
 
-    def _append_part(self, part: _Partition, view: memoryview, heads: Sequence[Any],
+    def _append_part(self, part: StoredPartition, view: memoryview, heads: Sequence[Any],
                      origin: str = "client") -> AppendResult:
         h = heads[0]
         if len(heads) == 1 and h.producer_id >= 0 and not h.is_control:
@@ -882,48 +895,8 @@ class Store:
         return start
 
     # ---------------------------------------------------------------------------------------------
-    # Producer / consumer
+    # Clients (the producers and consumers of seglog.Store, closed with it)
     # ---------------------------------------------------------------------------------------------
-
-    def producer(self, config: Mapping[str, Any] | None = None, **settings: Any) -> Producer:
-        """An embedded producer (see :class:`seglog.client.producer.Producer`); settings by Kafka key in
-        ``config`` or by attribute name: ``acks``, ``linger_ms``, ``batch_size``,
-        ``compression_type``, ``enable_idempotence``..."""
-        from seglog.client.producer import Producer
-
-        self._check_writable()
-        p = Producer(self, config, **settings)
-        self._clients.append(p)
-        return p
-
-    def consumer(self, group_id: str | None = None, config: Mapping[str, Any] | None = None,
-                 **settings: Any) -> Consumer:
-        """An embedded consumer (see :class:`seglog.client.consumer.Consumer`)."""
-        from seglog.client.consumer import Consumer
-
-        self._check_open()
-        c = Consumer(self, group_id, config, **settings)
-        self._clients.append(c)
-        return c
-
-    def serve(self, host: str = "127.0.0.1", port: int = 0, **options: Any) -> Any:
-        """Serve this store to Kafka clients over Kafka's wire protocol, on ``host:port``
-        (port 0: a free port) from a thread of its own, until the returned handle's ``close()``
-        (or the end of a ``with`` block, or closing the store). ``handle.bootstrap_servers`` is
-        the ``host:port`` to give clients. The listener's limits come from the store's broker
-        config (``socket.request.max.bytes``, ``connections.max.idle.ms``,
-        ``group.min.session.timeout.ms``, ``group.max.session.timeout.ms``,
-        ``group.initial.rebalance.delay.ms``); options override them: ``node_id``,
-        ``max_request_bytes``, ``idle_ms``, ``group_min_session_timeout_ms``,
-        ``group_max_session_timeout_ms``, ``group_initial_rebalance_delay_ms``. Security:
-        ``security_protocol`` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), ``ssl_context`` (an
-        ``ssl.SSLContext`` or Kafka's ``ssl.*`` keys for PEM files), ``sasl_mechanisms``
-        (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and ``users`` (name -> password, or -> SCRAM
-        credentials). See ``docs/kafka-protocol.md``."""
-        from seglog.kafka.server import ServerHandle
-
-        self._check_open()
-        return ServerHandle(self, host, port, **options)
 
     def _flush_producers(self) -> None:
         for client in list(self._clients):
@@ -989,7 +962,7 @@ class Store:
     # Background work
     # ---------------------------------------------------------------------------------------------
 
-    def _partitions(self) -> Iterator[_Partition]:
+    def _partitions(self) -> Iterator[StoredPartition]:
         with self._lock:
             parts = [p for t in self._topics.values() for p in t.partitions]
         yield from parts
@@ -1013,8 +986,6 @@ class Store:
         returns how many logs were cleaned."""
         if self.read_only or self._closed:
             return 0
-        from seglog.storage.cleaner import Cleaner
-
         cleaned = 0
         cleaner = Cleaner(self.clock)
         for part in self._partitions():
@@ -1072,7 +1043,7 @@ class Store:
             self._recovery_file.write(self._collect(lambda p: p.log.recovery_point))
 
     def checkpoint_log_start_offsets(self) -> None:
-        def start(p: _Partition) -> int | None:
+        def start(p: StoredPartition) -> int | None:
             segs = p.log.segments
             first = segs[0].base_offset if segs else 0
             return p.log.log_start_offset if p.log.log_start_offset > first else None
@@ -1132,7 +1103,7 @@ class Store:
                 raise KafkaStorageError(f"{len(errors)} log(s) of {self.dir} failed to close; the "
                                         f"first error: {errors[0]}", path=self.dir) from errors[0]
 
-    def __enter__(self) -> Store:
+    def __enter__(self: _M) -> _M:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -1153,7 +1124,7 @@ class Store:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("read-only" if self.read_only else "open")
-        return f"Store({self.dir!r}, topics={len(self._topics)}, {state})"
+        return f"{type(self).__name__}({self.dir!r}, topics={len(self._topics)}, {state})"
 
 
 #: Descriptors left free by :func:`check_descriptor_limit` for sockets, checkpoint and metadata
@@ -1217,7 +1188,9 @@ __all__ = [
     "AppendResult",
     "OffsetAndMetadata",
     "PartitionDescription",
-    "Store",
+    "LogManager",
+    "StoredPartition",
+    "StoredTopic",
     "TopicDescription",
     "TopicPartition",
     "validate_topic_name",
