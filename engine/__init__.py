@@ -14,7 +14,7 @@ except ImportError as exc:  # pragma: no cover - exercised only on a broken inst
 from seglog import errors  # noqa: E402,F401  (installs the native error classes)
 from seglog._native.crc32c import crc32c as crc32c
 from seglog.storage.log import Log as Log
-from seglog.storage.log_manager import TopicPartition as TopicPartition
+from seglog.storage.topic import TopicPartition as TopicPartition
 from seglog.store import Store as Store
 
 __version__ = "0.1.0"

@@ -59,13 +59,14 @@ from seglog.errors import (
 )
 from seglog.storage.group_offsets import OffsetAndMetadata
 from seglog.storage.records import Record, batch_headers, decode_columns, decode_records
-from seglog.storage.log_manager import TopicPartition
+from seglog.storage.topic import TopicPartition
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from seglog.storage.log import LogReadResult
-    from seglog.storage.log_manager import LogManager, StoredPartition
+    from seglog.storage.log_manager import LogManager
+    from seglog.storage.topic import StoredPartition
 
 __all__ = ["ConsumerRecords", "Consumer", "NoOffsetForPartitionError", "OffsetAndTimestamp",
            "ConsumerRebalanceListener"]

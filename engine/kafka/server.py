@@ -55,7 +55,7 @@ from seglog.storage.log import LogReadResult
 from seglog.kafka.groups import GroupCoordinator
 from seglog.kafka.security import AuthenticationClosed, ListenerSecurity
 
-from seglog.storage.log_manager import INTERNAL_TOPICS, validate_topic_name
+from seglog.storage.topic import INTERNAL_TOPICS, validate_topic_name
 
 if TYPE_CHECKING:
     from seglog.storage.log_manager import LogManager

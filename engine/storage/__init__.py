@@ -9,6 +9,9 @@ Built on :mod:`seglog._native` (record batches, segments, indexes). Modules:
 - :mod:`~seglog.storage.log_manager` — :class:`~seglog.storage.log_manager.LogManager` (Kafka's
   ``LogManager``), the topics and partitions of one log dir; :class:`seglog.Store` adds the
   embedded clients;
+- :mod:`~seglog.storage.topic` — topic names and ids, the log manager's topic and partition
+  entries; :mod:`~seglog.storage.store_metadata` — ``seglog-metadata.json`` and
+  ``partition.metadata``; :mod:`~seglog.storage.descriptors` — the open-file limit check;
 - :mod:`~seglog.storage.cleaner` — log compaction;
 - :mod:`~seglog.storage.txnindex`, :mod:`~seglog.storage.leader_epoch`,
   :mod:`~seglog.storage.producer_state`, :mod:`~seglog.storage.checkpoints` — the files beside a

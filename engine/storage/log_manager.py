@@ -53,99 +53,57 @@ deletion by the store's lock.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
-import re
-import resource
 import shutil
 import threading
 import uuid
-import base64
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 from seglog._native.builder import Generation
-from seglog._native.segment import FDS_PER_SEGMENT, open_segment_limit, open_segments
-from seglog.storage.checkpoints import (
-    atomic_write,
-    ensure_meta_properties,
-    fsync_dir,
-)
-from seglog.util.clock import Clock, ManualClock, Scheduler
 from seglog.config import BrokerConfig, LogConfig
-from seglog.util.args import bytes_arg, int_arg
 from seglog.errors import (
     InvalidPartitionsError,
     InvalidRecordError,
     InvalidTopicError,
     KafkaStorageError,
-    LogDirectoryLockedError,
-    StorageError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from seglog.storage.checkpoints import ensure_meta_properties, fsync_dir
 from seglog.storage.cleaner import Cleaner
+from seglog.storage.descriptors import check_descriptor_limit
 from seglog.storage.group_offsets import OFFSETS_TOPIC, GroupOffsets, OffsetAndMetadata
 from seglog.storage.log import Log, LogAppendInfo
-from seglog.storage.logdir import (
-    CLEANER_OFFSET_FILE,
-    LOCK_FILE,
-    REPLICATION_OFFSET_FILE,
-    LogDir,
-)
+from seglog.storage.logdir import LogDir
 from seglog.storage.producer_state import SNAPSHOT_SUFFIX, decode_snapshot
-from seglog.storage.records import batch_headers, decode_columns
+from seglog.storage.records import batch_headers
+from seglog.storage.store_metadata import (
+    read_store_metadata,
+    read_topic_id,
+    write_partition_metadata,
+    write_store_metadata,
+)
+from seglog.storage.topic import (
+    INTERNAL_TOPICS,
+    PartitionDescription,
+    StoredPartition,
+    StoredTopic,
+    TopicDescription,
+    TopicPartition,
+    collision_name,
+    new_topic_id,
+    own_leader_epoch,
+    validate_topic_name,
+)
+from seglog.util.args import bytes_arg, int_arg
+from seglog.util.clock import Clock, ManualClock, Scheduler
 
 log = logging.getLogger("seglog.storage.log_manager")
 
-METADATA_FILE = "seglog-metadata.json"
-PARTITION_METADATA_FILE = "partition.metadata"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", "__cluster_metadata"})
-
-MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+\Z")   # \Z: "$" would accept a trailing newline
+#: Producer ids are reserved in blocks of this many in the store metadata.
 _PRODUCER_ID_BLOCK = 1000
-
-class TopicPartition(NamedTuple):
-    """A partition of a topic (Kafka's ``TopicPartition``)."""
-
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class PartitionDescription:
-    partition: int
-    log_start_offset: int
-    high_watermark: int
-    log_end_offset: int
-    recovery_point: int
-    segments: int
-    size_bytes: int
-    path: str
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class TopicDescription:
-    name: str
-    topic_id: str | None
-    internal: bool
-    partitions: tuple[PartitionDescription, ...]
-    config_overrides: Mapping[str, Any]
-
-    @property
-    def records(self) -> int:
-        """Offsets spanned by the partitions (records, where no compaction left gaps)."""
-        return sum(p.log_end_offset - p.log_start_offset for p in self.partitions)
-
-    @property
-    def size_bytes(self) -> int:
-        return sum(p.size_bytes for p in self.partitions)
-
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class AppendResult:
@@ -159,109 +117,6 @@ class AppendResult:
     log_append_time: int
     log_start_offset: int
     duplicate: bool = False
-
-
-def validate_topic_name(name: object) -> str:
-    """Kafka's topic-name rules (``Topic.validate``): 1-249 characters from ``[a-zA-Z0-9._-]``,
-    not ``.`` or ``..``. A valid name can never reach outside the log directory."""
-    if not isinstance(name, str):
-        raise TypeError(f"topic must be a str, not {type(name).__name__}")
-    if not name:
-        raise InvalidTopicError("topic name is illegal, it can't be empty")
-    if name in (".", ".."):
-        raise InvalidTopicError(f"topic name cannot be {name!r}")
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise InvalidTopicError(f"topic name is illegal, it can't be longer than "
-                                f"{MAX_TOPIC_NAME_LENGTH} characters, topic name: {name[:40]}...",
-                                limit=MAX_TOPIC_NAME_LENGTH)
-    if not _LEGAL_TOPIC.match(name):
-        bad = sorted({c for c in name if not re.match(r"[a-zA-Z0-9._-]", c)})
-        raise InvalidTopicError(f"topic name {name!r} is illegal: it contains {''.join(bad)!r}; "
-                                "only ASCII alphanumerics, '.', '_' and '-' are allowed")
-    return name
-
-
-def _check_metadata(meta: dict[str, Any], path: str) -> None:
-    """The shape of ``seglog-metadata.json`` (well-formed JSON of the wrong shape is named, not
-    left to fail as a KeyError or TypeError later)."""
-    def bad(where: str, want: str, got: Any) -> StorageError:
-        return StorageError(f"damaged store metadata {path}: {where} should be {want}, found "
-                            f"{type(got).__name__} {str(got)[:40]!r}", path=path)
-
-    def is_int(v: Any) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool)
-
-    if not is_int(meta.get("producer_id_block_end", 0)):
-        raise bad("producer_id_block_end", "an integer", meta["producer_id_block_end"])
-    topics = meta.get("topics", {})
-    if not isinstance(topics, dict):
-        raise bad("topics", "an object", topics)
-    for name, tm in topics.items():
-        if not isinstance(tm, dict):
-            raise bad(f"topics.{name}", "an object", tm)
-        if not is_int(tm.get("partitions", 0)) or tm.get("partitions", 0) < 0:
-            raise bad(f"topics.{name}.partitions", "a count of partitions", tm["partitions"])
-        if not isinstance(tm.get("config", {}), dict):
-            raise bad(f"topics.{name}.config", "an object", tm["config"])
-        if not isinstance(tm.get("topic_id") or "", str):
-            raise bad(f"topics.{name}.topic_id", "a string", tm["topic_id"])
-
-
-def _collision_name(name: str) -> str:
-    # Kafka refuses topics whose names differ only by '.' vs '_' (metric names collide).
-    return name.replace(".", "_")
-
-
-class StoredPartition:
-    """One partition of a log dir: its log (which holds its producer state), the lock serialising
-    appends to it, its cleaner checkpoint."""
-
-    __slots__ = ("topic", "partition", "log", "lock", "cleaner_offset", "name")
-
-    def __init__(self, topic: str, partition: int, log_: Log, cleaner_offset: int | None) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.log = log_
-        self.lock = threading.Lock()
-        self.name = f"{topic}-{partition}"
-        self.cleaner_offset = cleaner_offset
-
-    def append_batch(self, data: Any, *, verify_crc: bool = True) -> tuple[int, int]:
-        """The producer's append of one batch: (first offset, log-append time or -1). A repeat
-        of one of the producer's last five batches returns the original first offset.
-        ``verify_crc=False`` only for bytes this process encoded and nothing has touched since."""
-        with self.lock:
-            lg = self.log
-            info = lg.append_as_leader(data, leader_epoch=_epoch(lg), verify_crc=verify_crc)
-            return info.first_offset, info.log_append_time
-
-    def last_stable_offset(self) -> int:
-        """The log's last stable offset (the high watermark unless a transaction is open)."""
-        return self.log.last_stable_offset
-
-
-class StoredTopic:
-    """One topic of a log dir: its partitions, its config (defaults and overrides), its id."""
-
-    __slots__ = ("name", "partitions", "config", "overrides", "topic_id", "internal", "count")
-
-    def __init__(self, name: str, config: LogConfig, overrides: dict[str, Any],
-                 topic_id: str | None, internal: bool) -> None:
-        self.name = name
-        #: The open partition logs, by partition number. All ``count`` of them, except for
-        #: __consumer_offsets (each created at its first commit) and in a read-only store
-        #: (only those on disk).
-        self.partitions: list[StoredPartition] = []
-        self.count = 0
-        self.config = config
-        self.overrides = overrides
-        self.topic_id = topic_id
-        self.internal = internal
-
-
-def _new_topic_id() -> str:
-    """A Kafka topic id: a random UUID in URL-safe base64 without padding (22 characters)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
 
 
 _M = TypeVar("_M", bound="LogManager")
@@ -379,7 +234,7 @@ class LogManager:
                 if name == OFFSETS_TOPIC:
                     # A broker holds only some partitions; the group hash needs them all.
                     count = max(count, self.config.offsets_topic_num_partitions)
-            topic = self._make_topic(name, overrides, tm.get("topic_id") or self._read_topic_id(name, present))
+            topic = self._make_topic(name, overrides, tm.get("topic_id") or read_topic_id(self.dir, name, present))
             topic.count = count
             for p in range(count):
                 tp = (name, p)
@@ -402,7 +257,7 @@ class LogManager:
             ld.remove_clean_shutdown_marker()
             for t in self._topics.values():
                 for part in t.partitions:
-                    self._write_partition_metadata(part, t)
+                    write_partition_metadata(part.log.dir, t.topic_id)
             self._write_metadata()
             self.checkpoint()
             self._schedule_tasks()
@@ -443,18 +298,7 @@ class LogManager:
         return tm
 
     def _read_metadata(self) -> dict[str, Any]:
-        path = os.path.join(self.dir, METADATA_FILE)
-        try:
-            with open(path, encoding="utf-8") as f:
-                meta = json.load(f)
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError, RecursionError) as exc:
-            raise StorageError(f"cannot read the store metadata {path}: {exc}", path=path) from None
-        if not isinstance(meta, dict) or meta.get("version") != 1:
-            raise StorageError(f"unsupported store metadata in {path} (expected version 1)", path=path)
-        _check_metadata(meta, path)
-        return meta
+        return read_store_metadata(self.dir)
 
     def _write_metadata(self, pending: tuple[StoredTopic, list[int], bool] | None = None) -> None:
         """Write ``seglog-metadata.json``. ``pending``: a topic change about to be made (the
@@ -462,48 +306,7 @@ class LogManager:
         next open removes what a crash in the middle of it left."""
         if self.read_only:
             return
-        topics = {}
-        for name, t in sorted(self._topics.items()):
-            topics[name] = {"partitions": t.count, "topic_id": t.topic_id,
-                            "config": {k: _jsonable(v) for k, v in sorted(t.overrides.items())}}
-        if pending is not None:
-            t, numbers, new = pending
-            entry = topics.setdefault(t.name, {
-                "partitions": t.count, "topic_id": t.topic_id,
-                "config": {k: _jsonable(v) for k, v in sorted(t.overrides.items())}})
-            entry["pending"] = {"partitions": sorted(numbers), "new_topic": new}
-        meta = {"version": 1, "producer_id_block_end": self._producer_id_block_end, "topics": topics}
-        atomic_write(os.path.join(self.dir, METADATA_FILE),
-                     (json.dumps(meta, indent=1, sort_keys=True) + "\n").encode("utf-8"))
-
-    def _read_topic_id(self, name: str, partitions: Sequence[int]) -> str | None:
-        for p in partitions:
-            path = os.path.join(self.dir, f"{name}-{p}", PARTITION_METADATA_FILE)
-            try:
-                with open(path, encoding="utf-8") as f:
-                    for line in f.read().splitlines():
-                        key, _, value = line.partition(":")
-                        if key.strip() == "topic_id" and value.strip():
-                            return value.strip()
-            except FileNotFoundError:
-                continue
-            except (OSError, ValueError) as exc:
-                log.warning("ignoring unreadable %s (it is rewritten): %s", path, exc)
-                continue
-        return None
-
-    def _write_partition_metadata(self, part: StoredPartition, topic: StoredTopic) -> None:
-        if topic.topic_id is None:
-            return
-        path = os.path.join(part.log.dir, PARTITION_METADATA_FILE)
-        text = f"version: 0\ntopic_id: {topic.topic_id}"
-        try:
-            with open(path, encoding="utf-8") as f:
-                if f.read() == text:
-                    return
-        except (OSError, ValueError):      # missing or damaged (not UTF-8): rewritten
-            pass
-        atomic_write(path, text.encode("utf-8"))
+        write_store_metadata(self.dir, self._topics.values(), self._producer_id_block_end, pending)
 
     def _make_topic(self, name: str, overrides: Mapping[str, Any], topic_id: str | None) -> StoredTopic:
         internal = name in INTERNAL_TOPICS
@@ -577,12 +380,12 @@ class LogManager:
                 if exist_ok:
                     return self._describe_topic(existing)
                 raise TopicAlreadyExistsError(f"topic {name!r} already exists")
-            clash = [t for t in self._topics if _collision_name(t) == _collision_name(name)]
+            clash = [t for t in self._topics if collision_name(t) == collision_name(name)]
             if clash:
                 raise InvalidTopicError(f"topic {name!r} collides with existing topic {clash[0]!r} "
                                         "(names differing only in '.' and '_' are not allowed)")
             check_descriptor_limit(partitions, f"create topic {name!r} with {partitions} partitions")
-            topic = StoredTopic(name, topic_config, {k: v for k, v in overrides.items()}, _new_topic_id(), False)
+            topic = StoredTopic(name, topic_config, {k: v for k, v in overrides.items()}, new_topic_id(), False)
             topic.config = topic_config
             self._grow(topic, range(partitions), new_topic=True)
             return self._describe_topic(topic)
@@ -607,7 +410,7 @@ class LogManager:
                 part = StoredPartition(topic.name, p, lg, None)
                 topic.partitions.append(part)
                 topic.partitions.sort(key=lambda x: x.partition)
-                self._write_partition_metadata(part, topic)
+                write_partition_metadata(part.log.dir, topic.topic_id)
             topic.count = max(topic.count, count or 0, max((q.partition + 1 for q in topic.partitions), default=0))
             if new_topic:
                 self._topics[topic.name] = topic
@@ -796,7 +599,7 @@ class LogManager:
         with self._lock:
             topic = self._topics.get(OFFSETS_TOPIC)
             if topic is None:
-                topic = self._make_topic(OFFSETS_TOPIC, {}, _new_topic_id())
+                topic = self._make_topic(OFFSETS_TOPIC, {}, new_topic_id())
                 self._grow(topic, [partition], new_topic=True, count=self.config.offsets_topic_num_partitions)
             elif self._existing_log(OFFSETS_TOPIC, partition) is None:
                 self._grow(topic, [partition])
@@ -847,7 +650,7 @@ class LogManager:
         if len(heads) == 1 and h.producer_id >= 0 and not h.is_control:
             return self._append_to(part.topic, part.partition, view, origin=origin)
         with part.lock:
-            info = part.log.append(view, leader_epoch=_epoch(part.log), origin=origin)
+            info = part.log.append(view, leader_epoch=own_leader_epoch(part.log), origin=origin)
         self._notify()
         return AppendResult(part.topic, part.partition, info.first_offset, info.last_offset,
                             info.log_append_time, info.log_start_offset)
@@ -857,7 +660,7 @@ class LogManager:
         idempotent batch is checked against its producer's sequence)."""
         part = self._partition(topic, partition)
         with part.lock:
-            info = part.log.append_as_leader(data, leader_epoch=_epoch(part.log), origin=origin)
+            info = part.log.append_as_leader(data, leader_epoch=own_leader_epoch(part.log), origin=origin)
         if not info.duplicate:
             self._notify()
         return AppendResult(topic, partition, info.first_offset, info.last_offset,
@@ -1127,44 +930,6 @@ class LogManager:
         return f"{type(self).__name__}({self.dir!r}, topics={len(self._topics)}, {state})"
 
 
-#: Descriptors left free by :func:`check_descriptor_limit` for sockets, checkpoint and metadata
-#: files, and whatever else the process opens.
-FD_HEADROOM = 64
-
-
-def check_descriptor_limit(new_partitions: int, action: str) -> None:
-    """Refuse (``InvalidPartitionsError``) ``new_partitions`` more partitions when the process's
-    open-file limit cannot hold them: each keeps its active segment's files open
-    (``FDS_PER_SEGMENT`` descriptors), on top of the descriptors open now (``/proc/self/fd``),
-    the room the open-segment cache may still take for older segments, and ``FD_HEADROOM``."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return
-    try:
-        in_use = len(os.listdir("/proc/self/fd")) - 1     # less the one listing it
-    except OSError:
-        return                                           # no /proc: nothing to count by
-    cache = max(0, open_segment_limit() - open_segments()) * FDS_PER_SEGMENT
-    need = new_partitions * FDS_PER_SEGMENT
-    free = soft - in_use - cache - FD_HEADROOM
-    if need <= free:
-        return
-    fit = max(0, free // FDS_PER_SEGMENT)
-    raise InvalidPartitionsError(
-        f"cannot {action}: each partition keeps {FDS_PER_SEGMENT} files open, {need} descriptors "
-        f"in all, but the open-file limit RLIMIT_NOFILE is {soft} (hard limit {hard}) and the "
-        f"process has {in_use} open, keeps room for {cache} for older segments and {FD_HEADROOM} "
-        f"for sockets and other files: at most {fit} more partition{'s' if fit != 1 else ''} fit. "
-        "Raise the limit (`ulimit -n`, LimitNOFILE= in a systemd unit) or create fewer partitions",
-        limit=soft)
-
-
-def _epoch(lg: Log) -> int | None:
-    # A store's own logs are led at epoch 0 (what a single Kafka broker writes); a log that
-    # already has epochs keeps its latest.
-    return None if lg.epoch_cache.latest_epoch >= 0 else 0
-
-
 def _holds_records(partition_dir: str) -> bool:
     try:
         return any(n.endswith(".log") and os.path.getsize(os.path.join(partition_dir, n)) > 0
@@ -1178,21 +943,4 @@ def _delete_dir_name(topic: str, partition: int) -> str:
     return topic[: 255 - len(suffix)] + suffix
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, tuple):
-        return ",".join(str(v) for v in value)
-    return value
-
-
-__all__ = [
-    "AppendResult",
-    "OffsetAndMetadata",
-    "PartitionDescription",
-    "LogManager",
-    "StoredPartition",
-    "StoredTopic",
-    "TopicDescription",
-    "TopicPartition",
-    "validate_topic_name",
-    "LogAppendInfo",
-]
+__all__ = ["AppendResult", "LogManager"]

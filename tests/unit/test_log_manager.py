@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 import seglog
-from seglog.storage.log_manager import LogManager, StoredPartition
+from seglog.storage.log_manager import LogManager
+from seglog.storage.topic import StoredPartition
 from seglog.storage.records import decode_records, encode_batch
 from seglog.store import Store
 
