@@ -58,7 +58,6 @@ from seglog.util.clock import Clock, Scheduler
 from seglog.config import LONG_MAX as _LONG_MAX
 from seglog.config import LogConfig
 from seglog.errors import (
-    CorruptIndexError,
     CorruptRecordError,
     InvalidRecordError,
     KafkaStorageError,
@@ -80,6 +79,7 @@ from seglog.storage.logdir import (
 )
 from seglog.storage.producer_state import ProducerStateManager, last_sequence
 from seglog.storage.records import batch_headers, decode_records, validate_batches
+from seglog.storage.log_transactions import ATTR_CONTROL, ATTR_TXN_OR_CONTROL, LogTransactions
 from seglog.storage.txnindex import AbortedTxn, TransactionIndex
 
 #: Fault injection (opt-in): when set, every change of a log's recovery point (the offset below
@@ -109,10 +109,6 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 
-# RecordBatch attribute bits (docs/kafka-format.md §2.2, "Attributes").
-_ATTR_TRANSACTIONAL = 0x10
-_ATTR_CONTROL = 0x20
-_ATTR_TXN_OR_CONTROL = _ATTR_TRANSACTIONAL | _ATTR_CONTROL
 #: Producer sequences wrap past 2^31-1 to 0.
 _SEQUENCE_MOD = 2**31
 #: Kafka's AppendOrigin of a leader append (see ``Log.append``).
@@ -306,12 +302,8 @@ class Log:
         self._created: dict[int, int] = {}
         self._jitter: dict[int, int] = {}
         self._rng = random.Random()
-        # Transactions: producer id -> first offset of its open transaction; and each segment's
-        # .txnindex, keyed by base offset with the Segment it belongs to (a later segment at the
-        # same base offset gets a fresh one).
-        self._ongoing_txns: dict[int, int] = {}
-        self._txns_loaded = False
-        self._txn_indexes: dict[int, tuple[Segment, TransactionIndex]] = {}
+        # The open transactions and the segments' .txnindex files.
+        self._txns = LogTransactions(self.dir, self._segments)
         #: Idempotent producers' state (Kafka's ``ProducerStateManager``); see :meth:`open`.
         self.producer_state = ProducerStateManager(self.dir if producer_snapshots else None,
                                                    name=os.path.basename(self.dir))
@@ -363,7 +355,7 @@ class Log:
                 seg = self._open_segment(base, lazy=True)
                 if not self.read_only:
                     try:
-                        self._txn_index_sanity_check(seg, bases[i + 1])
+                        self._txns.sanity_check(seg, bases[i + 1])
                     except Exception as exc:  # noqa: BLE001 - any index problem means rebuild
                         log.warning("rebuilding the indexes of %s: %s", seg.log_path, exc)
                         needs_recovery = True
@@ -373,7 +365,7 @@ class Log:
             if not needs_recovery and last and not self.read_only:
                 try:
                     seg.sanity_check()
-                    self._txn_index_sanity_check(seg)
+                    self._txns.sanity_check(seg)
                 except Exception as exc:  # noqa: BLE001 - any index problem means rebuild
                     log.warning("rebuilding the indexes of %s: %s", seg.log_path, exc)
                     needs_recovery = True
@@ -425,7 +417,7 @@ class Log:
         if rebuilt:
             # The txn indexes of the recovered segments are rebuilt from the state as it
             # stands before each; otherwise the state is read on first need.
-            self._load_transactions(rebuilt)
+            self._txns.load(rebuilt, read_only=self.read_only)
         leo = self.log_end_offset
         if log_start_offset > leo:
             # Kafka: the log start checkpoint is ahead of the data (files removed outside).
@@ -725,7 +717,7 @@ class Log:
                     f"the batch at byte {h.position} holds {h.records_count} records but spans "
                     f"{h.last_offset - h.base_offset + 1} offsets; a producer batch must be contiguous",
                     position=h.position)
-            if h.attributes & _ATTR_TXN_OR_CONTROL:
+            if h.attributes & ATTR_TXN_OR_CONTROL:
                 txn_or_control = True
             if h.producer_id >= 0:
                 producers = True
@@ -757,13 +749,13 @@ class Log:
                 max_ts = max(h.max_timestamp for h in heads)
             last_new = (first_new + total_offsets - 1) if assign_offsets else heads[-1].last_offset
             if txn_or_control:
-                self._ongoing()   # the open transactions before this append, read if not yet
+                self._txns.ongoing()   # the open transactions before this append, read if not yet
             seg = self._maybe_roll(len(view), max_ts, first_new, last_new)
             # Positional: (buffer, assign_from, leader_epoch, verify_crc).
             info = seg.append(view, first_new if assign_offsets else -1,
                               epoch if assign_offsets else -1, False)
             if txn_or_control:
-                self._track_transactions(seg, view, heads, info.first_offset if assign_offsets else -1)
+                self._txns.track(seg, view, heads, info.first_offset if assign_offsets else -1)
             if producers:
                 self._update_producers(heads, info.first_offset if assign_offsets else -1)
             if assign_offsets:
@@ -832,7 +824,7 @@ class Log:
         for h in heads:
             span = h.last_offset - h.base_offset
             base = h.base_offset if assign_from < 0 else cursor
-            if h.producer_id >= 0 and not h.attributes & _ATTR_CONTROL:
+            if h.producer_id >= 0 and not h.attributes & ATTR_CONTROL:
                 first_seq = h.base_sequence
                 ps.update(h.producer_id, h.producer_epoch, first_seq,
                           (first_seq + span) % _SEQUENCE_MOD if first_seq >= 0 else -1,
@@ -920,7 +912,7 @@ class Log:
                                           or seg.next_offset <= self.recovery_point):
                     continue
                 seg.flush()
-                self._flush_txn_index(seg)
+                self._txns.flush(seg)
             if target > self.recovery_point:
                 self.recovery_point = target
                 _journal_recovery_point(self.dir, target)
@@ -1089,21 +1081,14 @@ class Log:
         """The LSO: the first offset of the oldest open transaction, capped by the high
         watermark. Read-committed consumers read below it."""
         with self._lock:
-            first = min(self._ongoing().values(), default=self._high_watermark)
+            first = min(self._txns.ongoing().values(), default=self._high_watermark)
             return min(first, self._high_watermark)
 
     @property
     def ongoing_transactions(self) -> dict[int, int]:
         """Producer id -> first offset of its open transaction."""
         with self._lock:
-            return dict(self._ongoing())
-
-    def _ongoing(self) -> dict[int, int]:
-        """The open transactions, read from the segments' headers on first need (opening each
-        segment in turn) and kept up to date by appends from then on."""
-        if not self._txns_loaded:
-            self._load_transactions(set())
-        return self._ongoing_txns
+            return dict(self._txns.ongoing())
 
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """The aborted transactions overlapping ``[start_offset, upper_bound_offset)``, from the
@@ -1112,117 +1097,12 @@ class Log:
         read-committed reader drops the records of these producers from each transaction's first
         offset up to its marker."""
         with self._lock:
-            segs = self._segments
-            i = 0
-            for k, seg in enumerate(segs):
-                if seg.base_offset <= start_offset:
-                    i = k
-                else:
-                    break
-            found: list[AbortedTxn] = []
-            for seg in segs[i:]:
-                result = self._txn_index(seg).collect_aborted(start_offset, upper_bound_offset)
-                found.extend(result.aborted)
-                if result.is_complete:
-                    break
-            return found
+            return self._txns.collect_aborted(start_offset, upper_bound_offset)
 
     def transaction_index(self, segment: Segment) -> TransactionIndex:
         """The ``.txnindex`` of one of this log's segments."""
         with self._lock:
-            return self._txn_index(segment)
-
-    def _txn_index(self, seg: Segment) -> TransactionIndex:
-        entry = self._txn_indexes.get(seg.base_offset)
-        if entry is None or entry[0] is not seg:
-            live = {id(s) for s in self._segments}
-            for base, (owner, _) in list(self._txn_indexes.items()):
-                if id(owner) not in live:
-                    del self._txn_indexes[base]
-            path = os.path.join(self.dir, filename_prefix(seg.base_offset) + ".txnindex" + seg.suffix)
-            entry = (seg, TransactionIndex(path, seg.base_offset))
-            self._txn_indexes[seg.base_offset] = entry
-        return entry[1]
-
-    def _txn_index_sanity_check(self, seg: Segment, end: int | None = None) -> None:
-        """Kafka's load-time check, plus: no entry past the segment's data (a stale index).
-        ``end``, the next segment's base offset, stands in for the segment's own end where
-        reading that would open the segment's files."""
-        idx = self._txn_index(seg)
-        idx.sanity_check()
-        last = idx.last_offset
-        if last is None:
-            return
-        if end is None:
-            end = seg.next_offset
-        if last >= end:
-            raise CorruptIndexError(f"transaction index {idx.path}: last entry's marker offset {last} "
-                                    f"is past the segment's data (which ends before offset {end})",
-                                    path=idx.path, offset=last)
-
-    def _flush_txn_index(self, seg: Segment) -> None:
-        entry = self._txn_indexes.get(seg.base_offset)
-        if entry is not None and entry[0] is seg:
-            entry[1].flush()
-
-    def _apply_txn_batch(self, producer_id: int, base_offset: int, attributes: int,
-                         marker: Any) -> AbortedTxn | None:
-        """One batch through the open-transaction state (Kafka's ``ProducerAppendInfo``): a
-        transactional data batch opens its producer's transaction if none is open; a COMMIT or
-        ABORT marker closes it (an ABORT with none open covers just the marker, as in Kafka).
-        ``marker()`` gives the control type of a control batch. Returns the entry an ABORT adds
-        to the txn index: its LSO is the first offset of the oldest transaction still open, or
-        the marker's offset + 1."""
-        if producer_id < 0:
-            return None
-        if attributes & _ATTR_CONTROL:
-            kind = marker()
-            if kind not in (0, 1):
-                return None   # an empty (cleaned) control batch, or not a transaction marker
-            first = self._ongoing_txns.pop(producer_id, base_offset)
-            if kind == 1:
-                return None
-            lso = min(self._ongoing_txns.values(), default=base_offset + 1)
-            return AbortedTxn(producer_id, first, base_offset, lso)
-        if attributes & _ATTR_TRANSACTIONAL:
-            self._ongoing_txns.setdefault(producer_id, base_offset)
-        return None
-
-    def _track_transactions(self, seg: Segment, view: memoryview, heads: Sequence[Any],
-                            assign_from: int) -> None:
-        """After an append to ``seg``: update the open transactions, index aborts in ``seg``."""
-        next_off = assign_from
-        for h in heads:
-            base = h.base_offset if assign_from < 0 else next_off
-            next_off = base + (h.last_offset - h.base_offset) + 1
-            if h.producer_id < 0 or not h.attributes & _ATTR_TXN_OR_CONTROL:
-                continue
-            aborted = self._apply_txn_batch(
-                h.producer_id, base, h.attributes,
-                lambda h=h: _marker_type(view[h.position:h.position + h.size], h.records_count))
-            if aborted is not None:
-                self._txn_index(seg).append(aborted)
-
-    def _load_transactions(self, rebuild: set[int]) -> None:
-        """Rebuild the open transactions from every segment's transactional and control batch
-        headers (each marker's one control record decoded), and the txn index of the segments
-        in ``rebuild`` (just recovered) from the ABORT markers replayed through that state."""
-        self._ongoing_txns = {}
-        self._txns_loaded = False
-        for seg in self._segments:
-            idx = None
-            if seg.base_offset in rebuild and not self.read_only:
-                idx = self._txn_index(seg)
-                idx.reset()
-            for b in seg.transaction_batches():
-                aborted = self._apply_txn_batch(
-                    b.producer_id, b.base_offset, b.attributes,
-                    lambda b=b, seg=seg: _segment_marker_type(seg, b))
-                if aborted is not None and idx is not None:
-                    idx.append(aborted)
-            if idx is not None:
-                idx.flush()
-        self._txns_loaded = True
+            return self._txns.index(segment)
 
     # ---------------------------------------------------------------------------------------------
     # Truncation, deletion, retention
@@ -1247,8 +1127,7 @@ class Log:
             self.active.evictable = False      # the active segment again: its files stay open
             self.active.truncate_to(offset)
             leo = self.log_end_offset
-            self._txn_index(self.active).truncate_to(leo)
-            self._txns_loaded = False          # read again from the segments on first need
+            self._txns.truncate_to(self.active, leo)
             if self.log_start_offset > leo:
                 # The batch holding ``offset`` began below the log start and went whole.
                 self.log_start_offset = leo
@@ -1278,10 +1157,8 @@ class Log:
             self._refuse_if_viewed(self._segments, "truncate")
             for seg in self._segments:
                 seg.delete()
-            self._segments = [self._create_segment(offset)]
-            self._ongoing_txns.clear()
-            self._txns_loaded = True
-            self._txn_indexes.clear()
+            self._segments[:] = [self._create_segment(offset)]   # the list LogTransactions reads
+            self._txns.clear()
             self.log_start_offset = offset
             self._high_watermark = offset
             self.recovery_point = offset
@@ -1498,22 +1375,6 @@ class Log:
     @property
     def closed(self) -> bool:
         return self._closed
-
-
-def _marker_type(batch: Any, records_count: int) -> int | None:
-    """The control type of a control batch's first record (0 ABORT, 1 COMMIT, ...); None for an
-    empty batch."""
-    if records_count <= 0:
-        return None
-    for rec in decode_records(batch, include_control=True):
-        t: int | None = rec.control_type
-        return t
-    return None
-
-
-def _segment_marker_type(seg: Segment, b: Any) -> int | None:
-    with seg.view(b.position, b.size) as v:
-        return _marker_type(v, b.records_count)
 
 
 def _with_log_append_time(view: memoryview, heads: Sequence[Any], now: int) -> bytearray:
