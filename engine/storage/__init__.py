@@ -12,6 +12,8 @@ Built on :mod:`seglog._native` (record batches, segments, indexes). Modules:
 - :mod:`~seglog.storage.topic` — topic names and ids, the log manager's topic and partition
   entries; :mod:`~seglog.storage.store_metadata` — ``seglog-metadata.json`` and
   ``partition.metadata``; :mod:`~seglog.storage.descriptors` — the open-file limit check;
+- :mod:`~seglog.storage.segment_files` — segment file names and suffixes, and the leftovers of
+  interrupted operations settled before a log loads;
 - :mod:`~seglog.storage.log_transactions` — a log's open transactions and its segments'
   ``.txnindex`` files;
 - :mod:`~seglog.storage.cleaner` — log compaction;

@@ -42,7 +42,6 @@ import errno
 import logging
 import os
 import random
-import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -78,6 +77,14 @@ from seglog.storage.logdir import (
     parse_partition_dir,
 )
 from seglog.storage.producer_state import ProducerStateManager, last_sequence
+from seglog.storage.segment_files import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    SWAP_SUFFIX,
+    index_missing,
+    remove_temporary_files,
+    segment_bases,
+)
 from seglog.storage.records import batch_headers, decode_records, validate_batches
 from seglog.storage.log_transactions import ATTR_CONTROL, ATTR_TXN_OR_CONTROL, LogTransactions
 from seglog.storage.txnindex import AbortedTxn, TransactionIndex
@@ -101,9 +108,6 @@ def _journal_recovery_point(directory: str, recovery_point: int) -> None:
 
 log = logging.getLogger("seglog.storage.log")
 
-DELETED_SUFFIX = ".deleted"
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -114,8 +118,6 @@ _SEQUENCE_MOD = 2**31
 #: Kafka's AppendOrigin of a leader append (see ``Log.append``).
 _ORIGINS = frozenset({"client", "coordinator"})
 
-_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)((?:\.deleted|\.cleaned|\.swap)?)\Z",
-                           re.ASCII)
 
 
 @dataclasses.dataclass(slots=True)
@@ -331,8 +333,8 @@ class Log:
             log_start_offset = self._read_tp_checkpoint(self._log_start_file, 0) if self._dir_checkpoints else 0
         self.epoch_cache = LeaderEpochCache(self.dir, read_only=self.read_only)
         if not self.read_only:
-            self._remove_temporary_files()
-        bases = self._segment_bases()
+            remove_temporary_files(self.dir)
+        bases = segment_bases(self.dir)
         reasons: list[str] = []
         recovered = truncated = deleted = removed_bytes = removed_records = 0
         end_before = 0
@@ -345,7 +347,7 @@ class Log:
         # recovery point: it needs no recovery.
         unflushed_from = max((b for b in bases if b <= recovery_point), default=-1)
         for i, base in enumerate(bases):
-            missing_index = self._index_missing(base)
+            missing_index = index_missing(self.dir, base)
             last = i + 1 == len(bases)
             needs_recovery = missing_index or (not clean_shutdown and base >= unflushed_from)
             seg = None
@@ -462,63 +464,6 @@ class Log:
         except CorruptCheckpointError as exc:
             log.warning("%s; treating it as absent", exc)
             return default
-
-    def _remove_temporary_files(self) -> None:
-        """Kafka's first load step: delete ``.cleaned``/``.deleted`` leftovers and finish an
-        interrupted swap (``.swap`` files replace the segments they overlap)."""
-        swaps = []
-        for name in os.listdir(self.dir):
-            path = os.path.join(self.dir, name)
-            if name.endswith(".tmp"):
-                os.unlink(path)
-                continue
-            m = _SEGMENT_FILE.match(name)
-            if not m:
-                continue
-            if m.group(3) in (DELETED_SUFFIX, CLEANED_SUFFIX):
-                os.unlink(path)
-            elif m.group(3) == SWAP_SUFFIX:
-                swaps.append((int(m.group(1)), m.group(2), path))
-        swap_logs = sorted(base for base, ext, _ in swaps if ext == "log")
-        if swap_logs:
-            # The swap's offset range is [min swap base, end of its data); remove the originals it
-            # replaces, then rename the swap files into place.
-            lo = swap_logs[0]
-            # An empty swap (a cleaned group with no survivor) still replaces the segment at
-            # its own base offset.
-            hi = max(lo + 1, max(self._swap_end(base) for base in swap_logs))
-            for name in os.listdir(self.dir):
-                m = _SEGMENT_FILE.match(name)
-                if m and not m.group(3) and lo <= int(m.group(1)) < hi:
-                    os.unlink(os.path.join(self.dir, name))
-            for base, ext, path in swaps:
-                os.replace(path, path[: -len(SWAP_SUFFIX)])
-        # Orphan index files (no .log) are stale: Kafka deletes them.
-        logs = {int(m.group(1)) for n in os.listdir(self.dir)
-                if (m := _SEGMENT_FILE.match(n)) and m.group(2) == "log" and not m.group(3)}
-        for name in os.listdir(self.dir):
-            m = _SEGMENT_FILE.match(name)
-            if m and not m.group(3) and m.group(2) != "log" and int(m.group(1)) not in logs:
-                os.unlink(os.path.join(self.dir, name))
-
-    def _swap_end(self, base: int) -> int:
-        path = os.path.join(self.dir, filename_prefix(base) + ".log" + SWAP_SUFFIX)
-        with open(path, "rb") as f:
-            data = f.read()
-        heads = batch_headers(data, allow_truncated=True)
-        return heads[-1].last_offset + 1 if heads else base
-
-    def _segment_bases(self) -> list[int]:
-        bases = []
-        for name in os.listdir(self.dir):
-            m = _SEGMENT_FILE.match(name)
-            if m and m.group(2) == "log" and not m.group(3):
-                bases.append(int(m.group(1)))
-        return sorted(bases)
-
-    def _index_missing(self, base: int) -> bool:
-        prefix = os.path.join(self.dir, filename_prefix(base))
-        return not (os.path.exists(prefix + ".index") and os.path.exists(prefix + ".timeindex"))
 
     def _open_segment(self, base: int, lazy: bool = False) -> Segment:
         # A missing index file is created empty by opening; _load then rebuilds it (recover).
@@ -1279,7 +1224,7 @@ class Log:
         carry the ``.swap`` suffix, start at the first old segment's base offset and cover no
         offset outside the old segments' range; it may be empty. The old segments are renamed
         ``.deleted`` (then deleted), then ``new`` loses its suffix: a crash at any step is
-        completed by the next load (``_remove_temporary_files``). The log start offset does
+        completed by the next load (``remove_temporary_files``). The log start offset does
         not move."""
         with self._lock:
             self._check_writable()
