@@ -31,6 +31,14 @@ Offsets. ``log_start_offset <= high_watermark <= log_end_offset``. Consumers rea
 watermark, followers up to the log end. A log that is not replicated (the default) moves its
 high watermark to the log end on every append.
 
+Producers and transactions. The log owns its idempotent producers' state
+(:attr:`Log.producer_state`, :mod:`seglog.storage.producer_state`): :meth:`Log.append_as_leader`
+checks a client's batches against it, every append updates it, and a replica's log
+(``producer_snapshots=True``) snapshots it at each roll and reloads it after a truncation. Its
+open transactions and the segments' ``.txnindex`` files are a
+:class:`~seglog.storage.log_transactions.LogTransactions`; the segment files' names and the
+leftovers of interrupted operations are :mod:`seglog.storage.segment_files`'.
+
 Thread-safety: every public method takes the log's lock; reads return zero-copy views, which
 keep the mapped data alive but make truncation of that data wait for (refuse until) release.
 """
