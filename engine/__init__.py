@@ -14,8 +14,8 @@ except ImportError as exc:  # pragma: no cover - exercised only on a broken inst
 from seglog import errors  # noqa: E402,F401  (installs the native error classes)
 from seglog._native.crc32c import crc32c as crc32c
 from seglog.storage.log import Log as Log
-from seglog.storage.store import Store as Store
-from seglog.storage.store import TopicPartition as TopicPartition
+from seglog.storage.topic import TopicPartition as TopicPartition
+from seglog.store import Store as Store
 
 # The one place the version is written: pyproject.toml reads it from here (setuptools' attr:
 # directive, without importing the package), so the installed metadata always agrees.

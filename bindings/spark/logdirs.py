@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from seglog.bindings.spark.options import ReadOptions
 from seglog.errors import ConfigError, UnknownTopicOrPartitionError
 from seglog.storage.logdir import LogDir, parse_partition_dir
-from seglog.storage.store import INTERNAL_TOPICS
+from seglog.storage.topic import INTERNAL_TOPICS
 
 __all__ = ["INTERNAL_TOPICS", "PartitionDir", "find_partition_dirs", "select_partitions"]
 

@@ -11,7 +11,7 @@ import uuid
 from seglog.bindings.spark.checkpoints import log_dir_update
 from seglog.bindings.spark.logdirs import find_partition_dirs
 from seglog.storage.checkpoints import atomic_write
-from seglog.storage.store import METADATA_FILE, PARTITION_METADATA_FILE
+from seglog.storage.store_metadata import METADATA_FILE, PARTITION_METADATA_FILE
 
 
 def _known_topic_id(log_dir: str, topic: str) -> str | None:

@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 
 from seglog.cli.common import CliError, Progress
 from seglog.cli.topics import print_describe
-from seglog.storage.store import Store, TopicPartition
+from seglog.store import Store
+from seglog.storage.topic import TopicPartition
 
 __all__ = ["run_demo"]
 

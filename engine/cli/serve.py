@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from seglog.cli.common import CliError
 from seglog.config import BrokerConfig, parse_properties_entries, read_properties_text
 from seglog.errors import ConfigError
-from seglog.storage.store import Store
+from seglog.store import Store
 
 if TYPE_CHECKING:
     from seglog.kafka.server import KafkaServer

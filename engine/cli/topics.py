@@ -13,7 +13,8 @@ from typing import IO, Any
 
 from seglog.cli.common import CliError, check_log_dir, note
 from seglog.errors import LogDirectoryLockedError, StorageError
-from seglog.storage.store import Store, TopicPartition
+from seglog.store import Store
+from seglog.storage.topic import TopicPartition
 
 __all__ = ["print_describe", "run_consume", "run_describe", "run_produce"]
 

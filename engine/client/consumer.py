@@ -60,13 +60,14 @@ from seglog.errors import (
 )
 from seglog.storage.group_offsets import OffsetAndMetadata
 from seglog.storage.records import Record, batch_headers, decode_records
-from seglog.storage.store import TopicPartition
+from seglog.storage.topic import TopicPartition
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from seglog.storage.log import LogReadResult
-    from seglog.storage.store import Store, _Partition
+    from seglog.storage.log_manager import LogManager
+    from seglog.storage.topic import StoredPartition
 
 __all__ = ["ConsumerRecords", "Consumer", "NoOffsetForPartitionError", "OffsetAndTimestamp",
            "ConsumerRebalanceListener"]
@@ -160,7 +161,7 @@ class _Fetched:
 class Consumer:
     """Create with :meth:`seglog.Store.consumer`."""
 
-    def __init__(self, store: Store, group_id: str | None = None,
+    def __init__(self, store: LogManager, group_id: str | None = None,
                  config: Mapping[str, Any] | ConsumerConfig | None = None, **settings: Any) -> None:
         if isinstance(config, ConsumerConfig):
             cfg = config
@@ -197,7 +198,7 @@ class Consumer:
         self._check_open()
         tps = [_tp(tp) for tp in partitions]
         for tp in tps:
-            self._store._partition(tp.topic, tp.partition)
+            self._store.partition(tp.topic, tp.partition)
         self._leave_group()
         self._topics = None
         self._pattern = None
@@ -355,8 +356,8 @@ class Consumer:
             pos = self._reset(tp)
         return pos
 
-    def _part(self, tp: TopicPartition) -> _Partition:
-        return self._store._partition(tp.topic, tp.partition)
+    def _part(self, tp: TopicPartition) -> StoredPartition:
+        return self._store.partition(tp.topic, tp.partition)
 
     def _log_start(self, tp: TopicPartition) -> int:
         return self._part(tp).log.log_start_offset
@@ -633,7 +634,7 @@ class Consumer:
             for v in views:
                 v.release()
 
-    def _committed_runs(self, part: _Partition, view: memoryview, heads: Sequence[Any]
+    def _committed_runs(self, part: StoredPartition, view: memoryview, heads: Sequence[Any]
                         ) -> list[memoryview]:
         """Slices of ``view`` holding the batches a read_committed reader may see: batches of
         aborted transactions and control batches are dropped (Kafka's consumer-side filter

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from seglog.storage.records import decode_columns
 
 if TYPE_CHECKING:
-    from seglog.storage.store import TopicPartition
+    from seglog.storage.topic import TopicPartition
 
 __all__ = ["columns_table", "constant_array", "empty_table", "kafka_schema"]
 

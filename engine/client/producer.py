@@ -72,7 +72,7 @@ from seglog.client.partitioner import partition_for_key, partitions_for_keys
 from seglog.storage.records import codec_id, encode_batch
 
 if TYPE_CHECKING:
-    from seglog.storage.store import Store, _Topic
+    from seglog.storage.log_manager import LogManager
 
 log = logging.getLogger("seglog.client.producer")
 
@@ -98,7 +98,7 @@ class BatchResult:
 class Producer:
     """Create with :meth:`seglog.Store.producer`."""
 
-    def __init__(self, store: Store, config: Mapping[str, Any] | ProducerConfig | None = None,
+    def __init__(self, store: LogManager, config: Mapping[str, Any] | ProducerConfig | None = None,
                  **settings: Any) -> None:
         if isinstance(config, ProducerConfig):
             cfg = config
@@ -255,11 +255,10 @@ class Producer:
                            producer_epoch=self.producer_epoch, base_sequence=seq)
             try:
                 part = st.parts[b.partition] if st is not None and st.parts else \
-                    self._store._partition(b.topic, b.partition)
+                    self._store.partition(b.topic, b.partition)
                 # Encoded just now by this thread, under the producer's lock: its CRC is the
                 # encoder's own, so the log does not compute it a second time.
-                first, append_time = part.append_batch(data, self.producer_id, self.producer_epoch,
-                                                       seq, b.count, verify_crc=False)
+                first, append_time = part.append_batch(data, verify_crc=False)
             finally:
                 if isinstance(data, memoryview):
                     data.release()
@@ -366,9 +365,8 @@ class Producer:
             raise RecordTooLargeError(
                 f"a batch of {n} record(s) is {len(data)} bytes, over the limit of {st.max_batch} "
                 "bytes (max.request.size / max.message.bytes)", limit=st.max_batch)
-        part = st.parts[partition] if st.parts else self._store._partition(st.name, partition)
-        first, append_time = part.append_batch(data, self.producer_id, self.producer_epoch, seq, n,
-                                               verify_crc=False)  # bytes encoded just above
+        part = st.parts[partition] if st.parts else self._store.partition(st.name, partition)
+        first, append_time = part.append_batch(data, verify_crc=False)  # bytes encoded just above
         self._store._notify()
         if self.idempotent:
             self._sequences[tp] = (seq + n) % _SEQ_MOD

@@ -27,8 +27,8 @@ Built on :mod:`seglog.storage` (each replica is a :class:`~seglog.storage.log.Lo
   (a client endpoint with a metadata cache);
 - :mod:`~seglog.cluster.client` — :class:`ClusterClient`, a cluster's producer and consumer
   from its bootstrap addresses;
-- idempotent producer state and ``.snapshot`` files: :mod:`seglog.storage.producer_state` (shared
-  with the store).
+- idempotent producer state and ``.snapshot`` files: the partition's log keeps them
+  (``Log.producer_state``, :mod:`seglog.storage.producer_state`), as a store's logs do.
 """
 
 from __future__ import annotations

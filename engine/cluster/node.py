@@ -69,7 +69,7 @@ from seglog.errors import (
     UnknownTopicOrPartitionError,
     code_for_exception,
 )
-from seglog.storage.log import Log
+from seglog.storage.log import Log, LogAppendInfo
 from seglog.storage.logdir import LOCK_FILE, REPLICATION_OFFSET_FILE, LogDir
 from seglog.cluster import mutations as mut
 from seglog.cluster.controller import Controller
@@ -119,7 +119,7 @@ from seglog.cluster.metadata import (
     dumps,
     loads,
 )
-from seglog.cluster.partition import AppendResult, Partition, Role
+from seglog.cluster.partition import Partition, Role
 from seglog.cluster.transport import Reply, Transport
 
 log = logging.getLogger("seglog.cluster.node")
@@ -698,7 +698,7 @@ class ReplicaNode:
             self._dir_of[tp] = home
         d = os.path.join(home, f"{info.topic}-{info.partition}")
         lg = Log.open(d, cfg, clock=self.clock, replicated=True, owner=self._held[home],
-                      high_watermark=self._hw_checkpoint.get(tp),
+                      producer_snapshots=True, high_watermark=self._hw_checkpoint.get(tp),
                       clean_shutdown=home in self._clean_dirs if os.path.isdir(d) else True)
         self._unopened.discard(tp)
         p = Partition(self, info.topic, info.partition, lg, cfg, info.replicas)
@@ -737,7 +737,7 @@ class ReplicaNode:
                     f"node {self.node_id} knows no partition {req.topic}-{req.partition}"), False)
             return
         try:
-            res: AppendResult = p.append_as_leader(req.records, req.acks)
+            res: LogAppendInfo = p.append_as_leader(req.records, req.acks)
         except KafkaError as exc:
             respond(-1, -1, -1, exc, False)
             if isinstance(exc, KafkaStorageError):

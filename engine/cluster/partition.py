@@ -29,7 +29,8 @@ Follower
       iterating while the leader names an epoch it does not have (KIP-101, KIP-279). It never
       truncates to its own HW.
     * HW = min(leader HW, own LEO).
-    * Producer state is updated from every replicated batch and rebuilt after truncation.
+    * Producer state (the log's: ``Log.producer_state``) is updated from every replicated batch
+      and rebuilt after truncation.
 """
 
 from __future__ import annotations
@@ -43,7 +44,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from seglog.util.clock import Clock
 from seglog.config import LogConfig
 from seglog.errors import (
-    CorruptRecordError,
     FencedLeaderEpochError,
     InvalidRecordError,
     InvalidRequiredAcksError,
@@ -69,10 +69,10 @@ from seglog.cluster.messages import (
     FetchPartitionResponse,
 )
 from seglog.cluster.metadata import NO_LEADER, PartitionInfo, PartitionState, ReplicaConfig
-from seglog.storage.producer_state import ProducerStateManager, last_sequence
 
 if TYPE_CHECKING:
-    from seglog.storage.log import Log
+    from seglog.storage.log import Log, LogAppendInfo
+    from seglog.storage.producer_state import ProducerStateManager
 
 log = logging.getLogger("seglog.cluster.partition")
 
@@ -137,14 +137,6 @@ class DelayedProduce:
     done: bool = False
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class AppendResult:
-    first_offset: int
-    last_offset: int
-    duplicate: bool = False
-    log_append_time: int = -1
-
-
 class PartitionHost(Protocol):
     """What a partition needs from the node that holds it."""
 
@@ -185,11 +177,14 @@ class Partition:
         self.leader_epoch_start_offset = -1
         self.remotes: dict[int, RemoteReplica] = {}
         self.delayed: list[DelayedProduce] = []
-        self.producer_state = ProducerStateManager(log_.dir)
-        self.producer_state.load(log_)
         self._first_follow = True
         self._divergence_checks = True
         self.truncations: list[tuple[int, int, int]] = []  # (from LEO, to, HW then)
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        """The idempotent producers' state, the log's (loaded when it opened, with snapshots)."""
+        return self.log.producer_state
 
     @property
     def tp(self) -> tuple[str, int]:
@@ -298,9 +293,10 @@ class Partition:
     # Leader: produce
     # ---------------------------------------------------------------------------------------------
 
-    def append_as_leader(self, records: bytes, acks: int) -> AppendResult:
+    def append_as_leader(self, records: bytes, acks: int) -> LogAppendInfo:
         """Validate and append a client's batches. Raises before anything is written, or
-        returns where they are (``duplicate``: they were already written by an earlier try)."""
+        returns where they are (``duplicate``: they were already written by an earlier try;
+        the log checks the producers' sequences)."""
         if self.role is not Role.LEADER:
             raise NotLeaderOrFollowerBeforeAppendError(
                 f"node {self.host.node_id} is not the leader of {self.topic}-{self.partition} "
@@ -312,65 +308,24 @@ class Partition:
                 f"{self.topic}-{self.partition} has {len(self.isr_state.isr)} in-sync replicas "
                 f"{list(self.isr_state.isr)}, fewer than min.insync.replicas={self.min_isr}; "
                 "nothing was appended")
-        try:
-            heads = batch_headers(records, verify_crc=False)
-        except CorruptRecordError:
-            raise
-        if not heads:
+        if not batch_headers(records, verify_crc=False):
             raise InvalidRecordError("the produce request holds no record batch")
-        dup = self._check_producer_state(heads)
-        if dup is not None:
-            return dup
-        before = self.log.active.base_offset
-        info = self.log.append(records, assign_offsets=True, leader_epoch=self.leader_epoch)
-        if self.log.active.base_offset != before:
-            self.producer_state.take_snapshot(self.log.active.base_offset)
-        cursor = info.first_offset
-        for h in heads:
-            n = h.last_offset - h.base_offset + 1
-            if h.producer_id >= 0:
-                self.producer_state.update(h.producer_id, h.producer_epoch, h.base_sequence,
-                                           last_sequence(h.base_sequence, n), cursor, cursor + n - 1,
-                                           h.max_timestamp)
-            cursor += n
-        self.producer_state.map_end_offset = self.log.log_end_offset
+        if mut.DEDUPE_OFF in self.host.mutants:
+            # The producer state is updated, never consulted: retries are appended again.
+            info = self.log.append(records, assign_offsets=True, leader_epoch=self.leader_epoch)
+        else:
+            info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch)
+        if info.duplicate:
+            if mut.OOS_INSTEAD_OF_DEDUPE in self.host.mutants:
+                raise OutOfOrderSequenceError(f"producer repeated the batch at offsets "
+                                              f"{info.first_offset}..{info.last_offset}")
+            self.host.stats["duplicates"] = self.host.stats.get("duplicates", 0) + 1
+            return info
         self.host.on_log_appended(self)
         self.maybe_increment_high_watermark()
-        return AppendResult(info.first_offset, info.last_offset, False, info.log_append_time)
+        return info
 
-    def _check_producer_state(self, heads: Any) -> AppendResult | None:
-        ps = self.producer_state
-        seen: dict[int, tuple[int, int]] = {}
-        for i, h in enumerate(heads):
-            if h.producer_id < 0:
-                continue
-            n = h.last_offset - h.base_offset + 1
-            last_seq = last_sequence(h.base_sequence, n)
-            if h.producer_id in seen:
-                epoch, prev_last = seen[h.producer_id]
-                if h.producer_epoch != epoch or h.base_sequence != (prev_last + 1) % 2**31:
-                    raise OutOfOrderSequenceError(
-                        f"producer {h.producer_id}: batch {i} of the request does not continue "
-                        "the sequence of the previous one")
-            else:
-                if mut.DEDUPE_OFF in self.host.mutants:
-                    dup = None
-                else:
-                    dup = ps.check(h.producer_id, h.producer_epoch, h.base_sequence, last_seq)
-                if dup is not None:
-                    if mut.OOS_INSTEAD_OF_DEDUPE in self.host.mutants:
-                        raise OutOfOrderSequenceError(
-                            f"producer {h.producer_id} repeated sequence {h.base_sequence}")
-                    if len(heads) == 1:
-                        self.host.stats["duplicates"] = self.host.stats.get("duplicates", 0) + 1
-                        return AppendResult(dup.first_offset, dup.last_offset, True)
-                    raise OutOfOrderSequenceError(
-                        f"producer {h.producer_id}: batch {i} repeats an earlier batch inside a "
-                        "multi-batch request")
-            seen[h.producer_id] = (h.producer_epoch, last_seq)
-        return None
-
-    def park_produce(self, result: AppendResult,
+    def park_produce(self, result: LogAppendInfo,
                      respond: Callable[[int, int, int, KafkaError | None, bool], None],
                      timeout_ms: int) -> None:
         """acks=all: answer once HW passes the last offset (or on timeout / leadership loss)."""
@@ -639,13 +594,7 @@ class Partition:
             return False
         data = resp.records
         if data:
-            before = self.log.active.base_offset
-            info = self.log.append(data, assign_offsets=False)
-            heads = batch_headers(data, verify_crc=False)
-            if self.log.active.base_offset != before:
-                self.producer_state.take_snapshot(self.log.active.base_offset)
-            self.producer_state.update_from_batches(heads)
-            del info
+            self.log.append_as_follower(data)
         leo = self.log.log_end_offset
         if mut.FOLLOWER_HW_UNCAPPED in self.host.mutants:
             self.log._high_watermark = max(resp.high_watermark, self.log.log_start_offset)
@@ -680,7 +629,6 @@ class Partition:
             start, size = self.log.log_start_offset, self.log.size
             hw = self.log.high_watermark
             self.log.truncate_fully_and_start_at(resp.log_start_offset)
-            self.producer_state.truncate_and_reload(self.log)
             # Everything goes; nothing at or above the new start existed here.
             log.info("%s-%d: node %d truncates fully from %d to %d (%d records, %d bytes), high watermark %d "
                      "(behind the leader's log start %d)", self.topic, self.partition, self.host.node_id, leo,
@@ -703,7 +651,6 @@ class Partition:
         hw = self.log.high_watermark
         size = self.log.size
         self.log.truncate_to(offset)
-        self.producer_state.truncate_and_reload(self.log)
         # A batch straddling ``offset`` goes whole: the log may end below ``offset`` now.
         end = self.log.log_end_offset
         records, nbytes = leo - end, size - self.log.size

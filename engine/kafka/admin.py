@@ -18,7 +18,7 @@ from seglog.errors import (
 
 if TYPE_CHECKING:
     from seglog.kafka.codec import Message
-    from seglog.storage.store import Store
+    from seglog.storage.log_manager import LogManager
 
 __all__ = ["create_partitions", "delete_records", "describe_configs", "incremental_alter_configs"]
 
@@ -33,7 +33,7 @@ def _error(exc: BaseException) -> tuple[int, str]:
     return code_for_exception(exc), str(exc)
 
 
-def create_partitions(store: Store, version: int, req: Message) -> Message:
+def create_partitions(store: LogManager, version: int, req: Message) -> Message:
     results = []
     for t in req["topics"]:
         out = {"name": t["name"], "error_code": 0, "error_message": None}
@@ -53,7 +53,7 @@ def create_partitions(store: Store, version: int, req: Message) -> Message:
     return {"throttle_time_ms": 0, "results": results}
 
 
-def delete_records(store: Store, version: int, req: Message) -> Message:
+def delete_records(store: LogManager, version: int, req: Message) -> Message:
     topics = []
     for t in req["topics"]:
         parts = []
@@ -87,7 +87,7 @@ def _entry(key: ConfigKey, value: Any, source: int, read_only: bool, version: in
             "documentation": key.doc if documentation else None}
 
 
-def _topic_entries(store: Store, config: Any, overrides: Any, version: int, synonyms: bool,
+def _topic_entries(store: LogManager, config: Any, overrides: Any, version: int, synonyms: bool,
                    docs: bool) -> list[Message]:
     defaults = store.config.topic_config()
     entries = []
@@ -103,7 +103,7 @@ def _topic_entries(store: Store, config: Any, overrides: Any, version: int, syno
     return entries
 
 
-def created_topic_configs(store: Store, name: str | None, overrides: Mapping[str, Any]) -> list[Message]:
+def created_topic_configs(store: LogManager, name: str | None, overrides: Mapping[str, Any]) -> list[Message]:
     """The ``configs`` of a CreateTopics response (v5+): every key of the new topic with its
     value and source, as Kafka answers (the Java AdminClient reads them). ``name`` None: the
     topic was only validated, its config is the store's defaults with ``overrides``."""
@@ -113,7 +113,7 @@ def created_topic_configs(store: Store, name: str | None, overrides: Mapping[str
             for e in _topic_entries(store, config, overrides, 5, False, False)]
 
 
-def describe_configs(store: Store, node_id: int, version: int, req: Message) -> Message:
+def describe_configs(store: LogManager, node_id: int, version: int, req: Message) -> Message:
     synonyms = bool(req.get("include_synonyms"))
     docs = bool(req.get("include_documentation"))
     results = []
@@ -147,7 +147,7 @@ def describe_configs(store: Store, node_id: int, version: int, req: Message) -> 
     return {"throttle_time_ms": 0, "results": results}
 
 
-def incremental_alter_configs(store: Store, version: int, req: Message) -> Message:
+def incremental_alter_configs(store: LogManager, version: int, req: Message) -> Message:
     responses = []
     for r in req["resources"]:
         rtype, name = r["resource_type"], r["resource_name"]

@@ -37,7 +37,7 @@ from seglog.storage.group_offsets import OffsetAndMetadata
 
 if TYPE_CHECKING:
     from seglog.kafka.codec import Message
-    from seglog.storage.store import Store
+    from seglog.storage.log_manager import LogManager
 
 __all__ = ["GroupCoordinator"]
 
@@ -105,7 +105,7 @@ class GroupCoordinator:
     """Every group of the broker. Methods take decoded requests and return response dicts;
     JoinGroup and SyncGroup wait (asynchronously) for the rest of the group."""
 
-    def __init__(self, store: Store, initial_rebalance_delay_ms: int = 0,
+    def __init__(self, store: LogManager, initial_rebalance_delay_ms: int = 0,
                  min_session_ms: int = MIN_SESSION_MS, max_session_ms: int = MAX_SESSION_MS) -> None:
         self.store = store
         self.initial_delay = initial_rebalance_delay_ms / 1000.0

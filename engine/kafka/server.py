@@ -56,10 +56,10 @@ from seglog.storage.log import LogReadResult
 from seglog.kafka.groups import GroupCoordinator
 from seglog.kafka.security import AuthenticationClosed, ListenerSecurity
 
-from seglog.storage.store import INTERNAL_TOPICS
+from seglog.storage.topic import INTERNAL_TOPICS, validate_topic_name
 
 if TYPE_CHECKING:
-    from seglog.storage.store import Store
+    from seglog.storage.log_manager import LogManager
 
 __all__ = ["KafkaServer", "API_VERSIONS", "DEFAULT_MAX_REQUEST_BYTES"]
 
@@ -132,7 +132,7 @@ class KafkaServer:
     ``security_protocol``, ``ssl_context``, ``sasl_mechanisms`` and ``users``: see
     :class:`seglog.kafka.security.ListenerSecurity`."""
 
-    def __init__(self, store: Store, host: str = "127.0.0.1", port: int = 9092, *,
+    def __init__(self, store: LogManager, host: str = "127.0.0.1", port: int = 9092, *,
                  node_id: int | None = None, max_request_bytes: int | None = None,
                  idle_ms: int | None = None, cluster_id: str | None = None,
                  group_initial_rebalance_delay_ms: int | None = None,
@@ -633,7 +633,6 @@ class KafkaServer:
     # -- CreateTopics / DeleteTopics --------------------------------------------------------------
 
     async def _create_topics(self, version: int, req: Message, state: _ConnState) -> Message:
-        from seglog.storage.store import validate_topic_name
 
         store = self.store
         results = []
@@ -972,7 +971,7 @@ class ServerHandle:
     :meth:`seglog.Store.serve` returns). ``bootstrap_servers`` is ``"host:port"``; ``close()``
     (or leaving a ``with`` block, or closing the store) stops it."""
 
-    def __init__(self, store: Store, host: str = "127.0.0.1", port: int = 0, **options: Any) -> None:
+    def __init__(self, store: LogManager, host: str = "127.0.0.1", port: int = 0, **options: Any) -> None:
         import threading
 
         from seglog.util.loop import run_loop

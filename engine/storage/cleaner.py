@@ -44,8 +44,9 @@ from typing import Any
 from seglog._native.builder import BatchBuilder
 from seglog._native.segment import Segment, filename_prefix
 from seglog.util.clock import Clock
-from seglog.storage.log import CLEANED_SUFFIX, SWAP_SUFFIX, Log
+from seglog.storage.log import Log
 from seglog.storage.records import batch_headers, decode_columns, decode_records
+from seglog.storage.segment_files import CLEANED_SUFFIX, SWAP_SUFFIX
 
 log = logging.getLogger("seglog.storage.cleaner")
 

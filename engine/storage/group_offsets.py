@@ -35,7 +35,7 @@ from seglog.errors import CorruptRecordError
 from seglog.storage.records import batch_headers, decode_records, encode_batch
 
 if TYPE_CHECKING:
-    from seglog.storage.store import Store
+    from seglog.storage.log_manager import LogManager
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -165,7 +165,7 @@ class GroupOffsets:
     """The committed offsets of every group, cached per ``__consumer_offsets`` partition and
     loaded from the log the first time a group of that partition is asked for."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: LogManager) -> None:
         self._store = store
         self._lock = threading.RLock()
         self._loaded: dict[int, dict[tuple[str, str, int], OffsetAndMetadata]] = {}

@@ -31,6 +31,14 @@ Offsets. ``log_start_offset <= high_watermark <= log_end_offset``. Consumers rea
 watermark, followers up to the log end. A log that is not replicated (the default) moves its
 high watermark to the log end on every append.
 
+Producers and transactions. The log owns its idempotent producers' state
+(:attr:`Log.producer_state`, :mod:`seglog.storage.producer_state`): :meth:`Log.append_as_leader`
+checks a client's batches against it, every append updates it, and a replica's log
+(``producer_snapshots=True``) snapshots it at each roll and reloads it after a truncation. Its
+open transactions and the segments' ``.txnindex`` files are a
+:class:`~seglog.storage.log_transactions.LogTransactions`; the segment files' names and the
+leftovers of interrupted operations are :mod:`seglog.storage.segment_files`'.
+
 Thread-safety: every public method takes the log's lock; reads return zero-copy views, which
 keep the mapped data alive but make truncation of that data wait for (refuse until) release.
 """
@@ -42,11 +50,11 @@ import errno
 import logging
 import os
 import random
-import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from seglog._native.crc32c import crc32c
 from seglog._native.fetch import FetchSlice, fetch_partition
 from seglog.util.args import bytes_arg, int_arg
 from seglog._native.segment import Segment, filename_prefix, out_of_files_error
@@ -57,11 +65,11 @@ from seglog.util.clock import Clock, Scheduler
 from seglog.config import LONG_MAX as _LONG_MAX
 from seglog.config import LogConfig
 from seglog.errors import (
-    CorruptIndexError,
     CorruptRecordError,
     InvalidRecordError,
     KafkaStorageError,
     OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
     RecordListTooLargeError,
     RecordTooLargeError,
 )
@@ -76,7 +84,17 @@ from seglog.storage.logdir import (
     claim_partition,
     parse_partition_dir,
 )
+from seglog.storage.producer_state import ProducerStateManager, last_sequence
+from seglog.storage.segment_files import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    SWAP_SUFFIX,
+    index_missing,
+    remove_temporary_files,
+    segment_bases,
+)
 from seglog.storage.records import batch_headers, decode_records, validate_batches
+from seglog.storage.log_transactions import ATTR_CONTROL, ATTR_TXN_OR_CONTROL, LogTransactions
 from seglog.storage.txnindex import AbortedTxn, TransactionIndex
 
 #: Fault injection (opt-in): when set, every change of a log's recovery point (the offset below
@@ -98,23 +116,16 @@ def _journal_recovery_point(directory: str, recovery_point: int) -> None:
 
 log = logging.getLogger("seglog.storage.log")
 
-DELETED_SUFFIX = ".deleted"
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 
-# RecordBatch attribute bits (docs/kafka-format.md §2.2, "Attributes").
-_ATTR_TRANSACTIONAL = 0x10
-_ATTR_CONTROL = 0x20
-_ATTR_TXN_OR_CONTROL = _ATTR_TRANSACTIONAL | _ATTR_CONTROL
+#: Producer sequences wrap past 2^31-1 to 0.
+_SEQUENCE_MOD = 2**31
 #: Kafka's AppendOrigin of a leader append (see ``Log.append``).
 _ORIGINS = frozenset({"client", "coordinator"})
 
-_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)((?:\.deleted|\.cleaned|\.swap)?)\Z",
-                           re.ASCII)
 
 
 @dataclasses.dataclass(slots=True)
@@ -131,6 +142,9 @@ class LogAppendInfo:
     batches: int
     size: int
     log_start_offset: int
+    #: A client's retry of one of its producer's last five batches (``Log.append_as_leader``):
+    #: nothing was written; the offsets are those of the original append.
+    duplicate: bool = False
 
 
 @dataclasses.dataclass(slots=True)
@@ -199,6 +213,7 @@ class Log:
         dir_checkpoints: bool = True,
         owner: LogDir | None = None,
         lock_wait_s: float | None = 0.0,
+        producer_snapshots: bool = False,
     ) -> Log:
         """Open (creating if needed) the partition log in ``directory``.
 
@@ -220,9 +235,16 @@ class Log:
         (a store, a node, a Kafka broker) or another writable ``Log`` has the partition open,
         in this process or another; ``lock_wait_s`` is how long to wait for such another
         ``Log`` to close (None: until it does). A read-only open takes no lock.
+
+        Producer state (:attr:`producer_state`, :mod:`seglog.storage.producer_state`): every
+        append updates it. With ``producer_snapshots`` (a replica's log) it is loaded at open
+        from the latest ``.snapshot`` file and the batches after it, written to a snapshot
+        file at every roll, and reloaded after a truncation; without (a store's log, whose
+        producer ids are never reused), it lives in memory and starts empty.
         """
         self = object.__new__(cls)
-        self._init(os.fspath(directory), config, clock or Clock(), scheduler, read_only, replicated)
+        self._init(os.fspath(directory), config, clock or Clock(), scheduler, read_only, replicated,
+                   producer_snapshots)
         self._dir_checkpoints = dir_checkpoints
         self._claim: PartitionClaim | None = None
         if not read_only:
@@ -235,6 +257,8 @@ class Log:
                                               create=self._create_dir)
         try:
             self._load(recovery_point, log_start_offset, clean_shutdown, high_watermark)
+            if producer_snapshots and not read_only:
+                self.producer_state.load(self)
         except OSError as exc:
             self._release_claim()
             if exc.errno in (errno.EMFILE, errno.ENFILE) and not isinstance(exc, KafkaStorageError):
@@ -259,7 +283,8 @@ class Log:
             claim.release()
 
     def _init(self, directory: str, config: LogConfig | Mapping[str, Any] | None, clock: Clock,
-              scheduler: Scheduler | None, read_only: bool, replicated: bool) -> None:
+              scheduler: Scheduler | None, read_only: bool, replicated: bool,
+              producer_snapshots: bool = False) -> None:
         if config is None:
             config = LogConfig()
         elif not isinstance(config, LogConfig):
@@ -287,12 +312,11 @@ class Log:
         self._created: dict[int, int] = {}
         self._jitter: dict[int, int] = {}
         self._rng = random.Random()
-        # Transactions: producer id -> first offset of its open transaction; and each segment's
-        # .txnindex, keyed by base offset with the Segment it belongs to (a later segment at the
-        # same base offset gets a fresh one).
-        self._ongoing_txns: dict[int, int] = {}
-        self._txns_loaded = False
-        self._txn_indexes: dict[int, tuple[Segment, TransactionIndex]] = {}
+        # The open transactions and the segments' .txnindex files.
+        self._txns = LogTransactions(self.dir, self._segments)
+        #: Idempotent producers' state (Kafka's ``ProducerStateManager``); see :meth:`open`.
+        self.producer_state = ProducerStateManager(self.dir if producer_snapshots else None,
+                                                   name=os.path.basename(self.dir))
 
     def _segment_kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = dict(index_interval_bytes=self.config.index_interval_bytes,
@@ -317,8 +341,8 @@ class Log:
             log_start_offset = self._read_tp_checkpoint(self._log_start_file, 0) if self._dir_checkpoints else 0
         self.epoch_cache = LeaderEpochCache(self.dir, read_only=self.read_only)
         if not self.read_only:
-            self._remove_temporary_files()
-        bases = self._segment_bases()
+            remove_temporary_files(self.dir)
+        bases = segment_bases(self.dir)
         reasons: list[str] = []
         recovered = truncated = deleted = removed_bytes = removed_records = 0
         end_before = 0
@@ -331,7 +355,7 @@ class Log:
         # recovery point: it needs no recovery.
         unflushed_from = max((b for b in bases if b <= recovery_point), default=-1)
         for i, base in enumerate(bases):
-            missing_index = self._index_missing(base)
+            missing_index = index_missing(self.dir, base)
             last = i + 1 == len(bases)
             needs_recovery = missing_index or (not clean_shutdown and base >= unflushed_from)
             seg = None
@@ -341,7 +365,7 @@ class Log:
                 seg = self._open_segment(base, lazy=True)
                 if not self.read_only:
                     try:
-                        self._txn_index_sanity_check(seg, bases[i + 1])
+                        self._txns.sanity_check(seg, bases[i + 1])
                     except Exception as exc:  # noqa: BLE001 - any index problem means rebuild
                         log.warning("rebuilding the indexes of %s: %s", seg.log_path, exc)
                         needs_recovery = True
@@ -351,7 +375,7 @@ class Log:
             if not needs_recovery and last and not self.read_only:
                 try:
                     seg.sanity_check()
-                    self._txn_index_sanity_check(seg)
+                    self._txns.sanity_check(seg)
                 except Exception as exc:  # noqa: BLE001 - any index problem means rebuild
                     log.warning("rebuilding the indexes of %s: %s", seg.log_path, exc)
                     needs_recovery = True
@@ -403,7 +427,7 @@ class Log:
         if rebuilt:
             # The txn indexes of the recovered segments are rebuilt from the state as it
             # stands before each; otherwise the state is read on first need.
-            self._load_transactions(rebuilt)
+            self._txns.load(rebuilt, read_only=self.read_only)
         leo = self.log_end_offset
         if log_start_offset > leo:
             # Kafka: the log start checkpoint is ahead of the data (files removed outside).
@@ -448,63 +472,6 @@ class Log:
         except CorruptCheckpointError as exc:
             log.warning("%s; treating it as absent", exc)
             return default
-
-    def _remove_temporary_files(self) -> None:
-        """Kafka's first load step: delete ``.cleaned``/``.deleted`` leftovers and finish an
-        interrupted swap (``.swap`` files replace the segments they overlap)."""
-        swaps = []
-        for name in os.listdir(self.dir):
-            path = os.path.join(self.dir, name)
-            if name.endswith(".tmp"):
-                os.unlink(path)
-                continue
-            m = _SEGMENT_FILE.match(name)
-            if not m:
-                continue
-            if m.group(3) in (DELETED_SUFFIX, CLEANED_SUFFIX):
-                os.unlink(path)
-            elif m.group(3) == SWAP_SUFFIX:
-                swaps.append((int(m.group(1)), m.group(2), path))
-        swap_logs = sorted(base for base, ext, _ in swaps if ext == "log")
-        if swap_logs:
-            # The swap's offset range is [min swap base, end of its data); remove the originals it
-            # replaces, then rename the swap files into place.
-            lo = swap_logs[0]
-            # An empty swap (a cleaned group with no survivor) still replaces the segment at
-            # its own base offset.
-            hi = max(lo + 1, max(self._swap_end(base) for base in swap_logs))
-            for name in os.listdir(self.dir):
-                m = _SEGMENT_FILE.match(name)
-                if m and not m.group(3) and lo <= int(m.group(1)) < hi:
-                    os.unlink(os.path.join(self.dir, name))
-            for base, ext, path in swaps:
-                os.replace(path, path[: -len(SWAP_SUFFIX)])
-        # Orphan index files (no .log) are stale: Kafka deletes them.
-        logs = {int(m.group(1)) for n in os.listdir(self.dir)
-                if (m := _SEGMENT_FILE.match(n)) and m.group(2) == "log" and not m.group(3)}
-        for name in os.listdir(self.dir):
-            m = _SEGMENT_FILE.match(name)
-            if m and not m.group(3) and m.group(2) != "log" and int(m.group(1)) not in logs:
-                os.unlink(os.path.join(self.dir, name))
-
-    def _swap_end(self, base: int) -> int:
-        path = os.path.join(self.dir, filename_prefix(base) + ".log" + SWAP_SUFFIX)
-        with open(path, "rb") as f:
-            data = f.read()
-        heads = batch_headers(data, allow_truncated=True)
-        return heads[-1].last_offset + 1 if heads else base
-
-    def _segment_bases(self) -> list[int]:
-        bases = []
-        for name in os.listdir(self.dir):
-            m = _SEGMENT_FILE.match(name)
-            if m and m.group(2) == "log" and not m.group(3):
-                bases.append(int(m.group(1)))
-        return sorted(bases)
-
-    def _index_missing(self, base: int) -> bool:
-        prefix = os.path.join(self.dir, filename_prefix(base))
-        return not (os.path.exists(prefix + ".index") and os.path.exists(prefix + ".timeindex"))
 
     def _open_segment(self, base: int, lazy: bool = False) -> Segment:
         # A missing index file is created empty by opening; _load then rebuilds it (recover).
@@ -585,7 +552,8 @@ class Log:
     # ---------------------------------------------------------------------------------------------
 
     def append(self, batches: Any, *, assign_offsets: bool = True, leader_epoch: int | None = None,
-               verify_crc: bool = True, origin: str = "client") -> LogAppendInfo:
+               verify_crc: bool = True, origin: str = "client",
+               check_producers: bool = False) -> LogAppendInfo:
         """Append already-encoded RecordBatch v2 bytes (one or more whole batches).
 
         As leader (``assign_offsets=True``) offsets are assigned from the log end and
@@ -606,6 +574,10 @@ class Log:
         Raises ``CorruptRecordError``, ``RecordTooLargeError``, ``RecordListTooLargeError``
         (a batch over ``segment.bytes``), ``InvalidTimestampError`` or ``InvalidRecordError`` before
         anything is written.
+
+        The producer state is updated from the appended batches. ``check_producers`` (a leader's
+        append of a client's batches, :meth:`append_as_leader`) checks them against it first;
+        without, they are taken as they come (tools, tests, replication, the coordinator).
         """
         if origin not in _ORIGINS:
             raise ValueError(f"origin must be one of {sorted(_ORIGINS)}, got {origin!r}")
@@ -614,12 +586,31 @@ class Log:
         self._check_writable()
         view = bytes_arg("batches", batches)
         try:
-            return self._append(view, assign_offsets, leader_epoch, verify_crc, origin)
+            return self._append(view, assign_offsets, leader_epoch, verify_crc, origin,
+                                check_producers and assign_offsets)
         finally:
             # Give the caller's buffer back before an error propagates: the traceback keeps this
             # frame alive, and with it any view of the buffer (a producer must be able to free
             # the batch it exported here).
             view.release()
+
+    def append_as_leader(self, batches: Any, *, leader_epoch: int | None = None,
+                         origin: str = "client", verify_crc: bool = True) -> LogAppendInfo:
+        """A leader's append (Kafka's ``appendAsLeader``): as :meth:`append` with offsets
+        assigned, and for ``origin="client"`` the idempotent producers' checks first (Kafka's
+        ``ProducerStateManager``; see :mod:`seglog.storage.producer_state`), under the log's lock
+        and after the batches are validated: a batch repeating one of its producer's last five
+        answers with the original offsets and ``duplicate=True``, writing nothing (in a request
+        of several batches a repeat is ``OutOfOrderSequenceError``); an older producer epoch is
+        ``InvalidProducerEpochError``, a sequence gap ``OutOfOrderSequenceError``, and nothing is
+        written. ``origin="coordinator"`` (transaction markers) updates the state unchecked."""
+        return self.append(batches, leader_epoch=leader_epoch, verify_crc=verify_crc, origin=origin,
+                           check_producers=origin == "client")
+
+    def append_as_follower(self, batches: Any) -> LogAppendInfo:
+        """A follower's append (Kafka's ``appendAsFollower``): the batches keep the leader's
+        offsets and epochs; the producer state follows them unchecked."""
+        return self.append(batches, assign_offsets=False)
 
     def validate(self, batches: Any, *, verify_crc: bool = True) -> list[Any]:
         """Validate a producer's batches as ``append`` does (origin ``"client"``) without
@@ -644,7 +635,7 @@ class Log:
             max_batch_size=cfg.max_message_bytes + 12)
 
     def _append(self, view: memoryview, assign_offsets: bool, leader_epoch: int | None,
-                verify_crc: bool, origin: str) -> LogAppendInfo:
+                verify_crc: bool, origin: str, check_producers: bool) -> LogAppendInfo:
         now = self.clock.time_ms()
         cfg = self.config
         limit = cfg.max_message_bytes
@@ -657,7 +648,7 @@ class Log:
             heads = batch_headers(view, verify_crc=verify_crc)
         if not heads:
             raise InvalidRecordError(f"nothing to append to {where}: the buffer holds no batch")
-        txn_or_control = False
+        txn_or_control = producers = False
         for h in heads:
             if h.size > cfg.segment_bytes:
                 # Kafka's UnifiedLog.append refuses an append that cannot fit one segment (a
@@ -679,8 +670,10 @@ class Log:
                     f"the batch at byte {h.position} holds {h.records_count} records but spans "
                     f"{h.last_offset - h.base_offset + 1} offsets; a producer batch must be contiguous",
                     position=h.position)
-            if h.attributes & _ATTR_TXN_OR_CONTROL:
+            if h.attributes & ATTR_TXN_OR_CONTROL:
                 txn_or_control = True
+            if h.producer_id >= 0:
+                producers = True
         if assign_offsets and log_append:
             view = memoryview(_with_log_append_time(view, heads, now))
         with self._lock:
@@ -690,6 +683,10 @@ class Log:
             if assign_offsets and epoch >= 0 and epoch < latest:
                 raise InvalidRecordError(f"leader epoch {epoch} is older than the log's latest "
                                          f"epoch {latest}")
+            if producers and check_producers:
+                dup = self._check_producers(heads)
+                if dup is not None:
+                    return dup
             log_end = self._segments[-1].next_offset
             first_new = heads[0].base_offset if not assign_offsets else log_end
             if not assign_offsets and first_new < log_end:
@@ -705,13 +702,15 @@ class Log:
                 max_ts = max(h.max_timestamp for h in heads)
             last_new = (first_new + total_offsets - 1) if assign_offsets else heads[-1].last_offset
             if txn_or_control:
-                self._ongoing()   # the open transactions before this append, read if not yet
+                self._txns.ongoing()   # the open transactions before this append, read if not yet
             seg = self._maybe_roll(len(view), max_ts, first_new, last_new)
             # Positional: (buffer, assign_from, leader_epoch, verify_crc).
             info = seg.append(view, first_new if assign_offsets else -1,
                               epoch if assign_offsets else -1, False)
             if txn_or_control:
-                self._track_transactions(seg, view, heads, info.first_offset if assign_offsets else -1)
+                self._txns.track(seg, view, heads, info.first_offset if assign_offsets else -1)
+            if producers:
+                self._update_producers(heads, info.first_offset if assign_offsets else -1)
             if assign_offsets:
                 if epoch >= 0:
                     self.epoch_cache.assign(epoch, info.first_offset)
@@ -730,6 +729,61 @@ class Log:
             return LogAppendInfo(info.first_offset, info.last_offset, info.max_timestamp,
                                  info.offset_of_max_timestamp, now if log_append else -1,
                                  info.records, info.batches, info.size, self.log_start_offset)
+
+    def _check_producers(self, heads: Sequence[Any]) -> LogAppendInfo | None:
+        """A client's batches against the producer state (before anything is written): the
+        original append's info if the one batch repeats a recent one, else None; raises
+        ``InvalidProducerEpochError`` or ``OutOfOrderSequenceError``. In a request of several
+        batches, each of a producer's batches must continue the one before it."""
+        ps = self.producer_state
+        if len(heads) == 1:
+            # The common case (a producer's one batch), without the bookkeeping of several.
+            h = heads[0]
+            first_seq = h.base_sequence
+            if h.producer_id < 0 or first_seq < 0:
+                return None
+            dup = ps.check(h.producer_id, h.producer_epoch, first_seq,
+                           (first_seq + h.last_offset - h.base_offset) % _SEQUENCE_MOD)
+            if dup is None:
+                return None
+            return LogAppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, -1, -1,
+                                 0, 0, 0, self.log_start_offset, True)
+        seen: dict[int, tuple[int, int]] = {}
+        for i, h in enumerate(heads):
+            pid = h.producer_id
+            if pid < 0 or h.base_sequence < 0:
+                continue
+            last_seq = last_sequence(h.base_sequence, h.last_offset - h.base_offset + 1)
+            if pid in seen:
+                epoch, prev_last = seen[pid]
+                if h.producer_epoch != epoch or h.base_sequence != (prev_last + 1) % _SEQUENCE_MOD:
+                    raise OutOfOrderSequenceError(
+                        f"producer {pid}: batch {i} of the request does not continue "
+                        "the sequence of the previous one")
+            else:
+                if ps.check(pid, h.producer_epoch, h.base_sequence, last_seq) is not None:
+                    raise OutOfOrderSequenceError(
+                        f"producer {pid}: batch {i} repeats an earlier batch inside a "
+                        "multi-batch request")
+            seen[pid] = (h.producer_epoch, last_seq)
+        return None
+
+    def _update_producers(self, heads: Sequence[Any], assign_from: int) -> None:
+        """After an append: every data batch of a producer into the producer state, at the
+        offsets it was written at (``assign_from``: the first assigned offset; -1: the batches'
+        own)."""
+        ps = self.producer_state
+        cursor = assign_from
+        for h in heads:
+            span = h.last_offset - h.base_offset
+            base = h.base_offset if assign_from < 0 else cursor
+            if h.producer_id >= 0 and not h.attributes & ATTR_CONTROL:
+                first_seq = h.base_sequence
+                ps.update(h.producer_id, h.producer_epoch, first_seq,
+                          (first_seq + span) % _SEQUENCE_MOD if first_seq >= 0 else -1,
+                          base, base + span, h.max_timestamp)
+            cursor = base + span + 1
+        ps.map_end_offset = self._segments[-1].next_offset
 
     def _check_writable(self) -> None:
         if self._closed:
@@ -785,6 +839,9 @@ class Log:
             old.evictable = True
         seg = self._create_segment(base)
         self._segments.append(seg)
+        if self.producer_state.dir is not None:
+            # Kafka's roll: the producer state as of the new segment's base offset.
+            self.producer_state.take_snapshot(base)
         return seg
 
     # ---------------------------------------------------------------------------------------------
@@ -808,7 +865,7 @@ class Log:
                                           or seg.next_offset <= self.recovery_point):
                     continue
                 seg.flush()
-                self._flush_txn_index(seg)
+                self._txns.flush(seg)
             if target > self.recovery_point:
                 self.recovery_point = target
                 _journal_recovery_point(self.dir, target)
@@ -977,21 +1034,14 @@ class Log:
         """The LSO: the first offset of the oldest open transaction, capped by the high
         watermark. Read-committed consumers read below it."""
         with self._lock:
-            first = min(self._ongoing().values(), default=self._high_watermark)
+            first = min(self._txns.ongoing().values(), default=self._high_watermark)
             return min(first, self._high_watermark)
 
     @property
     def ongoing_transactions(self) -> dict[int, int]:
         """Producer id -> first offset of its open transaction."""
         with self._lock:
-            return dict(self._ongoing())
-
-    def _ongoing(self) -> dict[int, int]:
-        """The open transactions, read from the segments' headers on first need (opening each
-        segment in turn) and kept up to date by appends from then on."""
-        if not self._txns_loaded:
-            self._load_transactions(set())
-        return self._ongoing_txns
+            return dict(self._txns.ongoing())
 
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """The aborted transactions overlapping ``[start_offset, upper_bound_offset)``, from the
@@ -1000,117 +1050,12 @@ class Log:
         read-committed reader drops the records of these producers from each transaction's first
         offset up to its marker."""
         with self._lock:
-            segs = self._segments
-            i = 0
-            for k, seg in enumerate(segs):
-                if seg.base_offset <= start_offset:
-                    i = k
-                else:
-                    break
-            found: list[AbortedTxn] = []
-            for seg in segs[i:]:
-                result = self._txn_index(seg).collect_aborted(start_offset, upper_bound_offset)
-                found.extend(result.aborted)
-                if result.is_complete:
-                    break
-            return found
+            return self._txns.collect_aborted(start_offset, upper_bound_offset)
 
     def transaction_index(self, segment: Segment) -> TransactionIndex:
         """The ``.txnindex`` of one of this log's segments."""
         with self._lock:
-            return self._txn_index(segment)
-
-    def _txn_index(self, seg: Segment) -> TransactionIndex:
-        entry = self._txn_indexes.get(seg.base_offset)
-        if entry is None or entry[0] is not seg:
-            live = {id(s) for s in self._segments}
-            for base, (owner, _) in list(self._txn_indexes.items()):
-                if id(owner) not in live:
-                    del self._txn_indexes[base]
-            path = os.path.join(self.dir, filename_prefix(seg.base_offset) + ".txnindex" + seg.suffix)
-            entry = (seg, TransactionIndex(path, seg.base_offset))
-            self._txn_indexes[seg.base_offset] = entry
-        return entry[1]
-
-    def _txn_index_sanity_check(self, seg: Segment, end: int | None = None) -> None:
-        """Kafka's load-time check, plus: no entry past the segment's data (a stale index).
-        ``end``, the next segment's base offset, stands in for the segment's own end where
-        reading that would open the segment's files."""
-        idx = self._txn_index(seg)
-        idx.sanity_check()
-        last = idx.last_offset
-        if last is None:
-            return
-        if end is None:
-            end = seg.next_offset
-        if last >= end:
-            raise CorruptIndexError(f"transaction index {idx.path}: last entry's marker offset {last} "
-                                    f"is past the segment's data (which ends before offset {end})",
-                                    path=idx.path, offset=last)
-
-    def _flush_txn_index(self, seg: Segment) -> None:
-        entry = self._txn_indexes.get(seg.base_offset)
-        if entry is not None and entry[0] is seg:
-            entry[1].flush()
-
-    def _apply_txn_batch(self, producer_id: int, base_offset: int, attributes: int,
-                         marker: Any) -> AbortedTxn | None:
-        """One batch through the open-transaction state (Kafka's ``ProducerAppendInfo``): a
-        transactional data batch opens its producer's transaction if none is open; a COMMIT or
-        ABORT marker closes it (an ABORT with none open covers just the marker, as in Kafka).
-        ``marker()`` gives the control type of a control batch. Returns the entry an ABORT adds
-        to the txn index: its LSO is the first offset of the oldest transaction still open, or
-        the marker's offset + 1."""
-        if producer_id < 0:
-            return None
-        if attributes & _ATTR_CONTROL:
-            kind = marker()
-            if kind not in (0, 1):
-                return None   # an empty (cleaned) control batch, or not a transaction marker
-            first = self._ongoing_txns.pop(producer_id, base_offset)
-            if kind == 1:
-                return None
-            lso = min(self._ongoing_txns.values(), default=base_offset + 1)
-            return AbortedTxn(producer_id, first, base_offset, lso)
-        if attributes & _ATTR_TRANSACTIONAL:
-            self._ongoing_txns.setdefault(producer_id, base_offset)
-        return None
-
-    def _track_transactions(self, seg: Segment, view: memoryview, heads: Sequence[Any],
-                            assign_from: int) -> None:
-        """After an append to ``seg``: update the open transactions, index aborts in ``seg``."""
-        next_off = assign_from
-        for h in heads:
-            base = h.base_offset if assign_from < 0 else next_off
-            next_off = base + (h.last_offset - h.base_offset) + 1
-            if h.producer_id < 0 or not h.attributes & _ATTR_TXN_OR_CONTROL:
-                continue
-            aborted = self._apply_txn_batch(
-                h.producer_id, base, h.attributes,
-                lambda h=h: _marker_type(view[h.position:h.position + h.size], h.records_count))
-            if aborted is not None:
-                self._txn_index(seg).append(aborted)
-
-    def _load_transactions(self, rebuild: set[int]) -> None:
-        """Rebuild the open transactions from every segment's transactional and control batch
-        headers (each marker's one control record decoded), and the txn index of the segments
-        in ``rebuild`` (just recovered) from the ABORT markers replayed through that state."""
-        self._ongoing_txns = {}
-        self._txns_loaded = False
-        for seg in self._segments:
-            idx = None
-            if seg.base_offset in rebuild and not self.read_only:
-                idx = self._txn_index(seg)
-                idx.reset()
-            for b in seg.transaction_batches():
-                aborted = self._apply_txn_batch(
-                    b.producer_id, b.base_offset, b.attributes,
-                    lambda b=b, seg=seg: _segment_marker_type(seg, b))
-                if aborted is not None and idx is not None:
-                    idx.append(aborted)
-            if idx is not None:
-                idx.flush()
-        self._txns_loaded = True
+            return self._txns.index(segment)
 
     # ---------------------------------------------------------------------------------------------
     # Truncation, deletion, retention
@@ -1135,8 +1080,7 @@ class Log:
             self.active.evictable = False      # the active segment again: its files stay open
             self.active.truncate_to(offset)
             leo = self.log_end_offset
-            self._txn_index(self.active).truncate_to(leo)
-            self._txns_loaded = False          # read again from the segments on first need
+            self._txns.truncate_to(self.active, leo)
             if self.log_start_offset > leo:
                 # The batch holding ``offset`` began below the log start and went whole.
                 self.log_start_offset = leo
@@ -1151,6 +1095,11 @@ class Log:
             # The checkpointed recovery point may now lie past the end: rewritten, it would
             # vouch for whatever is appended at those offsets next (Kafka's LogManager.truncateTo).
             self.checkpoint()
+            if self.producer_state.dir is not None:
+                # From the snapshots (those past the new end go) and the batches after them.
+                self.producer_state.truncate_and_reload(self)
+            else:
+                self.producer_state.truncate(leo)
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> bool:
@@ -1161,10 +1110,8 @@ class Log:
             self._refuse_if_viewed(self._segments, "truncate")
             for seg in self._segments:
                 seg.delete()
-            self._segments = [self._create_segment(offset)]
-            self._ongoing_txns.clear()
-            self._txns_loaded = True
-            self._txn_indexes.clear()
+            self._segments[:] = [self._create_segment(offset)]   # the list LogTransactions reads
+            self._txns.clear()
             self.log_start_offset = offset
             self._high_watermark = offset
             self.recovery_point = offset
@@ -1172,6 +1119,10 @@ class Log:
             self.epoch_cache.truncate_from_end(offset)
             self._unflushed_messages = 0
             self.checkpoint()
+            if self.producer_state.dir is not None:
+                self.producer_state.truncate_and_reload(self)
+            else:
+                self.producer_state.truncate_fully_and_start_at(offset)
             return True
 
     def _refuse_if_viewed(self, segments: Sequence[Segment], action: str) -> None:
@@ -1281,7 +1232,7 @@ class Log:
         carry the ``.swap`` suffix, start at the first old segment's base offset and cover no
         offset outside the old segments' range; it may be empty. The old segments are renamed
         ``.deleted`` (then deleted), then ``new`` loses its suffix: a crash at any step is
-        completed by the next load (``_remove_temporary_files``). The log start offset does
+        completed by the next load (``remove_temporary_files``). The log start offset does
         not move."""
         with self._lock:
             self._check_writable()
@@ -1379,27 +1330,9 @@ class Log:
         return self._closed
 
 
-def _marker_type(batch: Any, records_count: int) -> int | None:
-    """The control type of a control batch's first record (0 ABORT, 1 COMMIT, ...); None for an
-    empty batch."""
-    if records_count <= 0:
-        return None
-    for rec in decode_records(batch, include_control=True):
-        t: int | None = rec.control_type
-        return t
-    return None
-
-
-def _segment_marker_type(seg: Segment, b: Any) -> int | None:
-    with seg.view(b.position, b.size) as v:
-        return _marker_type(v, b.records_count)
-
-
 def _with_log_append_time(view: memoryview, heads: Sequence[Any], now: int) -> bytearray:
     """A copy of the batches with LogAppendTime set: attribute bit 3, maxTimestamp = now, and
     the CRC recomputed (what Kafka's broker rewrites; record deltas stay as sent)."""
-    from seglog._native.crc32c import crc32c
-
     buf = bytearray(view)
     for h in heads:
         p = h.position

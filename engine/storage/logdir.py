@@ -16,8 +16,8 @@ Exactly one writer at a time. :meth:`LogDir.open` takes the dir for its owner (a
 :class:`seglog.Store`, a replica node, a Kafka broker): an exclusive record lock on ``.lock``
 (``fcntl`` ``F_SETLK``, what Kafka's ``FileChannel.tryLock`` takes, so seglog and a broker exclude
 each other) plus an entry in this process's table (record locks never conflict inside one
-process). The owner opens its partitions with :meth:`LogDir.open_log`, handing each log the
-permission to write. A :class:`seglog.Log` opened on its own (``Log.open`` of a partition
+process). The owner opens its partitions with ``Log.open(..., owner=log_dir)``, handing each
+log the permission to write. A :class:`seglog.Log` opened on its own (``Log.open`` of a partition
 directory, the Spark writer's tasks) claims its partition instead, with :func:`claim_partition`:
 a *shared* record lock on the parent's ``.lock`` (any number of such logs, in any processes,
 may write different partitions of one dir, but no owner may take it meanwhile, and none may
@@ -41,15 +41,11 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from seglog.storage.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, atomic_write, fsync_dir
 from seglog.errors import LogDirectoryLockedError, StorageError
-
-if TYPE_CHECKING:
-    from seglog.config import LogConfig
-    from seglog.storage.log import Log
 
 log = logging.getLogger("seglog.storage.logdir")
 
@@ -378,17 +374,6 @@ class LogDir:
     def write_clean_shutdown_marker(self, content: bytes = b"") -> None:
         self._check_writable()
         atomic_write(self.marker_path, content)
-
-    # -- logs -----------------------------------------------------------------------------------
-
-    def open_log(self, topic: str, partition: int, config: LogConfig | Mapping[str, Any] | None = None,
-                 **kwargs: Any) -> Log:
-        """Open (creating it unless read-only) the log of ``topic``-``partition`` as this dir's
-        owner hands it out: writable unless the dir was opened read-only."""
-        from seglog.storage.log import Log
-
-        return Log.open(self.partition_path(topic, partition), config, read_only=self.read_only,
-                        owner=None if self.read_only else self, **kwargs)
 
     # -- close ----------------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """Idempotent-producer state of one partition (Kafka's ``ProducerStateManager``,
-``ProducerAppendInfo`` and ``ProducerStateEntry``), used by the store's partitions and by every
-replica of a replicated partition (leader *and* followers), with Kafka's ``.snapshot`` files
-when given a directory.
+``ProducerAppendInfo`` and ``ProducerStateEntry``), held by the partition's
+:class:`~seglog.storage.log.Log` (``Log.producer_state``; the log checks client appends against
+it, updates it from every append, snapshots it at a roll and reloads it after a truncation), with
+Kafka's ``.snapshot`` files when given a directory.
 
 Per producer id: the producer epoch and the metadata of its last five batches (first/last
 sequence, first/last offset, timestamp). A batch from a client is checked before it reaches
@@ -19,9 +20,10 @@ the log (Kafka 3.x ``ProducerAppendInfo.checkSequence``):
 Followers apply their batches without checks (replication origin), so a newly elected leader
 answers retries of batches its predecessor replicated with the original offsets.
 
-Persistence. The store keeps no snapshots (``ProducerStateManager(name=...)``): it allocates
-producer ids that are never reused, so the state of earlier sessions is never needed. A replica
-(``ProducerStateManager(partition_dir)``) writes snapshot files ``<offset %020d>.snapshot``
+Persistence. The store's logs keep no snapshots (``ProducerStateManager(name=...)``): the store
+allocates producer ids that are never reused, so the state of earlier sessions is never needed.
+A replica's log (``Log.open(..., producer_snapshots=True)``, ``ProducerStateManager(partition_dir)``)
+writes snapshot files ``<offset %020d>.snapshot``
 (``ProducerSnapshot`` v1, big-endian; the offset is the log offset the state reflects, i.e. the
 log end offset when it was taken)::
 
@@ -162,8 +164,7 @@ def decode_snapshot(data: bytes, path: str = "<snapshot>") -> list[ProducerEntry
 class ProducerStateManager:
     """Producer state of one partition (see module docs): with ``directory``, a replica's, with
     snapshot files there; without, the store's (in memory; ``name`` labels its errors). Not
-    thread-safe: callers serialise (the store under the partition's lock, replication on its
-    one thread of control)."""
+    thread-safe: its :class:`~seglog.storage.log.Log` uses it under the log's lock."""
 
     def __init__(self, directory: str | None = None, *, name: str | None = None) -> None:
         self.dir = directory
@@ -230,6 +231,12 @@ class ProducerStateManager:
             while entry.batches and entry.batches[-1].last_offset >= end_offset:
                 entry.batches.pop()
         self.map_end_offset = min(self.map_end_offset, end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Forget every producer: the log was emptied and continues at ``offset`` (without
+        snapshots; with them, :meth:`truncate_and_reload`)."""
+        self.producers.clear()
+        self.map_end_offset = offset
 
     def update_from_batches(self, heads: Iterable[Any]) -> None:
         """Apply batch headers (``batch_headers`` / ``BatchInfo``) in log order."""

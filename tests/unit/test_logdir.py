@@ -226,7 +226,7 @@ def test_log_dir_hands_out_only_its_own_partitions(tmp_path: Path) -> None:
     with LogDir.open(tmp_path / "a") as a, LogDir.open(tmp_path / "b") as b:
         with pytest.raises(ValueError, match="does not hold"):
             Log.open(tmp_path / "b" / "t-0", owner=a)
-        lg = b.open_log("t", 0)
+        lg = Log.open(b.partition_path("t", 0), owner=b)
         lg.append(_batch(b"x"))
         lg.close()
     with pytest.raises(ValueError, match="does not hold"):
@@ -544,12 +544,12 @@ def test_create_topic_failing_at_the_nth_partition_leaves_nothing(tmp_path: Path
 
 def test_create_topic_whose_metadata_write_fails_leaves_nothing(tmp_path: Path, clock: ManualClock,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    import seglog.storage.store
+    import seglog.storage.store_metadata
 
     with Store.open(tmp_path, clock=clock) as store:
         store.create_topic("keep", 1)
         before = _state(tmp_path)
-        real = seglog.storage.store.atomic_write
+        real = seglog.storage.store_metadata.atomic_write
         fail = [True]
 
         def full(path: str, data: bytes) -> None:
@@ -558,7 +558,7 @@ def test_create_topic_whose_metadata_write_fails_leaves_nothing(tmp_path: Path, 
                 raise KafkaStorageError(f"cannot write checkpoint file {path}: No space left on device")
             real(path, data)
 
-        monkeypatch.setattr(seglog.storage.store, "atomic_write", full)
+        monkeypatch.setattr(seglog.storage.store_metadata, "atomic_write", full)
         with pytest.raises(KafkaStorageError, match="No space"):
             store.create_topic("t", 3)
         assert _state(tmp_path) == before

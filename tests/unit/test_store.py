@@ -25,7 +25,7 @@ from seglog.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from seglog.storage.store import validate_topic_name
+from seglog.storage.topic import validate_topic_name
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,18 +1,14 @@
-"""A log directory of topics and partitions, laid out as a Kafka broker's ``log.dir``
-(Kafka's ``LogManager``), with the embedded producer and consumer on top.
+"""A log directory of topics and partitions, laid out as a Kafka broker's ``log.dir`` (Kafka's
+``LogManager``). :class:`seglog.Store` (:mod:`seglog.store`) is this class with the embedded
+producer, consumer and Kafka protocol server on top.
 
 >>> import tempfile
->>> from seglog import Store
->>> with Store.open(tempfile.mkdtemp()) as store:
-...     _ = store.create_topic("orders", partitions=3)
-...     producer = store.producer()
-...     producer.send("orders", b"hello", key=b"user-42").offset
-...     consumer = store.consumer(group_id="billing", auto_offset_reset="earliest")
-...     consumer.subscribe(["orders"])
-...     [(r.key, r.value) for r in consumer.poll()]
-...     consumer.commit()
+>>> from seglog.storage.log_manager import LogManager
+>>> from seglog.storage.records import encode_batch
+>>> with LogManager.open(tempfile.mkdtemp()) as logs:
+...     _ = logs.create_topic("orders", partitions=3)
+...     logs.append("orders", 0, encode_batch([b"hello"])).last_offset
 0
-[(b'user-42', b'hello')]
 
 Layout (``docs/kafka-format.md`` §8.1)::
 
@@ -57,102 +53,57 @@ deletion by the store's lock.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
-import re
-import resource
 import shutil
 import threading
 import uuid
-import base64
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, TypeVar
 
 from seglog._native.accumulator import Generation
-from seglog._native.segment import FDS_PER_SEGMENT, open_segment_limit, open_segments
-from seglog.storage.checkpoints import (
-    atomic_write,
-    ensure_meta_properties,
-    fsync_dir,
-)
-from seglog.util.clock import Clock, ManualClock, Scheduler
 from seglog.config import BrokerConfig, LogConfig
-from seglog.util.args import bytes_arg, int_arg
 from seglog.errors import (
     InvalidPartitionsError,
     InvalidRecordError,
     InvalidTopicError,
     KafkaStorageError,
-    LogDirectoryLockedError,
-    StorageError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from seglog.storage.checkpoints import ensure_meta_properties, fsync_dir
+from seglog.storage.cleaner import Cleaner
+from seglog.storage.descriptors import check_descriptor_limit
 from seglog.storage.group_offsets import OFFSETS_TOPIC, GroupOffsets, OffsetAndMetadata
 from seglog.storage.log import Log, LogAppendInfo
-from seglog.storage.logdir import (
-    CLEANER_OFFSET_FILE,
-    LOCK_FILE,
-    REPLICATION_OFFSET_FILE,
-    LogDir,
+from seglog.storage.logdir import LogDir
+from seglog.storage.producer_state import SNAPSHOT_SUFFIX, decode_snapshot
+from seglog.storage.records import batch_headers
+from seglog.storage.store_metadata import (
+    read_store_metadata,
+    read_topic_id,
+    write_partition_metadata,
+    write_store_metadata,
 )
-from seglog.storage.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager, decode_snapshot, last_sequence
-from seglog.storage.records import batch_headers, decode_columns
+from seglog.storage.topic import (
+    INTERNAL_TOPICS,
+    PartitionDescription,
+    StoredPartition,
+    StoredTopic,
+    TopicDescription,
+    TopicPartition,
+    collision_name,
+    new_topic_id,
+    own_leader_epoch,
+    validate_topic_name,
+)
+from seglog.util.args import bytes_arg, int_arg
+from seglog.util.clock import Clock, ManualClock, Scheduler
 
-if TYPE_CHECKING:
-    from seglog.client.consumer import Consumer
-    from seglog.client.producer import Producer
+log = logging.getLogger("seglog.storage.log_manager")
 
-log = logging.getLogger("seglog.storage.store")
-
-METADATA_FILE = "seglog-metadata.json"
-PARTITION_METADATA_FILE = "partition.metadata"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", "__cluster_metadata"})
-
-MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+\Z")   # \Z: "$" would accept a trailing newline
+#: Producer ids are reserved in blocks of this many in the store metadata.
 _PRODUCER_ID_BLOCK = 1000
-
-class TopicPartition(NamedTuple):
-    """A partition of a topic (Kafka's ``TopicPartition``)."""
-
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class PartitionDescription:
-    partition: int
-    log_start_offset: int
-    high_watermark: int
-    log_end_offset: int
-    recovery_point: int
-    segments: int
-    size_bytes: int
-    path: str
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class TopicDescription:
-    name: str
-    topic_id: str | None
-    internal: bool
-    partitions: tuple[PartitionDescription, ...]
-    config_overrides: Mapping[str, Any]
-
-    @property
-    def records(self) -> int:
-        """Offsets spanned by the partitions (records, where no compaction left gaps)."""
-        return sum(p.log_end_offset - p.log_start_offset for p in self.partitions)
-
-    @property
-    def size_bytes(self) -> int:
-        return sum(p.size_bytes for p in self.partitions)
-
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class AppendResult:
@@ -168,133 +119,23 @@ class AppendResult:
     duplicate: bool = False
 
 
-def validate_topic_name(name: object) -> str:
-    """Kafka's topic-name rules (``Topic.validate``): 1-249 characters from ``[a-zA-Z0-9._-]``,
-    not ``.`` or ``..``. A valid name can never reach outside the log directory."""
-    if not isinstance(name, str):
-        raise TypeError(f"topic must be a str, not {type(name).__name__}")
-    if not name:
-        raise InvalidTopicError("topic name is illegal, it can't be empty")
-    if name in (".", ".."):
-        raise InvalidTopicError(f"topic name cannot be {name!r}")
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise InvalidTopicError(f"topic name is illegal, it can't be longer than "
-                                f"{MAX_TOPIC_NAME_LENGTH} characters, topic name: {name[:40]}...",
-                                limit=MAX_TOPIC_NAME_LENGTH)
-    if not _LEGAL_TOPIC.match(name):
-        bad = sorted({c for c in name if not re.match(r"[a-zA-Z0-9._-]", c)})
-        raise InvalidTopicError(f"topic name {name!r} is illegal: it contains {''.join(bad)!r}; "
-                                "only ASCII alphanumerics, '.', '_' and '-' are allowed")
-    return name
+_M = TypeVar("_M", bound="LogManager")
 
 
-def _check_metadata(meta: dict[str, Any], path: str) -> None:
-    """The shape of ``seglog-metadata.json`` (well-formed JSON of the wrong shape is named, not
-    left to fail as a KeyError or TypeError later)."""
-    def bad(where: str, want: str, got: Any) -> StorageError:
-        return StorageError(f"damaged store metadata {path}: {where} should be {want}, found "
-                            f"{type(got).__name__} {str(got)[:40]!r}", path=path)
-
-    def is_int(v: Any) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool)
-
-    if not is_int(meta.get("producer_id_block_end", 0)):
-        raise bad("producer_id_block_end", "an integer", meta["producer_id_block_end"])
-    topics = meta.get("topics", {})
-    if not isinstance(topics, dict):
-        raise bad("topics", "an object", topics)
-    for name, tm in topics.items():
-        if not isinstance(tm, dict):
-            raise bad(f"topics.{name}", "an object", tm)
-        if not is_int(tm.get("partitions", 0)) or tm.get("partitions", 0) < 0:
-            raise bad(f"topics.{name}.partitions", "a count of partitions", tm["partitions"])
-        if not isinstance(tm.get("config", {}), dict):
-            raise bad(f"topics.{name}.config", "an object", tm["config"])
-        if not isinstance(tm.get("topic_id") or "", str):
-            raise bad(f"topics.{name}.topic_id", "a string", tm["topic_id"])
-
-
-def _collision_name(name: str) -> str:
-    # Kafka refuses topics whose names differ only by '.' vs '_' (metric names collide).
-    return name.replace(".", "_")
-
-
-class _Partition:
-    """One partition: its log, the lock serialising appends, its producer state."""
-
-    __slots__ = ("topic", "partition", "log", "lock", "state", "cleaner_offset", "name")
-
-    def __init__(self, topic: str, partition: int, log_: Log, cleaner_offset: int | None) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.log = log_
-        self.lock = threading.Lock()
-        self.name = f"{topic}-{partition}"
-        self.state = ProducerStateManager(name=self.name)
-        self.cleaner_offset = cleaner_offset
-
-    def append_batch(self, data: Any, producer_id: int, producer_epoch: int, base_sequence: int,
-                     count: int, *, verify_crc: bool = True) -> tuple[int, int]:
-        """The producer's append of one batch: (first offset, log-append time or -1). A repeat
-        of one of the producer's last five batches returns the original first offset.
-        ``verify_crc=False`` only for bytes this process encoded and nothing has touched since."""
-        with self.lock:
-            lg = self.log
-            epoch = None if lg.epoch_cache.latest_epoch >= 0 else 0
-            if producer_id >= 0 and base_sequence >= 0:
-                last_seq = (base_sequence + count - 1) % (2**31)
-                dup = self.state.check(producer_id, producer_epoch, base_sequence, last_seq)
-                if dup is not None:
-                    lg.validate(data, verify_crc=verify_crc)    # as Kafka: validated first
-                    return dup.first_offset, -1
-                info = lg.append(data, leader_epoch=epoch, verify_crc=verify_crc)
-                self.state.update(producer_id, producer_epoch, base_sequence, last_seq,
-                                  info.first_offset, info.last_offset, info.max_timestamp)
-            else:
-                info = lg.append(data, leader_epoch=epoch, verify_crc=verify_crc)
-            return info.first_offset, info.log_append_time
-
-    def last_stable_offset(self) -> int:
-        """The log's last stable offset (the high watermark unless a transaction is open)."""
-        return self.log.last_stable_offset
-
-
-class _Topic:
-    __slots__ = ("name", "partitions", "config", "overrides", "topic_id", "internal", "count")
-
-    def __init__(self, name: str, config: LogConfig, overrides: dict[str, Any],
-                 topic_id: str | None, internal: bool) -> None:
-        self.name = name
-        #: The open partition logs, by partition number. All ``count`` of them, except for
-        #: __consumer_offsets (each created at its first commit) and in a read-only store
-        #: (only those on disk).
-        self.partitions: list[_Partition] = []
-        self.count = 0
-        self.config = config
-        self.overrides = overrides
-        self.topic_id = topic_id
-        self.internal = internal
-
-
-def _new_topic_id() -> str:
-    """A Kafka topic id: a random UUID in URL-safe base64 without padding (22 characters)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
-
-
-class Store:
+class LogManager:
     """A Kafka-layout log directory. Create with :meth:`open`."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError("use Store.open(directory) to open a store")
+        raise TypeError(f"use {type(self).__name__}.open(directory) to open a store")
 
     # ---------------------------------------------------------------------------------------------
     # Opening
     # ---------------------------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, directory: str | os.PathLike[str],
+    def open(cls: type[_M], directory: str | os.PathLike[str],
              config: BrokerConfig | Mapping[str, Any] | None = None, *,
-             clock: Clock | None = None, read_only: bool = False, create: bool = True) -> Store:
+             clock: Clock | None = None, read_only: bool = False, create: bool = True) -> _M:
         """Open the log directory ``directory`` (created unless ``create=False``).
 
         ``config`` holds broker keys (``log.segment.bytes``, ``log.retention.hours``, ...):
@@ -324,7 +165,7 @@ class Store:
         self.clock = clock
         self.read_only = read_only
         self._lock = threading.RLock()
-        self._topics: dict[str, _Topic] = {}
+        self._topics: dict[str, StoredTopic] = {}
         self._generation = Generation()
         self._closed = False
         self._logdir: LogDir | None = None
@@ -333,7 +174,8 @@ class Store:
         self._data_cond = threading.Condition()
         self._waiters = 0
         self._clients: list[Any] = []
-        self._group_members: dict[str, list[Consumer]] = {}
+        #: The embedded consumers of each group (:meth:`seglog.Store.consumer`).
+        self._group_members: dict[str, list[Any]] = {}
         self._next_producer_id = 0
         self._producer_id_block_end = 0
         self._producer_ids_scanned = False
@@ -392,7 +234,7 @@ class Store:
                 if name == OFFSETS_TOPIC:
                     # A broker holds only some partitions; the group hash needs them all.
                     count = max(count, self.config.offsets_topic_num_partitions)
-            topic = self._make_topic(name, overrides, tm.get("topic_id") or self._read_topic_id(name, present))
+            topic = self._make_topic(name, overrides, tm.get("topic_id") or read_topic_id(self.dir, name, present))
             topic.count = count
             for p in range(count):
                 tp = (name, p)
@@ -403,11 +245,11 @@ class Store:
                     continue
                 if not exists and tm:
                     log.warning("partition directory %s-%d is missing; creating it empty", name, p)
-                lg = ld.open_log(name, p, topic.config, clock=self.clock, scheduler=self._scheduler,
+                lg = self._open_log(name, p, topic.config, clock=self.clock, scheduler=self._scheduler,
                                  recovery_point=recovery.get(tp, 0), log_start_offset=log_start.get(tp, 0),
                                  clean_shutdown=clean, high_watermark=hws.get(tp),
                                  dir_checkpoints=False)
-                topic.partitions.append(_Partition(name, p, lg, cleaner.get(tp)))
+                topic.partitions.append(StoredPartition(name, p, lg, cleaner.get(tp)))
             self._topics[name] = topic
         self._next_producer_id = int(meta.get("producer_id_block_end", 0))
         self._producer_id_block_end = self._next_producer_id
@@ -415,10 +257,18 @@ class Store:
             ld.remove_clean_shutdown_marker()
             for t in self._topics.values():
                 for part in t.partitions:
-                    self._write_partition_metadata(part, t)
+                    write_partition_metadata(part.log.dir, t.topic_id)
             self._write_metadata()
             self.checkpoint()
             self._schedule_tasks()
+
+    def _open_log(self, topic: str, partition: int, config: LogConfig, **kwargs: Any) -> Log:
+        """Open (creating it unless read-only) a partition's log as the log dir's owner hands it
+        out: writable unless the store is read-only."""
+        ld = self._logdir
+        assert ld is not None
+        return Log.open(ld.partition_path(topic, partition), config, read_only=ld.read_only,
+                        owner=None if ld.read_only else ld, **kwargs)
 
     def _undo_pending(self, name: str, tm: dict[str, Any], found: dict[str, list[int]]) -> dict[str, Any] | None:
         """What to load of a topic whose change was interrupted: the partitions it was creating
@@ -448,69 +298,17 @@ class Store:
         return tm
 
     def _read_metadata(self) -> dict[str, Any]:
-        path = os.path.join(self.dir, METADATA_FILE)
-        try:
-            with open(path, encoding="utf-8") as f:
-                meta = json.load(f)
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError, RecursionError) as exc:
-            raise StorageError(f"cannot read the store metadata {path}: {exc}", path=path) from None
-        if not isinstance(meta, dict) or meta.get("version") != 1:
-            raise StorageError(f"unsupported store metadata in {path} (expected version 1)", path=path)
-        _check_metadata(meta, path)
-        return meta
+        return read_store_metadata(self.dir)
 
-    def _write_metadata(self, pending: tuple[_Topic, list[int], bool] | None = None) -> None:
+    def _write_metadata(self, pending: tuple[StoredTopic, list[int], bool] | None = None) -> None:
         """Write ``seglog-metadata.json``. ``pending``: a topic change about to be made (the
         topic, the partitions to create, whether the topic is new), recorded first so that the
         next open removes what a crash in the middle of it left."""
         if self.read_only:
             return
-        topics = {}
-        for name, t in sorted(self._topics.items()):
-            topics[name] = {"partitions": t.count, "topic_id": t.topic_id,
-                            "config": {k: _jsonable(v) for k, v in sorted(t.overrides.items())}}
-        if pending is not None:
-            t, numbers, new = pending
-            entry = topics.setdefault(t.name, {
-                "partitions": t.count, "topic_id": t.topic_id,
-                "config": {k: _jsonable(v) for k, v in sorted(t.overrides.items())}})
-            entry["pending"] = {"partitions": sorted(numbers), "new_topic": new}
-        meta = {"version": 1, "producer_id_block_end": self._producer_id_block_end, "topics": topics}
-        atomic_write(os.path.join(self.dir, METADATA_FILE),
-                     (json.dumps(meta, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+        write_store_metadata(self.dir, self._topics.values(), self._producer_id_block_end, pending)
 
-    def _read_topic_id(self, name: str, partitions: Sequence[int]) -> str | None:
-        for p in partitions:
-            path = os.path.join(self.dir, f"{name}-{p}", PARTITION_METADATA_FILE)
-            try:
-                with open(path, encoding="utf-8") as f:
-                    for line in f.read().splitlines():
-                        key, _, value = line.partition(":")
-                        if key.strip() == "topic_id" and value.strip():
-                            return value.strip()
-            except FileNotFoundError:
-                continue
-            except (OSError, ValueError) as exc:
-                log.warning("ignoring unreadable %s (it is rewritten): %s", path, exc)
-                continue
-        return None
-
-    def _write_partition_metadata(self, part: _Partition, topic: _Topic) -> None:
-        if topic.topic_id is None:
-            return
-        path = os.path.join(part.log.dir, PARTITION_METADATA_FILE)
-        text = f"version: 0\ntopic_id: {topic.topic_id}"
-        try:
-            with open(path, encoding="utf-8") as f:
-                if f.read() == text:
-                    return
-        except (OSError, ValueError):      # missing or damaged (not UTF-8): rewritten
-            pass
-        atomic_write(path, text.encode("utf-8"))
-
-    def _make_topic(self, name: str, overrides: Mapping[str, Any], topic_id: str | None) -> _Topic:
+    def _make_topic(self, name: str, overrides: Mapping[str, Any], topic_id: str | None) -> StoredTopic:
         internal = name in INTERNAL_TOPICS
         base = dict(overrides)
         if name == OFFSETS_TOPIC:
@@ -518,7 +316,7 @@ class Store:
                         "compression.type": "producer"}
             base = {**defaults, **base}
         config = self.config.topic_config(base)
-        return _Topic(name, config, dict(overrides), topic_id, internal)
+        return StoredTopic(name, config, dict(overrides), topic_id, internal)
 
     def _schedule_tasks(self) -> None:
         assert self._scheduler is not None
@@ -582,17 +380,17 @@ class Store:
                 if exist_ok:
                     return self._describe_topic(existing)
                 raise TopicAlreadyExistsError(f"topic {name!r} already exists")
-            clash = [t for t in self._topics if _collision_name(t) == _collision_name(name)]
+            clash = [t for t in self._topics if collision_name(t) == collision_name(name)]
             if clash:
                 raise InvalidTopicError(f"topic {name!r} collides with existing topic {clash[0]!r} "
                                         "(names differing only in '.' and '_' are not allowed)")
             check_descriptor_limit(partitions, f"create topic {name!r} with {partitions} partitions")
-            topic = _Topic(name, topic_config, {k: v for k, v in overrides.items()}, _new_topic_id(), False)
+            topic = StoredTopic(name, topic_config, {k: v for k, v in overrides.items()}, new_topic_id(), False)
             topic.config = topic_config
             self._grow(topic, range(partitions), new_topic=True)
             return self._describe_topic(topic)
 
-    def _grow(self, topic: _Topic, numbers: Iterable[int], *, new_topic: bool = False,
+    def _grow(self, topic: StoredTopic, numbers: Iterable[int], *, new_topic: bool = False,
               count: int | None = None) -> None:
         """Create the partitions ``numbers`` of ``topic`` (registering a new topic) and record
         them in the metadata and checkpoints: all or nothing. If any step fails (a partition
@@ -609,10 +407,10 @@ class Store:
                 if not os.path.exists(path):
                     created.append(path)
                 lg = self._open_new_log(topic, p)
-                part = _Partition(topic.name, p, lg, None)
+                part = StoredPartition(topic.name, p, lg, None)
                 topic.partitions.append(part)
                 topic.partitions.sort(key=lambda x: x.partition)
-                self._write_partition_metadata(part, topic)
+                write_partition_metadata(part.log.dir, topic.topic_id)
             topic.count = max(topic.count, count or 0, max((q.partition + 1 for q in topic.partitions), default=0))
             if new_topic:
                 self._topics[topic.name] = topic
@@ -624,13 +422,13 @@ class Store:
             self._undo_grow(topic, added, created, new_topic, old_count)
             raise
 
-    def _open_new_log(self, topic: _Topic, partition: int) -> Log:
+    def _open_new_log(self, topic: StoredTopic, partition: int) -> Log:
         assert self._logdir is not None
-        return self._logdir.open_log(topic.name, partition, topic.config, clock=self.clock,
+        return self._open_log(topic.name, partition, topic.config, clock=self.clock,
                                      scheduler=self._scheduler, recovery_point=0, log_start_offset=0,
                                      clean_shutdown=True, dir_checkpoints=False)
 
-    def _undo_grow(self, topic: _Topic, added: list[_Partition], created: list[str], new_topic: bool,
+    def _undo_grow(self, topic: StoredTopic, added: list[StoredPartition], created: list[str], new_topic: bool,
                    old_count: int) -> None:
         for part in added:
             topic.partitions.remove(part)
@@ -740,7 +538,7 @@ class Store:
             return [self._describe_topic(t) for n, t in sorted(self._topics.items())
                     if internal or not t.internal]
 
-    def _describe_topic(self, topic: _Topic) -> TopicDescription:
+    def _describe_topic(self, topic: StoredTopic) -> TopicDescription:
         parts = []
         for part in topic.partitions:
             lg = part.log
@@ -751,14 +549,14 @@ class Store:
         return TopicDescription(topic.name, topic.topic_id, topic.internal, tuple(parts),
                                 dict(topic.overrides))
 
-    def _topic(self, name: str) -> _Topic:
+    def _topic(self, name: str) -> StoredTopic:
         self._check_open()
         topic = self._topics.get(name)
         if topic is None:
             raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist in {self.dir}")
         return topic
 
-    def _partition(self, topic: str, partition: int) -> _Partition:
+    def _partition(self, topic: str, partition: int) -> StoredPartition:
         t = self._topic(topic)
         if not 0 <= partition < len(t.partitions) or t.partitions[partition].partition != partition:
             for part in t.partitions:
@@ -768,6 +566,11 @@ class Store:
                 f"partition {partition} of topic {topic!r} does not exist (the topic has "
                 f"{len(t.partitions)} partition(s))")
         return t.partitions[partition]
+
+    def partition(self, topic: str, partition: int) -> StoredPartition:
+        """The partition's entry (its log and the lock its appends take); for the embedded
+        producer and consumer. ``UnknownTopicOrPartitionError`` if it does not exist."""
+        return self._partition(topic, partition)
 
     def log(self, topic: str, partition: int) -> Log:
         """The partition log itself (read it, but append through the store or a producer so
@@ -796,13 +599,13 @@ class Store:
         with self._lock:
             topic = self._topics.get(OFFSETS_TOPIC)
             if topic is None:
-                topic = self._make_topic(OFFSETS_TOPIC, {}, _new_topic_id())
+                topic = self._make_topic(OFFSETS_TOPIC, {}, new_topic_id())
                 self._grow(topic, [partition], new_topic=True, count=self.config.offsets_topic_num_partitions)
             elif self._existing_log(OFFSETS_TOPIC, partition) is None:
                 self._grow(topic, [partition])
             return self._partition(OFFSETS_TOPIC, partition).log
 
-    def ensure_topic(self, name: str) -> _Topic:
+    def ensure_topic(self, name: str) -> StoredTopic:
         """The topic, created with ``num.partitions`` partitions when missing and
         ``auto.create.topics.enable`` is set (as a broker does on first produce)."""
         topic = self._topics.get(name)
@@ -841,49 +644,27 @@ class Store:
         finally:
             view.release()
 
-    def _append_part(self, part: _Partition, view: memoryview, heads: Sequence[Any],
+    def _append_part(self, part: StoredPartition, view: memoryview, heads: Sequence[Any],
                      origin: str = "client") -> AppendResult:
         h = heads[0]
         if len(heads) == 1 and h.producer_id >= 0 and not h.is_control:
-            return self._append_to(part.topic, part.partition, view, producer_id=h.producer_id,
-                                   producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
-                                   count=h.last_offset - h.base_offset + 1, origin=origin)
+            return self._append_to(part.topic, part.partition, view, origin=origin)
         with part.lock:
-            info = part.log.append(view, leader_epoch=_epoch(part.log), origin=origin)
-            first = info.first_offset
-            for b in heads:
-                n = b.last_offset - b.base_offset + 1
-                if b.producer_id >= 0 and not b.is_control:
-                    part.state.update(b.producer_id, b.producer_epoch, b.base_sequence,
-                                      last_sequence(b.base_sequence, n),
-                                      first, first + n - 1, b.max_timestamp)
-                first += n
+            info = part.log.append(view, leader_epoch=own_leader_epoch(part.log), origin=origin)
         self._notify()
         return AppendResult(part.topic, part.partition, info.first_offset, info.last_offset,
                             info.log_append_time, info.log_start_offset)
 
-    def _append_to(self, topic: str, partition: int, data: Any, *, producer_id: int = -1,
-                   producer_epoch: int = -1, base_sequence: int = -1, count: int = 0,
-                   origin: str = "client") -> AppendResult:
-        """The producer's append: one batch whose producer fields the caller already knows."""
+    def _append_to(self, topic: str, partition: int, data: Any, *, origin: str = "client") -> AppendResult:
+        """One batch, as its producer's leader appends it (``Log.append_as_leader``: a client's
+        idempotent batch is checked against its producer's sequence)."""
         part = self._partition(topic, partition)
         with part.lock:
-            if producer_id >= 0 and base_sequence >= 0:
-                last_seq = (base_sequence + count - 1) % (2**31)
-                dup = part.state.check(producer_id, producer_epoch, base_sequence, last_seq)
-                if dup is not None:
-                    if origin == "client":
-                        part.log.validate(data)    # as Kafka: validated before the sequence check
-                    return AppendResult(topic, partition, dup.first_offset, dup.last_offset, -1,
-                                        part.log.log_start_offset, duplicate=True)
-                info = part.log.append(data, leader_epoch=_epoch(part.log), origin=origin)
-                part.state.update(producer_id, producer_epoch, base_sequence, last_seq,
-                                  info.first_offset, info.last_offset, info.max_timestamp)
-            else:
-                info = part.log.append(data, leader_epoch=_epoch(part.log), origin=origin)
-        self._notify()
+            info = part.log.append_as_leader(data, leader_epoch=own_leader_epoch(part.log), origin=origin)
+        if not info.duplicate:
+            self._notify()
         return AppendResult(topic, partition, info.first_offset, info.last_offset,
-                            info.log_append_time, info.log_start_offset)
+                            info.log_append_time, info.log_start_offset, duplicate=info.duplicate)
 
     def _notify(self) -> None:
         if self._waiters:
@@ -917,48 +698,8 @@ class Store:
         return start
 
     # ---------------------------------------------------------------------------------------------
-    # Producer / consumer
+    # Clients (the producers and consumers of seglog.Store, closed with it)
     # ---------------------------------------------------------------------------------------------
-
-    def producer(self, config: Mapping[str, Any] | None = None, **settings: Any) -> Producer:
-        """An embedded producer (see :class:`seglog.client.producer.Producer`); settings by Kafka key in
-        ``config`` or by attribute name: ``acks``, ``linger_ms``, ``batch_size``,
-        ``compression_type``, ``enable_idempotence``..."""
-        from seglog.client.producer import Producer
-
-        self._check_writable()
-        p = Producer(self, config, **settings)
-        self._clients.append(p)
-        return p
-
-    def consumer(self, group_id: str | None = None, config: Mapping[str, Any] | None = None,
-                 **settings: Any) -> Consumer:
-        """An embedded consumer (see :class:`seglog.client.consumer.Consumer`)."""
-        from seglog.client.consumer import Consumer
-
-        self._check_open()
-        c = Consumer(self, group_id, config, **settings)
-        self._clients.append(c)
-        return c
-
-    def serve(self, host: str = "127.0.0.1", port: int = 0, **options: Any) -> Any:
-        """Serve this store to Kafka clients over Kafka's wire protocol, on ``host:port``
-        (port 0: a free port) from a thread of its own, until the returned handle's ``close()``
-        (or the end of a ``with`` block, or closing the store). ``handle.bootstrap_servers`` is
-        the ``host:port`` to give clients. The listener's limits come from the store's broker
-        config (``socket.request.max.bytes``, ``connections.max.idle.ms``,
-        ``group.min.session.timeout.ms``, ``group.max.session.timeout.ms``,
-        ``group.initial.rebalance.delay.ms``); options override them: ``node_id``,
-        ``max_request_bytes``, ``idle_ms``, ``group_min_session_timeout_ms``,
-        ``group_max_session_timeout_ms``, ``group_initial_rebalance_delay_ms``. Security:
-        ``security_protocol`` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), ``ssl_context`` (an
-        ``ssl.SSLContext`` or Kafka's ``ssl.*`` keys for PEM files), ``sasl_mechanisms``
-        (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and ``users`` (name -> password, or -> SCRAM
-        credentials). See ``docs/kafka-protocol.md``."""
-        from seglog.kafka.server import ServerHandle
-
-        self._check_open()
-        return ServerHandle(self, host, port, **options)
 
     def _flush_producers(self) -> None:
         for client in list(self._clients):
@@ -1024,7 +765,7 @@ class Store:
     # Background work
     # ---------------------------------------------------------------------------------------------
 
-    def _partitions(self) -> Iterator[_Partition]:
+    def _partitions(self) -> Iterator[StoredPartition]:
         with self._lock:
             parts = [p for t in self._topics.values() for p in t.partitions]
         yield from parts
@@ -1048,8 +789,6 @@ class Store:
         returns how many logs were cleaned."""
         if self.read_only or self._closed:
             return 0
-        from seglog.storage.cleaner import Cleaner
-
         cleaned = 0
         cleaner = Cleaner(self.clock)
         for part in self._partitions():
@@ -1107,7 +846,7 @@ class Store:
             self._recovery_file.write(self._collect(lambda p: p.log.recovery_point))
 
     def checkpoint_log_start_offsets(self) -> None:
-        def start(p: _Partition) -> int | None:
+        def start(p: StoredPartition) -> int | None:
             segs = p.log.segments
             first = segs[0].base_offset if segs else 0
             return p.log.log_start_offset if p.log.log_start_offset > first else None
@@ -1167,7 +906,7 @@ class Store:
                 raise KafkaStorageError(f"{len(errors)} log(s) of {self.dir} failed to close; the "
                                         f"first error: {errors[0]}", path=self.dir) from errors[0]
 
-    def __enter__(self) -> Store:
+    def __enter__(self: _M) -> _M:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -1188,45 +927,7 @@ class Store:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("read-only" if self.read_only else "open")
-        return f"Store({self.dir!r}, topics={len(self._topics)}, {state})"
-
-
-#: Descriptors left free by :func:`check_descriptor_limit` for sockets, checkpoint and metadata
-#: files, and whatever else the process opens.
-FD_HEADROOM = 64
-
-
-def check_descriptor_limit(new_partitions: int, action: str) -> None:
-    """Refuse (``InvalidPartitionsError``) ``new_partitions`` more partitions when the process's
-    open-file limit cannot hold them: each keeps its active segment's files open
-    (``FDS_PER_SEGMENT`` descriptors), on top of the descriptors open now (``/proc/self/fd``),
-    the room the open-segment cache may still take for older segments, and ``FD_HEADROOM``."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return
-    try:
-        in_use = len(os.listdir("/proc/self/fd")) - 1     # less the one listing it
-    except OSError:
-        return                                           # no /proc: nothing to count by
-    cache = max(0, open_segment_limit() - open_segments()) * FDS_PER_SEGMENT
-    need = new_partitions * FDS_PER_SEGMENT
-    free = soft - in_use - cache - FD_HEADROOM
-    if need <= free:
-        return
-    fit = max(0, free // FDS_PER_SEGMENT)
-    raise InvalidPartitionsError(
-        f"cannot {action}: each partition keeps {FDS_PER_SEGMENT} files open, {need} descriptors "
-        f"in all, but the open-file limit RLIMIT_NOFILE is {soft} (hard limit {hard}) and the "
-        f"process has {in_use} open, keeps room for {cache} for older segments and {FD_HEADROOM} "
-        f"for sockets and other files: at most {fit} more partition{'s' if fit != 1 else ''} fit. "
-        "Raise the limit (`ulimit -n`, LimitNOFILE= in a systemd unit) or create fewer partitions",
-        limit=soft)
-
-
-def _epoch(lg: Log) -> int | None:
-    # A store's own logs are led at epoch 0 (what a single Kafka broker writes); a log that
-    # already has epochs keeps its latest.
-    return None if lg.epoch_cache.latest_epoch >= 0 else 0
+        return f"{type(self).__name__}({self.dir!r}, topics={len(self._topics)}, {state})"
 
 
 def _holds_records(partition_dir: str) -> bool:
@@ -1242,19 +943,4 @@ def _delete_dir_name(topic: str, partition: int) -> str:
     return topic[: 255 - len(suffix)] + suffix
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, tuple):
-        return ",".join(str(v) for v in value)
-    return value
-
-
-__all__ = [
-    "AppendResult",
-    "OffsetAndMetadata",
-    "PartitionDescription",
-    "Store",
-    "TopicDescription",
-    "TopicPartition",
-    "validate_topic_name",
-    "LogAppendInfo",
-]
+__all__ = ["AppendResult", "LogManager"]
