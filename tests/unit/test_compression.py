@@ -27,6 +27,8 @@ import seglog  # noqa: F401  (installs the engine's error classes into the nativ
 from seglog._native import compression as C
 from seglog.errors import CorruptRecordError
 
+from tests.logkit import zigzag_bytes
+
 with warnings.catch_warnings():
     # kafka-python's package import trips a DeprecationWarning in importlib.resources.
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -38,16 +40,6 @@ NAMES = {C.GZIP: "gzip", C.SNAPPY: "snappy", C.LZ4: "lz4", C.ZSTD: "zstd"}
 
 # --------------------------------------------------------------------------------------
 # payloads and a legacy message-set parser written from docs/kafka-format.md §4
-
-def _varint(n: int) -> bytes:
-    u = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while u >= 0x80:
-        out.append((u & 0x7F) | 0x80)
-        u >>= 7
-    out.append(u)
-    return bytes(out)
-
 
 def records(total: int, value_size: int = 100, seed: int = 1) -> bytes:
     """Concatenated v2 records with JSON-like values, cut to ``total`` bytes."""
@@ -61,9 +53,9 @@ def records(total: int, value_size: int = 100, seed: int = 1) -> bytes:
         while len(value) < value_size:
             value += b'"%s":"%s-%d",' % (rng.choice(words), rng.choice(words), rng.randrange(99999))
         value = value[:value_size]
-        body = (b"\x00" + _varint(rng.randrange(50)) + _varint(i) + _varint(len(key)) + key
-                + _varint(len(value)) + value + _varint(0))
-        out += _varint(len(body)) + body
+        body = (b"\x00" + zigzag_bytes(rng.randrange(50)) + zigzag_bytes(i)
+                + zigzag_bytes(len(key)) + key + zigzag_bytes(len(value)) + value + zigzag_bytes(0))
+        out += zigzag_bytes(len(body)) + body
         i += 1
     return bytes(out[:total])
 

@@ -18,7 +18,7 @@ from seglog.storage.log import Log
 from seglog.storage.records import batch_headers, decode_records, encode_batch, encode_control_batch
 from seglog.storage.txnindex import AbortedTxn
 
-from tests.logkit import T0
+from tests.conftest import T0
 
 ABORT, COMMIT = 0, 1
 P1, P2, P3 = 1001, 1002, 1003       # transactional producers

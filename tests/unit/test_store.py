@@ -27,13 +27,6 @@ from seglog.errors import (
 )
 from seglog.storage.store import validate_topic_name
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
 
 def _open(path: Path, clock: ManualClock, **kw: object) -> Store:
     return Store.open(path, clock=clock, **kw)  # type: ignore[arg-type]
