@@ -608,15 +608,17 @@ def test_zstd_bomb_many_frames() -> None:
 def test_zstd_threads() -> None:
     datas = [records(50_000 + i * 1000, seed=i) for i in range(16)]
 
-    def work(data: bytes) -> bool:
-        for level in (1, 3, 5):
-            packed = C.compress(C.ZSTD, data, level)
-            if bytes(C.decompress(C.ZSTD, packed)) != data:
-                return False
-        return threading.current_thread() is not None
+    def work(data: bytes) -> tuple[bool, int]:
+        """Whether every level's round trip gave ``data`` back, and the thread that did it."""
+        ok = all(bytes(C.decompress(C.ZSTD, C.compress(C.ZSTD, data, level))) == data for level in (1, 3, 5))
+        return ok, threading.get_ident()
 
     with ThreadPoolExecutor(4) as pool:
-        assert all(pool.map(work, datas * 4))
+        results = list(pool.map(work, datas * 4))
+    assert [ok for ok, _ in results] == [True] * len(datas) * 4
+    threads = {ident for _, ident in results}
+    # The round trips ran on the pool's threads (more than one of them), not on the test's.
+    assert threading.get_ident() not in threads and len(threads) > 1, threads
 
 
 # --------------------------------------------------------------------------------------
