@@ -6,7 +6,6 @@ death), then rejoins with a new broker epoch."""
 
 from __future__ import annotations
 
-import itertools
 import os
 import subprocess
 import sys
@@ -22,14 +21,11 @@ from seglog.storage.log import CLEAN_SHUTDOWN_FILE
 
 pytestmark = pytest.mark.cluster
 
-_chroots = itertools.count()
-
 
 @pytest.fixture
-def cluster(zookeeper_server: Any, tmp_path: Any) -> Iterator[Any]:
-    chroot = f"{zookeeper_server.connect_string}/seglog-test-{os.getpid()}-{next(_chroots)}"
+def cluster(zookeeper_chroot: str, tmp_path: Any) -> Iterator[Any]:
     c = LocalCluster(nodes=3, dir=tmp_path / "cluster", coordinator="zookeeper", processes=True,
-                     zookeeper=chroot)
+                     zookeeper=zookeeper_chroot)
     try:
         yield c
     finally:
