@@ -1,9 +1,15 @@
 from __future__ import annotations
 
 import itertools
+import re
 import socket
 import struct
+import subprocess
+import sys
+import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +29,33 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     finally:
         handle.close()
         store.close()
+
+
+def new_topic(broker: Any, partitions: int = 1, config: dict[str, Any] | None = None) -> str:
+    """Create a topic with a name no other test uses on ``broker``'s store; return the name."""
+    name = "t-" + uuid.uuid4().hex[:10]
+    broker.store.create_topic(name, partitions, config)
+    return name
+
+
+@contextmanager
+def serve_process(data: Path, *args: str, protocol: str = "") -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``seglog serve DATA ARGS...`` in a child process: yields it (its stderr a text pipe) and
+    the loopback address its start line names (with `` (PROTOCOL)`` after it when ``protocol``
+    is given); killed afterwards unless the test has stopped it."""
+    proc = subprocess.Popen([sys.executable, "-m", "seglog.cli", "serve", str(data), *args],
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    try:
+        line = proc.stderr.readline()
+        match = re.search(r"on (127\.0\.0\.1:\d+)" + (rf" \({protocol}\)" if protocol else ""), line)
+        assert match, line
+        yield proc, match.group(1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
 
 
 _correlation = itertools.count(1)

@@ -34,7 +34,7 @@ from seglog.kafka.security import (
 )
 from seglog.storage.records import decode_records
 
-from .conftest import RawClient
+from .conftest import RawClient, serve_process
 
 USERS = {"alice": "alice-secret", "bob": "bob-secret"}
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -720,7 +720,6 @@ def test_serve_options_are_checked(store, tls):
 
 def test_cli_serve_sasl_ssl_listener(tmp_path, tls):
     pytest.importorskip("kafka")
-    import re
     import signal
 
     from kafka import KafkaProducer
@@ -733,22 +732,12 @@ def test_cli_serve_sasl_ssl_listener(tmp_path, tls):
         f"ssl.keystore.location={tls.server}\n"
         "listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain."
         "PlainLoginModule required user_alice=\"alice-secret\";\n")
-    proc = subprocess.Popen([sys.executable, "-m", "seglog.cli", "serve", str(tmp_path / "data"),
-                             "--config", str(config)], stderr=subprocess.PIPE, text=True)
-    try:
-        line = proc.stderr.readline()
-        match = re.search(r"on (127\.0\.0\.1:\d+) \(SASL_SSL\)", line)
-        assert match, line
-        producer = KafkaProducer(**_kafka_python(match.group(1), "SASL_SSL", "SCRAM-SHA-256", tls))
+    with serve_process(tmp_path / "data", "--config", str(config), protocol="SASL_SSL") as (proc, address):
+        producer = KafkaProducer(**_kafka_python(address, "SASL_SSL", "SCRAM-SHA-256", tls))
         producer.send("cli", b"secure").get(10)
         producer.close()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stderr.close()
     with Store.open(tmp_path / "data") as s:
         assert [r.value for r in _records(s, "cli")] == [b"secure"]
     bad = subprocess.run([sys.executable, "-m", "seglog.cli", "serve", str(tmp_path / "data"),

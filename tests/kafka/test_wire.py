@@ -14,13 +14,7 @@ from seglog.kafka import codec
 from seglog.kafka.server import API_VERSIONS
 from seglog.storage.records import encode_batch
 
-from .conftest import RawClient
-
-
-def _topic(broker, partitions: int = 1) -> str:
-    name = "w-" + uuid.uuid4().hex[:10]
-    broker.store.create_topic(name, partitions)
-    return name
+from .conftest import RawClient, new_topic
 
 
 def _produce(client: RawClient, topic: str, records: bytes, acks: int = 1, version: int = 9) -> dict:
@@ -72,7 +66,7 @@ def test_api_versions_unknown_version_is_answered_in_v0(raw):
     (struct.pack(">i", 3) + b"abc", "frame shorter than a header"),
 ])
 def test_bad_frames_close_only_their_connection(broker, raw, payload, what, caplog):
-    topic = _topic(broker)
+    topic = new_topic(broker)
     other = RawClient(broker.bootstrap_servers)
     try:
         _produce(other, topic, encode_batch([b"before"]))
@@ -88,7 +82,7 @@ def test_bad_frames_close_only_their_connection(broker, raw, payload, what, capl
 
 
 def test_malformed_produce_body_closes_and_writes_nothing(broker, raw):
-    topic = _topic(broker)
+    topic = new_topic(broker)
     good = codec.encode_to_bytes("ProduceRequest", 9, {
         "transactional_id": None, "acks": 1, "timeout_ms": 1000,
         "topic_data": [{"name": topic, "partition_data": [
@@ -100,7 +94,7 @@ def test_malformed_produce_body_closes_and_writes_nothing(broker, raw):
 
 
 def test_corrupt_batch_is_refused_with_corrupt_message_and_nothing_written(broker, raw):
-    topic = _topic(broker)
+    topic = new_topic(broker)
     batch = bytearray(encode_batch([b"payload"]))
     batch[-1] ^= 0xFF  # breaks the CRC
     part = _produce(raw, topic, bytes(batch))["responses"][0]["partition_responses"][0]
@@ -113,7 +107,7 @@ def test_corrupt_batch_is_refused_with_corrupt_message_and_nothing_written(broke
 
 
 def test_invalid_acks_and_unknown_topic(broker, raw):
-    topic = _topic(broker)
+    topic = new_topic(broker)
     part = _produce(raw, topic, encode_batch([b"x"]), acks=2)["responses"][0]["partition_responses"][0]
     assert part["error_code"] == 21  # INVALID_REQUIRED_ACKS
     part = _produce(raw, "no-such-topic-" + uuid.uuid4().hex[:6], encode_batch([b"x"]))[
@@ -123,7 +117,7 @@ def test_invalid_acks_and_unknown_topic(broker, raw):
 
 
 def test_acks_zero_gets_no_response_but_is_written(broker, raw):
-    topic = _topic(broker)
+    topic = new_topic(broker)
     header = struct.pack(">hhih", 0, 9, 77, -1) + b"\x00"
     raw.send_frame(header + codec.encode_to_bytes("ProduceRequest", 9, {
         "transactional_id": None, "acks": 0, "timeout_ms": 1000,
@@ -138,7 +132,7 @@ def test_acks_zero_gets_no_response_but_is_written(broker, raw):
 
 
 def test_fetch_long_poll_waits_for_min_bytes_then_answers_on_append(broker, raw):
-    topic = _topic(broker)
+    topic = new_topic(broker)
     writer = RawClient(broker.bootstrap_servers)
     timer = threading.Timer(0.3, lambda: _produce(writer, topic, encode_batch([b"wake"])))
     start = time.monotonic()
@@ -155,7 +149,7 @@ def test_fetch_long_poll_waits_for_min_bytes_then_answers_on_append(broker, raw)
 
 
 def test_fetch_with_nothing_to_read_waits_max_wait(broker, raw):
-    topic = _topic(broker)
+    topic = new_topic(broker)
     start = time.monotonic()
     msg = raw.request("Fetch", 1, 12, _fetch_body(topic, max_wait_ms=300))
     assert 0.28 < time.monotonic() - start < 2
@@ -164,7 +158,7 @@ def test_fetch_with_nothing_to_read_waits_max_wait(broker, raw):
 
 
 def test_fetch_limits_sessions_and_out_of_range(broker, raw):
-    topic = _topic(broker)
+    topic = new_topic(broker)
     for i in range(5):
         _produce(raw, topic, encode_batch([b"%d" % i + b"x" * 1000]))
     one = len(encode_batch([b"0" + b"x" * 1000]))
@@ -187,7 +181,7 @@ def test_fetch_limits_sessions_and_out_of_range(broker, raw):
 
 
 def test_list_offsets_special_timestamps(broker, raw):
-    topic = _topic(broker)
+    topic = new_topic(broker)
     for ts in (1000, 5000, 3000):
         _produce(raw, topic, encode_batch([b"v"], timestamps=[ts]))
 
@@ -240,7 +234,7 @@ def test_acks_zero_failure_closes_the_connection(broker, raw):
 
 
 def test_a_client_that_never_reads_does_not_stall_others(broker, raw):
-    topic = _topic(broker)
+    topic = new_topic(broker)
     _produce(raw, topic, encode_batch([b"x" * 500_000]))
     # Pipeline fetches of 500 KB each and never read the answers: the broker's writes to this
     # connection back up and its handler waits, holding one response at a time.
@@ -269,7 +263,7 @@ def test_a_client_that_never_reads_does_not_stall_others(broker, raw):
 def test_read_committed_fetch_stops_at_the_lso_and_lists_aborted_transactions(broker, raw):
     from seglog.storage.records import encode_control_batch
 
-    topic = _topic(broker)
+    topic = new_topic(broker)
     store = broker.store
     store.append(topic, 0, encode_batch([b"a", b"b"], producer_id=500, producer_epoch=0,
                                         base_sequence=0, is_transactional=True))
