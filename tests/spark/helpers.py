@@ -12,9 +12,8 @@ from kafka.record.memory_records import MemoryRecords
 from seglog import Log
 from seglog.storage.records import encode_batch
 
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, T0
 
-T0 = 1_700_000_000_000
 
 #: partition dir name -> (path under kafka-real, needs a compression codec)
 REAL = {

@@ -9,7 +9,7 @@ import pytest
 import seglog.bindings.spark as sp
 from seglog import Log
 from seglog.storage.records import encode_batch, encode_control_batch
-from tests.spark.helpers import T0
+from tests.conftest import T0
 
 ABORT, COMMIT = 0, 1
 
