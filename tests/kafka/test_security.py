@@ -134,6 +134,17 @@ def _ssl_keys(tls: TLSFiles, **more: str) -> dict:
     return {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(tls.server), **more}
 
 
+def _serve_options(tls: TLSFiles, protocol: str, mechanism: str | None) -> dict:
+    """``Store.serve`` keyword arguments for a listener of ``protocol``: the server's keys when it
+    speaks TLS, the test users when it takes a SASL ``mechanism``."""
+    opts: dict = {"security_protocol": protocol}
+    if "SSL" in protocol:
+        opts["ssl_context"] = _ssl_keys(tls)
+    if mechanism:
+        opts["users"] = USERS
+    return opts
+
+
 @pytest.fixture
 def store(tmp_path):
     with Store.open(tmp_path / "data") as s:
@@ -180,11 +191,7 @@ def _kafka_python_round_trip(servers: str, conf: dict, topic: str) -> None:
     ("SASL_PLAINTEXT", "SCRAM-SHA-512"), ("SASL_SSL", "SCRAM-SHA-512"), ("SASL_SSL", "PLAIN")])
 def test_kafka_python_produces_and_consumes(store, tls, protocol, mechanism):
     pytest.importorskip("kafka")
-    opts: dict = {"security_protocol": protocol}
-    if "SSL" in protocol:
-        opts["ssl_context"] = _ssl_keys(tls)
-    if mechanism:
-        opts["users"] = USERS
+    opts = _serve_options(tls, protocol, mechanism)
     with store.serve(**opts) as broker:
         topic = "t-" + uuid.uuid4().hex[:8]
         conf = _kafka_python(broker.bootstrap_servers, protocol, mechanism,
@@ -317,11 +324,7 @@ def _rdkafka_conf(servers: str, protocol: str, mechanism: str | None, tls: TLSFi
     ("SASL_SSL", "SCRAM-SHA-512")])
 def test_confluent_produces_and_consumes(store, tls, protocol, mechanism):
     ck = pytest.importorskip("confluent_kafka")
-    opts: dict = {"security_protocol": protocol}
-    if "SSL" in protocol:
-        opts["ssl_context"] = _ssl_keys(tls)
-    if mechanism:
-        opts["users"] = USERS
+    opts = _serve_options(tls, protocol, mechanism)
     topic = "c-" + uuid.uuid4().hex[:8]
     with store.serve(**opts) as broker:
         conf = _rdkafka_conf(broker.bootstrap_servers, protocol, mechanism,
@@ -387,11 +390,7 @@ def test_confluent_unknown_mechanism_lists_enabled(store):
 @pytest.mark.parametrize("protocol,mechanism", [("SSL", None), ("SASL_SSL", "SCRAM-SHA-256"),
                                                 ("SASL_PLAINTEXT", "PLAIN")])
 def test_kcat_produces_and_consumes(store, tls, protocol, mechanism):
-    opts: dict = {"security_protocol": protocol}
-    if "SSL" in protocol:
-        opts["ssl_context"] = _ssl_keys(tls)
-    if mechanism:
-        opts["users"] = USERS
+    opts = _serve_options(tls, protocol, mechanism)
     topic = "k-" + uuid.uuid4().hex[:8]
     with store.serve(**opts) as broker:
         conf = _rdkafka_conf(broker.bootstrap_servers, protocol, mechanism,

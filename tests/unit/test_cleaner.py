@@ -148,10 +148,10 @@ def test_keyless_records_are_dropped(store: Store, clock: ManualClock) -> None:
     assert [(r.offset, r.key) for r in _records(store)] == [(1, b"k")]
 
 
-def _three_keys_ten_times(store: Store) -> Log:
-    """Compacted topic ``c`` with 10 rounds of keys k0..k2 over several rolled segments: only
-    the last round (offsets 27-29) survives cleaning."""
-    store.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": 600})
+def _three_keys_ten_times(store: Store, **config: Any) -> Log:
+    """Compacted topic ``c`` (``config`` added to its settings) with 10 rounds of keys k0..k2 over
+    several rolled segments: only the last round (offsets 27-29) survives cleaning."""
+    store.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": 600, **config})
     p = store.producer()
     for _ in range(10):
         for k in range(3):
@@ -229,14 +229,8 @@ def test_empty_cleaned_segments_go_with_retention(store: Store, clock: ManualClo
     # Kafka's retention deletes an empty segment like any other, only the last one is kept;
     # an empty segment has no timestamp, so its modification time (the last cleaned segment's)
     # stands in for it.
-    store.create_topic("c", 1, {"cleanup.policy": "compact,delete", "segment.bytes": 600,
-                                "retention.ms": 10_000_000, "file.delete.delay.ms": 0})
-    p = store.producer()
-    for _ in range(10):
-        for k in range(3):
-            p.send("c", b"v" * 60, key=b"k%d" % k)
-    lg = store.log("c", 0)
-    lg.roll()
+    lg = _three_keys_ten_times(store, **{"cleanup.policy": "compact,delete", "retention.ms": 10_000_000,
+                                         "file.delete.delay.ms": 0})
     Cleaner(clock).clean(lg, None, force=True)
     empty = [s for s in lg.segments[:-1] if s.size == 0]
     assert empty and lg.log_start_offset == 0
