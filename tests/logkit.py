@@ -36,6 +36,13 @@ def zigzag_bytes(v: int, *, pad_to: int = 0) -> bytes:
     return bytes(out)
 
 
+def txnindex_entry(pid: int, first: int, last: int, lso: int, version: int = 0) -> bytes:
+    """One aborted-transaction entry of a .txnindex file (docs/kafka-format.md §7.4): [int16
+    version][int64 producerId][int64 firstOffset][int64 lastOffset][int64 LSO]."""
+    return version.to_bytes(2, "big", signed=True) + b"".join(
+        v.to_bytes(8, "big", signed=True) for v in (pid, first, last, lso))
+
+
 def read_offset_index(path: str | Path, base: int) -> list[tuple[int, int]]:
     """(absolute offset, position) of a Kafka .index file, stopping at the zero tail."""
     data = Path(path).read_bytes()
