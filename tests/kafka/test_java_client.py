@@ -8,11 +8,7 @@ which carries kafka-clients and its dependencies under ``pyflink/lib/``."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -20,35 +16,18 @@ from seglog import Store
 from seglog.kafka.security import ScramCredential
 from seglog.storage.records import batch_headers
 
-SOURCE = Path(__file__).parent / "java" / "JavaClientCheck.java"
-JARS = ("kafka-clients", "slf4j-api", "lz4-java", "snappy-java", "zstd-jni")
+from .conftest import JAVA_DIR, compile_java, java_unavailable
+
+SOURCE = JAVA_DIR / "JavaClientCheck.java"
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-
-
-def _jars() -> list[str] | None:
-    spec = importlib.util.find_spec("pyflink")
-    for root in (spec.submodule_search_locations or []) if spec else []:
-        lib = Path(root) / "lib"
-        found = [lib / f"{name}.jar" for name in JARS]
-        if all(p.is_file() for p in found):
-            return [str(p) for p in found]
-    return None
 
 
 @pytest.fixture(scope="module")
 def java_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
-    if shutil.which("java") is None:
-        pytest.skip("no java on PATH (the Java client needs a Java 11+ runtime)")
-    if shutil.which("javac") is None:
-        pytest.skip("no javac on PATH (install a JDK, e.g. openjdk-17-jdk-headless)")
-    jars = _jars()
-    if jars is None:
-        pytest.skip("kafka-clients.jar not found: pip install shigawire-apache-flink-libraries "
-                    "(the 'test' extra) puts it under pyflink/lib/")
-    out = tmp_path_factory.mktemp("java-classes")
-    subprocess.run(["javac", "-cp", os.pathsep.join(jars), "-d", str(out), str(SOURCE)],
-                   check=True, capture_output=True, timeout=300)
-    return os.pathsep.join([str(out), *jars])
+    reason = java_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    return compile_java(tmp_path_factory.mktemp("java-classes"), SOURCE)
 
 
 def _run(classpath: str, bootstrap: str, prefix: str, *props: str) -> str:
