@@ -16,6 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # Files written by Apache Kafka (its client library and real brokers); provenance and checksums
 # in tests/fixtures/README.md.
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+#: Kafka's compression codecs: name (compression.type) -> id (a batch's attributes bits 0-2).
+KAFKA_CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 #: The wall-clock time (ms) the tests' records and manual clocks start at (2023-11-14T22:13:20Z).
 T0 = 1_700_000_000_000
 

@@ -16,10 +16,12 @@ from seglog import Store
 from seglog.kafka.security import ScramCredential
 from seglog.storage.records import batch_headers
 
+from tests.conftest import KAFKA_CODECS
+
 from .conftest import JAVA_DIR, compile_java, java_unavailable
 
 SOURCE = JAVA_DIR / "JavaClientCheck.java"
-CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+CODECS = KAFKA_CODECS
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,12 @@ import pytest
 
 from seglog.storage.records import decode_records
 
+from tests.conftest import KAFKA_CODECS
+
 from .conftest import new_topic
 
 
-@pytest.mark.parametrize("compression", ["none", "gzip", "snappy", "lz4", "zstd"])
+@pytest.mark.parametrize("compression", list(KAFKA_CODECS))
 def test_confluent_producer_and_assigned_consumer(broker, compression):
     ck = pytest.importorskip("confluent_kafka")
     topic = new_topic(broker, partitions=3)
