@@ -51,6 +51,20 @@ def java_unavailable() -> str | None:
     return None
 
 
+#: Kafka's Java client through its paces (AdminClient, producer per codec, group consumer).
+JAVA_CLIENT_CHECK = JAVA_DIR / "JavaClientCheck.java"
+
+
+def run_java_client_check(classpath: str, bootstrap: str, prefix: str, *props: str) -> str:
+    """Run the compiled ``JAVA_CLIENT_CHECK`` against ``bootstrap`` (its topics and group are
+    named after ``prefix``; ``props`` are client properties); assert it succeeded, return its
+    output."""
+    proc = subprocess.run(["java", "-cp", classpath, "JavaClientCheck", bootstrap, prefix, *props],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    return proc.stdout
+
+
 def compile_java(out: Path, *sources: Path) -> str:
     """Compile ``sources`` against kafka-clients into ``out``; the classpath that runs them."""
     jars = kafka_client_jars()

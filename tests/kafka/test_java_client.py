@@ -8,8 +8,6 @@ which carries kafka-clients and its dependencies under ``pyflink/lib/``."""
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
 from seglog import Store
@@ -18,9 +16,8 @@ from seglog.storage.records import batch_headers
 
 from tests.conftest import KAFKA_CODECS
 
-from .conftest import JAVA_DIR, compile_java, java_unavailable
+from .conftest import JAVA_CLIENT_CHECK, compile_java, java_unavailable, run_java_client_check
 
-SOURCE = JAVA_DIR / "JavaClientCheck.java"
 CODECS = KAFKA_CODECS
 
 
@@ -29,14 +26,7 @@ def java_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
     reason = java_unavailable()
     if reason is not None:
         pytest.skip(reason)
-    return compile_java(tmp_path_factory.mktemp("java-classes"), SOURCE)
-
-
-def _run(classpath: str, bootstrap: str, prefix: str, *props: str) -> str:
-    proc = subprocess.run(["java", "-cp", classpath, "JavaClientCheck", bootstrap, prefix, *props],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
-    return proc.stdout
+    return compile_java(tmp_path_factory.mktemp("java-classes"), JAVA_CLIENT_CHECK)
 
 
 def _check_store(store: Store, prefix: str) -> None:
@@ -54,7 +44,7 @@ def _check_store(store: Store, prefix: str) -> None:
 
 def test_java_client_plaintext(java_classpath, tmp_path):
     with Store.open(tmp_path / "data") as store, store.serve() as broker:
-        out = _run(java_classpath, broker.bootstrap_servers, "jp")
+        out = run_java_client_check(java_classpath, broker.bootstrap_servers, "jp")
         assert out.count("OK ") == 8, out
         _check_store(store, "jp")
 
@@ -67,7 +57,7 @@ def test_java_client_sasl_ssl_scram(java_classpath, tmp_path):
     with Store.open(tmp_path / "data") as store, \
             store.serve(security_protocol="SASL_SSL", users=users,
                         ssl_context={"ssl.keystore.location": str(tls.server)}) as broker:
-        out = _run(java_classpath, broker.bootstrap_servers, "js",
+        out = run_java_client_check(java_classpath, broker.bootstrap_servers, "js",
                    "security.protocol=SASL_SSL", "sasl.mechanism=SCRAM-SHA-512",
                    "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule "
                    'required username="alice" password="alice-secret";',

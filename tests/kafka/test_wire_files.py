@@ -27,9 +27,9 @@ from seglog.cli import main as cli_main
 from seglog.storage.records import batch_headers
 
 from tests.compat.kafka_oracle import kp_records, ours
+from tests.conftest import KAFKA_CODECS as CODECS
 
-from .conftest import JAVA_DIR, compile_java, java_unavailable
-from .test_java_client import CODECS, SOURCE, _run
+from .conftest import JAVA_CLIENT_CHECK, JAVA_DIR, compile_java, java_unavailable, run_java_client_check
 
 CHECKER = JAVA_DIR / "WireFileCheck.java"
 PER_TOPIC = 600
@@ -117,7 +117,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Written:
     if reason is not None:
         out.java_skip = reason
     else:
-        out.java_classpath = compile_java(root / "classes", SOURCE, CHECKER)
+        out.java_classpath = compile_java(root / "classes", JAVA_CLIENT_CHECK, CHECKER)
     config = {"log.segment.bytes": SEGMENT_BYTES, "group.initial.rebalance.delay.ms": 0}
     with Store.open(out.root, config) as store, store.serve() as broker:
         for client, produce in CLIENTS.items():
@@ -130,7 +130,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Written:
         if out.java_classpath is not None:
             # JavaClientCheck's producer: idempotent, acks=all, 200 records per codec over
             # three partitions (its topics are created through the AdminClient).
-            _run(out.java_classpath, broker.bootstrap_servers, "java")
+            run_java_client_check(out.java_classpath, broker.bootstrap_servers, "java")
             for codec in CODECS:
                 out.topics[f"java-{codec}"] = ("java", codec, 200)
     return out
