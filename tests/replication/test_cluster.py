@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from seglog.cluster.local import LocalCluster, RecordMetadata
-from tests.replication.helpers import consume_all
+from tests.replication.clients import consume_all
 
 
 def test_killing_the_leader_during_an_acks_all_stream_loses_and_duplicates_nothing(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from seglog.cluster.local import LocalCluster
 from seglog.cluster.coordinator import InMemoryCoordinator
-from tests.replication.helpers import consume_all
+from tests.replication.clients import consume_all
 
 TOPIC = "t"
 PER_CALL = 500

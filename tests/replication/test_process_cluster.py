@@ -18,7 +18,7 @@ import pytest
 
 from seglog.cluster.local import LocalCluster
 from seglog.storage.log import CLEAN_SHUTDOWN_FILE
-from tests.replication.helpers import consume_all
+from tests.replication.clients import consume_all
 
 pytestmark = pytest.mark.cluster
 

@@ -1,4 +1,4 @@
-"""Helpers of the cluster tests in this folder (the simulator is sim.py)."""
+"""What the cluster tests of this folder do as clients of a LocalCluster (the simulator is sim.py)."""
 from __future__ import annotations
 
 import time
