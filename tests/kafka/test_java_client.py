@@ -17,6 +17,7 @@ from seglog.storage.records import batch_headers
 from tests.conftest import KAFKA_CODECS
 
 from .conftest import JAVA_CLIENT_CHECK, compile_java, java_unavailable, run_java_client_check
+from .tls import make_tls
 
 CODECS = KAFKA_CODECS
 
@@ -50,9 +51,7 @@ def test_java_client_plaintext(java_classpath, tmp_path):
 
 
 def test_java_client_sasl_ssl_scram(java_classpath, tmp_path):
-    from .test_security import _make_tls
-
-    tls = _make_tls(tmp_path)
+    tls = make_tls(tmp_path)
     users = {"alice": [ScramCredential.from_password("alice-secret", "SCRAM-SHA-512", 8192)]}
     with Store.open(tmp_path / "data") as store, \
             store.serve(security_protocol="SASL_SSL", users=users,
