@@ -1,7 +1,11 @@
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +16,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # Files written by Apache Kafka (its client library and real brokers); provenance and checksums
 # in tests/fixtures/README.md.
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+#: Kafka's compression codecs: name (compression.type) -> id (a batch's attributes bits 0-2).
+KAFKA_CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+#: The wall-clock time (ms) the tests' records and manual clocks start at (2023-11-14T22:13:20Z).
+T0 = 1_700_000_000_000
 
 
 @pytest.fixture(scope="session")
@@ -35,6 +43,23 @@ def zookeeper_server() -> Iterator[Any]:
         yield server
     finally:
         server.stop()
+
+
+_chroots = itertools.count()
+
+
+@pytest.fixture
+def zookeeper_chroot(zookeeper_server: Any) -> str:
+    """A connect string to the session's ZooKeeper server under a chroot no other test uses, so
+    that each test's cluster starts from an empty tree."""
+    return f"{zookeeper_server.connect_string}/seglog-test-{os.getpid()}-{next(_chroots)}"
+
+
+def run_python(code: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` (dedented) in a fresh interpreter from the repository root with ``args`` as
+    its ``sys.argv[1:]``; its output is captured as text."""
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=str(ROOT))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -9,9 +9,8 @@ from pathlib import Path
 
 from seglog.storage.records import encode_batch
 
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, T0
 
-T0 = 1_700_000_000_000
 KAFKA_REAL = FIXTURES / "kafka-real"
 CONSUMER_OFFSETS_6 = KAFKA_REAL / "LDI-POC" / "__consumer_offsets-6"
 
@@ -21,6 +20,27 @@ def batch(n: int = 1, *, ts: int | list[int] = T0, size: int = 10, tag: int = 0,
     """One v2 batch of ``n`` records; values ``b"<tag>:<i>"`` padded to ``size`` bytes."""
     values = [f"{tag}:{i}".encode().ljust(size, b".") for i in range(n)]
     return encode_batch(values, timestamps=ts, base_offset=base_offset, partition_leader_epoch=epoch)
+
+
+def zigzag_bytes(v: int, *, pad_to: int = 0) -> bytes:
+    """Encode ``v`` (int32/int64 range) as a zigzag varint, optionally padded (non-canonical)."""
+    u = ((v << 1) ^ (v >> 63)) & (2**64 - 1)
+    out = bytearray()
+    while u >= 0x80:
+        out.append((u & 0x7F) | 0x80)
+        u >>= 7
+    out.append(u)
+    while len(out) < pad_to:
+        out[-1] |= 0x80
+        out.append(0)
+    return bytes(out)
+
+
+def txnindex_entry(pid: int, first: int, last: int, lso: int, version: int = 0) -> bytes:
+    """One aborted-transaction entry of a .txnindex file (docs/kafka-format.md §7.4): [int16
+    version][int64 producerId][int64 firstOffset][int64 lastOffset][int64 LSO]."""
+    return version.to_bytes(2, "big", signed=True) + b"".join(
+        v.to_bytes(8, "big", signed=True) for v in (pid, first, last, lso))
 
 
 def read_offset_index(path: str | Path, base: int) -> list[tuple[int, int]]:

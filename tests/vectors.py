@@ -7,7 +7,6 @@ from pathlib import Path
 
 from tests.conftest import FIXTURES
 
-T0 = 1700000000000
 
 
 @lru_cache(maxsize=None)

@@ -14,6 +14,9 @@ from tests.cluster.history import History, load
 from tests.cluster.report import build, write
 from tests.cluster.workload import Consumer, Producer, final_read
 
+#: The topic the workload writes with acks=all (min.insync.replicas=2) and checks.
+SAFE = "safe"
+#: The workload's idempotent producers (client names in the history).
 IDEM = ("p0", "p1")
 
 
@@ -23,7 +26,7 @@ class Scenario:
         self.dir = dir
         os.makedirs(dir, exist_ok=True)
         self.history = History(os.path.join(dir, "history.jsonl"))
-        self.topics = dict(topics or {"safe": 1})
+        self.topics = dict(topics or {SAFE: 1})
         if control:
             self.topics["control"] = 1
         self.cluster = FaultCluster(3, os.path.join(dir, "cluster"), history=self.history, **cluster_kw)
@@ -31,16 +34,16 @@ class Scenario:
         self.observer: Observer | None = None
         self._closed = False
         try:
-            self.cluster.create_topic("safe", self.topics["safe"], 3,
+            self.cluster.create_topic(SAFE, self.topics[SAFE], 3,
                                       {"min.insync.replicas": 2, **(safe_config or {})})
             if control:
                 self.cluster.create_topic("control", 1, 3, {"min.insync.replicas": 1})
             self.observer = Observer(self.cluster, self.history, self.topics).start()
             if workload:
-                n = self.topics["safe"]
-                self.producers = [Producer(self.cluster, self.history, name, "safe", n, rate=rate, seed=k,
+                n = self.topics[SAFE]
+                self.producers = [Producer(self.cluster, self.history, name, SAFE, n, rate=rate, seed=k,
                                            acks="all", enable_idempotence=True) for k, name in enumerate(IDEM)]
-                self.producers.append(Producer(self.cluster, self.history, "n2", "safe", n, rate=rate, seed=7,
+                self.producers.append(Producer(self.cluster, self.history, "n2", SAFE, n, rate=rate, seed=7,
                                                acks="all", enable_idempotence=False))
                 if control:
                     self.producers.append(Producer(self.cluster, self.history, "k3", "control", 1, rate=rate, seed=8,
@@ -61,8 +64,12 @@ class Scenario:
     def wait(self, pred: Any, timeout_s: float, what: str) -> float:
         return wait(pred, timeout_s, what)
 
-    def acked(self, topic: str = "safe") -> int:
+    def acked(self, topic: str = SAFE) -> int:
         return sum(1 for o in self.history.ops if o.f == "send" and o.type == "ok" and o.value["topic"] == topic)
+
+    def warm(self, n: int = 60) -> None:
+        """Wait (up to 20 s) until the workload has ``n`` acknowledged writes."""
+        self.wait(lambda: self.acked() >= n, 20, f"{n} acked writes")
 
     def finish(self, *, heal: bool = True, full_isr_s: float = 60) -> CheckResult:
         """Heal, stop the producers, wait for a full ISR, final read, read every replica, check.
@@ -88,9 +95,18 @@ class Scenario:
         ops = load(os.path.join(self.dir, "history.jsonl"))
         self.result = check(ops, replicas, idempotent_clients=IDEM, control_topics=("control",), final_leaders=leaders)
         self.report = build(ops, self.result, {"scenario": os.path.basename(self.dir), "node_log_counts": self.scraped},
-                            min_isr={"safe": 2, "control": 1})
+                            min_isr={SAFE: 2, "control": 1})
         write(self.report, os.path.join(self.dir, "report.json"))
         return self.result
+
+    def finish_ok(self, *, full_isr_s: float = 60) -> CheckResult:
+        """``finish`` and assert what every scenario promises: the checker found no violation,
+        every acknowledged write was read back, and the workload had more than 50 of them."""
+        res = self.finish(full_isr_s=full_isr_s)
+        assert res.valid, f"{res.violations()}: {res.examples} (run in {self.dir})"
+        assert res.counts["unseen"] == 0, res.examples.get("unseen")
+        assert self.acked() > 50
+        return res
 
     def close(self) -> None:
         if self._closed:

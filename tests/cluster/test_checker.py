@@ -12,9 +12,10 @@ from seglog.storage.log import Log
 from seglog.storage.records import encode_batch
 from tests.cluster.checker import HARD, Batch, ReplicaState, check, encode_value, read_replica, value_key
 from tests.cluster.history import History
+from tests.cluster.scenario import IDEM
+from tests.cluster.scenario import SAFE as SAFE_TOPIC
 
-IDEM = ("p0", "p1")
-SAFE = ("safe", 0)
+SAFE = (SAFE_TOPIC, 0)
 
 
 class Run:

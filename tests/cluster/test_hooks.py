@@ -4,7 +4,6 @@ the fsync journal names each log's recovery point (tested with power loss in tes
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,13 +13,6 @@ from seglog.errors import RequestTimedOutError
 from seglog.cluster.messages import MetadataRequest, MetadataResponse
 from seglog.cluster.tcp import LINK_ADDRESSES_ENV, TcpTransport, link_addresses_from_env
 from tests.cluster.proxy import ProxyHub
-
-
-@pytest.fixture
-def hub() -> Iterator[ProxyHub]:
-    h = ProxyHub()
-    yield h
-    h.close()
 
 
 def test_link_addresses_parse_and_reject() -> None:

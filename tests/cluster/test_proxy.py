@@ -45,13 +45,6 @@ def echo() -> Iterator[_Server]:
     srv.server_close()
 
 
-@pytest.fixture
-def hub() -> Iterator[ProxyHub]:
-    h = ProxyHub()
-    yield h
-    h.close()
-
-
 def _connect(port: int, timeout: float = 2.0) -> socket.socket:
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

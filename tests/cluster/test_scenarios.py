@@ -7,27 +7,13 @@ from __future__ import annotations
 
 import random
 import time
-from pathlib import Path
 
 import pytest
 
 from tests.cluster.harness import LAG_S
-from tests.cluster.scenario import Scenario
+from tests.cluster.scenario import SAFE, Scenario
 
 pytestmark = pytest.mark.cluster
-
-SAFE = "safe"
-
-
-def _ok(sc: Scenario) -> None:
-    res = sc.finish()
-    assert res.valid, f"{res.violations()}: {res.examples} (run in {sc.dir})"
-    assert res.counts["unseen"] == 0, res.examples.get("unseen")
-    assert sc.acked() > 50
-
-
-def _warm(sc: Scenario, n: int = 60) -> None:
-    sc.wait(lambda: sc.acked() >= n, 20, f"{n} acked writes")
 
 
 def _leader(sc: Scenario, topic: str = SAFE) -> int:
@@ -61,18 +47,10 @@ def _send_one(sc: Scenario, producer: object, client: str, n: int) -> str | None
     return None
 
 
-@pytest.fixture
-def sc(tmp_path: Path, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
-    kw = getattr(request, "param", {})
-    s = Scenario(str(tmp_path / "s"), **kw)
-    yield s
-    s.close()
-
-
 def test_s1_clean_restart_of_a_follower_then_leader_kill_keeps_acked(sc: Scenario) -> None:
     """KIP-101 #1: A has m2 but not the HW covering it (its next fetch is held); A restarts
     cleanly, B (the leader) dies. A must not have cut m2 back to its own HW."""
-    _warm(sc)
+    sc.warm()
     b = _leader(sc)
     a = next(i for i in sc.c.ids if i != b)
     sc.c.hub.set(f"{a}->{b}", "blackhole")
@@ -82,13 +60,13 @@ def test_s1_clean_restart_of_a_follower_then_leader_kill_keeps_acked(sc: Scenari
     sc.c.kill(b)
     sc.c.hub.set(f"{a}->{b}", "pass")
     _new_leader(sc, b)
-    _ok(sc)
+    sc.finish_ok()
 
 
 def test_s2_power_loss_on_every_replica_never_diverges(sc: Scenario) -> None:
     """KIP-101 #2: all replicas lose their unsynced tails; one comes back first and takes writes,
     the others return later. Acked loss is allowed here (n-of-n power loss); divergence is not."""
-    _warm(sc, 100)
+    sc.warm(100)
     rng = random.Random(2)
     for i in sc.c.ids:
         sc.c.power_loss(i, rng, keep="random")
@@ -104,20 +82,20 @@ def test_s2_power_loss_on_every_replica_never_diverges(sc: Scenario) -> None:
 def test_s3_two_failovers_within_a_fetch_round(sc: Scenario) -> None:
     """KIP-279: leaders change twice in quick succession; the survivors iterate truncation
     until their logs match."""
-    _warm(sc)
+    sc.warm()
     l1 = _leader(sc)
     sc.c.kill(l1)
     l2 = _new_leader(sc, l1)
     sc.c.kill(l2)
     sc.c.restart(l1)
     sc.c.restart(l2)
-    _ok(sc)
+    sc.finish_ok()
 
 
 def test_s4_lagging_follower_is_not_admitted_on_a_stale_hw(sc: Scenario) -> None:
     """KAFKA-7128, approximated: C falls out of the ISR, A (leader) dies so B leads with a
     lagging HW, C comes back while B is new, then B dies. Committed records survive."""
-    _warm(sc)
+    sc.warm()
     a = _leader(sc)
     b, cc = [i for i in sc.c.ids if i != a]
     sc.c.pause(cc)
@@ -130,14 +108,14 @@ def test_s4_lagging_follower_is_not_admitted_on_a_stale_hw(sc: Scenario) -> None
     if leader is not None:
         sc.c.kill(leader)
     time.sleep(2)
-    _ok(sc)
+    sc.finish_ok()
 
 
 def test_s5_leader_cut_from_followers_not_from_controller(sc: Scenario) -> None:
     """Jepsen 2013: the leader loses its followers but keeps ZooKeeper and clients. After the
     ISR shrink, acks=all writes fail with NOT_ENOUGH_REPLICAS (definitely not written); then the
     leader is isolated completely and only it or an eligible (ELR) replica may lead."""
-    _warm(sc)
+    sc.warm()
     # The controller lives in a node: the shape needs it on the leader (leader <-> controller
     # kept while leader <-> followers is cut). Move leadership there by killing other leaders
     # (the survivors race for it).
@@ -170,14 +148,14 @@ def test_s5_leader_cut_from_followers_not_from_controller(sc: Scenario) -> None:
         now = sc.c.leader(SAFE, 0)
         assert now is None or now in electable, f"node {now} led, outside ISR {st.isr} and ELR {st.elr}"
         time.sleep(0.1)
-    _ok(sc)
+    sc.finish_ok()
 
 
 @pytest.mark.parametrize("block_fetches", [False, True], ids=["plain", "followers-blocked"])
 def test_s6_zombie_leader(sc: Scenario, block_fetches: bool) -> None:
     """SIGSTOP the leader past its session; a new leader is elected; SIGCONT. Whatever the
     zombie acks must survive; with the followers' fetches to it blocked it can ack nothing."""
-    _warm(sc)
+    sc.warm()
     old = _leader(sc)
     sc.c.pause(old)
     new = _new_leader(sc, old, timeout=6 * LAG_S)
@@ -190,14 +168,14 @@ def test_s6_zombie_leader(sc: Scenario, block_fetches: bool) -> None:
     if block_fetches:
         zombie_acks = [o for o in sc.history.ops if o.f == "send" and o.type == "ok" and o.value.get("topic") == SAFE]
         assert len(zombie_acks) >= n_ok
-    _ok(sc)
+    sc.finish_ok()
 
 
 def test_s7_last_replica_standing_loses_power(sc: Scenario) -> None:
     """The ISR shrinks to {L}; L loses its unsynced tail and restarts; the followers return.
     Records acked while the ISR was 3 wide must survive (seglog's rule: ELR plus unclean-restart
     removal, KIP-966)."""
-    _warm(sc)
+    sc.warm()
     leader = _leader(sc)
     f1, f2 = [i for i in sc.c.ids if i != leader]
     sc.c.pause(f1)
@@ -207,11 +185,11 @@ def test_s7_last_replica_standing_loses_power(sc: Scenario) -> None:
     sc.c.restart(leader)
     sc.c.resume(f1)
     sc.c.resume(f2)
-    _ok(sc)
+    sc.finish_ok()
 
 
 def test_s8_follower_back_from_power_loss_is_not_elected_before_resync(sc: Scenario) -> None:
-    _warm(sc)
+    sc.warm()
     leader = _leader(sc)
     b, cc = [i for i in sc.c.ids if i != leader]
     sc.c.power_loss(b, random.Random(8), keep="durable")
@@ -223,13 +201,13 @@ def test_s8_follower_back_from_power_loss_is_not_elected_before_resync(sc: Scena
     while time.monotonic() < t_end:
         assert sc.c.leader(SAFE, 0) != b, "a replica back from power loss led before catching up"
         time.sleep(0.1)
-    _ok(sc)
+    sc.finish_ok()
 
 
 def test_s9_idempotent_retries_across_failover(sc: Scenario) -> None:
     """Leaders die under idempotent producers (appended, replicated, response lost): retries to
     the new leader are deduplicated; then producer-state snapshots across a clean restart."""
-    _warm(sc)
+    sc.warm()
     for _ in range(2):
         leader = _leader(sc)
         sc.c.kill(leader)
@@ -239,7 +217,7 @@ def test_s9_idempotent_retries_across_failover(sc: Scenario) -> None:
     leader = _leader(sc)
     sc.c.terminate(leader)
     sc.c.restart(leader)
-    _ok(sc)
+    sc.finish_ok()
     assert sc.result.counts["duplicates"] == 0
 
 
@@ -247,12 +225,12 @@ def test_s10_retry_of_a_request_still_parked(sc: Scenario) -> None:
     """Client requests to the leader are delayed beyond the client's request timeout: the
     idempotent retries arrive while the originals are parked or just appended. Exactly one
     append each."""
-    _warm(sc)
+    sc.warm()
     leader = _leader(sc)
     sc.c.hub.set(f"c->{leader}", "delay", delay_ms=6000)
     time.sleep(12)
     sc.c.hub.set(f"c->{leader}", "pass")
-    _ok(sc)
+    sc.finish_ok()
     assert sc.result.counts["duplicates"] == 0
 
 
@@ -261,7 +239,7 @@ def test_s11_disk_full_on_the_leader(sc: Scenario) -> None:
     """F5: the leader's disk fills. It must not ack what it could not write nor corrupt its log;
     its process halts (its only log dir failed, as a Kafka broker's last log dir), so leadership
     moves; after space is freed and it restarts, it recovers and re-syncs."""
-    _warm(sc)
+    sc.warm()
     leader = _leader(sc)
     fs = sc.c.tmpfs[leader]
     fs.fill()
@@ -271,12 +249,12 @@ def test_s11_disk_full_on_the_leader(sc: Scenario) -> None:
         assert "halting: the only log dir" in f.read()
     fs.free()
     sc.c.restart(leader)
-    _ok(sc)
+    sc.finish_ok()
 
 
 @pytest.mark.parametrize("how", ["torn", "flip_last"])
 def test_s12_damaged_tail_on_leader_and_follower(sc: Scenario, how: str) -> None:
-    _warm(sc)
+    sc.warm()
     rng = random.Random(12)
     leader = _leader(sc)
     sc.c.damage_tail(leader, rng, how)
@@ -285,25 +263,25 @@ def test_s12_damaged_tail_on_leader_and_follower(sc: Scenario, how: str) -> None
     follower = next(i for i in sc.c.ids if i != sc.c.leader(SAFE, 0))
     sc.c.damage_tail(follower, rng, how)
     sc.c.restart(follower)
-    _ok(sc)
+    sc.finish_ok()
 
 
 def test_s13_fast_leader_changes_no_divergence_no_going_back(sc: Scenario) -> None:
     """Kafka's shouldSurviveFastLeaderChange (5 rounds), shouldNotAllowDivergentLogs and
     offsetsShouldNotGoBackwards (consumer order, replica convergence) in one run."""
-    _warm(sc)
+    sc.warm()
     for _ in range(5):
         leader = _leader(sc)
         sc.c.kill(leader)
         _new_leader(sc, leader)
         sc.c.restart(leader)
-    _ok(sc)
+    sc.finish_ok()
 
 
 def test_positive_control_acks_1_loses_writes_on_leader_kill(sc: Scenario) -> None:
     """§9.5 #10: on the acks=1 control topic, a leader killed while its followers could not
     fetch loses acknowledged writes — and the checker must see it."""
-    _warm(sc)
+    sc.warm()
     leader = _leader(sc, "control")
     followers = [i for i in sc.c.ids if i != leader]
     sc.c.hub.set([f"{f}->{leader}" for f in followers], "blackhole")

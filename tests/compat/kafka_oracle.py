@@ -99,28 +99,28 @@ def set_log_append_time(buf: bytearray, when: int) -> None:
     reseal_v2(buf)
 
 
+def _built(builder: Any, inp: BatchInput) -> bytes:
+    """``inp``'s records through a client's v2 builder, with the broker-assigned fields patched in."""
+    _fill(builder, inp)
+    buf = bytearray(builder.build())
+    set_base_offset_and_epoch(buf, inp.base_offset, inp.partition_leader_epoch)
+    if inp.log_append_time is not None:
+        set_log_append_time(buf, inp.log_append_time)
+    return bytes(buf)
+
+
 def kp_build_v2(inp: BatchInput, compression: int = 0) -> bytes:
     """The batch kafka-python's producer would send, with the broker-assigned fields patched in."""
     b = KpBuilder(magic=2, compression_type=compression, is_transactional=inp.is_transactional,
                   producer_id=inp.producer_id, producer_epoch=inp.producer_epoch,
                   base_sequence=inp.base_sequence, batch_size=BIG)
-    _fill(b, inp)
-    buf = bytearray(b.build())
-    set_base_offset_and_epoch(buf, inp.base_offset, inp.partition_leader_epoch)
-    if inp.log_append_time is not None:
-        set_log_append_time(buf, inp.log_append_time)
-    return bytes(buf)
+    return _built(b, inp)
 
 
 def aio_build_v2(inp: BatchInput, compression: int = 0) -> bytes:
     b = AioBuilder(2, compression, int(inp.is_transactional), inp.producer_id, inp.producer_epoch,
                    inp.base_sequence, BIG)
-    _fill(b, inp)
-    buf = bytearray(b.build())
-    set_base_offset_and_epoch(buf, inp.base_offset, inp.partition_leader_epoch)
-    if inp.log_append_time is not None:
-        set_log_append_time(buf, inp.log_append_time)
-    return bytes(buf)
+    return _built(b, inp)
 
 
 @dataclass(frozen=True)

@@ -42,10 +42,11 @@ from tests.compat.record_cases import (  # noqa: E402
     check_ours_reads,
     legacy_inputs,
 )
+from tests.conftest import KAFKA_CODECS  # noqa: E402
 
 SETTINGS = settings(max_examples=25, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+CODECS = {name: code for name, code in KAFKA_CODECS.items() if name != "none"}
 LEGACY_CODECS = {"gzip": 1, "snappy": 2, "lz4": 3}  # zstd needs magic 2
 
 

@@ -48,20 +48,6 @@ def read_zigzag(buf: bytes, pos: int, end: int, max_bytes: int) -> tuple[int, in
     raise ModelCorrupt("varint too long")
 
 
-def zigzag_bytes(v: int, *, pad_to: int = 0) -> bytes:
-    """Encode ``v`` (int32/int64 range) as a zigzag varint, optionally padded (non-canonical)."""
-    u = ((v << 1) ^ (v >> 63)) & (2**64 - 1)
-    out = bytearray()
-    while u >= 0x80:
-        out.append((u & 0x7F) | 0x80)
-        u >>= 7
-    out.append(u)
-    while len(out) < pad_to:
-        out[-1] |= 0x80
-        out.append(0)
-    return bytes(out)
-
-
 @dataclass
 class Spans:
     """Where the varints and fixed fields of a v2 batch lie (for targeted mutation)."""

@@ -13,7 +13,8 @@ from seglog.errors import CorruptRecordError, KafkaStorageError, StorageError
 from seglog.storage.log import Log
 from seglog.storage.records import batch_headers, decode_records
 
-from tests.logkit import T0, batch
+from tests.conftest import T0
+from tests.logkit import batch
 
 CONFIG = {"segment.bytes": 2000, "index.interval.bytes": 100, "segment.index.bytes": 4096}
 

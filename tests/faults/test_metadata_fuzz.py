@@ -26,7 +26,7 @@ from seglog.storage.log import Log
 from seglog.storage.producer_state import ProducerStateManager
 from seglog.storage.records import decode_records, encode_batch
 
-T0 = 1_700_000_000_000
+from tests.conftest import T0
 
 DAMAGE: dict[str, Callable[[bytes], bytes]] = {
     "empty": lambda b: b"",

@@ -43,6 +43,7 @@ from seglog.storage.records import (
     iter_records,
 )
 from tests.faults import record_model as model
+from tests.logkit import zigzag_bytes
 from tests.vectors import segment_file, vector, vector_names
 
 WATCHDOG_S = 120
@@ -280,7 +281,7 @@ def plausible_batches(draw: st.DrawFn) -> bytes:
         st.binary(max_size=300),
         # record-shaped: small varints, short keys/values
         st.lists(st.one_of(st.integers(0, 0x7F).map(lambda b: bytes([b])),
-                           st.integers(-3, 40).map(model.zigzag_bytes),
+                           st.integers(-3, 40).map(zigzag_bytes),
                            st.binary(max_size=8)), max_size=40).map(b"".join)))
     if magic == 2:
         attrs = draw(st.one_of(st.sampled_from([0, 0x08, 0x10, 0x20, 0x30]), st.integers(0, 0xFFFF)))
@@ -444,11 +445,11 @@ def varint_rewrites(draw: st.DrawFn) -> tuple[bytes, str, int]:
     kind = draw(st.sampled_from(["value", "value", "padded", "overlong", "truncated"]))
     limit = 10 if what == "timestamp_delta" else 5  # longest encoding Kafka's reader accepts
     if kind == "value" or (kind == "padded" and e - s >= limit):
-        new = model.zigzag_bytes(draw(st.one_of(
+        new = zigzag_bytes(draw(st.one_of(
             st.sampled_from(INTERESTING_32), st.integers(old - 3, old + 3),
             st.integers(-(2**63), 2**63 - 1) if what == "timestamp_delta" else st.nothing())))
     elif kind == "padded" and e - s < limit:  # a non-canonical but valid encoding of the value
-        new = model.zigzag_bytes(old, pad_to=draw(st.integers(e - s + 1, limit)))
+        new = zigzag_bytes(old, pad_to=draw(st.integers(e - s + 1, limit)))
     elif kind == "overlong":
         new = b"\xff" * draw(st.integers(5, 12)) + b"\x01"
     else:

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -15,11 +12,7 @@ import pytest
 from seglog import Store
 from seglog.storage.records import decode_records
 
-
-def _run(code: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                         text=True, timeout=timeout)
-    return out
+from tests.conftest import run_python
 
 
 def _all(store: Store, topic: str) -> list[tuple[int, bytes | None, bytes | None]]:
@@ -30,7 +23,7 @@ def _all(store: Store, topic: str) -> list[tuple[int, bytes | None, bytes | None
 
 
 def test_crash_keeps_flushed_records_and_commits(tmp_path: Path) -> None:
-    out = _run(f"""
+    out = run_python(f"""
         import os
         from seglog import Store
         s = Store.open({str(tmp_path)!r})
@@ -100,7 +93,7 @@ def _model(path: Path) -> dict[bytes, tuple[int, bytes | None]]:
 
 @pytest.mark.parametrize("step", ["cleaned", "swap", "replaced"])
 def test_crash_in_the_middle_of_cleaning(tmp_path: Path, step: str) -> None:
-    out = _run(CLEAN_CHILD.format(step=step, path=str(tmp_path)))
+    out = run_python(CLEAN_CHILD.format(step=step, path=str(tmp_path)))
     assert out.returncode == 9, out.stderr
     names = os.listdir(tmp_path / "c-0")
     assert any(n.endswith((".cleaned", ".swap", ".deleted")) for n in names), names
@@ -167,7 +160,7 @@ os._exit(0)
 def test_crash_while_swapping_in_an_empty_cleaned_segment(tmp_path: Path, step: str) -> None:
     # The first group's records are all superseded: its cleaned segment is empty. Wherever the
     # swap stops, the log start offset stays 0 and the latest value of each key is readable.
-    out = _run(EMPTY_GROUP_CHILD.format(step=step, path=str(tmp_path)))
+    out = run_python(EMPTY_GROUP_CHILD.format(step=step, path=str(tmp_path)))
     assert out.returncode == 9, out.stderr
     with Store.open(tmp_path, config={"log.cleaner.enable": False}) as store:
         names = os.listdir(tmp_path / "c-0")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+from collections.abc import Callable
 
 stop = False
 
@@ -25,6 +26,27 @@ def emit(obj: object) -> None:
     sys.stdout.flush()
 
 
+def member(poll: Callable[[], list[tuple[int, int]]], commit: Callable[[], None],
+           assignment: Callable[[], list[int]]) -> None:
+    """The loop every client runs until SIGTERM: ``poll`` for up to 100 ms, report each
+    (partition, offset) consumed, ``commit`` after a poll that returned records, and report
+    the assignment whenever it changes."""
+    assigned: list[int] = []
+    while not stop:
+        consumed = poll()
+        for partition, offset in consumed:
+            emit([partition, offset])
+        if consumed:
+            try:
+                commit()
+            except Exception as exc:  # noqa: BLE001 - a rebalance: the records come again
+                emit({"commit_failed": str(exc)})
+        now = sorted(assignment())
+        if now != assigned:
+            assigned = now
+            emit({"assigned": now})
+
+
 def kafka_python(bootstrap: str, topic: str, group: str, session_ms: int) -> None:
     from kafka import KafkaConsumer
 
@@ -32,22 +54,10 @@ def kafka_python(bootstrap: str, topic: str, group: str, session_ms: int) -> Non
                       enable_auto_commit=False, auto_offset_reset="earliest",
                       session_timeout_ms=session_ms, heartbeat_interval_ms=max(session_ms // 5, 50),
                       fetch_max_wait_ms=100, reconnect_backoff_ms=50, retry_backoff_ms=50)
-    assigned: list[int] = []
     try:
-        while not stop:
-            batch = c.poll(timeout_ms=100)
-            for tp, records in batch.items():
-                for r in records:
-                    emit([tp.partition, r.offset])
-            if batch:
-                try:
-                    c.commit()
-                except Exception as exc:  # noqa: BLE001 - a rebalance: the records come again
-                    emit({"commit_failed": str(exc)})
-            now = sorted(tp.partition for tp in c.assignment())
-            if now != assigned:
-                assigned = now
-                emit({"assigned": now})
+        member(lambda: [(tp.partition, r.offset) for tp, records in c.poll(timeout_ms=100).items()
+                        for r in records],
+               c.commit, lambda: [tp.partition for tp in c.assignment()])
     finally:
         c.close()
 
@@ -60,24 +70,9 @@ def confluent(bootstrap: str, topic: str, group: str, session_ms: int) -> None:
                   "heartbeat.interval.ms": max(session_ms // 5, 50), "fetch.wait.max.ms": 100,
                   "reconnect.backoff.ms": 50, "log_level": 3})
     c.subscribe([topic])
-    assigned: list[int] = []
     try:
-        while not stop:
-            msgs = c.consume(500, 0.1)
-            got = False
-            for m in msgs:
-                if m.error() is None:
-                    emit([m.partition(), m.offset()])
-                    got = True
-            if got:
-                try:
-                    c.commit(asynchronous=False)
-                except Exception as exc:  # noqa: BLE001 - a rebalance: the records come again
-                    emit({"commit_failed": str(exc)})
-            now = sorted(tp.partition for tp in c.assignment())
-            if now != assigned:
-                assigned = now
-                emit({"assigned": now})
+        member(lambda: [(m.partition(), m.offset()) for m in c.consume(500, 0.1) if m.error() is None],
+               lambda: c.commit(asynchronous=False), lambda: [tp.partition for tp in c.assignment()])
     finally:
         c.close()
 
@@ -87,33 +82,28 @@ def aiokafka_member(bootstrap: str, topic: str, group: str, session_ms: int) -> 
 
     from aiokafka import AIOKafkaConsumer
 
-    async def run() -> None:
+    # The consumer's background tasks (heartbeats, rebalances) run on this loop while a poll or
+    # a commit waits on it, which is all but the moments spent printing.
+    loop = asyncio.new_event_loop()
+
+    async def start() -> AIOKafkaConsumer:
         c = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
                              enable_auto_commit=False, auto_offset_reset="earliest",
                              session_timeout_ms=session_ms,
                              heartbeat_interval_ms=max(session_ms // 5, 50),
                              fetch_max_wait_ms=100, retry_backoff_ms=50)
         await c.start()
-        assigned: list[int] = []
-        try:
-            while not stop:
-                batch = await c.getmany(timeout_ms=100)
-                for tp, records in batch.items():
-                    for r in records:
-                        emit([tp.partition, r.offset])
-                if batch:
-                    try:
-                        await c.commit()
-                    except Exception as exc:  # noqa: BLE001 - a rebalance: the records come again
-                        emit({"commit_failed": str(exc)})
-                now = sorted(tp.partition for tp in c.assignment())
-                if now != assigned:
-                    assigned = now
-                    emit({"assigned": now})
-        finally:
-            await c.stop()
+        return c
 
-    asyncio.run(run())
+    c = loop.run_until_complete(start())
+    try:
+        member(lambda: [(tp.partition, r.offset)
+                        for tp, records in loop.run_until_complete(c.getmany(timeout_ms=100)).items()
+                        for r in records],
+               lambda: loop.run_until_complete(c.commit()), lambda: [tp.partition for tp in c.assignment()])
+    finally:
+        loop.run_until_complete(c.stop())
+        loop.close()
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ kafka = pytest.importorskip("kafka")
 from kafka import KafkaProducer, TopicPartition  # noqa: E402
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewPartitions  # noqa: E402
 
+from .conftest import new_topic  # noqa: E402
+
 
 @pytest.fixture
 def admin(broker):
@@ -19,14 +21,8 @@ def admin(broker):
     client.close()
 
 
-def _topic(broker, partitions: int = 1, config=None) -> str:
-    name = "adm-" + uuid.uuid4().hex[:10]
-    broker.store.create_topic(name, partitions, config)
-    return name
-
-
 def test_create_partitions(broker, admin):
-    topic = _topic(broker, 2)
+    topic = new_topic(broker, 2)
     admin.create_partitions({topic: NewPartitions(5)})
     assert broker.store.partitions_for(topic) == 5
     with pytest.raises(kafka.errors.InvalidPartitionsError):
@@ -36,7 +32,7 @@ def test_create_partitions(broker, admin):
 
 
 def test_delete_records(broker, admin):
-    topic = _topic(broker)
+    topic = new_topic(broker)
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
     for i in range(10):
         producer.send(topic, b"%d" % i, partition=0)
@@ -48,7 +44,7 @@ def test_delete_records(broker, admin):
 
 
 def test_describe_and_incrementally_alter_topic_configs(broker, admin):
-    topic = _topic(broker, config={"retention.ms": 1234567})
+    topic = new_topic(broker, config={"retention.ms": 1234567})
     found = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)],
                                    config_filter="all")["topic"][topic]
     assert found["retention.ms"]["value"] == "1234567"
@@ -87,7 +83,7 @@ def test_describe_broker_configs(broker, admin):
 
 def test_librdkafka_admin(broker):
     ck = pytest.importorskip("confluent_kafka.admin")
-    topic = _topic(broker, 1)
+    topic = new_topic(broker, 1)
     client = ck.AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     client.create_partitions([ck.NewPartitions(topic, 3)])[topic].result(10)
     assert broker.store.partitions_for(topic) == 3

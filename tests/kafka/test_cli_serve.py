@@ -4,7 +4,6 @@ cleanly by SIGTERM with its records in the log dir."""
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -14,6 +13,8 @@ import pytest
 from seglog import Store
 from seglog.storage.records import decode_records
 
+from .conftest import serve_process
+
 kafka = pytest.importorskip("kafka")
 
 
@@ -22,14 +23,9 @@ def test_serve_process_takes_records_and_stops_on_sigterm(tmp_path):
 
     config = tmp_path / "broker.properties"
     config.write_text("num.partitions=2\n")
-    proc = subprocess.Popen([sys.executable, "-m", "seglog.cli", "serve", str(tmp_path / "data"),
-                             "--listen", "127.0.0.1:0", "--config", str(config)],
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        line = proc.stderr.readline()
-        match = re.search(r"on (127\.0\.0\.1:\d+)", line)
-        assert match, line
-        producer = KafkaProducer(bootstrap_servers=match.group(1), acks="all")
+    with serve_process(tmp_path / "data", "--listen", "127.0.0.1:0",
+                       "--config", str(config)) as (proc, address):
+        producer = KafkaProducer(bootstrap_servers=address, acks="all")
         # The topic is created on first use with num.partitions from the config file.
         for i in range(10):
             producer.send("auto", b"v%d" % i, partition=i % 2)
@@ -38,11 +34,6 @@ def test_serve_process_takes_records_and_stops_on_sigterm(tmp_path):
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
         assert "stopped" in proc.stderr.read()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stderr.close()
     with Store.open(tmp_path / "data") as store:
         assert store.partitions_for("auto") == 2
         values = sorted(r.value for p in range(2)

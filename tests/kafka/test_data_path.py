@@ -17,8 +17,7 @@ from seglog.kafka import codec
 from seglog.kafka.server import SENDFILE_MIN
 from seglog.storage.records import encode_batch
 
-from .conftest import RawClient
-from .test_wire import _fetch_body, _produce
+from .conftest import RawClient, fetch_body, raw_produce
 
 
 def _fill(store: Store, topic: str, batches: int, value_size: int = 1000) -> bytes:
@@ -49,12 +48,12 @@ def test_large_fetches_are_sent_from_the_segment_files(broker, raw, sendfile_cal
     topic = "sf-" + uuid.uuid4().hex[:8]
     data = _fill(broker.store, topic, 4)
     assert len(data) > SENDFILE_MIN
-    msg = raw.request("Fetch", 1, 12, _fetch_body(topic))
+    msg = raw.request("Fetch", 1, 12, fetch_body(topic))
     part = msg["responses"][0]["partitions"][0]
     assert part["error_code"] == 0 and bytes(part["records"]) == data
     assert sum(sendfile_calls) == len(data)
     # read_committed goes the same way (the aborted-transaction bound reads the last batch).
-    msg = raw.request("Fetch", 1, 12, _fetch_body(topic, isolation_level=1))
+    msg = raw.request("Fetch", 1, 12, fetch_body(topic, isolation_level=1))
     part = msg["responses"][0]["partitions"][0]
     assert bytes(part["records"]) == data and part["aborted_transactions"] == []
     assert sum(sendfile_calls) == 2 * len(data)
@@ -64,7 +63,7 @@ def test_small_fetches_are_copied_not_sendfiled(broker, raw, sendfile_calls):
     topic = "small-" + uuid.uuid4().hex[:8]
     data = _fill(broker.store, topic, 1, value_size=10)
     assert len(data) < SENDFILE_MIN
-    msg = raw.request("Fetch", 1, 12, _fetch_body(topic))
+    msg = raw.request("Fetch", 1, 12, fetch_body(topic))
     assert bytes(msg["responses"][0]["partitions"][0]["records"]) == data
     assert sendfile_calls == []
 
@@ -78,7 +77,7 @@ def test_a_transport_without_sendfile_gets_the_data_through_a_buffer(
                         constants._SendfileMode.UNSUPPORTED)
     topic = "nosf-" + uuid.uuid4().hex[:8]
     data = _fill(broker.store, topic, 4)
-    msg = raw.request("Fetch", 1, 12, _fetch_body(topic))
+    msg = raw.request("Fetch", 1, 12, fetch_body(topic))
     assert bytes(msg["responses"][0]["partitions"][0]["records"]) == data
     assert sendfile_calls == []
 
@@ -105,7 +104,7 @@ def test_a_fetched_segment_deleted_before_sending_is_still_sent_whole(tmp_path, 
         try:
             client = RawClient(handle.bootstrap_servers)
             try:
-                msg = client.request("Fetch", 1, 12, _fetch_body("t", max_bytes=1 << 22))
+                msg = client.request("Fetch", 1, 12, fetch_body("t", max_bytes=1 << 22))
             finally:
                 client.close()
         finally:
@@ -128,7 +127,7 @@ def test_produce_keeps_the_request_frame_memory(broker, raw, monkeypatch):
         return real(self, t, p, records)
 
     monkeypatch.setattr(type(broker.store), "append", spy)
-    assert _produce(raw, topic, encode_batch([b"x" * 50_000]))["responses"][0][
+    assert raw_produce(raw, topic, encode_batch([b"x" * 50_000]))["responses"][0][
         "partition_responses"][0]["error_code"] == 0
     assert seen == [memoryview]
 
@@ -170,7 +169,7 @@ def test_a_slow_fsync_on_produce_does_not_stall_other_connections(tmp_path, monk
         done = threading.Event()
 
         def produce():
-            _produce(producer, "durable", encode_batch([b"a"]))
+            raw_produce(producer, "durable", encode_batch([b"a"]))
             done.set()
 
         t = threading.Thread(target=produce)
@@ -182,7 +181,7 @@ def test_a_slow_fsync_on_produce_does_not_stall_other_connections(tmp_path, monk
             # An append that does not reach flush.messages stays on the loop thread.
             other = RawClient(handle.bootstrap_servers)
             try:
-                out = _produce(other, "plain", encode_batch([b"b"]))
+                out = raw_produce(other, "plain", encode_batch([b"b"]))
             finally:
                 other.close()
             assert out["responses"][0]["partition_responses"][0]["error_code"] == 0
@@ -283,7 +282,7 @@ def test_appends_that_wait_for_the_disk_run_on_a_worker_thread(tmp_path, monkeyp
         client = RawClient(handle.bootstrap_servers)
         try:
             for _ in range(8):
-                _produce(client, "t", encode_batch([b"x" * 3000]))
+                raw_produce(client, "t", encode_batch([b"x" * 3000]))
         finally:
             client.close()
         assert store.log("t", 0).high_watermark == 8

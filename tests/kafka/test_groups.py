@@ -10,16 +10,10 @@ from typing import Any
 
 import pytest
 
-from .conftest import RawClient
+from .conftest import RawClient, new_topic
 
 kafka = pytest.importorskip("kafka")
 from kafka import KafkaConsumer, KafkaProducer  # noqa: E402
-
-
-def _topic(broker, partitions: int) -> str:
-    name = "g-" + uuid.uuid4().hex[:10]
-    broker.store.create_topic(name, partitions)
-    return name
 
 
 def _produce(broker, topic: str, values: list[bytes], partitions: int) -> None:
@@ -31,7 +25,7 @@ def _produce(broker, topic: str, values: list[bytes], partitions: int) -> None:
 
 
 def test_kafka_python_group_shares_partitions_commits_and_resumes(broker):
-    topic = _topic(broker, 4)
+    topic = new_topic(broker, 4)
     group = "grp-" + uuid.uuid4().hex[:6]
     _produce(broker, topic, [b"a%d" % i for i in range(200)], 4)
     settings = dict(bootstrap_servers=broker.bootstrap_servers, group_id=group,
@@ -90,7 +84,7 @@ def test_kafka_python_group_shares_partitions_commits_and_resumes(broker):
 
 def test_librdkafka_group_consumer_commits(broker):
     ck = pytest.importorskip("confluent_kafka")
-    topic = _topic(broker, 3)
+    topic = new_topic(broker, 3)
     group = "rdk-" + uuid.uuid4().hex[:6]
     _produce(broker, topic, [b"r%d" % i for i in range(90)], 3)
     consumer = ck.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
@@ -199,7 +193,7 @@ def test_group_api_errors_and_listing(broker):
             {"member_id": me, "group_instance_id": None, "reason": "done"}]})
         assert left["members"][0]["error_code"] == 0
         # Empty now: a plain commit (no generation) is taken, and OffsetFetch (v8 form) reads it.
-        topic = _topic(broker, 1)
+        topic = new_topic(broker, 1)
         commit["topics"][0]["name"] = topic
         assert raw.request("OffsetCommit", 8, 8, commit)["topics"][0]["partitions"][0]["error_code"] == 0
         fetched = raw.request("OffsetFetch", 9, 8, {"groups": [
@@ -270,7 +264,7 @@ def test_static_member_rejoins_without_rebalance_and_fences_its_old_id(broker):
                                                   "protocol_name": "range",
                                                   "assignments": []})["error_code"] == 82
         assert _static_join(first, group, "inst-a", member_id=old)["error_code"] == 82
-        topic = _topic(broker, 1)
+        topic = new_topic(broker, 1)
         commit = {"group_id": group, "generation_id_or_member_epoch": gen, "member_id": old,
                   "group_instance_id": "inst-a", "topics": [{"name": topic, "partitions": [
                       {"partition_index": 0, "committed_offset": 3, "committed_metadata": ""}]}]}
@@ -328,7 +322,7 @@ def test_static_member_stays_through_a_disconnect_until_its_session_timeout(tmp_
 
 def test_librdkafka_static_member_restarts_without_a_rebalance(broker):
     ck = pytest.importorskip("confluent_kafka")
-    topic = _topic(broker, 4)
+    topic = new_topic(broker, 4)
     group = "rdk-static-" + uuid.uuid4().hex[:6]
     _produce(broker, topic, [b"s%d" % i for i in range(40)], 4)
     revoked: dict[str, int] = {"c1": 0, "c2": 0}
@@ -386,7 +380,7 @@ def test_librdkafka_static_member_restarts_without_a_rebalance(broker):
 def test_kafka_python_static_member_restarts_without_a_rebalance(broker):
     from kafka import ConsumerRebalanceListener
 
-    topic = _topic(broker, 4)
+    topic = new_topic(broker, 4)
     group = "kp-static-" + uuid.uuid4().hex[:6]
     assigned: dict[str, set] = {}
     revoked: dict[str, int] = {"k1": 0, "k2": 0}

@@ -8,54 +8,26 @@ which carries kafka-clients and its dependencies under ``pyflink/lib/``."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import shutil
-import subprocess
-from pathlib import Path
-
 import pytest
 
 from seglog import Store
 from seglog.kafka.security import ScramCredential
 from seglog.storage.records import batch_headers
 
-SOURCE = Path(__file__).parent / "java" / "JavaClientCheck.java"
-JARS = ("kafka-clients", "slf4j-api", "lz4-java", "snappy-java", "zstd-jni")
-CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+from tests.conftest import KAFKA_CODECS
 
+from .conftest import JAVA_CLIENT_CHECK, compile_java, java_unavailable, run_java_client_check
+from .tls import make_tls
 
-def _jars() -> list[str] | None:
-    spec = importlib.util.find_spec("pyflink")
-    for root in (spec.submodule_search_locations or []) if spec else []:
-        lib = Path(root) / "lib"
-        found = [lib / f"{name}.jar" for name in JARS]
-        if all(p.is_file() for p in found):
-            return [str(p) for p in found]
-    return None
+CODECS = KAFKA_CODECS
 
 
 @pytest.fixture(scope="module")
 def java_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
-    if shutil.which("java") is None:
-        pytest.skip("no java on PATH (the Java client needs a Java 11+ runtime)")
-    if shutil.which("javac") is None:
-        pytest.skip("no javac on PATH (install a JDK, e.g. openjdk-17-jdk-headless)")
-    jars = _jars()
-    if jars is None:
-        pytest.skip("kafka-clients.jar not found: pip install shigawire-apache-flink-libraries "
-                    "(the 'test' extra) puts it under pyflink/lib/")
-    out = tmp_path_factory.mktemp("java-classes")
-    subprocess.run(["javac", "-cp", os.pathsep.join(jars), "-d", str(out), str(SOURCE)],
-                   check=True, capture_output=True, timeout=300)
-    return os.pathsep.join([str(out), *jars])
-
-
-def _run(classpath: str, bootstrap: str, prefix: str, *props: str) -> str:
-    proc = subprocess.run(["java", "-cp", classpath, "JavaClientCheck", bootstrap, prefix, *props],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
-    return proc.stdout
+    reason = java_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    return compile_java(tmp_path_factory.mktemp("java-classes"), JAVA_CLIENT_CHECK)
 
 
 def _check_store(store: Store, prefix: str) -> None:
@@ -73,20 +45,18 @@ def _check_store(store: Store, prefix: str) -> None:
 
 def test_java_client_plaintext(java_classpath, tmp_path):
     with Store.open(tmp_path / "data") as store, store.serve() as broker:
-        out = _run(java_classpath, broker.bootstrap_servers, "jp")
+        out = run_java_client_check(java_classpath, broker.bootstrap_servers, "jp")
         assert out.count("OK ") == 8, out
         _check_store(store, "jp")
 
 
 def test_java_client_sasl_ssl_scram(java_classpath, tmp_path):
-    from .test_security import _make_tls
-
-    tls = _make_tls(tmp_path)
+    tls = make_tls(tmp_path)
     users = {"alice": [ScramCredential.from_password("alice-secret", "SCRAM-SHA-512", 8192)]}
     with Store.open(tmp_path / "data") as store, \
             store.serve(security_protocol="SASL_SSL", users=users,
                         ssl_context={"ssl.keystore.location": str(tls.server)}) as broker:
-        out = _run(java_classpath, broker.bootstrap_servers, "js",
+        out = run_java_client_check(java_classpath, broker.bootstrap_servers, "js",
                    "security.protocol=SASL_SSL", "sasl.mechanism=SCRAM-SHA-512",
                    "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule "
                    'required username="alice" password="alice-secret";',

@@ -9,17 +9,13 @@ import pytest
 
 from seglog.storage.records import decode_records
 
+from .conftest import new_topic
+
 kafka = pytest.importorskip("kafka")
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
 from kafka.admin import KafkaAdminClient, NewTopic  # noqa: E402
 from kafka.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError  # noqa: E402
 from kafka.record import MemoryRecords  # noqa: E402
-
-
-def _topic(broker, partitions: int = 1) -> str:
-    name = "t-" + uuid.uuid4().hex[:10]
-    broker.store.create_topic(name, partitions)
-    return name
 
 
 def _consume(broker, topic: str, partition: int, count: int, **config) -> list:
@@ -42,7 +38,7 @@ def _consume(broker, topic: str, partition: int, count: int, **config) -> list:
 @pytest.mark.parametrize("acks,compression", [
     (1, None), ("all", "gzip"), (0, "snappy"), (1, "lz4"), ("all", "zstd"), (0, None)])
 def test_produce_and_consume_every_codec_and_acks(broker, acks, compression):
-    topic = _topic(broker, partitions=2)
+    topic = new_topic(broker, partitions=2)
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks=acks,
                              compression_type=compression, linger_ms=5)
     sent = []
@@ -79,7 +75,7 @@ def test_produce_and_consume_every_codec_and_acks(broker, acks, compression):
 
 
 def test_offsets_by_timestamp_and_ends(broker):
-    topic = _topic(broker)
+    topic = new_topic(broker)
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks=1)
     base = int(time.time() * 1000) - 100_000
     for i in range(10):
@@ -99,7 +95,7 @@ def test_offsets_by_timestamp_and_ends(broker):
 
 
 def test_long_poll_returns_as_soon_as_data_arrives(broker):
-    topic = _topic(broker)
+    topic = new_topic(broker)
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, enable_auto_commit=False,
                              fetch_max_wait_ms=5000)
     try:
@@ -141,7 +137,7 @@ def test_admin_creates_and_deletes_topics(broker):
 
 
 def test_produce_to_missing_partition_gets_an_error(broker):
-    topic = _topic(broker)
+    topic = new_topic(broker)
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks=1,
                              max_block_ms=2000)
     try:

@@ -5,23 +5,20 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
-import uuid
 
 import pytest
 
 from seglog.storage.records import decode_records
 
+from tests.conftest import KAFKA_CODECS
 
-def _topic(broker, partitions: int = 1) -> str:
-    name = "r-" + uuid.uuid4().hex[:10]
-    broker.store.create_topic(name, partitions)
-    return name
+from .conftest import new_topic
 
 
-@pytest.mark.parametrize("compression", ["none", "gzip", "snappy", "lz4", "zstd"])
+@pytest.mark.parametrize("compression", list(KAFKA_CODECS))
 def test_confluent_producer_and_assigned_consumer(broker, compression):
     ck = pytest.importorskip("confluent_kafka")
-    topic = _topic(broker, partitions=3)
+    topic = new_topic(broker, partitions=3)
     producer = ck.Producer({"bootstrap.servers": broker.bootstrap_servers,
                             "compression.type": compression, "enable.idempotence": True,
                             "linger.ms": 5})
@@ -61,7 +58,7 @@ def test_confluent_producer_and_assigned_consumer(broker, compression):
 
 def test_confluent_offsets_for_times_and_watermarks(broker):
     ck = pytest.importorskip("confluent_kafka")
-    topic = _topic(broker)
+    topic = new_topic(broker)
     producer = ck.Producer({"bootstrap.servers": broker.bootstrap_servers})
     base = int(time.time() * 1000) - 50_000
     for i in range(5):
@@ -78,7 +75,7 @@ def test_confluent_offsets_for_times_and_watermarks(broker):
 
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
 def test_kcat_produce_and_consume(broker):
-    topic = _topic(broker)
+    topic = new_topic(broker)
     lines = [f"line {i}" for i in range(20)]
     produced = subprocess.run(["kcat", "-b", broker.bootstrap_servers, "-t", topic, "-P", "-K:"],
                               input="\n".join(f"k{i}:{v}" for i, v in enumerate(lines)) + "\n",

@@ -5,8 +5,6 @@ the broker restarted mid-stream under producers that retry (no acknowledged reco
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -18,8 +16,10 @@ import pytest
 from seglog import Store
 from seglog.storage.records import encode_batch
 
+from .conftest import JAVA_DIR, compile_java, java_unavailable
+
 MEMBER = str(Path(__file__).with_name("_group_member.py"))
-JAVA_MEMBER = Path(__file__).parent / "java" / "GroupMember.java"
+JAVA_MEMBER = JAVA_DIR / "GroupMember.java"
 SESSION_MS = 1500
 #: Test broker: groups form at once and short session timeouts are allowed.
 CONFIG = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 100,
@@ -91,18 +91,10 @@ def _all_offsets(store: Store, topic: str, partitions: int) -> set[tuple[int, in
 
 def _java_member_classpath(tmp_path: Path) -> str:
     """GroupMember.java compiled against kafka-clients (skips without a JDK or the jars)."""
-    from .test_java_client import _jars
-
-    if shutil.which("javac") is None or shutil.which("java") is None:
-        pytest.skip("no java/javac on PATH")
-    jars = _jars()
-    if jars is None:
-        pytest.skip("kafka-clients.jar not found: pip install shigawire-apache-flink-libraries "
-                    "(the 'test' extra) puts it under pyflink/lib/")
-    out = tmp_path / "classes"
-    subprocess.run(["javac", "-cp", os.pathsep.join(jars), "-d", str(out), str(JAVA_MEMBER)],
-                   check=True, capture_output=True, timeout=300)
-    return os.pathsep.join([str(out), *jars])
+    reason = java_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    return compile_java(tmp_path / "classes", JAVA_MEMBER)
 
 
 @pytest.mark.parametrize("client", ["kafka-python", "confluent-kafka", "aiokafka", "java"])

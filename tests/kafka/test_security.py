@@ -5,10 +5,8 @@ authentication, wrong password, unknown mechanism, the KIP-43 v0 flow)."""
 from __future__ import annotations
 
 import base64
-import datetime
 import hashlib
 import hmac
-import ipaddress
 import logging
 import shutil
 import socket
@@ -18,7 +16,6 @@ import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -34,7 +31,8 @@ from seglog.kafka.security import (
 )
 from seglog.storage.records import decode_records
 
-from .conftest import RawClient
+from .conftest import RawClient, serve_process
+from .tls import TLSFiles, make_tls
 
 USERS = {"alice": "alice-secret", "bob": "bob-secret"}
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -43,95 +41,24 @@ MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 # -- certificates ---------------------------------------------------------------------------------
 
 
-class TLSFiles:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.ca = root / "ca.pem"
-        self.server = root / "server.pem"          # key + certificate chain
-        self.server_cert = root / "server-cert.pem"
-        self.server_key = root / "server-key.pem"
-        self.client_cert = root / "client-cert.pem"
-        self.client_key = root / "client-key.pem"
-
-
-def _make_tls(root: Path) -> TLSFiles:
-    files = TLSFiles(root)
-    try:
-        from cryptography import x509
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.x509.oid import NameOID
-    except ImportError:
-        _make_tls_openssl(files)
-        return files
-    now = datetime.datetime.now(datetime.timezone.utc)
-
-    def name(cn: str) -> x509.Name:
-        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (x509.CertificateBuilder().subject_name(name("seglog test CA")).issuer_name(name("seglog test CA"))
-          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-          .not_valid_before(now - datetime.timedelta(minutes=5))
-          .not_valid_after(now + datetime.timedelta(days=2))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-          .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False),
-                         critical=True)
-          .sign(ca_key, hashes.SHA256()))
-
-    def leaf(cn: str, san: list) -> tuple:
-        key = ec.generate_private_key(ec.SECP256R1())
-        b = (x509.CertificateBuilder().subject_name(name(cn)).issuer_name(ca.subject)
-             .public_key(key.public_key()).serial_number(x509.random_serial_number())
-             .not_valid_before(now - datetime.timedelta(minutes=5))
-             .not_valid_after(now + datetime.timedelta(days=1)))
-        if san:
-            b = b.add_extension(x509.SubjectAlternativeName(san), critical=False)
-        return key, b.sign(ca_key, hashes.SHA256())
-
-    pem = serialization.Encoding.PEM
-
-    def key_pem(key) -> bytes:
-        return key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
-                                 serialization.NoEncryption())
-
-    skey, scert = leaf("localhost", [x509.DNSName("localhost"),
-                                     x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
-    ckey, ccert = leaf("client-1", [])
-    files.ca.write_bytes(ca.public_bytes(pem))
-    files.server_cert.write_bytes(scert.public_bytes(pem) + ca.public_bytes(pem))
-    files.server_key.write_bytes(key_pem(skey))
-    files.server.write_bytes(key_pem(skey) + scert.public_bytes(pem))
-    files.client_cert.write_bytes(ccert.public_bytes(pem))
-    files.client_key.write_bytes(key_pem(ckey))
-    return files
-
-
-def _make_tls_openssl(files: TLSFiles) -> None:
-    root = files.root
-
-    def run(*args: str) -> None:
-        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=root)
-
-    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca-key.pem", "-out", "ca.pem",
-        "-days", "2", "-subj", "/CN=seglog test CA")
-    (root / "san.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    for who, subj, ext in (("server", "/CN=localhost", ["-extfile", "san.ext"]),
-                           ("client", "/CN=client-1", [])):
-        run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{who}-key.pem", "-out",
-            f"{who}.csr", "-subj", subj)
-        run("x509", "-req", "-in", f"{who}.csr", "-CA", "ca.pem", "-CAkey", "ca-key.pem",
-            "-CAcreateserial", "-out", f"{who}-cert.pem", "-days", "1", *ext)
-    files.server.write_bytes(files.server_key.read_bytes() + files.server_cert.read_bytes())
-
-
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> TLSFiles:
-    return _make_tls(tmp_path_factory.mktemp("tls"))
+    return make_tls(tmp_path_factory.mktemp("tls"))
 
 
 def _ssl_keys(tls: TLSFiles, **more: str) -> dict:
     return {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(tls.server), **more}
+
+
+def _serve_options(tls: TLSFiles, protocol: str, mechanism: str | None) -> dict:
+    """``Store.serve`` keyword arguments for a listener of ``protocol``: the server's keys when it
+    speaks TLS, the test users when it takes a SASL ``mechanism``."""
+    opts: dict = {"security_protocol": protocol}
+    if "SSL" in protocol:
+        opts["ssl_context"] = _ssl_keys(tls)
+    if mechanism:
+        opts["users"] = USERS
+    return opts
 
 
 @pytest.fixture
@@ -180,11 +107,7 @@ def _kafka_python_round_trip(servers: str, conf: dict, topic: str) -> None:
     ("SASL_PLAINTEXT", "SCRAM-SHA-512"), ("SASL_SSL", "SCRAM-SHA-512"), ("SASL_SSL", "PLAIN")])
 def test_kafka_python_produces_and_consumes(store, tls, protocol, mechanism):
     pytest.importorskip("kafka")
-    opts: dict = {"security_protocol": protocol}
-    if "SSL" in protocol:
-        opts["ssl_context"] = _ssl_keys(tls)
-    if mechanism:
-        opts["users"] = USERS
+    opts = _serve_options(tls, protocol, mechanism)
     with store.serve(**opts) as broker:
         topic = "t-" + uuid.uuid4().hex[:8]
         conf = _kafka_python(broker.bootstrap_servers, protocol, mechanism,
@@ -317,11 +240,7 @@ def _rdkafka_conf(servers: str, protocol: str, mechanism: str | None, tls: TLSFi
     ("SASL_SSL", "SCRAM-SHA-512")])
 def test_confluent_produces_and_consumes(store, tls, protocol, mechanism):
     ck = pytest.importorskip("confluent_kafka")
-    opts: dict = {"security_protocol": protocol}
-    if "SSL" in protocol:
-        opts["ssl_context"] = _ssl_keys(tls)
-    if mechanism:
-        opts["users"] = USERS
+    opts = _serve_options(tls, protocol, mechanism)
     topic = "c-" + uuid.uuid4().hex[:8]
     with store.serve(**opts) as broker:
         conf = _rdkafka_conf(broker.bootstrap_servers, protocol, mechanism,
@@ -387,11 +306,7 @@ def test_confluent_unknown_mechanism_lists_enabled(store):
 @pytest.mark.parametrize("protocol,mechanism", [("SSL", None), ("SASL_SSL", "SCRAM-SHA-256"),
                                                 ("SASL_PLAINTEXT", "PLAIN")])
 def test_kcat_produces_and_consumes(store, tls, protocol, mechanism):
-    opts: dict = {"security_protocol": protocol}
-    if "SSL" in protocol:
-        opts["ssl_context"] = _ssl_keys(tls)
-    if mechanism:
-        opts["users"] = USERS
+    opts = _serve_options(tls, protocol, mechanism)
     topic = "k-" + uuid.uuid4().hex[:8]
     with store.serve(**opts) as broker:
         conf = _rdkafka_conf(broker.bootstrap_servers, protocol, mechanism,
@@ -720,7 +635,6 @@ def test_serve_options_are_checked(store, tls):
 
 def test_cli_serve_sasl_ssl_listener(tmp_path, tls):
     pytest.importorskip("kafka")
-    import re
     import signal
 
     from kafka import KafkaProducer
@@ -733,22 +647,12 @@ def test_cli_serve_sasl_ssl_listener(tmp_path, tls):
         f"ssl.keystore.location={tls.server}\n"
         "listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain."
         "PlainLoginModule required user_alice=\"alice-secret\";\n")
-    proc = subprocess.Popen([sys.executable, "-m", "seglog.cli", "serve", str(tmp_path / "data"),
-                             "--config", str(config)], stderr=subprocess.PIPE, text=True)
-    try:
-        line = proc.stderr.readline()
-        match = re.search(r"on (127\.0\.0\.1:\d+) \(SASL_SSL\)", line)
-        assert match, line
-        producer = KafkaProducer(**_kafka_python(match.group(1), "SASL_SSL", "SCRAM-SHA-256", tls))
+    with serve_process(tmp_path / "data", "--config", str(config), protocol="SASL_SSL") as (proc, address):
+        producer = KafkaProducer(**_kafka_python(address, "SASL_SSL", "SCRAM-SHA-256", tls))
         producer.send("cli", b"secure").get(10)
         producer.close()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stderr.close()
     with Store.open(tmp_path / "data") as s:
         assert [r.value for r in _records(s, "cli")] == [b"secure"]
     bad = subprocess.run([sys.executable, "-m", "seglog.cli", "serve", str(tmp_path / "data"),

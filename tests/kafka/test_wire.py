@@ -14,28 +14,7 @@ from seglog.kafka import codec
 from seglog.kafka.server import API_VERSIONS
 from seglog.storage.records import encode_batch
 
-from .conftest import RawClient
-
-
-def _topic(broker, partitions: int = 1) -> str:
-    name = "w-" + uuid.uuid4().hex[:10]
-    broker.store.create_topic(name, partitions)
-    return name
-
-
-def _produce(client: RawClient, topic: str, records: bytes, acks: int = 1, version: int = 9) -> dict:
-    return client.request("Produce", 0, version, {
-        "transactional_id": None, "acks": acks, "timeout_ms": 1000,
-        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]})
-
-
-def _fetch_body(topic: str, offset: int = 0, **kw) -> dict:
-    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": topic, "partitions": [
-                {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}]}
-    body.update(kw)
-    return body
+from .conftest import RawClient, fetch_body, new_topic, raw_produce
 
 
 def test_api_versions_lists_the_served_ranges(raw):
@@ -65,23 +44,23 @@ def test_api_versions_unknown_version_is_answered_in_v0(raw):
     (struct.pack(">i", 3) + b"abc", "frame shorter than a header"),
 ])
 def test_bad_frames_close_only_their_connection(broker, raw, payload, what, caplog):
-    topic = _topic(broker)
+    topic = new_topic(broker)
     other = RawClient(broker.bootstrap_servers)
     try:
-        _produce(other, topic, encode_batch([b"before"]))
+        raw_produce(other, topic, encode_batch([b"before"]))
         raw.sock.sendall(payload)
         if what == "truncated frame":
             raw.sock.shutdown(1)  # the rest of the frame never comes
         assert raw.closed_by_peer(), what
         # The other connection is untouched and keeps working.
-        assert _produce(other, topic, encode_batch([b"after"]))["responses"][0][
+        assert raw_produce(other, topic, encode_batch([b"after"]))["responses"][0][
             "partition_responses"][0]["base_offset"] == 1
     finally:
         other.close()
 
 
 def test_malformed_produce_body_closes_and_writes_nothing(broker, raw):
-    topic = _topic(broker)
+    topic = new_topic(broker)
     good = codec.encode_to_bytes("ProduceRequest", 9, {
         "transactional_id": None, "acks": 1, "timeout_ms": 1000,
         "topic_data": [{"name": topic, "partition_data": [
@@ -93,30 +72,30 @@ def test_malformed_produce_body_closes_and_writes_nothing(broker, raw):
 
 
 def test_corrupt_batch_is_refused_with_corrupt_message_and_nothing_written(broker, raw):
-    topic = _topic(broker)
+    topic = new_topic(broker)
     batch = bytearray(encode_batch([b"payload"]))
     batch[-1] ^= 0xFF  # breaks the CRC
-    part = _produce(raw, topic, bytes(batch))["responses"][0]["partition_responses"][0]
+    part = raw_produce(raw, topic, bytes(batch))["responses"][0]["partition_responses"][0]
     assert part["error_code"] == 2  # CORRUPT_MESSAGE
     assert part["base_offset"] == -1
     assert broker.store.log(topic, 0).log_end_offset == 0
     # The connection stays usable.
-    ok = _produce(raw, topic, encode_batch([b"good"]))["responses"][0]["partition_responses"][0]
+    ok = raw_produce(raw, topic, encode_batch([b"good"]))["responses"][0]["partition_responses"][0]
     assert ok["error_code"] == 0 and ok["base_offset"] == 0
 
 
 def test_invalid_acks_and_unknown_topic(broker, raw):
-    topic = _topic(broker)
-    part = _produce(raw, topic, encode_batch([b"x"]), acks=2)["responses"][0]["partition_responses"][0]
+    topic = new_topic(broker)
+    part = raw_produce(raw, topic, encode_batch([b"x"]), acks=2)["responses"][0]["partition_responses"][0]
     assert part["error_code"] == 21  # INVALID_REQUIRED_ACKS
-    part = _produce(raw, "no-such-topic-" + uuid.uuid4().hex[:6], encode_batch([b"x"]))[
+    part = raw_produce(raw, "no-such-topic-" + uuid.uuid4().hex[:6], encode_batch([b"x"]))[
         "responses"][0]["partition_responses"][0]
     assert part["error_code"] == 3  # UNKNOWN_TOPIC_OR_PARTITION
     assert broker.store.log(topic, 0).log_end_offset == 0
 
 
 def test_acks_zero_gets_no_response_but_is_written(broker, raw):
-    topic = _topic(broker)
+    topic = new_topic(broker)
     header = struct.pack(">hhih", 0, 9, 77, -1) + b"\x00"
     raw.send_frame(header + codec.encode_to_bytes("ProduceRequest", 9, {
         "transactional_id": None, "acks": 0, "timeout_ms": 1000,
@@ -131,13 +110,13 @@ def test_acks_zero_gets_no_response_but_is_written(broker, raw):
 
 
 def test_fetch_long_poll_waits_for_min_bytes_then_answers_on_append(broker, raw):
-    topic = _topic(broker)
+    topic = new_topic(broker)
     writer = RawClient(broker.bootstrap_servers)
-    timer = threading.Timer(0.3, lambda: _produce(writer, topic, encode_batch([b"wake"])))
+    timer = threading.Timer(0.3, lambda: raw_produce(writer, topic, encode_batch([b"wake"])))
     start = time.monotonic()
     timer.start()
     try:
-        msg = raw.request("Fetch", 1, 12, _fetch_body(topic, max_wait_ms=5000))
+        msg = raw.request("Fetch", 1, 12, fetch_body(topic, max_wait_ms=5000))
     finally:
         timer.join()
         writer.close()
@@ -148,41 +127,41 @@ def test_fetch_long_poll_waits_for_min_bytes_then_answers_on_append(broker, raw)
 
 
 def test_fetch_with_nothing_to_read_waits_max_wait(broker, raw):
-    topic = _topic(broker)
+    topic = new_topic(broker)
     start = time.monotonic()
-    msg = raw.request("Fetch", 1, 12, _fetch_body(topic, max_wait_ms=300))
+    msg = raw.request("Fetch", 1, 12, fetch_body(topic, max_wait_ms=300))
     assert 0.28 < time.monotonic() - start < 2
     part = msg["responses"][0]["partitions"][0]
     assert part["error_code"] == 0 and len(part["records"]) == 0 and part["high_watermark"] == 0
 
 
 def test_fetch_limits_sessions_and_out_of_range(broker, raw):
-    topic = _topic(broker)
+    topic = new_topic(broker)
     for i in range(5):
-        _produce(raw, topic, encode_batch([b"%d" % i + b"x" * 1000]))
+        raw_produce(raw, topic, encode_batch([b"%d" % i + b"x" * 1000]))
     one = len(encode_batch([b"0" + b"x" * 1000]))
     # partition_max_bytes below one batch: the first partition still gets one whole batch.
-    body = _fetch_body(topic)
+    body = fetch_body(topic)
     body["topics"][0]["partitions"][0]["partition_max_bytes"] = 10
     part = raw.request("Fetch", 1, 12, body)["responses"][0]["partitions"][0]
     assert len(part["records"]) == one
     # max_bytes for the whole response: whole batches up to it.
-    part = raw.request("Fetch", 1, 12, _fetch_body(topic, max_bytes=3 * one))["responses"][0]["partitions"][0]
+    part = raw.request("Fetch", 1, 12, fetch_body(topic, max_bytes=3 * one))["responses"][0]["partitions"][0]
     assert len(part["records"]) == 3 * one
     # A fetch session the broker never created.
-    msg = raw.request("Fetch", 1, 12, _fetch_body(topic, session_id=1234, session_epoch=1))
+    msg = raw.request("Fetch", 1, 12, fetch_body(topic, session_id=1234, session_epoch=1))
     assert msg["error_code"] == 70 and msg["session_id"] == 0  # FETCH_SESSION_ID_NOT_FOUND
     # An initial session request (epoch 0) gets a full answer with no session (id 0).
-    msg = raw.request("Fetch", 1, 12, _fetch_body(topic, session_epoch=0))
+    msg = raw.request("Fetch", 1, 12, fetch_body(topic, session_epoch=0))
     assert msg["error_code"] == 0 and msg["session_id"] == 0
-    part = raw.request("Fetch", 1, 12, _fetch_body(topic, offset=99))["responses"][0]["partitions"][0]
+    part = raw.request("Fetch", 1, 12, fetch_body(topic, offset=99))["responses"][0]["partitions"][0]
     assert part["error_code"] == 1 and part["high_watermark"] == 5  # OFFSET_OUT_OF_RANGE
 
 
 def test_list_offsets_special_timestamps(broker, raw):
-    topic = _topic(broker)
+    topic = new_topic(broker)
     for ts in (1000, 5000, 3000):
-        _produce(raw, topic, encode_batch([b"v"], timestamps=[ts]))
+        raw_produce(raw, topic, encode_batch([b"v"], timestamps=[ts]))
 
     def lookup(ts: int) -> tuple[int, int]:
         msg = raw.request("ListOffsets", 2, 8, {"replica_id": -1, "isolation_level": 0, "topics": [
@@ -233,12 +212,12 @@ def test_acks_zero_failure_closes_the_connection(broker, raw):
 
 
 def test_a_client_that_never_reads_does_not_stall_others(broker, raw):
-    topic = _topic(broker)
-    _produce(raw, topic, encode_batch([b"x" * 500_000]))
+    topic = new_topic(broker)
+    raw_produce(raw, topic, encode_batch([b"x" * 500_000]))
     # Pipeline fetches of 500 KB each and never read the answers: the broker's writes to this
     # connection back up and its handler waits, holding one response at a time.
     header = struct.pack(">hhih", 1, 12, 1, -1) + b"\x00"
-    frame = header + codec.encode_to_bytes("FetchRequest", 12, _fetch_body(topic))
+    frame = header + codec.encode_to_bytes("FetchRequest", 12, fetch_body(topic))
     raw.sock.setblocking(False)
     sent = 0
     try:
@@ -252,7 +231,7 @@ def test_a_client_that_never_reads_does_not_stall_others(broker, raw):
     other = RawClient(broker.bootstrap_servers)
     try:
         start = time.monotonic()
-        part = other.request("Fetch", 1, 12, _fetch_body(topic))["responses"][0]["partitions"][0]
+        part = other.request("Fetch", 1, 12, fetch_body(topic))["responses"][0]["partitions"][0]
         assert len(part["records"]) > 500_000
         assert time.monotonic() - start < 2
     finally:
@@ -262,7 +241,7 @@ def test_a_client_that_never_reads_does_not_stall_others(broker, raw):
 def test_read_committed_fetch_stops_at_the_lso_and_lists_aborted_transactions(broker, raw):
     from seglog.storage.records import encode_control_batch
 
-    topic = _topic(broker)
+    topic = new_topic(broker)
     store = broker.store
     store.append(topic, 0, encode_batch([b"a", b"b"], producer_id=500, producer_epoch=0,
                                         base_sequence=0, is_transactional=True))
@@ -273,14 +252,14 @@ def test_read_committed_fetch_stops_at_the_lso_and_lists_aborted_transactions(br
     store.append(topic, 0, encode_batch([b"c"], producer_id=501, producer_epoch=0,
                                         base_sequence=0, is_transactional=True))  # still open
     store.append(topic, 0, encode_batch([b"e"]))
-    part = raw.request("Fetch", 1, 12, _fetch_body(topic, isolation_level=1))["responses"][0][
+    part = raw.request("Fetch", 1, 12, fetch_body(topic, isolation_level=1))["responses"][0][
         "partitions"][0]
     assert (part["high_watermark"], part["last_stable_offset"]) == (6, 4)
     assert part["aborted_transactions"] == [{"producer_id": 500, "first_offset": 0}]
     from seglog.storage.records import decode_records
     assert [r.value for r in decode_records(bytes(part["records"]))] == [b"a", b"b", b"d"]
     # read_uncommitted reads to the high watermark and lists nothing.
-    part = raw.request("Fetch", 1, 12, _fetch_body(topic))["responses"][0]["partitions"][0]
+    part = raw.request("Fetch", 1, 12, fetch_body(topic))["responses"][0]["partitions"][0]
     assert part["aborted_transactions"] is None
     assert [r.value for r in decode_records(bytes(part["records"]))] == [b"a", b"b", b"d", b"c", b"e"]
     # kafka-python's read_committed consumer drops the aborted records and stops at the LSO.
@@ -306,7 +285,7 @@ def test_errors_are_logged_once_per_connection(broker, caplog):
     try:
         for client in clients:
             for _ in range(3):
-                _produce(client, "missing-" + uuid.uuid4().hex[:6], encode_batch([b"x"]))
+                raw_produce(client, "missing-" + uuid.uuid4().hex[:6], encode_batch([b"x"]))
     finally:
         for client in clients:
             client.close()
@@ -316,7 +295,7 @@ def test_errors_are_logged_once_per_connection(broker, caplog):
 
 
 def test_clients_cannot_produce_to_internal_topics(broker, raw):
-    part = _produce(raw, "__consumer_offsets", encode_batch([b"x"]))["responses"][0][
+    part = raw_produce(raw, "__consumer_offsets", encode_batch([b"x"]))["responses"][0][
         "partition_responses"][0]
     assert part["error_code"] == 17  # INVALID_TOPIC_EXCEPTION
 

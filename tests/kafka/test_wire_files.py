@@ -27,10 +27,11 @@ from seglog.cli import main as cli_main
 from seglog.storage.records import batch_headers
 
 from tests.compat.kafka_oracle import kp_records, ours
+from tests.conftest import KAFKA_CODECS as CODECS
 
-from .test_java_client import CODECS, SOURCE, _jars, _run
+from .conftest import JAVA_CLIENT_CHECK, JAVA_DIR, compile_java, java_unavailable, run_java_client_check
 
-CHECKER = Path(__file__).parent / "java" / "WireFileCheck.java"
+CHECKER = JAVA_DIR / "WireFileCheck.java"
 PER_TOPIC = 600
 PARTITIONS = 2
 #: Small segments and batches, so that every partition rolls several segments and every
@@ -112,17 +113,11 @@ CLIENTS = {"kafka-python": _kafka_python, "aiokafka": _aiokafka, "librdkafka": _
 def written(tmp_path_factory: pytest.TempPathFactory) -> Written:
     root = tmp_path_factory.mktemp("wire-files")
     out = Written(root / "data")
-    jars = _jars()
-    if shutil.which("javac") is None or shutil.which("java") is None:
-        out.java_skip = "no java/javac on PATH"
-    elif jars is None:
-        out.java_skip = ("kafka-clients.jar not found: pip install shigawire-apache-flink-libraries "
-                         "(the 'test' extra) puts it under pyflink/lib/")
+    reason = java_unavailable()
+    if reason is not None:
+        out.java_skip = reason
     else:
-        classes = root / "classes"
-        subprocess.run(["javac", "-cp", os.pathsep.join(jars), "-d", str(classes), str(SOURCE),
-                        str(CHECKER)], check=True, capture_output=True, timeout=300)
-        out.java_classpath = os.pathsep.join([str(classes), *jars])
+        out.java_classpath = compile_java(root / "classes", JAVA_CLIENT_CHECK, CHECKER)
     config = {"log.segment.bytes": SEGMENT_BYTES, "group.initial.rebalance.delay.ms": 0}
     with Store.open(out.root, config) as store, store.serve() as broker:
         for client, produce in CLIENTS.items():
@@ -135,7 +130,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Written:
         if out.java_classpath is not None:
             # JavaClientCheck's producer: idempotent, acks=all, 200 records per codec over
             # three partitions (its topics are created through the AdminClient).
-            _run(out.java_classpath, broker.bootstrap_servers, "java")
+            run_java_client_check(out.java_classpath, broker.bootstrap_servers, "java")
             for codec in CODECS:
                 out.topics[f"java-{codec}"] = ("java", codec, 200)
     return out

@@ -37,7 +37,8 @@ from seglog.errors import RecordListTooLargeError
 from seglog.storage.log import Log
 from seglog.storage.records import batch_headers, decode_records, encode_batch
 
-T0 = 1_700_000_000_000
+from tests.conftest import T0
+
 CONFIG = {
     "segment.bytes": 700,
     "segment.ms": 10_000,

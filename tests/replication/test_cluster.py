@@ -13,20 +13,7 @@ import pytest
 from seglog.cluster import start_cluster
 from seglog.cluster.local import LocalCluster
 from seglog.cluster.producer import ClusterRecordMetadata
-
-
-def _consume_all(cluster: LocalCluster, topic: str, partitions: int, expect: int, timeout_s: float = 30):  # type: ignore[no-untyped-def]
-    consumer = cluster.consumer()
-    consumer.assign([(topic, p) for p in range(partitions)])
-    got = []
-    deadline = time.monotonic() + timeout_s
-    try:
-        while len(got) < expect and time.monotonic() < deadline:
-            got += consumer.poll(500)
-        got += consumer.poll(300)  # and nothing beyond
-    finally:
-        consumer.close()
-    return got
+from tests.replication.clients import consume_all
 
 
 def test_killing_the_leader_during_an_acks_all_stream_loses_and_duplicates_nothing(tmp_path: Path) -> None:
@@ -72,7 +59,7 @@ def test_killing_the_leader_during_an_acks_all_stream_loses_and_duplicates_nothi
         cluster.restart(victim)
         cluster.wait_for(lambda: all(len(cluster._state("orders", p).isr) == 3 for p in (0, 1)),  # type: ignore[union-attr]
                          30, "the victim back in the ISRs")
-        got = _consume_all(cluster, "orders", 2, len(acked) + failed)
+        got = consume_all(cluster, "orders", 2, len(acked) + failed)
         values = [r.value for r in got]
         assert len(values) == len(set(values)), "a record was consumed twice"
         where = {r.value: (r.partition, r.offset) for r in got}
@@ -112,7 +99,7 @@ def test_a_cluster_with_a_shared_secret_and_preferred_election(tmp_path: Path) -
         assert cluster.elect_preferred_leader("t", 0) == first
         with cluster.producer(acks="all") as p:
             assert p.send("t", b"hello", partition=0).result(10).offset == 0
-        got = _consume_all(cluster, "t", 1, 1)
+        got = consume_all(cluster, "t", 1, 1)
         assert [r.value for r in got] == [b"hello"]
 
 
@@ -187,7 +174,7 @@ def test_send_batch_ships_columns_by_key_and_survives_a_leader_kill(tmp_path: Pa
         assert len(late) == 3000 and late == sorted(late)
         producer.close()
 
-        got = _consume_all(cluster, "events", 3, n + 3000, timeout_s=60)
+        got = consume_all(cluster, "events", 3, n + 3000, timeout_s=60)
         by_pos = {(r.partition, r.offset): r for r in got}
         assert len(by_pos) == len(got) == n + 3000  # nothing duplicated
         for (p, o), i in offsets.items():
@@ -209,5 +196,5 @@ def test_send_batch_keeps_column_order_without_idempotence(tmp_path: Path, monke
         assert len(results) >= 8
         assert [r.first_offset for r in results] == sorted(r.first_offset for r in results)
         producer.close()
-        got = _consume_all(cluster, "t", 1, n)
+        got = consume_all(cluster, "t", 1, n)
         assert [r.value for r in got] == values

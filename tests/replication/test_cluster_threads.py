@@ -14,6 +14,7 @@ from pathlib import Path
 
 from seglog.cluster.local import LocalCluster
 from seglog.cluster.coordinator import InMemoryCoordinator
+from tests.replication.clients import consume_all
 
 TOPIC = "t"
 PER_CALL = 500
@@ -43,20 +44,6 @@ def _stream(cluster: LocalCluster, stop: threading.Event, acked: dict[bytes, int
             assert at == len(values)
     finally:
         producer.close()
-
-
-def _consume(cluster: LocalCluster, expect: int, timeout_s: float = 30) -> list[tuple[bytes, int]]:
-    consumer = cluster.consumer()
-    consumer.assign([(TOPIC, 0)])
-    got: list[tuple[bytes, int]] = []
-    deadline = time.monotonic() + timeout_s
-    try:
-        while len(got) < expect and time.monotonic() < deadline:
-            got += [(r.value or b"", r.offset) for r in consumer.poll(500)]
-        got += [(r.value or b"", r.offset) for r in consumer.poll(300)]
-    finally:
-        consumer.close()
-    return got
 
 
 def test_kill_restart_pause_during_a_send_batch_stream(tmp_path: Path) -> None:
@@ -95,7 +82,7 @@ def test_kill_restart_pause_during_a_send_batch_stream(tmp_path: Path) -> None:
             stop.set()
             t.join(90)
         assert not t.is_alive()
-        got = _consume(cluster, len(acked))
+        got = [(r.value or b"", r.offset) for r in consume_all(cluster, TOPIC, 1, len(acked))]
         seen: dict[bytes, list[int]] = {}
         for v, off in got:
             seen.setdefault(v, []).append(off)

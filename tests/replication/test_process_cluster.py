@@ -6,7 +6,6 @@ death), then rejoins with a new broker epoch."""
 
 from __future__ import annotations
 
-import itertools
 import os
 import subprocess
 import sys
@@ -19,33 +18,19 @@ import pytest
 
 from seglog.cluster import start_cluster
 from seglog.storage.log import CLEAN_SHUTDOWN_FILE
+from tests.replication.clients import consume_all
 
 pytestmark = pytest.mark.cluster
 
-_chroots = itertools.count()
-
 
 @pytest.fixture
-def cluster(zookeeper_server: Any, tmp_path: Any) -> Iterator[Any]:
-    chroot = f"{zookeeper_server.connect_string}/seglog-test-{os.getpid()}-{next(_chroots)}"
+def cluster(zookeeper_chroot: str, tmp_path: Any) -> Iterator[Any]:
     c = start_cluster(nodes=3, dir=tmp_path / "cluster", coordinator="zookeeper", processes=True,
-                      zookeeper=chroot)
+                      zookeeper=zookeeper_chroot)
     try:
         yield c
     finally:
         c.close()
-
-
-def _consume_all(cluster: Any, topic: str, expect: int) -> list[Any]:
-    consumer = cluster.consumer(fetch_max_wait_ms=100)
-    consumer.assign([(topic, 0)])
-    got: list[Any] = []
-    deadline = time.monotonic() + 30
-    while len(got) < expect and time.monotonic() < deadline:
-        got += consumer.poll(500)
-    got += consumer.poll(300)  # nothing beyond what was expected may show up
-    consumer.close()
-    return got
 
 
 def test_sigkill_leader_loses_no_acknowledged_record(cluster: Any) -> None:
@@ -90,7 +75,7 @@ def test_sigkill_leader_loses_no_acknowledged_record(cluster: Any) -> None:
         stop.set()
         t.join(60)
     producer.close()
-    got = _consume_all(cluster, "safe", len(acked))
+    got = consume_all(cluster, "safe", 1, len(acked), fetch_max_wait_ms=100)
     values = [r.value for r in got]
     assert len(values) == len(set(values)), "a record was consumed twice"
     by_value = {r.value: r.offset for r in got}

@@ -22,7 +22,7 @@ from seglog.storage.producer_state import (
     last_sequence,
 )
 
-T0 = 1_700_000_000_000
+from tests.conftest import T0
 
 
 def _ps() -> ProducerStateManager:

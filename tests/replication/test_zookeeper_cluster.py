@@ -5,8 +5,6 @@ writes fenced."""
 
 from __future__ import annotations
 
-import itertools
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,13 +16,10 @@ from seglog.cluster.metadata import CONTROLLER_EPOCH_PATH, loads
 
 pytestmark = pytest.mark.cluster
 
-_chroots = itertools.count()
-
 
 @pytest.fixture
-def cluster(zookeeper_server: Any, tmp_path: Any) -> Iterator[LocalCluster]:
-    chroot = f"{zookeeper_server.connect_string}/seglog-inproc-{os.getpid()}-{next(_chroots)}"
-    with LocalCluster(nodes=3, dir=tmp_path / "c", coordinator="zookeeper", zookeeper=chroot) as c:
+def cluster(zookeeper_chroot: str, tmp_path: Any) -> Iterator[LocalCluster]:
+    with LocalCluster(nodes=3, dir=tmp_path / "c", coordinator="zookeeper", zookeeper=zookeeper_chroot) as c:
         yield c
 
 

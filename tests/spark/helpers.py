@@ -13,9 +13,8 @@ from kafka.record.memory_records import MemoryRecords
 from seglog import Log
 from seglog.storage.records import encode_batch
 
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, KAFKA_CODECS, T0
 
-T0 = 1_700_000_000_000
 
 #: partition dir name -> (path under kafka-real, needs a compression codec)
 REAL = {
@@ -50,7 +49,7 @@ def write_log(d: Path, batches: Sequence[dict[str, Any]], config: dict[str, Any]
         lg.close()
 
 
-CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+CODECS = tuple(KAFKA_CODECS)
 
 
 def sample_batches(partition: int, n_batches: int, per_batch: int, t0: int = T0,

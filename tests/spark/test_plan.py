@@ -9,8 +9,8 @@ import pytest
 
 import seglog.bindings.spark as sp
 from tests.spark.conftest import requires_pushdown
-from tests.spark.helpers import (T0, expected_rows, oracle, patch_spark_modules, sample_batches, spark_rows,
-                                 write_log)
+from tests.conftest import T0
+from tests.spark.helpers import expected_rows, oracle, patch_spark_modules, sample_batches, spark_rows, write_log
 
 
 @pytest.fixture(scope="module")

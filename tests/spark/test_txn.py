@@ -9,7 +9,8 @@ import pytest
 import seglog.bindings.spark as sp
 from seglog import Log
 from seglog.storage.records import encode_batch, encode_control_batch
-from tests.spark.helpers import T0, patch_spark_modules
+from tests.conftest import T0
+from tests.spark.helpers import patch_spark_modules
 
 ABORT, COMMIT = 0, 1
 

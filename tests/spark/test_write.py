@@ -11,7 +11,8 @@ from seglog import Log
 from seglog.storage.checkpoints import OffsetCheckpointFile
 from seglog.client.partitioner import partition_for_key
 from seglog.storage.records import decode_records, encode_batch
-from tests.spark.helpers import T0, oracle
+from tests.conftest import T0
+from tests.spark.helpers import oracle
 
 UTC = dt.timezone.utc
 

@@ -22,7 +22,7 @@ from seglog.storage.records import (
     validate_batches,
 )
 
-T0 = 1_700_000_000_000
+from tests.conftest import T0
 
 
 @pytest.fixture

@@ -9,22 +9,16 @@ from typing import Any
 
 import pytest
 
-from seglog import Store
+from seglog import Log, Store
 from seglog.storage.cleaner import Cleaner
 from seglog.util.clock import ManualClock
 from seglog.storage.records import batch_headers, decode_records
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def store(tmp_path: Path, clock: ManualClock) -> Any:
-    s = Store.open(tmp_path, clock=clock, config={"log.cleaner.enable": False})
-    yield s
-    s.close()
+def store_config() -> dict[str, Any]:
+    """The cleaner runs only when a test calls it."""
+    return {"log.cleaner.enable": False}
 
 
 def _records(store: Store, topic: str = "c") -> list[Any]:
@@ -154,14 +148,21 @@ def test_keyless_records_are_dropped(store: Store, clock: ManualClock) -> None:
     assert [(r.offset, r.key) for r in _records(store)] == [(1, b"k")]
 
 
-def test_fully_obsolete_segments_are_emptied(store: Store, clock: ManualClock) -> None:
-    store.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": 600})
+def _three_keys_ten_times(store: Store, **config: Any) -> Log:
+    """Compacted topic ``c`` (``config`` added to its settings) with 10 rounds of keys k0..k2 over
+    several rolled segments: only the last round (offsets 27-29) survives cleaning."""
+    store.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": 600, **config})
     p = store.producer()
     for _ in range(10):
         for k in range(3):
             p.send("c", b"v" * 60, key=b"k%d" % k)
     lg = store.log("c", 0)
     lg.roll()
+    return lg
+
+
+def test_fully_obsolete_segments_are_emptied(store: Store, clock: ManualClock) -> None:
+    lg = _three_keys_ten_times(store)
     res = Cleaner(clock).clean(lg, None, force=True)
     assert res is not None
     assert [r.offset for r in _records(store)] == [27, 28, 29]
@@ -205,13 +206,7 @@ def test_compressed_batches_are_rebuilt_with_their_codec(store: Store, clock: Ma
 def test_group_with_no_survivor_keeps_the_log_start(store: Store, clock: ManualClock) -> None:
     # Kafka's cleaner swaps in an empty cleaned segment named after the group's first base
     # offset: the log start offset stays, and a fetch from it is served, not out of range.
-    store.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": 600})
-    p = store.producer()
-    for _ in range(10):
-        for k in range(3):
-            p.send("c", b"v" * 60, key=b"k%d" % k)
-    lg = store.log("c", 0)
-    lg.roll()
+    lg = _three_keys_ten_times(store)
     bases_before = [s.base_offset for s in lg.segments]
     res = Cleaner(clock).clean(lg, None, force=True)
     assert res is not None
@@ -234,14 +229,8 @@ def test_empty_cleaned_segments_go_with_retention(store: Store, clock: ManualClo
     # Kafka's retention deletes an empty segment like any other, only the last one is kept;
     # an empty segment has no timestamp, so its modification time (the last cleaned segment's)
     # stands in for it.
-    store.create_topic("c", 1, {"cleanup.policy": "compact,delete", "segment.bytes": 600,
-                                "retention.ms": 10_000_000, "file.delete.delay.ms": 0})
-    p = store.producer()
-    for _ in range(10):
-        for k in range(3):
-            p.send("c", b"v" * 60, key=b"k%d" % k)
-    lg = store.log("c", 0)
-    lg.roll()
+    lg = _three_keys_ten_times(store, **{"cleanup.policy": "compact,delete", "retention.ms": 10_000_000,
+                                         "file.delete.delay.ms": 0})
     Cleaner(clock).clean(lg, None, force=True)
     empty = [s for s in lg.segments[:-1] if s.size == 0]
     assert empty and lg.log_start_offset == 0

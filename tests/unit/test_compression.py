@@ -27,6 +27,8 @@ import seglog  # noqa: F401  (installs the engine's error classes into the nativ
 from seglog._native import compression as C
 from seglog.errors import CorruptRecordError
 
+from tests.logkit import zigzag_bytes
+
 with warnings.catch_warnings():
     # kafka-python's package import trips a DeprecationWarning in importlib.resources.
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -38,16 +40,6 @@ NAMES = {C.GZIP: "gzip", C.SNAPPY: "snappy", C.LZ4: "lz4", C.ZSTD: "zstd"}
 
 # --------------------------------------------------------------------------------------
 # payloads and a legacy message-set parser written from docs/kafka-format.md §4
-
-def _varint(n: int) -> bytes:
-    u = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while u >= 0x80:
-        out.append((u & 0x7F) | 0x80)
-        u >>= 7
-    out.append(u)
-    return bytes(out)
-
 
 def records(total: int, value_size: int = 100, seed: int = 1) -> bytes:
     """Concatenated v2 records with JSON-like values, cut to ``total`` bytes."""
@@ -61,9 +53,9 @@ def records(total: int, value_size: int = 100, seed: int = 1) -> bytes:
         while len(value) < value_size:
             value += b'"%s":"%s-%d",' % (rng.choice(words), rng.choice(words), rng.randrange(99999))
         value = value[:value_size]
-        body = (b"\x00" + _varint(rng.randrange(50)) + _varint(i) + _varint(len(key)) + key
-                + _varint(len(value)) + value + _varint(0))
-        out += _varint(len(body)) + body
+        body = (b"\x00" + zigzag_bytes(rng.randrange(50)) + zigzag_bytes(i)
+                + zigzag_bytes(len(key)) + key + zigzag_bytes(len(value)) + value + zigzag_bytes(0))
+        out += zigzag_bytes(len(body)) + body
         i += 1
     return bytes(out[:total])
 
@@ -616,15 +608,17 @@ def test_zstd_bomb_many_frames() -> None:
 def test_zstd_threads() -> None:
     datas = [records(50_000 + i * 1000, seed=i) for i in range(16)]
 
-    def work(data: bytes) -> bool:
-        for level in (1, 3, 5):
-            packed = C.compress(C.ZSTD, data, level)
-            if bytes(C.decompress(C.ZSTD, packed)) != data:
-                return False
-        return threading.current_thread() is not None
+    def work(data: bytes) -> tuple[bool, int]:
+        """Whether every level's round trip gave ``data`` back, and the thread that did it."""
+        ok = all(bytes(C.decompress(C.ZSTD, C.compress(C.ZSTD, data, level))) == data for level in (1, 3, 5))
+        return ok, threading.get_ident()
 
     with ThreadPoolExecutor(4) as pool:
-        assert all(pool.map(work, datas * 4))
+        results = list(pool.map(work, datas * 4))
+    assert [ok for ok, _ in results] == [True] * len(datas) * 4
+    threads = {ident for _, ident in results}
+    # The round trips ran on the pool's threads (more than one of them), not on the test's.
+    assert threading.get_ident() not in threads and len(threads) > 1, threads
 
 
 # --------------------------------------------------------------------------------------

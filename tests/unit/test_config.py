@@ -25,7 +25,7 @@ from seglog.config import (
 )
 from seglog.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import ROOT
 CLASSES: dict[str, Any] = {
     "topic": LogConfig,
     "broker": BrokerConfig,

@@ -21,18 +21,6 @@ from seglog.storage.records import encode_batch, encode_control_batch
 TP = TopicPartition("t", 0)
 
 
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def store(tmp_path: Path, clock: ManualClock) -> Any:
-    s = Store.open(tmp_path, clock=clock)
-    yield s
-    s.close()
-
-
 def _fill(store: Store, n: int, topic: str = "t", partitions: int = 1, **kw: Any) -> None:
     store.create_topic(topic, partitions, kw or None)
     p = store.producer()

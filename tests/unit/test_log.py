@@ -20,10 +20,10 @@ from seglog.errors import (
 from seglog.storage.log import Log, parse_partition_dir
 from seglog.storage.records import batch_headers, decode_records, encode_batch
 
+from tests.conftest import T0
 from tests.logkit import (
     CONSUMER_OFFSETS_6,
     KAFKA_REAL,
-    T0,
     batch,
     copy_partition,
     read_offset_index,

@@ -18,16 +18,12 @@ from seglog.storage.log import Log
 from seglog.storage.records import batch_headers, decode_records, encode_batch, encode_control_batch
 from seglog.storage.txnindex import AbortedTxn
 
-from tests.logkit import T0
+from tests.conftest import T0
+from tests.logkit import txnindex_entry as entry
 
 ABORT, COMMIT = 0, 1
 P1, P2, P3 = 1001, 1002, 1003       # transactional producers
 N = 77                              # an idempotent, non-transactional producer
-
-
-def entry(pid: int, first: int, last: int, lso: int) -> bytes:
-    """docs/kafka-format.md §7.4: [int16 version=0][int64 producerId][int64 firstOffset][int64 lastOffset][int64 LSO]."""
-    return b"\x00\x00" + b"".join(v.to_bytes(8, "big", signed=True) for v in (pid, first, last, lso))
 
 
 def txn(pid: int, *values: bytes, seq: int = 0) -> bytes:

@@ -24,24 +24,11 @@ from seglog.errors import KafkaStorageError, LogDirectoryLockedError
 from seglog.storage.group_offsets import OFFSETS_TOPIC, partition_for_group
 from seglog.storage.logdir import LogDir
 from seglog.storage.records import encode_batch
-from tests.conftest import make_kafka_broker_dir, snapshot_tree
-
-ROOT = Path(__file__).resolve().parents[2]
-T0 = 1_700_000_000_000
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(T0)
+from tests.conftest import ROOT, T0, make_kafka_broker_dir, run_python, snapshot_tree
 
 
 def _batch(*values: bytes) -> bytes:
     return encode_batch(list(values), timestamps=T0)
-
-
-def _run(code: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=str(ROOT))
 
 
 class _Holder:
@@ -625,8 +612,8 @@ def test_cli_produce_into_an_owned_dir_is_refused(tmp_path: Path, capsys: pytest
         assert "already open for writing in this process" in capsys.readouterr().err
         assert snapshot_tree(tmp_path) == before
     with _Holder("store", tmp_path):
-        out = _run("import sys\nfrom seglog.cli import main\nsys.exit(main(['produce', sys.argv[1], 't']))",
-                   str(tmp_path))
+        out = run_python("import sys\nfrom seglog.cli import main\nsys.exit(main(['produce', sys.argv[1], 't']))",
+                         str(tmp_path), timeout=60)
         assert out.returncode == 1 and "locked by another process" in out.stderr, out.stderr
 
 
@@ -658,7 +645,7 @@ _CRASH_MID_CREATE = """
 
 def test_a_crash_in_the_middle_of_create_topic_leaves_nothing_at_the_next_open(tmp_path: Path) -> None:
     d = tmp_path / "store"
-    out = _run(_CRASH_MID_CREATE, str(d), "topic")
+    out = run_python(_CRASH_MID_CREATE, str(d), "topic", timeout=60)
     assert out.returncode == 9, out.stderr
     assert (d / "t-0").is_dir() and (d / "t-1").is_dir()        # what the crash left
     before = snapshot_tree(d)
@@ -671,7 +658,7 @@ def test_a_crash_in_the_middle_of_create_topic_leaves_nothing_at_the_next_open(t
         store.create_topic("t", 2)
     assert sorted(p.name for p in d.iterdir() if p.name.startswith("t-")) == ["t-0", "t-1"]
     # The crash in the middle of growing a topic.
-    out = _run(_CRASH_MID_CREATE, str(d), "partitions")
+    out = run_python(_CRASH_MID_CREATE, str(d), "partitions", timeout=60)
     assert out.returncode == 9, out.stderr
     assert (d / "keep-2").is_dir()
     with Store.open(d) as store:

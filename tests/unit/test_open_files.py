@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +17,7 @@ from seglog.storage.cleaner import Cleaner
 from seglog.util.clock import ManualClock
 from seglog.storage.records import decode_records, encode_batch
 
-T0 = 1_700_000_000_000
-REPO = Path(__file__).resolve().parents[2]
+from tests.conftest import T0, run_python
 
 
 @pytest.fixture
@@ -177,15 +173,9 @@ def test_compaction_swaps_segments_whose_files_are_closed(tmp_path: Path, limit:
         assert open_segments() == 0
 
 
-def _run(script: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True,
-                          text=True, timeout=timeout, env=env, cwd=str(REPO))
-
-
 def test_too_many_partitions_for_the_file_limit_are_refused_before_anything_is_created(
         tmp_path: Path) -> None:
-    proc = _run(f"""
+    proc = run_python(f"""
         import json, os, resource
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
         from seglog import Store
@@ -211,7 +201,7 @@ def test_too_many_partitions_for_the_file_limit_are_refused_before_anything_is_c
         except OSError as exc:
             print("OPEN FAILED", exc)
         print("FDS", len(os.listdir("/proc/self/fd")))
-    """)
+    """, timeout=300)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     refusals = [line for line in proc.stdout.splitlines() if line.startswith("REFUSED")]
     assert len(refusals) == 2, proc.stdout
@@ -230,7 +220,7 @@ def test_too_many_partitions_for_the_file_limit_are_refused_before_anything_is_c
 def test_out_of_descriptors_idle_segments_are_closed_then_the_error_names_the_limit(
         tmp_path: Path) -> None:
     values = _fill(tmp_path / "t-0", 60)
-    proc = _run(f"""
+    proc = run_python(f"""
         import os, resource
         from seglog import Log
         from seglog.errors import StorageError
@@ -257,7 +247,7 @@ def test_out_of_descriptors_idle_segments_are_closed_then_the_error_names_the_li
         except StorageError as exc:
             print("HELD", len(held))
             print("ERROR", exc)
-    """)
+    """, timeout=300)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     assert f"READ {len(values)} " in proc.stdout, proc.stdout
     error = next(line for line in proc.stdout.splitlines() if line.startswith("ERROR"))
@@ -299,7 +289,7 @@ def test_a_store_with_thousands_of_partitions_opens_under_a_low_file_limit(tmp_p
     meta = json.loads((d / "seglog-metadata.json").read_text())
     meta["topics"]["t"]["partitions"] = PARTITIONS
     (d / "seglog-metadata.json").write_text(json.dumps(meta))
-    proc = _run(f"""
+    proc = run_python(f"""
         import os, resource, time
         resource.setrlimit(resource.RLIMIT_NOFILE, (16500, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
         from seglog import Store

@@ -20,21 +20,11 @@ from seglog.errors import (
 from seglog.storage.log import Log
 from seglog.storage.records import decode_records, encode_batch, encode_control_batch, validate_batches
 
-T0 = 1_700_000_000_000
+from tests.conftest import T0
+from tests.logkit import zigzag_bytes as varint
 
 
 # -- a hand-made encoder, so every field can be wrong ---------------------------------------------
-
-
-def varint(v: int) -> bytes:
-    z = (v << 1) ^ (v >> 63)
-    z &= (1 << 64) - 1
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
 
 
 def record(delta: int, ts_delta: int = 0, key: bytes | None = b"k", value: bytes | None = b"v",

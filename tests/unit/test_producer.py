@@ -26,18 +26,6 @@ from seglog.client.producer import RecordFuture, RecordMetadata
 from seglog.storage.records import batch_headers, decode_records, encode_batch
 
 
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def store(tmp_path: Path, clock: ManualClock) -> Any:
-    s = Store.open(tmp_path, clock=clock)
-    yield s
-    s.close()
-
-
 def _all(store: Store, topic: str) -> dict[int, list[Any]]:
     out = {}
     for p in range(store.partitions_for(topic)):

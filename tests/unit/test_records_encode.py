@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from seglog.storage.records import batch_headers, decode_columns, decode_records, encode_batch
 
-T = 1700000000000
+from tests.conftest import T0 as T
+
 VALUES = [b"alpha", None, b"", b"\x00\x01\x02", b"x" * 300]
 KEYS = [b"k0", b"k1", None, b"", b"k4"]
 

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from seglog.storage.records import decode_columns, decode_records, encode_batch, encode_control_batch
 
-T = 1_700_000_000_000
+from tests.conftest import T0 as T
+
 ABORT, COMMIT = 0, 1
 
 

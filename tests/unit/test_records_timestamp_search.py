@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from seglog.storage.records import decode_records, encode_batch, encode_control_batch, first_at_or_after
 
-T = 1_700_000_000_000
+from tests.conftest import T0 as T
 
 
 def oracle(buf: bytes, ts: int, lo: int | None, hi: int | None) -> tuple[int, int] | None:

@@ -13,7 +13,8 @@ from seglog.storage.records import (
     encode_batch,
     encode_control_batch,
 )
-from tests.vectors import T0, common_columns, segment_file, vector, vector_names
+from tests.conftest import T0
+from tests.vectors import common_columns, segment_file, vector, vector_names
 
 # name -> encode_batch keyword arguments that reproduce it (uncompressed vectors only).
 ENCODE_ARGS = {

@@ -10,7 +10,8 @@ import pytest
 
 from seglog.storage.records import decode_columns, encode_batch
 
-T = 1700000000000
+from tests.conftest import T0 as T
+
 VALUES = [b"short", None, b"", b"exactly12by!", b"thirteen-byte", b"v" * 1024]
 KEYS = [None, b"k", b"a-much-longer-key", b"", None, b"0123456789abc"]
 

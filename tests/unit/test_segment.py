@@ -16,9 +16,9 @@ from seglog._native.segment import Segment, filename_prefix
 from seglog.errors import CorruptRecordError, InvalidRecordError
 from seglog.storage.records import CODEC_NAMES as CODECS, batch_headers, decode_records, encode_batch
 
+from tests.conftest import T0
 from tests.logkit import (
     CONSUMER_OFFSETS_6,
-    T0,
     KafkaIndexRule,
     batch,
     copy_partition,

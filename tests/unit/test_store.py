@@ -27,13 +27,6 @@ from seglog.errors import (
 )
 from seglog.storage.topic import validate_topic_name
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
 
 def _open(path: Path, clock: ManualClock, **kw: object) -> Store:
     return Store.open(path, clock=clock, **kw)  # type: ignore[arg-type]
@@ -208,7 +201,7 @@ def test_closed_store_refuses_work(tmp_path: Path, clock: ManualClock) -> None:
     with pytest.raises(KafkaStorageError, match="closed"):
         store.create_topic("u")
     with pytest.raises(KafkaStorageError, match="closed"):
-        store.topics() if False else store.describe("t")
+        store.describe("t")
 
 
 # -------------------------------------------------------------------------------------------------

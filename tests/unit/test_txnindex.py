@@ -16,12 +16,7 @@ from hypothesis import strategies as st
 from seglog.errors import CorruptIndexError, InvalidOffsetError, KafkaStorageError
 from seglog.storage.txnindex import ENTRY_SIZE, AbortedTxn, TransactionIndex
 
-
-def entry(pid: int, first: int, last: int, lso: int, version: int = 0) -> bytes:
-    """docs/kafka-format.md §7.4: [int16 version][int64 producerId][int64 firstOffset][int64 lastOffset][int64 LSO]."""
-    return (version.to_bytes(2, "big", signed=True) + pid.to_bytes(8, "big", signed=True)
-            + first.to_bytes(8, "big", signed=True) + last.to_bytes(8, "big", signed=True)
-            + lso.to_bytes(8, "big", signed=True))
+from tests.logkit import txnindex_entry as entry
 
 
 def index(tmp_path, base: int = 0) -> TransactionIndex:
