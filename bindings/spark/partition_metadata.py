@@ -3,15 +3,18 @@ the Spark writer as the store writes it."""
 
 from __future__ import annotations
 
-import base64
 import json
 import os
-import uuid
 
 from seglog.bindings.spark.checkpoints import log_dir_update
 from seglog.bindings.spark.logdirs import find_partition_dirs
-from seglog.storage.checkpoints import atomic_write
-from seglog.storage.store_metadata import METADATA_FILE, PARTITION_METADATA_FILE
+from seglog.storage.store_metadata import (
+    METADATA_FILE,
+    PARTITION_METADATA_FILE,
+    read_partition_topic_id,
+    write_partition_metadata,
+)
+from seglog.storage.topic import new_topic_id
 
 
 def _known_topic_id(log_dir: str, topic: str) -> str | None:
@@ -28,13 +31,11 @@ def _known_topic_id(log_dir: str, topic: str) -> str | None:
         if pd.topic != topic:
             continue
         try:
-            with open(os.path.join(pd.dir, PARTITION_METADATA_FILE), encoding="utf-8") as f:
-                for line in f.read().splitlines():
-                    key, _, value = line.partition(":")
-                    if key.strip() == "topic_id" and value.strip():
-                        return value.strip()
-        except OSError:
+            tid = read_partition_topic_id(pd.dir)
+        except (OSError, ValueError):
             continue
+        if tid is not None:
+            return tid
     return None
 
 
@@ -48,7 +49,4 @@ def ensure_partition_metadata(log_dir: str, d: str, topic: str) -> None:
     with log_dir_update(log_dir):
         if os.path.exists(path):
             return
-        tid = _known_topic_id(log_dir, topic)
-        if tid is None:
-            tid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
-        atomic_write(path, f"version: 0\ntopic_id: {tid}".encode("utf-8"))
+        write_partition_metadata(d, _known_topic_id(log_dir, topic) or new_topic_id())

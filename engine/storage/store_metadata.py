@@ -91,21 +91,31 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def read_partition_topic_id(partition_dir: str) -> str | None:
+    """The topic id a partition dir's ``partition.metadata`` names; None when it names none.
+    Raises ``OSError`` (``FileNotFoundError`` when there is no file) or ``ValueError`` (not UTF-8)."""
+    with open(os.path.join(partition_dir, PARTITION_METADATA_FILE), encoding="utf-8") as f:
+        for line in f.read().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "topic_id" and value.strip():
+                return value.strip()
+    return None
+
+
 def read_topic_id(directory: str, topic: str, partitions: Sequence[int]) -> str | None:
     """The topic id in the first readable ``partition.metadata`` of ``topic``'s partitions."""
     for p in partitions:
-        path = os.path.join(directory, f"{topic}-{p}", PARTITION_METADATA_FILE)
+        partition_dir = os.path.join(directory, f"{topic}-{p}")
         try:
-            with open(path, encoding="utf-8") as f:
-                for line in f.read().splitlines():
-                    key, _, value = line.partition(":")
-                    if key.strip() == "topic_id" and value.strip():
-                        return value.strip()
+            tid = read_partition_topic_id(partition_dir)
         except FileNotFoundError:
             continue
         except (OSError, ValueError) as exc:
-            log.warning("ignoring unreadable %s (it is rewritten): %s", path, exc)
+            log.warning("ignoring unreadable %s (it is rewritten): %s",
+                        os.path.join(partition_dir, PARTITION_METADATA_FILE), exc)
             continue
+        if tid is not None:
+            return tid
     return None
 
 
@@ -128,6 +138,7 @@ def write_partition_metadata(partition_dir: str, topic_id: str | None) -> None:
 __all__ = [
     "METADATA_FILE",
     "PARTITION_METADATA_FILE",
+    "read_partition_topic_id",
     "check_store_metadata",
     "read_store_metadata",
     "read_topic_id",
