@@ -732,20 +732,7 @@ cdef class Record:
 
 cdef class BatchHeader:
     """The header of one batch (any magic) and where it lies in the buffer."""
-    cdef readonly Py_ssize_t position
-    cdef readonly Py_ssize_t size
-    cdef readonly int magic
-    cdef readonly int64_t base_offset
-    cdef readonly int64_t last_offset
-    cdef readonly int32_t partition_leader_epoch
-    cdef readonly uint32_t crc
-    cdef readonly int attributes
-    cdef readonly int64_t base_timestamp
-    cdef readonly int64_t max_timestamp
-    cdef readonly int64_t producer_id
-    cdef readonly int16_t producer_epoch
-    cdef readonly int32_t base_sequence
-    cdef readonly int32_t records_count
+    # Fields and the constructor (make_header) in records.pxd.
 
     @property
     def next_offset(self):
@@ -806,31 +793,15 @@ cdef int _check_at(const uint8_t *buf, Py_ssize_t pos, seglog_batch *h, int crc_
     return 0
 
 
-cdef BatchHeader _make_header(const uint8_t *buf, Py_ssize_t pos, const seglog_batch *h):
-    """The BatchHeader of the batch at ``pos``, whose header ``h`` was read and checked."""
-    cdef BatchHeader bh = BatchHeader.__new__(BatchHeader)
+cdef int set_legacy_base(BatchHeader bh, const uint8_t *batch) except -1:
+    """Kafka's base offset and record count of the legacy entry ``bh`` describes (at ``batch``):
+    "lastOffset" is its offset field (a compressed wrapper carries the last inner one); the base
+    offset of a compressed wrapper is its first inner record's (Kafka's
+    AbstractLegacyRecordBatch.baseOffset decompresses it too)."""
     cdef int32_t count = 1
-    bh.position = pos
-    bh.size = h.size
-    bh.magic = h.magic
-    bh.base_offset = h.base_offset
-    bh.last_offset = h.last_offset
-    bh.partition_leader_epoch = h.ple
-    bh.crc = h.crc
-    bh.attributes = h.attrs
-    bh.base_timestamp = h.base_ts
-    bh.max_timestamp = h.max_ts
-    bh.producer_id = h.pid
-    bh.producer_epoch = h.epoch
-    bh.base_sequence = h.base_seq
-    bh.records_count = h.count
-    if h.magic < 2:
-        # A legacy entry: "lastOffset" is its offset field (the wrapper carries the last inner
-        # one); the base offset of a compressed wrapper is its first inner record's (Kafka's
-        # AbstractLegacyRecordBatch.baseOffset decompresses it too).
-        bh.base_offset = _legacy_base(buf + pos, pos, h.size, &count)
-        bh.records_count = count
-    return bh
+    bh.base_offset = _legacy_base(batch, bh.position, bh.size, &count)
+    bh.records_count = count
+    return 0
 
 
 def batch_headers(object buf, Py_ssize_t start=0, Py_ssize_t end=-1, *,
@@ -855,7 +826,7 @@ def batch_headers(object buf, Py_ssize_t start=0, Py_ssize_t end=-1, *,
         if size == 0:
             break
         _check_at(p, pos, &h, _crc_flags(verify_crc))
-        out.append(_make_header(p, pos, &h))
+        out.append(make_header(p + pos, pos, &h))
         pos += size
     return out
 
@@ -1493,7 +1464,7 @@ def validate_batches(object buf, str where, *, int64_t now, bint log_append_time
             if h.base_offset != 0:
                 _refuse("invalid_record", where, pos, h.base_offset,
                         f"the baseOffset of a produced batch must be 0, not {h.base_offset}")
-        out.append(_make_header(p, pos, &h))
+        out.append(make_header(p + pos, pos, &h))
         pos += size
     if produce_request and not out:
         raise _errors.make("invalid_record", f"the append to {where} holds no record batch at all")
