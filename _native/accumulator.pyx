@@ -25,8 +25,7 @@ from seglog._native.builder cimport BatchBuilder
 
 from seglog._native import _errors
 
-cdef extern from "murmur2.h" nogil:
-    int32_t seglog_partition_for_key(const uint8_t *p, size_t n, uint32_t num_partitions)
+from murmur2 cimport seglog_partition_for_key
 
 cdef extern from "time.h" nogil:
     struct timespec:

@@ -25,38 +25,22 @@ goes and what became of it are the producer's, not the builder's.
 Thread-safety: none; the producer serialises access under its own lock.
 """
 
-cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_CheckExact
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, int16_t, int32_t, int64_t, uint64_t, INT32_MAX
-from libc.stdlib cimport malloc, realloc, free
+from libc.stdint cimport uint8_t, uint16_t, int16_t, int32_t, int64_t, INT32_MAX
+from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
 
 from seglog._native import _errors
 from seglog._native.records import codec_id
 
-cdef extern from "kbytes.h" nogil:
-    void kb_store_u16(uint8_t *p, uint16_t v)
-    void kb_store_u32(uint8_t *p, uint32_t v)
-    void kb_store_u64(uint8_t *p, uint64_t v)
-    int kb_varint_size(int32_t v)
-    int kb_varlong_size(int64_t v)
-    uint8_t *kb_write_varint(uint8_t *p, int32_t v)
-    uint8_t *kb_write_varlong(uint8_t *p, int64_t v)
-
-cdef extern from "crc32c.h" nogil:
-    uint32_t seglog_crc32c(uint32_t crc, const uint8_t *p, size_t n)
-
-cdef enum:
-    LOG_OVERHEAD = 12
-    V2_HEADER = 61
-    CRC_START = 21
-    ATTR_CODEC_MASK = 0x07
-    ATTR_LOG_APPEND_TIME = 0x08
-    ATTR_TRANSACTIONAL = 0x10
-    ATTR_CONTROL = 0x20
-    ATTR_DELETE_HORIZON = 0x40
+from kbytes cimport kb_store_u32, kb_varint_size, kb_wrap_sub
+from crc cimport seglog_crc32c
+from batch_header cimport (V2_HEADER, CRC_START, ATTR_CODEC_MASK, ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL,
+                           ATTR_CONTROL, ATTR_DELETE_HORIZON)
+from growbuf cimport grow_buffer
+from record_v2 cimport record_body_size, write_record, write_v2_header
 
 cdef char *_FORMAT_B = b"B"
 
@@ -68,12 +52,6 @@ cdef object _compress(int codec, object records, object level):
     # cramjam, which a producer that does not compress never needs.
     from seglog._native.compression import compress
     return compress(codec, records, level=level)
-
-
-@cython.overflowcheck(False)
-cdef inline int64_t _wrapping_sub(int64_t a, int64_t b) noexcept nogil:
-    # Java's long subtraction (two's complement wraparound), as Kafka computes timestamp deltas.
-    return <int64_t>(<uint64_t>a - <uint64_t>b)
 
 
 cdef inline Py_ssize_t _bytes_of(object obj, const uint8_t **ptr, Py_buffer *view,
@@ -157,22 +135,14 @@ cdef class BatchBuilder:
         return self.last_delta
 
     cdef int _reserve(self, Py_ssize_t extra) except -1:
-        cdef Py_ssize_t need = self.length + extra, cap
-        cdef uint8_t *p
+        cdef Py_ssize_t need = self.length + extra
         if need <= self.cap:
             return 0
         if self.buf == NULL:
             raise BufferError("the batch was discarded")
         if self.exports:
             raise BufferError("the batch is exported; it can no longer grow")
-        cap = self.cap * 2
-        if cap < need:
-            cap = need
-        p = <uint8_t *>realloc(self.buf, cap)
-        if p == NULL:
-            raise MemoryError(f"cannot grow a record batch buffer to {cap} bytes")
-        self.buf = p
-        self.cap = cap
+        self.buf = <uint8_t *>grow_buffer(self.buf, &self.cap, need, "a record batch buffer")
         return 0
 
     cdef int append_record(self, int32_t delta, int64_t timestamp, object key, object value,
@@ -181,6 +151,7 @@ cdef class BatchBuilder:
         """Encode one record; returns 1, or 0 when ``check_room`` and it does not fit."""
         cdef const uint8_t *kp = NULL
         cdef const uint8_t *vp = NULL
+        cdef const uint8_t *hp = NULL     # the header section; NULL for none
         cdef Py_buffer kview, vview
         cdef bint krel = False, vrel = False
         cdef Py_ssize_t klen, vlen, hlen, body, rec
@@ -204,10 +175,8 @@ cdef class BatchBuilder:
                 if not self.has_base_ts:
                     self.base_timestamp = timestamp
                     self.has_base_ts = True
-                ts_delta = _wrapping_sub(timestamp, self.base_timestamp)
-                body = (1 + kb_varlong_size(ts_delta) + kb_varint_size(delta)
-                        + kb_varint_size(<int32_t>klen) + (klen if klen > 0 else 0)
-                        + kb_varint_size(<int32_t>vlen) + (vlen if vlen > 0 else 0) + hlen)
+                ts_delta = kb_wrap_sub(timestamp, self.base_timestamp)
+                body = record_body_size(ts_delta, delta, klen, vlen, hlen)
                 if body > INT32_MAX - V2_HEADER:
                     raise _errors.make("record_too_large", f"a record of {body} bytes cannot be encoded")
                 rec = kb_varint_size(<int32_t>body) + body
@@ -224,25 +193,10 @@ cdef class BatchBuilder:
                         raise _errors.make("record_too_large", "the record does not fit a batch")
                     return 0
                 self._reserve(rec)
-                p = self.buf + self.length
-                p = kb_write_varint(p, <int32_t>body)
-                p[0] = 0
-                p = kb_write_varlong(p + 1, ts_delta)
-                p = kb_write_varint(p, delta)
-                p = kb_write_varint(p, <int32_t>klen)
-                if klen > 0:
-                    memcpy(p, kp, klen)
-                    p += klen
-                p = kb_write_varint(p, <int32_t>vlen)
-                if vlen > 0:
-                    memcpy(p, vp, vlen)
-                    p += vlen
-                if hsec is None:
-                    p[0] = 0
-                    p += 1
-                else:
-                    memcpy(p, PyBytes_AS_STRING(hsec), hlen)
-                    p += hlen
+                if hsec is not None:
+                    hp = <const uint8_t *>PyBytes_AS_STRING(hsec)
+                p = write_record(self.buf + self.length, <int32_t>body, ts_delta, delta, kp, klen, vp,
+                                 vlen, hp, hlen)
                 self.length = p - self.buf
             finally:
                 if vrel:
@@ -339,18 +293,8 @@ cdef class BatchBuilder:
             total = self.length
             b = self.buf
             out = None
-        kb_store_u64(b + 0, <uint64_t>base_offset)
-        kb_store_u32(b + 8, <uint32_t>(total - LOG_OVERHEAD))
-        kb_store_u32(b + 12, <uint32_t>partition_leader_epoch)
-        b[16] = 2
-        kb_store_u16(b + 21, attrs)
-        kb_store_u32(b + 23, <uint32_t>last)
-        kb_store_u64(b + 27, <uint64_t>self.base_timestamp)
-        kb_store_u64(b + 35, <uint64_t>max_ts)
-        kb_store_u64(b + 43, <uint64_t>producer_id)
-        kb_store_u16(b + 51, <uint16_t>producer_epoch)
-        kb_store_u32(b + 53, <uint32_t>base_sequence)
-        kb_store_u32(b + 57, <uint32_t>self.count)
+        write_v2_header(b, total, base_offset, partition_leader_epoch, attrs, last, self.base_timestamp,
+                        max_ts, producer_id, producer_epoch, base_sequence, self.count)
         kb_store_u32(b + 17, seglog_crc32c(0, b + CRC_START, total - CRC_START))
         if out is None:
             return memoryview(self)

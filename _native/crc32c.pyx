@@ -35,15 +35,8 @@ CRC-32 (IEEE) runs the table at about 2.6 GB/s, eight times slower, so its 1 % p
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
 from libc.stdint cimport uint8_t, uint32_t
 
-cdef extern from "crc32c.h" nogil:
-    uint32_t seglog_crc32c(uint32_t crc, const uint8_t *p, size_t n)
-    uint32_t seglog_crc32c_sw(uint32_t crc, const uint8_t *p, size_t n)
-    const char *seglog_crc32c_implementation()
-
-cdef extern from "crc32.h" nogil:
-    uint32_t seglog_crc32(uint32_t crc, const uint8_t *p, size_t n)
-
-include "crc_gil.pxi"
+from crc cimport (seglog_crc32c, seglog_crc32c_sw, seglog_crc32c_implementation, seglog_crc32, CRC32C_GIL_MIN,
+                  crc32c_gil_aware)
 
 cdef enum:
     _CRC32_NOGIL_MIN = 4096

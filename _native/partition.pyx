@@ -24,9 +24,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 import array as _array
 from operator import index as _operator_index
 
-cdef extern from "murmur2.h" nogil:
-    int32_t seglog_murmur2(const uint8_t *p, size_t n)
-    int32_t seglog_partition_for_key(const uint8_t *p, size_t n, uint32_t num_partitions)
+from murmur2 cimport seglog_murmur2, seglog_partition_for_key
 
 cdef array _INT32_TEMPLATE = _array.array("i")
 if _INT32_TEMPLATE.itemsize != 4:  # pragma: no cover - every supported platform has 32-bit int

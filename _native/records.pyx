@@ -54,9 +54,8 @@ from cpython.tuple cimport PyTuple_CheckExact
 from cpython.long cimport PyLong_AsLongLong, PyLong_CheckExact
 from cpython.ref cimport PyObject, Py_DECREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport (uint8_t, uint16_t, uint32_t, int8_t, int16_t, int32_t, int64_t, uint64_t, INT32_MAX,
-                          INT64_MIN, INT64_MAX)
-from libc.stdlib cimport malloc, realloc, free
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, int8_t, int16_t, int32_t, int64_t, INT32_MAX, INT64_MIN, INT64_MAX
+from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, memset
 
 import time as _time
@@ -68,10 +67,11 @@ cdef extern from "Python.h":
     Py_ssize_t PySequence_Fast_GET_SIZE(object)
     object PySequence_Fast(object, const char*)
 
-from kbytes cimport (kb_load_i32, kb_load_i64, kb_store_u16, kb_store_u32, kb_store_u64, kb_wrap_add, kb_wrap_sub,
-                     kb_utf8_valid, kb_varint_size, kb_varlong_size, kb_write_varint, kb_write_varlong,
-                     kb_read_varint, kb_read_varlong)
+from kbytes cimport (kb_load_i32, kb_load_i64, kb_store_u16, kb_store_u32, kb_wrap_add, kb_wrap_sub, kb_utf8_valid,
+                     kb_varint_size, kb_read_varint, kb_read_varlong)
 from crc cimport seglog_crc32c, crc32c_gil_aware
+from growbuf cimport grow_buffer
+from record_v2 cimport record_body_size, write_record, write_v2_header
 from batch_header cimport (seglog_batch, seglog_batch_frame, seglog_batch_head, batch_check_gil_aware,
                            batch_error, batch_is_torn, BATCH_OK, BATCH_CRC_ALL, BATCH_CRC_LEGACY,
                            LOG_OVERHEAD, HEADER_UP_TO_MAGIC, V2_HEADER, LEGACY_MIN_LENGTH, CRC_START,
@@ -566,6 +566,7 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
             raise
     cdef const uint8_t *kp
     cdef const uint8_t *vp
+    cdef const uint8_t *hp
     cdef uint8_t *records_buf = NULL          # the general path's records, when compressing
     cdef const uint8_t *records = NULL        # the records to compress
     cdef uint8_t *p
@@ -590,9 +591,7 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
                 hlen = PyBytes_GET_SIZE(hsections[i])
             if klen > INT32_MAX or vlen > INT32_MAX:
                 raise ValueError(f"record {i}: a key or value over {INT32_MAX} bytes cannot be encoded")
-            body = (1 + kb_varlong_size(delta) + kb_varint_size(<int32_t>i)
-                    + kb_varint_size(<int32_t>klen) + (klen if klen > 0 else 0)
-                    + kb_varint_size(<int32_t>vlen) + (vlen if vlen > 0 else 0) + hlen)
+            body = record_body_size(delta, <int32_t>i, klen, vlen, hlen)
             if body > INT32_MAX:
                 raise ValueError(f"record {i} is {body} bytes; a record holds at most {INT32_MAX}")
             sizes[i] = <int32_t>body
@@ -617,25 +616,14 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
             delta = kb_wrap_sub(ts, base_ts)
             klen = _bincol_get(&kcol, i, &kp)
             vlen = _bincol_get(&vcol, i, &vp)
-            p = kb_write_varint(p, sizes[i])
-            p[0] = 0
-            p = kb_write_varlong(p + 1, delta)
-            p = kb_write_varint(p, <int32_t>i)
-            p = kb_write_varint(p, <int32_t>klen)
-            if klen > 0:
-                memcpy(p, kp, klen)
-                p += klen
-            p = kb_write_varint(p, <int32_t>vlen)
-            if vlen > 0:
-                memcpy(p, vp, vlen)
-                p += vlen
             if hsections is None or hsections[i] is None:
-                p[0] = 0
-                p += 1
+                hp = NULL
+                hlen = 1
             else:
                 hs = hsections[i]
-                memcpy(p, PyBytes_AS_STRING(hs), PyBytes_GET_SIZE(hs))
-                p += PyBytes_GET_SIZE(hs)
+                hp = <const uint8_t *>PyBytes_AS_STRING(hs)
+                hlen = PyBytes_GET_SIZE(hs)
+            p = write_record(p, sizes[i], delta, <int32_t>i, kp, klen, vp, vlen, hp, hlen)
 
         if codec != 0:
             compressed = _codecs().compress(codec, <const uint8_t[:records_size]>records,
@@ -659,18 +647,8 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
     if log_append_time is not None:
         attrs |= ATTR_LOG_APPEND_TIME
         max_ts = log_append_time
-    kb_store_u64(b + 0, <uint64_t>base_offset)
-    kb_store_u32(b + 8, <uint32_t>(total - LOG_OVERHEAD))
-    kb_store_u32(b + 12, <uint32_t>partition_leader_epoch)
-    b[16] = 2
-    kb_store_u16(b + 21, attrs)
-    kb_store_u32(b + 23, <uint32_t>(n - 1))
-    kb_store_u64(b + 27, <uint64_t>base_ts)
-    kb_store_u64(b + 35, <uint64_t>max_ts)
-    kb_store_u64(b + 43, <uint64_t>producer_id)
-    kb_store_u16(b + 51, <uint16_t>producer_epoch)
-    kb_store_u32(b + 53, <uint32_t>base_sequence)
-    kb_store_u32(b + 57, <uint32_t>n)
+    write_v2_header(b, total, base_offset, partition_leader_epoch, attrs, <int32_t>(n - 1), base_ts, max_ts,
+                    producer_id, producer_epoch, base_sequence, <int32_t>n)
     kb_store_u32(b + 17, crc32c_gil_aware(0, b + CRC_START, total - CRC_START))  # ``out`` is ours alone
     return out
 
@@ -754,20 +732,7 @@ cdef class Record:
 
 cdef class BatchHeader:
     """The header of one batch (any magic) and where it lies in the buffer."""
-    cdef readonly Py_ssize_t position
-    cdef readonly Py_ssize_t size
-    cdef readonly int magic
-    cdef readonly int64_t base_offset
-    cdef readonly int64_t last_offset
-    cdef readonly int32_t partition_leader_epoch
-    cdef readonly uint32_t crc
-    cdef readonly int attributes
-    cdef readonly int64_t base_timestamp
-    cdef readonly int64_t max_timestamp
-    cdef readonly int64_t producer_id
-    cdef readonly int16_t producer_epoch
-    cdef readonly int32_t base_sequence
-    cdef readonly int32_t records_count
+    # Fields and the constructor (make_header) in records.pxd.
 
     @property
     def next_offset(self):
@@ -828,31 +793,15 @@ cdef int _check_at(const uint8_t *buf, Py_ssize_t pos, seglog_batch *h, int crc_
     return 0
 
 
-cdef BatchHeader _make_header(const uint8_t *buf, Py_ssize_t pos, const seglog_batch *h):
-    """The BatchHeader of the batch at ``pos``, whose header ``h`` was read and checked."""
-    cdef BatchHeader bh = BatchHeader.__new__(BatchHeader)
+cdef int set_legacy_base(BatchHeader bh, const uint8_t *batch) except -1:
+    """Kafka's base offset and record count of the legacy entry ``bh`` describes (at ``batch``):
+    "lastOffset" is its offset field (a compressed wrapper carries the last inner one); the base
+    offset of a compressed wrapper is its first inner record's (Kafka's
+    AbstractLegacyRecordBatch.baseOffset decompresses it too)."""
     cdef int32_t count = 1
-    bh.position = pos
-    bh.size = h.size
-    bh.magic = h.magic
-    bh.base_offset = h.base_offset
-    bh.last_offset = h.last_offset
-    bh.partition_leader_epoch = h.ple
-    bh.crc = h.crc
-    bh.attributes = h.attrs
-    bh.base_timestamp = h.base_ts
-    bh.max_timestamp = h.max_ts
-    bh.producer_id = h.pid
-    bh.producer_epoch = h.epoch
-    bh.base_sequence = h.base_seq
-    bh.records_count = h.count
-    if h.magic < 2:
-        # A legacy entry: "lastOffset" is its offset field (the wrapper carries the last inner
-        # one); the base offset of a compressed wrapper is its first inner record's (Kafka's
-        # AbstractLegacyRecordBatch.baseOffset decompresses it too).
-        bh.base_offset = _legacy_base(buf + pos, pos, h.size, &count)
-        bh.records_count = count
-    return bh
+    bh.base_offset = _legacy_base(batch, bh.position, bh.size, &count)
+    bh.records_count = count
+    return 0
 
 
 def batch_headers(object buf, Py_ssize_t start=0, Py_ssize_t end=-1, *,
@@ -877,7 +826,7 @@ def batch_headers(object buf, Py_ssize_t start=0, Py_ssize_t end=-1, *,
         if size == 0:
             break
         _check_at(p, pos, &h, _crc_flags(verify_crc))
-        out.append(_make_header(p, pos, &h))
+        out.append(make_header(p + pos, pos, &h))
         pos += size
     return out
 
@@ -1515,7 +1464,7 @@ def validate_batches(object buf, str where, *, int64_t now, bint log_append_time
             if h.base_offset != 0:
                 _refuse("invalid_record", where, pos, h.base_offset,
                         f"the baseOffset of a produced batch must be 0, not {h.base_offset}")
-        out.append(_make_header(p, pos, &h))
+        out.append(make_header(p + pos, pos, &h))
         pos += size
     if produce_request and not out:
         raise _errors.make("invalid_record", f"the append to {where} holds no record batch at all")
@@ -1631,18 +1580,10 @@ cdef struct GBuf:
 
 
 cdef int _gbuf_reserve(GBuf *b, Py_ssize_t extra) except -1:
-    cdef Py_ssize_t need = b.len + extra, cap
-    cdef char *p
+    cdef Py_ssize_t need = b.len + extra
     if need <= b.cap:
         return 0
-    cap = b.cap * 2 if b.cap else 256
-    if cap < need:
-        cap = need
-    p = <char *>realloc(b.data, cap)
-    if p == NULL:
-        raise MemoryError(f"cannot grow a column buffer to {cap} bytes")
-    b.data = p
-    b.cap = cap
+    b.data = <char *>grow_buffer(b.data, &b.cap, need, "a column buffer")
     return 0
 
 

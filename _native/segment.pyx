@@ -62,7 +62,7 @@ import threading
 import weakref
 
 from libc.errno cimport errno, EINTR
-from libc.stdint cimport uint8_t, uint32_t, int16_t, int32_t, int64_t, uint64_t, INT32_MAX, INT64_MAX
+from libc.stdint cimport uint8_t, uint32_t, int32_t, int64_t, uint64_t, INT32_MAX, INT64_MAX
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, strerror
 from posix.mman cimport mmap, munmap, PROT_READ, MAP_SHARED, MAP_FAILED
@@ -71,7 +71,6 @@ from posix.unistd cimport ftruncate
 from seglog._native import _errors
 from seglog._native.index import OffsetIndex, TimeIndex
 from seglog._native.records import first_at_or_after as _records_first_at_or_after
-from seglog._native.records import legacy_base_offset as _records_legacy_base_offset
 
 cdef extern from "sys/uio.h" nogil:
     struct iovec:
@@ -85,9 +84,10 @@ cdef extern from "unistd.h" nogil:
     int _SC_PAGESIZE
 
 from kbytes cimport kb_load_i32, kb_store_u32, kb_store_u64
+from seglog._native.records cimport BatchHeader, make_header
 from batch_header cimport (seglog_batch, seglog_batch_head, batch_error, batch_is_torn, BATCH_OK, BATCH_END,
                            BATCH_BAD_CODEC, BATCH_COUNT_TOO_BIG, BATCH_CRC_V2, BATCH_CRC_ALL, LOG_OVERHEAD,
-                           ATTR_CODEC_MASK, ATTR_TRANSACTIONAL, ATTR_CONTROL)
+                           ATTR_TRANSACTIONAL, ATTR_CONTROL)
 
 cdef extern from "prealloc.h" nogil:
     int seglog_prealloc_useful(int fd)
@@ -151,37 +151,9 @@ cdef class Mapping:
         self.exports -= 1
 
 
-cdef class BatchInfo:
-    """Where a batch lies and what its header says (one segment's view)."""
-    cdef readonly Py_ssize_t position
-    cdef readonly Py_ssize_t size
-    cdef readonly int magic
-    cdef readonly int64_t base_offset
-    cdef readonly int64_t last_offset
-    cdef readonly int64_t max_timestamp
-    cdef readonly int32_t partition_leader_epoch
-    cdef readonly int attributes
-    cdef readonly int64_t producer_id
-    cdef readonly int16_t producer_epoch
-    cdef readonly int32_t base_sequence
-    cdef readonly int32_t records_count
-
-    @property
-    def next_offset(self):
-        return self.last_offset + 1
-
-    @property
-    def is_control(self):
-        return self.magic == 2 and bool(self.attributes & ATTR_CONTROL)
-
-    @property
-    def is_transactional(self):
-        return self.magic == 2 and bool(self.attributes & ATTR_TRANSACTIONAL)
-
-    def __repr__(self):
-        return (f"BatchInfo(position={self.position}, size={self.size}, magic={self.magic}, "
-                f"offsets={self.base_offset}..{self.last_offset}, max_timestamp={self.max_timestamp}, "
-                f"leader_epoch={self.partition_leader_epoch})")
+# A segment's header walks report batches as ``batch_headers`` does (one class, records.pyx);
+# BatchInfo is the name Segment's API has used for it.
+BatchInfo = BatchHeader
 
 
 cdef inline int _head_at(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, seglog_batch *h,
@@ -207,28 +179,6 @@ cdef Py_ssize_t _next_txn_batch(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t e
         if h.magic == 2 and (h.attrs & (ATTR_CONTROL | ATTR_TRANSACTIONAL)) and h.pid >= 0:
             return pos
         pos += h.size
-
-
-cdef BatchInfo _info(const seglog_batch *h, Py_ssize_t pos, const uint8_t *buf):
-    cdef BatchInfo bi = BatchInfo.__new__(BatchInfo)
-    cdef const uint8_t *b = buf + pos
-    bi.position = pos
-    bi.size = h.size
-    bi.magic = h.magic
-    bi.base_offset = h.base_offset
-    bi.last_offset = h.last_offset
-    bi.max_timestamp = h.max_ts
-    bi.partition_leader_epoch = h.ple
-    bi.attributes = h.attrs
-    bi.records_count = h.count
-    bi.producer_id = h.pid
-    bi.producer_epoch = h.epoch
-    bi.base_sequence = h.base_seq
-    if h.magic < 2:
-        if h.attrs & ATTR_CODEC_MASK:
-            # A compressed legacy wrapper: Kafka's base offset is its first inner record's.
-            bi.base_offset, bi.records_count = _records_legacy_base_offset(<const uint8_t[:h.size]> b)
-    return bi
 
 
 def _open_index(cls, path, base_offset, max_index_size, read_only, entries=-1):
@@ -1001,12 +951,12 @@ cdef class Segment:
             if st != BATCH_OK:
                 return None
             if h.last_offset >= offset:
-                return _info(&h, pos, buf)
+                return make_header(buf + pos, pos, &h)
             pos += h.size
 
     cdef Py_ssize_t _position_of(self, int64_t offset) except -2:
         found = self.translate_offset(offset)
-        return -1 if found is None else (<BatchInfo>found).position
+        return -1 if found is None else (<BatchHeader>found).position
 
     def read(self, int64_t start_offset, Py_ssize_t max_bytes, Py_ssize_t max_position=-1,
              bint min_one_batch=True):
@@ -1028,7 +978,7 @@ cdef class Segment:
         found = self.translate_offset(start_offset)
         if found is None:
             return None
-        cdef BatchInfo first = <BatchInfo>found
+        cdef BatchHeader first = <BatchHeader>found
         cdef Py_ssize_t start = first.position
         if start >= max_position:
             return None
@@ -1084,7 +1034,7 @@ cdef class Segment:
                 break
             if st != BATCH_OK:
                 raise _errors.corrupt(f"{self.log_path}: " + batch_error(st, &h), pos, path=self.log_path)
-            out.append(_info(&h, pos, buf))
+            out.append(make_header(buf + pos, pos, &h))
             pos += h.size
         return out
 
@@ -1113,7 +1063,7 @@ cdef class Segment:
                 break
             if st != BATCH_OK:
                 raise _errors.corrupt(f"{self.log_path}: " + batch_error(st, &h), pos, path=self.log_path)
-            out.append(_info(&h, pos, buf))
+            out.append(make_header(buf + pos, pos, &h))
             pos += h.size
         return out
 
@@ -1140,7 +1090,7 @@ cdef class Segment:
         cdef seglog_batch h
         while _head_at(buf, p, self.size, &h, 0) == BATCH_OK:
             if h.max_ts >= timestamp and h.last_offset >= starting_offset:
-                return _info(&h, p, buf)
+                return make_header(buf + p, p, &h)
             p += h.size
         return None
 
@@ -1248,7 +1198,7 @@ cdef class Segment:
                 break
             if collect_batches:
                 try:
-                    res.batch_infos.append(_info(&h, pos, buf))
+                    res.batch_infos.append(make_header(buf + pos, pos, &h))
                 except Exception as exc:  # a legacy wrapper whose inner set cannot be read
                     res.reason = f"unreadable compressed message at position {pos}: {exc}"
                     break
@@ -1306,12 +1256,12 @@ cdef class Segment:
             return 0
         # As Kafka: the batch holding ``offset`` goes entirely, even if it starts below it,
         # so a truncated follower never keeps offsets >= ``offset`` the leader may not have.
-        cdef Py_ssize_t pos = (<BatchInfo>found).position
+        cdef Py_ssize_t pos = (<BatchHeader>found).position
         cdef Py_ssize_t removed = self.size - pos
         if removed <= 0:
             return 0
-        self._oidx.truncate_to((<BatchInfo>found).base_offset)
-        self._tidx.truncate_to((<BatchInfo>found).base_offset)
+        self._oidx.truncate_to((<BatchHeader>found).base_offset)
+        self._tidx.truncate_to((<BatchHeader>found).base_offset)
         self._truncate_file(pos)
         self._rescan_after_truncate()
         return removed

@@ -6,7 +6,7 @@
  *   check value       seglog_crc32c(0, "123456789", 9) == 0xE3069283
  *   chaining          seglog_crc32c(seglog_crc32c(0, a, na), b, nb) == CRC of a followed by b
  *
- * Header-only, so every native module inlines it without cross-module cimports.
+ * Header-only, so every native module inlines it (declared once, in crc.pxd).
  * seglog_crc32c() is the one entry point; it dispatches to
  *
  *   vpclmulqdq  x86-64 with AVX-512 and VPCLMULQDQ: buffers of 1 KiB and more are folded 256

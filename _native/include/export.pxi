@@ -1,6 +1,7 @@
 # Read-only one-dimensional buffer exports, shared by every _native class that hands out views
-# of memory it owns or maps (included textually: the package mapping rules out cross-module
-# cimports). Each export gets its own shape/strides block, kept in ``view.internal``: an
+# of memory it owns or maps. Included textually rather than cimported: a function a .pxd shares
+# must be inline, and _export_readonly raises, so it stays out of line in each includer. Each
+# export gets its own shape/strides block, kept in ``view.internal``: an
 # exporter's length may change after an export (a segment grows), an exported shape must not.
 #
 # __getbuffer__:      _export_readonly(view, ptr, nbytes, itemsize, fmt, flags); view.obj = self

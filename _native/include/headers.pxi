@@ -1,6 +1,6 @@
 # The header section of one v2 record, shared by the column encoder (records) and the
-# record-at-a-time builder (included textually: no cross-module cimports). The includer provides
-# kb_varint_size / kb_write_varint (kbytes.h) and the cpython cimports below.
+# record-at-a-time builder. Included textually rather than cimported: a function a .pxd shares
+# must be inline, and this slow path that raises stays out of line in each includer.
 #
 #   varint headerCount | { varint keyLength | key (UTF-8) | varint valueLength (-1 null) | value }*
 
@@ -8,6 +8,8 @@ from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.unicode cimport PyUnicode_AsUTF8String
 from libc.stdint cimport int32_t, uint8_t, INT32_MAX
 from libc.string cimport memcpy
+
+from kbytes cimport kb_varint_size, kb_write_varint
 
 
 cdef bytes _header_section(object hdrs, str where):

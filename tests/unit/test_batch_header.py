@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from seglog._native.crc32c import crc32c
-from seglog._native.segment import Segment, filename_prefix
+from seglog._native.records import BatchHeader
+from seglog._native.segment import BatchInfo, Segment, filename_prefix
 from seglog.errors import CorruptRecordError
 from seglog.storage.records import batch_headers, decode_records, encode_batch
 
@@ -143,5 +144,73 @@ def test_a_v1_message_too_short_for_its_fields_is_cut_at_recovery(tmp_path: Path
         res = seg.recover()
         assert res.reason == f"at position {len(ok)}: legacy message of 30 bytes is too short for magic 1"
         assert res.valid_bytes == len(ok) and seg.next_offset == 1
+    finally:
+        seg.close()
+
+
+FIELDS = (
+    "position",
+    "size",
+    "magic",
+    "base_offset",
+    "last_offset",
+    "partition_leader_epoch",
+    "crc",
+    "attributes",
+    "base_timestamp",
+    "max_timestamp",
+    "producer_id",
+    "producer_epoch",
+    "base_sequence",
+    "records_count",
+    "next_offset",
+    "compression",
+    "timestamp_type",
+    "is_transactional",
+    "is_control",
+    "last_sequence",
+)
+
+
+def test_segment_walks_and_batch_headers_report_the_same_header(tmp_path: Path) -> None:
+    """A segment's header walks return the codec's BatchHeader (BatchInfo names the same class),
+    with every field as ``batch_headers`` reads it, legacy entries included."""
+    txn = encode_batch(
+        [b"t"], base_offset=4, timestamps=2000, producer_id=7, producer_epoch=1, base_sequence=3, is_transactional=True
+    )
+    data = good() + legacy_v1(3, b"\xff\xff\xff\xff\x00\x00\x00\x01v") + txn
+    seg = segment_over(tmp_path, data)
+    try:
+        assert BatchInfo is BatchHeader
+        want = [tuple(getattr(h, f) for f in FIELDS) for h in batch_headers(data)]
+        for walk in (
+            seg.batches(),
+            seg.transaction_batches(),
+            [seg.translate_offset(4)],
+            [seg.find_offset_by_timestamp(2000)],
+        ):
+            assert all(type(h) is BatchHeader for h in walk)
+            assert [tuple(getattr(h, f) for f in FIELDS) for h in walk] == [
+                w for w in want if w[0] in {h.position for h in walk}
+            ]
+        assert len(seg.batches()) == 3 and seg.transaction_batches()[0].position == len(data) - len(txn)
+    finally:
+        seg.close()
+
+
+def test_a_damaged_compressed_legacy_wrapper_is_reported_where_it_lies(tmp_path: Path) -> None:
+    """Reading a compressed legacy wrapper's base offset decompresses it; when that fails, the
+    segment names the wrapper's position in the file, as ``batch_headers`` does for a buffer."""
+    value = b"not gzip data"
+    rest = bytes([1, 1]) + struct.pack(">qii", 1000, -1, len(value)) + value
+    data = good() + struct.pack(">qiI", 3, len(rest) + 4, zlib.crc32(rest)) + rest
+    with pytest.raises(CorruptRecordError) as codec:
+        batch_headers(data)
+    seg = segment_over(tmp_path, data)
+    try:
+        with pytest.raises(CorruptRecordError) as walk:
+            seg.batches()
+        assert walk.value.position == codec.value.position == len(good())
+        assert str(walk.value) == str(codec.value)
     finally:
         seg.close()
