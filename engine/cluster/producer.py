@@ -444,8 +444,8 @@ class ClusterProducer:
                     continue
                 while len(flying) >= window:
                     await retire()
-                if failed is not None:
-                    retry.append((slot, data, len(v), None))
+                if failed is not None:  # retire() may have set it (mypy keeps the narrowing above)
+                    retry.append((slot, data, len(v), None))  # type: ignore[unreachable]
                     continue
                 flying.append((slot, data, len(v),
                                asyncio.ensure_future(self._request_once(tp, data, False))))
