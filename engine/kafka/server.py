@@ -60,6 +60,8 @@ from seglog.kafka.security import AuthenticationClosed, ListenerSecurity
 from seglog.storage.store import INTERNAL_TOPICS
 
 if TYPE_CHECKING:
+    from typing_extensions import Self
+
     from seglog.storage.store import Store
 
 __all__ = ["KafkaServer", "API_VERSIONS", "DEFAULT_MAX_REQUEST_BYTES"]
@@ -191,7 +193,7 @@ class KafkaServer:
             pass
         except asyncio.CancelledError:
             pass
-        except Exception:  # noqa: BLE001 - one connection's failure must not stop the server
+        except Exception:  # one connection's failure must not stop the server
             log.exception("Kafka connection from %s failed", peer)
         finally:
             self._connections.pop(task, None)
@@ -891,7 +893,7 @@ class ServerHandle:
         if not self._thread.is_alive():
             self._loop.close()
 
-    def __enter__(self) -> ServerHandle:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
