@@ -64,6 +64,7 @@ from seglog.storage.store import TopicPartition
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from typing_extensions import Self
 
     from seglog.storage.log import LogReadResult
     from seglog.storage.store import Store, _Partition
@@ -711,7 +712,7 @@ class Consumer:
             self._leave_group()
             self._store._forget_client(self)
 
-    def __enter__(self) -> Consumer:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
