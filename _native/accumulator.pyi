@@ -1,5 +1,5 @@
 from collections.abc import Callable
-from typing import Any, Final, final
+from typing import Any, Final, Literal, final
 
 from typing_extensions import Buffer, Self
 
@@ -130,7 +130,8 @@ class ReentrantLock:
     def acquire(self) -> bool: ...
     def release(self) -> None: ...
     def __enter__(self) -> Self: ...
-    def __exit__(self, *exc: object) -> bool: ...
+    def __exit__(self, *exc: object) -> Literal[False]:
+        """Release the lock; exceptions are never suppressed."""
 
 @final
 class Accumulator:

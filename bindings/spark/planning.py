@@ -158,7 +158,7 @@ def _divide(start: int, end: int, parts: int) -> list[tuple[int, int]]:
 
 
 def _round_half_up(x: float) -> int:
-    return int(math.floor(x + 0.5))
+    return math.floor(x + 0.5)
 
 
 def split_ranges(ranges: list[tuple[int, int]], min_partitions: int | None,

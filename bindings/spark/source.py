@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+from types import FrameType
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
@@ -43,11 +44,11 @@ def _called_for_filter_pushdown() -> bool:
     """True when PySpark's filter-pushdown planner (``data_source_pushdown_filters``) asks for
     the reader. PySpark refuses a reader that defines ``pushFilters`` when the session has
     pushdown off, and ``reader()`` is not told which planner calls it."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if os.path.basename(frame.f_code.co_filename) == "data_source_pushdown_filters.py":
             return True
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back
     return False
 
 

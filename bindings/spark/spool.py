@@ -21,7 +21,7 @@ class Spool:
 
     def add(self, data: bytes) -> None:
         if self.file is None and self.size + len(data) > self.LIMIT:
-            self.file = tempfile.TemporaryFile(prefix="seglog-spool-")
+            self.file = tempfile.TemporaryFile(prefix="seglog-spool-")  # noqa: SIM115 - kept open until close()
             for c in self.chunks:
                 self.file.write(c)
             self.chunks = []

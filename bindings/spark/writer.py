@@ -5,6 +5,7 @@ job's records in one atomic rename, and drops what failed attempts left past the
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import time
 from collections.abc import Iterator, Mapping
@@ -192,7 +193,7 @@ class SeglogWriter(DataSourceArrowWriter):
 def settle(lg: Log, hw: int, runs: list[tuple[int, int]]) -> int:
     """Make the job's ``runs`` the records right after ``hw`` and return the new high
     watermark; anything else past ``hw`` (left by failed attempts) is dropped."""
-    if runs[0][0] == hw and all(a[1] == b[0] for a, b in zip(runs, runs[1:])):
+    if runs[0][0] == hw and all(a[1] == b[0] for a, b in itertools.pairwise(runs)):
         end = runs[-1][1]
         if lg.log_end_offset > end:
             lg.truncate_to(end)

@@ -17,6 +17,7 @@ checked. Consume: a fresh consumer assigned partition 0 from offset 0 reads ``re
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import random
 import re
@@ -101,7 +102,8 @@ def start_null_broker(topics: list[str], records: int, log: Path) -> BrokerProce
 _cid = itertools.count(1)
 
 
-def admin_request(bootstrap: str, name: str, api_key: int, version: int, body: dict) -> dict:
+def admin_request(bootstrap: str, name: str, api_key: int, version: int,
+                  body: dict[str, Any]) -> dict[str, Any]:
     """One request over a fresh connection, encoded by seglog's codec (topic setup, untimed)."""
     from seglog.kafka import codec
 
@@ -210,10 +212,11 @@ def consume_confluent(bootstrap: str, topic: str, n: int) -> None:
         deadline = time.monotonic() + _timeout(n)
         while got < n:
             for m in c.consume(min(10_000, n - got), 1.0):  # returns once it has them all
-                if m.error() is None:
+                error = m.error()
+                if error is None:
                     got += 1
-                elif not m.error().retriable():
-                    raise RuntimeError(f"confluent-kafka: {m.error()}")
+                elif not error.retriable():
+                    raise RuntimeError(f"confluent-kafka: {error}")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"confluent-kafka consumed {got} of {n} records in {_timeout(n)} s")
     finally:
@@ -352,7 +355,7 @@ def _prepare_consume(client: str, p: Mapping[str, int], base: Path,
     calls: dict[str, Callable[[], object]] = {}
     for server, bootstrap in servers.items():
         if server in available:
-            calls[server] = lambda fn=CONSUME[client], b=bootstrap: fn(b, "consume", n)
+            calls[server] = functools.partial(CONSUME[client], bootstrap, "consume", n)
     return Work(items=n, calls=calls, repeatable=False, nbytes=n * VALUE_SIZE, close=close)
 
 
@@ -395,7 +398,7 @@ def kafka_benches() -> list[Benchmark]:
             title=f"{client} produces 100 B records (acks=1, linger.ms=5) to `seglog serve` vs a "
                   "null broker, each broker in its own process",
             contenders=_contenders(modules, pip), goals=goals,
-            prepare=lambda p, b, a, c=client: _prepare_produce(c, p, b, a),
+            prepare=functools.partial(_prepare_produce, client),
             # Quick: 20,000, so that a fresh topic's first appends (about 2 ms: the leader
             # epoch checkpoint, the segment's first disk blocks) do not weigh as a fifth.
             quick={"records": 20_000}, full={"records": 1_000_000}, full_round_seconds=40))
@@ -404,7 +407,7 @@ def kafka_benches() -> list[Benchmark]:
             title=f"{client} consumes 100 B records (batches of 1,000) from `seglog serve` vs a "
                   "null broker, each broker in its own process",
             contenders=_contenders(modules, pip), goals=goals,
-            prepare=lambda p, b, a, c=client: _prepare_consume(c, p, b, a),
+            prepare=functools.partial(_prepare_consume, client),
             quick={"records": 5_000}, full={"records": 1_000_000}, full_round_seconds=20))
     out.append(Benchmark(
         name="kafka-serve-start", group="kafka", unit="starts",

@@ -24,6 +24,8 @@ from typing import Any
 
 from seglog.cli.serve import serve_until_stopped
 from seglog.errors import SeglogError, UnknownTopicOrPartitionError, code_for_exception
+from seglog.kafka.codec import Message
+from seglog.kafka.connection import ConnState
 from seglog.kafka.server import KafkaServer, record_count
 from seglog.storage.records import encode_batch
 
@@ -49,8 +51,8 @@ class NullBroker(KafkaServer):
         self._next_offset: dict[tuple[str, int], int] = {}
 
     def _produce_partition(self, topic: str, partition: int, records: Any, acks: int,
-                           state: Any) -> dict:
-        out = {"index": partition, "error_code": 0, "base_offset": -1, "log_append_time_ms": -1,
+                           state: ConnState) -> Message:
+        out: Message = {"index": partition, "error_code": 0, "base_offset": -1, "log_append_time_ms": -1,
                "log_start_offset": 0, "record_errors": [], "error_message": None}
         try:
             self.store.partitions_for(topic)
@@ -63,7 +65,7 @@ class NullBroker(KafkaServer):
         self._next_offset[key] = base + record_count(records)
         return out
 
-    def _read_fetch(self, req: dict) -> tuple[list, int, bool]:
+    def _read_fetch(self, req: Message) -> tuple[list[Any], int, bool]:
         budget = req.get("max_bytes", 0x7FFFFFFF)
         size = len(self.batch)
         responses = []

@@ -452,10 +452,10 @@ def goal_text(g: Mapping[str, Any]) -> str:
 def render_table(doc: Mapping[str, Any]) -> str:
     m = doc["machine"]
     lines = [f"seglog bench ({doc['mode']}, {doc['rounds']} rounds, medians; spread = IQR / median)",
-             f"machine: {m['cpu']}, {m['cores']} cores, {m['memory']}, {m['kernel']}, {m['python']}, "
-             f"CRC-32C {m['crc32c_implementation']}",
-             f"load average at start {doc['load_average_start']}, at end {doc.get('load_average_end')} "
-             "(a shared machine: read the ratios, not the absolute numbers)", ""]
+             (f"machine: {m['cpu']}, {m['cores']} cores, {m['memory']}, {m['kernel']}, {m['python']}, "
+              f"CRC-32C {m['crc32c_implementation']}"),
+             (f"load average at start {doc['load_average_start']}, at end {doc.get('load_average_end')} "
+              "(a shared machine: read the ratios, not the absolute numbers)"), ""]
     header = f"  {'contender':34} {'median/call':>12} {'spread':>7} {'rate':>16} {'vs best peer':>13} {'vs limit':>9}"
     for b in doc["benchmarks"]:
         lines.append(f"{b['name']} — {b['title']}")
@@ -491,9 +491,9 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
     m = doc["machine"]
     cmd = " ".join(doc["command"]) if doc.get("command") else "seglog bench"
     out = [f"`{cmd}` — {doc['started']}, {doc['rounds']} rounds, medians.",
-           f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory']}, {m['kernel']}, {m['python']}, "
-           f"CRC-32C {m['crc32c_implementation']}. Load average (1/5/15 min) {doc['load_average_start']} at "
-           f"the start, {doc.get('load_average_end')} at the end.", "",
+           (f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory']}, {m['kernel']}, {m['python']}, "
+            f"CRC-32C {m['crc32c_implementation']}. Load average (1/5/15 min) {doc['load_average_start']} at "
+            f"the start, {doc.get('load_average_end')} at the end."), "",
            "| benchmark | seglog | rate | best peer | its rate | ÷ best peer | ÷ limit | goal |",
            "|---|---|---|---|---|---|---|---|"]
     for b in doc["benchmarks"]:

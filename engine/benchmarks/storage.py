@@ -74,7 +74,7 @@ def fill(sink: Any, cols: Columns) -> None:
 
 def _encoded_pool(cols: Columns) -> list[bytes]:
     pool = []
-    for i, (base, vals, keys, stamps) in enumerate(cols):
+    for i, (_base, vals, keys, stamps) in enumerate(cols):
         if i >= len(cols.values):
             break
         pool.append(encode_batch(vals, keys=keys, timestamps=stamps))

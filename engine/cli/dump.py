@@ -166,7 +166,7 @@ def _dump_log(path: str, args: argparse.Namespace) -> int:
                         f"valueSize: {len(r.value) if r.value is not None else -1} "
                         f"sequence: {r.sequence} headerKeys: [{','.join(k for k, _ in r.headers)}]")
                 if r.is_control:
-                    names = {0: "ABORT", 1: "COMMIT"}
+                    names: dict[int | None, str] = {0: "ABORT", 1: "COMMIT"}
                     line += f" endTxnMarker: {names.get(r.control_type, r.control_type)}"
                 else:
                     line += f" key: {_show(r.key)} payload: {_show(r.value)}"

@@ -96,7 +96,7 @@ def run_serve(args: argparse.Namespace) -> int:
                            f"serves one (pick it with --listen)")
         listen = listeners[0] if listeners else "127.0.0.1:9092"
     try:
-        name, host, port, options = listener_options(listen, security)
+        _name, host, port, options = listener_options(listen, security)
     except ConfigError as exc:
         where = f" ({args.config})" if args.config else ""
         raise CliError(f"{'--listen: ' if args.listen else ''}{exc}{where}") from None

@@ -79,7 +79,7 @@ def run_produce(args: argparse.Namespace) -> int:
     source: IO[bytes]
     if args.file and args.file != "-":
         try:
-            source = open(args.file, "rb")
+            source = open(args.file, "rb")  # noqa: SIM115 - or stdin; closed after the loop
         except OSError as exc:
             raise CliError(f"{args.file}: {exc.strerror}") from None
     else:

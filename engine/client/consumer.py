@@ -64,6 +64,7 @@ from seglog.storage.topic import TopicPartition
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from typing_extensions import Self
 
     from seglog.storage.log import LogReadResult
     from seglog.storage.log_manager import LogManager
@@ -712,7 +713,7 @@ class Consumer:
             self._leave_group()
             self._store._forget_client(self)
 
-    def __enter__(self) -> Consumer:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

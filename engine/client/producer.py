@@ -239,14 +239,16 @@ class Producer:
 
     def _send(self, b: ProducerBatch) -> None:
         """Write one open batch to the log; its outcome goes to its futures."""
-        st = self._topics.get(b.topic)
+        topic = b.topic
+        assert topic is not None  # the producer's batches are made for a topic (_new_batch)
+        st = self._topics.get(topic)
         if st is not None and b.partition < len(st.batches) and st.batches[b.partition] is b:
             st.batches[b.partition] = None
             if b.partition == st.sticky and st.num_partitions > 1:
                 st.sticky = (st.sticky + 1 + self._rng.randrange(st.num_partitions - 1)) % st.num_partitions
         if b.done:
             return
-        tp = (b.topic, b.partition)
+        tp = (topic, b.partition)
         seq = self._sequences.get(tp, 0) if self.idempotent else -1
         codec = st.codec if st is not None else self._codec
         level = st.level if st is not None else None
@@ -255,7 +257,7 @@ class Producer:
                            producer_epoch=self.producer_epoch, base_sequence=seq)
             try:
                 part = st.parts[b.partition] if st is not None and st.parts else \
-                    self._store.partition(b.topic, b.partition)
+                    self._store.partition(topic, b.partition)
                 # Encoded just now by this thread, under the producer's lock: its CRC is the
                 # encoder's own, so the log does not compute it a second time.
                 first, append_time = part.append_batch(data, verify_crc=False)
@@ -314,8 +316,8 @@ class Producer:
                 if len(groups) == 1:
                     self._write_range(st, groups[0][0], values, keys, timestamps, headers, results)
                 else:
-                    for p, a, b in groups:
-                        idx = order[a:b]
+                    for p, start, end in groups:
+                        idx = order[start:end]
                         self._write_range(st, p, take(values, idx), take(keys, idx),
                                           take(timestamps, idx), take(headers, idx), results)
             return results

@@ -16,11 +16,14 @@ import abc
 import os
 import tempfile
 from collections.abc import Mapping
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any
 
 from seglog.cluster.consumer import ClusterConsumer
 from seglog.cluster.metadata import PartitionState, ReplicaConfig, state_path
 from seglog.cluster.producer import ClusterProducer
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self is Python 3.11+
 
 __all__ = ["LOCAL_REPLICA_CONFIG", "ClusterBase", "node_dirs"]
 

@@ -31,7 +31,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from seglog.util.loop import LoopOwner
 from seglog.util.clock import Clock
@@ -42,6 +42,9 @@ from seglog.cluster.metadata import PartitionInfo
 from seglog.cluster.network import NetworkClient
 from seglog.cluster.producer import ClusterProducer
 from seglog.cluster.tcp import TcpTransport
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 _BOOTSTRAP_BASE = -100  # bootstrap addresses get ids -100, -101, ... until metadata names the nodes
 
@@ -188,7 +191,7 @@ class ClusterClient(LoopOwner):
             if not self._thread.is_alive():
                 self.loop.close()
 
-    def __enter__(self) -> ClusterClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

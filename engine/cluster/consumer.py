@@ -11,13 +11,16 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from seglog.config import ConsumerConfig
 from seglog.errors import SeglogError
 from seglog.storage.records import decode_records
 from seglog.cluster.messages import CONSUMER_REPLICA_ID, NONE, FetchPartition, FetchRequest, FetchResponse
 from seglog.cluster.network import ClientHost, kafka_keys
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = ["ClusterConsumer", "ConsumerRecord"]
 
@@ -142,7 +145,7 @@ class ClusterConsumer:
             self._closed = True
             self._c.close()
 
-    def __enter__(self) -> ClusterConsumer:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -236,8 +236,8 @@ class Controller:
         if not self.active:
             return
         self._guard(self._refresh_brokers)
-        if not self.active:
-            return
+        if not self.active:  # _refresh_brokers may have resigned (mypy keeps the narrowing above)
+            return  # type: ignore[unreachable]
         self._guard(self._reconcile)
         self._resend()
 

@@ -224,11 +224,11 @@ class LocalCluster(LoopOwner, ClusterBase):
             self._paused.discard(node)
             self._gs[node].kill()
             n.crash()
-            if self.zk_server is not None or not isinstance(self.coordinator, InMemoryCoordinator):
-                # In one process a ZooKeeper session outlives the node; end it as a dead
-                # process's would end (at once rather than after the timeout).
-                if n.session is not None:
-                    n.session.close()
+            # In one process a ZooKeeper session outlives the node; end it as a dead
+            # process's would end (at once rather than after the timeout).
+            if (self.zk_server is not None or not isinstance(self.coordinator, InMemoryCoordinator)) \
+                    and n.session is not None:
+                n.session.close()
             self.nodes[node] = None
 
         self._on_node(node, stop)
@@ -289,7 +289,7 @@ class LocalCluster(LoopOwner, ClusterBase):
             loops = [(self.loop, self._thread)]
             if self.node_threads:
                 loops += [(self._node_loops[i], self._node_threads[i]) for i in self.ids if i in self._node_threads]
-            for loop, thread in loops:
+            for loop, _thread in loops:
                 loop.call_soon_threadsafe(loop.stop)
             for loop, thread in loops:
                 thread.join(timeout=10)

@@ -747,7 +747,7 @@ class ReplicaNode:
             respond(-1, -1, -1, KafkaStorageError(f"node {self.node_id}: {exc}"), False)
             self.maybe_log_dir_failure(p, exc)
             return
-        except Exception as exc:  # noqa: BLE001 - reported as an indeterminate failure
+        except Exception as exc:  # reported as an indeterminate failure
             log.exception("node %d: produce to %s-%d failed", self.node_id, req.topic, req.partition)
             respond(-1, -1, -1, UnknownServerError(f"node {self.node_id}: {exc!r}"), False)
             return

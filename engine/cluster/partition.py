@@ -449,7 +449,7 @@ class Partition:
             return  # KAFKA-7128
         if not self._eligible(r):
             return  # KIP-903: not registered with the broker epoch it fetches with
-        new_isr = self.isr_state.isr + (r.replica_id,)
+        new_isr = (*self.isr_state.isr, r.replica_id)
         log.info("%s-%d: leader %d expands ISR %s -> %s", self.topic, self.partition,
                  self.host.node_id, self.isr_state.isr, new_isr)
         self.isr_state = IsrState(self.isr_state.isr, "expand", (r.replica_id,))

@@ -242,15 +242,12 @@ class ProcessCluster(ClusterBase):
         with self._lock:
             if self._closed:
                 raise RuntimeError("the cluster is closed")
-            out = open(self.log_path(i), "ab")
-            try:
+            with open(self.log_path(i), "ab") as out:
                 env = dict(os.environ, PYTHONUNBUFFERED="1")
                 self._procs[i] = subprocess.Popen(
                     [self.python, "-m", "seglog.cli", "node", "--config", self.config_path(i)],
                     stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                     start_new_session=True)
-            finally:
-                out.close()
 
     def _registration(self, i: int) -> dict[str, Any] | None:
         r = self.coordinator.read(broker_path(i))

@@ -14,7 +14,7 @@ import concurrent.futures
 import dataclasses
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from seglog._native.partition import group_by_partition
 from seglog.config import ProducerConfig
@@ -41,6 +41,9 @@ from seglog.cluster.messages import (
     ProduceResponse,
 )
 from seglog.cluster.network import ClientHost, kafka_keys
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = ["ClusterProducer", "PendingRecord", "ClusterRecordMetadata"]
 
@@ -194,7 +197,7 @@ class ClusterProducer:
             self._closed = True
             self._c.close()
 
-    def __enter__(self) -> ClusterProducer:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -444,15 +447,15 @@ class ClusterProducer:
                     continue
                 while len(flying) >= window:
                     await retire()
-                if failed is not None:
-                    retry.append((slot, data, len(v), None))
+                if failed is not None:  # retire() may have set it (mypy keeps the narrowing above)
+                    retry.append((slot, data, len(v), None))  # type: ignore[unreachable]
                     continue
                 flying.append((slot, data, len(v),
                                asyncio.ensure_future(self._request_once(tp, data, False))))
             while flying:
                 await retire()
             retry.sort(key=lambda r: r[0])
-            for i, (slot, data, n, err) in enumerate(retry):
+            for slot, data, n, err in retry:
                 try:
                     resp = await self._send_encoded(tp, data, None if isinstance(err, OutOfOrderSequenceError) else err)
                 except SeglogError:

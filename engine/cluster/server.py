@@ -183,9 +183,11 @@ async def _serve(config: BrokerConfig) -> int:
     server = NodeServer(config, loop)
     await server.start()
 
+    stopping: list[asyncio.Task[None]] = []  # held, so that the loop's weak reference is not the only one
+
     def on_signal(name: str) -> None:
         log.info("node %d: %s received, shutting down", server.node_id, name)
-        loop.create_task(server.stop())
+        stopping.append(loop.create_task(server.stop()))
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig.name)

@@ -411,7 +411,7 @@ class _Conn:
                     p.timer.cancel()
                 try:
                     resp = decode(header, blobs)
-                except Exception as exc:  # noqa: BLE001 - a bad frame ends the connection
+                except Exception as exc:  # a bad frame ends the connection
                     raise ConnectionError(f"undecodable response: {exc!r}") from exc
                 self.t._deliver(self.src, p.callback, resp, None)
         except (OSError, ConnectionError, asyncio.IncompleteReadError, asyncio.TimeoutError,
@@ -785,7 +785,7 @@ class LoopScheduler:
             task.handle = self.loop.call_later(task.period_ms / 1000.0, self._run, task)
         try:
             task.fn()
-        except Exception:  # noqa: BLE001 - logged; periodic tasks keep running
+        except Exception:  # logged; periodic tasks keep running
             log.exception("scheduled task %r failed", task.name)
 
     def cancel(self, task: LoopTask) -> None:

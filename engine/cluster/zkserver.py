@@ -28,6 +28,10 @@ import subprocess
 import tempfile
 import time
 import weakref
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 DEBIAN_JAR = "/usr/share/java/zookeeper.jar"
 _EXTRA_JARS = ("/usr/share/java/slf4j-nop.jar",)  # silences SLF4J's missing-binding warning
@@ -110,7 +114,7 @@ class ZooKeeperServer:
     def log_path(self) -> str:
         return os.path.join(self.dir, "zookeeper.out")
 
-    def start(self) -> ZooKeeperServer:
+    def start(self) -> Self:
         reason = unavailable_reason()
         if reason is not None:
             raise RuntimeError(reason)
@@ -136,12 +140,9 @@ class ZooKeeperServer:
         cmd = [java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                "-Dzookeeper.admin.enableServer=false", "-Dzookeeper.jmx.log4j.disable=true",
                "-cp", cp, MAIN_CLASS, cfg]
-        out = open(self.log_path, "ab")
-        try:
+        with open(self.log_path, "ab") as out:
             self.process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, start_new_session=True)
-        finally:
-            out.close()
         _running.add(self)
         deadline = time.monotonic() + self.start_timeout_s
         while True:
@@ -209,7 +210,7 @@ class ZooKeeperServer:
         if self.process is not None:
             os.killpg(self.process.pid, signal.SIGCONT)
 
-    def __enter__(self) -> ZooKeeperServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

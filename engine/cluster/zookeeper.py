@@ -146,7 +146,7 @@ class ZooKeeperSession:
         try:
             self._client.stop()
             self._client.close()
-        except Exception:  # noqa: BLE001 - best effort on a dead session
+        except Exception:  # best effort on a dead session
             log.debug("stopping an expired client failed", exc_info=True)
 
     # -- calls ------------------------------------------------------------------------------------
@@ -230,7 +230,7 @@ class ZooKeeperSession:
                 self._raise_failed(self._wait(t.commit_async()))
                 zs2 = self._wait(self._client.exists_async(path))
                 if zs2 is None:
-                    raise self._kz.exceptions.NoNodeError(f"{path} vanished right after its creation")
+                    raise self._kz.exceptions.NoNodeError(f"{path} vanished right after its creation") from None
                 return _stat(zs2)
 
     def create_sequential(self, prefix: str, data: bytes) -> str:
@@ -312,7 +312,7 @@ class ZooKeeperSession:
         try:
             self._client.stop()
             self._client.close()
-        except Exception:  # noqa: BLE001 - closing a broken connection
+        except Exception:  # closing a broken connection
             log.debug("closing the ZooKeeper client failed", exc_info=True)
 
 

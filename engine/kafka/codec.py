@@ -212,7 +212,7 @@ class _Gen:
                 t = dict(names)[f[0]]
                 body.append(f"    if tag == {f[4]}:")
                 inner = self.decode_value(f, t, fname)
-                body.extend("        " + ln for ln in ["p0 = pos"] + inner + ["pos = p0"])
+                body.extend("        " + ln for ln in ["p0 = pos", *inner, "pos = p0"])
             body.append("    pos += size")
         result = ", ".join(f"{k!r}: {t}" for k, t in names)
         self.lines.append(f"def {fname}(buf, pos):")
@@ -414,7 +414,7 @@ def _compile(name: str, version: int, encode: bool) -> Callable[..., Any]:
         **gen.structs,
     }
     source = "\n".join(gen.lines)
-    exec(compile(source, f"<kafka {name} v{version}>", "exec"), namespace)  # noqa: S102
+    exec(compile(source, f"<kafka {name} v{version}>", "exec"), namespace)  # generated code, not input
     fn: Callable[..., Any] = namespace[top]
     return fn
 

@@ -34,11 +34,10 @@ import os
 import re
 import secrets
 import ssl
-import struct
 import tempfile
 from dataclasses import dataclass
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from seglog.errors import (
     ConfigError,
@@ -47,10 +46,9 @@ from seglog.errors import (
     UnsupportedSaslMechanismError,
 )
 from seglog.kafka import codec
+from seglog.kafka.apis import API_NAMES, API_VERSIONS, api_versions_response
 from seglog.kafka.codec import Message
-
-if TYPE_CHECKING:
-    from seglog.kafka.server import KafkaServer, _ConnState
+from seglog.kafka.connection import INT32, REQUEST_HEADER, CloseConnection, ConnState, skip_tagged
 
 __all__ = [
     "SECURITY_PROTOCOLS", "SASL_MECHANISMS", "ScramCredential", "ListenerSecurity",
@@ -74,9 +72,6 @@ SCRAM_MAX_ITERATIONS = 16384
 FAILED_AUTHENTICATION_DELAY_MS = 100
 
 _HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
-_HEADER = struct.Struct(">hhih")
-_SIZE = struct.Struct(">i")
-_I32 = struct.Struct(">i")
 _API_NAMES = {17: "SaslHandshake", 18: "ApiVersions", 36: "SaslAuthenticate"}
 
 
@@ -350,17 +345,17 @@ class ListenerSecurity:
 
     # -- the authentication phase of a connection -------------------------------------------
 
-    async def authenticate(self, server: KafkaServer, reader: asyncio.StreamReader,
-                           writer: asyncio.StreamWriter, state: _ConnState) -> str:
-        """Run SASL on a new connection; returns the authenticated user name. Raises
-        :class:`AuthenticationClosed` when the connection must close (after sending the error
-        answer Kafka sends, if any)."""
+    async def authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                           state: ConnState, idle_ms: int) -> str:
+        """Run SASL on a new connection; returns the authenticated user name. ``idle_ms``: the
+        listener's ``connections.max.idle.ms``. Raises :class:`AuthenticationClosed` when the
+        connection must close (after sending the error answer Kafka sends, if any)."""
         phase = "initial"
         mechanism: _Plain | _Scram | None = None
         headers = True
-        idle = server.idle_ms / 1000.0
+        idle = idle_ms / 1000.0
         while True:
-            frame = await _read_frame(reader, idle, server.idle_ms)
+            frame = await _read_frame(reader, idle, idle_ms)
             if mechanism is not None and not headers:
                 # KIP-43 v0: bare tokens after SaslHandshake v0.
                 try:
@@ -373,15 +368,15 @@ class ListenerSecurity:
                 if mechanism.user is not None:
                     return mechanism.user
                 continue
-            if len(frame) < _HEADER.size:
+            if len(frame) < REQUEST_HEADER.size:
                 raise AuthenticationClosed(f"a frame of {len(frame)} bytes before authentication "
                                            f"is too short for a request header")
-            api_key, version, cid, client_len = _HEADER.unpack_from(frame, 0)
-            pos = _HEADER.size + max(client_len, 0)
+            api_key, version, cid, client_len = REQUEST_HEADER.unpack_from(frame, 0)
+            pos = REQUEST_HEADER.size + max(client_len, 0)
             if pos > len(frame):
                 raise AuthenticationClosed("request header's client id runs past the frame")
             if client_len > 0:
-                state.client_id = str(frame[_HEADER.size:pos], "utf-8", "replace")
+                state.client_id = str(frame[REQUEST_HEADER.size:pos], "utf-8", "replace")
             name = _API_NAMES.get(api_key)
             if phase == "authenticate":
                 if api_key != 36:
@@ -407,10 +402,8 @@ class ListenerSecurity:
                     return mechanism.user
                 continue
             if api_key == 18 and phase == "initial":
-                versions = server._api_versions(memoryview(frame), pos, version, cid, state)
+                versions = api_versions_response(memoryview(frame), pos, version, cid, state)
                 await _write(writer, versions)
-                from seglog.kafka.server import API_VERSIONS
-
                 lo, hi = API_VERSIONS[18]
                 if lo <= version <= hi:
                     phase = "handshake"
@@ -443,11 +436,9 @@ class ListenerSecurity:
             raise AuthenticationClosed(f"{name} v{version} is not served (versions {lo}-{hi})")
         view = memoryview(frame)
         if codec.is_flexible(name + "Request", version):
-            from seglog.kafka.server import _Close, _skip_tagged
-
             try:
-                pos = _skip_tagged(view, pos)
-            except _Close as exc:
+                pos = skip_tagged(view, pos)
+            except CloseConnection as exc:
                 raise AuthenticationClosed(str(exc)) from None
         try:
             request, end = codec.decode(name + "Request", version, view, pos)
@@ -459,14 +450,12 @@ class ListenerSecurity:
         return request
 
 
-#: The SASL APIs' versions (also in the server's ApiVersions table).
-_SASL_VERSIONS = {"SaslHandshake": (0, 1), "SaslAuthenticate": (0, 2)}
+#: The SASL APIs' versions: those of the listener's ApiVersions table.
+_SASL_VERSIONS = {"SaslHandshake": API_VERSIONS[17], "SaslAuthenticate": API_VERSIONS[36]}
 
 
 def _api_name(api_key: int) -> str:
-    from seglog.kafka.server import _NAMES
-
-    return _NAMES.get(api_key) or _API_NAMES.get(api_key) or f"API key {api_key}"
+    return API_NAMES.get(api_key) or f"API key {api_key}"
 
 
 async def _read_frame(reader: asyncio.StreamReader, idle: float, idle_ms: int) -> bytes:
@@ -479,7 +468,7 @@ async def _read_frame(reader: asyncio.StreamReader, idle: float, idle_ms: int) -
         if exc.partial:
             raise AuthenticationClosed("the connection closed inside a frame's size") from None
         raise ConnectionResetError("closed by the client before authenticating") from None
-    size, = _SIZE.unpack(head)
+    size, = INT32.unpack(head)
     if not 0 <= size <= SASL_MAX_RECEIVE_SIZE:
         raise AuthenticationClosed(f"a frame of {size} bytes before authentication (at most "
                                    f"sasl.server.max.receive.size={SASL_MAX_RECEIVE_SIZE})")
@@ -494,7 +483,7 @@ async def _read_frame(reader: asyncio.StreamReader, idle: float, idle_ms: int) -
 
 
 def _encode(name: str, version: int, correlation_id: int, body: Message) -> list[Any]:
-    out: list[Any] = [bytearray(_I32.pack(correlation_id))]
+    out: list[Any] = [bytearray(INT32.pack(correlation_id))]
     if codec.is_flexible(name + "Response", version):
         out[0].append(0)
     return codec.encode(name + "Response", version, body, out)
@@ -502,7 +491,7 @@ def _encode(name: str, version: int, correlation_id: int, body: Message) -> list
 
 async def _write(writer: asyncio.StreamWriter, parts: list[Any]) -> None:
     total = sum(memoryview(p).nbytes for p in parts)
-    writer.write(_SIZE.pack(total))
+    writer.write(INT32.pack(total))
     writer.writelines(parts)
     await writer.drain()
 

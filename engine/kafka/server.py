@@ -23,7 +23,7 @@ OffsetCommit's fsync run on a worker thread (``_may_block``).
 Security (``seglog.kafka.security``): the listener may be TLS (``asyncio``'s ``ssl=``) and/or
 require SASL, which runs on a new connection before the request loop below.
 
-See ``docs/kafka-protocol.md`` for the APIs and versions served.
+See ``docs/kafka-protocol.md`` for the APIs and versions served (``seglog.kafka.apis``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ import asyncio
 import base64
 import logging
 import os
-import struct
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
@@ -51,7 +50,9 @@ from seglog.errors import (
     code_for_exception,
 )
 from seglog.kafka import admin, codec
+from seglog.kafka.apis import API_NAMES, API_VERSIONS, api_versions_response
 from seglog.kafka.codec import FileRegions, Message
+from seglog.kafka.connection import INT32, REQUEST_HEADER, CloseConnection, ConnState, fmt_peer, skip_tagged
 from seglog.storage.log import LogReadResult
 from seglog.kafka.groups import GroupCoordinator
 from seglog.kafka.security import AuthenticationClosed, ListenerSecurity
@@ -59,6 +60,8 @@ from seglog.kafka.security import AuthenticationClosed, ListenerSecurity
 from seglog.storage.topic import INTERNAL_TOPICS, validate_topic_name
 
 if TYPE_CHECKING:
+    from typing_extensions import Self
+
     from seglog.storage.log_manager import LogManager
 
 __all__ = ["KafkaServer", "API_VERSIONS", "DEFAULT_MAX_REQUEST_BYTES"]
@@ -70,60 +73,10 @@ DEFAULT_MAX_REQUEST_BYTES = 104857600
 #: Kafka's ``connections.max.idle.ms`` default.
 DEFAULT_IDLE_MS = 600000
 
-_NAMES = {
-    0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
-    9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup",
-    14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups", 18: "ApiVersions",
-    19: "CreateTopics", 20: "DeleteTopics", 21: "DeleteRecords", 22: "InitProducerId",
-    32: "DescribeConfigs", 37: "CreatePartitions", 44: "IncrementalAlterConfigs", 24: "AddPartitionsToTxn",
-    25: "AddOffsetsToTxn", 26: "EndTxn", 28: "TxnOffsetCommit", 17: "SaslHandshake",
-    36: "SaslAuthenticate",
-}
-
-#: api key -> (lowest, highest) version served. Floors are Kafka 4.0's (KIP-896); ceilings are
-#: the highest versions of Kafka's definitions whose fields the server fills in (Fetch stops
-#: before v13, which names topics by id).
-API_VERSIONS: dict[int, tuple[int, int]] = {
-    0: (3, 11),    # Produce
-    1: (4, 12),    # Fetch
-    2: (1, 10),    # ListOffsets
-    3: (0, 12),    # Metadata
-    8: (2, 8),     # OffsetCommit (v9 is for KIP-848 consumer groups)
-    9: (1, 8),     # OffsetFetch (v9 is for KIP-848 consumer groups)
-    10: (0, 5),    # FindCoordinator (v6 adds share groups)
-    11: (2, 9),    # JoinGroup
-    12: (0, 4),    # Heartbeat
-    13: (0, 5),    # LeaveGroup
-    14: (0, 5),    # SyncGroup
-    15: (0, 5),    # DescribeGroups
-    16: (0, 5),    # ListGroups
-    18: (0, 4),    # ApiVersions
-    19: (2, 7),    # CreateTopics
-    20: (1, 6),    # DeleteTopics
-    21: (0, 2),    # DeleteRecords
-    32: (1, 4),    # DescribeConfigs
-    37: (0, 3),    # CreatePartitions
-    44: (0, 1),    # IncrementalAlterConfigs
-    22: (0, 5),    # InitProducerId
-    24: (0, 3),    # AddPartitionsToTxn (answered: transactions are not supported)
-    25: (0, 4),    # AddOffsetsToTxn (answered: transactions are not supported)
-    26: (0, 4),    # EndTxn (answered: transactions are not supported)
-    28: (0, 4),    # TxnOffsetCommit (answered: transactions are not supported)
-    17: (0, 1),    # SaslHandshake (seglog.kafka.security; after authentication ILLEGAL_SASL_STATE)
-    36: (0, 2),    # SaslAuthenticate (likewise)
-}
-
-_HEADER = struct.Struct(">hhih")
-_SIZE = struct.Struct(">i")
-_I32 = struct.Struct(">i")
 _NONE = 0
 _LONG_MAX = 2**63 - 1
 _TXN_ERROR = UnsupportedVersionError.code
 _TXN_MESSAGE = "transactions are not supported by this seglog broker"
-
-
-class _Close(Exception):
-    """The connection must close (a frame or request that cannot be answered)."""
 
 
 class KafkaServer:
@@ -171,7 +124,7 @@ class KafkaServer:
         #: Each connection's task and writer.
         self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         self._appended: asyncio.Event | None = None
-        self._handlers: dict[int, Callable[[int, Message, _ConnState], Awaitable[Message | None]]] = {
+        self._handlers: dict[int, Callable[[int, Message, ConnState], Awaitable[Message | None]]] = {
             0: self._produce, 1: self._fetch, 2: self._list_offsets, 3: self._metadata,
             8: self._offset_commit, 9: self._offset_fetch, 10: self._find_coordinator,
             11: self._join_group, 12: self._heartbeat, 13: self._leave_group, 14: self._sync_group,
@@ -231,16 +184,16 @@ class KafkaServer:
             return
         self._connections[task] = writer
         peer = writer.get_extra_info("peername")
-        state = _ConnState(peer, writer.get_extra_info("sockname"))
+        state = ConnState(peer, writer.get_extra_info("sockname"))
         try:
             await self._serve_connection(reader, writer, state)
-        except _Close as exc:
+        except CloseConnection as exc:
             state.warn(f"closing the connection: {exc}")
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
             pass
-        except Exception:  # noqa: BLE001 - one connection's failure must not stop the server
+        except Exception:  # one connection's failure must not stop the server
             log.exception("Kafka connection from %s failed", peer)
         finally:
             self._connections.pop(task, None)
@@ -253,37 +206,37 @@ class KafkaServer:
                 pass
 
     async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                                state: _ConnState) -> None:
+                                state: ConnState) -> None:
         idle = self.idle_ms / 1000.0
         if self.security.sasl:
             try:
-                user = await self.security.authenticate(self, reader, writer, state)
+                user = await self.security.authenticate(reader, writer, state, self.idle_ms)
             except AuthenticationClosed as exc:
-                raise _Close(str(exc)) from None
-            log.debug("Kafka client %s (client id %r) authenticated as %r", _fmt_peer(state.peer),
+                raise CloseConnection(str(exc)) from None
+            log.debug("Kafka client %s (client id %r) authenticated as %r", fmt_peer(state.peer),
                       state.client_id, user)
         while True:
             try:
                 head = await asyncio.wait_for(reader.readexactly(4), idle)
             except asyncio.TimeoutError:
-                raise _Close(f"idle for connections.max.idle.ms={self.idle_ms}") from None
+                raise CloseConnection(f"idle for connections.max.idle.ms={self.idle_ms}") from None
             except asyncio.IncompleteReadError as exc:
                 if exc.partial:
-                    raise _Close(f"the connection closed inside a frame's size "
-                                 f"({len(exc.partial)} of 4 bytes)") from None
+                    raise CloseConnection(f"the connection closed inside a frame's size "
+                                          f"({len(exc.partial)} of 4 bytes)") from None
                 return
-            size, = _SIZE.unpack(head)
+            size, = INT32.unpack(head)
             if size < 0 or size > self.max_request_bytes:
-                raise _Close(f"a frame of {size} bytes is over socket.request.max.bytes="
-                             f"{self.max_request_bytes}" if size > 0 else
-                             f"a negative frame size {size}")
-            if size < _HEADER.size:
-                raise _Close(f"a frame of {size} bytes is too short for a request header")
+                raise CloseConnection(f"a frame of {size} bytes is over socket.request.max.bytes="
+                                      f"{self.max_request_bytes}" if size > 0 else
+                                      f"a negative frame size {size}")
+            if size < REQUEST_HEADER.size:
+                raise CloseConnection(f"a frame of {size} bytes is too short for a request header")
             try:
                 frame = await reader.readexactly(size)
             except asyncio.IncompleteReadError as exc:
-                raise _Close(f"the connection closed inside a frame: {len(exc.partial)} of "
-                             f"{size} bytes arrived") from None
+                raise CloseConnection(f"the connection closed inside a frame: {len(exc.partial)} of "
+                                      f"{size} bytes arrived") from None
             response = await self._request(memoryview(frame), state)
             if response is not None:
                 await self._send(writer, response)
@@ -301,13 +254,13 @@ class KafkaServer:
             else:
                 total += memoryview(part).nbytes
         if not files:
-            writer.write(_SIZE.pack(total))
+            writer.write(INT32.pack(total))
             writer.writelines(response)
             await writer.drain()
             return
         try:
             loop = asyncio.get_running_loop()
-            pending: list[Any] = [_SIZE.pack(total)]
+            pending: list[Any] = [INT32.pack(total)]
             for part in response:
                 if type(part) is not FileRegions:
                     pending.append(part)
@@ -319,7 +272,7 @@ class KafkaServer:
                     if sent != n:
                         # The segment file was truncated under us: the frame cannot be completed.
                         writer.transport.abort()
-                        raise _Close(f"sent {sent} of {n} bytes of a segment file region")
+                        raise CloseConnection(f"sent {sent} of {n} bytes of a segment file region")
             writer.writelines(pending)
             await writer.drain()
         finally:
@@ -327,36 +280,36 @@ class KafkaServer:
                 if type(part) is FileRegions:
                     part.close()
 
-    async def _request(self, frame: memoryview, state: _ConnState) -> list[Any] | None:
-        api_key, version, correlation_id, client_len = _HEADER.unpack_from(frame, 0)
-        pos = _HEADER.size
+    async def _request(self, frame: memoryview, state: ConnState) -> list[Any] | None:
+        api_key, version, correlation_id, client_len = REQUEST_HEADER.unpack_from(frame, 0)
+        pos = REQUEST_HEADER.size
         if client_len > 0:
             if pos + client_len > len(frame):
-                raise _Close(f"request header's client id of {client_len} bytes runs past the "
-                             f"{len(frame)}-byte frame")
+                raise CloseConnection(f"request header's client id of {client_len} bytes runs past the "
+                                      f"{len(frame)}-byte frame")
             state.client_id = str(frame[pos:pos + client_len], "utf-8", "replace")
             pos += client_len
-        name = _NAMES.get(api_key)
+        name = API_NAMES.get(api_key)
         served = API_VERSIONS.get(api_key)
         if name is None or served is None:
-            raise _Close(f"unknown API key {api_key} (correlation id {correlation_id})")
+            raise CloseConnection(f"unknown API key {api_key} (correlation id {correlation_id})")
         if api_key == 18:
-            return self._api_versions(frame, pos, version, correlation_id, state)
+            return api_versions_response(frame, pos, version, correlation_id, state)
         if not served[0] <= version <= served[1]:
-            raise _Close(f"{name} v{version} is not served (versions {served[0]}-{served[1]})")
+            raise CloseConnection(f"{name} v{version} is not served (versions {served[0]}-{served[1]})")
         flexible = codec.is_flexible(name + "Request", version)
         if flexible:
-            pos = _skip_tagged(frame, pos)
+            pos = skip_tagged(frame, pos)
         try:
             request, end = codec.decode(name + "Request", version, frame, pos)
         except InvalidRequestError as exc:
-            raise _Close(str(exc)) from None
+            raise CloseConnection(str(exc)) from None
         if end != len(frame):
-            raise _Close(f"{name} v{version} request has {len(frame) - end} bytes past its end")
+            raise CloseConnection(f"{name} v{version} request has {len(frame) - end} bytes past its end")
         body = await self._handlers[api_key](version, request, state)
         if body is None:
             return None
-        out: list[Any] = [bytearray(_I32.pack(correlation_id))]
+        out: list[Any] = [bytearray(INT32.pack(correlation_id))]
         if flexible:
             out[0].append(0)
         if api_key != 1:
@@ -370,31 +323,9 @@ class KafkaServer:
                         part["records"].close()
             raise
 
-    # -- ApiVersions ----------------------------------------------------------------------------
-
-    def _api_versions(self, frame: memoryview, pos: int, version: int, correlation_id: int,
-                      state: _ConnState) -> list[Any]:
-        keys = [{"api_key": k, "min_version": lo, "max_version": hi}
-                for k, (lo, hi) in sorted(API_VERSIONS.items())]
-        lo, hi = API_VERSIONS[18]
-        out: list[Any] = [bytearray(_I32.pack(correlation_id))]  # always response header v0
-        if not lo <= version <= hi:
-            # KIP-511: an unknown version is answered in v0 with the versions served.
-            state.warn(f"ApiVersions v{version} is not served; answering v0 UNSUPPORTED_VERSION")
-            return codec.encode("ApiVersionsResponse", 0, {
-                "error_code": UnsupportedVersionError.code, "api_keys": keys}, out)
-        if codec.is_flexible("ApiVersionsRequest", version):
-            try:
-                pos = _skip_tagged(frame, pos)
-                codec.decode("ApiVersionsRequest", version, frame, pos)
-            except (InvalidRequestError, IndexError) as exc:
-                raise _Close(f"ApiVersions v{version}: {exc}") from None
-        return codec.encode("ApiVersionsResponse", version, {
-            "error_code": _NONE, "api_keys": keys, "throttle_time_ms": 0}, out)
-
     # -- Metadata -------------------------------------------------------------------------------
 
-    async def _metadata(self, version: int, req: Message, state: _ConnState) -> Message:
+    async def _metadata(self, version: int, req: Message, state: ConnState) -> Message:
         store = self.store
         wanted = req.get("topics")
         names: Sequence[str | None]  # a request by topic id names no topic (None)
@@ -436,7 +367,7 @@ class KafkaServer:
 
     # -- Produce --------------------------------------------------------------------------------
 
-    async def _produce(self, version: int, req: Message, state: _ConnState) -> Message | None:
+    async def _produce(self, version: int, req: Message, state: ConnState) -> Message | None:
         acks = req["acks"]
         responses = []
         for topic in req["topic_data"]:
@@ -461,7 +392,7 @@ class KafkaServer:
             if failed:
                 # As Kafka: a producer that wants no answer learns of a failure by the
                 # connection closing (it then refreshes metadata and retries or reports).
-                raise _Close(f"acks=0 produce failed ({', '.join(failed)})")
+                raise CloseConnection(f"acks=0 produce failed ({', '.join(failed)})")
             return None
         return {"responses": responses, "throttle_time_ms": 0}
 
@@ -488,7 +419,7 @@ class KafkaServer:
         return log_.unflushed_messages + record_count(records) >= flush_messages
 
     def _produce_partition(self, topic: str, partition: int, records: Any, acks: int,
-                           state: _ConnState) -> Message:
+                           state: ConnState) -> Message:
         out = {"index": partition, "error_code": _NONE, "base_offset": -1,
                "log_append_time_ms": -1, "log_start_offset": -1, "record_errors": [],
                "error_message": None}
@@ -518,7 +449,7 @@ class KafkaServer:
 
     # -- Fetch ----------------------------------------------------------------------------------
 
-    async def _fetch(self, version: int, req: Message, state: _ConnState) -> Message:
+    async def _fetch(self, version: int, req: Message, state: ConnState) -> Message:
         if req.get("session_id", 0) != 0:
             # No fetch sessions are kept: a client's session is unknown, it starts over with a
             # full fetch (session id 0).
@@ -598,7 +529,7 @@ class KafkaServer:
 
     # -- ListOffsets ----------------------------------------------------------------------------
 
-    async def _list_offsets(self, version: int, req: Message, state: _ConnState) -> Message:
+    async def _list_offsets(self, version: int, req: Message, state: ConnState) -> Message:
         committed = req.get("isolation_level", 0) == 1
         topics = []
         for topic in req["topics"]:
@@ -632,7 +563,7 @@ class KafkaServer:
 
     # -- CreateTopics / DeleteTopics --------------------------------------------------------------
 
-    async def _create_topics(self, version: int, req: Message, state: _ConnState) -> Message:
+    async def _create_topics(self, version: int, req: Message, state: ConnState) -> Message:
 
         store = self.store
         results = []
@@ -676,7 +607,7 @@ class KafkaServer:
             results.append(out)
         return {"throttle_time_ms": 0, "topics": results}
 
-    async def _delete_topics(self, version: int, req: Message, state: _ConnState) -> Message:
+    async def _delete_topics(self, version: int, req: Message, state: ConnState) -> Message:
         store = self.store
         if version >= 6:
             names = []
@@ -707,7 +638,7 @@ class KafkaServer:
 
     # -- Consumer groups ------------------------------------------------------------------------
 
-    async def _find_coordinator(self, version: int, req: Message, state: _ConnState) -> Message:
+    async def _find_coordinator(self, version: int, req: Message, state: ConnState) -> Message:
         host, port = state.advertised(self.host, self.port)
         key_type = req.get("key_type", 0)
         code, message = _NONE, None
@@ -722,27 +653,27 @@ class KafkaServer:
         return {"throttle_time_ms": 0, "error_code": code, "error_message": message,
                 "node_id": node[0], "host": node[1], "port": node[2]}
 
-    async def _join_group(self, version: int, req: Message, state: _ConnState) -> Message:
+    async def _join_group(self, version: int, req: Message, state: ConnState) -> Message:
         host = state.peer[0] if isinstance(state.peer, tuple) else ""
         out = await self.groups.join(version, req, state.client_id, f"/{host}")
         out["throttle_time_ms"] = 0
         return out
 
-    async def _sync_group(self, version: int, req: Message, state: _ConnState) -> Message:
+    async def _sync_group(self, version: int, req: Message, state: ConnState) -> Message:
         out = await self.groups.sync(version, req)
         out["throttle_time_ms"] = 0
         return out
 
-    async def _heartbeat(self, version: int, req: Message, state: _ConnState) -> Message:
+    async def _heartbeat(self, version: int, req: Message, state: ConnState) -> Message:
         return {"throttle_time_ms": 0, **self.groups.heartbeat(version, req)}
 
-    async def _leave_group(self, version: int, req: Message, state: _ConnState) -> Message:
+    async def _leave_group(self, version: int, req: Message, state: ConnState) -> Message:
         return {"throttle_time_ms": 0, **self.groups.leave(version, req)}
 
-    async def _offset_commit(self, version: int, req: Message, state: _ConnState) -> Message:
+    async def _offset_commit(self, version: int, req: Message, state: ConnState) -> Message:
         return await self.groups.commit(version, req)
 
-    async def _offset_fetch(self, version: int, req: Message, state: _ConnState) -> Message:
+    async def _offset_fetch(self, version: int, req: Message, state: ConnState) -> Message:
         if version >= 8:
             groups = []
             for g in req["groups"]:
@@ -752,32 +683,32 @@ class KafkaServer:
         topics, code = self.groups.fetch_offsets(req["group_id"], req["topics"])
         return {"throttle_time_ms": 0, "topics": topics, "error_code": code}
 
-    async def _describe_groups(self, version: int, req: Message, state: _ConnState) -> Message:
+    async def _describe_groups(self, version: int, req: Message, state: ConnState) -> Message:
         return self.groups.describe(version, req)
 
-    async def _list_groups(self, version: int, req: Message, state: _ConnState) -> Message:
+    async def _list_groups(self, version: int, req: Message, state: ConnState) -> Message:
         return self.groups.list(version, req)
 
     # -- CreatePartitions, DeleteRecords, configs (seglog.kafka.admin) ---------------------------
 
-    async def _create_partitions(self, version: int, req: Message, state: _ConnState) -> Message:
+    async def _create_partitions(self, version: int, req: Message, state: ConnState) -> Message:
         return admin.create_partitions(self.store, version, req)
 
-    async def _delete_records(self, version: int, req: Message, state: _ConnState) -> Message:
+    async def _delete_records(self, version: int, req: Message, state: ConnState) -> Message:
         return admin.delete_records(self.store, version, req)
 
-    async def _describe_configs(self, version: int, req: Message, state: _ConnState) -> Message:
+    async def _describe_configs(self, version: int, req: Message, state: ConnState) -> Message:
         return admin.describe_configs(self.store, self.node_id, version, req)
 
-    async def _incremental_alter_configs(self, version: int, req: Message, state: _ConnState) -> Message:
+    async def _incremental_alter_configs(self, version: int, req: Message, state: ConnState) -> Message:
         return admin.incremental_alter_configs(self.store, version, req)
 
     # -- SASL after authentication (seglog.kafka.security runs it before) ---------------------
 
-    async def _sasl_handshake(self, version: int, req: Message, state: _ConnState) -> Message:
+    async def _sasl_handshake(self, version: int, req: Message, state: ConnState) -> Message:
         return {"error_code": IllegalSaslStateError.code, "mechanisms": self.security.mechanisms}
 
-    async def _sasl_authenticate(self, version: int, req: Message, state: _ConnState) -> Message:
+    async def _sasl_authenticate(self, version: int, req: Message, state: ConnState) -> Message:
         why = ("the connection has authenticated already" if self.security.sasl else
                f"this is a {self.security.protocol} listener")
         return {"error_code": IllegalSaslStateError.code, "error_message": f"SaslAuthenticate "
@@ -785,7 +716,7 @@ class KafkaServer:
 
     # -- Producer ids and transactions ---------------------------------------------------------
 
-    async def _init_producer_id(self, version: int, req: Message, state: _ConnState) -> Message:
+    async def _init_producer_id(self, version: int, req: Message, state: ConnState) -> Message:
         if req.get("transactional_id") is not None:
             return {"throttle_time_ms": 0, "error_code": _TXN_ERROR, "producer_id": -1,
                     "producer_epoch": -1}
@@ -796,72 +727,23 @@ class KafkaServer:
                     "producer_id": -1, "producer_epoch": -1}
         return {"throttle_time_ms": 0, "error_code": _NONE, "producer_id": pid, "producer_epoch": 0}
 
-    async def _add_partitions_to_txn(self, version: int, req: Message, state: _ConnState) -> Message:
+    async def _add_partitions_to_txn(self, version: int, req: Message, state: ConnState) -> Message:
         return {"throttle_time_ms": 0, "error_code": _TXN_ERROR, "results_by_topic_v3_and_below": [
             {"name": t["name"], "results_by_partition": [
                 {"partition_index": p, "partition_error_code": _TXN_ERROR} for p in t["partitions"]]}
             for t in req.get("v3_and_below_topics") or []]}
 
-    async def _add_offsets_to_txn(self, version: int, req: Message, state: _ConnState) -> Message:
+    async def _add_offsets_to_txn(self, version: int, req: Message, state: ConnState) -> Message:
         return {"throttle_time_ms": 0, "error_code": _TXN_ERROR}
 
-    async def _end_txn(self, version: int, req: Message, state: _ConnState) -> Message:
+    async def _end_txn(self, version: int, req: Message, state: ConnState) -> Message:
         return {"throttle_time_ms": 0, "error_code": _TXN_ERROR}
 
-    async def _txn_offset_commit(self, version: int, req: Message, state: _ConnState) -> Message:
+    async def _txn_offset_commit(self, version: int, req: Message, state: ConnState) -> Message:
         return {"throttle_time_ms": 0, "topics": [
             {"name": t["name"], "partitions": [
                 {"partition_index": p["partition_index"], "error_code": _TXN_ERROR}
                 for p in t["partitions"]]} for t in req["topics"]]}
-
-
-class _ConnState:
-    """Per-connection state: client id, and whether an error was logged already."""
-
-    __slots__ = ("peer", "sockname", "client_id", "logged")
-
-    def __init__(self, peer: Any, sockname: Any) -> None:
-        self.peer = peer
-        self.sockname = sockname
-        self.client_id = ""
-        self.logged = False
-
-    def warn(self, message: str) -> None:
-        """Log ``message`` at WARNING the first time for this connection, at DEBUG after."""
-        level = logging.DEBUG if self.logged else logging.WARNING
-        self.logged = True
-        log.log(level, "Kafka client %s (client id %r): %s", _fmt_peer(self.peer),
-                self.client_id, message)
-
-    def note(self, what: str, exc: BaseException) -> None:
-        self.warn(f"{what} failed: {type(exc).__name__}: {exc}")
-
-    def advertised(self, host: str, port: int) -> tuple[str, int]:
-        """The address to give clients: the one this connection reached."""
-        if host in ("", "0.0.0.0", "::") and self.sockname:
-            return str(self.sockname[0]), port
-        return host, port
-
-
-def _fmt_peer(peer: Any) -> str:
-    if isinstance(peer, tuple) and len(peer) >= 2:
-        return f"{peer[0]}:{peer[1]}"
-    return str(peer)
-
-
-def _skip_tagged(frame: memoryview, pos: int) -> int:
-    """Skip the request header's tagged fields (header v2)."""
-    try:
-        count, pos = codec._uvarint(frame, pos)
-        for _ in range(count):
-            _, pos = codec._uvarint(frame, pos)
-            size, pos = codec._uvarint(frame, pos)
-            pos += size
-    except (IndexError, codec._Truncated):
-        raise _Close("request header's tagged fields are malformed") from None
-    if pos > len(frame):
-        raise _Close("request header's tagged fields run past the frame")
-    return pos
 
 
 def record_count(records: Any) -> int:
@@ -870,8 +752,8 @@ def record_count(records: Any) -> int:
     view = memoryview(records)
     pos, end, n = 0, view.nbytes, 0
     while pos + 61 <= end:
-        length, = _I32.unpack_from(view, pos + 8)
-        count, = _I32.unpack_from(view, pos + 57)
+        length, = INT32.unpack_from(view, pos + 8)
+        count, = INT32.unpack_from(view, pos + 57)
         n += max(count, 0)
         if length <= 0:
             break
@@ -1010,7 +892,7 @@ class ServerHandle:
         if not self._thread.is_alive():
             self._loop.close()
 
-    def __enter__(self) -> ServerHandle:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -329,3 +329,14 @@ def test_serve_is_ready_well_under_300_ms(tmp_path):
             handle.close()
             assert msg["error_code"] == 0
         assert min(times) < 0.3, times
+
+
+def test_the_listener_modules_import_the_server_nowhere() -> None:
+    """Inside seglog.kafka only the server's users import the server: the pieces it is built
+    from (security, apis, connection, codec, groups, admin) sit below it, so no import goes
+    round a loop (read from the sources: module-level, in-function and TYPE_CHECKING imports)."""
+    from tests.unit.test_layers import all_imports
+
+    back = [f"{e.source}:{e.line}" for e in all_imports()
+            if e.target == "seglog.kafka.server" and e.source.startswith("seglog.kafka.")]
+    assert not back, f"modules of seglog.kafka that import seglog.kafka.server: {back}"

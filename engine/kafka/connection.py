@@ -1,0 +1,79 @@
+"""One client connection of the Kafka listener: the frame and request header layouts, the
+connection's state, and the close that ends it.
+
+Every request and response is a 4-byte big-endian size and that many bytes. A request starts
+with Kafka's request header: api key, api version, correlation id, client id (v1), then tagged
+fields (v2, for flexible versions). Both the request loop (``seglog.kafka.server``) and the
+authentication phase before it (``seglog.kafka.security``) read frames this way.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from typing import Any
+
+from seglog.kafka import codec
+
+__all__ = ["INT32", "REQUEST_HEADER", "CloseConnection", "ConnState", "fmt_peer", "skip_tagged"]
+
+log = logging.getLogger("seglog.kafka")
+
+#: The fixed part of a request header: api key, api version, correlation id, client id length.
+REQUEST_HEADER = struct.Struct(">hhih")
+#: A frame's size, and a response header's correlation id.
+INT32 = struct.Struct(">i")
+
+
+class CloseConnection(Exception):
+    """The connection must close (a frame or request that cannot be answered)."""
+
+
+class ConnState:
+    """Per-connection state: client id, and whether an error was logged already."""
+
+    __slots__ = ("client_id", "logged", "peer", "sockname")
+
+    def __init__(self, peer: Any, sockname: Any) -> None:
+        self.peer = peer
+        self.sockname = sockname
+        self.client_id = ""
+        self.logged = False
+
+    def warn(self, message: str) -> None:
+        """Log ``message`` at WARNING the first time for this connection, at DEBUG after."""
+        level = logging.DEBUG if self.logged else logging.WARNING
+        self.logged = True
+        log.log(level, "Kafka client %s (client id %r): %s", fmt_peer(self.peer),
+                self.client_id, message)
+
+    def note(self, what: str, exc: BaseException) -> None:
+        self.warn(f"{what} failed: {type(exc).__name__}: {exc}")
+
+    def advertised(self, host: str, port: int) -> tuple[str, int]:
+        """The address to give clients: the one this connection reached."""
+        if host in ("", "0.0.0.0", "::") and self.sockname:
+            return str(self.sockname[0]), port
+        return host, port
+
+
+def fmt_peer(peer: Any) -> str:
+    """A peer address as ``host:port`` (anything else as its text)."""
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        return f"{peer[0]}:{peer[1]}"
+    return str(peer)
+
+
+def skip_tagged(frame: memoryview, pos: int) -> int:
+    """Skip the request header's tagged fields (header v2)."""
+    try:
+        count, pos = codec._uvarint(frame, pos)
+        for _ in range(count):
+            _, pos = codec._uvarint(frame, pos)
+            size, pos = codec._uvarint(frame, pos)
+            pos += size
+    except (IndexError, codec._Truncated):
+        raise CloseConnection("request header's tagged fields are malformed") from None
+    if pos > len(frame):
+        raise CloseConnection("request header's tagged fields run past the frame")
+    return pos
