@@ -309,7 +309,8 @@ class Cleaner:
         base = h.base_offset
         log_append = h.timestamp_type == 1
         for r in keep:
-            builder.append_with_delta(r.offset - base, r.timestamp, r.key, r.value, r.headers)
+            builder.append_with_delta(r.offset - base, r.timestamp, r.key, r.value,
+                                      tuple(r.headers) if r.headers else None)
         return builder.build(
             base_offset=base, compression=h.compression,
             partition_leader_epoch=h.partition_leader_epoch, producer_id=h.producer_id,

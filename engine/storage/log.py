@@ -188,6 +188,7 @@ class Log:
     """A partition log directory. Create with :meth:`open`."""
 
     _dir_checkpoints: bool
+    _claim: PartitionClaim | None  # this log's own claim of its dir, when no LogDir owner holds it
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("use Log.open(dir, config) to open a log")
@@ -246,7 +247,7 @@ class Log:
         self._init(os.fspath(directory), config, clock or Clock(), scheduler, read_only, replicated,
                    producer_snapshots)
         self._dir_checkpoints = dir_checkpoints
-        self._claim: PartitionClaim | None = None
+        self._claim = None
         if not read_only:
             if owner is not None:
                 if not owner.holds(self.dir):
@@ -974,9 +975,9 @@ class Log:
             if timestamp == LATEST_TIMESTAMP:
                 return hw, -1
             if timestamp == MAX_TIMESTAMP:
-                found = self._max_timestamp_record()
+                latest = self._max_timestamp_record()
                 # As Kafka's ListOffsets: an answer at or above the bound is not served.
-                return found if found is not None and found[0] < hw else None
+                return latest if latest is not None and latest[0] < hw else None
             if timestamp < 0:
                 raise ValueError(f"invalid timestamp {timestamp}: use >= 0, or -1/-2/-3")
             segs = self._segments

@@ -795,8 +795,8 @@ class LogManager:
             if not part.log.config.compact or part.log.closed:
                 continue
             with part.lock:
-                if part.log.closed:
-                    continue
+                if part.log.closed:  # closed meanwhile by another thread (mypy keeps the check above)
+                    continue  # type: ignore[unreachable]
                 result = cleaner.clean(part.log, part.cleaner_offset)
             if result is not None:
                 part.cleaner_offset = result.first_dirty_offset
@@ -880,8 +880,8 @@ class LogManager:
             except Exception as exc:  # noqa: BLE001 - closing the store must go on
                 log.error("closing %r failed: %s", client, exc)
         with self._lock:
-            if self._closed:
-                return
+            if self._closed:  # closed meanwhile by another thread (mypy keeps the check above)
+                return  # type: ignore[unreachable]
             self._clients.clear()
             if self._scheduler is not None:
                 self._scheduler.shutdown()

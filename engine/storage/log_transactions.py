@@ -11,6 +11,7 @@ log's lock.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -133,9 +134,7 @@ class LogTransactions:
             next_off = base + (h.last_offset - h.base_offset) + 1
             if h.producer_id < 0 or not h.attributes & ATTR_TXN_OR_CONTROL:
                 continue
-            aborted = self._apply(
-                h.producer_id, base, h.attributes,
-                lambda h=h: marker_type(view[h.position:h.position + h.size], h.records_count))
+            aborted = self._apply(h.producer_id, base, h.attributes, functools.partial(_view_marker_type, view, h))
             if aborted is not None:
                 self.index(seg).append(aborted)
 
@@ -152,9 +151,8 @@ class LogTransactions:
                 idx = self.index(seg)
                 idx.reset()
             for b in seg.transaction_batches():
-                aborted = self._apply(
-                    b.producer_id, b.base_offset, b.attributes,
-                    lambda b=b, seg=seg: _segment_marker_type(seg, b))
+                aborted = self._apply(b.producer_id, b.base_offset, b.attributes,
+                                      functools.partial(_segment_marker_type, seg, b))
                 if aborted is not None and idx is not None:
                     idx.append(aborted)
             if idx is not None:
@@ -183,6 +181,10 @@ def marker_type(batch: Any, records_count: int) -> int | None:
         t: int | None = rec.control_type
         return t
     return None
+
+
+def _view_marker_type(view: memoryview, h: Any) -> int | None:
+    return marker_type(view[h.position:h.position + h.size], h.records_count)
 
 
 def _segment_marker_type(seg: Segment, b: Any) -> int | None:

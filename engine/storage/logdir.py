@@ -280,6 +280,13 @@ class LogDir:
     read_only: bool
     #: Whether the clean-shutdown marker was there when the dir was opened.
     clean_shutdown: bool
+    #: The dir-level checkpoint files (Kafka's names), each for every partition of the dir.
+    recovery_points: OffsetCheckpointFile
+    log_start_offsets: OffsetCheckpointFile
+    high_watermarks: OffsetCheckpointFile
+    cleaner_offsets: OffsetCheckpointFile
+    _key: str | None  # the lock's key while this owner holds it
+    _pid: int  # the process that opened it (a forked child's copy holds no lock)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("use LogDir.open(directory) to open a log directory")
@@ -294,7 +301,7 @@ class LogDir:
         self = object.__new__(cls)
         self.path = os.path.abspath(os.fspath(directory))
         self.read_only = read_only
-        self._key: str | None = None
+        self._key = None
         self._pid = os.getpid()
         if not os.path.isdir(self.path):
             if read_only or not create:
