@@ -124,6 +124,14 @@ class AbstractConfig:
         return cls(**cls._kwargs(mapping))
 
     @classmethod
+    def coerce(cls, config: Self | Mapping[str, Any] | None) -> Self:
+        """``config`` itself when it is already this class; else built from it as a mapping of
+        dotted Kafka keys (:meth:`from_dict`), or all defaults when it is None."""
+        if isinstance(config, cls):
+            return config
+        return cls.from_dict(config or {})
+
+    @classmethod
     def from_properties(cls, text: str, *, source: str | None = None) -> Self:
         """Build from the text of a Java ``.properties`` file (see :func:`parse_properties`).
 
