@@ -29,6 +29,8 @@ import tempfile
 import time
 import weakref
 
+from seglog.util.processes import wait_or_kill_group
+
 DEBIAN_JAR = "/usr/share/java/zookeeper.jar"
 _EXTRA_JARS = ("/usr/share/java/slf4j-nop.jar",)  # silences SLF4J's missing-binding warning
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
@@ -177,14 +179,7 @@ class ZooKeeperServer:
                 os.killpg(p.pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
-            try:
-                p.wait(5)
-            except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                p.wait(5)
+            wait_or_kill_group(p, 5, 5)
         _running.discard(self)
         if self._own_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
