@@ -22,6 +22,7 @@ import pytest
 
 from seglog._native import crc32c as native
 from seglog.benchmarks import cases
+from seglog.benchmarks.peers import python_murmur2
 from seglog.client.partitioner import murmur2, partition_for_key, partitions_for_keys
 
 SIZES = {"100B": 100, "4KiB": 4096, "1MiB": 1 << 20}
@@ -64,28 +65,6 @@ KEYS = [b"user-%08d" % i for i in range(10_000)]
 MASK = 0xFFFFFFFF
 
 
-def py_murmur2(data: bytes) -> int:
-    """Kafka's murmur2 in pure Python (what a partitioner without a native hash runs)."""
-    m = 0x5BD1E995
-    length = len(data)
-    h = (0x9747B28C ^ length) & MASK
-    for i in range(0, length - length % 4, 4):
-        k = (int.from_bytes(data[i : i + 4], "little") * m) & MASK
-        k = ((k ^ (k >> 24)) * m) & MASK
-        h = ((h * m) & MASK) ^ k
-    tail, base = length % 4, length & ~3
-    if tail >= 3:
-        h ^= data[base + 2] << 16
-    if tail >= 2:
-        h ^= data[base + 1] << 8
-    if tail >= 1:
-        h = ((h ^ data[base]) * m) & MASK
-    h ^= h >> 13
-    h = (h * m) & MASK
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
 def _kafka_python_murmur2() -> Callable[[bytes], int] | None:
     try:
         with warnings.catch_warnings():
@@ -114,7 +93,7 @@ def test_murmur2_per_key(benchmark: Any, impl: str) -> None:
     """Time for 10,000 calls, one key each (divide by 10,000 for per key)."""
     if impl == "kafka-python" and kafka_python_murmur2 is None:
         pytest.skip("kafka-python is not installed")
-    fn = {"seglog": murmur2, "pure-python": py_murmur2, "kafka-python": kafka_python_murmur2}[impl]
+    fn = {"seglog": murmur2, "pure-python": python_murmur2, "kafka-python": kafka_python_murmur2}[impl]
     assert fn is not None
     benchmark.group = "murmur2 x10000 keys"
     benchmark(_per_key(fn))
@@ -129,4 +108,4 @@ def test_partition_for_key_per_key(benchmark: Any) -> None:
 def test_partitions_for_keys_vectorised(benchmark: Any) -> None:
     benchmark.group = "murmur2 x10000 keys"
     out = benchmark(partitions_for_keys, KEYS, 12)
-    assert list(out[:50]) == [(py_murmur2(k) & 0x7FFFFFFF) % 12 for k in KEYS[:50]]
+    assert list(out[:50]) == [(python_murmur2(k) & 0x7FFFFFFF) % 12 for k in KEYS[:50]]

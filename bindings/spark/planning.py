@@ -90,9 +90,7 @@ def resolve_start(info: ReadablePartition, ro: ReadOptions, bound: Bound) -> tup
                       f"{info.log_start} (older records were deleted)", v)
         return info.log_start, None
     if v > info.bound:
-        data_loss(ro, f"startingOffsets asks for offset {v} of {name}, beyond its readable end "
-                      f"{info.bound}", v)
-        return info.bound, None
+        return _beyond_end(info, ro, "startingOffsets", v)
     return v, None
 
 
@@ -109,10 +107,17 @@ def resolve_end(info: ReadablePartition, ro: ReadOptions, bound: Bound, start: i
     if v is None or v == LATEST:
         return info.bound, None
     if v > info.bound:
-        data_loss(ro, f"endingOffsets asks for offset {v} of {tp[0]}-{tp[1]}, beyond its "
-                      f"readable end {info.bound}", v)
-        return info.bound, None
+        return _beyond_end(info, ro, "endingOffsets", v)
     return v, None
+
+
+def _beyond_end(info: ReadablePartition, ro: ReadOptions, option: str, v: int) -> tuple[int, None]:
+    """Offset ``v``, which the ``option`` asks for, is past the readable end of ``info``'s
+    partition: data loss (:func:`data_loss`); reading goes up to that end instead."""
+    tp = info.tp
+    data_loss(ro, f"{option} asks for offset {v} of {tp[0]}-{tp[1]}, beyond its readable end "
+                  f"{info.bound}", v)
+    return info.bound, None
 
 
 _Run = tuple[int, int, tuple[tuple[int, int], ...]]   # start, end, (segment base, segment end)*

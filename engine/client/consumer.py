@@ -164,10 +164,7 @@ class Consumer:
 
     def __init__(self, store: LogManager, group_id: str | None = None,
                  config: Mapping[str, Any] | ConsumerConfig | None = None, **settings: Any) -> None:
-        if isinstance(config, ConsumerConfig):
-            cfg = config
-        else:
-            cfg = ConsumerConfig.from_dict(config or {})
+        cfg = ConsumerConfig.coerce(config)
         if group_id is not None:
             settings["group_id"] = group_id
         if settings:

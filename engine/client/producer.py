@@ -100,10 +100,7 @@ class Producer:
 
     def __init__(self, store: LogManager, config: Mapping[str, Any] | ProducerConfig | None = None,
                  **settings: Any) -> None:
-        if isinstance(config, ProducerConfig):
-            cfg = config
-        else:
-            cfg = ProducerConfig.from_dict(config or {})
+        cfg = ProducerConfig.coerce(config)
         if settings:
             cfg = cfg.with_overrides(**settings)
         self.config = cfg

@@ -52,6 +52,7 @@ from seglog.cluster.producer import ClusterProducer
 from seglog.cluster.server import parse_listener
 from seglog.cluster.zkserver import ZooKeeperServer, free_port
 from seglog.cluster.zookeeper import ZooKeeperCoordinator, ensure_chroot
+from seglog.util.processes import wait_or_kill_group
 
 _REPLICA_KEYS = {
     "replica_lag_time_max_ms": "replica.lag.time.max.ms",
@@ -416,14 +417,7 @@ class ProcessCluster(ClusterBase):
                 pass
         deadline = time.monotonic() + timeout_s
         for _, p in procs:
-            try:
-                p.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                p.wait(10)
+            wait_or_kill_group(p, max(0.1, deadline - time.monotonic()), 10)
         if self.coordinator is not None:
             self.coordinator.close()
         if self.zk_server is not None:

@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing_extensions import Self
 
+from seglog.util.processes import wait_or_kill_group
+
 DEBIAN_JAR = "/usr/share/java/zookeeper.jar"
 _EXTRA_JARS = ("/usr/share/java/slf4j-nop.jar",)  # silences SLF4J's missing-binding warning
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
@@ -178,14 +180,7 @@ class ZooKeeperServer:
                 os.killpg(p.pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
-            try:
-                p.wait(5)
-            except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                p.wait(5)
+            wait_or_kill_group(p, 5, 5)
         _running.discard(self)
         if self._own_dir:
             shutil.rmtree(self.dir, ignore_errors=True)

@@ -13,7 +13,7 @@ import dataclasses
 import difflib
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import cast, TYPE_CHECKING, Any, ClassVar
 
 from seglog.config.definition import ConfigKey, Scope
 from seglog.config.keys import KEYS_BY_SCOPE, TOPIC_CONFIG_SYNONYMS
@@ -122,6 +122,15 @@ class AbstractConfig:
     def from_dict(cls, mapping: Mapping[str, Any]) -> Self:
         """Build from dotted Kafka keys; values typed or as strings; absent keys default."""
         return cls(**cls._kwargs(mapping))
+
+    @classmethod
+    def coerce(cls, config: Self | Mapping[str, Any] | None) -> Self:
+        """``config`` itself when it is already this class; else built from it as a mapping of
+        dotted Kafka keys (:meth:`from_dict`), or all defaults when it is None."""
+        if isinstance(config, cls):
+            return config
+        # Not narrowed by mypy (isinstance against cls, not Self): what is left is the mapping.
+        return cls.from_dict(cast("Mapping[str, Any]", config or {}))
 
     @classmethod
     def from_properties(cls, text: str, *, source: str | None = None) -> Self:

@@ -13,7 +13,9 @@ import logging
 import struct
 from typing import Any
 
+from seglog.errors import SeglogError, code_for_exception
 from seglog.kafka import codec
+from seglog.kafka.codec import Message
 
 __all__ = ["INT32", "REQUEST_HEADER", "CloseConnection", "ConnState", "fmt_peer", "skip_tagged"]
 
@@ -49,6 +51,13 @@ class ConnState:
 
     def note(self, what: str, exc: BaseException) -> None:
         self.warn(f"{what} failed: {type(exc).__name__}: {exc}")
+
+    def fail(self, out: Message, what: str, exc: SeglogError) -> None:
+        """Mark the response entry ``out`` failed with ``exc`` (its Kafka error code and message)
+        and :meth:`note` the failure of ``what``."""
+        out["error_code"] = code_for_exception(exc)
+        out["error_message"] = str(exc)
+        self.note(what, exc)
 
     def advertised(self, host: str, port: int) -> tuple[str, int]:
         """The address to give clients: the one this connection reached."""

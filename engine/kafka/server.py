@@ -438,9 +438,7 @@ class KafkaServer:
                         "only replica")
             result = self.store.append(topic, partition, records)
         except SeglogError as exc:
-            out["error_code"] = code_for_exception(exc)
-            out["error_message"] = str(exc)
-            state.note(f"Produce to {topic}-{partition}", exc)
+            state.fail(out, f"Produce to {topic}-{partition}", exc)
             return out
         out["base_offset"] = result.first_offset
         out["log_append_time_ms"] = result.log_append_time
@@ -601,9 +599,7 @@ class KafkaServer:
                     out["num_partitions"], out["replication_factor"] = len(desc.partitions), 1
                     out["configs"] = admin.created_topic_configs(store, name, desc.config_overrides)
             except SeglogError as exc:
-                out["error_code"] = code_for_exception(exc)
-                out["error_message"] = str(exc)
-                state.note(f"CreateTopics {name}", exc)
+                state.fail(out, f"CreateTopics {name}", exc)
             results.append(out)
         return {"throttle_time_ms": 0, "topics": results}
 
@@ -630,9 +626,7 @@ class KafkaServer:
                 out["topic_id"] = _topic_id(desc.topic_id)
                 store.delete_topic(name)
             except SeglogError as exc:
-                out["error_code"] = code_for_exception(exc)
-                out["error_message"] = str(exc)
-                state.note(f"DeleteTopics {name}", exc)
+                state.fail(out, f"DeleteTopics {name}", exc)
             results.append(out)
         return {"throttle_time_ms": 0, "responses": results}
 

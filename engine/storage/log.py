@@ -286,11 +286,7 @@ class Log:
     def _init(self, directory: str, config: LogConfig | Mapping[str, Any] | None, clock: Clock,
               scheduler: Scheduler | None, read_only: bool, replicated: bool,
               producer_snapshots: bool = False) -> None:
-        if config is None:
-            config = LogConfig()
-        elif not isinstance(config, LogConfig):
-            config = LogConfig.from_dict(config)
-        self.config: LogConfig = config
+        self.config: LogConfig = LogConfig.coerce(config)
         self.dir = os.path.abspath(directory)
         self.clock = clock
         self.scheduler = scheduler

@@ -156,11 +156,7 @@ class LogManager:
 
     def _init(self, directory: str, config: BrokerConfig | Mapping[str, Any] | None, clock: Clock,
               read_only: bool, create: bool) -> None:
-        if config is None:
-            config = BrokerConfig()
-        elif not isinstance(config, BrokerConfig):
-            config = BrokerConfig.from_dict(config)
-        self.config: BrokerConfig = config
+        self.config: BrokerConfig = BrokerConfig.coerce(config)
         self.dir = os.path.abspath(directory)
         self.clock = clock
         self.read_only = read_only

@@ -1,1 +1,2 @@
-"""Helpers below every layer: clocks and schedulers, the event-loop thread, argument checks."""
+"""Helpers below every layer: clocks and schedulers, the event-loop thread, argument checks,
+ending a child process group."""

@@ -61,19 +61,23 @@ def _recv_exact(s: socket.socket, n: int) -> bytes:
     return buf
 
 
+def _assert_echoed(s: socket.socket, data: bytes) -> None:
+    """Send ``data`` through ``s`` and check that the echo server's answer comes back whole."""
+    s.sendall(data)
+    assert _recv_exact(s, len(data)) == data
+
+
 def test_pass_forwards_both_ways(echo: _Server, hub: ProxyHub) -> None:
     link = hub.add("a->b", echo.server_address)
     with _connect(link.port) as s:
         payload = bytes(range(256)) * 400
-        s.sendall(payload)
-        assert _recv_exact(s, len(payload)) == payload
+        _assert_echoed(s, payload)
 
 
 def test_blackhole_reads_but_never_forwards_nor_closes(echo: _Server, hub: ProxyHub) -> None:
     link = hub.add("a->b", echo.server_address)
     with _connect(link.port) as s:
-        s.sendall(b"before")
-        assert _recv_exact(s, 6) == b"before"
+        _assert_echoed(s, b"before")
         hub.set("a->b", "blackhole")
         # The proxy keeps reading: far more than socket buffers can hold goes out without blocking.
         s.settimeout(5)
@@ -95,8 +99,7 @@ def test_blackhole_reads_but_never_forwards_nor_closes(echo: _Server, hub: Proxy
 def test_heal_after_blackhole_resets_the_tainted_connection(echo: _Server, hub: ProxyHub) -> None:
     link = hub.add("a->b", echo.server_address)
     s = _connect(link.port)
-    s.sendall(b"a")
-    assert _recv_exact(s, 1) == b"a"
+    _assert_echoed(s, b"a")
     hub.set("a->b", "blackhole")
     s.sendall(b"lost")
     time.sleep(0.2)
@@ -110,15 +113,13 @@ def test_heal_after_blackhole_resets_the_tainted_connection(echo: _Server, hub: 
             raise ConnectionError("EOF")
     s.close()
     with _connect(link.port) as s2:
-        s2.sendall(b"fresh")
-        assert _recv_exact(s2, 5) == b"fresh"
+        _assert_echoed(s2, b"fresh")
 
 
 def test_reset_kills_current_and_new_connections(echo: _Server, hub: ProxyHub) -> None:
     link = hub.add("a->b", echo.server_address)
     s = _connect(link.port)
-    s.sendall(b"hi")
-    assert _recv_exact(s, 2) == b"hi"
+    _assert_echoed(s, b"hi")
     hub.set("a->b", "reset")
     with pytest.raises(ConnectionResetError):
         s.recv(10)
@@ -135,8 +136,7 @@ def test_reset_kills_current_and_new_connections(echo: _Server, hub: ProxyHub) -
             s2.close()
     hub.set("a->b", "pass")
     with _connect(link.port) as s3:
-        s3.sendall(b"ok")
-        assert _recv_exact(s3, 2) == b"ok"
+        _assert_echoed(s3, b"ok")
 
 
 def test_one_way_drop_forward(echo: _Server, hub: ProxyHub) -> None:
@@ -205,8 +205,7 @@ def test_links_are_directed_and_independent(echo: _Server, hub: ProxyHub) -> Non
     ba = hub.add("b->a", echo.server_address)
     hub.set("a->b", "blackhole")
     with _connect(ba.port) as s:
-        s.sendall(b"fine")
-        assert _recv_exact(s, 4) == b"fine"
+        _assert_echoed(s, b"fine")
     with _connect(ab.port) as s:
         s.sendall(b"gone")
         s.settimeout(0.4)

@@ -28,6 +28,13 @@ def _new_leader(sc: Scenario, old: int, topic: str = SAFE, timeout: float = 20) 
     return sc.c.leader(topic, 0)  # type: ignore[return-value]
 
 
+def _replace_leader(sc: Scenario, leader: int, topic: str = SAFE) -> None:
+    """Kill ``leader``, wait until another node leads ``topic``, then restart ``leader``."""
+    sc.c.kill(leader)
+    _new_leader(sc, leader, topic)
+    sc.c.restart(leader)
+
+
 def _fails(sc: Scenario, error: str) -> int:
     return sum(1 for o in sc.history.ops if o.f == "send" and o.type == "fail" and o.error == error)
 
@@ -123,9 +130,7 @@ def test_s5_leader_cut_from_followers_not_from_controller(sc: Scenario) -> None:
         leader, ctl = _leader(sc), sc.c.controller()
         if ctl == leader:
             break
-        sc.c.kill(leader)
-        _new_leader(sc, leader)
-        sc.c.restart(leader)
+        _replace_leader(sc, leader)
         sc.wait(lambda: sc.c.full_isr(sc.topics) and sc.c.controller() is not None, 30, "a whole cluster")
     else:
         pytest.skip("could not get the controller's node to lead in 8 leader kills")
@@ -210,9 +215,7 @@ def test_s9_idempotent_retries_across_failover(sc: Scenario) -> None:
     sc.warm()
     for _ in range(2):
         leader = _leader(sc)
-        sc.c.kill(leader)
-        _new_leader(sc, leader)
-        sc.c.restart(leader)
+        _replace_leader(sc, leader)
         time.sleep(1)
     leader = _leader(sc)
     sc.c.terminate(leader)
@@ -272,9 +275,7 @@ def test_s13_fast_leader_changes_no_divergence_no_going_back(sc: Scenario) -> No
     sc.warm()
     for _ in range(5):
         leader = _leader(sc)
-        sc.c.kill(leader)
-        _new_leader(sc, leader)
-        sc.c.restart(leader)
+        _replace_leader(sc, leader)
     sc.finish_ok()
 
 

@@ -9,6 +9,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -92,14 +93,6 @@ def new_topic(broker: Any, partitions: int = 1, config: dict[str, Any] | None = 
     name = "t-" + uuid.uuid4().hex[:10]
     broker.store.create_topic(name, partitions, config)
     return name
-
-
-@pytest.fixture
-def raw(broker: Any) -> Iterator[RawClient]:
-    """A bare protocol connection to the module's broker, closed after the test."""
-    client = RawClient(broker.bootstrap_servers)
-    yield client
-    client.close()
 
 
 def raw_produce(client: RawClient, topic: str, records: bytes, acks: int = 1, version: int = 9) -> dict:
@@ -198,6 +191,16 @@ class RawClient:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def assert_idle_connection_closed(bootstrap: str, after_s: float) -> None:
+    """A connection that sends nothing has been closed by the broker ``after_s`` seconds on."""
+    client = RawClient(bootstrap)
+    try:
+        time.sleep(after_s)
+        assert client.closed_by_peer()
+    finally:
+        client.close()
 
 
 @pytest.fixture

@@ -119,3 +119,29 @@ def test_create_topics_answers_the_new_topics_configs(broker, validate_only):
     assert configs["cleanup.policy"]["config_source"] == 1  # DYNAMIC_TOPIC_CONFIG
     assert configs["segment.bytes"]["config_source"] == 5  # DEFAULT_CONFIG
     assert (name in broker.store.topics()) is not validate_only
+
+
+def test_create_and_delete_topics_answer_each_failure_with_its_code_and_message(broker, caplog):
+    import logging
+
+    from .conftest import RawClient
+
+    caplog.set_level(logging.DEBUG, logger="seglog.kafka")
+    name = new_topic(broker)
+    missing = "adm-missing-" + uuid.uuid4().hex[:8]
+    client = RawClient(broker.bootstrap_servers)
+    try:
+        created = client.request("CreateTopics", 19, 7, {"topics": [{
+            "name": name, "num_partitions": 1, "replication_factor": -1, "assignments": [],
+            "configs": []}], "timeout_ms": 1000, "validate_only": False})["topics"][0]
+        deleted = client.request("DeleteTopics", 20, 5, {"topic_names": [missing],
+                                                         "timeout_ms": 1000})["responses"][0]
+    finally:
+        client.sock.close()
+    assert created["error_code"] == 36  # TOPIC_ALREADY_EXISTS
+    assert name in created["error_message"]
+    assert deleted["error_code"] == 3  # UNKNOWN_TOPIC_OR_PART
+    assert missing in deleted["error_message"]
+    logged = [r.getMessage() for r in caplog.records if r.name == "seglog.kafka"]
+    assert any(f"CreateTopics {name} failed" in m for m in logged)
+    assert any(f"DeleteTopics {missing} failed" in m for m in logged)

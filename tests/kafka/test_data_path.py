@@ -17,7 +17,7 @@ from seglog.kafka import codec
 from seglog.kafka.server import SENDFILE_MIN
 from seglog.storage.records import encode_batch
 
-from .conftest import RawClient, fetch_body, raw_produce
+from .conftest import RawClient, assert_idle_connection_closed, fetch_body, raw_produce
 
 
 def _fill(store: Store, topic: str, batches: int, value_size: int = 1000) -> bytes:
@@ -232,12 +232,7 @@ def test_listener_limits_come_from_the_broker_config(tmp_path):
         assert server.idle_ms == 300 and server.max_request_bytes == 1000
         assert (server.groups.min_session_ms, server.groups.max_session_ms,
                 server.groups.initial_delay) == (100, 2000, 0)
-        client = RawClient(handle.bootstrap_servers)
-        try:
-            time.sleep(0.6)
-            assert client.closed_by_peer()
-        finally:
-            client.close()
+        assert_idle_connection_closed(handle.bootstrap_servers, 0.6)
         # A session timeout below the configured floor of 100 ms is refused.
         client = RawClient(handle.bootstrap_servers)
         try:

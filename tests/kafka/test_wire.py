@@ -14,7 +14,7 @@ from seglog.kafka import codec
 from seglog.kafka.server import API_VERSIONS
 from seglog.storage.records import encode_batch
 
-from .conftest import RawClient, fetch_body, new_topic, raw_produce
+from .conftest import RawClient, assert_idle_connection_closed, fetch_body, new_topic, raw_produce
 
 
 def test_api_versions_lists_the_served_ranges(raw):
@@ -194,12 +194,7 @@ def test_idle_connections_are_closed(tmp_path):
     from seglog import Store
 
     with Store.open(tmp_path) as store, store.serve(idle_ms=200) as handle:
-        client = RawClient(handle.bootstrap_servers)
-        try:
-            time.sleep(0.5)
-            assert client.closed_by_peer()
-        finally:
-            client.close()
+        assert_idle_connection_closed(handle.bootstrap_servers, 0.5)
 
 
 def test_acks_zero_failure_closes_the_connection(broker, raw):

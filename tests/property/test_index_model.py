@@ -8,7 +8,7 @@ import os
 import shutil
 import struct
 import tempfile
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,24 +23,76 @@ MACHINE_SETTINGS = settings(max_examples=60, stateful_step_count=40, deadline=No
                             suppress_health_check=[HealthCheck.too_slow])
 
 
-class OffsetIndexMachine(RuleBasedStateMachine):
+class IndexMachine(RuleBasedStateMachine):
+    """What the offset and time index machines share: a model of ``(key, value)`` entries in
+    file order, and the rules whose effect on it is the same for both kinds of index."""
+
+    INDEX: ClassVar[type[OffsetIndex] | type[TimeIndex]]
+    FILE_NAME: ClassVar[str]
+    OFFSET_COLUMN: ClassVar[int]   # which side of an entry is the offset
+
     def __init__(self) -> None:
         super().__init__()
-        self.dir = tempfile.mkdtemp(prefix="seglog-oidx-")
-        self.path = os.path.join(self.dir, "00000000000000000000.index")
-        self.idx: OffsetIndex | None = None
-        self.model: list[tuple[int, int]] = []     # (offset, position), sorted
+        self.dir = tempfile.mkdtemp(prefix="seglog-idx-")
+        self.path = os.path.join(self.dir, self.FILE_NAME)
+        self.idx: Any = None
+        self.model: list[tuple[int, int]] = []     # sorted on both sides
         self.cap = 0
+        self.base = self.max_size = 0
+
+    def open_index(self) -> Any:
+        return self.INDEX(self.path, self.base, max_index_size=self.max_size)
+
+    def empty_entry(self) -> tuple[int, int]:
+        """What ``last_entry`` and a lookup below every entry answer."""
+        raise NotImplementedError
+
+    def last(self) -> tuple[int, int]:
+        return self.model[-1] if self.model else self.empty_entry()
+
+    @rule(data=st.data())
+    @precondition(lambda self: self.idx is not None)
+    def truncate_to(self, data: st.DataObject) -> None:
+        assert self.idx is not None
+        column = self.OFFSET_COLUMN
+        target = data.draw(st.integers(self.base - 2, self.last()[column] + 2))
+        self.idx.truncate_to(target)
+        self.model = [e for e in self.model if e[column] < target]
+
+    @rule()
+    @precondition(lambda self: self.idx is not None)
+    def trim(self) -> None:
+        assert self.idx is not None
+        self.idx.trim_to_valid_size()
+        self.cap = len(self.model)
+
+    @rule()
+    @precondition(lambda self: self.idx is not None)
+    def crash(self) -> None:
+        # drop the object without close(): no trim, as after a crash (same page cache)
+        self.idx = None
+        self.idx = self.open_index()
+
+    def teardown(self) -> None:
+        if self.idx is not None:
+            self.idx.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class OffsetIndexMachine(IndexMachine):
+    INDEX = OffsetIndex
+    FILE_NAME = "00000000000000000000.index"
+    OFFSET_COLUMN = 0   # (offset, position)
 
     @rule(base=BASES, slots=st.integers(1, 40))
     @precondition(lambda self: self.idx is None)
     def open_new(self, base: int, slots: int) -> None:
         self.base, self.max_size = base, slots * 8 + 5   # not a multiple: Kafka rounds down
-        self.idx = OffsetIndex(self.path, base, max_index_size=self.max_size)
+        self.idx = self.open_index()
         self.cap = slots
 
-    def last(self) -> tuple[int, int]:
-        return self.model[-1] if self.model else (self.base, 0)
+    def empty_entry(self) -> tuple[int, int]:
+        return (self.base, 0)
 
     @rule(gap=st.one_of(st.integers(1, 5), st.integers(1, 2**31)), step=st.integers(0, 9000))
     @precondition(lambda self: self.idx is not None)
@@ -72,15 +124,7 @@ class OffsetIndexMachine(RuleBasedStateMachine):
         target = data.draw(st.one_of(st.integers(self.base - 3, hi),
                                      st.sampled_from([o for o, _ in self.model] or [self.base])))
         k = bisect.bisect_right([o for o, _ in self.model], target) - 1
-        assert self.idx.lookup(target) == (self.model[k] if k >= 0 else (self.base, 0))
-
-    @rule(data=st.data())
-    @precondition(lambda self: self.idx is not None)
-    def truncate_to(self, data: st.DataObject) -> None:
-        assert self.idx is not None
-        target = data.draw(st.integers(self.base - 2, self.last()[0] + 2))
-        self.idx.truncate_to(target)
-        self.model = [e for e in self.model if e[0] < target]
+        assert self.idx.lookup(target) == (self.model[k] if k >= 0 else self.empty_entry())
 
     @rule()
     @precondition(lambda self: self.idx is not None)
@@ -88,13 +132,6 @@ class OffsetIndexMachine(RuleBasedStateMachine):
         assert self.idx is not None
         self.idx.truncate()
         self.model = []
-
-    @rule()
-    @precondition(lambda self: self.idx is not None)
-    def trim(self) -> None:
-        assert self.idx is not None
-        self.idx.trim_to_valid_size()
-        self.cap = len(self.model)
 
     @rule(slots=st.integers(0, 50))
     @precondition(lambda self: self.idx is not None)
@@ -118,14 +155,7 @@ class OffsetIndexMachine(RuleBasedStateMachine):
             with OffsetIndex(self.path, self.base, writable=False) as ro:
                 ro.sanity_check()
                 assert [ro.entry(i) for i in range(len(ro))] == self.model
-        self.idx = OffsetIndex(self.path, self.base, max_index_size=self.max_size)
-
-    @rule()
-    @precondition(lambda self: self.idx is not None)
-    def crash(self) -> None:
-        # drop the object without close(): no trim, as after a crash (same page cache)
-        self.idx = None
-        self.idx = OffsetIndex(self.path, self.base, max_index_size=self.max_size)
+        self.idx = self.open_index()
 
     @invariant()
     def same_as_model(self) -> None:
@@ -140,30 +170,21 @@ class OffsetIndexMachine(RuleBasedStateMachine):
             struct.pack(">ii", o - self.base, p) for o, p in self.model)
         self.idx.sanity_check()
 
-    def teardown(self) -> None:
-        if self.idx is not None:
-            self.idx.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
-
-class TimeIndexMachine(RuleBasedStateMachine):
-    def __init__(self) -> None:
-        super().__init__()
-        self.dir = tempfile.mkdtemp(prefix="seglog-tidx-")
-        self.path = os.path.join(self.dir, "00000000000000000000.timeindex")
-        self.idx: TimeIndex | None = None
-        self.model: list[tuple[int, int]] = []     # (timestamp, offset)
-        self.cap = 0
+class TimeIndexMachine(IndexMachine):
+    INDEX = TimeIndex
+    FILE_NAME = "00000000000000000000.timeindex"
+    OFFSET_COLUMN = 1   # (timestamp, offset)
 
     @rule(base=BASES, slots=st.integers(1, 30))
     @precondition(lambda self: self.idx is None)
     def open_new(self, base: int, slots: int) -> None:
         self.base, self.max_size = base, slots * 12 + 7
-        self.idx = TimeIndex(self.path, base, max_index_size=self.max_size)
+        self.idx = self.open_index()
         self.cap = slots
 
-    def last(self) -> tuple[int, int]:
-        return self.model[-1] if self.model else (-1, self.base)
+    def empty_entry(self) -> tuple[int, int]:
+        return (-1, self.base)
 
     def expect_maybe_append(self, ts: int, off: int, skip: bool) -> Any:
         """Kafka's TimeIndex.maybeAppend on the list model; returns the outcome or an error type."""
@@ -211,22 +232,7 @@ class TimeIndexMachine(RuleBasedStateMachine):
         target = data.draw(st.one_of(st.integers(-3, hi),
                                      st.sampled_from([t for t, _ in self.model] or [0])))
         k = bisect.bisect_right([t for t, _ in self.model], target) - 1
-        assert self.idx.lookup(target) == (self.model[k] if k >= 0 else (-1, self.base))
-
-    @rule(data=st.data())
-    @precondition(lambda self: self.idx is not None)
-    def truncate_to(self, data: st.DataObject) -> None:
-        assert self.idx is not None
-        target = data.draw(st.integers(self.base - 2, self.last()[1] + 2))
-        self.idx.truncate_to(target)
-        self.model = [e for e in self.model if e[1] < target]
-
-    @rule()
-    @precondition(lambda self: self.idx is not None)
-    def trim(self) -> None:
-        assert self.idx is not None
-        self.idx.trim_to_valid_size()
-        self.cap = len(self.model)
+        assert self.idx.lookup(target) == (self.model[k] if k >= 0 else self.empty_entry())
 
     @rule(slots=st.integers(0, 40))
     @precondition(lambda self: self.idx is not None)
@@ -246,13 +252,7 @@ class TimeIndexMachine(RuleBasedStateMachine):
         self.idx.close(trim=trim)
         if trim:
             self.cap = len(self.model)
-        self.idx = TimeIndex(self.path, self.base, max_index_size=self.max_size)
-
-    @rule()
-    @precondition(lambda self: self.idx is not None)
-    def crash(self) -> None:
-        self.idx = None
-        self.idx = TimeIndex(self.path, self.base, max_index_size=self.max_size)
+        self.idx = self.open_index()
 
     @invariant()
     def same_as_model(self) -> None:
@@ -262,11 +262,6 @@ class TimeIndexMachine(RuleBasedStateMachine):
         assert self.idx.max_entries == self.cap
         assert self.idx.last_entry == self.last()
         self.idx.sanity_check()
-
-    def teardown(self) -> None:
-        if self.idx is not None:
-            self.idx.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 TestOffsetIndexModel = OffsetIndexMachine.TestCase

@@ -1,5 +1,6 @@
 """murmur2 and the keyed partition against a plain-Python model written from the spec
-(docs/kafka-format.md §11), and against kafka-python's own implementation."""
+(docs/kafka-format.md §11; the benchmarks' pure-Python peer, ``python_murmur2``), and against
+kafka-python's own implementation."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import warnings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from seglog.benchmarks.peers import python_murmur2
 from seglog.client.partitioner import murmur2, partition_for_key, partitions_for_keys
 
 with warnings.catch_warnings():
@@ -18,34 +20,8 @@ with warnings.catch_warnings():
 MASK = 0xFFFFFFFF
 
 
-def model_murmur2(data: bytes) -> int:
-    """Kafka's Utils.murmur2 in unbounded Python ints, masked to 32 bits after each step."""
-    m, r = 0x5BD1E995, 24
-    length = len(data)
-    h = (0x9747B28C ^ length) & MASK
-    for i in range(0, length - length % 4, 4):
-        k = int.from_bytes(data[i : i + 4], "little")
-        k = (k * m) & MASK
-        k ^= k >> r
-        k = (k * m) & MASK
-        h = (h * m) & MASK
-        h ^= k
-    tail, base = length % 4, length & ~3
-    if tail >= 3:
-        h ^= data[base + 2] << 16
-    if tail >= 2:
-        h ^= data[base + 1] << 8
-    if tail >= 1:
-        h ^= data[base]
-        h = (h * m) & MASK
-    h ^= h >> 13
-    h = (h * m) & MASK
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
 def model_partition(data: bytes, n: int) -> int:
-    return (model_murmur2(data) & 0x7FFFFFFF) % n
+    return (python_murmur2(data) & 0x7FFFFFFF) % n
 
 
 partition_counts = st.one_of(st.integers(1, 64), st.integers(1, 2**31 - 1))
@@ -54,7 +30,7 @@ partition_counts = st.one_of(st.integers(1, 64), st.integers(1, 2**31 - 1))
 @given(st.binary(max_size=200))
 @settings(max_examples=500)
 def test_murmur2_matches_model(key: bytes) -> None:
-    want = model_murmur2(key)
+    want = python_murmur2(key)
     assert murmur2(key) == want
     assert murmur2(bytearray(key)) == want
     assert kafka_python_murmur2(key) == want & MASK

@@ -189,6 +189,31 @@ def test_batch_refuses_latest_start():
     assert sp.parse_read_options({"path": "/x"}, streaming=True).starting.kind == "latest"
 
 
+@pytest.mark.parametrize("side", ["starting", "ending"])
+def test_offsets_beyond_the_readable_end(side, caplog):
+    """A starting or ending offset past what may be read is data loss: an error naming the
+    option, the partition and the end, or (failOnDataLoss=false) a warning and the end."""
+    import seglog.bindings.spark as sp
+    from seglog.bindings.spark.partitions import ReadablePartition
+    from seglog.bindings.spark.planning import resolve_end, resolve_start
+    from seglog.errors import OffsetOutOfRangeError
+
+    info = ReadablePartition("orders", 0, "/x/orders-0", (0,), (100,), log_start=0, log_end=10, bound=8)
+    option = f"{side}Offsets"
+    message = f"{option} asks for offset 9 of orders-0, beyond its readable end 8"
+
+    def resolve(**extra):
+        ro = sp.parse_read_options({"path": "/x", option: '{"orders": {"0": 9}}', **extra})
+        if side == "starting":
+            return resolve_start(info, ro, ro.starting)
+        return resolve_end(info, ro, ro.ending, 0)
+
+    with pytest.raises(OffsetOutOfRangeError, match=re.escape(message)):
+        resolve()
+    assert resolve(failOnDataLoss="false") == (8, None)
+    assert any(message in r.getMessage() for r in caplog.records)
+
+
 def test_malformed_header_through_spark(spark, logdir, tmp_path):
     import shutil
 

@@ -777,6 +777,18 @@ def test_with_overrides_mixes_keys_and_attributes() -> None:
         cfg.with_overrides(segment_bytes=1)
 
 
+@pytest.mark.parametrize("cls", [LogConfig, BrokerConfig, ProducerConfig, ConsumerConfig])
+def test_coerce_takes_an_instance_a_mapping_or_none(cls: Any) -> None:
+    built = cls()
+    assert cls.coerce(built) is built
+    assert cls.coerce(None) == cls() == cls.coerce({})
+    key = cls.definitions()[0]
+    value = getattr(built, key.attr)
+    assert cls.coerce({key.name: value}) == built
+    with pytest.raises(ConfigError, match="no.such.key"):
+        cls.coerce({"no.such.key": 1})
+
+
 def test_log_config_helpers() -> None:
     cfg = LogConfig()
     assert (cfg.compact, cfg.delete, cfg.init_file_size) == (False, True, 0)

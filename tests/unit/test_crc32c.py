@@ -282,44 +282,33 @@ FORCED_SCRIPT = textwrap.dedent(
 )
 
 
+def _run_python(args: list[str], env: dict[str, str | None], timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """A fresh interpreter run with ``args``, in this environment changed by ``env`` (None
+    removes a variable); its output as text."""
+    environ = dict(os.environ)
+    for name, value in env.items():
+        if value is None:
+            environ.pop(name, None)
+        else:
+            environ[name] = value
+    return subprocess.run([sys.executable, *args], env=environ, capture_output=True, text=True,
+                          timeout=timeout_s, check=False)
+
+
 @pytest.mark.parametrize("impl", ["table", "sse4.2"])
 def test_path_forced_by_environment(impl: str) -> None:
     """``SEGLOG_CRC32C=table`` runs the portable path anywhere; ``=sse4.2`` matters on a CPU that
     gets the folding path, whose short buffers and tails the plain SSE 4.2 path still serves."""
     if impl == "sse4.2" and native.implementation() != "vpclmulqdq":
         pytest.skip(f"this CPU runs {native.implementation()!r}: no folding path to step around")
-    env = dict(os.environ, SEGLOG_CRC32C=impl)
-    out = subprocess.run(
-        [sys.executable, "-c", FORCED_SCRIPT, impl],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    out = _run_python(["-c", FORCED_SCRIPT, impl], {"SEGLOG_CRC32C": impl}, timeout_s=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
 
 
 def test_other_environment_values_mean_detect() -> None:
-    env = dict(os.environ, SEGLOG_CRC32C="auto")
     code = "from seglog._native import crc32c as n; print(n.implementation())"
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    out = _run_python(["-c", code], {"SEGLOG_CRC32C": "auto"}, timeout_s=60)
     assert out.returncode == 0, out.stderr
-    env.pop("SEGLOG_CRC32C")
-    plain = subprocess.run(
-        [sys.executable, "-c", code],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    plain = _run_python(["-c", code], {"SEGLOG_CRC32C": None}, timeout_s=60)
     assert out.stdout == plain.stdout
