@@ -62,8 +62,7 @@ def _pxd_tree() -> None:
     if os.path.islink(target):
         return
     try:
-        os.symlink(os.path.join(os.pardir, os.pardir, os.pardir, "_native"), target,
-                   target_is_directory=True)
+        os.symlink(os.path.join(os.pardir, os.pardir, os.pardir, "_native"), target, target_is_directory=True)
     except OSError:
         os.makedirs(target, exist_ok=True)
         for name in glob.glob(os.path.join("_native", "*.pxd")) + [os.path.join("_native", "__init__.py")]:
@@ -104,8 +103,7 @@ if _editable_wheel is not None and hasattr(_editable_wheel, "_select_strategy"):
 
         def __call__(self, wheel, files, mapping):
             self.inner(wheel, files, mapping)
-            wheel.writestr(f"__editable__.{self.name}.pyspark_discovery.pth",
-                           (DISCOVERY_DIR + "\n").encode("utf-8"))
+            wheel.writestr(f"__editable__.{self.name}.pyspark_discovery.pth", (DISCOVERY_DIR + "\n").encode("utf-8"))
 
     class EditableWheelWithDiscoveryPath(_editable_wheel):
         def _select_strategy(self, name, tag, build_lib):

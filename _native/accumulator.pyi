@@ -1,11 +1,11 @@
 from collections.abc import Callable
-from typing import Any, Final, Literal, final
+from typing import Any, Final, Literal, TypeAlias, final
 
 from typing_extensions import Buffer, Self
 
 from seglog._native.builder import BatchBuilder
 
-_Headers = list[tuple[str | bytes, Buffer | None]] | tuple[tuple[str | bytes, Buffer | None], ...] | None
+_Headers: TypeAlias = list[tuple[str | bytes, Buffer | None]] | tuple[tuple[str | bytes, Buffer | None], ...] | None
 
 @final
 class RecordMetadata:

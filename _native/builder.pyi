@@ -1,9 +1,9 @@
 import sys
-from typing import Final
+from typing import Final, TypeAlias
 
 from typing_extensions import Buffer, disjoint_base
 
-_Headers = list[tuple[str | bytes, Buffer | None]] | tuple[tuple[str | bytes, Buffer | None], ...] | None
+_Headers: TypeAlias = list[tuple[str | bytes, Buffer | None]] | tuple[tuple[str | bytes, Buffer | None], ...] | None
 
 @disjoint_base
 class BatchBuilder:
@@ -26,9 +26,7 @@ class BatchBuilder:
         initial_capacity: int = -1,
     ) -> None: ...
     def __len__(self) -> int: ...
-    def append(
-        self, timestamp: int, key: Buffer | None, value: Buffer | None, headers: _Headers = None
-    ) -> None:
+    def append(self, timestamp: int, key: Buffer | None, value: Buffer | None, headers: _Headers = None) -> None:
         """Append a record with the next offset delta, whatever the size."""
 
     def append_with_delta(

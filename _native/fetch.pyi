@@ -29,8 +29,6 @@ def fetch_partition(
     """Slices of whole batches holding offsets from ``start_offset`` up to (not including)
     ``upper_bound``, at most ``max_bytes`` in total."""
 
-def fetch_many(
-    requests: list[tuple[list[Segment], int, int, int]], max_total_bytes: int
-) -> list[list[FetchSlice]]:
+def fetch_many(requests: list[tuple[list[Segment], int, int, int]], max_total_bytes: int) -> list[list[FetchSlice]]:
     """Several partitions ``(segments, start_offset, partition_max_bytes, upper_bound)`` under
     one byte limit; one list of FetchSlice per request, in order."""

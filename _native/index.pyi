@@ -1,7 +1,6 @@
 """Kafka's sparse offset index (``.index``) and time index (``.timeindex``)."""
 
 import os
-from types import TracebackType
 
 from typing_extensions import Self, disjoint_base, final
 
@@ -60,9 +59,7 @@ class _Index:
     def delete(self) -> bool: ...
     def rename_to(self, new_path: str | os.PathLike[str]) -> None: ...
     def __enter__(self) -> Self: ...
-    def __exit__(
-        self, *exc: type[BaseException] | BaseException | TracebackType | None
-    ) -> None: ...
+    def __exit__(self, *exc: object) -> None: ...
     def __len__(self) -> int: ...
 
 @final
@@ -92,4 +89,3 @@ class TimeIndex(_Index):
         """Entry ``i`` as (timestamp, offset); negative ``i`` counts from the end."""
     @property
     def last_entry(self) -> tuple[int, int]: ...
-

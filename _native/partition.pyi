@@ -12,6 +12,7 @@ def partition_for_key(key: Buffer, num_partitions: SupportsIndex) -> int:
 
 def partitions_for_keys(keys: Iterable[Buffer | None], num_partitions: SupportsIndex) -> array[int]:
     """``partition_for_key`` over ``keys``, ``-1`` where the key is ``None``."""
+
 def group_by_partition(
     partitions: Buffer, num_partitions: int, null_partition: int
 ) -> tuple[array[int], list[tuple[int, int, int]]]:

@@ -1,8 +1,8 @@
 """Kafka record batches: encode, decode (records or Arrow-layout columns), validate, and read
 batch headers. Arbitrary input raises ``CorruptRecordError`` naming the byte position."""
 
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, TypeAlias
 
 from typing_extensions import Buffer, Self, disjoint_base, final
 
@@ -15,8 +15,8 @@ DEFAULT_MAX_DECOMPRESSED: int
 
 # A column of keys, values or timestamps: a list (or other sequence), a NumPy array or a
 # pyarrow array.
-_Column = Sequence[Any] | Any
-_Aborted = Iterable[tuple[int, int, int]]
+_Column: TypeAlias = Sequence[Any] | Any
+_Aborted: TypeAlias = Iterable[tuple[int, int, int]]
 
 def codec_id(compression: str | int | None) -> int:
     """The codec id (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd) of a name or id."""

@@ -44,9 +44,13 @@ def zk() -> Iterator[ZooKeeperServer]:
 
 
 def _cluster(zk: ZooKeeperServer, name: str, session_timeout_ms: int = 3000) -> Any:
-    return start_cluster(nodes=3, coordinator="zookeeper", processes=True,
-                         zookeeper=f"{zk.connect_string}/{name}-{time.monotonic_ns()}",
-                         replica_config={"session.timeout.ms": session_timeout_ms})
+    return start_cluster(
+        nodes=3,
+        coordinator="zookeeper",
+        processes=True,
+        zookeeper=f"{zk.connect_string}/{name}-{time.monotonic_ns()}",
+        replica_config={"session.timeout.ms": session_timeout_ms},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -91,8 +95,9 @@ def test_processes_acks_all_latency_at_half_peak(benchmark: Any, cluster: Any) -
 
     benchmark.pedantic(run_timed, rounds=1, iterations=1)
     q = statistics.quantiles(latencies, n=100)
-    benchmark.extra_info.update({"peak_records_per_s": round(peak), "rate": round(rate),
-                                 "p50_ms": round(q[49], 3), "p99_ms": round(q[98], 3)})
+    benchmark.extra_info.update(
+        {"peak_records_per_s": round(peak), "rate": round(rate), "p50_ms": round(q[49], 3), "p99_ms": round(q[98], 3)}
+    )
 
 
 @pytest.mark.parametrize("session_timeout_ms", [1000, 3000, 6000])
@@ -105,9 +110,14 @@ def test_processes_leader_failover(benchmark: Any, zk: ZooKeeperServer, session_
     c = _cluster(zk, f"failover-{session_timeout_ms}", session_timeout_ms)
     try:
         c.create_topic("f", 1, 3, {"min.insync.replicas": 2})
-        producer = c.producer(acks="all", enable_idempotence=True, retry_backoff_ms=50,
-                              retry_backoff_max_ms=50, request_timeout_ms=max(1000, session_timeout_ms),
-                              delivery_timeout_ms=120_000)
+        producer = c.producer(
+            acks="all",
+            enable_idempotence=True,
+            retry_backoff_ms=50,
+            retry_backoff_max_ms=50,
+            request_timeout_ms=max(1000, session_timeout_ms),
+            delivery_timeout_ms=120_000,
+        )
         producer.send("f", b"warm-up").result(30)
 
         def trial(k: int) -> None:
@@ -131,8 +141,15 @@ def test_processes_leader_failover(benchmark: Any, zk: ZooKeeperServer, session_
         c.close()
     ms = sorted(t * 1000 for t in times)
     q = statistics.quantiles(ms, n=100, method="inclusive") if len(ms) > 1 else [ms[0]] * 99
-    benchmark.extra_info.update({
-        "session_timeout_ms": session_timeout_ms, "trials": len(ms),
-        "failover_p50_ms": round(q[49]), "failover_p99_ms": round(q[98]), "failover_max_ms": round(ms[-1]),
-        "failover_min_ms": round(ms[0]), "leader_was_controller": controller_too,
-        "failover_ms": [round(x) for x in ms]})
+    benchmark.extra_info.update(
+        {
+            "session_timeout_ms": session_timeout_ms,
+            "trials": len(ms),
+            "failover_p50_ms": round(q[49]),
+            "failover_p99_ms": round(q[98]),
+            "failover_max_ms": round(ms[-1]),
+            "failover_min_ms": round(ms[0]),
+            "leader_was_controller": controller_too,
+            "failover_ms": [round(x) for x in ms],
+        }
+    )

@@ -11,12 +11,14 @@ time, the input size is in ``extra_info``.
 
     pytest bench/bench_compression.py --benchmark-columns=min,median,rounds
 """
+
 from __future__ import annotations
 
 import gzip
 import random
 import zlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import cramjam
 import lz4.block
@@ -43,9 +45,43 @@ def _varint(n: int) -> bytes:
 
 def kafka_records(total: int, value_size: int, seed: int = 1) -> bytes:
     rng = random.Random(seed)
-    words = ("alpha beta gamma order payment user session click view checkout cart item price "
-             "status ok error retry timeout region eu us mobile web search query page home "
-             "product account login token cache hit miss latency").split()
+    words = [
+        "alpha",
+        "beta",
+        "gamma",
+        "order",
+        "payment",
+        "user",
+        "session",
+        "click",
+        "view",
+        "checkout",
+        "cart",
+        "item",
+        "price",
+        "status",
+        "ok",
+        "error",
+        "retry",
+        "timeout",
+        "region",
+        "eu",
+        "us",
+        "mobile",
+        "web",
+        "search",
+        "query",
+        "page",
+        "home",
+        "product",
+        "account",
+        "login",
+        "token",
+        "cache",
+        "hit",
+        "miss",
+        "latency",
+    ]
     out = bytearray()
     i = 0
     while len(out) < total:
@@ -57,8 +93,16 @@ def kafka_records(total: int, value_size: int, seed: int = 1) -> bytes:
             parts.append(s)
             n += len(s) + 1
         value = ("{" + ",".join(parts) + "}").encode()[:value_size]
-        body = (b"\x00" + _varint(rng.randrange(50)) + _varint(i) + _varint(len(key)) + key
-                + _varint(len(value)) + value + _varint(0))
+        body = (
+            b"\x00"
+            + _varint(rng.randrange(50))
+            + _varint(i)
+            + _varint(len(key))
+            + key
+            + _varint(len(value))
+            + value
+            + _varint(0)
+        )
         out += _varint(len(body)) + body
         i += 1
     return bytes(out[:total])
@@ -66,7 +110,7 @@ def kafka_records(total: int, value_size: int, seed: int = 1) -> bytes:
 
 def _chunks(data: bytes, n: int) -> list[memoryview]:
     mv = memoryview(data)
-    return [mv[i:i + n] for i in range(0, len(data), n)]
+    return [mv[i : i + n] for i in range(0, len(data), n)]
 
 
 _ZC = zstandard.ZstdCompressor(level=3, write_content_size=False)
@@ -78,7 +122,7 @@ def _cj_lz4_blocks_decode(blocks: list[Any]) -> bytearray:
     mv = memoryview(out)
     p = 0
     for b in blocks:
-        p += cramjam.lz4.decompress_block_into(b, mv[p:p + K64], output_len=K64)
+        p += cramjam.lz4.decompress_block_into(b, mv[p : p + K64], output_len=K64)
     mv.release()
     del out[p:]
     return out
@@ -106,36 +150,36 @@ OPTIONS: dict[str, dict[str, Codec]] = {
         "seglog": (lambda d: C.compress(C.SNAPPY, d), lambda c: C.decompress(C.SNAPPY, c)),
         "cramjam.snappy-raw": (
             lambda d: [cramjam.snappy.compress_raw(c) for c in _chunks(d, K32)],
-            lambda bs: [cramjam.snappy.decompress_raw(b) for b in bs]),
+            lambda bs: [cramjam.snappy.decompress_raw(b) for b in bs],
+        ),
         "python-snappy": (
             lambda d: [snappy.compress(bytes(c)) for c in _chunks(d, K32)],
-            lambda bs: [snappy.decompress(b) for b in bs]),
+            lambda bs: [snappy.decompress(b) for b in bs],
+        ),
     },
     "lz4": {
         "seglog": (lambda d: C.compress(C.LZ4, d), lambda c: C.decompress(C.LZ4, c)),
         "lz4.frame": (
-            lambda d: lz4.frame.compress(d, block_size=lz4.frame.BLOCKSIZE_MAX64KB,
-                                         block_linked=False, store_size=False),
-            lz4.frame.decompress),
-        "lz4.block": (
-            lambda d: [lz4.block.compress(c, store_size=False) for c in _chunks(d, K64)],
-            _lz4_blocks_decode),
+            lambda d: lz4.frame.compress(
+                d, block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False, store_size=False
+            ),
+            lz4.frame.decompress,
+        ),
+        "lz4.block": (lambda d: [lz4.block.compress(c, store_size=False) for c in _chunks(d, K64)], _lz4_blocks_decode),
         "cramjam.lz4-block": (
             lambda d: [cramjam.lz4.compress_block(c, store_size=False) for c in _chunks(d, K64)],
-            _cj_lz4_blocks_decode),
+            _cj_lz4_blocks_decode,
+        ),
     },
     "zstd": {
         "seglog": (lambda d: C.compress(C.ZSTD, d), lambda c: C.decompress(C.ZSTD, c)),
-        "zstandard": (_ZC.compress,
-                      lambda c: _ZD.decompressobj(read_across_frames=True).decompress(c)),
-        "zstandard-bounded": (_ZC.compress,
-                              lambda c: _ZD.stream_reader(c, read_across_frames=True).read(1 << 30)),
+        "zstandard": (_ZC.compress, lambda c: _ZD.decompressobj(read_across_frames=True).decompress(c)),
+        "zstandard-bounded": (_ZC.compress, lambda c: _ZD.stream_reader(c, read_across_frames=True).read(1 << 30)),
         "cramjam.zstd": (lambda d: cramjam.zstd.compress(d, level=3), cramjam.zstd.decompress),
     },
 }
 
-PAYLOADS = {f"{v}B-values-{s >> 10}KiB": (v, s)
-            for v in (100, 1024) for s in (16 << 10, 256 << 10, 1 << 20)}
+PAYLOADS = {f"{v}B-values-{s >> 10}KiB": (v, s) for v in (100, 1024) for s in (16 << 10, 256 << 10, 1 << 20)}
 _cache: dict[str, bytes] = {}
 
 
@@ -146,8 +190,7 @@ def _payload(name: str) -> bytes:
     return _cache[name]
 
 
-CASES = [(codec, option, payload) for codec, opts in OPTIONS.items() for option in opts
-         for payload in PAYLOADS]
+CASES = [(codec, option, payload) for codec, opts in OPTIONS.items() for option in opts for payload in PAYLOADS]
 
 
 def _join(out: Any) -> bytes:

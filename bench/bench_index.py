@@ -6,6 +6,7 @@ Goal (docs/performance.md §3.3 and §4): <= 0.3 us p50 per lookup, >= 5x bisect
     pytest bench/bench_index.py                 # pytest-benchmark; per-lookup ns in extra_info
     python bench/bench_index.py                 # side-by-side table of per-lookup medians
 """
+
 from __future__ import annotations
 
 import bisect
@@ -24,7 +25,7 @@ import pytest
 from seglog._native.index import OffsetIndex, TimeIndex
 
 ENTRIES = 262_144
-BATCH = 1024                     # lookups per timed call, so the harness overhead is amortised
+BATCH = 1024  # lookups per timed call, so the harness overhead is amortised
 SEED = 20240611
 
 
@@ -58,6 +59,7 @@ def bisect_lookup(offsets: list[int], positions: list[int], base: int) -> Callab
     def lookup(target: int) -> tuple[int, int]:
         k = br(offsets, target) - 1
         return (offsets[k], positions[k]) if k >= 0 else (base, 0)
+
     return lookup
 
 
@@ -76,6 +78,7 @@ def python_mmap_lookup(view: memoryview, entries: int, base: int) -> Callable[[i
                 hi = mid - 1
         rel, pos = unpack(view, lo * 8)
         return (base + rel, pos)
+
     return lookup
 
 
@@ -86,10 +89,17 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     qs = targets(offsets[-1] + 1)
     py = python_mmap_lookup(view, len(oi), 0)
     bl = bisect_lookup(offsets, positions, 0)
-    for q in qs[:64]:                                  # the three agree
+    for q in qs[:64]:  # the three agree
         assert oi.lookup(q) == bl(q) == py(q)
-    yield {"oi": oi, "ti": ti, "qs": qs, "py": py, "bisect": bl,
-           "ts_qs": targets(stamps[-1] + 1 - stamps[0]), "ts0": stamps[0]}
+    yield {
+        "oi": oi,
+        "ti": ti,
+        "qs": qs,
+        "py": py,
+        "bisect": bl,
+        "ts_qs": targets(stamps[-1] + 1 - stamps[0]),
+        "ts0": stamps[0],
+    }
     view.release()
     oi.close()
     ti.close()
@@ -99,6 +109,7 @@ def run_batch(benchmark: Any, lookup: Callable[[int], Any], qs: list[int]) -> No
     def batch() -> None:
         for q in qs:
             lookup(q)
+
     benchmark(batch)
     if benchmark.stats is not None:
         benchmark.extra_info["ns_per_lookup_median"] = round(benchmark.stats.stats.median / len(qs) * 1e9, 1)
@@ -136,7 +147,7 @@ def main() -> None:
             ("pure Python over mmap bytes", python_mmap_lookup(view, len(oi), 0), qs),
         ]
         samples: dict[str, list[float]] = {name: [] for name, _, _ in impls}
-        for _ in range(rounds):                        # interleaved, so noise hits all alike
+        for _ in range(rounds):  # interleaved, so noise hits all alike
             for name, fn, q in impls:
                 t0 = time.perf_counter_ns()
                 for x in q:

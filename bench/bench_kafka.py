@@ -19,8 +19,7 @@ import pytest
 from seglog.benchmarks import cases
 
 CLIENTS = ("confluent-kafka", "kafka-python", "aiokafka")
-CASES = cases(*(f"kafka-{way}-{c}" for c in CLIENTS for way in ("produce", "consume")),
-              "kafka-serve-start")
+CASES = cases(*(f"kafka-{way}-{c}" for c in CLIENTS for way in ("produce", "consume")), "kafka-serve-start")
 
 
 @pytest.mark.parametrize("name,contender", CASES, ids=[f"{n}-{c}" for n, c in CASES])

@@ -17,8 +17,9 @@ import pytest
 
 from seglog.benchmarks import cases
 
-CASES = cases("append-batches", "append-100B", "append-1KiB", "read-100B", "read-1KiB",
-              "lookup-offset", "lookup-timestamp")
+CASES = cases(
+    "append-batches", "append-100B", "append-1KiB", "read-100B", "read-1KiB", "lookup-offset", "lookup-timestamp"
+)
 
 
 @pytest.mark.parametrize("name,contender", CASES, ids=[f"{n}-{c}" for n, c in CASES])

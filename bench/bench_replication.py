@@ -51,8 +51,7 @@ COLUMN = [VALUE] * N_COLUMNS
 T0 = 1_700_000_000_000
 
 
-MODES = {"loop": {}, "threads": {"node_threads": True},
-         "processes": {"coordinator": "zookeeper", "processes": True}}
+MODES = {"loop": {}, "threads": {"node_threads": True}, "processes": {"coordinator": "zookeeper", "processes": True}}
 
 
 def _started(mode: str) -> LocalCluster:
@@ -114,8 +113,13 @@ def _cluster_send_batch(cluster: LocalCluster, topic: str, acks: str) -> float:
 
 @pytest.mark.parametrize("mode", list(MODES))
 @pytest.mark.parametrize("topic,acks", [("rf3", "all"), ("rf3", "1"), ("rf1", "all")])
-def test_send_batch_vs_single_store(benchmark, clusters: dict[str, LocalCluster], mode: str, topic: str,  # type: ignore[no-untyped-def]
-                                    acks: str) -> None:
+def test_send_batch_vs_single_store(
+    benchmark,
+    clusters: dict[str, LocalCluster],
+    mode: str,
+    topic: str,  # type: ignore[no-untyped-def]
+    acks: str,
+) -> None:
     # One cluster at a time in this process: node threads and processes of another mode left
     # running would slow the store's side (GIL hand-offs, CPU) and flatter the ratio.
     for other in [m for m in clusters if m != mode]:
@@ -138,19 +142,21 @@ def test_send_batch_vs_single_store(benchmark, clusters: dict[str, LocalCluster]
 
     benchmark.pedantic(run, rounds=7, iterations=1)
     ratios = sorted(s / c for s, c in zip(store_s, cluster_s))
-    benchmark.extra_info.update({
-        "records": N_COLUMNS,
-        "store_records_per_s": round(N_COLUMNS / statistics.median(store_s)),
-        "cluster_records_per_s": round(N_COLUMNS / statistics.median(cluster_s)),
-        # Best round of each: the least disturbed by other work on a shared machine.
-        "store_best_records_per_s": round(N_COLUMNS / min(store_s)),
-        "cluster_best_records_per_s": round(N_COLUMNS / min(cluster_s)),
-        "ratio_best": round(min(store_s) / min(cluster_s), 3),
-        "ratio_median": round(statistics.median(ratios), 3),
-        "ratios": [round(r, 3) for r in ratios],
-        "mode": mode,
-        "loadavg_1m": round(os.getloadavg()[0], 2),
-    })
+    benchmark.extra_info.update(
+        {
+            "records": N_COLUMNS,
+            "store_records_per_s": round(N_COLUMNS / statistics.median(store_s)),
+            "cluster_records_per_s": round(N_COLUMNS / statistics.median(cluster_s)),
+            # Best round of each: the least disturbed by other work on a shared machine.
+            "store_best_records_per_s": round(N_COLUMNS / min(store_s)),
+            "cluster_best_records_per_s": round(N_COLUMNS / min(cluster_s)),
+            "ratio_best": round(min(store_s) / min(cluster_s), 3),
+            "ratio_median": round(statistics.median(ratios), 3),
+            "ratios": [round(r, 3) for r in ratios],
+            "mode": mode,
+            "loadavg_1m": round(os.getloadavg()[0], 2),
+        }
+    )
 
 
 def _produce(cluster: LocalCluster, topic: str, acks: str, n: int = N) -> None:
@@ -184,9 +190,15 @@ def test_acks_all_latency_at_half_peak(benchmark, cluster: LocalCluster) -> None
 
     benchmark.pedantic(run_timed, rounds=1, iterations=1)
     q = statistics.quantiles(latencies, n=100)
-    benchmark.extra_info.update({"peak_records_per_s": round(peak), "rate": round(rate),
-                                 "p50_ms": round(q[49], 3), "p99_ms": round(q[98], 3),
-                                 "loadavg_1m": round(os.getloadavg()[0], 2)})
+    benchmark.extra_info.update(
+        {
+            "peak_records_per_s": round(peak),
+            "rate": round(rate),
+            "p50_ms": round(q[49], 3),
+            "p99_ms": round(q[98], 3),
+            "loadavg_1m": round(os.getloadavg()[0], 2),
+        }
+    )
 
 
 # -------------------------------------------------------------------------------------------------
@@ -298,13 +310,15 @@ def test_acks_all_data_path_floor(benchmark) -> None:  # type: ignore[no-untyped
             shutil.rmtree(d, ignore_errors=True)
 
     benchmark.pedantic(run, rounds=5, iterations=1)
-    benchmark.extra_info.update({
-        "floor_mib": chunks,
-        "store_send_batch_mib_per_s": round(statistics.median(store_rates)),
-        "floor_mib_per_s": round(statistics.median(floor_rates)),
-        "floor_best_mib_per_s": round(max(floor_rates)),
-        # The highest send_batch ratio the data path alone allows (goal of send_batch: >= 0.5).
-        "floor_ratio_median": round(statistics.median(floor_rates) / statistics.median(store_rates), 3),
-        "floor_ratio_best": round(max(floor_rates) / max(store_rates), 3),
-        "loadavg_1m": round(os.getloadavg()[0], 2),
-    })
+    benchmark.extra_info.update(
+        {
+            "floor_mib": chunks,
+            "store_send_batch_mib_per_s": round(statistics.median(store_rates)),
+            "floor_mib_per_s": round(statistics.median(floor_rates)),
+            "floor_best_mib_per_s": round(max(floor_rates)),
+            # The highest send_batch ratio the data path alone allows (goal of send_batch: >= 0.5).
+            "floor_ratio_median": round(statistics.median(floor_rates) / statistics.median(store_rates), 3),
+            "floor_ratio_best": round(max(floor_rates) / max(store_rates), 3),
+            "loadavg_1m": round(os.getloadavg()[0], 2),
+        }
+    )

@@ -114,8 +114,12 @@ def data(request, scratch):
     schema = arrow_schema(KAFKA_COLUMNS)
     for p in range(PARTITIONS):
         batches = rows.get(p, [])
-        pq.write_table(pa.Table.from_batches(batches, schema), str(parquet / f"part-{p}.parquet"),
-                       row_group_size=100_000, compression="snappy")
+        pq.write_table(
+            pa.Table.from_batches(batches, schema),
+            str(parquet / f"part-{p}.parquet"),
+            row_group_size=100_000,
+            compression="snappy",
+        )
         with pa.OSFile(str(ipc / f"part-{p}.arrow"), "wb") as f, pa.ipc.new_file(f, schema) as w:
             for b in batches:
                 w.write_batch(b)
@@ -140,6 +144,7 @@ def _frame(spark: Any, data: dict[str, Any], reader: str, query: str) -> Any:
     if reader == "pyds_ipc":
         return spark.read.format("seglog_bench_ipc").option("dir", ipc_dir).load()
     if reader == "mapInArrow_ipc":
+
         def from_ipc(it: Any) -> Any:
             import pyarrow as pa
 
@@ -148,6 +153,7 @@ def _frame(spark: Any, data: dict[str, Any], reader: str, query: str) -> Any:
                     reader_ = pa.ipc.open_file(pa.memory_map(f"{ipc_dir}/part-{p}.arrow"))
                     for i in range(reader_.num_record_batches):
                         yield reader_.get_batch(i)
+
         return spark.range(0, PARTITIONS, 1, PARTITIONS).mapInArrow(from_ipc, schema)
 
     def decode(it: Any) -> Any:
@@ -159,6 +165,7 @@ def _frame(spark: Any, data: dict[str, Any], reader: str, query: str) -> Any:
                 for part in s2.plan_batch(ro, s2.Constraints()):
                     if part.partition == p:
                         yield from s2.read_partition(part, ro)
+
     return spark.range(0, PARTITIONS, 1, PARTITIONS).mapInArrow(decode, schema)
 
 
@@ -169,9 +176,15 @@ def _run(df: Any, query: str) -> Any:
         return df.count()
     if query == "sum_length_value":
         return df.agg(F.sum(F.length("value"))).collect()
-    return df.agg(F.sum(F.length("key")), F.sum(F.length("value")), F.max("topic"),
-                  F.sum("partition"), F.max("offset"), F.max("timestamp"),
-                  F.sum("timestampType")).collect()
+    return df.agg(
+        F.sum(F.length("key")),
+        F.sum(F.length("value")),
+        F.max("topic"),
+        F.sum("partition"),
+        F.max("offset"),
+        F.max("timestamp"),
+        F.sum("timestampType"),
+    ).collect()
 
 
 def _ipc_source() -> Any:
@@ -210,10 +223,12 @@ def _ipc_source() -> Any:
     return Source
 
 
-CASES = [(r, q) for q in ("all_columns", "sum_length_value", "count")
-         for r in ("seglog", "seglog_columns", "parquet", "mapInArrow_ipc", "pyds_ipc",
-                   "mapInArrow_decode")
-         if not (r == "seglog_columns" and q == "all_columns")]
+CASES = [
+    (r, q)
+    for q in ("all_columns", "sum_length_value", "count")
+    for r in ("seglog", "seglog_columns", "parquet", "mapInArrow_ipc", "pyds_ipc", "mapInArrow_decode")
+    if not (r == "seglog_columns" and q == "all_columns")
+]
 
 
 @pytest.mark.parametrize("reader,query", CASES, ids=[f"{q}-{r}" for r, q in CASES])
@@ -225,8 +240,7 @@ def test_read(benchmark, spark, data, reader, query):
     if query == "count":
         assert expected == data["records"]
     benchmark.extra_info["records"] = data["records"]
-    result = benchmark.pedantic(_run, args=(df, query), rounds=1 if benchmark.disabled else 3,
-                                iterations=1)
+    result = benchmark.pedantic(_run, args=(df, query), rounds=1 if benchmark.disabled else 3, iterations=1)
     assert result == expected
     if not benchmark.disabled:
         benchmark.extra_info["rows_per_s"] = data["records"] / benchmark.stats.stats.median
@@ -246,7 +260,7 @@ def test_side_by_side(benchmark, spark, data):
     def one_round() -> None:
         k = state["round"]
         state["round"] += 1
-        order = cases[k % len(cases):] + cases[:k % len(cases)]
+        order = cases[k % len(cases) :] + cases[: k % len(cases)]
         for c in order:
             c0 = _cpu_of_children()
             t = time.perf_counter()
@@ -374,4 +388,3 @@ def test_plan_segments_through_spark(benchmark, spark, many_segments):
     plan()
     assert benchmark.pedantic(plan, rounds=1 if benchmark.disabled else 5, iterations=1) == 1
     benchmark.extra_info["segments"] = total
-

@@ -61,6 +61,7 @@ def _sqlite(path: Path) -> sqlite3.Connection:
 # poll: record objects
 # -------------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def filled() -> Iterator[tuple[Store, Path]]:
     d = Path(tempfile.mkdtemp(prefix="seglog-bench-read-", dir=os.environ.get("SEGLOG_BENCH_DIR")))
@@ -71,8 +72,10 @@ def filled() -> Iterator[tuple[Store, Path]]:
         p.send_batch("t", VALUES, keys=KEYS, timestamps=T0, partition=0)
     db = _sqlite(d / "sqlite")
     db.execute("BEGIN")
-    db.executemany("INSERT INTO log VALUES (?, ?, ?, ?)",
-                   ((i, T0, KEYS[i % WRITE_RECORDS], VALUES[i % WRITE_RECORDS]) for i in range(READ_RECORDS)))
+    db.executemany(
+        "INSERT INTO log VALUES (?, ?, ?, ?)",
+        ((i, T0, KEYS[i % WRITE_RECORDS], VALUES[i % WRITE_RECORDS]) for i in range(READ_RECORDS)),
+    )
     db.execute("COMMIT")
     db.close()
     yield store, d

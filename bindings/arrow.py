@@ -57,8 +57,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
 }
 
 #: The columns of Spark's Kafka source without headers (its default).
-KAFKA_COLUMNS: tuple[str, ...] = ("key", "value", "topic", "partition", "offset", "timestamp",
-                                  "timestampType")
+KAFKA_COLUMNS: tuple[str, ...] = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
 
 
 def check_columns(columns: Sequence[str]) -> None:
@@ -96,8 +95,16 @@ class ArrowBatchBuilder:
     columns need (no key, value or header bytes are copied for columns left out).
     """
 
-    __slots__ = ("columns", "topic", "partition", "schema", "decode_flags", "_const_cap", "_topic_arr",
-                 "_partition_arr")
+    __slots__ = (
+        "_const_cap",
+        "_partition_arr",
+        "_topic_arr",
+        "columns",
+        "decode_flags",
+        "partition",
+        "schema",
+        "topic",
+    )
 
     def __init__(self, columns: Sequence[str], *, topic: str, partition: int) -> None:
         self.columns = tuple(columns)
@@ -135,8 +142,7 @@ class ArrowBatchBuilder:
 
     def empty(self) -> pa.RecordBatch:
         """A batch with no rows in :attr:`schema`."""
-        return pa.RecordBatch.from_arrays([pa.array([], COLUMNS[c][0]) for c in self.columns],
-                                          schema=self.schema)
+        return pa.RecordBatch.from_arrays([pa.array([], COLUMNS[c][0]) for c in self.columns], schema=self.schema)
 
 
 def _bitmap(buf: Any) -> pa.Buffer | None:
@@ -148,10 +154,15 @@ def _binary(cols: Any, n: int, prefix: str) -> pa.Array:
     if offsets is None:
         raise ValueError(f"the {prefix} column was not decoded")
     return pa.Array.from_buffers(
-        pa.binary(), n,
-        [_bitmap(getattr(cols, f"{prefix}_validity")), pa.py_buffer(offsets),
-         pa.py_buffer(getattr(cols, f"{prefix}_data"))],
-        null_count=getattr(cols, f"{prefix}_null_count"))
+        pa.binary(),
+        n,
+        [
+            _bitmap(getattr(cols, f"{prefix}_validity")),
+            pa.py_buffer(offsets),
+            pa.py_buffer(getattr(cols, f"{prefix}_data")),
+        ],
+        null_count=getattr(cols, f"{prefix}_null_count"),
+    )
 
 
 def _key(b: ArrowBatchBuilder, cols: Any, n: int) -> pa.Array:
@@ -188,28 +199,35 @@ def _leader_epoch(b: ArrowBatchBuilder, cols: Any, n: int) -> pa.Array:
     valid = pc.not_equal(raw, -1)
     if valid.false_count == 0:
         return raw
-    return pa.Array.from_buffers(pa.int32(), n, [valid.buffers()[1], raw.buffers()[1]],
-                                 null_count=valid.false_count)
+    return pa.Array.from_buffers(pa.int32(), n, [valid.buffers()[1], raw.buffers()[1]], null_count=valid.false_count)
 
 
 def _headers(b: ArrowBatchBuilder, cols: Any, n: int) -> pa.Array:
     if cols.header_offsets is None:
         raise ValueError("the headers column was not decoded")
     nh = cols.header_count
-    hkeys = pa.Array.from_buffers(pa.string(), nh, [None, pa.py_buffer(cols.header_key_offsets),
-                                                    pa.py_buffer(cols.header_key_data)])
-    hvals = pa.Array.from_buffers(pa.binary(), nh, [_bitmap(cols.header_value_validity),
-                                                    pa.py_buffer(cols.header_value_offsets),
-                                                    pa.py_buffer(cols.header_value_data)],
-                                  null_count=cols.header_value_null_count)
+    hkeys = pa.Array.from_buffers(
+        pa.string(), nh, [None, pa.py_buffer(cols.header_key_offsets), pa.py_buffer(cols.header_key_data)]
+    )
+    hvals = pa.Array.from_buffers(
+        pa.binary(),
+        nh,
+        [
+            _bitmap(cols.header_value_validity),
+            pa.py_buffer(cols.header_value_offsets),
+            pa.py_buffer(cols.header_value_data),
+        ],
+        null_count=cols.header_value_null_count,
+    )
     entries = pa.StructArray.from_arrays([hkeys, hvals], fields=list(HEADER_TYPE))
     offsets = pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(cols.header_offsets)])
     # Spark's Kafka source gives null, not an empty array, for a record without headers.
     present = pc.not_equal(offsets[1:], offsets[:-1])
     nulls = present.false_count
     validity = None if nulls == 0 else present.buffers()[1]
-    return pa.Array.from_buffers(COLUMNS["headers"][0], n, [validity, offsets.buffers()[1]],
-                                 null_count=nulls, children=[entries])
+    return pa.Array.from_buffers(
+        COLUMNS["headers"][0], n, [validity, offsets.buffers()[1]], null_count=nulls, children=[entries]
+    )
 
 
 _COLUMN_BUILDERS: dict[str, Any] = {

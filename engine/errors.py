@@ -59,8 +59,6 @@ from seglog._native import _errors as _native_errors
 __all__ = [
     "ERRORS_BY_CODE",
     "ERRORS_BY_NAME",
-    "IndexFullError",
-    "InvalidOffsetError",
     "BrokerNotAvailableError",
     "ConcurrentTransactionsError",
     "ConfigError",
@@ -72,12 +70,15 @@ __all__ = [
     "FencedLeaderEpochError",
     "FetchSessionIdNotFoundError",
     "IllegalGenerationError",
+    "IllegalSaslStateError",
     "InconsistentTopicIdError",
     "IndeterminateWriteError",
+    "IndexFullError",
     "IneligibleReplicaError",
     "InvalidConfigError",
     "InvalidFetchSessionEpochError",
     "InvalidFetchSizeError",
+    "InvalidOffsetError",
     "InvalidPartitionsError",
     "InvalidProducerEpochError",
     "InvalidRecordError",
@@ -115,6 +116,7 @@ __all__ = [
     "RecordTooLargeError",
     "ReplicaNotAvailableError",
     "RequestTimedOutError",
+    "SaslAuthenticationError",
     "SeglogError",
     "StaleBrokerEpochError",
     "StaleControllerEpochError",
@@ -128,10 +130,8 @@ __all__ = [
     "UnknownTopicOrPartitionError",
     "UnsupportedCompressionTypeError",
     "UnsupportedForMessageFormatError",
-    "UnsupportedVersionError",
     "UnsupportedSaslMechanismError",
-    "IllegalSaslStateError",
-    "SaslAuthenticationError",
+    "UnsupportedVersionError",
     "code_for_exception",
     "error_for_code",
     "make_error",
@@ -246,9 +246,7 @@ class StorageError(SeglogError, OSError):
         position: int | None = None,
         limit: int | None = None,
     ) -> None:
-        SeglogError.__init__(
-            self, message, path=path, offset=offset, position=position, limit=limit
-        )
+        SeglogError.__init__(self, message, path=path, offset=offset, position=position, limit=limit)
 
     # OSError's own __str__ would ignore the fields.
     __str__ = SeglogError.__str__
@@ -269,10 +267,7 @@ class LogDirectoryLockedError(StorageError):
         limit: int | None = None,
     ) -> None:
         if not message:
-            message = (
-                "the log directory is locked by another process or another open store; "
-                "close that one first"
-            )
+            message = "the log directory is locked by another process or another open store; close that one first"
         super().__init__(message, path=path, offset=offset, position=position, limit=limit)
 
 
@@ -299,9 +294,7 @@ class ConfigError(SeglogError, ValueError):
         position: int | None = None,
         limit: int | None = None,
     ) -> None:
-        SeglogError.__init__(
-            self, message, path=path, offset=offset, position=position, limit=limit
-        )
+        SeglogError.__init__(self, message, path=path, offset=offset, position=position, limit=limit)
         self.key = key
         self.value = value
         self.suggestion = suggestion
@@ -355,9 +348,7 @@ class KafkaError(SeglogError):
         if name is None:
             raise TypeError(f"{cls.__name__}: code {code} needs its Kafka protocol name")
         if code in ERRORS_BY_CODE:
-            raise TypeError(
-                f"{cls.__name__}: code {code} is already {ERRORS_BY_CODE[code].__name__}"
-            )
+            raise TypeError(f"{cls.__name__}: code {code} is already {ERRORS_BY_CODE[code].__name__}")
         cls.code = code
         cls.name = name
         cls.error_name = name
@@ -395,9 +386,7 @@ class OffsetOutOfRangeError(KafkaError, code=1, name="OFFSET_OUT_OF_RANGE", retr
     description = "The offset is outside the range held by the log."
 
 
-class CorruptRecordError(
-    NotWrittenError, KafkaError, code=2, name="CORRUPT_MESSAGE", retriable=True
-):
+class CorruptRecordError(NotWrittenError, KafkaError, code=2, name="CORRUPT_MESSAGE", retriable=True):
     description = "A record batch failed its CRC, has an impossible size, or is otherwise corrupt."
 
 
@@ -411,9 +400,7 @@ class InvalidFetchSizeError(KafkaError, code=4, name="INVALID_FETCH_SIZE", retri
     description = "The requested fetch size is invalid."
 
 
-class LeaderNotAvailableError(
-    NotWrittenError, KafkaError, code=5, name="LEADER_NOT_AVAILABLE", retriable=True
-):
+class LeaderNotAvailableError(NotWrittenError, KafkaError, code=5, name="LEADER_NOT_AVAILABLE", retriable=True):
     description = "The partition has no leader at the moment (an election is in progress)."
 
 
@@ -433,15 +420,10 @@ class NotLeaderOrFollowerBeforeAppendError(NotWrittenError, NotLeaderOrFollowerE
 
 
 class NotLeaderOrFollowerAfterAppendError(IndeterminateWriteError, NotLeaderOrFollowerError):
-    description = (
-        "Leadership moved while the appended records waited for the ISR; they may or may "
-        "not survive."
-    )
+    description = "Leadership moved while the appended records waited for the ISR; they may or may not survive."
 
 
-class RequestTimedOutError(
-    IndeterminateWriteError, KafkaError, code=7, name="REQUEST_TIMED_OUT", retriable=True
-):
+class RequestTimedOutError(IndeterminateWriteError, KafkaError, code=7, name="REQUEST_TIMED_OUT", retriable=True):
     description = "The request timed out; a write may or may not have been committed."
 
 
@@ -453,15 +435,11 @@ class ReplicaNotAvailableError(KafkaError, code=9, name="REPLICA_NOT_AVAILABLE",
     description = "The replica is not available for that topic-partition."
 
 
-class RecordTooLargeError(
-    NotWrittenError, KafkaError, code=10, name="MESSAGE_TOO_LARGE", retriable=False
-):
+class RecordTooLargeError(NotWrittenError, KafkaError, code=10, name="MESSAGE_TOO_LARGE", retriable=False):
     description = "A record batch is larger than the largest the log accepts (max.message.bytes)."
 
 
-class StaleControllerEpochError(
-    KafkaError, code=11, name="STALE_CONTROLLER_EPOCH", retriable=False
-):
+class StaleControllerEpochError(KafkaError, code=11, name="STALE_CONTROLLER_EPOCH", retriable=False):
     description = "The request came from a controller that has since been replaced."
 
 
@@ -469,21 +447,15 @@ class NetworkError(KafkaError, code=13, name="NETWORK_EXCEPTION", retriable=True
     description = "The connection closed before a response was received."
 
 
-class InvalidTopicError(
-    NotWrittenError, KafkaError, code=17, name="INVALID_TOPIC_EXCEPTION", retriable=False
-):
+class InvalidTopicError(NotWrittenError, KafkaError, code=17, name="INVALID_TOPIC_EXCEPTION", retriable=False):
     description = "The topic name is invalid, or the topic may not be written."
 
 
-class RecordListTooLargeError(
-    NotWrittenError, KafkaError, code=18, name="RECORD_LIST_TOO_LARGE", retriable=False
-):
+class RecordListTooLargeError(NotWrittenError, KafkaError, code=18, name="RECORD_LIST_TOO_LARGE", retriable=False):
     description = "The record batches of the request are larger than a segment (segment.bytes)."
 
 
-class NotEnoughReplicasError(
-    NotWrittenError, KafkaError, code=19, name="NOT_ENOUGH_REPLICAS", retriable=True
-):
+class NotEnoughReplicasError(NotWrittenError, KafkaError, code=19, name="NOT_ENOUGH_REPLICAS", retriable=True):
     description = "The in-sync replicas were fewer than min.insync.replicas; nothing was appended."
 
 
@@ -500,9 +472,7 @@ class NotEnoughReplicasAfterAppendError(
     )
 
 
-class InvalidRequiredAcksError(
-    NotWrittenError, KafkaError, code=21, name="INVALID_REQUIRED_ACKS", retriable=False
-):
+class InvalidRequiredAcksError(NotWrittenError, KafkaError, code=21, name="INVALID_REQUIRED_ACKS", retriable=False):
     description = "acks must be 0, 1 or -1 (all)."
 
 
@@ -510,15 +480,11 @@ class IllegalGenerationError(KafkaError, code=22, name="ILLEGAL_GENERATION", ret
     description = "The group generation id is not valid."
 
 
-class InvalidTimestampError(
-    NotWrittenError, KafkaError, code=32, name="INVALID_TIMESTAMP", retriable=False
-):
+class InvalidTimestampError(NotWrittenError, KafkaError, code=32, name="INVALID_TIMESTAMP", retriable=False):
     description = "A record timestamp is outside the range the topic accepts."
 
 
-class UnsupportedSaslMechanismError(
-    KafkaError, code=33, name="UNSUPPORTED_SASL_MECHANISM", retriable=False
-):
+class UnsupportedSaslMechanismError(KafkaError, code=33, name="UNSUPPORTED_SASL_MECHANISM", retriable=False):
     description = "The broker does not support the requested SASL mechanism."
 
 
@@ -538,15 +504,11 @@ class InvalidPartitionsError(KafkaError, code=37, name="INVALID_PARTITIONS", ret
     description = "The number of partitions is invalid (below 1, or a decrease)."
 
 
-class InvalidReplicationFactorError(
-    KafkaError, code=38, name="INVALID_REPLICATION_FACTOR", retriable=False
-):
+class InvalidReplicationFactorError(KafkaError, code=38, name="INVALID_REPLICATION_FACTOR", retriable=False):
     description = "The replication factor is below 1 or above the number of available nodes."
 
 
-class InvalidReplicaAssignmentError(
-    KafkaError, code=39, name="INVALID_REPLICA_ASSIGNMENT", retriable=False
-):
+class InvalidReplicaAssignmentError(KafkaError, code=39, name="INVALID_REPLICA_ASSIGNMENT", retriable=False):
     description = "The replica assignment is invalid."
 
 
@@ -612,9 +574,7 @@ class OutOfOrderSequenceError(
     description = "The producer sequence number does not follow the last one written."
 
 
-class DuplicateSequenceError(
-    KafkaError, code=46, name="DUPLICATE_SEQUENCE_NUMBER", retriable=False
-):
+class DuplicateSequenceError(KafkaError, code=46, name="DUPLICATE_SEQUENCE_NUMBER", retriable=False):
     """The batch was already written by an earlier attempt.
 
     Not a :class:`NotWrittenError`: the records *are* in the log, at the original offsets.
@@ -623,9 +583,7 @@ class DuplicateSequenceError(
     description = "The batch repeats a sequence number that is already in the log."
 
 
-class InvalidProducerEpochError(
-    NotWrittenError, KafkaError, code=47, name="INVALID_PRODUCER_EPOCH", retriable=False
-):
+class InvalidProducerEpochError(NotWrittenError, KafkaError, code=47, name="INVALID_PRODUCER_EPOCH", retriable=False):
     description = "The producer epoch is older than the current one."
 
 
@@ -633,21 +591,15 @@ class InvalidTxnStateError(KafkaError, code=48, name="INVALID_TXN_STATE", retria
     description = "The transactional operation is invalid in the current state."
 
 
-class ConcurrentTransactionsError(
-    KafkaError, code=51, name="CONCURRENT_TRANSACTIONS", retriable=True
-):
+class ConcurrentTransactionsError(KafkaError, code=51, name="CONCURRENT_TRANSACTIONS", retriable=True):
     description = "Another operation on the same transaction is in progress."
 
 
-class OperationNotAttemptedError(
-    KafkaError, code=55, name="OPERATION_NOT_ATTEMPTED", retriable=False
-):
+class OperationNotAttemptedError(KafkaError, code=55, name="OPERATION_NOT_ATTEMPTED", retriable=False):
     description = "The operation was not attempted because another part of the request failed."
 
 
-class KafkaStorageError(
-    StorageError, KafkaError, code=56, name="KAFKA_STORAGE_ERROR", retriable=True
-):
+class KafkaStorageError(StorageError, KafkaError, code=56, name="KAFKA_STORAGE_ERROR", retriable=True):
     """A disk error on the node, in protocol form; also a :class:`StorageError`."""
 
     description = "A disk error occurred while accessing a log file."
@@ -671,9 +623,7 @@ class KafkaStorageError(
         )
 
 
-class SaslAuthenticationError(
-    KafkaError, code=58, name="SASL_AUTHENTICATION_FAILED", retriable=False
-):
+class SaslAuthenticationError(KafkaError, code=58, name="SASL_AUTHENTICATION_FAILED", retriable=False):
     description = "SASL authentication failed."
 
 
@@ -681,27 +631,19 @@ class LogDirNotFoundError(KafkaError, code=57, name="LOG_DIR_NOT_FOUND", retriab
     description = "The log directory is not one of this node's log.dirs."
 
 
-class UnknownProducerIdError(
-    NotWrittenError, KafkaError, code=59, name="UNKNOWN_PRODUCER_ID", retriable=False
-):
+class UnknownProducerIdError(NotWrittenError, KafkaError, code=59, name="UNKNOWN_PRODUCER_ID", retriable=False):
     description = "The node has no state for that producer id (it may have expired)."
 
 
-class ReassignmentInProgressError(
-    KafkaError, code=60, name="REASSIGNMENT_IN_PROGRESS", retriable=False
-):
+class ReassignmentInProgressError(KafkaError, code=60, name="REASSIGNMENT_IN_PROGRESS", retriable=False):
     description = "A partition reassignment is in progress."
 
 
-class FetchSessionIdNotFoundError(
-    KafkaError, code=70, name="FETCH_SESSION_ID_NOT_FOUND", retriable=True
-):
+class FetchSessionIdNotFoundError(KafkaError, code=70, name="FETCH_SESSION_ID_NOT_FOUND", retriable=True):
     description = "The fetch session id is unknown."
 
 
-class InvalidFetchSessionEpochError(
-    KafkaError, code=71, name="INVALID_FETCH_SESSION_EPOCH", retriable=True
-):
+class InvalidFetchSessionEpochError(KafkaError, code=71, name="INVALID_FETCH_SESSION_EPOCH", retriable=True):
     description = "The fetch session epoch is not the expected one."
 
 
@@ -733,21 +675,14 @@ class StaleBrokerEpochError(KafkaError, code=77, name="STALE_BROKER_EPOCH", retr
 
 
 class OffsetNotAvailableError(KafkaError, code=78, name="OFFSET_NOT_AVAILABLE", retriable=True):
-    description = (
-        "The new leader's high watermark has not yet reached its epoch start offset; "
-        "retry the offset lookup."
-    )
+    description = "The new leader's high watermark has not yet reached its epoch start offset; retry the offset lookup."
 
 
-class PreferredLeaderNotAvailableError(
-    KafkaError, code=80, name="PREFERRED_LEADER_NOT_AVAILABLE", retriable=True
-):
+class PreferredLeaderNotAvailableError(KafkaError, code=80, name="PREFERRED_LEADER_NOT_AVAILABLE", retriable=True):
     description = "The preferred leader is not available."
 
 
-class EligibleLeadersNotAvailableError(
-    KafkaError, code=83, name="ELIGIBLE_LEADERS_NOT_AVAILABLE", retriable=True
-):
+class EligibleLeadersNotAvailableError(KafkaError, code=83, name="ELIGIBLE_LEADERS_NOT_AVAILABLE", retriable=True):
     description = "No eligible replica is available to lead the partition."
 
 
@@ -755,21 +690,15 @@ class ElectionNotNeededError(KafkaError, code=84, name="ELECTION_NOT_NEEDED", re
     description = "The partition already has the leader the election would choose."
 
 
-class InvalidRecordError(
-    NotWrittenError, KafkaError, code=87, name="INVALID_RECORD", retriable=False
-):
+class InvalidRecordError(NotWrittenError, KafkaError, code=87, name="INVALID_RECORD", retriable=False):
     description = "A record failed validation and the batch was rejected."
 
 
-class ThrottlingQuotaExceededError(
-    KafkaError, code=89, name="THROTTLING_QUOTA_EXCEEDED", retriable=True
-):
+class ThrottlingQuotaExceededError(KafkaError, code=89, name="THROTTLING_QUOTA_EXCEEDED", retriable=True):
     description = "A throttling quota was exceeded."
 
 
-class ProducerFencedError(
-    NotWrittenError, KafkaError, code=90, name="PRODUCER_FENCED", retriable=False
-):
+class ProducerFencedError(NotWrittenError, KafkaError, code=90, name="PRODUCER_FENCED", retriable=False):
     description = "A newer producer with the same transactional id has fenced this one."
 
 

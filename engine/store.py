@@ -47,8 +47,9 @@ class Store(LogManager):
         self._clients.append(p)
         return p
 
-    def consumer(self, group_id: str | None = None, config: Mapping[str, Any] | None = None,
-                 **settings: Any) -> Consumer:
+    def consumer(
+        self, group_id: str | None = None, config: Mapping[str, Any] | None = None, **settings: Any
+    ) -> Consumer:
         """An embedded consumer (see :class:`seglog.client.consumer.Consumer`)."""
         self._check_open()
         c = Consumer(self, group_id, config, **settings)

@@ -58,8 +58,13 @@ def zookeeper_chroot(zookeeper_server: Any) -> str:
 def run_python(code: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run ``code`` (dedented) in a fresh interpreter from the repository root with ``args`` as
     its ``sys.argv[1:]``; its output is captured as text."""
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=str(ROOT))
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=str(ROOT),
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -79,9 +84,12 @@ def make_kafka_broker_dir(fixtures: Path, dst: Path) -> Path:
     four dir-level checkpoint files, with every index file a broker keeps beside its segments."""
     real = fixtures / "kafka-real"
     dst.mkdir(parents=True)
-    sources = [real / "LDI-POC" / "TestTopicPatient-0", real / "LDI-POC" / "__consumer_offsets-6",
-               real / "kafka-connect-spooldir" / "_confluent-command-0",
-               real / "kafka-connect-spooldir" / "_confluent-controlcenter-5-1-2-1-monitoring-message-rekey-0"]
+    sources = [
+        real / "LDI-POC" / "TestTopicPatient-0",
+        real / "LDI-POC" / "__consumer_offsets-6",
+        real / "kafka-connect-spooldir" / "_confluent-command-0",
+        real / "kafka-connect-spooldir" / "_confluent-controlcenter-5-1-2-1-monitoring-message-rekey-0",
+    ]
     ends = {}
     for src in sources:
         d = dst / src.name
@@ -126,6 +134,6 @@ def snapshot_tree(root: Path) -> dict[str, tuple[bytes, int, int]]:
     return out
 
 
-@pytest.fixture()
+@pytest.fixture
 def kafka_broker_dir(fixtures_dir: Path, tmp_path: Path) -> Path:
     return make_kafka_broker_dir(fixtures_dir, tmp_path / "kafka-logs")

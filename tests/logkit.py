@@ -1,5 +1,6 @@
 """Helpers shared by the segment/log tests: batches, plain-Python readings of index files and of
 Kafka's indexing rule (the oracles), fixture copies."""
+
 from __future__ import annotations
 
 import shutil
@@ -8,15 +9,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from seglog.storage.records import encode_batch
-
 from tests.conftest import FIXTURES, T0
 
 KAFKA_REAL = FIXTURES / "kafka-real"
 CONSUMER_OFFSETS_6 = KAFKA_REAL / "LDI-POC" / "__consumer_offsets-6"
 
 
-def batch(n: int = 1, *, ts: int | list[int] = T0, size: int = 10, tag: int = 0, base_offset: int = 0,
-          epoch: int = -1) -> bytes:
+def batch(
+    n: int = 1, *, ts: int | list[int] = T0, size: int = 10, tag: int = 0, base_offset: int = 0, epoch: int = -1
+) -> bytes:
     """One v2 batch of ``n`` records; values ``b"<tag>:<i>"`` padded to ``size`` bytes."""
     values = [f"{tag}:{i}".encode().ljust(size, b".") for i in range(n)]
     return encode_batch(values, timestamps=ts, base_offset=base_offset, partition_leader_epoch=epoch)
@@ -40,7 +41,8 @@ def txnindex_entry(pid: int, first: int, last: int, lso: int, version: int = 0) 
     """One aborted-transaction entry of a .txnindex file (docs/kafka-format.md §7.4): [int16
     version][int64 producerId][int64 firstOffset][int64 lastOffset][int64 LSO]."""
     return version.to_bytes(2, "big", signed=True) + b"".join(
-        v.to_bytes(8, "big", signed=True) for v in (pid, first, last, lso))
+        v.to_bytes(8, "big", signed=True) for v in (pid, first, last, lso)
+    )
 
 
 def read_offset_index(path: str | Path, base: int) -> list[tuple[int, int]]:

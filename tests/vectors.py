@@ -1,15 +1,15 @@
 """Shared loaders for the Kafka-generated vectors (tests/fixtures/kafka-clients-generated)."""
+
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from tests.conftest import FIXTURES
 
 
-
-@lru_cache(maxsize=None)
+@cache
 def vectors_json() -> dict:
     return json.loads((FIXTURES / "kafka-clients-generated" / "vectors.json").read_text())
 

@@ -15,8 +15,7 @@ log = logging.getLogger("seglog.spark")
 def data_loss(ro: ReadOptions, message: str, offset: int | None = None) -> None:
     """Offsets asked for are gone: fail (``failOnDataLoss=true``) or warn and go on."""
     if ro.fail_on_data_loss:
-        raise OffsetOutOfRangeError(f"seglog: {message}; set failOnDataLoss=false to skip",
-                                    offset=offset)
+        raise OffsetOutOfRangeError(f"seglog: {message}; set failOnDataLoss=false to skip", offset=offset)
     log.warning("seglog: %s; skipping (failOnDataLoss=false)", message)
 
 
@@ -25,7 +24,7 @@ def corrupt_segment(fail_on_data_loss: bool, seg: Segment, problem: tuple[str, i
     or warn that ``what`` is skipped."""
     msg, pos = problem
     if fail_on_data_loss:
-        raise CorruptRecordError(f"seglog: {msg}; set failOnDataLoss=false to skip {what}",
-                                 path=seg.log_path, position=pos)
-    log.warning("seglog: %s: %s at byte %d; skipping %s (failOnDataLoss=false)", seg.log_path, msg,
-                pos, what)
+        raise CorruptRecordError(
+            f"seglog: {msg}; set failOnDataLoss=false to skip {what}", path=seg.log_path, position=pos
+        )
+    log.warning("seglog: %s: %s at byte %d; skipping %s (failOnDataLoss=false)", seg.log_path, msg, pos, what)

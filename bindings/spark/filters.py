@@ -16,9 +16,9 @@ class Constraints:
 
     topic_preds: tuple[tuple[str, Any], ...] = ()
     partition_preds: tuple[tuple[str, Any], ...] = ()
-    offset_lo: int | None = None         # inclusive
-    offset_hi: int | None = None         # exclusive
-    timestamp_lo: int | None = None      # ms; records older may exist later, Spark re-checks
+    offset_lo: int | None = None  # inclusive
+    offset_hi: int | None = None  # exclusive
+    timestamp_lo: int | None = None  # ms; records older may exist later, Spark re-checks
     nothing: bool = False
 
     def topic_ok(self, topic: str) -> bool:
@@ -73,9 +73,17 @@ def push_filters(filters: Iterable[Any]) -> tuple[Constraints, list[Any]]:
     nothing = False
     rest: list[Any] = []
     never_null = {"topic", "partition", "offset", "timestamp", "timestampType"}
-    ops = {"EqualTo": "eq", "GreaterThan": "gt", "GreaterThanOrEqual": "ge", "LessThan": "lt",
-           "LessThanOrEqual": "le", "In": "in", "StringStartsWith": "prefix",
-           "StringEndsWith": "suffix", "StringContains": "contains"}
+    ops = {
+        "EqualTo": "eq",
+        "GreaterThan": "gt",
+        "GreaterThanOrEqual": "ge",
+        "LessThan": "lt",
+        "LessThanOrEqual": "le",
+        "In": "in",
+        "StringStartsWith": "prefix",
+        "StringEndsWith": "suffix",
+        "StringContains": "contains",
+    }
     for f in filters:
         kind = type(f).__name__
         attr = getattr(f, "attribute", None)

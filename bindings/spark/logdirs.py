@@ -25,7 +25,7 @@ class PartitionDir:
     partition: int
     dir: str
     log_dir: str
-    named: bool = False    # the path given was this partition dir itself (or a glob matching it)
+    named: bool = False  # the path given was this partition dir itself (or a glob matching it)
 
 
 def _has_partition_children(path: str) -> bool:
@@ -54,8 +54,10 @@ def find_partition_dirs(paths: Sequence[str]) -> list[PartitionDir]:
     for p in resolved:
         p = os.path.abspath(p)
         if not os.path.isdir(p):
-            raise FileNotFoundError(f"seglog: path {p!r} is not a directory (expected a log dir of "
-                                    "topic-N partition dirs, or one partition dir)")
+            raise FileNotFoundError(
+                f"seglog: path {p!r} is not a directory (expected a log dir of "
+                "topic-N partition dirs, or one partition dir)"
+            )
         parsed = parse_partition_dir(os.path.basename(p))
         named = parsed is not None and not _has_partition_children(p)
         if parsed is not None and named:
@@ -63,15 +65,22 @@ def find_partition_dirs(paths: Sequence[str]) -> list[PartitionDir]:
         else:
             # A log dir: its partitions as its owner finds them (read-only: nothing locked or
             # written), hidden directories left out.
-            candidates = [(tp, d) for tp, d in LogDir.open(p, read_only=True).partition_dirs().items()
-                          if not os.path.basename(d).startswith(".")]
+            candidates = [
+                (tp, d)
+                for tp, d in LogDir.open(p, read_only=True).partition_dirs().items()
+                if not os.path.basename(d).startswith(".")
+            ]
         for (topic, part), d in candidates:
             prev = found.get((topic, part))
             if prev is not None and prev.dir != d:
-                raise ConfigError(f"seglog: partition {topic}-{part} is in two places: {prev.dir} and "
-                                  f"{d}; give the paths of one replica only", key="path")
-            found[(topic, part)] = PartitionDir(topic, part, d, os.path.dirname(d),
-                                                named or (prev is not None and prev.named))
+                raise ConfigError(
+                    f"seglog: partition {topic}-{part} is in two places: {prev.dir} and "
+                    f"{d}; give the paths of one replica only",
+                    key="path",
+                )
+            found[(topic, part)] = PartitionDir(
+                topic, part, d, os.path.dirname(d), named or (prev is not None and prev.named)
+            )
     return [found[k] for k in sorted(found)]
 
 
@@ -87,7 +96,8 @@ def select_partitions(dirs: list[PartitionDir], ro: ReadOptions) -> list[Partiti
             if t not in topics:
                 raise UnknownTopicOrPartitionError(
                     f"seglog: unknown topic {t!r}: no {t}-N directory under {where} (topics there: "
-                    f"{', '.join(topics) or 'none'})")
+                    f"{', '.join(topics) or 'none'})"
+                )
         return [d for d in dirs if d.topic in ro.topics]
     if ro.pattern is not None:
         rx = re.compile(ro.pattern)
@@ -97,6 +107,7 @@ def select_partitions(dirs: list[PartitionDir], ro: ReadOptions) -> list[Partiti
         for tp in ro.assign:
             if tp not in have:
                 raise UnknownTopicOrPartitionError(
-                    f"seglog: option assign names {tp[0]}-{tp[1]}, which is not under {where}")
+                    f"seglog: option assign names {tp[0]}-{tp[1]}, which is not under {where}"
+                )
         return [have[tp] for tp in ro.assign]
     return [d for d in dirs if d.named or d.topic not in INTERNAL_TOPICS]

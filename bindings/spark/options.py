@@ -24,22 +24,63 @@ from seglog.errors import ConfigError
 EARLIEST, LATEST = -2, -1
 
 _READ_OPTIONS = {
-    "path", "paths", "topics", "subscribe", "subscribepattern", "assign", "startingoffsets",
-    "endingoffsets", "startingtimestamp", "startingoffsetsbytimestamp",
-    "startingoffsetsbytimestampstrategy", "endingtimestamp", "endingoffsetsbytimestamp",
-    "minpartitions", "maxrecordsperpartition", "maxbytesperpartition", "isolation.level",
-    "failondataloss", "includecontrol", "readupto", "includeheaders", "includeleaderepoch",
-    "columns", "maxrowsperbatch", "maxrecordspertrigger", "maxoffsetspertrigger", "pushfilters",
+    "path",
+    "paths",
+    "topics",
+    "subscribe",
+    "subscribepattern",
+    "assign",
+    "startingoffsets",
+    "endingoffsets",
+    "startingtimestamp",
+    "startingoffsetsbytimestamp",
+    "startingoffsetsbytimestampstrategy",
+    "endingtimestamp",
+    "endingoffsetsbytimestamp",
+    "minpartitions",
+    "maxrecordsperpartition",
+    "maxbytesperpartition",
+    "isolation.level",
+    "failondataloss",
+    "includecontrol",
+    "readupto",
+    "includeheaders",
+    "includeleaderepoch",
+    "columns",
+    "maxrowsperbatch",
+    "maxrecordspertrigger",
+    "maxoffsetspertrigger",
+    "pushfilters",
 }
 _WRITE_OPTIONS = {"path", "paths", "topic", "numpartitions", "compression", "batchbytes"}
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
-_CANONICAL = {name.lower(): name for name in (
-    "startingOffsets", "endingOffsets", "startingTimestamp", "startingOffsetsByTimestamp",
-    "startingOffsetsByTimestampStrategy", "endingTimestamp", "endingOffsetsByTimestamp",
-    "minPartitions", "maxRecordsPerPartition", "maxBytesPerPartition", "failOnDataLoss",
-    "includeControl", "readUpTo", "includeHeaders", "includeLeaderEpoch", "maxRowsPerBatch",
-    "maxRecordsPerTrigger", "maxOffsetsPerTrigger", "subscribePattern", "pushFilters",
-    "numPartitions", "batchBytes")}
+_CANONICAL = {
+    name.lower(): name
+    for name in (
+        "startingOffsets",
+        "endingOffsets",
+        "startingTimestamp",
+        "startingOffsetsByTimestamp",
+        "startingOffsetsByTimestampStrategy",
+        "endingTimestamp",
+        "endingOffsetsByTimestamp",
+        "minPartitions",
+        "maxRecordsPerPartition",
+        "maxBytesPerPartition",
+        "failOnDataLoss",
+        "includeControl",
+        "readUpTo",
+        "includeHeaders",
+        "includeLeaderEpoch",
+        "maxRowsPerBatch",
+        "maxRecordsPerTrigger",
+        "maxOffsetsPerTrigger",
+        "subscribePattern",
+        "pushFilters",
+        "numPartitions",
+        "batchBytes",
+    )
+}
 
 
 def _display(key: str) -> str:
@@ -60,8 +101,9 @@ def _check_known(opts: Mapping[str, str], known: set[str], what: str) -> None:
             continue
         close = difflib.get_close_matches(key, sorted(known), n=1)
         hint = f"; did you mean {_display(close[0])}?" if close else ""
-        raise ConfigError(f"seglog: unknown {what} option {key!r}{hint}", key=key,
-                          suggestion=_display(close[0]) if close else None)
+        raise ConfigError(
+            f"seglog: unknown {what} option {key!r}{hint}", key=key, suggestion=_display(close[0]) if close else None
+        )
 
 
 def _bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
@@ -105,8 +147,7 @@ def _partition_map(opts: Mapping[str, str], key: str) -> dict[tuple[str, int], i
     out: dict[tuple[str, int], int] = {}
     for topic, parts in doc.items():
         if not isinstance(parts, dict):
-            raise _option_error(key, f'topic {topic!r} must map to an object like {{"0": 23}}, '
-                                     f"got {json.dumps(parts)}")
+            raise _option_error(key, f'topic {topic!r} must map to an object like {{"0": 23}}, got {json.dumps(parts)}')
         for p, value in parts.items():
             try:
                 pi = int(p)
@@ -123,7 +164,7 @@ class Bound:
     """One end of the range to read: ``kind`` is earliest / latest / offsets / timestamp."""
 
     kind: str
-    value: int | None = None                       # a timestamp (ms) for every partition
+    value: int | None = None  # a timestamp (ms) for every partition
     per_partition: tuple[tuple[tuple[str, int], int], ...] = ()
 
     def lookup(self, tp: tuple[str, int]) -> int | None:
@@ -155,22 +196,28 @@ def _parse_bound(opts: Mapping[str, str], side: str, default: str, streaming: bo
         return Bound("earliest")
     if raw.lower() == "latest":
         if side == "starting" and not streaming:
-            raise _option_error(off_key, "'latest' is not a valid start for a batch query: it "
-                                         "would read nothing (Spark's Kafka source refuses it "
-                                         "too); use earliest, JSON offsets or a timestamp")
+            raise _option_error(
+                off_key,
+                "'latest' is not a valid start for a batch query: it "
+                "would read nothing (Spark's Kafka source refuses it "
+                "too); use earliest, JSON offsets or a timestamp",
+            )
         return Bound("latest")
     if not raw.startswith("{"):
-        raise _option_error(off_key, f"expected earliest, latest or JSON like "
-                                     f'{{"topic": {{"0": 23}}}}, got {raw!r}')
+        raise _option_error(off_key, f'expected earliest, latest or JSON like {{"topic": {{"0": 23}}}}, got {raw!r}')
     m = _partition_map({off_key: raw}, off_key)
     for tp, v in m.items():
         if side == "starting" and not streaming and v == LATEST:
-            raise _option_error(off_key, f"offset -1 (latest) for {tp[0]}-{tp[1]} is not a valid "
-                                         "start for a batch query: it would read nothing; use -2 "
-                                         "(earliest) or an offset >= 0")
+            raise _option_error(
+                off_key,
+                f"offset -1 (latest) for {tp[0]}-{tp[1]} is not a valid "
+                "start for a batch query: it would read nothing; use -2 "
+                "(earliest) or an offset >= 0",
+            )
         if v < -2 or (side == "ending" and v == EARLIEST):
-            allowed = "-1 (latest) or an offset >= 0" if side == "ending" else \
-                "-2 (earliest), -1 (latest) or an offset >= 0"
+            allowed = (
+                "-1 (latest) or an offset >= 0" if side == "ending" else "-2 (earliest), -1 (latest) or an offset >= 0"
+            )
             raise _option_error(off_key, f"offset {v} for {tp[0]}-{tp[1]} is not valid: use {allowed}")
     return Bound("offsets", per_partition=tuple(sorted(m.items())))
 
@@ -211,8 +258,11 @@ def _paths(opts: Mapping[str, str]) -> tuple[str, ...]:
     if "path" in opts:
         paths.insert(0, opts["path"])
     if not paths:
-        raise ConfigError("seglog: no path given; use load('/path/to/log-dir') (a directory of "
-                          "topic-N partition dirs, one partition dir, several, or a glob)", key="path")
+        raise ConfigError(
+            "seglog: no path given; use load('/path/to/log-dir') (a directory of "
+            "topic-N partition dirs, one partition dir, several, or a glob)",
+            key="path",
+        )
     return tuple(paths)
 
 
@@ -222,8 +272,7 @@ def _columns(opts: Mapping[str, str]) -> tuple[str, ...]:
     if "columns" in opts:
         for key in ("includeheaders", "includeleaderepoch"):
             if key in opts:
-                raise _option_error(key, "cannot be combined with columns; list the column in "
-                                         "columns instead")
+                raise _option_error(key, "cannot be combined with columns; list the column in columns instead")
         cols = tuple(c.strip() for c in opts["columns"].split(",") if c.strip())
         if not cols:
             raise _option_error("columns", "lists no column")
@@ -236,16 +285,20 @@ def _columns(opts: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(KAFKA_COLUMNS) + extra
 
 
-def parse_read_options(options: Mapping[str, Any], *, streaming: bool = False,
-                       columns: Sequence[str] | None = None) -> ReadOptions:
+def parse_read_options(
+    options: Mapping[str, Any], *, streaming: bool = False, columns: Sequence[str] | None = None
+) -> ReadOptions:
     """Validate the reader options (see the package docs); ``columns`` overrides the
     column options (from a schema given with ``.schema(...)``)."""
     opts = _lower(options)
     _check_known(opts, _READ_OPTIONS, "read")
     selectors = [k for k in ("topics", "subscribe", "subscribepattern", "assign") if k in opts]
     if len(selectors) > 1:
-        raise ConfigError(f"seglog: give at most one of topics, subscribePattern and assign "
-                          f"(got {', '.join(_display(k) for k in selectors)})", key=_display(selectors[1]))
+        raise ConfigError(
+            f"seglog: give at most one of topics, subscribePattern and assign "
+            f"(got {', '.join(_display(k) for k in selectors)})",
+            key=_display(selectors[1]),
+        )
     topics = pattern = assign = None
     if "topics" in opts or "subscribe" in opts:
         key = "topics" if "topics" in opts else "subscribe"
@@ -261,8 +314,8 @@ def parse_read_options(options: Mapping[str, Any], *, streaming: bool = False,
     elif "assign" in opts:
         doc = _json(opts, "assign")
         if not isinstance(doc, dict) or not all(
-                isinstance(v, list) and all(isinstance(p, int) and not isinstance(p, bool) for p in v)
-                for v in doc.values()):
+            isinstance(v, list) and all(isinstance(p, int) and not isinstance(p, bool) for p in v) for v in doc.values()
+        ):
             raise _option_error("assign", 'expected JSON like {"topicA": [0, 1]}')
         assign = tuple(sorted((t, p) for t, ps in doc.items() for p in ps))
     strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
@@ -272,8 +325,7 @@ def parse_read_options(options: Mapping[str, Any], *, streaming: bool = False,
     if isolation not in ("read_uncommitted", "read_committed"):
         raise _option_error("isolation.level", f"expected read_uncommitted or read_committed, got {isolation!r}")
     up_to = opts.get("readupto", "auto").strip()
-    norm = {"auto": "auto", "logend": "logEnd", "highwatermark": "highWatermark"}.get(
-        up_to.lower().replace("_", ""))
+    norm = {"auto": "auto", "logend": "logEnd", "highwatermark": "highWatermark"}.get(up_to.lower().replace("_", ""))
     if norm is None:
         raise _option_error("readupto", f"expected auto, logEnd or highWatermark, got {up_to!r}")
     push = opts.get("pushfilters", "auto").strip().lower()
@@ -305,7 +357,6 @@ def parse_read_options(options: Mapping[str, Any], *, streaming: bool = False,
     )
 
 
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class WriteOptions:
     """Parsed, validated write options (picklable: shipped with every task). ``config`` holds
@@ -326,7 +377,7 @@ def parse_write_options(options: Mapping[str, Any]) -> WriteOptions:
     paths = _paths(opts)
     if len(paths) != 1 or glob.has_magic(paths[0]):
         raise ConfigError("seglog: a write needs exactly one log directory path: save('/path')", key="path")
-    config = {k[len("config."):]: v for k, v in opts.items() if k.startswith("config.")}
+    config = {k[len("config.") :]: v for k, v in opts.items() if k.startswith("config.")}
     if config:
         try:
             LogConfig.from_dict(config)

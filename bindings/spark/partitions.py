@@ -25,7 +25,7 @@ class ReadablePartition:
     sizes: tuple[int, ...]
     log_start: int
     log_end: int
-    bound: int            # exclusive end of what may be read (log end or high watermark)
+    bound: int  # exclusive end of what may be read (log end or high watermark)
 
     @property
     def tp(self) -> tuple[str, int]:
@@ -35,8 +35,9 @@ class ReadablePartition:
         return self.segments[i + 1] if i + 1 < len(self.segments) else self.log_end
 
 
-def describe_partition(pd: PartitionDir, read_up_to: str, ckpts: CheckpointCache, *,
-                       fail_on_data_loss: bool = True) -> ReadablePartition:
+def describe_partition(
+    pd: PartitionDir, read_up_to: str, ckpts: CheckpointCache, *, fail_on_data_loss: bool = True
+) -> ReadablePartition:
     """What planning knows of ``pd``; ``read_up_to`` (``auto``, ``logEnd``, ``highWatermark``)
     decides whether the high watermark bounds what may be read."""
     bases, sizes = segment_files(pd.dir)
@@ -60,10 +61,10 @@ def describe_partition(pd: PartitionDir, read_up_to: str, ckpts: CheckpointCache
     if read_up_to == "highWatermark" and hws is None:
         raise FileNotFoundError(
             f"seglog: readUpTo=highWatermark, but {os.path.join(pd.log_dir, HIGH_WATERMARK_FILE)} "
-            "does not exist; use readUpTo=logEnd to read everything on disk")
+            "does not exist; use readUpTo=logEnd to read everything on disk"
+        )
     if read_up_to == "logEnd" or hws is None:
         bound = log_end
     else:
         bound = min(log_end, max(hws.get(tp, log_start), log_start))
-    return ReadablePartition(pd.topic, pd.partition, pd.dir, tuple(bases), tuple(sizes), log_start,
-                         log_end, bound)
+    return ReadablePartition(pd.topic, pd.partition, pd.dir, tuple(bases), tuple(sizes), log_start, log_end, bound)

@@ -74,7 +74,8 @@ def resolve_start(info: ReadablePartition, ro: ReadOptions, bound: Bound) -> tup
                 return info.bound, None
             raise OffsetOutOfRangeError(
                 f"seglog: no record of {name} has a timestamp >= {ts} (the starting timestamp); "
-                "use startingOffsetsByTimestampStrategy=latest to start at the end instead")
+                "use startingOffsetsByTimestampStrategy=latest to start at the end instead"
+            )
         return b.base_offset, b
     if bound.kind == "earliest":
         return info.log_start, None
@@ -86,8 +87,12 @@ def resolve_start(info: ReadablePartition, ro: ReadOptions, bound: Bound) -> tup
     if v == LATEST:
         return info.bound, None
     if v < info.log_start:
-        data_loss(ro, f"startingOffsets asks for offset {v} of {name}, but its log starts at "
-                      f"{info.log_start} (older records were deleted)", v)
+        data_loss(
+            ro,
+            f"startingOffsets asks for offset {v} of {name}, but its log starts at "
+            f"{info.log_start} (older records were deleted)",
+            v,
+        )
         return info.log_start, None
     if v > info.bound:
         return _beyond_end(info, ro, "startingOffsets", v)
@@ -115,12 +120,11 @@ def _beyond_end(info: ReadablePartition, ro: ReadOptions, option: str, v: int) -
     """Offset ``v``, which the ``option`` asks for, is past the readable end of ``info``'s
     partition: data loss (:func:`data_loss`); reading goes up to that end instead."""
     tp = info.tp
-    data_loss(ro, f"{option} asks for offset {v} of {tp[0]}-{tp[1]}, beyond its readable end "
-                  f"{info.bound}", v)
+    data_loss(ro, f"{option} asks for offset {v} of {tp[0]}-{tp[1]}, beyond its readable end {info.bound}", v)
     return info.bound, None
 
 
-_Run = tuple[int, int, tuple[tuple[int, int], ...]]   # start, end, (segment base, segment end)*
+_Run = tuple[int, int, tuple[tuple[int, int], ...]]  # start, end, (segment base, segment end)*
 
 
 def _split_by_segments(r: _Range, max_bytes: int) -> list[_Run]:
@@ -166,8 +170,9 @@ def _round_half_up(x: float) -> int:
     return math.floor(x + 0.5)
 
 
-def split_ranges(ranges: list[tuple[int, int]], min_partitions: int | None,
-                 max_records: int | None) -> list[list[tuple[int, int]]]:
+def split_ranges(
+    ranges: list[tuple[int, int]], min_partitions: int | None, max_records: int | None
+) -> list[list[tuple[int, int]]]:
     """Kafka's ``KafkaOffsetRangeCalculator.getRanges`` over ``ranges`` (start, end): for each
     input range, the pieces it is cut into."""
     sizes = [e - s for s, e in ranges]
@@ -191,9 +196,13 @@ def split_ranges(ranges: list[tuple[int, int]], min_partitions: int | None,
     return out
 
 
-def plan(ro: ReadOptions, infos: list[ReadablePartition], ranges: dict[tuple[str, int], tuple[int, int]],
-         start_at: Mapping[tuple[str, int], TsBatch | None] | None = None,
-         end_at: Mapping[tuple[str, int], TsBatch | None] | None = None) -> list[SeglogInputPartition]:
+def plan(
+    ro: ReadOptions,
+    infos: list[ReadablePartition],
+    ranges: dict[tuple[str, int], tuple[int, int]],
+    start_at: Mapping[tuple[str, int], TsBatch | None] | None = None,
+    end_at: Mapping[tuple[str, int], TsBatch | None] | None = None,
+) -> list[SeglogInputPartition]:
     """Cut the per-partition offset ranges into input partitions (see the module docs)."""
     by_tp = {i.tp: i for i in infos}
     runs: list[tuple[ReadablePartition, int, int, tuple[tuple[int, int], ...]]] = []
@@ -207,8 +216,7 @@ def plan(ro: ReadOptions, infos: list[ReadablePartition], ranges: dict[tuple[str
             end = min(end, lso)
         if end <= start:
             continue
-        for s, e, segs in _split_by_segments(_Range(tp[0], tp[1], start, end, info),
-                                             ro.max_bytes_per_partition):
+        for s, e, segs in _split_by_segments(_Range(tp[0], tp[1], start, end, info), ro.max_bytes_per_partition):
             runs.append((info, s, e, segs))
     pieces = split_ranges([(s, e) for _, s, e, _ in runs], ro.min_partitions, ro.max_records_per_partition)
     out: list[SeglogInputPartition] = []
@@ -217,12 +225,20 @@ def plan(ro: ReadOptions, infos: list[ReadablePartition], ranges: dict[tuple[str
         ea = (end_at or {}).get(info.tp)
         aborted = txn.get(info.tp, ([], 0))[0]
         for s, e in cut:
-            out.append(SeglogInputPartition(
-                index=len(out), topic=info.topic, partition=info.partition, dir=info.dir,
-                start=s, end=e, segments=tuple(b for b, be in segs if b < e and be > s),
-                start_at=sa if sa is not None and s <= sa.last_offset and e > sa.base_offset else None,
-                end_at=ea if ea is not None and s <= ea.last_offset and e > ea.base_offset else None,
-                aborted=tuple(a for a in aborted if a[1] < e and a[2] >= s)))
+            out.append(
+                SeglogInputPartition(
+                    index=len(out),
+                    topic=info.topic,
+                    partition=info.partition,
+                    dir=info.dir,
+                    start=s,
+                    end=e,
+                    segments=tuple(b for b, be in segs if b < e and be > s),
+                    start_at=sa if sa is not None and s <= sa.last_offset and e > sa.base_offset else None,
+                    end_at=ea if ea is not None and s <= ea.last_offset and e > ea.base_offset else None,
+                    aborted=tuple(a for a in aborted if a[1] < e and a[2] >= s),
+                )
+            )
     return out
 
 
@@ -232,8 +248,7 @@ def load_partitions(ro: ReadOptions, constraints: Constraints | None = None) -> 
     if constraints is not None:
         dirs = [d for d in dirs if constraints.topic_ok(d.topic) and constraints.partition_ok(d.partition)]
     ckpts = CheckpointCache()
-    return [describe_partition(d, ro.read_up_to, ckpts, fail_on_data_loss=ro.fail_on_data_loss)
-            for d in dirs]
+    return [describe_partition(d, ro.read_up_to, ckpts, fail_on_data_loss=ro.fail_on_data_loss) for d in dirs]
 
 
 def plan_batch(ro: ReadOptions, constraints: Constraints) -> list[SeglogInputPartition]:
@@ -259,4 +274,3 @@ def plan_batch(ro: ReadOptions, constraints: Constraints) -> list[SeglogInputPar
         start_at[info.tp] = sa
         end_at[info.tp] = ea
     return plan(ro, infos, ranges, start_at, end_at)
-

@@ -62,8 +62,7 @@ def read_partition(part: SeglogInputPartition, ro: ReadOptions) -> Iterator[pa.R
         end = min(end, exact_timestamp_offset(part.dir, part.end_at))
     if start >= end:
         return
-    flags = dict(builder.decode_flags, include_control=ro.include_control,
-                 aborted=part.aborted or None)
+    flags = dict(builder.decode_flags, include_control=ro.include_control, aborted=part.aborted or None)
     rows = ro.max_rows_per_batch
     chunk = 1 << 20
     for i, base in enumerate(part.segments):
@@ -74,8 +73,12 @@ def read_partition(part: SeglogInputPartition, ro: ReadOptions) -> Iterator[pa.R
         try:
             seg = open_segment(part.dir, base)
         except FileNotFoundError:
-            data_loss(ro, f"segment {os.path.join(part.dir, filename_prefix(base))}.log of "
-                          f"{part.topic}-{part.partition} is gone (deleted by retention?)", base)
+            data_loss(
+                ro,
+                f"segment {os.path.join(part.dir, filename_prefix(base))}.log of "
+                f"{part.topic}-{part.partition} is gone (deleted by retention?)",
+                base,
+            )
             continue
         try:
             span = _segment_range(seg, lo, hi)
@@ -93,8 +96,9 @@ def read_partition(part: SeglogInputPartition, ro: ReadOptions) -> Iterator[pa.R
                 if nxt_pos <= pos:
                     msg = _walk_error(seg, pos)
                     if ro.fail_on_data_loss:
-                        raise CorruptRecordError(f"seglog: {msg}; set failOnDataLoss=false to skip it",
-                                                 path=seg.log_path, position=pos)
+                        raise CorruptRecordError(
+                            f"seglog: {msg}; set failOnDataLoss=false to skip it", path=seg.log_path, position=pos
+                        )
                     log.warning("seglog: %s; skipping the rest of the segment (failOnDataLoss=false)", msg)
                     break
                 for cols in _decode(seg, pos, nxt_pos, lo, hi, flags, ro):
@@ -122,8 +126,9 @@ def read_task(partition: InputPartition, ro: ReadOptions) -> Iterator[pa.RecordB
     return read_partition(partition, ro)
 
 
-def _decode(seg: Segment, pos: int, end: int, lo: int, hi: int, flags: dict[str, Any],
-            ro: ReadOptions) -> Iterator[Any]:
+def _decode(
+    seg: Segment, pos: int, end: int, lo: int, hi: int, flags: dict[str, Any], ro: ReadOptions
+) -> Iterator[Any]:
     try:
         with seg.view(pos, end - pos) as view:
             cols = decode_columns(view, min_offset=lo, max_offset=hi, **flags)
@@ -135,9 +140,11 @@ def _decode(seg: Segment, pos: int, end: int, lo: int, hi: int, flags: dict[str,
             msg = exc.message
             if rel is not None and msg.endswith(f" (at byte {rel})"):
                 msg = msg[: -len(f" (at byte {rel})")]
-            raise CorruptRecordError(f"seglog: {msg}; set failOnDataLoss=false to skip corrupt batches",
-                                     path=seg.log_path,
-                                     position=None if rel is None else pos + rel) from None
+            raise CorruptRecordError(
+                f"seglog: {msg}; set failOnDataLoss=false to skip corrupt batches",
+                path=seg.log_path,
+                position=None if rel is None else pos + rel,
+            ) from None
     # failOnDataLoss=false: batch by batch, skipping the ones that do not decode.
     with seg.view(pos, end - pos) as view:
         heads = [(h.position, h.size) for h in batch_headers(view)]
@@ -149,7 +156,6 @@ def _decode(seg: Segment, pos: int, end: int, lo: int, hi: int, flags: dict[str,
             log.warning("seglog: %s: skipping the corrupt batch at byte %d: %s", seg.log_path, pos + p, exc)
             continue
         yield cols
-
 
 
 class SeglogReader(DataSourceReader):

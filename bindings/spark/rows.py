@@ -55,7 +55,8 @@ def row_partitions(rows: pa.RecordBatch, count: int, sticky: int, topic: str) ->
         bad = lo.as_py() if lo.as_py() < 0 else hi.as_py()
         raise UnknownTopicOrPartitionError(
             f"seglog: a row asks for partition {bad} of topic {topic!r}, which has {count} "
-            f"partition(s) (0..{count - 1}); set numPartitions to create a new topic with more")
+            f"partition(s) (0..{count - 1}); set numPartitions to create a new topic with more"
+        )
     return parts
 
 
@@ -67,6 +68,5 @@ def header_lists(arr: pa.Array) -> list[Any]:
         if not rec:
             out.append(None)
         else:
-            out.append([(h["key"], h["value"].encode() if isinstance(h["value"], str) else h["value"])
-                        for h in rec])
+            out.append([(h["key"], h["value"].encode() if isinstance(h["value"], str) else h["value"]) for h in rec])
     return out

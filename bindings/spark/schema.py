@@ -47,18 +47,25 @@ def columns_of(schema: StructType) -> tuple[str, ...]:
     cols = []
     for f in schema.fields:
         if f.name not in COLUMNS:
-            raise ConfigError(f"seglog: the schema names column {f.name!r}; the source can produce "
-                              f"{', '.join(COLUMNS)}", key="schema")
+            raise ConfigError(
+                f"seglog: the schema names column {f.name!r}; the source can produce {', '.join(COLUMNS)}", key="schema"
+            )
         want = _spark_type(f.name)
         got = f.dataType
         if isinstance(want, ArrayType) and isinstance(got, ArrayType):
-            same = [(x.name, type(x.dataType)) for x in got.elementType.fields] == \
-                [("key", StringType), ("value", BinaryType)] if isinstance(got.elementType, StructType) else False
+            same = (
+                [(x.name, type(x.dataType)) for x in got.elementType.fields]
+                == [("key", StringType), ("value", BinaryType)]
+                if isinstance(got.elementType, StructType)
+                else False
+            )
         else:
             same = type(got) is type(want)
         if not same:
-            raise ConfigError(f"seglog: column {f.name!r} must be {want.simpleString()}, the schema "
-                              f"says {got.simpleString()}", key="schema")
+            raise ConfigError(
+                f"seglog: column {f.name!r} must be {want.simpleString()}, the schema says {got.simpleString()}",
+                key="schema",
+            )
         cols.append(f.name)
     check_columns(cols)
     return tuple(cols)
@@ -69,27 +76,33 @@ def check_write_schema(schema: StructType, topic_option: str | None) -> None:
     no topic (neither a ``topic`` column nor ``topic_option``)."""
     names = {f.name: f.dataType for f in schema.fields}
     if "value" not in names:
-        raise ConfigError("seglog: the DataFrame to write needs a 'value' column (binary or string)",
-                          key="value")
+        raise ConfigError("seglog: the DataFrame to write needs a 'value' column (binary or string)", key="value")
     for col in ("key", "value"):
         if col in names and not isinstance(names[col], (BinaryType, StringType)):
-            raise ConfigError(f"seglog: column {col!r} must be binary or string, not "
-                              f"{names[col].simpleString()}", key=col)
+            raise ConfigError(
+                f"seglog: column {col!r} must be binary or string, not {names[col].simpleString()}", key=col
+            )
     if "topic" in names and not isinstance(names["topic"], StringType):
         raise ConfigError(f"seglog: column 'topic' must be string, not {names['topic'].simpleString()}", key="topic")
     if "topic" not in names and not topic_option:
-        raise ConfigError("seglog: no topic to write to: set option topic or give a 'topic' column",
-                          key="topic")
+        raise ConfigError("seglog: no topic to write to: set option topic or give a 'topic' column", key="topic")
     if "partition" in names and not isinstance(names["partition"], (IntegerType, LongType)):
-        raise ConfigError(f"seglog: column 'partition' must be int, not {names['partition'].simpleString()}",
-                          key="partition")
+        raise ConfigError(
+            f"seglog: column 'partition' must be int, not {names['partition'].simpleString()}", key="partition"
+        )
     if "timestamp" in names and not isinstance(names["timestamp"], TimestampType):
-        raise ConfigError(f"seglog: column 'timestamp' must be timestamp, not "
-                          f"{names['timestamp'].simpleString()}", key="timestamp")
+        raise ConfigError(
+            f"seglog: column 'timestamp' must be timestamp, not {names['timestamp'].simpleString()}", key="timestamp"
+        )
     if "headers" in names:
         t = names["headers"]
-        ok = isinstance(t, ArrayType) and isinstance(t.elementType, StructType) and \
-            [f.name for f in t.elementType.fields] == ["key", "value"]
+        ok = (
+            isinstance(t, ArrayType)
+            and isinstance(t.elementType, StructType)
+            and [f.name for f in t.elementType.fields] == ["key", "value"]
+        )
         if not ok:
-            raise ConfigError("seglog: column 'headers' must be array<struct<key: string, value: binary>>, "
-                              f"not {t.simpleString()}", key="headers")
+            raise ConfigError(
+                f"seglog: column 'headers' must be array<struct<key: string, value: binary>>, not {t.simpleString()}",
+                key="headers",
+            )

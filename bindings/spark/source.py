@@ -39,7 +39,6 @@ def register(spark: Any, *, filter_pushdown: bool = True) -> None:
             raise
 
 
-
 def _called_for_filter_pushdown() -> bool:
     """True when PySpark's filter-pushdown planner (``data_source_pushdown_filters``) asks for
     the reader. PySpark refuses a reader that defines ``pushFilters`` when the session has
@@ -72,13 +71,11 @@ class SeglogDataSource(DataSource):
         return SeglogReader(ro)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return SeglogStreamReader(parse_read_options(self.options, streaming=True,
-                                                     columns=columns_of(schema)))
+        return SeglogStreamReader(parse_read_options(self.options, streaming=True, columns=columns_of(schema)))
 
     def writer(self, schema: StructType, overwrite: bool) -> SeglogWriter:
         if overwrite:
-            raise ConfigError("seglog: a commit log cannot be overwritten; use mode('append')",
-                              key="mode")
+            raise ConfigError("seglog: a commit log cannot be overwritten; use mode('append')", key="mode")
         spec = parse_write_options(self.options)
         check_write_schema(schema, spec.topic)
         log_dir = spec.log_dir

@@ -31,7 +31,7 @@ except ImportError:  # pragma: no cover - PySpark 4.0 / 4.1
 
 def _to_json_offsets(m: Mapping[tuple[str, int], int]) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
-    for (t, p) in sorted(m):
+    for t, p in sorted(m):
         out.setdefault(t, {})[str(p)] = int(m[(t, p)])
     return out
 
@@ -40,8 +40,11 @@ def _from_json_offsets(doc: Mapping[str, Any]) -> dict[tuple[str, int], int]:
     return {(t, int(p)): int(o) for t, parts in doc.items() for p, o in parts.items()}
 
 
-_StreamBase: tuple[type, ...] = (DataSourceStreamReader,) if SupportsTriggerAvailableNow is None else \
-    (DataSourceStreamReader, SupportsTriggerAvailableNow)
+_StreamBase: tuple[type, ...] = (
+    (DataSourceStreamReader,)
+    if SupportsTriggerAvailableNow is None
+    else (DataSourceStreamReader, SupportsTriggerAvailableNow)
+)
 
 
 class SeglogStreamReader(*_StreamBase):  # type: ignore[misc]
@@ -109,8 +112,11 @@ class SeglogStreamReader(*_StreamBase):  # type: ignore[misc]
                 continue
             b = begin.get(tp, info.log_start)
             if b < info.log_start:
-                data_loss(ro, f"offsets [{b}, {info.log_start}) of {tp[0]}-{tp[1]} were deleted "
-                              "before the stream read them", b)
+                data_loss(
+                    ro,
+                    f"offsets [{b}, {info.log_start}) of {tp[0]}-{tp[1]} were deleted before the stream read them",
+                    b,
+                )
                 b = info.log_start
             e = min(e, info.log_end)
             if e > b:
@@ -124,8 +130,12 @@ class SeglogStreamReader(*_StreamBase):  # type: ignore[misc]
         pass
 
 
-def _rate_limit(begin: Mapping[tuple[str, int], int], ends: dict[tuple[str, int], int], limit: int,
-                log_starts: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+def _rate_limit(
+    begin: Mapping[tuple[str, int], int],
+    ends: dict[tuple[str, int], int],
+    limit: int,
+    log_starts: Mapping[tuple[str, int], int],
+) -> dict[tuple[str, int], int]:
     """Kafka's ``rateLimit``: ``limit`` offsets shared across partitions by their backlog."""
     sizes = {tp: e - begin.get(tp, log_starts.get(tp, 0)) for tp, e in ends.items()}
     total = sum(s for s in sizes.values() if s > 0)
@@ -142,4 +152,3 @@ def _rate_limit(begin: Mapping[tuple[str, int], int], ends: dict[tuple[str, int]
         step = math.ceil(prorate) if prorate < 1 else math.floor(prorate)
         out[tp] = min(e, b + step)
     return out
-

@@ -93,4 +93,3 @@ def exact_timestamp_offset(d: str, ref: TsBatch) -> int:
         return int(max(ref.last_offset, found.last_offset)) + 1
     offs = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(cols.offsets)])
     return int(offs[idx].as_py())
-

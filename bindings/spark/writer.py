@@ -102,8 +102,11 @@ class SeglogWriter(DataSourceArrowWriter):
             count = self._partition_count(topic)
             parts = row_partitions(rows, count, sticky % count, topic)
             for p in sorted(pc.unique(parts).to_pylist()):
-                sub = rows if len(by_topic) == 1 and pc.all(pc.equal(parts, p)).as_py() else \
-                    rows.filter(pc.equal(parts, p))
+                sub = (
+                    rows
+                    if len(by_topic) == 1 and pc.all(pc.equal(parts, p)).as_py()
+                    else rows.filter(pc.equal(parts, p))
+                )
                 self._encode_partition(sub, spools.setdefault((topic, p), Spool()))
 
     def _encode_partition(self, rows: pa.RecordBatch, spool: Spool) -> None:
@@ -123,11 +126,15 @@ class SeglogWriter(DataSourceArrowWriter):
             ts_ms = pc.fill_null(ts.cast(pa.timestamp("ms", "UTC"), safe=False).cast(pa.int64()), now)
         headers = col("headers")
         for s, e in batch_cuts(values, keys, self.spec.batch_bytes):
-            spool.add(encode_batch(
-                values.slice(s, e - s), keys=None if keys is None else keys.slice(s, e - s),
-                timestamps=ts_ms.slice(s, e - s),
-                headers=None if headers is None else header_lists(headers.slice(s, e - s)),
-                compression=self.spec.compression))
+            spool.add(
+                encode_batch(
+                    values.slice(s, e - s),
+                    keys=None if keys is None else keys.slice(s, e - s),
+                    timestamps=ts_ms.slice(s, e - s),
+                    headers=None if headers is None else header_lists(headers.slice(s, e - s)),
+                    compression=self.spec.compression,
+                )
+            )
 
     def _append(self, tp: tuple[str, int], spool: Spool) -> tuple[int, int]:
         d = os.path.join(self.spec.log_dir, f"{tp[0]}-{tp[1]}")

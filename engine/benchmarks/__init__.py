@@ -11,8 +11,21 @@ from .registry import Benchmark, Contender, Goal, Summary, Work, judge, ratios, 
 from .registry import cases as _cases
 from .suite import BENCHMARKS, NOT_YET, get, shutdown
 
-__all__ = ["BENCHMARKS", "NOT_YET", "Benchmark", "Contender", "Goal", "Summary", "Work", "cases", "get",
-           "judge", "ratios", "shutdown", "summarize"]
+__all__ = [
+    "BENCHMARKS",
+    "NOT_YET",
+    "Benchmark",
+    "Contender",
+    "Goal",
+    "Summary",
+    "Work",
+    "cases",
+    "get",
+    "judge",
+    "ratios",
+    "shutdown",
+    "summarize",
+]
 
 
 def cases(*names: str) -> list[tuple[str, str]]:

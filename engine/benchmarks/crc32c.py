@@ -34,15 +34,23 @@ def _prepare_crc32c(p: Mapping[str, int], base: Path, available: frozenset[str])
 
 def _crc_bench(label: str, size: int) -> Benchmark:
     return Benchmark(
-        name=f"crc32c-{label}", group="crc32c", unit="bytes",
+        name=f"crc32c-{label}",
+        group="crc32c",
+        unit="bytes",
         title=f"CRC-32C of a {label} buffer",
-        contenders=(Contender(SEGLOG, "seglog"),
-                    Contender("crc32c", "peer", ("crc32c",), "crc32c"),
-                    Contender("google-crc32c", "peer", ("google_crc32c",), "google-crc32c"),
-                    Contender("portable table", "seglog", note="seglog's fallback without SSE4.2/ARMv8 CRC"),
-                    Contender(MEMCPY, "limit")),
+        contenders=(
+            Contender(SEGLOG, "seglog"),
+            Contender("crc32c", "peer", ("crc32c",), "crc32c"),
+            Contender("google-crc32c", "peer", ("google_crc32c",), "google-crc32c"),
+            Contender("portable table", "seglog", note="seglog's fallback without SSE4.2/ARMv8 CRC"),
+            Contender(MEMCPY, "limit"),
+        ),
         goals=(Goal("≥0.9× crc32c package", "ratio", 0.9, "crc32c"),),
-        prepare=_prepare_crc32c, quick={"bytes": size}, full={"bytes": size}, full_round_seconds=0.5)
+        prepare=_prepare_crc32c,
+        quick={"bytes": size},
+        full={"bytes": size},
+        full_round_seconds=0.5,
+    )
 
 
 def crc32c_benches() -> list[Benchmark]:

@@ -118,8 +118,9 @@ class FreshCalls:
         self.teardown: dict[str, Callable[[], object]] = {}
         self.fresh: list[Fresh] = []
 
-    def add(self, name: str, opener: Callable[[Path], Any], run: Callable[[Any], object], *,
-            teardown: bool = False) -> None:
+    def add(
+        self, name: str, opener: Callable[[Path], Any], run: Callable[[Any], object], *, teardown: bool = False
+    ) -> None:
         """Contender ``name``: ``run(obj)`` timed on what ``opener`` opened in a fresh
         directory; with ``teardown`` the directory is removed after each timed call too."""
         f = Fresh(self.base, f"{self.prefix}-{len(self.fresh)}", opener)
@@ -140,6 +141,7 @@ def memcpy_of(data: bytes) -> Callable[[], None]:
 
     def memcpy() -> None:
         buf[:] = data
+
     return memcpy
 
 
@@ -154,4 +156,5 @@ def read_files(paths: list[Path]) -> Callable[[], int]:
                 while k := f.readinto(buf):
                     total += k
         return total
+
     return read_all

@@ -49,14 +49,14 @@ NULL = "null broker"
 # Broker processes
 # -------------------------------------------------------------------------------------------------
 
+
 class BrokerProcess:
     """A broker in a child process; ``bootstrap`` once it accepts connections."""
 
     def __init__(self, argv: list[str], log: Path) -> None:
         self.log_path = log
         self._log = open(log, "wb")  # noqa: SIM115 - closed in close()
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=self._log,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=self._log, start_new_session=True)
         deadline = time.monotonic() + 60
         self.bootstrap = ""
         while time.monotonic() < deadline:
@@ -71,8 +71,7 @@ class BrokerProcess:
                 break
             time.sleep(0.02)
         self.close()
-        raise RuntimeError(f"broker {' '.join(argv[1:4])} did not start: "
-                           f"{log.read_text(errors='replace')[-2000:]}")
+        raise RuntimeError(f"broker {' '.join(argv[1:4])} did not start: {log.read_text(errors='replace')[-2000:]}")
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -86,14 +85,23 @@ class BrokerProcess:
 
 
 def start_seglog_serve(directory: Path, log: Path) -> BrokerProcess:
-    return BrokerProcess([sys.executable, "-m", "seglog.cli", "serve", str(directory),
-                          "--listen", "127.0.0.1:0"], log)
+    return BrokerProcess([sys.executable, "-m", "seglog.cli", "serve", str(directory), "--listen", "127.0.0.1:0"], log)
 
 
 def start_null_broker(topics: list[str], records: int, log: Path) -> BrokerProcess:
-    argv = [sys.executable, "-m", "seglog.benchmarks.nullbroker", "--listen", "127.0.0.1:0",
-            "--records", str(records), "--batch-records", str(BATCH_RECORDS),
-            "--value-size", str(VALUE_SIZE)]
+    argv = [
+        sys.executable,
+        "-m",
+        "seglog.benchmarks.nullbroker",
+        "--listen",
+        "127.0.0.1:0",
+        "--records",
+        str(records),
+        "--batch-records",
+        str(BATCH_RECORDS),
+        "--value-size",
+        str(VALUE_SIZE),
+    ]
     for t in topics:
         argv += ["--topic", t]
     return BrokerProcess(argv, log)
@@ -102,8 +110,7 @@ def start_null_broker(topics: list[str], records: int, log: Path) -> BrokerProce
 _cid = itertools.count(1)
 
 
-def admin_request(bootstrap: str, name: str, api_key: int, version: int,
-                  body: dict[str, Any]) -> dict[str, Any]:
+def admin_request(bootstrap: str, name: str, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
     """One request over a fresh connection, encoded by seglog's codec (topic setup, untimed)."""
     from seglog.kafka import codec
 
@@ -116,16 +123,26 @@ def admin_request(bootstrap: str, name: str, api_key: int, version: int,
         payload = header + codec.encode_to_bytes(name + "Request", version, body)
         sock.sendall(struct.pack(">i", len(payload)) + payload)
         f = sock.makefile("rb")
-        size, = struct.unpack(">i", f.read(4))
+        (size,) = struct.unpack(">i", f.read(4))
         frame = f.read(size)
     pos = 5 if codec.is_flexible(name + "Response", version) else 4
     return codec.decode(name + "Response", version, memoryview(frame), pos)[0]
 
 
 def create_topic(bootstrap: str, topic: str) -> None:
-    admin_request(bootstrap, "CreateTopics", 19, 5, {
-        "topics": [{"name": topic, "num_partitions": 1, "replication_factor": -1,
-                    "assignments": [], "configs": []}], "timeout_ms": 30000, "validate_only": False})
+    admin_request(
+        bootstrap,
+        "CreateTopics",
+        19,
+        5,
+        {
+            "topics": [
+                {"name": topic, "num_partitions": 1, "replication_factor": -1, "assignments": [], "configs": []}
+            ],
+            "timeout_ms": 30000,
+            "validate_only": False,
+        },
+    )
 
 
 def delete_topic(bootstrap: str, topic: str) -> None:
@@ -135,6 +152,7 @@ def delete_topic(bootstrap: str, topic: str) -> None:
 # -------------------------------------------------------------------------------------------------
 # Clients
 # -------------------------------------------------------------------------------------------------
+
 
 def _timeout(n: int) -> float:
     """Seconds a call of ``n`` records may take before it is an error."""
@@ -166,8 +184,7 @@ def produce_confluent(bootstrap: str, topic: str, values: list[bytes]) -> None:
                 p.poll(0.01)
     left = p.flush(_timeout(len(values)))
     if left:
-        raise RuntimeError(f"confluent-kafka: {left} records not delivered after "
-                           f"{_timeout(len(values))} s")
+        raise RuntimeError(f"confluent-kafka: {left} records not delivered after {_timeout(len(values))} s")
     _check(len(values), failed, "confluent-kafka")
 
 
@@ -198,14 +215,14 @@ def produce_aiokafka(bootstrap: str, topic: str, values: list[bytes]) -> None:
             _check(len(values), [r for r in results if isinstance(r, BaseException)], "aiokafka")
         finally:
             await p.stop()
+
     asyncio.run(run())
 
 
 def consume_confluent(bootstrap: str, topic: str, n: int) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
-                  "enable.auto.commit": False, "log_level": 3})
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False, "log_level": 3})
     try:
         c.assign([TopicPartition(topic, 0, 0)])
         got = 0
@@ -261,28 +278,33 @@ def consume_aiokafka(bootstrap: str, topic: str, n: int) -> None:
                     raise RuntimeError(f"aiokafka consumed {got} of {n} records in {_timeout(n)} s")
         finally:
             await c.stop()
+
     asyncio.run(run())
 
 
 PRODUCE: dict[str, Callable[[str, str, list[bytes]], None]] = {
-    "confluent-kafka": produce_confluent, "kafka-python": produce_kafka_python,
-    "aiokafka": produce_aiokafka}
+    "confluent-kafka": produce_confluent,
+    "kafka-python": produce_kafka_python,
+    "aiokafka": produce_aiokafka,
+}
 CONSUME: dict[str, Callable[[str, str, int], None]] = {
-    "confluent-kafka": consume_confluent, "kafka-python": consume_kafka_python,
-    "aiokafka": consume_aiokafka}
+    "confluent-kafka": consume_confluent,
+    "kafka-python": consume_kafka_python,
+    "aiokafka": consume_aiokafka,
+}
 
 
 # -------------------------------------------------------------------------------------------------
 # The benchmarks
 # -------------------------------------------------------------------------------------------------
 
+
 def _values(n: int) -> list[bytes]:
     rng = random.Random(n)
     return [rng.randbytes(VALUE_SIZE) for _ in range(n)]
 
 
-def _prepare_produce(client: str, p: Mapping[str, int], base: Path,
-                     available: frozenset[str]) -> Work:
+def _prepare_produce(client: str, p: Mapping[str, int], base: Path, available: frozenset[str]) -> Work:
     n = p["records"]
     values = _values(n)
     brokers: list[BrokerProcess] = []
@@ -314,17 +336,18 @@ def _prepare_produce(client: str, p: Mapping[str, int], base: Path,
         def gone(bootstrap: str = bootstrap, topic: list[str] = topic) -> None:
             delete_topic(bootstrap, topic[0])
 
-        def run(fn: Callable[..., None] = PRODUCE[client], bootstrap: str = bootstrap,
-                topic: list[str] = topic) -> None:
+        def run(
+            fn: Callable[..., None] = PRODUCE[client], bootstrap: str = bootstrap, topic: list[str] = topic
+        ) -> None:
             fn(bootstrap, topic[0], values)
 
         calls[server], setup[server], teardown[server] = run, fresh, gone
-    return Work(items=n, calls=calls, setup=setup, teardown=teardown, repeatable=False,
-                nbytes=n * VALUE_SIZE, close=close)
+    return Work(
+        items=n, calls=calls, setup=setup, teardown=teardown, repeatable=False, nbytes=n * VALUE_SIZE, close=close
+    )
 
 
-def _prepare_consume(client: str, p: Mapping[str, int], base: Path,
-                     available: frozenset[str]) -> Work:
+def _prepare_consume(client: str, p: Mapping[str, int], base: Path, available: frozenset[str]) -> Work:
     from seglog import Store
     from seglog.storage.records import encode_batch
 
@@ -337,7 +360,7 @@ def _prepare_consume(client: str, p: Mapping[str, int], base: Path,
                 store.delete_topic("consume")
             store.create_topic("consume", 1)
             for i in range(0, n, BATCH_RECORDS):
-                store.append("consume", 0, encode_batch(values[i:i + BATCH_RECORDS], timestamps=1))
+                store.append("consume", 0, encode_batch(values[i : i + BATCH_RECORDS], timestamps=1))
     del values
     brokers: list[BrokerProcess] = []
 
@@ -360,9 +383,8 @@ def _prepare_consume(client: str, p: Mapping[str, int], base: Path,
 
 
 def _prepare_serve_start(p: Mapping[str, int], base: Path, available: frozenset[str]) -> Work:
-    from seglog import Store
-
     import seglog.kafka.server  # noqa: F401 - the import is timed once, in the docs, not here
+    from seglog import Store
 
     state: dict[str, Any] = {}
 
@@ -377,43 +399,65 @@ def _prepare_serve_start(p: Mapping[str, int], base: Path, available: frozenset[
         state.pop("store").close()
 
     name = "Store.serve()"
-    return Work(items=1, calls={name: serve}, setup={name: setup}, teardown={name: teardown},
-                repeatable=False)
+    return Work(items=1, calls={name: serve}, setup={name: setup}, teardown={name: teardown}, repeatable=False)
 
 
 def _contenders(modules: tuple[str, ...], pip: str) -> tuple[Contender, ...]:
-    return (Contender(SEGLOG_SERVE, "seglog", modules, pip),
-            Contender(NULL, "limit", modules, pip,
-                      note="answers Produce without storing, Fetch from one batch in memory"))
+    return (
+        Contender(SEGLOG_SERVE, "seglog", modules, pip),
+        Contender(NULL, "limit", modules, pip, note="answers Produce without storing, Fetch from one batch in memory"),
+    )
 
 
 def kafka_benches() -> list[Benchmark]:
     """kafka-produce-CLIENT and kafka-consume-CLIENT for each client, and kafka-serve-start."""
     out = []
     for client, modules, pip in CLIENTS:
-        goals = (Goal("≥0.8× the null broker", "ratio", 0.8, versus=NULL),) \
-            if client == "confluent-kafka" else ()
-        out.append(Benchmark(
-            name=f"kafka-produce-{client}", group="kafka", unit="records",
-            title=f"{client} produces 100 B records (acks=1, linger.ms=5) to `seglog serve` vs a "
-                  "null broker, each broker in its own process",
-            contenders=_contenders(modules, pip), goals=goals,
-            prepare=functools.partial(_prepare_produce, client),
-            # Quick: 20,000, so that a fresh topic's first appends (about 2 ms: the leader
-            # epoch checkpoint, the segment's first disk blocks) do not weigh as a fifth.
-            quick={"records": 20_000}, full={"records": 1_000_000}, full_round_seconds=40))
-        out.append(Benchmark(
-            name=f"kafka-consume-{client}", group="kafka", unit="records",
-            title=f"{client} consumes 100 B records (batches of 1,000) from `seglog serve` vs a "
-                  "null broker, each broker in its own process",
-            contenders=_contenders(modules, pip), goals=goals,
-            prepare=functools.partial(_prepare_consume, client),
-            quick={"records": 5_000}, full={"records": 1_000_000}, full_round_seconds=20))
-    out.append(Benchmark(
-        name="kafka-serve-start", group="kafka", unit="starts",
-        title="Store.serve() until the listener accepts connections (seglog.kafka imported)",
-        contenders=(Contender("Store.serve()", "seglog"),),
-        goals=(Goal("< 0.3 s", "max_seconds_per_item", 0.3),),
-        prepare=_prepare_serve_start, quick={"starts": 1}, full={"starts": 1},
-        full_round_seconds=0.1))
+        goals = (Goal("≥0.8× the null broker", "ratio", 0.8, versus=NULL),) if client == "confluent-kafka" else ()
+        out.append(
+            Benchmark(
+                name=f"kafka-produce-{client}",
+                group="kafka",
+                unit="records",
+                title=f"{client} produces 100 B records (acks=1, linger.ms=5) to `seglog serve` vs a "
+                "null broker, each broker in its own process",
+                contenders=_contenders(modules, pip),
+                goals=goals,
+                prepare=functools.partial(_prepare_produce, client),
+                # Quick: 20,000, so that a fresh topic's first appends (about 2 ms: the leader
+                # epoch checkpoint, the segment's first disk blocks) do not weigh as a fifth.
+                quick={"records": 20_000},
+                full={"records": 1_000_000},
+                full_round_seconds=40,
+            )
+        )
+        out.append(
+            Benchmark(
+                name=f"kafka-consume-{client}",
+                group="kafka",
+                unit="records",
+                title=f"{client} consumes 100 B records (batches of 1,000) from `seglog serve` vs a "
+                "null broker, each broker in its own process",
+                contenders=_contenders(modules, pip),
+                goals=goals,
+                prepare=functools.partial(_prepare_consume, client),
+                quick={"records": 5_000},
+                full={"records": 1_000_000},
+                full_round_seconds=20,
+            )
+        )
+    out.append(
+        Benchmark(
+            name="kafka-serve-start",
+            group="kafka",
+            unit="starts",
+            title="Store.serve() until the listener accepts connections (seglog.kafka imported)",
+            contenders=(Contender("Store.serve()", "seglog"),),
+            goals=(Goal("< 0.3 s", "max_seconds_per_item", 0.3),),
+            prepare=_prepare_serve_start,
+            quick={"starts": 1},
+            full={"starts": 1},
+            full_round_seconds=0.1,
+        )
+    )
     return out

@@ -40,20 +40,26 @@ class NullBroker(KafkaServer):
     batch of ``batch_records`` records of ``value_size`` bytes, as if every partition held
     ``records`` records."""
 
-    def __init__(self, store: Any, host: str, port: int, *, records: int, batch_records: int = 1000,
-                 value_size: int = 100) -> None:
+    def __init__(
+        self, store: Any, host: str, port: int, *, records: int, batch_records: int = 1000, value_size: int = 100
+    ) -> None:
         super().__init__(store, host, port, group_initial_rebalance_delay_ms=0)
         rng = random.Random(0)
         self.records = records
         self.batch_records = batch_records
-        self.batch = bytes(encode_batch([rng.randbytes(value_size) for _ in range(batch_records)],
-                                        timestamps=T0))
+        self.batch = bytes(encode_batch([rng.randbytes(value_size) for _ in range(batch_records)], timestamps=T0))
         self._next_offset: dict[tuple[str, int], int] = {}
 
-    def _produce_partition(self, topic: str, partition: int, records: Any, acks: int,
-                           state: ConnState) -> Message:
-        out: Message = {"index": partition, "error_code": 0, "base_offset": -1, "log_append_time_ms": -1,
-               "log_start_offset": 0, "record_errors": [], "error_message": None}
+    def _produce_partition(self, topic: str, partition: int, records: Any, acks: int, state: ConnState) -> Message:
+        out: Message = {
+            "index": partition,
+            "error_code": 0,
+            "base_offset": -1,
+            "log_append_time_ms": -1,
+            "log_start_offset": 0,
+            "record_errors": [],
+            "error_message": None,
+        }
         try:
             self.store.partitions_for(topic)
         except SeglogError as exc:
@@ -74,10 +80,16 @@ class NullBroker(KafkaServer):
         for topic in req["topics"]:
             parts = []
             for fp in topic["partitions"]:
-                out = {"partition_index": fp["partition"], "error_code": 0,
-                       "high_watermark": self.records, "last_stable_offset": self.records,
-                       "log_start_offset": 0, "aborted_transactions": None,
-                       "preferred_read_replica": -1, "records": b""}
+                out = {
+                    "partition_index": fp["partition"],
+                    "error_code": 0,
+                    "high_watermark": self.records,
+                    "last_stable_offset": self.records,
+                    "log_start_offset": 0,
+                    "aborted_transactions": None,
+                    "preferred_read_replica": -1,
+                    "records": b"",
+                }
                 try:
                     self.store.partitions_for(topic["topic"])
                 except UnknownTopicOrPartitionError as exc:
@@ -102,12 +114,12 @@ class NullBroker(KafkaServer):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m seglog.benchmarks.nullbroker",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m seglog.benchmarks.nullbroker", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--listen", default="127.0.0.1:0", metavar="HOST:PORT")
     parser.add_argument("--topic", action="append", default=[], help="a topic to create (1 partition)")
-    parser.add_argument("--records", type=int, default=1_000_000,
-                        help="records each partition seems to hold for Fetch")
+    parser.add_argument("--records", type=int, default=1_000_000, help="records each partition seems to hold for Fetch")
     parser.add_argument("--batch-records", type=int, default=1000)
     parser.add_argument("--value-size", type=int, default=100)
     args = parser.parse_args(argv)
@@ -115,15 +127,24 @@ def main(argv: list[str] | None = None) -> int:
 
     from seglog import Store
 
-    with tempfile.TemporaryDirectory(prefix="seglog-null-broker-") as tmp, \
-            Store.open(tmp, {"group.initial.rebalance.delay.ms": 0}) as store:
+    with (
+        tempfile.TemporaryDirectory(prefix="seglog-null-broker-") as tmp,
+        Store.open(tmp, {"group.initial.rebalance.delay.ms": 0}) as store,
+    ):
         for t in args.topic:
             store.create_topic(t, 1)
 
         serve_until_stopped(
-            lambda: NullBroker(store, host, int(port), records=args.records,
-                               batch_records=args.batch_records, value_size=args.value_size),
-            lambda server: f"null broker: serving on {server.bootstrap_servers}")
+            lambda: NullBroker(
+                store,
+                host,
+                int(port),
+                records=args.records,
+                batch_records=args.batch_records,
+                value_size=args.value_size,
+            ),
+            lambda server: f"null broker: serving on {server.bootstrap_servers}",
+        )
     return 0
 
 

@@ -33,6 +33,7 @@ HDR = struct.Struct(">IQ")  # length of key+value, timestamp
 # Kafka clients' record batches
 # -------------------------------------------------------------------------------------------------
 
+
 def aio_decode(buf: bytes, touch: bool) -> int:
     """Records in the batch ``buf`` as aiokafka decodes them (CRC checked); with ``touch``
     every record's offset, timestamp, key and value is read (what the columns hold)."""
@@ -85,6 +86,7 @@ def python_murmur2(data: bytes) -> int:
 # Sinks and readers
 # -------------------------------------------------------------------------------------------------
 
+
 def sqlite_log(path: Path) -> sqlite3.Connection:
     """A connection to ``path/log.db`` in WAL mode with its table ``log(offset, ts, key, value)``."""
     con = sqlite3.connect(path / "log.db", isolation_level=None)
@@ -132,8 +134,13 @@ class LmdbSink:
 
     def write(self, base: int, vals: list[bytes], keys: list[bytes], stamps: list[int]) -> None:
         with self.env.begin(write=True) as txn:
-            txn.cursor().putmulti([((base + i).to_bytes(8, "big"), t.to_bytes(8, "big") + k + v)
-                                   for i, (v, k, t) in enumerate(zip(vals, keys, stamps))], append=True)
+            txn.cursor().putmulti(
+                [
+                    ((base + i).to_bytes(8, "big"), t.to_bytes(8, "big") + k + v)
+                    for i, (v, k, t) in enumerate(zip(vals, keys, stamps))
+                ],
+                append=True,
+            )
 
     def close(self) -> None:
         self.env.close()
@@ -164,17 +171,26 @@ class ParquetSink:
         import pyarrow.parquet as pq
 
         self.pa = pa
-        self.schema = pa.schema([("offset", pa.int64()), ("timestamp", pa.int64()),
-                                 ("key", pa.binary()), ("value", pa.binary())])
+        self.schema = pa.schema(
+            [("offset", pa.int64()), ("timestamp", pa.int64()), ("key", pa.binary()), ("value", pa.binary())]
+        )
         self.writer = pq.ParquetWriter(str(d / "log.parquet"), self.schema, compression="none")
         self.pending: list[Any] = []
         self.rows = 0
 
     def write(self, base: int, vals: list[bytes], keys: list[bytes], stamps: list[int]) -> None:
         pa = self.pa
-        self.pending.append(pa.record_batch(
-            [pa.array(range(base, base + len(vals)), pa.int64()), pa.array(stamps, pa.int64()),
-             pa.array(keys, pa.binary()), pa.array(vals, pa.binary())], schema=self.schema))
+        self.pending.append(
+            pa.record_batch(
+                [
+                    pa.array(range(base, base + len(vals)), pa.int64()),
+                    pa.array(stamps, pa.int64()),
+                    pa.array(keys, pa.binary()),
+                    pa.array(vals, pa.binary()),
+                ],
+                schema=self.schema,
+            )
+        )
         self.rows += len(vals)
         if self.rows >= self.ROW_GROUP:
             self.flush()
@@ -194,6 +210,7 @@ def read_sqlite(d: Path) -> Callable[[], int]:
 
     def run() -> int:
         return sqlite_scan(con)
+
     run.close = con.close  # type: ignore[attr-defined]
     return run
 
@@ -212,6 +229,7 @@ def read_lmdb(d: Path) -> Callable[[], int]:
                 keys.append(v[8:16])
                 values.append(v[16:])
         return len(offsets)
+
     run.close = env.close  # type: ignore[attr-defined]
     return run
 
@@ -229,10 +247,11 @@ def read_plain(d: Path) -> Callable[[], int]:
             n, t = unpack(data, pos)
             pos += 12
             stamps.append(t)
-            keys.append(data[pos:pos + 8])
-            values.append(data[pos + 8:pos + n])
+            keys.append(data[pos : pos + 8])
+            values.append(data[pos + 8 : pos + n])
             pos += n
         return len(values)
+
     return run
 
 

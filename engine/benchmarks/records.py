@@ -36,8 +36,7 @@ def _builder_encode(builder: Any, keys: list[bytes], values: list[bytes], stamps
 
 def _prepare_encode(p: Mapping[str, int], base: Path, available: frozenset[str]) -> Work:
     n, values, keys, stamps, batch = _batch_inputs(p)
-    calls: dict[str, Callable[[], object]] = {
-        SEGLOG: lambda: encode_batch(values, keys=keys, timestamps=stamps)}
+    calls: dict[str, Callable[[], object]] = {SEGLOG: lambda: encode_batch(values, keys=keys, timestamps=stamps)}
     if "aiokafka" in available:
         from aiokafka.record.default_records import DefaultRecordBatchBuilder as Aio
 
@@ -69,6 +68,7 @@ def _prepare_decode(p: Mapping[str, int], base: Path, available: frozenset[str])
             if not b.validate_crc():
                 raise AssertionError("CRC")
             return len(list(b))
+
         calls["kafka-python"] = kp
     calls[MEMCPY] = memcpy_of(batch)
     return Work(items=n, calls=calls, nbytes=len(batch), params={"records_per_batch": n})
@@ -93,30 +93,50 @@ def _codec_benches(label: str, value: int) -> list[Benchmark]:
     sizes = {"value": value}
     return [
         Benchmark(
-            name=f"encode-{label}", group="records", unit="records",
+            name=f"encode-{label}",
+            group="records",
+            unit="records",
             title=f"encode a ~1 MiB batch of {label} records from Python lists",
             contenders=(Contender(SEGLOG, "seglog"), AIOKAFKA, KAFKA_PYTHON, Contender(MEMCPY, "limit")),
             goals=(Goal("≥5× aiokafka", "ratio", 5.0, "aiokafka"),),
-            prepare=_prepare_encode, quick=sizes, full=sizes, full_round_seconds=2),
+            prepare=_prepare_encode,
+            quick=sizes,
+            full=sizes,
+            full_round_seconds=2,
+        ),
         Benchmark(
-            name=f"decode-{label}", group="records", unit="records",
+            name=f"decode-{label}",
+            group="records",
+            unit="records",
             title=f"decode a ~1 MiB batch of {label} records to record objects (CRC checked)",
             contenders=(Contender(SEGLOG, "seglog"), AIOKAFKA, KAFKA_PYTHON, Contender(MEMCPY, "limit")),
-            prepare=_prepare_decode, quick=sizes, full=sizes, full_round_seconds=2),
+            prepare=_prepare_decode,
+            quick=sizes,
+            full=sizes,
+            full_round_seconds=2,
+        ),
         Benchmark(
-            name=f"columns-{label}", group="records", unit="records",
+            name=f"columns-{label}",
+            group="records",
+            unit="records",
             title=f"decode a ~1 MiB batch of {label} records to columns (offset, timestamp, key, value)",
-            contenders=(Contender(SEGLOG, "seglog"),
-                        Contender("seglog → Arrow", "seglog", ("pyarrow",), "pyarrow"),
-                        Contender(SEGLOG_VIEWS, "seglog",
-                                  note="decode_columns(views=True): Arrow binary_view into the input"),
-                        AIOKAFKA, Contender(MEMCPY, "limit")),
-            goals=(Goal("≥10× aiokafka", "ratio", 10.0, "aiokafka"),
-                   Goal("≥10× aiokafka (views)", "ratio", 10.0, "aiokafka", SEGLOG_VIEWS)),
-            prepare=_prepare_columns, quick=sizes, full=sizes, full_round_seconds=1),
+            contenders=(
+                Contender(SEGLOG, "seglog"),
+                Contender("seglog → Arrow", "seglog", ("pyarrow",), "pyarrow"),
+                Contender(SEGLOG_VIEWS, "seglog", note="decode_columns(views=True): Arrow binary_view into the input"),
+                AIOKAFKA,
+                Contender(MEMCPY, "limit"),
+            ),
+            goals=(
+                Goal("≥10× aiokafka", "ratio", 10.0, "aiokafka"),
+                Goal("≥10× aiokafka (views)", "ratio", 10.0, "aiokafka", SEGLOG_VIEWS),
+            ),
+            prepare=_prepare_columns,
+            quick=sizes,
+            full=sizes,
+            full_round_seconds=1,
+        ),
     ]
-
-
 
 
 def records_benches() -> list[Benchmark]:

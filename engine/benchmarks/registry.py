@@ -101,8 +101,9 @@ class Benchmark:
         for c in self.contenders:
             if c.name == name:
                 return c
-        raise KeyError(f"benchmark {self.name!r} has no contender {name!r}; it has "
-                       f"{', '.join(c.name for c in self.contenders)}")
+        raise KeyError(
+            f"benchmark {self.name!r} has no contender {name!r}; it has {', '.join(c.name for c in self.contenders)}"
+        )
 
     @property
     def primary(self) -> str:
@@ -119,6 +120,7 @@ class Benchmark:
 # -------------------------------------------------------------------------------------------------
 # Arithmetic over measurements
 # -------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, slots=True)
 class Summary:
@@ -166,8 +168,7 @@ def ratios(rates: Mapping[str, float], roles: Mapping[str, Role]) -> dict[str, d
     return out
 
 
-def judge(goal: Goal, primary: str, rates: Mapping[str, float], items: int
-          ) -> tuple[float | None, bool | None]:
+def judge(goal: Goal, primary: str, rates: Mapping[str, float], items: int) -> tuple[float | None, bool | None]:
     """The measured figure a goal is stated in, and whether it is met (None: not measurable,
     e.g. the peer it compares with is not installed)."""
     subject = goal.subject or primary

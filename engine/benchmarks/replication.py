@@ -38,8 +38,7 @@ def paced_latencies_ms(producer: Any, topic: str, value: bytes, count: int, rate
     return [(done_at[i] - sent_at[i]) * 1000 for i in range(len(futs))]
 
 
-def _prepare_replication(p: Mapping[str, int], base: Path, available: frozenset[str],
-                         zookeeper: bool = False) -> Work:
+def _prepare_replication(p: Mapping[str, int], base: Path, available: frozenset[str], zookeeper: bool = False) -> Work:
     from seglog.cluster import start_cluster  # lazy: the cluster modules add ~0.5 s to start-up
 
     n = p["count"]
@@ -52,8 +51,9 @@ def _prepare_replication(p: Mapping[str, int], base: Path, available: frozenset[
         zk = ZooKeeperServer()
         zk.__enter__()
         try:
-            cluster: Any = start_cluster(nodes=3, coordinator="zookeeper", processes=True,
-                                         zookeeper=f"{zk.connect_string}/bench")
+            cluster: Any = start_cluster(
+                nodes=3, coordinator="zookeeper", processes=True, zookeeper=f"{zk.connect_string}/bench"
+            )
         except BaseException:
             zk.__exit__(None, None, None)
             raise
@@ -78,6 +78,7 @@ def _prepare_replication(p: Mapping[str, int], base: Path, available: frozenset[
                 futures = [producer.send(topic, value, partition=0) for _ in range(n)]
                 producer.flush(120)
                 futures[-1].result(10)
+
         return run
 
     batch = encode_batch([value] * 500, timestamps=T0)
@@ -95,11 +96,14 @@ def _prepare_replication(p: Mapping[str, int], base: Path, available: frozenset[
             if zk is not None:
                 zk.__exit__(None, None, None)
         shutil.rmtree(base / "cluster", ignore_errors=True)
+
     calls: dict[str, Callable[[], object]] = {
-        "3 replicas, acks=all": produce("rf3", "all"), "3 replicas, acks=1": produce("rf3", "1"),
-        "1 replica": produce("rf1", "1"), "Log.append (no network)": bare_append}
-    return Work(items=n, calls=calls, setup={"Log.append (no network)": bare.setup}, repeatable=False,
-                close=close)
+        "3 replicas, acks=all": produce("rf3", "all"),
+        "3 replicas, acks=1": produce("rf3", "1"),
+        "1 replica": produce("rf1", "1"),
+        "Log.append (no network)": bare_append,
+    }
+    return Work(items=n, calls=calls, setup={"Log.append (no network)": bare.setup}, repeatable=False, close=close)
 
 
 def _zookeeper_missing() -> str | None:
@@ -109,21 +113,38 @@ def _zookeeper_missing() -> str | None:
 
 
 def replication_benches() -> list[Benchmark]:
-    return [Benchmark(
-        name="replication", group="replication", unit="records",
-        title="produce 100 B records to a 3-node LocalCluster on loopback, acks=all vs acks=1",
-        contenders=(Contender("3 replicas, acks=all", "seglog"), Contender("3 replicas, acks=1", "seglog"),
-                    Contender("1 replica", "seglog"),
-                    Contender("Log.append (no network)", "limit", note="the same records, batches of 500")),
-        prepare=_prepare_replication, quick={"count": 2_000}, full={"count": 20_000},
-        full_round_seconds=10), Benchmark(
-        name="replication-zookeeper", group="replication", unit="records",
-        title="produce 100 B records to 3 `seglog node` processes coordinated by ZooKeeper, acks=all vs acks=1",
-        contenders=(Contender("3 replicas, acks=all", "seglog", ("kazoo",), "seglog[zookeeper]"),
-                    Contender("3 replicas, acks=1", "seglog", ("kazoo",), "seglog[zookeeper]"),
-                    Contender("1 replica", "seglog", ("kazoo",), "seglog[zookeeper]"),
-                    Contender("Log.append (no network)", "limit", note="the same records, batches of 500")),
-        prepare=lambda p, b, a: _prepare_replication(p, b, a, zookeeper=True),
-        quick={"count": 2_000}, full={"count": 20_000}, unavailable=_zookeeper_missing,
-        full_round_seconds=10)]
-
+    return [
+        Benchmark(
+            name="replication",
+            group="replication",
+            unit="records",
+            title="produce 100 B records to a 3-node LocalCluster on loopback, acks=all vs acks=1",
+            contenders=(
+                Contender("3 replicas, acks=all", "seglog"),
+                Contender("3 replicas, acks=1", "seglog"),
+                Contender("1 replica", "seglog"),
+                Contender("Log.append (no network)", "limit", note="the same records, batches of 500"),
+            ),
+            prepare=_prepare_replication,
+            quick={"count": 2_000},
+            full={"count": 20_000},
+            full_round_seconds=10,
+        ),
+        Benchmark(
+            name="replication-zookeeper",
+            group="replication",
+            unit="records",
+            title="produce 100 B records to 3 `seglog node` processes coordinated by ZooKeeper, acks=all vs acks=1",
+            contenders=(
+                Contender("3 replicas, acks=all", "seglog", ("kazoo",), "seglog[zookeeper]"),
+                Contender("3 replicas, acks=1", "seglog", ("kazoo",), "seglog[zookeeper]"),
+                Contender("1 replica", "seglog", ("kazoo",), "seglog[zookeeper]"),
+                Contender("Log.append (no network)", "limit", note="the same records, batches of 500"),
+            ),
+            prepare=lambda p, b, a: _prepare_replication(p, b, a, zookeeper=True),
+            quick={"count": 2_000},
+            full={"count": 20_000},
+            unavailable=_zookeeper_missing,
+            full_round_seconds=10,
+        ),
+    ]

@@ -32,8 +32,19 @@ from .registry import Benchmark, Work, judge, ratios, summarize
 SCHEMA = "seglog-bench/1"
 
 # Distribution names whose versions the machine description records.
-PEER_DISTRIBUTIONS = ("seglog", "crc32c", "google-crc32c", "aiokafka", "kafka-python", "lmdb", "pyarrow",
-                      "pyspark", "numpy", "matplotlib", "pytest-benchmark")
+PEER_DISTRIBUTIONS = (
+    "seglog",
+    "crc32c",
+    "google-crc32c",
+    "aiokafka",
+    "kafka-python",
+    "lmdb",
+    "pyarrow",
+    "pyspark",
+    "numpy",
+    "matplotlib",
+    "pytest-benchmark",
+)
 
 
 class SelectionError(ValueError):
@@ -47,8 +58,7 @@ def select(benchmarks: Sequence[Benchmark], only: Sequence[str] | None) -> list[
     chosen: set[str] = set()
     unknown = []
     for pattern in only:
-        hits = [b.name for b in benchmarks
-                if fnmatch.fnmatchcase(b.name, pattern) or b.group == pattern]
+        hits = [b.name for b in benchmarks if fnmatch.fnmatchcase(b.name, pattern) or b.group == pattern]
         if not hits:
             unknown.append(pattern)
         chosen.update(hits)
@@ -56,13 +66,15 @@ def select(benchmarks: Sequence[Benchmark], only: Sequence[str] | None) -> list[
         raise SelectionError(
             f"unknown benchmark {', '.join(repr(u) for u in unknown)}; valid names: "
             f"{', '.join(b.name for b in benchmarks)} (or a group: "
-            f"{', '.join(sorted({b.group for b in benchmarks if b.group}))}, or a pattern like 'encode-*')")
+            f"{', '.join(sorted({b.group for b in benchmarks if b.group}))}, or a pattern like 'encode-*')"
+        )
     return [b for b in benchmarks if b.name in chosen]
 
 
 # -------------------------------------------------------------------------------------------------
 # The machine
 # -------------------------------------------------------------------------------------------------
+
 
 def _cpu_model() -> str:
     try:
@@ -139,6 +151,7 @@ def load_average() -> list[float]:
 # Progress
 # -------------------------------------------------------------------------------------------------
 
+
 class Progress:
     """A one-line bar on stderr, redrawn in place on a terminal; on a pipe (CI) one line per
     benchmark instead, so logs stay readable."""
@@ -182,6 +195,7 @@ class Progress:
 # Timing
 # -------------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True, slots=True)
 class Options:
     quick: bool = False
@@ -211,8 +225,13 @@ def _loops(fn: Callable[[], object], target: float) -> int:
     return max(1, min(1_000_000, int(target / max(one, 1e-7))))
 
 
-def measure(work: Work, order: Sequence[str], rounds: int, min_sample: float,
-            tick: Callable[[str, float], None] = lambda label, frac: None) -> tuple[dict[str, list[float]], dict[str, int]]:
+def measure(
+    work: Work,
+    order: Sequence[str],
+    rounds: int,
+    min_sample: float,
+    tick: Callable[[str, float], None] = lambda label, frac: None,
+) -> tuple[dict[str, list[float]], dict[str, int]]:
     """Seconds per call of each contender in ``order`` (those in ``work.calls``), ``rounds``
     samples each, the order rotated each round; and the calls per sample used."""
     names = [n for n in order if n in work.calls]
@@ -250,9 +269,15 @@ def measure(work: Work, order: Sequence[str], rounds: int, min_sample: float,
     return samples, loops
 
 
-def report_benchmark(bench: Benchmark, params: Mapping[str, int], work: Work | None,
-                     samples: Mapping[str, list[float]], loops: Mapping[str, int],
-                     missing: Mapping[str, str], errors: Mapping[str, str]) -> dict[str, Any]:
+def report_benchmark(
+    bench: Benchmark,
+    params: Mapping[str, int],
+    work: Work | None,
+    samples: Mapping[str, list[float]],
+    loops: Mapping[str, int],
+    missing: Mapping[str, str],
+    errors: Mapping[str, str],
+) -> dict[str, Any]:
     """The JSON record of one benchmark: every contender (measured, not installed or failed),
     its summary and ratios, and the goals with their verdicts."""
     items = work.items if work is not None else 0
@@ -271,25 +296,50 @@ def report_benchmark(bench: Benchmark, params: Mapping[str, int], work: Work | N
             entry.update(status="error", reason=errors[c.name])
         elif c.name in summaries:
             s = summaries[c.name]
-            entry.update(status="ok", samples_s=samples[c.name], calls_per_sample=loops.get(c.name, 1),
-                         median_s=s.median, q1_s=s.q1, q3_s=s.q3, iqr_s=s.iqr, min_s=s.min, max_s=s.max,
-                         items_per_s=s.rate,
-                         bytes_per_s=(work.nbytes / s.median if work is not None and work.nbytes and s.median
-                                      else None),
-                         **rel[c.name])
+            entry.update(
+                status="ok",
+                samples_s=samples[c.name],
+                calls_per_sample=loops.get(c.name, 1),
+                median_s=s.median,
+                q1_s=s.q1,
+                q3_s=s.q3,
+                iqr_s=s.iqr,
+                min_s=s.min,
+                max_s=s.max,
+                items_per_s=s.rate,
+                bytes_per_s=(work.nbytes / s.median if work is not None and work.nbytes and s.median else None),
+                **rel[c.name],
+            )
         else:
             entry.update(status="not run", reason="the work for this contender was not prepared")
         contenders.append(entry)
     goals = []
     for g in bench.goals:
         measured, met = judge(g, bench.primary, rates, items)
-        goals.append({"text": g.text, "kind": g.kind, "value": g.value, "versus": g.versus or None,
-                      "subject": g.subject or bench.primary, "measured": measured, "met": met})
-    return {"name": bench.name, "title": bench.title, "group": bench.group, "unit": bench.unit,
-            "params": dict(params), "items_per_call": items,
-            "bytes_per_call": work.nbytes if work is not None else None,
-            "extra": dict(work.params) if work is not None else {},
-            "status": "ok" if summaries else "error", "contenders": contenders, "goals": goals}
+        goals.append(
+            {
+                "text": g.text,
+                "kind": g.kind,
+                "value": g.value,
+                "versus": g.versus or None,
+                "subject": g.subject or bench.primary,
+                "measured": measured,
+                "met": met,
+            }
+        )
+    return {
+        "name": bench.name,
+        "title": bench.title,
+        "group": bench.group,
+        "unit": bench.unit,
+        "params": dict(params),
+        "items_per_call": items,
+        "bytes_per_call": work.nbytes if work is not None else None,
+        "extra": dict(work.params) if work is not None else {},
+        "status": "ok" if summaries else "error",
+        "contenders": contenders,
+        "goals": goals,
+    }
 
 
 def estimate_seconds(benchmarks: Sequence[Benchmark], opts: Options) -> float:
@@ -305,9 +355,14 @@ def estimate_seconds(benchmarks: Sequence[Benchmark], opts: Options) -> float:
     return total
 
 
-def run(benchmarks: Sequence[Benchmark], opts: Options, out_dir: Path,
-        progress: Progress | None = None, argv: Sequence[str] | None = None,
-        stdout: TextIO | None = None) -> dict[str, Any]:
+def run(
+    benchmarks: Sequence[Benchmark],
+    opts: Options,
+    out_dir: Path,
+    progress: Progress | None = None,
+    argv: Sequence[str] | None = None,
+    stdout: TextIO | None = None,
+) -> dict[str, Any]:
     """Run ``benchmarks``; write ``results.json`` (and the chart) under ``out_dir``; print the
     table on ``stdout``. Returns the JSON document."""
     out = stdout if stdout is not None else sys.stdout
@@ -316,10 +371,14 @@ def run(benchmarks: Sequence[Benchmark], opts: Options, out_dir: Path,
     load_start = load_average()
     machine = describe_machine()
     doc: dict[str, Any] = {
-        "schema": SCHEMA, "mode": "quick" if opts.quick else "full",
+        "schema": SCHEMA,
+        "mode": "quick" if opts.quick else "full",
         "command": list(argv) if argv is not None else None,
-        "started": started.isoformat(timespec="seconds"), "rounds": opts.n_rounds,
-        "machine": machine, "load_average_start": load_start, "benchmarks": [],
+        "started": started.isoformat(timespec="seconds"),
+        "rounds": opts.n_rounds,
+        "machine": machine,
+        "load_average_start": load_start,
+        "benchmarks": [],
     }
     prog = progress if progress is not None else Progress(len(benchmarks))
     # Each benchmark's own scratch directory, removed after it.
@@ -365,9 +424,18 @@ def _run_one(bench: Benchmark, opts: Options, root: Path, prog: Progress) -> dic
     if reason is not None:
         prog.note(f"{bench.name}: skipped ({reason})")
         prog.update(bench.name, 1)
-        return {"name": bench.name, "title": bench.title, "group": bench.group, "unit": bench.unit,
-                "params": params, "status": "skipped", "reason": reason, "contenders": [], "goals": [],
-                "load_average": load}
+        return {
+            "name": bench.name,
+            "title": bench.title,
+            "group": bench.group,
+            "unit": bench.unit,
+            "params": params,
+            "status": "skipped",
+            "reason": reason,
+            "contenders": [],
+            "goals": [],
+            "load_average": load,
+        }
     missing: dict[str, str] = {}
     for c in bench.contenders:
         mod = c.missing()
@@ -387,8 +455,13 @@ def _run_one(bench: Benchmark, opts: Options, root: Path, prog: Progress) -> dic
     try:
         work = bench.prepare(params, work_dir, available)
         order = [c.name for c in bench.contenders]
-        samples, loops = measure(work, order, opts.n_rounds, opts.sample_seconds,
-                                 lambda label, frac: prog.update(f"{bench.name}: {label}", partial=frac))
+        samples, loops = measure(
+            work,
+            order,
+            opts.n_rounds,
+            opts.sample_seconds,
+            lambda label, frac: prog.update(f"{bench.name}: {label}", partial=frac),
+        )
     except Exception as exc:  # noqa: BLE001 - a failing benchmark is reported, the run goes on
         tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
         errors = {c.name: tb for c in bench.contenders if c.name not in missing}
@@ -412,6 +485,7 @@ def _run_one(bench: Benchmark, opts: Options, root: Path, prog: Progress) -> dic
 # -------------------------------------------------------------------------------------------------
 # The table
 # -------------------------------------------------------------------------------------------------
+
 
 def _si(x: float, unit: str) -> str:
     for div, p in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
@@ -451,11 +525,18 @@ def goal_text(g: Mapping[str, Any]) -> str:
 
 def render_table(doc: Mapping[str, Any]) -> str:
     m = doc["machine"]
-    lines = [f"seglog bench ({doc['mode']}, {doc['rounds']} rounds, medians; spread = IQR / median)",
-             (f"machine: {m['cpu']}, {m['cores']} cores, {m['memory']}, {m['kernel']}, {m['python']}, "
-              f"CRC-32C {m['crc32c_implementation']}"),
-             (f"load average at start {doc['load_average_start']}, at end {doc.get('load_average_end')} "
-              "(a shared machine: read the ratios, not the absolute numbers)"), ""]
+    lines = [
+        f"seglog bench ({doc['mode']}, {doc['rounds']} rounds, medians; spread = IQR / median)",
+        (
+            f"machine: {m['cpu']}, {m['cores']} cores, {m['memory']}, {m['kernel']}, {m['python']}, "
+            f"CRC-32C {m['crc32c_implementation']}"
+        ),
+        (
+            f"load average at start {doc['load_average_start']}, at end {doc.get('load_average_end')} "
+            "(a shared machine: read the ratios, not the absolute numbers)"
+        ),
+        "",
+    ]
     header = f"  {'contender':34} {'median/call':>12} {'spread':>7} {'rate':>16} {'vs best peer':>13} {'vs limit':>9}"
     for b in doc["benchmarks"]:
         lines.append(f"{b['name']} — {b['title']}")
@@ -467,21 +548,28 @@ def render_table(doc: Mapping[str, Any]) -> str:
         for c in b["contenders"]:
             name = c["name"] + (" *" if c["role"] == "limit" else "")
             if c["status"] != "ok":
-                why = "not installed (pip install " + c["pip"] + ")" if c["status"] == "not installed" and c.get("pip") \
+                why = (
+                    "not installed (pip install " + c["pip"] + ")"
+                    if c["status"] == "not installed" and c.get("pip")
                     else c["status"] + (f": {c.get('reason')}" if c.get("reason") else "")
+                )
                 lines.append(f"  {name:34} {why[:90]}")
                 continue
             spread = c["iqr_s"] / c["median_s"] * 100 if c["median_s"] else 0.0
             rate = _si(c["items_per_s"], b["unit"][:-1] + "/s" if b["unit"].endswith("s") else b["unit"])
             if b["unit"] == "bytes":
                 rate = _si(c["items_per_s"], "B/s")
-            lines.append(f"  {name:34} {_dur(c['median_s']):>12} {spread:6.1f}% {rate:>16} "
-                         f"{_ratio(c.get('vs_best_peer')):>13} {_ratio(c.get('vs_limit')):>9}")
+            lines.append(
+                f"  {name:34} {_dur(c['median_s']):>12} {spread:6.1f}% {rate:>16} "
+                f"{_ratio(c.get('vs_best_peer')):>13} {_ratio(c.get('vs_limit')):>9}"
+            )
         for g in b["goals"]:
             lines.append("  " + goal_text(g))
         lines.append("")
-    lines.append("* the machine's limit for the same work (memcpy, write(), read() of the same bytes; bisect on an in-memory list for lookups); ratios are rates "
-                 "(higher is faster).")
+    lines.append(
+        "* the machine's limit for the same work (memcpy, write(), read() of the same bytes; bisect on an in-memory list for lookups); ratios are rates "
+        "(higher is faster)."
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -490,12 +578,17 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
     (what the README's results section shows)."""
     m = doc["machine"]
     cmd = " ".join(doc["command"]) if doc.get("command") else "seglog bench"
-    out = [f"`{cmd}` — {doc['started']}, {doc['rounds']} rounds, medians.",
-           (f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory']}, {m['kernel']}, {m['python']}, "
+    out = [
+        f"`{cmd}` — {doc['started']}, {doc['rounds']} rounds, medians.",
+        (
+            f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory']}, {m['kernel']}, {m['python']}, "
             f"CRC-32C {m['crc32c_implementation']}. Load average (1/5/15 min) {doc['load_average_start']} at "
-            f"the start, {doc.get('load_average_end')} at the end."), "",
-           "| benchmark | seglog | rate | best peer | its rate | ÷ best peer | ÷ limit | goal |",
-           "|---|---|---|---|---|---|---|---|"]
+            f"the start, {doc.get('load_average_end')} at the end."
+        ),
+        "",
+        "| benchmark | seglog | rate | best peer | its rate | ÷ best peer | ÷ limit | goal |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for b in doc["benchmarks"]:
         if b["status"] != "ok":
             why = b.get("reason") or next((c.get("reason") for c in b["contenders"] if c.get("reason")), "")
@@ -508,16 +601,23 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         unit = "B/s" if b["unit"] == "bytes" else b["unit"].rstrip("s") + "/s"
         peer = prim.get("best_peer")
         peer_rate = _si(by[peer]["items_per_s"], unit) if peer else "–"
-        goals = "; ".join(f"{g['text']}: {'met' if g['met'] else 'not met' if g['met'] is False else 'n/a'}"
-                          for g in b["goals"]) or "–"
-        out.append(f"| {b['name']} | {prim['name']} | {_si(prim['items_per_s'], unit)} | {peer or '–'} | "
-                   f"{peer_rate} | {_ratio(prim.get('vs_best_peer'))} | {_ratio(prim.get('vs_limit'))} | {goals} |")
+        goals = (
+            "; ".join(
+                f"{g['text']}: {'met' if g['met'] else 'not met' if g['met'] is False else 'n/a'}" for g in b["goals"]
+            )
+            or "–"
+        )
+        out.append(
+            f"| {b['name']} | {prim['name']} | {_si(prim['items_per_s'], unit)} | {peer or '–'} | "
+            f"{peer_rate} | {_ratio(prim.get('vs_best_peer'))} | {_ratio(prim.get('vs_limit'))} | {goals} |"
+        )
     return "\n".join(out) + "\n"
 
 
 # -------------------------------------------------------------------------------------------------
 # The chart
 # -------------------------------------------------------------------------------------------------
+
 
 def write_chart(doc: Mapping[str, Any], path: Path) -> str | None:
     """A PNG of each benchmark's primary seglog contender vs its best peer and vs the limit.
@@ -550,8 +650,10 @@ def write_chart(doc: Mapping[str, Any], path: Path) -> str | None:
     fig, axes = plt.subplots(1, 2, figsize=(12, 0.35 * len(rows) + 1.8), sharey=True)
     rows = rows[::-1]
     ys = list(range(len(rows)))
-    for ax, idx, role, title in ((axes[0], 1, "peer", "seglog ÷ best peer (rate)"),
-                                 (axes[1], 2, "limit", "seglog ÷ machine limit (rate)")):
+    for ax, idx, role, title in (
+        (axes[0], 1, "peer", "seglog ÷ best peer (rate)"),
+        (axes[1], 2, "limit", "seglog ÷ machine limit (rate)"),
+    ):
         vals = [r[idx] for r in rows]
         ax.barh(ys, [v if v is not None else 0 for v in vals], color=[r[4] for r in rows])
         ax.axvline(1.0, color="black", lw=0.8)
@@ -565,10 +667,12 @@ def write_chart(doc: Mapping[str, Any], path: Path) -> str | None:
     axes[0].set_yticks(ys)
     axes[0].set_yticklabels([r[0] for r in rows], fontsize=8)
     m = doc["machine"]
-    fig.suptitle(f"seglog bench ({doc['mode']}) — {m['cpu']}, {m['cores']} cores; "
-                 f"load {doc['load_average_start']} → {doc.get('load_average_end')}\n"
-                 "blue tick: goal; green: goals met, red: a goal missed, grey: no goal",
-                 fontsize=9)
+    fig.suptitle(
+        f"seglog bench ({doc['mode']}) — {m['cpu']}, {m['cores']} cores; "
+        f"load {doc['load_average_start']} → {doc.get('load_average_end')}\n"
+        "blue tick: goal; green: goals met, red: a goal missed, grey: no goal",
+        fontsize=9,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

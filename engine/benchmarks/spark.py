@@ -29,11 +29,16 @@ def spark_session() -> Any:
 
         from seglog.bindings.spark import register
 
-        s = (SparkSession.builder.master("local[2]").appName("seglog-bench")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.driver.memory", "4g").config("spark.sql.session.timeZone", "UTC")
-             .getOrCreate())
+        s = (
+            SparkSession.builder.master("local[2]")
+            .appName("seglog-bench")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.driver.memory", "4g")
+            .config("spark.sql.session.timeZone", "UTC")
+            .getOrCreate()
+        )
         s.sparkContext.setLogLevel("ERROR")
         register(s)
         _SPARK["session"] = s
@@ -52,7 +57,6 @@ def write_logs(logs: Path, records: int, partitions: int) -> int:
     8-byte keys and 100-byte values (random, seeded), batches of PER_BATCH. Returns the
     records written."""
     import numpy as np  # lazy: optional dependencies (seglog[bench]), as the peers'
-
 
     rng = np.random.default_rng(7)
     per_part = records // partitions
@@ -91,8 +95,12 @@ def _spark_data(p: Mapping[str, int], base: Path) -> dict[str, Any]:
     records = write_logs(logs, p["records"], p["partitions"])
     rows = read_rows(logs)
     for part in range(p["partitions"]):
-        pq.write_table(pa.Table.from_batches(rows.get(part, [])), str(parquet / f"part-{part}.parquet"),
-                       row_group_size=100_000, compression="snappy")
+        pq.write_table(
+            pa.Table.from_batches(rows.get(part, [])),
+            str(parquet / f"part-{part}.parquet"),
+            row_group_size=100_000,
+            compression="snappy",
+        )
     return {"records": records, "logs": str(logs), "parquet": str(parquet), "root": root}
 
 
@@ -101,49 +109,71 @@ def _spark_query(df: Any, query: str) -> Any:
 
     if query == "count":
         return df.count()
-    return df.agg(F.sum(F.length("key")), F.sum(F.length("value")), F.max("topic"),
-                  F.sum("partition"), F.max("offset"), F.max("timestamp"),
-                  F.sum("timestampType")).collect()
+    return df.agg(
+        F.sum(F.length("key")),
+        F.sum(F.length("value")),
+        F.max("topic"),
+        F.sum("partition"),
+        F.max("offset"),
+        F.max("timestamp"),
+        F.sum("timestampType"),
+    ).collect()
 
 
 def _prepare_spark(p: Mapping[str, int], base: Path, available: frozenset[str], query: str) -> Work:
     data = _spark_data(p, base)
     spark = spark_session()
     frames = {
-        "spark.read.format(\"seglog\")": spark.read.format("seglog").load(data["logs"]),
+        'spark.read.format("seglog")': spark.read.format("seglog").load(data["logs"]),
         "spark.read.parquet": spark.read.parquet(data["parquet"]),
     }
     if query == "count":
-        frames["seglog, columns=offset"] = (spark.read.format("seglog").option("columns", "offset")
-                                            .load(data["logs"]))
+        frames["seglog, columns=offset"] = spark.read.format("seglog").option("columns", "offset").load(data["logs"])
     expected = {name: _spark_query(df, query) for name, df in frames.items()}  # also warms up
     if query == "count" and any(v != data["records"] for v in expected.values()):
         raise AssertionError(f"count() disagrees: {expected}")
+
     def runner(df: Any) -> Callable[[], object]:
         return lambda: _spark_query(df, query)
+
     calls: dict[str, Callable[[], object]] = {name: runner(df) for name, df in frames.items()}
-    return Work(items=data["records"], calls=calls, repeatable=False,
-                close=lambda: shutil.rmtree(data["root"], ignore_errors=True))
+    return Work(
+        items=data["records"],
+        calls=calls,
+        repeatable=False,
+        close=lambda: shutil.rmtree(data["root"], ignore_errors=True),
+    )
 
 
 def spark_benches() -> list[Benchmark]:
     quick = {"records": 20_000, "partitions": 2}
     full = {"records": 10_000_000, "partitions": 8}
-    seglog = Contender("spark.read.format(\"seglog\")", "seglog", ("pyspark", "pyarrow"), "pyspark")
+    seglog = Contender('spark.read.format("seglog")', "seglog", ("pyspark", "pyarrow"), "pyspark")
     parquet = Contender("spark.read.parquet", "peer", ("pyspark", "pyarrow"), "pyspark")
     return [
         Benchmark(
-            name="spark-count", group="spark", unit="rows",
+            name="spark-count",
+            group="spark",
+            unit="rows",
             title="Spark count() over the segment dirs vs the same rows as Parquet",
             contenders=(seglog, Contender("seglog, columns=offset", "seglog", ("pyspark",), "pyspark"), parquet),
-            prepare=lambda p, b, a: _prepare_spark(p, b, a, "count"), quick=quick, full=full,
-            unavailable=java_missing, full_round_seconds=30),
+            prepare=lambda p, b, a: _prepare_spark(p, b, a, "count"),
+            quick=quick,
+            full=full,
+            unavailable=java_missing,
+            full_round_seconds=30,
+        ),
         Benchmark(
-            name="spark-aggregate", group="spark", unit="rows",
+            name="spark-aggregate",
+            group="spark",
+            unit="rows",
             title="Spark aggregate over every column (full rows) vs the same rows as Parquet",
             contenders=(seglog, parquet),
             goals=(Goal("full row ≥0.9× Parquet", "ratio", 0.9, "spark.read.parquet"),),
-            prepare=lambda p, b, a: _prepare_spark(p, b, a, "aggregate"), quick=quick, full=full,
-            unavailable=java_missing, full_round_seconds=30),
+            prepare=lambda p, b, a: _prepare_spark(p, b, a, "aggregate"),
+            quick=quick,
+            full=full,
+            unavailable=java_missing,
+            full_round_seconds=30,
+        ),
     ]
-

@@ -90,12 +90,13 @@ def _block_allocator(base: Path) -> Callable[[int, int, int], int] | None:
     libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
     fallocate = libc.fallocate
     fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-    keep_size = 1                                   # FALLOC_FL_KEEP_SIZE
+    keep_size = 1  # FALLOC_FL_KEEP_SIZE
 
     def allocate(fd: int, allocated: int, needed: int) -> int:
         end: int = -(-needed // ALLOCATE_AHEAD) * ALLOCATE_AHEAD
         fallocate(fd, keep_size, allocated, end - allocated)
         return end
+
     return allocate
 
 
@@ -120,6 +121,7 @@ def _prepare_append(p: Mapping[str, int], base: Path, available: frozenset[str])
             if allocate is not None and pos > allocated:
                 allocated = allocate(fd, allocated, pos)
             os.write(fd, data)
+
     fc.setup[WRITE] = plain.setup
     fc.teardown[WRITE] = plain.close
     fc.calls[WRITE] = write_all
@@ -127,8 +129,17 @@ def _prepare_append(p: Mapping[str, int], base: Path, available: frozenset[str])
     def close() -> None:
         fc.close()
         plain.close()
-    return Work(items=cols.records, calls=fc.calls, setup=fc.setup, teardown=fc.teardown, repeatable=False,
-                nbytes=cols.nbytes, close=close, params={"records_per_batch": cols.per_batch})
+
+    return Work(
+        items=cols.records,
+        calls=fc.calls,
+        setup=fc.setup,
+        teardown=fc.teardown,
+        repeatable=False,
+        nbytes=cols.nbytes,
+        close=close,
+        params={"records_per_batch": cols.per_batch},
+    )
 
 
 def read_seglog(d: Path) -> Callable[[], int]:
@@ -143,13 +154,18 @@ def read_seglog(d: Path) -> Callable[[], int]:
                 v.release()
             off = log.log_start_offset + n
         return n
+
     run.close = log.close  # type: ignore[attr-defined]
     return run
 
 
 READERS: dict[str, Callable[[Path], Callable[[], int]]] = {
-    SEGLOG: read_seglog, "sqlite3 WAL": read_sqlite, "LMDB": read_lmdb,
-    "length-prefixed file": read_plain, "Parquet (pyarrow)": read_parquet}
+    SEGLOG: read_seglog,
+    "sqlite3 WAL": read_sqlite,
+    "LMDB": read_lmdb,
+    "length-prefixed file": read_plain,
+    "Parquet (pyarrow)": read_parquet,
+}
 
 
 def _prepare_read(p: Mapping[str, int], base: Path, available: frozenset[str]) -> Work:
@@ -174,6 +190,7 @@ def _prepare_read(p: Mapping[str, int], base: Path, available: frozenset[str]) -
             c()
         for d in dirs.values():
             shutil.rmtree(d, ignore_errors=True)
+
     return Work(items=cols.records, calls=calls, repeatable=False, nbytes=cols.nbytes, close=close)
 
 
@@ -189,6 +206,7 @@ def _prepare_append_batches(p: Mapping[str, int], base: Path, available: frozens
     def append() -> None:
         for _ in range(count):
             ours.obj.append(batch)
+
     plain = FreshFile(base, "batches-write")
 
     def write() -> None:
@@ -198,10 +216,16 @@ def _prepare_append_batches(p: Mapping[str, int], base: Path, available: frozens
     def close() -> None:
         ours.close()
         plain.close()
-    return Work(items=count * len(batch), calls={SEGLOG: append, WRITE: write},
-                setup={SEGLOG: ours.setup, WRITE: plain.setup},
-                teardown={SEGLOG: ours.close, WRITE: plain.close},
-                repeatable=False, nbytes=count * len(batch), close=close)
+
+    return Work(
+        items=count * len(batch),
+        calls={SEGLOG: append, WRITE: write},
+        setup={SEGLOG: ours.setup, WRITE: plain.setup},
+        teardown={SEGLOG: ours.close, WRITE: plain.close},
+        repeatable=False,
+        nbytes=count * len(batch),
+        close=close,
+    )
 
 
 STORE_PEERS = (SQLITE, LMDB, PLAIN, PARQUET)
@@ -215,37 +239,64 @@ def storage_benches(label: str, value: int) -> list[Benchmark]:
     append_s, read_s = (80.0, 70.0) if value <= 100 else (290.0, 160.0)
     return [
         Benchmark(
-            name=f"append-{label}", group="log", unit="records",
+            name=f"append-{label}",
+            group="log",
+            unit="records",
             title=f"encode + append {label} records from Python lists, batches of 1,000",
-            contenders=(Contender(SEGLOG, "seglog"), *STORE_PEERS, Contender(WRITE, "limit",
-                        note="the columns iterated as every contender gets them, and write() of "
-                             "the same batches pre-encoded, into blocks allocated as seglog's")),
+            contenders=(
+                Contender(SEGLOG, "seglog"),
+                *STORE_PEERS,
+                Contender(
+                    WRITE,
+                    "limit",
+                    note="the columns iterated as every contender gets them, and write() of "
+                    "the same batches pre-encoded, into blocks allocated as seglog's",
+                ),
+            ),
             goals=(Goal("≥15× sqlite3", "ratio", 15.0, "sqlite3 WAL"), Goal("≥10× LMDB", "ratio", 10.0, "LMDB")),
-            prepare=_prepare_append, quick=quick, full=full, full_round_seconds=append_s),
+            prepare=_prepare_append,
+            quick=quick,
+            full=full,
+            full_round_seconds=append_s,
+        ),
         Benchmark(
-            name=f"read-{label}", group="log", unit="records",
+            name=f"read-{label}",
+            group="log",
+            unit="records",
             title=f"sequential read of every {label} record into columns",
-            contenders=(Contender(SEGLOG, "seglog"), *STORE_PEERS, Contender(READ, "limit",
-                        note="read() of seglog's segment files")),
+            contenders=(
+                Contender(SEGLOG, "seglog"),
+                *STORE_PEERS,
+                Contender(READ, "limit", note="read() of seglog's segment files"),
+            ),
             goals=(Goal("≥10× sqlite3", "ratio", 10.0, "sqlite3 WAL"),),
-            prepare=_prepare_read, quick=quick, full=full, full_round_seconds=read_s),
+            prepare=_prepare_read,
+            quick=quick,
+            full=full,
+            full_round_seconds=read_s,
+        ),
     ]
-
 
 
 def append_batches_bench() -> Benchmark:
     return Benchmark(
-        name="append-batches", group="log", unit="bytes",
+        name="append-batches",
+        group="log",
+        unit="bytes",
         title="Log.append of pre-encoded 1 MiB batches vs write() of the same bytes",
         contenders=(Contender(SEGLOG, "seglog"), Contender(WRITE, "limit")),
         goals=(Goal("≥0.8× plain write()", "ratio", 0.8, WRITE),),
-        prepare=_prepare_append_batches, quick={"batches": 16}, full={"batches": 256},
-        full_round_seconds=2)
+        prepare=_prepare_append_batches,
+        quick={"batches": 16},
+        full={"batches": 256},
+        full_round_seconds=2,
+    )
 
 
 # -------------------------------------------------------------------------------------------------
 # Random lookups
 # -------------------------------------------------------------------------------------------------
+
 
 def _prepare_lookup(p: Mapping[str, int], base: Path, available: frozenset[str], by_time: bool) -> Work:
     cols = Columns(p["records"], 100)
@@ -295,6 +346,7 @@ def _prepare_lookup(p: Mapping[str, int], base: Path, available: frozenset[str],
             with env.begin() as txn:
                 get = txn.get
                 return [get(k) for k in keys]
+
         calls["LMDB"] = lmdb_get
         closers.append(env.close)
     # An in-memory sorted list of every record's offset or timestamp: bisect, no storage at all.
@@ -308,6 +360,7 @@ def _prepare_lookup(p: Mapping[str, int], base: Path, available: frozenset[str],
             c()
         for name in ("lookup", "lookup-sqlite", "lookup-lmdb"):
             shutil.rmtree(base / name, ignore_errors=True)
+
     return Work(items=LOOKUPS, calls=calls, close=close)
 
 
@@ -318,21 +371,37 @@ def lookup_benches() -> list[Benchmark]:
     bisect_peer = Contender("bisect on a list", "limit", note="every key in a Python list in memory")
     return [
         Benchmark(
-            name="lookup-offset", group="log", unit="lookups",
+            name="lookup-offset",
+            group="log",
+            unit="lookups",
             title="random offset lookups (1,024 per call) in a log of 100 B records",
-            contenders=(Contender("Log.read(offset, 1)", "seglog"), Contender("Segment.translate_offset", "seglog"),
-                        SQLITE, LMDB, bisect_peer),
+            contenders=(
+                Contender("Log.read(offset, 1)", "seglog"),
+                Contender("Segment.translate_offset", "seglog"),
+                SQLITE,
+                LMDB,
+                bisect_peer,
+            ),
             goals=(Goal("<2 µs per lookup", "max_seconds_per_item", 2e-6),),
-            prepare=lambda p, b, a: _prepare_lookup(p, b, a, False), quick=quick, full=full,
-            full_round_seconds=1),
+            prepare=lambda p, b, a: _prepare_lookup(p, b, a, False),
+            quick=quick,
+            full=full,
+            full_round_seconds=1,
+        ),
         Benchmark(
-            name="lookup-timestamp", group="log", unit="lookups",
+            name="lookup-timestamp",
+            group="log",
+            unit="lookups",
             title="random timestamp lookups (1,024 per call) in a log of 100 B records",
-            contenders=(Contender("Log.offset_for_timestamp", "seglog"),
-                        Contender("sqlite3 WAL", "peer", ("sqlite3",), note="with an index on ts"),
-                        bisect_peer),
+            contenders=(
+                Contender("Log.offset_for_timestamp", "seglog"),
+                Contender("sqlite3 WAL", "peer", ("sqlite3",), note="with an index on ts"),
+                bisect_peer,
+            ),
             goals=(Goal("<2 µs per lookup", "max_seconds_per_item", 2e-6),),
-            prepare=lambda p, b, a: _prepare_lookup(p, b, a, True), quick=quick, full=full,
-            full_round_seconds=1),
+            prepare=lambda p, b, a: _prepare_lookup(p, b, a, True),
+            quick=quick,
+            full=full,
+            full_round_seconds=1,
+        ),
     ]
-

@@ -4,8 +4,8 @@ clients' batch builders and sqlite3."""
 
 from __future__ import annotations
 
-import sqlite3
 import shutil
+import sqlite3
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -59,17 +59,24 @@ def _prepare_send(p: Mapping[str, int], base: Path, available: frozenset[str]) -
         producer.flush()
         if store.log("t", 0).log_end_offset != n:
             raise AssertionError("send lost records")
+
     add("Producer.send", _open_store, send)
     if "aiokafka" in available:
         from aiokafka.record.default_records import DefaultRecordBatchBuilder as Aio
 
-        add("aiokafka", lambda d: Log.open(d / "t-0"),
-            lambda lg: _builder_send(lg, lambda: Aio(2, 0, 0, -1, -1, -1, batch_size), keys, values))
+        add(
+            "aiokafka",
+            lambda d: Log.open(d / "t-0"),
+            lambda lg: _builder_send(lg, lambda: Aio(2, 0, 0, -1, -1, -1, batch_size), keys, values),
+        )
     if "kafka-python" in available:
         from kafka.record.default_records import DefaultRecordBatchBuilder as Kp
 
-        add("kafka-python", lambda d: Log.open(d / "t-0"),
-            lambda lg: _builder_send(lg, lambda: Kp(2, 0, 0, -1, -1, -1, batch_size), keys, values))
+        add(
+            "kafka-python",
+            lambda d: Log.open(d / "t-0"),
+            lambda lg: _builder_send(lg, lambda: Kp(2, 0, 0, -1, -1, -1, batch_size), keys, values),
+        )
 
     def sqlite_rows(con: sqlite3.Connection) -> None:
         cur = con.cursor()
@@ -80,6 +87,7 @@ def _prepare_send(p: Mapping[str, int], base: Path, available: frozenset[str]) -
                 cur.execute("COMMIT")
                 cur.execute("BEGIN")
         cur.execute("COMMIT")
+
     add("sqlite3 WAL", sqlite_log, sqlite_rows)
 
     return Work(items=n, calls=fc.calls, setup=fc.setup, repeatable=False, nbytes=n * 116, close=fc.close)
@@ -92,20 +100,25 @@ def _prepare_send_batch(p: Mapping[str, int], base: Path, available: frozenset[s
     fc = FreshCalls(base, "send-batch")
     add = fc.add
 
-    add("Producer.send_batch", _open_store,
-        lambda store: store.producer().send_batch("t", values, keys=keys, timestamps=T0, partition=0))
+    add(
+        "Producer.send_batch",
+        _open_store,
+        lambda store: store.producer().send_batch("t", values, keys=keys, timestamps=T0, partition=0),
+    )
 
     def raw(lg: Any) -> None:
         for s in range(0, n, chunk):
-            lg.append(encode_batch(values[s:s + chunk], keys=keys[s:s + chunk], timestamps=T0))
+            lg.append(encode_batch(values[s : s + chunk], keys=keys[s : s + chunk], timestamps=T0))
+
     add("encode_batch + Log.append", lambda d: Log.open(d / "t-0"), raw)
     rows = [(i, T0, k, v) for i, (k, v) in enumerate(zip(keys, values))]
 
     def sqlite_many(con: sqlite3.Connection) -> None:
         for s in range(0, n, 1000):
             con.execute("BEGIN")
-            con.executemany("INSERT INTO log VALUES (?, ?, ?, ?)", rows[s:s + 1000])
+            con.executemany("INSERT INTO log VALUES (?, ?, ?, ?)", rows[s : s + 1000])
             con.execute("COMMIT")
+
     add("sqlite3 WAL", sqlite_log, sqlite_many)
 
     return Work(items=n, calls=fc.calls, setup=fc.setup, repeatable=False, nbytes=n * 116, close=fc.close)
@@ -148,8 +161,10 @@ def _prepare_poll_columns(p: Mapping[str, int], base: Path, available: frozenset
                 offset = rb.column("offset")[-1].as_py() + 1
         return got
 
-    calls: dict[str, Callable[[], object]] = {"Consumer.poll_columns": poll_columns,
-                                              "decode_columns over Log.read": raw}
+    calls: dict[str, Callable[[], object]] = {
+        "Consumer.poll_columns": poll_columns,
+        "decode_columns over Log.read": raw,
+    }
     closers: list[Callable[[], None]] = [store.close]
     if "aiokafka" in available:
         from aiokafka.record.memory_records import MemoryRecords
@@ -165,14 +180,14 @@ def _prepare_poll_columns(p: Mapping[str, int], base: Path, available: frozenset
                         got += 1
                     offset = batch.next_offset
             return got
+
         calls["aiokafka"] = aio
     if "sqlite3 WAL" in available:
         sq = workdir(base, "poll-sqlite")
         con = sqlite_log(sq)
         con.execute("BEGIN")
         m = len(values)
-        con.executemany("INSERT INTO log VALUES (?, ?, ?, ?)",
-                        ((i, T0, keys[i % m], values[i % m]) for i in range(n)))
+        con.executemany("INSERT INTO log VALUES (?, ?, ?, ?)", ((i, T0, keys[i % m], values[i % m]) for i in range(n)))
         con.execute("COMMIT")
 
         calls["sqlite3 WAL"] = lambda: sqlite_scan(con)
@@ -185,41 +200,61 @@ def _prepare_poll_columns(p: Mapping[str, int], base: Path, available: frozenset
             c()
         shutil.rmtree(d, ignore_errors=True)
         shutil.rmtree(base / "poll-sqlite", ignore_errors=True)
+
     return Work(items=n, calls=calls, repeatable=False, nbytes=n * 116, close=close)
 
 
 def store_benches() -> list[Benchmark]:
     return [
         Benchmark(
-            name="send", group="store", unit="records",
+            name="send",
+            group="store",
+            unit="records",
             title="one Python call per 100 B record (Producer.send, linger 5 ms, 16 KiB batches)",
-            contenders=(Contender("Producer.send", "seglog"),
-                        Contender("aiokafka", "peer", ("aiokafka",), "aiokafka", "its batch builder + Log.append"),
-                        Contender("kafka-python", "peer", ("kafka",), "kafka-python", "its batch builder + Log.append"),
-                        Contender("sqlite3 WAL", "peer", ("sqlite3",), note="one execute per row")),
+            contenders=(
+                Contender("Producer.send", "seglog"),
+                Contender("aiokafka", "peer", ("aiokafka",), "aiokafka", "its batch builder + Log.append"),
+                Contender("kafka-python", "peer", ("kafka",), "kafka-python", "its batch builder + Log.append"),
+                Contender("sqlite3 WAL", "peer", ("sqlite3",), note="one execute per row"),
+            ),
             goals=(Goal("≥1.5 M records/s", "min_items_per_second", 1.5e6),),
-            prepare=_prepare_send, quick={"records": 20_000}, full={"records": 1_000_000},
-            full_round_seconds=10),
+            prepare=_prepare_send,
+            quick={"records": 20_000},
+            full={"records": 1_000_000},
+            full_round_seconds=10,
+        ),
         Benchmark(
-            name="send_batch", group="store", unit="records",
+            name="send_batch",
+            group="store",
+            unit="records",
             title="100 B records as columns in one call (Producer.send_batch)",
-            contenders=(Contender("Producer.send_batch", "seglog"),
-                        Contender("encode_batch + Log.append", "seglog", note="the raw path send_batch is built on"),
-                        Contender("sqlite3 WAL", "peer", ("sqlite3",), note="executemany")),
+            contenders=(
+                Contender("Producer.send_batch", "seglog"),
+                Contender("encode_batch + Log.append", "seglog", note="the raw path send_batch is built on"),
+                Contender("sqlite3 WAL", "peer", ("sqlite3",), note="executemany"),
+            ),
             goals=(Goal("≥0.7× raw append", "ratio", 0.7, "encode_batch + Log.append"),),
-            prepare=_prepare_send_batch, quick={"records": 20_000}, full={"records": 1_000_000},
-            full_round_seconds=5),
+            prepare=_prepare_send_batch,
+            quick={"records": 20_000},
+            full={"records": 1_000_000},
+            full_round_seconds=5,
+        ),
         Benchmark(
-            name="poll_columns", group="store", unit="records",
+            name="poll_columns",
+            group="store",
+            unit="records",
             title="consume every 100 B record into Arrow columns (Consumer.poll_columns)",
-            contenders=(Contender("Consumer.poll_columns", "seglog"),
-                        Contender("decode_columns over Log.read", "seglog", ("pyarrow",), "pyarrow",
-                                  "its ceiling"),
-                        Contender("aiokafka", "peer", ("aiokafka",), "aiokafka", "record objects"),
-                        Contender("sqlite3 WAL", "peer", ("sqlite3",), note="ordered scan into lists"),
-                        Contender(READ, "limit", note="read() of the segment files")),
+            contenders=(
+                Contender("Consumer.poll_columns", "seglog"),
+                Contender("decode_columns over Log.read", "seglog", ("pyarrow",), "pyarrow", "its ceiling"),
+                Contender("aiokafka", "peer", ("aiokafka",), "aiokafka", "record objects"),
+                Contender("sqlite3 WAL", "peer", ("sqlite3",), note="ordered scan into lists"),
+                Contender(READ, "limit", note="read() of the segment files"),
+            ),
             goals=(Goal("≥10 M records/s", "min_items_per_second", 1e7),),
-            prepare=_prepare_poll_columns, quick={"records": 50_000}, full={"records": 10_000_000},
-            full_round_seconds=15),
+            prepare=_prepare_poll_columns,
+            quick={"records": 50_000},
+            full={"records": 10_000_000},
+            full_round_seconds=15,
+        ),
     ]
-

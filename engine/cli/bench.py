@@ -39,15 +39,23 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.quick:
         mode = "--quick: small sizes, about a minute plus Spark's start-up"
     else:
-        sizes = (f"{args.records:,} records where sized in records" if args.records
-                 else "10 M records for append/read/poll_columns/Spark")
-        mode = (f"full sizes ({sizes}): roughly {max(1, round(est / 60))} min (as measured on a "
-                "shared 2-core machine); --quick runs in about a minute")
+        sizes = (
+            f"{args.records:,} records where sized in records"
+            if args.records
+            else "10 M records for append/read/poll_columns/Spark"
+        )
+        mode = (
+            f"full sizes ({sizes}): roughly {max(1, round(est / 60))} min (as measured on a "
+            "shared 2-core machine); --quick runs in about a minute"
+        )
     sys.stderr.write(f"seglog bench: {len(chosen)} benchmarks, {opts.n_rounds} rounds; {mode}\n")
     argv = ["seglog", *(args.argv or ["bench"])]
     doc = run(chosen, opts, out, argv=argv)
-    broken = [b["name"] for b in doc["benchmarks"]
-              if b["status"] == "error" or any(c["status"] == "error" for c in b["contenders"])]
+    broken = [
+        b["name"]
+        for b in doc["benchmarks"]
+        if b["status"] == "error" or any(c["status"] == "error" for c in b["contenders"])
+    ]
     if broken:
         raise CliError(f"{len(broken)} benchmark(s) failed: {', '.join(broken)} (see {out / 'results.json'})")
     return 0

@@ -60,8 +60,10 @@ class Progress:
         if self.tty:
             width = 30
             bar = "#" * int(frac * width) + "." * (width - int(frac * width))
-            self.stream.write(f"\r  {self.label} [{bar}] {frac * 100:5.1f}% {done:,}/{self.total:,} "
-                              f"{self.unit} ({rate / 1e6:.2f} M/s)")
+            self.stream.write(
+                f"\r  {self.label} [{bar}] {frac * 100:5.1f}% {done:,}/{self.total:,} "
+                f"{self.unit} ({rate / 1e6:.2f} M/s)"
+            )
             self.stream.flush()
             return
         step = int(frac * 10)

@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 
 from seglog.cli.common import CliError, Progress
 from seglog.cli.topics import print_describe
-from seglog.store import Store
 from seglog.storage.topic import TopicPartition
+from seglog.store import Store
 
 __all__ = ["run_demo"]
 
@@ -39,8 +39,10 @@ def _single_demo(args: argparse.Namespace) -> int:
         if topic in store.topics():
             store.delete_topic(topic)
         store.create_topic(topic, parts, {"segment.bytes": args.segment_bytes})
-        out.write(f"  created topic {topic!r}: {parts} partitions, segment.bytes={args.segment_bytes:,}; "
-                  f"producing with compression.type={args.compression}\n")
+        out.write(
+            f"  created topic {topic!r}: {parts} partitions, segment.bytes={args.segment_bytes:,}; "
+            f"producing with compression.type={args.compression}\n"
+        )
         producer = store.producer(compression_type=args.compression)
         chunk = 50_000
         bar = Progress("produce", n, out)
@@ -53,8 +55,10 @@ def _single_demo(args: argparse.Namespace) -> int:
             sent += m
             bar.update(sent)
         t_prod = bar.finish(sent)
-        out.write(f"  produced {n:,} records (keys user-0..user-999, murmur2-partitioned) in "
-                  f"{t_prod:.2f} s: {n / t_prod / 1e6:.2f} M records/s\n")
+        out.write(
+            f"  produced {n:,} records (keys user-0..user-999, murmur2-partitioned) in "
+            f"{t_prod:.2f} s: {n / t_prod / 1e6:.2f} M records/s\n"
+        )
 
         consumer = store.consumer(group_id="demo-verifier", auto_offset_reset="earliest")
         consumer.assign([TopicPartition(topic, p) for p in range(parts)])
@@ -80,12 +84,16 @@ def _single_demo(args: argparse.Namespace) -> int:
         distinct = pc.count_distinct(seen).as_py() if got else 0
         in_range = got == 0 or (pc.min(seen).as_py() >= 0 and pc.max(seen).as_py() < n)
         missing = n - distinct if in_range else n
-        out.write(f"  consumed {got:,} records back as Arrow columns in {t_cons:.2f} s: "
-                  f"{got / max(t_cons, 1e-9) / 1e6:.2f} M records/s\n")
+        out.write(
+            f"  consumed {got:,} records back as Arrow columns in {t_cons:.2f} s: "
+            f"{got / max(t_cons, 1e-9) / 1e6:.2f} M records/s\n"
+        )
         if got != n or missing:
             raise CliError(f"verification failed: {got:,} records read, {missing:,} of {n:,} missing")
-        out.write(f"  verified: every one of the {n:,} records came back exactly once; offsets "
-                  f"committed for group demo-verifier\n")
+        out.write(
+            f"  verified: every one of the {n:,} records came back exactly once; offsets "
+            f"committed for group demo-verifier\n"
+        )
         desc = store.describe(topic)
     with Store.open(path, read_only=True) as ro:
         out.write("\n")
@@ -95,13 +103,17 @@ def _single_demo(args: argparse.Namespace) -> int:
         size = os.path.getsize(os.path.join(path, f"{topic}-0", name))
         out.write(f"    {name:40s} {size:>12,} bytes\n")
     if _demo_keeps(args):
-        out.write(f"\n  the directory is a Kafka log dir: try `seglog describe {path}` or "
-                  f"`seglog dump {desc[0].partitions[0].path}/{'0' * 20}.log`\n")
+        out.write(
+            f"\n  the directory is a Kafka log dir: try `seglog describe {path}` or "
+            f"`seglog dump {desc[0].partitions[0].path}/{'0' * 20}.log`\n"
+        )
         if not args.dir:
             out.write(f"  (kept in {base})\n")
     else:
-        out.write(f"\n  the temporary directory {base} is removed now (--keep keeps it, to look at with "
-                  "`seglog describe` and `seglog dump`)\n")
+        out.write(
+            f"\n  the temporary directory {base} is removed now (--keep keeps it, to look at with "
+            "`seglog describe` and `seglog dump`)\n"
+        )
     return 0
 
 
@@ -128,9 +140,14 @@ def _spark_count(node_dirs: Sequence[str], say: Callable[[str], None]) -> dict[s
     from seglog.bindings.spark import register
 
     say("  Spark: starting a local session (local[2]) ...")
-    spark = (SparkSession.builder.master("local[2]").appName("seglog-demo")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("seglog-demo")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
     try:
         spark.sparkContext.setLogLevel("ERROR")
         register(spark)
@@ -138,7 +155,7 @@ def _spark_count(node_dirs: Sequence[str], say: Callable[[str], None]) -> dict[s
         for d in node_dirs:
             df = spark.read.format("seglog").option("columns", "offset").load(d)
             counts[d] = df.count()
-            say(f"    spark.read.format(\"seglog\").load({os.path.basename(d)!r}).count() = {counts[d]:,}")
+            say(f'    spark.read.format("seglog").load({os.path.basename(d)!r}).count() = {counts[d]:,}')
         return counts
     finally:
         spark.stop()
@@ -176,14 +193,15 @@ def _cluster_demo(args: argparse.Namespace) -> int:
     acked: list[int] = []  # offsets, by record number
     t_start = time.perf_counter()
     with LocalCluster(nodes=3, dir=path) as cluster:
-        say(f"seglog demo: three replica nodes in one process (loopback TCP, in-memory coordinator), "
-            f"data in {path}")
+        say(f"seglog demo: three replica nodes in one process (loopback TCP, in-memory coordinator), data in {path}")
         cluster.create_topic(topic, partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
         _poll_until(lambda: cluster.leader(topic) is not None, 30, "no leader was elected for the new topic")
         leader = cluster.leader(topic)
         assert leader is not None
-        say(f"  topic {topic!r}: replication factor 3, min.insync.replicas=2; leader node {leader}, "
-            f"ISR {cluster.isr(topic)}")
+        say(
+            f"  topic {topic!r}: replication factor 3, min.insync.replicas=2; leader node {leader}, "
+            f"ISR {cluster.isr(topic)}"
+        )
         producer = cluster.producer(acks="all", enable_idempotence=True)
 
         def produce(label: str, start: int, count: int) -> None:
@@ -198,8 +216,10 @@ def _cluster_demo(args: argparse.Namespace) -> int:
                 done += m
                 bar.update(done)
             t = bar.finish(done)
-            say(f"  {label}: {count:,} records acknowledged by the ISR (acks=all) in {t:.2f} s, "
-                f"{count / max(t, 1e-9) / 1e6:.2f} M records/s")
+            say(
+                f"  {label}: {count:,} records acknowledged by the ISR (acks=all) in {t:.2f} s, "
+                f"{count / max(t, 1e-9) / 1e6:.2f} M records/s"
+            )
 
         produce("produce", 0, n)
         say(f"  killing the leader, node {leader} (abrupt: sockets closed, nothing flushed)")
@@ -219,15 +239,19 @@ def _cluster_demo(args: argparse.Namespace) -> int:
             time.sleep(0.05)
         st = cluster.state(topic)
         assert st is not None
-        say(f"  the ISR shrank to {list(st.isr)} and node {st.leader} was elected leader "
-            f"(leader epoch {st.leader_epoch}); producing on")
+        say(
+            f"  the ISR shrank to {list(st.isr)} and node {st.leader} was elected leader "
+            f"(leader epoch {st.leader_epoch}); producing on"
+        )
         produce("produce", n, n)
         say(f"  restarting node {leader} from its directory")
         cluster.restart(leader)
         t0 = time.perf_counter()
         _poll_until(lambda: leader in cluster.isr(topic), 60, f"node {leader} did not rejoin the ISR")
-        say(f"  node {leader} recovered its log, caught up from the leader and rejoined the ISR in "
-            f"{time.perf_counter() - t0:.2f} s: ISR {cluster.isr(topic)}")
+        say(
+            f"  node {leader} recovered its log, caught up from the leader and rejoined the ISR in "
+            f"{time.perf_counter() - t0:.2f} s: ISR {cluster.isr(topic)}"
+        )
         producer.close()
 
         total = len(acked)
@@ -253,17 +277,25 @@ def _cluster_demo(args: argparse.Namespace) -> int:
         t_cons = bar.finish(got)
         consumer.close()
         lost = sum(1 for i in range(total) if seen[i] != acked[i])
-        say(f"  consumed {got:,} records in {t_cons:.2f} s: {total:,} acknowledged, {lost} lost or "
-            f"moved, {dups} duplicated, {stray} unexpected")
+        say(
+            f"  consumed {got:,} records in {t_cons:.2f} s: {total:,} acknowledged, {lost} lost or "
+            f"moved, {dups} duplicated, {stray} unexpected"
+        )
         if lost or dups or stray or got != total:
-            raise CliError(f"verification failed: {lost} acknowledged records lost, {dups} duplicated, "
-                           f"{stray} unexpected")
-        say(f"  verified: every acknowledged record is there exactly once, at the offset it was "
-            f"acknowledged with ({time.perf_counter() - t_start:.1f} s so far)")
+            raise CliError(
+                f"verification failed: {lost} acknowledged records lost, {dups} duplicated, {stray} unexpected"
+            )
+        say(
+            f"  verified: every acknowledged record is there exactly once, at the offset it was "
+            f"acknowledged with ({time.perf_counter() - t_start:.1f} s so far)"
+        )
         # Followers learn the final high watermark with their next fetch; wait for it, so that
         # each node's checkpoint (what Spark reads up to) covers everything.
-        _poll_until(lambda: sorted(cluster.high_watermarks(topic).values()) == [total] * 3, 30,
-                    "the replicas' high watermarks did not all reach the log end")
+        _poll_until(
+            lambda: sorted(cluster.high_watermarks(topic).values()) == [total] * 3,
+            30,
+            "the replicas' high watermarks did not all reach the log end",
+        )
         node_dirs = [cluster.node_dir(i) for i in cluster.ids]
     # Closed cleanly: every node flushed its logs and checkpointed its high watermark.
     say("  the cluster is shut down; each node's directory is a Kafka log dir:")
@@ -278,8 +310,7 @@ def _cluster_demo(args: argparse.Namespace) -> int:
     if _demo_keeps(args):
         say(f"  files kept in {path}: try `seglog describe {node_dirs[0]}`")
     else:
-        say(f"  the temporary directory {base} is removed now (--keep keeps it, to look at with "
-            "`seglog describe`)")
+        say(f"  the temporary directory {base} is removed now (--keep keeps it, to look at with `seglog describe`)")
     return 0
 
 

@@ -73,8 +73,11 @@ def run_dump(args: argparse.Namespace) -> int:
         else:
             problems += _dump_checkpoint(path)
     if dirs:
-        note("dump", f"skipping {len(dirs)} director{'y' if len(dirs) == 1 else 'ies'} ("
-                      f"{', '.join(dirs[:3])}{', ...' if len(dirs) > 3 else ''}): dump reads the files in them")
+        note(
+            "dump",
+            f"skipping {len(dirs)} director{'y' if len(dirs) == 1 else 'ies'} ("
+            f"{', '.join(dirs[:3])}{', ...' if len(dirs) > 3 else ''}): dump reads the files in them",
+        )
     if not dumped:
         raise CliError(f"none of the {len(args.files)} files is a segment file (expected {_DUMPABLE})")
     if problems:
@@ -90,15 +93,17 @@ def _dump_checkpoint(path: str) -> int:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        sys.stdout.write(f"not a checkpoint file: byte {exc.start} is not text "
-                         f"(a checkpoint is UTF-8 lines: version, count, entries)\n")
+        sys.stdout.write(
+            f"not a checkpoint file: byte {exc.start} is not text "
+            f"(a checkpoint is UTF-8 lines: version, count, entries)\n"
+        )
         return 1
     lines = text.splitlines()
-    if text and (len(lines) < 2 or not lines[0].strip().lstrip("-").isdigit()
-                 or not lines[1].strip().isdigit()):
+    if text and (len(lines) < 2 or not lines[0].strip().lstrip("-").isdigit() or not lines[1].strip().isdigit()):
         first = lines[0][:40] if lines else ""
-        sys.stdout.write(f"not a checkpoint file: it starts {first!r}, not with a version line and "
-                         "an entry-count line\n")
+        sys.stdout.write(
+            f"not a checkpoint file: it starts {first!r}, not with a version line and an entry-count line\n"
+        )
         return 1
     sys.stdout.write(text)
     return 0
@@ -151,20 +156,26 @@ def _dump_log(path: str, args: argparse.Namespace) -> int:
             f"deleteHorizonMs: {horizon if horizon is not None else 'none'} position: {h.position} "
             f"{ts_type}: {h.max_timestamp} size: {h.size} magic: {h.magic} "
             f"compresscodec: {codecs.get(h.compression, h.compression)} crc: {h.crc} "
-            f"isvalid: {str(valid).lower()}\n")
+            f"isvalid: {str(valid).lower()}\n"
+        )
         if args.print_data_log and valid:
             try:
-                recs = decode_records(data[h.position:h.position + h.size], include_control=True,
-                                      max_decompressed=args.max_message_size * 64)
+                recs = decode_records(
+                    data[h.position : h.position + h.size],
+                    include_control=True,
+                    max_decompressed=args.max_message_size * 64,
+                )
             except (CorruptRecordError, SeglogError, ValueError) as exc:
                 out.write(f"| cannot decode the records of the batch at position {h.position}: {exc}\n")
                 problems += 1
                 continue
             for r in recs:
-                line = (f"| offset: {r.offset} {ts_type}: {r.timestamp} "
-                        f"keySize: {len(r.key) if r.key is not None else -1} "
-                        f"valueSize: {len(r.value) if r.value is not None else -1} "
-                        f"sequence: {r.sequence} headerKeys: [{','.join(k for k, _ in r.headers)}]")
+                line = (
+                    f"| offset: {r.offset} {ts_type}: {r.timestamp} "
+                    f"keySize: {len(r.key) if r.key is not None else -1} "
+                    f"valueSize: {len(r.value) if r.value is not None else -1} "
+                    f"sequence: {r.sequence} headerKeys: [{','.join(k for k, _ in r.headers)}]"
+                )
                 if r.is_control:
                     names: dict[int | None, str] = {0: "ABORT", 1: "COMMIT"}
                     line += f" endTxnMarker: {names.get(r.control_type, r.control_type)}"
@@ -173,11 +184,15 @@ def _dump_log(path: str, args: argparse.Namespace) -> int:
                 out.write(line + "\n")
     if bad_at is not None:
         if bad_at == 0 and not heads:
-            out.write(f"Not a Kafka log segment: {_first_batch(data, reason)}; none of its "
-                      f"{len(data)} bytes read as record batches\n")
+            out.write(
+                f"Not a Kafka log segment: {_first_batch(data, reason)}; none of its "
+                f"{len(data)} bytes read as record batches\n"
+            )
         else:
-            out.write(f"Found a corrupt batch at position {bad_at} of {path}: {reason}; "
-                      f"{len(data) - bad_at} byte(s) from there on cannot be read\n")
+            out.write(
+                f"Found a corrupt batch at position {bad_at} of {path}: {reason}; "
+                f"{len(data) - bad_at} byte(s) from there on cannot be read\n"
+            )
         problems += 1
     return problems
 
@@ -186,8 +201,10 @@ def _first_batch(data: bytes, reason: str) -> str:
     """What the first bytes of a file claim as a batch header, in Kafka's terms, and why that
     cannot be a batch."""
     if len(data) < 17:
-        return (f"the file holds {len(data)} byte(s), fewer than the 17 that start every batch "
-                "(offset, length, leader epoch, magic)")
+        return (
+            f"the file holds {len(data)} byte(s), fewer than the 17 that start every batch "
+            "(offset, length, leader epoch, magic)"
+        )
     length = int.from_bytes(data[8:12], "big", signed=True)
     magic = data[16]
     said = f"the first batch, at position 0, declares length {length}"
@@ -213,7 +230,7 @@ def _index_entries(data: bytes, entry: int) -> list[bytes]:
     n = len(data) // entry
     out = []
     for i in range(n):
-        e = data[i * entry:(i + 1) * entry]
+        e = data[i * entry : (i + 1) * entry]
         if i > 0 and not any(e):
             break  # the preallocated, never written tail
         out.append(e)
@@ -259,25 +276,33 @@ def _dump_index(path: str, args: argparse.Namespace, *, time_index: bool) -> int
             if not args.verify_index_only:
                 out.write(f"timestamp: {ts} offset: {offset}\n")
             if prev is not None and (ts <= prev[0] or offset < prev[1]):
-                out.write(f"{path}: entry {i} (timestamp {ts}, offset {offset}) does not increase "
-                          f"after entry {i - 1} (timestamp {prev[0]}, offset {prev[1]})\n")
+                out.write(
+                    f"{path}: entry {i} (timestamp {ts}, offset {offset}) does not increase "
+                    f"after entry {i - 1} (timestamp {prev[0]}, offset {prev[1]})\n"
+                )
                 problems += 1
             if heads is not None:
                 k = bisect.bisect_left(last_offsets, offset)
                 if k == len(heads):
-                    out.write(f"{path}: entry {i} (timestamp {ts}, offset {offset}): no batch of "
-                              f"{log_path} reaches offset {offset}\n")
+                    out.write(
+                        f"{path}: entry {i} (timestamp {ts}, offset {offset}): no batch of "
+                        f"{log_path} reaches offset {offset}\n"
+                    )
                     problems += 1
                 elif heads[k].last_offset != offset:
-                    out.write(f"{path}: entry {i} (timestamp {ts}, offset {offset}): the batch at "
-                              f"position {heads[k].position} holding it ends at offset "
-                              f"{heads[k].last_offset}; an entry names a batch's last offset\n")
+                    out.write(
+                        f"{path}: entry {i} (timestamp {ts}, offset {offset}): the batch at "
+                        f"position {heads[k].position} holding it ends at offset "
+                        f"{heads[k].last_offset}; an entry names a batch's last offset\n"
+                    )
                     problems += 1
                 else:
                     log_ts = _batch_max_timestamp(log_data, heads[k])
                     if log_ts != ts:
-                        out.write(f"{path}: entry {i} (timestamp {ts}, offset {offset}): the batch at "
-                                  f"position {heads[k].position} has largest timestamp {log_ts}\n")
+                        out.write(
+                            f"{path}: entry {i} (timestamp {ts}, offset {offset}): the batch at "
+                            f"position {heads[k].position} has largest timestamp {log_ts}\n"
+                        )
                         problems += 1
             prev = (ts, offset)
         else:
@@ -286,19 +311,25 @@ def _dump_index(path: str, args: argparse.Namespace, *, time_index: bool) -> int
             if not args.verify_index_only:
                 out.write(f"offset: {offset} position: {pos}\n")
             if prev is not None and (offset <= prev[0] or pos <= prev[1]):
-                out.write(f"{path}: entry {i} (offset {offset}, position {pos}) does not increase "
-                          f"after entry {i - 1} (offset {prev[0]}, position {prev[1]})\n")
+                out.write(
+                    f"{path}: entry {i} (offset {offset}, position {pos}) does not increase "
+                    f"after entry {i - 1} (offset {prev[0]}, position {prev[1]})\n"
+                )
                 problems += 1
             if heads is not None:
                 h = by_pos.get(pos)
                 if h is None:
-                    out.write(f"{path}: entry {i} (offset {offset}, position {pos}): no batch starts "
-                              f"at position {pos} of {log_path}\n")
+                    out.write(
+                        f"{path}: entry {i} (offset {offset}, position {pos}): no batch starts "
+                        f"at position {pos} of {log_path}\n"
+                    )
                     problems += 1
                 elif h.last_offset != offset:
-                    out.write(f"{path}: entry {i} (offset {offset}, position {pos}): the batch there "
-                              f"ends at offset {h.last_offset} (index offset {offset}, log offset "
-                              f"{h.last_offset})\n")
+                    out.write(
+                        f"{path}: entry {i} (offset {offset}, position {pos}): the batch there "
+                        f"ends at offset {h.last_offset} (index offset {offset}, log offset "
+                        f"{h.last_offset})\n"
+                    )
                     problems += 1
             prev = (offset, pos)
     if args.verify_index_only and not problems:
@@ -311,7 +342,7 @@ def _batch_max_timestamp(data: bytes, h: Any) -> int:
     records' for a legacy entry (a v1 wrapper's own timestamp need not be their maximum)."""
     if h.magic == 2:
         return int(h.max_timestamp)
-    recs = decode_records(data[h.position:h.position + h.size])
+    recs = decode_records(data[h.position : h.position + h.size])
     return max((r.timestamp for r in recs), default=-1)
 
 
@@ -340,9 +371,10 @@ def _dump_txnindex(path: str) -> int:
         sys.stdout.write(f"the file size {len(data)} is not a multiple of the 34-byte entry size\n")
         problems += 1
     for i in range(len(data) // 34):
-        version, pid, first, last, lso = struct.unpack(">hqqqq", data[i * 34:(i + 1) * 34])
-        sys.stdout.write(f"version: {version} producerId: {pid} firstOffset: {first} "
-                         f"lastOffset: {last} lastStableOffset: {lso}\n")
+        version, pid, first, last, lso = struct.unpack(">hqqqq", data[i * 34 : (i + 1) * 34])
+        sys.stdout.write(
+            f"version: {version} producerId: {pid} firstOffset: {first} lastOffset: {last} lastStableOffset: {lso}\n"
+        )
     return problems
 
 
@@ -353,17 +385,17 @@ def _dump_snapshot(path: str) -> int:
     version, crc, count = struct.unpack(">hIi", data[:10])
     actual = crc32c(data[6:])
     if version != 1:
-        raise CliError(f"{path}: not a producer snapshot: it declares version {version} "
-                       "(Kafka writes version 1)")
+        raise CliError(f"{path}: not a producer snapshot: it declares version {version} (Kafka writes version 1)")
     if actual != crc:
         raise CliError(f"{path}: CRC mismatch: stored {crc:08x}, computed {actual:08x}")
     if len(data) != 10 + 46 * count:
         raise CliError(f"{path}: {count} entries need {10 + 46 * count} bytes, the file has {len(data)}")
     for i in range(count):
-        pid, epoch, seq, off, delta, ts, coord, txn = struct.unpack(
-            ">qhiqiqiq", data[10 + 46 * i:10 + 46 * (i + 1)])
-        sys.stdout.write(f"producerId: {pid} producerEpoch: {epoch} coordinatorEpoch: {coord} "
-                         f"currentTxnFirstOffset: {txn} lastTimestamp: {ts} "
-                         f"firstSequence: {seq - delta} lastSequence: {seq} lastOffset: {off} "
-                         f"offsetDelta: {delta}\n")
+        pid, epoch, seq, off, delta, ts, coord, txn = struct.unpack(">qhiqiqiq", data[10 + 46 * i : 10 + 46 * (i + 1)])
+        sys.stdout.write(
+            f"producerId: {pid} producerEpoch: {epoch} coordinatorEpoch: {coord} "
+            f"currentTxnFirstOffset: {txn} lastTimestamp: {ts} "
+            f"firstSequence: {seq - delta} lastSequence: {seq} lastOffset: {off} "
+            f"offsetDelta: {delta}\n"
+        )
     return 0

@@ -21,8 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["run_node", "run_serve", "serve_until_stopped"]
 
 
-def serve_until_stopped(make_server: Callable[[], KafkaServer],
-                        started: Callable[[KafkaServer], str]) -> None:
+def serve_until_stopped(make_server: Callable[[], KafkaServer], started: Callable[[KafkaServer], str]) -> None:
     """Serve Kafka clients until SIGINT or SIGTERM.
 
     In a new event loop: build the server with ``make_server``, start it, write the line
@@ -86,14 +85,15 @@ def run_serve(args: argparse.Namespace) -> int:
             config = BrokerConfig.from_dict(rest)
         except ConfigError as exc:
             line = entries[exc.key][1] if exc.key in entries else None
-            raise CliError(f"{exc.message} (in {args.config}"
-                           + (f", line {line})" if line else ")")) from None
+            raise CliError(f"{exc.message} (in {args.config}" + (f", line {line})" if line else ")")) from None
         listeners = [v.strip() for v in rest.get("listeners", "").split(",") if v.strip()]
     listen = args.listen
     if listen is None:
         if len(listeners) > 1:
-            raise CliError(f"{args.config}: listeners has {len(listeners)} entries; seglog serve "
-                           f"serves one (pick it with --listen)")
+            raise CliError(
+                f"{args.config}: listeners has {len(listeners)} entries; seglog serve "
+                f"serves one (pick it with --listen)"
+            )
         listen = listeners[0] if listeners else "127.0.0.1:9092"
     try:
         _name, host, port, options = listener_options(listen, security)
@@ -104,7 +104,10 @@ def run_serve(args: argparse.Namespace) -> int:
     with Store.open(args.dir, config) as store:
         serve_until_stopped(
             lambda: KafkaServer(store, host, port, **options),
-            lambda server: f"seglog serve: serving {store.dir} to Kafka clients on "
-                           f"{server.bootstrap_servers} ({options['security_protocol']})")
+            lambda server: (
+                f"seglog serve: serving {store.dir} to Kafka clients on "
+                f"{server.bootstrap_servers} ({options['security_protocol']})"
+            ),
+        )
     sys.stderr.write("seglog serve: stopped\n")
     return 0

@@ -13,8 +13,8 @@ from typing import IO, Any
 
 from seglog.cli.common import CliError, check_log_dir, note
 from seglog.errors import LogDirectoryLockedError, StorageError
-from seglog.store import Store
 from seglog.storage.topic import TopicPartition
+from seglog.store import Store
 
 __all__ = ["print_describe", "run_consume", "run_describe", "run_produce"]
 
@@ -27,13 +27,21 @@ def _human(n: int) -> str:
 
 
 def print_describe(topics: Sequence[Any], out: IO[str]) -> None:
-    rows = [("TOPIC", "PARTITION", "LOG-START", "HIGH-WATERMARK", "LOG-END", "RECOVERY-POINT",
-             "SEGMENTS", "SIZE")]
+    rows = [("TOPIC", "PARTITION", "LOG-START", "HIGH-WATERMARK", "LOG-END", "RECOVERY-POINT", "SEGMENTS", "SIZE")]
     for t in topics:
         for p in t.partitions:
-            rows.append((t.name, str(p.partition), f"{p.log_start_offset:,}", f"{p.high_watermark:,}",
-                         f"{p.log_end_offset:,}", f"{p.recovery_point:,}", str(p.segments),
-                         _human(p.size_bytes)))
+            rows.append(
+                (
+                    t.name,
+                    str(p.partition),
+                    f"{p.log_start_offset:,}",
+                    f"{p.high_watermark:,}",
+                    f"{p.log_end_offset:,}",
+                    f"{p.recovery_point:,}",
+                    str(p.segments),
+                    _human(p.size_bytes),
+                )
+            )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         cells = [r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]
@@ -65,8 +73,9 @@ def run_describe(args: argparse.Namespace) -> int:
         raise CliError("give a log directory, or --bootstrap HOST:PORT for a running cluster")
     check_log_dir(args.dir)
     with Store.open(args.dir, read_only=True) as store:
-        topics = store.describe(args.topic, internal=args.internal) if args.topic else \
-            store.describe(internal=args.internal)
+        topics = (
+            store.describe(args.topic, internal=args.internal) if args.topic else store.describe(internal=args.internal)
+        )
         if not topics:
             sys.stdout.write(f"{args.dir}: no topics\n")
             return 0
@@ -89,8 +98,7 @@ def run_produce(args: argparse.Namespace) -> int:
     with Store.open(args.dir, create=args.create) as store:
         if args.topic not in store.topics():
             if not args.create:
-                raise CliError(f"topic {args.topic!r} does not exist in {args.dir} (use --create "
-                               "to create it)")
+                raise CliError(f"topic {args.topic!r} does not exist in {args.dir} (use --create to create it)")
             store.create_topic(args.topic, args.partitions)
         producer = store.producer(linger_ms=100, compression_type=args.compression)
         try:
@@ -142,8 +150,11 @@ def _position(consumer: Any, tps: Sequence[Any], args: argparse.Namespace) -> No
             if args.offset < 0:
                 start = max(end[tp] + args.offset, begin[tp])
             elif args.offset > end[tp]:
-                note("consume", f"--offset {args.offset} is past the end: {_holds(tp, begin[tp], end[tp])}; "
-                                 f"starting at its end, offset {end[tp]}")
+                note(
+                    "consume",
+                    f"--offset {args.offset} is past the end: {_holds(tp, begin[tp], end[tp])}; "
+                    f"starting at its end, offset {end[tp]}",
+                )
                 start = end[tp]
             else:
                 start = args.offset
@@ -160,9 +171,12 @@ def _position(consumer: Any, tps: Sequence[Any], args: argparse.Namespace) -> No
             fresh.append(tp)
     if fresh:
         names = ", ".join(f"{tp.topic}-{tp.partition} at offset {end[tp]}" for tp in fresh)
-        note("consume", f"group {args.group!r} has no committed offset yet: starting at the end "
-                         f"({names}), as a new Kafka consumer group does; add --from-beginning to "
-                         "read from the start")
+        note(
+            "consume",
+            f"group {args.group!r} has no committed offset yet: starting at the end "
+            f"({names}), as a new Kafka consumer group does; add --from-beginning to "
+            "read from the start",
+        )
 
 
 def run_consume(args: argparse.Namespace) -> int:
@@ -181,8 +195,10 @@ def run_consume(args: argparse.Namespace) -> int:
         unwritable = isinstance(cause, OSError) and cause.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
         if not (isinstance(exc, LogDirectoryLockedError) or unwritable):
             raise
-        raise CliError(f"cannot commit the offsets of group {args.group!r}: {exc}; without --group, "
-                       "consume reads the log dir without writing to it") from None
+        raise CliError(
+            f"cannot commit the offsets of group {args.group!r}: {exc}; without --group, "
+            "consume reads the log dir without writing to it"
+        ) from None
     with store:
         if args.topic not in store.topics(internal=True):
             raise CliError(f"topic {args.topic!r} does not exist in {args.dir}")
@@ -192,25 +208,37 @@ def run_consume(args: argparse.Namespace) -> int:
             if not 0 <= p < n_parts:
                 raise CliError(f"--partition {p}: topic {args.topic!r} has {n_parts} partition(s)")
         consumer = store.consumer(
-            group_id=args.group, auto_offset_reset="earliest" if args.group is None else "latest",
-            isolation_level=args.isolation_level, enable_auto_commit=False)
+            group_id=args.group,
+            auto_offset_reset="earliest" if args.group is None else "latest",
+            isolation_level=args.isolation_level,
+            enable_auto_commit=False,
+        )
         tps = [TopicPartition(args.topic, p) for p in parts]
         consumer.assign(tps)
         _position(consumer, tps, args)
         shown = 0
         limit = args.max_messages
         while limit is None or shown < limit:
-            recs = consumer.poll(max_records=10_000 if limit is None else min(10_000, limit - shown),
-                                 timeout_ms=args.timeout_ms)
+            recs = consumer.poll(
+                max_records=10_000 if limit is None else min(10_000, limit - shown), timeout_ms=args.timeout_ms
+            )
             if not recs:
                 break
             for tp, rs in recs.items():
                 for r in rs:
                     if args.format == "json":
-                        line = json.dumps({
-                            "topic": tp.topic, "partition": tp.partition, "offset": r.offset,
-                            "timestamp": r.timestamp, "key": _text(r.key), "value": _text(r.value),
-                            "headers": [[k, _text(v)] for k, v in r.headers]}, ensure_ascii=False)
+                        line = json.dumps(
+                            {
+                                "topic": tp.topic,
+                                "partition": tp.partition,
+                                "offset": r.offset,
+                                "timestamp": r.timestamp,
+                                "key": _text(r.key),
+                                "value": _text(r.value),
+                                "headers": [[k, _text(v)] for k, v in r.headers],
+                            },
+                            ensure_ascii=False,
+                        )
                         out.write(line.encode("utf-8") + b"\n")
                     else:
                         if args.print_key:

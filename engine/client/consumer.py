@@ -50,17 +50,16 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from seglog.client.kafka_table import columns_table, empty_table
-from seglog.util.args import int_arg
 from seglog.config import ConsumerConfig
 from seglog.errors import (
     KafkaStorageError,
     OffsetOutOfRangeError,
     SeglogError,
-    UnknownTopicOrPartitionError,
 )
 from seglog.storage.group_offsets import OffsetAndMetadata
 from seglog.storage.records import Record, batch_headers, decode_records
 from seglog.storage.topic import TopicPartition
+from seglog.util.args import int_arg
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -70,8 +69,13 @@ if TYPE_CHECKING:
     from seglog.storage.log_manager import LogManager
     from seglog.storage.topic import StoredPartition
 
-__all__ = ["ConsumerRecords", "Consumer", "NoOffsetForPartitionError", "OffsetAndTimestamp",
-           "ConsumerRebalanceListener"]
+__all__ = [
+    "Consumer",
+    "ConsumerRebalanceListener",
+    "ConsumerRecords",
+    "NoOffsetForPartitionError",
+    "OffsetAndTimestamp",
+]
 
 _member_seq = itertools.count()
 
@@ -103,11 +107,11 @@ def _tp(value: Any, name: str = "partition") -> TopicPartition:
     if isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], str):
         p = value[1]
         if isinstance(p, bool) or not hasattr(type(p), "__index__"):
-            raise TypeError(f"{name} {tuple(value)!r}: the partition number must be an int, not "
-                            f"{type(p).__name__}")
+            raise TypeError(f"{name} {tuple(value)!r}: the partition number must be an int, not {type(p).__name__}")
         return TopicPartition(value[0], int(p))
-    raise TypeError(f"{name} must be a TopicPartition or a (topic, partition) pair, not "
-                    f"{type(value).__name__} {str(value)[:40]!r}")
+    raise TypeError(
+        f"{name} must be a TopicPartition or a (topic, partition) pair, not {type(value).__name__} {str(value)[:40]!r}"
+    )
 
 
 class ConsumerRecords:
@@ -150,7 +154,7 @@ class ConsumerRecords:
 class _Fetched:
     """Decoded records of one partition not yet returned (a list, or an Arrow table)."""
 
-    __slots__ = ("records", "index", "table", "end")
+    __slots__ = ("end", "index", "records", "table")
 
     def __init__(self, end: int) -> None:
         self.records: list[Record] | None = None
@@ -162,8 +166,13 @@ class _Fetched:
 class Consumer:
     """Create with :meth:`seglog.Store.consumer`."""
 
-    def __init__(self, store: LogManager, group_id: str | None = None,
-                 config: Mapping[str, Any] | ConsumerConfig | None = None, **settings: Any) -> None:
+    def __init__(
+        self,
+        store: LogManager,
+        group_id: str | None = None,
+        config: Mapping[str, Any] | ConsumerConfig | None = None,
+        **settings: Any,
+    ) -> None:
         cfg = ConsumerConfig.coerce(config)
         if group_id is not None:
             settings["group_id"] = group_id
@@ -206,8 +215,12 @@ class Consumer:
     def assignment(self) -> set[TopicPartition]:
         return set(self._assignment)
 
-    def subscribe(self, topics: Sequence[str] | None = None, pattern: str | None = None,
-                  listener: ConsumerRebalanceListener | None = None) -> None:
+    def subscribe(
+        self,
+        topics: Sequence[str] | None = None,
+        pattern: str | None = None,
+        listener: ConsumerRebalanceListener | None = None,
+    ) -> None:
         """Follow ``topics`` (or every topic matching the regular expression ``pattern``).
         With a ``group.id`` the partitions are shared with the group's other consumers."""
         self._check_open()
@@ -223,8 +236,7 @@ class Consumer:
                 if not isinstance(t, str):
                     raise TypeError(f"topics must hold str names, not {type(t).__name__} {t!r}")
         if pattern is not None and not isinstance(pattern, (str, re.Pattern)):
-            raise TypeError(f"pattern must be a str or a compiled regular expression, not "
-                            f"{type(pattern).__name__}")
+            raise TypeError(f"pattern must be a str or a compiled regular expression, not {type(pattern).__name__}")
         self._topics = set(topics) if topics is not None else None
         self._pattern = re.compile(pattern) if pattern is not None else None
         self._listener = listener
@@ -335,13 +347,13 @@ class Consumer:
         self._buffers.pop(tp, None)
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
-        for tp in (partitions or tuple(self._assignment)):
+        for tp in partitions or tuple(self._assignment):
             tp = self._owned(tp)
             self._positions[tp] = self._log_start(tp)
             self._buffers.pop(tp, None)
 
     def seek_to_end(self, *partitions: TopicPartition) -> None:
-        for tp in (partitions or tuple(self._assignment)):
+        for tp in partitions or tuple(self._assignment):
             tp = self._owned(tp)
             self._positions[tp] = self._end(tp)
             self._buffers.pop(tp, None)
@@ -376,11 +388,11 @@ class Consumer:
         elif policy == "latest":
             pos = self._end(tp)
         elif out_of_range:
-            raise OffsetOutOfRangeError(f"position of {tp} is out of range and auto.offset.reset "
-                                        "is none")
+            raise OffsetOutOfRangeError(f"position of {tp} is out of range and auto.offset.reset is none")
         else:
-            raise NoOffsetForPartitionError(f"{tp} has no committed offset for group "
-                                            f"{self.group_id!r} and auto.offset.reset is none")
+            raise NoOffsetForPartitionError(
+                f"{tp} has no committed offset for group {self.group_id!r} and auto.offset.reset is none"
+            )
         self._positions[tp] = pos
         return pos
 
@@ -391,14 +403,14 @@ class Consumer:
         """The high watermark (read_uncommitted) or last stable offset (read_committed)."""
         return {_tp(tp): self._end(_tp(tp)) for tp in partitions}
 
-    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]
-                          ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """For each partition the earliest offset whose timestamp is at least the given one
         (None when no such record exists), Kafka's ListOffsets."""
         out: dict[TopicPartition, OffsetAndTimestamp | None] = {}
         if not isinstance(timestamps, Mapping):
-            raise TypeError(f"timestamps must be a mapping of partition to timestamp, not "
-                            f"{type(timestamps).__name__}")
+            raise TypeError(f"timestamps must be a mapping of partition to timestamp, not {type(timestamps).__name__}")
         for tp, ts in timestamps.items():
             tp = _tp(tp)
             int_arg(f"the timestamp for {tp}", ts)
@@ -432,8 +444,7 @@ class Consumer:
             self._commit_positions(self._assignment)
             return
         if not isinstance(offsets, Mapping):
-            raise TypeError(f"offsets must be a mapping of partition to offset, not "
-                            f"{type(offsets).__name__}")
+            raise TypeError(f"offsets must be a mapping of partition to offset, not {type(offsets).__name__}")
         now = self._clock.time_ms()
         out: dict[tuple[str, int], OffsetAndMetadata | None] = {}
         for tp, om in offsets.items():
@@ -485,8 +496,7 @@ class Consumer:
         out = self._poll(max_records or self.config.max_poll_records, timeout_ms, columns=False)
         return ConsumerRecords(out)
 
-    def poll_columns(self, max_records: int | None = None, timeout_ms: int = 0, *,
-                     headers: bool = False) -> pa.Table:
+    def poll_columns(self, max_records: int | None = None, timeout_ms: int = 0, *, headers: bool = False) -> pa.Table:
         """Like :meth:`poll` but as a ``pyarrow.Table`` decoded without per-record Python
         objects, with Spark's Kafka-source columns: ``key``, ``value`` (binary), ``topic``
         (string), ``partition`` (int32), ``offset`` (int64), ``timestamp`` (timestamp[ms, UTC]),
@@ -505,8 +515,9 @@ class Consumer:
             return tables[0]
         return pa.concat_tables(tables)
 
-    def _poll(self, max_records: int | None, timeout_ms: int, *, columns: bool,
-              headers: bool = False) -> dict[TopicPartition, Any]:
+    def _poll(
+        self, max_records: int | None, timeout_ms: int, *, columns: bool, headers: bool = False
+    ) -> dict[TopicPartition, Any]:
         self._check_open()
         if max_records is not None and max_records < 1:
             raise ValueError(f"max_records must be at least 1, got {max_records}")
@@ -525,8 +536,9 @@ class Consumer:
             self._store._wait_for_data(min(left, max(self.config.fetch_max_wait_ms, 1)))
             self._rebalance()
 
-    def _collect(self, max_records: int | None, columns: bool, headers: bool,
-                 start_ms: int) -> dict[TopicPartition, Any] | None:
+    def _collect(
+        self, max_records: int | None, columns: bool, headers: bool, start_ms: int
+    ) -> dict[TopicPartition, Any] | None:
         """One round: buffered records first, then fetches. None when there is nothing yet
         (or less than fetch.min.bytes, while fetch.max.wait.ms has not passed)."""
         tps = [tp for tp in self._assignment if tp not in self._paused]
@@ -559,8 +571,7 @@ class Consumer:
         total_bytes = 0
         budget = self.config.fetch_max_bytes
         for tp in order:
-            res = self._read(tp, min(self.config.max_partition_fetch_bytes, max(budget, 0)),
-                             min_one=not fetches)
+            res = self._read(tp, min(self.config.max_partition_fetch_bytes, max(budget, 0)), min_one=not fetches)
             if res is None:
                 continue
             fetches.append((tp, res))
@@ -600,8 +611,7 @@ class Consumer:
             return res if res else None
         return None
 
-    def _decode(self, tp: TopicPartition, res: LogReadResult, pos: int, columns: bool,
-                headers: bool) -> _Fetched:
+    def _decode(self, tp: TopicPartition, res: LogReadResult, pos: int, columns: bool, headers: bool) -> _Fetched:
         views = res.views()
         pieces: list[memoryview] = []
         end = pos
@@ -632,14 +642,14 @@ class Consumer:
             for v in views:
                 v.release()
 
-    def _committed_runs(self, part: StoredPartition, view: memoryview, heads: Sequence[Any]
-                        ) -> list[memoryview]:
+    def _committed_runs(self, part: StoredPartition, view: memoryview, heads: Sequence[Any]) -> list[memoryview]:
         """Slices of ``view`` holding the batches a read_committed reader may see: batches of
         aborted transactions and control batches are dropped (Kafka's consumer-side filter
         over the aborted transactions the log's ``.txnindex`` lists for the fetched range)."""
-        aborted = sorted(part.log.collect_aborted_transactions(heads[0].base_offset,
-                                                               heads[-1].last_offset + 1),
-                         key=lambda a: a.first_offset)
+        aborted = sorted(
+            part.log.collect_aborted_transactions(heads[0].base_offset, heads[-1].last_offset + 1),
+            key=lambda a: a.first_offset,
+        )
         if not aborted and not any(h.is_control for h in heads):
             return [view[:]]
         live: set[int] = set()
@@ -654,7 +664,7 @@ class Consumer:
             if h.is_control:
                 keep = False
                 if h.producer_id in live:
-                    recs = decode_records(view[h.position:h.position + h.size], include_control=True)
+                    recs = decode_records(view[h.position : h.position + h.size], include_control=True)
                     if recs and recs[0].control_type == 0:
                         live.discard(h.producer_id)
             elif h.is_transactional and h.producer_id in live:
@@ -662,10 +672,10 @@ class Consumer:
             if keep and run_start < 0:
                 run_start = h.position
             elif not keep and run_start >= 0:
-                runs.append(view[run_start:h.position])
+                runs.append(view[run_start : h.position])
                 run_start = -1
         if run_start >= 0:
-            runs.append(view[run_start:heads[-1].position + heads[-1].size])
+            runs.append(view[run_start : heads[-1].position + heads[-1].size])
         return runs
 
     def _take(self, tp: TopicPartition, buf: _Fetched, limit: int | None) -> Any:
@@ -690,7 +700,7 @@ class Consumer:
             self._positions[tp] = buf.end
             out = recs[i:] if i else recs
             return out if out else None
-        out = recs[i:i + limit]
+        out = recs[i : i + limit]
         buf.index = i + limit
         self._buffers[tp] = buf
         self._positions[tp] = recs[buf.index].offset
@@ -722,8 +732,7 @@ class Consumer:
         self._store._check_open()
 
     def __repr__(self) -> str:
-        return (f"Consumer(group_id={self.group_id!r}, assignment="
-                f"{sorted(str(tp) for tp in self._assignment)})")
+        return f"Consumer(group_id={self.group_id!r}, assignment={sorted(str(tp) for tp in self._assignment)})"
 
 
 def _rows(x: Any) -> int:

@@ -26,13 +26,19 @@ def kafka_schema(headers: bool) -> Any:
     if s is None:
         import pyarrow as pa  # optional dependency, imported on first use
 
-        fields = [pa.field("key", pa.binary()), pa.field("value", pa.binary()),
-                  pa.field("topic", pa.string()), pa.field("partition", pa.int32()),
-                  pa.field("offset", pa.int64()), pa.field("timestamp", pa.timestamp("ms", tz="UTC")),
-                  pa.field("timestampType", pa.int32())]
+        fields = [
+            pa.field("key", pa.binary()),
+            pa.field("value", pa.binary()),
+            pa.field("topic", pa.string()),
+            pa.field("partition", pa.int32()),
+            pa.field("offset", pa.int64()),
+            pa.field("timestamp", pa.timestamp("ms", tz="UTC")),
+            pa.field("timestampType", pa.int32()),
+        ]
         if headers:
-            fields.append(pa.field("headers", pa.list_(pa.struct([
-                pa.field("key", pa.string()), pa.field("value", pa.binary())]))))
+            fields.append(
+                pa.field("headers", pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])))
+            )
         s = _SCHEMAS[headers] = pa.schema(fields)
     return s
 
@@ -61,8 +67,7 @@ def constant_array(kind: str, value: Any, n: int) -> Any:
     return arr.slice(0, n)
 
 
-def columns_table(tp: TopicPartition, pieces: Sequence[memoryview], pos: int, headers: bool,
-                   check: bool) -> Any:
+def columns_table(tp: TopicPartition, pieces: Sequence[memoryview], pos: int, headers: bool, check: bool) -> Any:
     """The records of ``tp`` from ``pos`` on in ``pieces`` (whole batches of its log) as one
     table; ``check`` verifies each batch's CRC."""
     import pyarrow as pa  # optional dependency, imported on first use
@@ -83,9 +88,15 @@ def columns_table(tp: TopicPartition, pieces: Sequence[memoryview], pos: int, he
             ts_types = constant_array("tstype", 1, n)
         else:
             ts_types = rb.column("timestampType").cast(pa.int32())
-        arrays = [rb.column("key"), rb.column("value"), constant_array("topic", tp.topic, n),
-                  constant_array("partition", tp.partition, n), rb.column("offset"),
-                  rb.column("timestamp").view(ts_type), ts_types]
+        arrays = [
+            rb.column("key"),
+            rb.column("value"),
+            constant_array("topic", tp.topic, n),
+            constant_array("partition", tp.partition, n),
+            rb.column("offset"),
+            rb.column("timestamp").view(ts_type),
+            ts_types,
+        ]
         if headers:
             arrays.append(rb.column("headers"))
         batches.append(pa.RecordBatch.from_arrays(arrays, schema=schema))

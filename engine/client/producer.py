@@ -46,7 +46,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
-import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -59,7 +58,8 @@ from seglog._native.accumulator import (
     TopicSlots,
 )
 from seglog._native.partition import group_by_partition
-from seglog.util.clock import Clock
+from seglog.client.columns import as_key_list, has_null, records_per_batch, slice_column, take
+from seglog.client.partitioner import partitions_for_keys
 from seglog.config import ProducerConfig
 from seglog.errors import (
     InvalidRecordError,
@@ -67,9 +67,8 @@ from seglog.errors import (
     RecordTooLargeError,
     UnknownTopicOrPartitionError,
 )
-from seglog.client.columns import as_key_list, has_null, records_per_batch, slice_column, take
-from seglog.client.partitioner import partition_for_key, partitions_for_keys
 from seglog.storage.records import codec_id, encode_batch
+from seglog.util.clock import Clock
 
 if TYPE_CHECKING:
     from seglog.storage.log_manager import LogManager
@@ -98,8 +97,9 @@ class BatchResult:
 class Producer:
     """Create with :meth:`seglog.Store.producer`."""
 
-    def __init__(self, store: LogManager, config: Mapping[str, Any] | ProducerConfig | None = None,
-                 **settings: Any) -> None:
+    def __init__(
+        self, store: LogManager, config: Mapping[str, Any] | ProducerConfig | None = None, **settings: Any
+    ) -> None:
         cfg = ProducerConfig.coerce(config)
         if settings:
             cfg = cfg.with_overrides(**settings)
@@ -121,9 +121,17 @@ class Producer:
         self._linger_task: Any = None
         # The system clock is read in C; an injected clock through its method.
         clock_ms = None if type(self._clock) is Clock else self._clock.time_ms
-        self._acc = Accumulator(self._lock, store._generation, self._new_batch, self._send,
-                                self._slots_for, clock_ms, self._batch_size, self._linger <= 0,
-                                self._ignore_keys)
+        self._acc = Accumulator(
+            self._lock,
+            store._generation,
+            self._new_batch,
+            self._send,
+            self._slots_for,
+            clock_ms,
+            self._batch_size,
+            self._linger <= 0,
+            self._ignore_keys,
+        )
         self._topics: dict[str, TopicSlots] = self._acc.topics
         # The per-record path goes straight to the accumulator's C method.
         self.send = self._acc.send  # type: ignore[method-assign]
@@ -158,14 +166,12 @@ class Producer:
 
     def _level(self, codec: int) -> int | None:
         cfg = self.config
-        level = {1: cfg.compression_gzip_level, 3: cfg.compression_lz4_level,
-                 4: cfg.compression_zstd_level}.get(codec)
+        level = {1: cfg.compression_gzip_level, 3: cfg.compression_lz4_level, 4: cfg.compression_zstd_level}.get(codec)
         return None if level is None or level == -1 else level
 
     @staticmethod
     def _topic_level(cfg: Any, codec: int) -> int | None:
-        level = {1: cfg.compression_gzip_level, 3: cfg.compression_lz4_level,
-                 4: cfg.compression_zstd_level}.get(codec)
+        level = {1: cfg.compression_gzip_level, 3: cfg.compression_lz4_level, 4: cfg.compression_zstd_level}.get(codec)
         return None if level is None or level == -1 else level
 
     def partitions_for(self, topic: str) -> list[int]:
@@ -183,8 +189,15 @@ class Producer:
     # send
     # ---------------------------------------------------------------------------------------------
 
-    def send(self, topic: str, value: Any, key: Any = None, headers: Any = None,
-             timestamp: int | None = None, partition: int | None = None) -> Any:
+    def send(
+        self,
+        topic: str,
+        value: Any,
+        key: Any = None,
+        headers: Any = None,
+        timestamp: int | None = None,
+        partition: int | None = None,
+    ) -> Any:
         """Send one record. Returns a :class:`RecordFuture` (``.get()`` gives the
         :class:`RecordMetadata`), or with ``linger.ms=0`` the RecordMetadata itself.
 
@@ -196,8 +209,9 @@ class Producer:
         return self._acc.send(topic, value, key, headers, timestamp, partition)
 
     def _new_batch(self, st: TopicSlots, partition: int) -> ProducerBatch:
-        b = ProducerBatch.for_partition(st.name, partition, self._batch_size, st.max_batch,
-                                        min(max(self._batch_size, 1024), 1 << 20))
+        b = ProducerBatch.for_partition(
+            st.name, partition, self._batch_size, st.max_batch, min(max(self._batch_size, 1024), 1 << 20)
+        )
         b.sender = self._send_from_future
         st.batches[partition] = b
         if self._linger > 0:
@@ -206,7 +220,8 @@ class Producer:
                 # One pending timer per producer, for the oldest open batch: scheduling (and
                 # waking the scheduler thread) once per batch would cost more than the batch.
                 self._linger_task = self._store._scheduler.schedule(
-                    "producer linger", self._linger_expired, delay_ms=self._linger)
+                    "producer linger", self._linger_expired, delay_ms=self._linger
+                )
         return b
 
     def _linger_expired(self) -> None:
@@ -227,7 +242,8 @@ class Producer:
                         oldest = b.created_ms
             if oldest is not None and self._store._scheduler is not None:
                 self._linger_task = self._store._scheduler.schedule(
-                    "producer linger", self._linger_expired, delay_ms=oldest + self._linger - now)
+                    "producer linger", self._linger_expired, delay_ms=oldest + self._linger - now
+                )
 
     def _send_from_future(self, b: ProducerBatch) -> None:
         with self._lock:
@@ -250,11 +266,17 @@ class Producer:
         codec = st.codec if st is not None else self._codec
         level = st.level if st is not None else None
         try:
-            data = b.build(compression=codec, compression_level=level, producer_id=self.producer_id,
-                           producer_epoch=self.producer_epoch, base_sequence=seq)
+            data = b.build(
+                compression=codec,
+                compression_level=level,
+                producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch,
+                base_sequence=seq,
+            )
             try:
-                part = st.parts[b.partition] if st is not None and st.parts else \
-                    self._store.partition(topic, b.partition)
+                part = (
+                    st.parts[b.partition] if st is not None and st.parts else self._store.partition(topic, b.partition)
+                )
                 # Encoded just now by this thread, under the producer's lock: its CRC is the
                 # encoder's own, so the log does not compute it a second time.
                 first, append_time = part.append_batch(data, verify_crc=False)
@@ -275,9 +297,15 @@ class Producer:
     # send_batch
     # ---------------------------------------------------------------------------------------------
 
-    def send_batch(self, topic: str, values: Any, keys: Any = None, timestamps: Any = None,
-                   headers: Sequence[Any] | None = None, partition: int | None = None
-                   ) -> list[BatchResult]:
+    def send_batch(
+        self,
+        topic: str,
+        values: Any,
+        keys: Any = None,
+        timestamps: Any = None,
+        headers: Sequence[Any] | None = None,
+        partition: int | None = None,
+    ) -> list[BatchResult]:
         """Send a column of records (values, and optionally keys, timestamps, headers, each
         a list, NumPy array or Arrow array of the same length) and return once they are in the
         log: one :class:`BatchResult` per batch written, in write order."""
@@ -291,8 +319,7 @@ class Producer:
             if n == 0:
                 return []
             if st.compact and (keys is None or has_null(keys)):
-                raise InvalidRecordError(f"compacted topic {topic!r} cannot accept a record "
-                                         "without a key")
+                raise InvalidRecordError(f"compacted topic {topic!r} cannot accept a record without a key")
             for b in st.batches:
                 if b is not None:
                     self._send(b)
@@ -303,7 +330,8 @@ class Producer:
                 if not 0 <= partition < st.num_partitions:
                     raise UnknownTopicOrPartitionError(
                         f"partition {partition} of topic {topic!r} does not exist (the topic has "
-                        f"{st.num_partitions} partition(s))")
+                        f"{st.num_partitions} partition(s))"
+                    )
                 self._write_range(st, partition, values, keys, timestamps, headers, results)
             elif keys is None or self._ignore_keys:
                 self._write_sticky(st, values, keys, timestamps, headers, results)
@@ -315,35 +343,63 @@ class Producer:
                 else:
                     for p, start, end in groups:
                         idx = order[start:end]
-                        self._write_range(st, p, take(values, idx), take(keys, idx),
-                                          take(timestamps, idx), take(headers, idx), results)
+                        self._write_range(
+                            st,
+                            p,
+                            take(values, idx),
+                            take(keys, idx),
+                            take(timestamps, idx),
+                            take(headers, idx),
+                            results,
+                        )
             return results
 
-    def _write_sticky(self, st: TopicSlots, values: Any, keys: Any, timestamps: Any,
-                      headers: Any, results: list[BatchResult]) -> None:
+    def _write_sticky(
+        self, st: TopicSlots, values: Any, keys: Any, timestamps: Any, headers: Any, results: list[BatchResult]
+    ) -> None:
         n = len(values)
         per = records_per_batch(st.max_batch, values, keys)
         start = 0
         while start < n:
             end = min(n, start + per)
-            self._write_range(st, st.sticky, slice_column(values, start, end),
-                              slice_column(keys, start, end), slice_column(timestamps, start, end),
-                              slice_column(headers, start, end), results)
+            self._write_range(
+                st,
+                st.sticky,
+                slice_column(values, start, end),
+                slice_column(keys, start, end),
+                slice_column(timestamps, start, end),
+                slice_column(headers, start, end),
+                results,
+            )
             if st.num_partitions > 1:
                 st.sticky = (st.sticky + 1 + self._rng.randrange(st.num_partitions - 1)) % st.num_partitions
             start = end
 
-    def _write_range(self, st: TopicSlots, partition: int, values: Any, keys: Any,
-                     timestamps: Any, headers: Any, results: list[BatchResult]) -> None:
+    def _write_range(
+        self,
+        st: TopicSlots,
+        partition: int,
+        values: Any,
+        keys: Any,
+        timestamps: Any,
+        headers: Any,
+        results: list[BatchResult],
+    ) -> None:
         n = len(values)
         per = records_per_batch(st.max_batch, values, keys)
         start = 0
         while start < n:
             end = min(n, start + per)
             try:
-                self._write_one(st, partition, slice_column(values, start, end),
-                                slice_column(keys, start, end), slice_column(timestamps, start, end),
-                                slice_column(headers, start, end), results)
+                self._write_one(
+                    st,
+                    partition,
+                    slice_column(values, start, end),
+                    slice_column(keys, start, end),
+                    slice_column(timestamps, start, end),
+                    slice_column(headers, start, end),
+                    results,
+                )
             except RecordTooLargeError:
                 if end - start == 1:
                     raise
@@ -351,19 +407,36 @@ class Producer:
                 continue
             start = end
 
-    def _write_one(self, st: TopicSlots, partition: int, values: Any, keys: Any,
-                   timestamps: Any, headers: Any, results: list[BatchResult]) -> None:
+    def _write_one(
+        self,
+        st: TopicSlots,
+        partition: int,
+        values: Any,
+        keys: Any,
+        timestamps: Any,
+        headers: Any,
+        results: list[BatchResult],
+    ) -> None:
         n = len(values)
         tp = (st.name, partition)
         seq = self._sequences.get(tp, 0) if self.idempotent else -1
-        data = encode_batch(values, keys=keys, timestamps=timestamps, headers=headers,
-                            compression=st.codec, compression_level=st.level,
-                            producer_id=self.producer_id, producer_epoch=self.producer_epoch,
-                            base_sequence=seq)
+        data = encode_batch(
+            values,
+            keys=keys,
+            timestamps=timestamps,
+            headers=headers,
+            compression=st.codec,
+            compression_level=st.level,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            base_sequence=seq,
+        )
         if len(data) > st.max_batch:
             raise RecordTooLargeError(
                 f"a batch of {n} record(s) is {len(data)} bytes, over the limit of {st.max_batch} "
-                "bytes (max.request.size / max.message.bytes)", limit=st.max_batch)
+                "bytes (max.request.size / max.message.bytes)",
+                limit=st.max_batch,
+            )
         part = st.parts[partition] if st.parts else self._store.partition(st.name, partition)
         first, append_time = part.append_batch(data, verify_crc=False)  # bytes encoded just above
         self._store._notify()
@@ -409,5 +482,7 @@ class Producer:
         self.close()
 
     def __repr__(self) -> str:
-        return (f"Producer(producer_id={self.producer_id}, acks={self.config.acks}, "
-                f"linger_ms={self._linger}, batch_size={self._batch_size})")
+        return (
+            f"Producer(producer_id={self.producer_id}, acks={self.config.acks}, "
+            f"linger_ms={self._linger}, batch_size={self._batch_size})"
+        )

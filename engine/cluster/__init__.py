@@ -43,5 +43,15 @@ from seglog.cluster.process import ProcessCluster
 from seglog.cluster.producer import ClusterProducer
 from seglog.cluster.transport import InMemoryNetwork
 
-__all__ = ["ClusterConsumer", "ClusterProducer", "InMemoryCoordinator", "InMemoryNetwork", "LocalCluster",
-           "PartitionState", "ProcessCluster", "ReplicaConfig", "ReplicaNode", "start_cluster"]
+__all__ = [
+    "ClusterConsumer",
+    "ClusterProducer",
+    "InMemoryCoordinator",
+    "InMemoryNetwork",
+    "LocalCluster",
+    "PartitionState",
+    "ProcessCluster",
+    "ReplicaConfig",
+    "ReplicaNode",
+    "start_cluster",
+]

@@ -57,9 +57,16 @@ class ClusterBase(abc.ABC):
     replica_config: ReplicaConfig
     _own_dir: bool
 
-    def _lay_out(self, nodes: int, dir: str | os.PathLike[str] | None,
-                 replica_config: ReplicaConfig | Mapping[str, Any] | None, log_defaults: Mapping[str, Any] | None,
-                 host: str, log_dirs: int, prefix: str) -> None:
+    def _lay_out(
+        self,
+        nodes: int,
+        dir: str | os.PathLike[str] | None,
+        replica_config: ReplicaConfig | Mapping[str, Any] | None,
+        log_defaults: Mapping[str, Any] | None,
+        host: str,
+        log_dirs: int,
+        prefix: str,
+    ) -> None:
         """Check and keep the settings every cluster has; make its directory (a temporary one
         named ``prefix...`` when ``dir`` is None)."""
         if nodes < 1:
@@ -76,7 +83,8 @@ class ClusterBase(abc.ABC):
             self.replica_config = replica_config
         else:
             self.replica_config = LOCAL_REPLICA_CONFIG.with_overrides(
-                **{k.replace(".", "_"): v for k, v in replica_config.items()})
+                **{k.replace(".", "_"): v for k, v in replica_config.items()}
+            )
         self.log_defaults = dict(log_defaults or {})
         self.host = host
         self.ids = list(range(nodes))
@@ -133,8 +141,15 @@ class ClusterBase(abc.ABC):
         """Freeze ``node`` for ``seconds`` (returns at once)."""
 
     @abc.abstractmethod
-    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3,
-                     config: Mapping[str, Any] | None = None, *, timeout_s: float = 30) -> None:
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int = 3,
+        config: Mapping[str, Any] | None = None,
+        *,
+        timeout_s: float = 30,
+    ) -> None:
         """Create a topic and wait until every partition has a leader."""
 
     @abc.abstractmethod

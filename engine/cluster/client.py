@@ -33,15 +33,15 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from seglog.util.loop import LoopOwner
-from seglog.util.clock import Clock
-from seglog.errors import KafkaError
 from seglog.cluster.consumer import ClusterConsumer
 from seglog.cluster.messages import MetadataResponse
 from seglog.cluster.metadata import PartitionInfo
 from seglog.cluster.network import NetworkClient
 from seglog.cluster.producer import ClusterProducer
 from seglog.cluster.tcp import TcpTransport
+from seglog.errors import KafkaError
+from seglog.util.clock import Clock
+from seglog.util.loop import LoopOwner
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -68,8 +68,14 @@ class ClusterClient(LoopOwner):
 
     _what = "client"
 
-    def __init__(self, bootstrap: str | Sequence[str], *, secret: bytes | str | None = None,
-                 ssl: Any = None, metadata_timeout_s: float = 30) -> None:
+    def __init__(
+        self,
+        bootstrap: str | Sequence[str],
+        *,
+        secret: bytes | str | None = None,
+        ssl: Any = None,
+        metadata_timeout_s: float = 30,
+    ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
         self.clock = Clock()
         self.loop = asyncio.new_event_loop()
@@ -96,8 +102,9 @@ class ClusterClient(LoopOwner):
                 break
             if time.monotonic() > deadline:
                 self.close()
-                raise TimeoutError(f"no node answered a metadata request at {', '.join(self.bootstrap)} "
-                                   f"within {metadata_timeout_s} s")
+                raise TimeoutError(
+                    f"no node answered a metadata request at {', '.join(self.bootstrap)} within {metadata_timeout_s} s"
+                )
             time.sleep(0.1)
 
     # -- the loop (what ClusterProducer / ClusterConsumer use) ------------------------------------
@@ -105,7 +112,7 @@ class ClusterClient(LoopOwner):
     @property
     def nodes(self) -> dict[int, object]:
         """Nodes to ask for metadata, in order: the live ones, then the bootstrap addresses."""
-        out: dict[int, object] = {i: True for i in sorted(self.live)}
+        out: dict[int, object] = dict.fromkeys(sorted(self.live), True)
         for k in range(len(self.bootstrap)):
             out[_BOOTSTRAP_BASE - k] = True
         return out
@@ -146,15 +153,23 @@ class ClusterClient(LoopOwner):
         p = self.partitions.get((topic, partition))
         return None if p is None or p.state.leader < 0 else p.state.leader
 
-    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3,
-                     config: Mapping[str, Any] | None = None, *, timeout_s: float = 30) -> None:
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int = 3,
+        config: Mapping[str, Any] | None = None,
+        *,
+        timeout_s: float = 30,
+    ) -> None:
         """Create a topic and wait until every partition has a leader in the metadata."""
         self._admin.create_topic(name, partitions, replication_factor, config, timeout_s)
         deadline = time.monotonic() + timeout_s
         while True:
             self.refresh()
-            if all((p := self.partitions.get((name, i))) is not None and p.state.leader >= 0
-                   for i in range(partitions)):
+            if all(
+                (p := self.partitions.get((name, i))) is not None and p.state.leader >= 0 for i in range(partitions)
+            ):
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"topic {name!r} has no leader for every partition after {timeout_s} s")
@@ -210,7 +225,9 @@ def format_describe(partitions: Sequence[PartitionInfo]) -> str:
         lines.append(f"Topic: {topic}\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}")
         for p in parts:
             leader = str(p.state.leader) if p.state.leader >= 0 else "none"
-            lines.append(f"\tTopic: {topic}\tPartition: {p.partition}\tLeader: {leader}\t"
-                         f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.state.isr))}"
-                         + (f"\tElr: {','.join(map(str, p.state.elr))}" if p.state.elr else ""))
+            lines.append(
+                f"\tTopic: {topic}\tPartition: {p.partition}\tLeader: {leader}\t"
+                f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.state.isr))}"
+                + (f"\tElr: {','.join(map(str, p.state.elr))}" if p.state.elr else "")
+            )
     return "\n".join(lines) + ("\n" if lines else "")

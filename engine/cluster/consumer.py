@@ -13,11 +13,11 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from seglog.cluster.messages import CONSUMER_REPLICA_ID, NONE, FetchPartition, FetchRequest, FetchResponse
+from seglog.cluster.network import ClientHost, kafka_keys
 from seglog.config import ConsumerConfig
 from seglog.errors import SeglogError
 from seglog.storage.records import decode_records
-from seglog.cluster.messages import CONSUMER_REPLICA_ID, NONE, FetchPartition, FetchRequest, FetchResponse
-from seglog.cluster.network import ClientHost, kafka_keys
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -108,11 +108,22 @@ class ClusterConsumer:
             named = self.name_leader_epoch
             for leader, tps in by_leader.items():
                 epochs = {tp: self._c.metadata.get(tp, (-1, -1))[1] if named else -1 for tp in tps}
-                req = FetchRequest(CONSUMER_REPLICA_ID, tuple(
-                    FetchPartition(t, p, self._positions[(t, p)], current_leader_epoch=epochs[(t, p)],
-                                   max_bytes=self.config.max_partition_fetch_bytes)
-                    for t, p in tps), max_wait_ms=wait, min_bytes=self.config.fetch_min_bytes,
-                    max_bytes=self.config.fetch_max_bytes)
+                req = FetchRequest(
+                    CONSUMER_REPLICA_ID,
+                    tuple(
+                        FetchPartition(
+                            t,
+                            p,
+                            self._positions[(t, p)],
+                            current_leader_epoch=epochs[(t, p)],
+                            max_bytes=self.config.max_partition_fetch_bytes,
+                        )
+                        for t, p in tps
+                    ),
+                    max_wait_ms=wait,
+                    min_bytes=self.config.fetch_min_bytes,
+                    max_bytes=self.config.fetch_max_bytes,
+                )
                 try:
                     resp = await self._c.request(leader, req, self.config.request_timeout_ms)
                 except SeglogError:
@@ -133,8 +144,20 @@ class ClusterConsumer:
                     for r in decode_records(pr.records):
                         if r.offset < pos or len(out) >= limit:
                             continue
-                        out.append(ConsumerRecord(tp[0], tp[1], r.offset, r.timestamp, r.key, r.value,
-                                                  r.leader_epoch, pr.high_watermark, served_by, served_epoch))
+                        out.append(
+                            ConsumerRecord(
+                                tp[0],
+                                tp[1],
+                                r.offset,
+                                r.timestamp,
+                                r.key,
+                                r.value,
+                                r.leader_epoch,
+                                pr.high_watermark,
+                                served_by,
+                                served_epoch,
+                            )
+                        )
                         self._positions[tp] = r.offset + 1
             if out or time.monotonic() >= deadline:
                 return out

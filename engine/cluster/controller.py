@@ -43,24 +43,6 @@ import random
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from seglog.config import LogConfig
-from seglog.errors import (
-    ConfigError,
-    ElectionNotNeededError,
-    FencedLeaderEpochError,
-    IneligibleReplicaError,
-    InvalidReplicaAssignmentError,
-    InvalidReplicationFactorError,
-    InvalidRequestError,
-    InvalidTopicError,
-    KafkaError,
-    NotControllerError,
-    PreferredLeaderNotAvailableError,
-    StaleBrokerEpochError,
-    TopicAlreadyExistsError,
-    UnknownTopicOrPartitionError,
-    code_for_exception,
-)
 from seglog.cluster import election as el
 from seglog.cluster import mutations as mut
 from seglog.cluster.coordinator import (
@@ -68,8 +50,8 @@ from seglog.cluster.coordinator import (
     Check,
     ConnectionLossError,
     CoordinatorError,
-    Create,
     CoordinatorSession,
+    Create,
     NodeExistsError,
     NoNodeError,
     SessionExpiredError,
@@ -111,6 +93,24 @@ from seglog.cluster.metadata import (
     topic_path,
     topic_record,
 )
+from seglog.config import LogConfig
+from seglog.errors import (
+    ConfigError,
+    ElectionNotNeededError,
+    FencedLeaderEpochError,
+    IneligibleReplicaError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    InvalidTopicError,
+    KafkaError,
+    NotControllerError,
+    PreferredLeaderNotAvailableError,
+    StaleBrokerEpochError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+    code_for_exception,
+)
 
 log = logging.getLogger("seglog.cluster.controller")
 
@@ -143,8 +143,9 @@ class ControllerHost(Protocol):
     scheduler: Any
     mutants: frozenset[str]
 
-    def send(self, dst: int, message: Any, callback: Callable[[Any, BaseException | None], None],
-             timeout_ms: int) -> None:
+    def send(
+        self, dst: int, message: Any, callback: Callable[[Any, BaseException | None], None], timeout_ms: int
+    ) -> None:
         """Send ``message`` to node ``dst``; ``callback(response, error)`` when it is answered."""
         ...
 
@@ -162,8 +163,7 @@ class ControllerFenced(Exception):
 
 
 class Controller:
-    def __init__(self, node: ControllerHost, session: CoordinatorSession, epoch: int,
-                 epoch_version: int) -> None:
+    def __init__(self, node: ControllerHost, session: CoordinatorSession, epoch: int, epoch_version: int) -> None:
         self.node = node
         self.session = session
         self.epoch = epoch
@@ -201,7 +201,8 @@ class Controller:
         self._publish()
         period = max(50, self.node.config.replica_fetch_backoff_ms // 2)
         self._resync_task = self.node.scheduler.schedule(
-            "controller resync", self._periodic, delay_ms=period, period_ms=period)
+            "controller resync", self._periodic, delay_ms=period, period_ms=period
+        )
 
     def resign(self) -> None:
         if not self.active:
@@ -270,9 +271,12 @@ class Controller:
                 continue
             d = loads(data) or {}
             current[int(name)] = BrokerInfo(
-                stat.czxid, bool(d.get("clean_shutdown", True)), d.get("address", ""),
+                stat.czxid,
+                bool(d.get("clean_shutdown", True)),
+                d.get("address", ""),
                 frozenset((str(t), int(p)) for t, p in d.get("offline_replicas", ())),
-                tuple(d.get("offline_log_dirs", ())))
+                tuple(d.get("offline_log_dirs", ())),
+            )
         if current == self.brokers:
             return
         for b in sorted(set(self.brokers) - set(current)):
@@ -280,12 +284,21 @@ class Controller:
         for b, info in sorted(current.items()):
             old = self.brokers.get(b)
             if old is not None and old.broker_epoch == info.broker_epoch and old != info:
-                log.warning("controller %d: node %d has failed log dirs %s; offline replicas %s",
-                            self.node.node_id, b, list(info.offline_dirs), sorted(info.offline_replicas))
+                log.warning(
+                    "controller %d: node %d has failed log dirs %s; offline replicas %s",
+                    self.node.node_id,
+                    b,
+                    list(info.offline_dirs),
+                    sorted(info.offline_replicas),
+                )
             elif old != info:
-                log.info("controller %d: node %d registered (broker epoch %d, %s shutdown)",
-                         self.node.node_id, b, info.broker_epoch,
-                         "clean" if info.clean_shutdown else "unclean")
+                log.info(
+                    "controller %d: node %d registered (broker epoch %d, %s shutdown)",
+                    self.node.node_id,
+                    b,
+                    info.broker_epoch,
+                    "clean" if info.clean_shutdown else "unclean",
+                )
                 self.acked.pop(b, None)
                 self._inflight.pop(b, None)
                 self.shutting_down.discard(b)
@@ -333,8 +346,12 @@ class Controller:
                 s.delete(path)
             except NoNodeError:
                 continue
-            log.info("controller %d: log dir failure notification %s from node %s", self.node.node_id,
-                     name, (loads(data) or {}).get("broker"))
+            log.info(
+                "controller %d: log dir failure notification %s from node %s",
+                self.node.node_id,
+                name,
+                (loads(data) or {}).get("broker"),
+            )
         self._refresh_brokers()
 
     def _refresh_topics(self) -> None:
@@ -372,8 +389,12 @@ class Controller:
         """Compare-and-set the partition state; the returned state carries the new version."""
         old = self.states[tp]
         new = dataclasses.replace(new, controller_epoch=self.epoch)
-        res = self.session.multi([Check(CONTROLLER_EPOCH_PATH, self.epoch_version),
-                                  SetData(state_path(*tp), new.to_json(), old.partition_epoch)])
+        res = self.session.multi(
+            [
+                Check(CONTROLLER_EPOCH_PATH, self.epoch_version),
+                SetData(state_path(*tp), new.to_json(), old.partition_epoch),
+            ]
+        )
         stat = res[1]
         assert stat is not None
         written = dataclasses.replace(new, partition_epoch=stat.version)
@@ -406,8 +427,7 @@ class Controller:
             return r in brokers and recorded.get(r, -1) != brokers[r].broker_epoch
 
         last_known = tuple(st.last_known)
-        unclean = {r for r in set(isr) | set(elr)
-                   if later_incarnation(r) and not brokers[r].clean_shutdown}
+        unclean = {r for r in set(isr) | set(elr) if later_incarnation(r) and not brokers[r].clean_shutdown}
         if unclean:
             rest = tuple(r for r in isr if r not in unclean)
             elr = tuple(r for r in elr if r not in unclean)
@@ -419,16 +439,20 @@ class Controller:
         if dead:
             isr, elr = el.shrink_with_elr(isr, elr, dead, min_isr, keep_last=True)
         leader, epoch = st.leader, st.leader_epoch
-        if (leader not in live or leader not in isr or later_incarnation(leader)
-                or force_new_epoch):
+        if leader not in live or leader not in isr or later_incarnation(leader) or force_new_epoch:
             # Nobody in the ISR or the ELR: the replicas that left them after unclean restarts
             # are the last resort (they may miss committed records, as classic Kafka's last
             # ISR member does after losing its page cache).
             last_resort = not isr and not elr
             candidates = tuple(r for r in assignment if r in last_known) if last_resort else isr
-            e = el.offline_election(assignment, candidates, elr, live,
-                                    unclean_enabled=topic.log_config.unclean_leader_election_enable,
-                                    allow_out_of_isr=mut.ALLOW_OUT_OF_ISR_ELECTION in self.mutants)
+            e = el.offline_election(
+                assignment,
+                candidates,
+                elr,
+                live,
+                unclean_enabled=topic.log_config.unclean_leader_election_enable,
+                allow_out_of_isr=mut.ALLOW_OUT_OF_ISR_ELECTION in self.mutants,
+            )
             if e.leader != NO_LEADER:
                 isr, elr = ((e.leader,), ()) if last_resort and not e.unclean else (e.isr, e.elr)
                 gone = {r for r in isr if r not in live}
@@ -445,8 +469,14 @@ class Controller:
         keep = set(isr) | set(elr) | set(last_known) | ({leader} if leader != NO_LEADER else set())
         epochs = tuple(sorted((r, ep) for r, ep in recorded.items() if r in keep))
         new = PartitionState(leader, epoch, isr, elr, st.partition_epoch, self.epoch, epochs, last_known)
-        if (new.leader, new.leader_epoch, new.isr, new.elr, new.broker_epochs, new.last_known) == \
-                (st.leader, st.leader_epoch, st.isr, st.elr, st.broker_epochs, st.last_known):
+        if (new.leader, new.leader_epoch, new.isr, new.elr, new.broker_epochs, new.last_known) == (
+            st.leader,
+            st.leader_epoch,
+            st.isr,
+            st.elr,
+            st.broker_epochs,
+            st.last_known,
+        ):
             return False
         self._write(tp, new)
         log.info("%s-%d: leader %d epoch %d ISR %s ELR %s", tp[0], tp[1], leader, epoch, isr, elr)
@@ -466,10 +496,14 @@ class Controller:
             parts.append(PartitionInfo(t, p, self.topics[t].assignment[p], st))
         info = self.brokers.get(target)
         return LeaderAndIsrRequest(
-            self.node.node_id, self.epoch, info.broker_epoch if info else -1, tuple(parts),
+            self.node.node_id,
+            self.epoch,
+            info.broker_epoch if info else -1,
+            tuple(parts),
             tuple(sorted((b, i.broker_epoch) for b, i in self.brokers.items())),
             tuple(sorted((t, json.dumps(ti.config, sort_keys=True)) for t, ti in self.topics.items())),
-            tuple(sorted((b, i.address) for b, i in self.brokers.items() if i.address)))
+            tuple(sorted((b, i.address) for b, i in self.brokers.items() if i.address)),
+        )
 
     def _publish(self) -> None:
         if not self.active:
@@ -523,22 +557,29 @@ class Controller:
         if req.broker_id != st.leader or req.leader_epoch != st.leader_epoch:
             e = FencedLeaderEpochError(
                 f"node {req.broker_id} at leader epoch {req.leader_epoch} may not change the ISR of "
-                f"{req.topic}-{req.partition}: its leader is {st.leader} at epoch {st.leader_epoch}")
+                f"{req.topic}-{req.partition}: its leader is {st.leader} at epoch {st.leader_epoch}"
+            )
             return AlterPartitionResponse(code_for_exception(e), message=str(e))
         if req.partition_epoch != st.partition_epoch:
             return AlterPartitionResponse(
-                INVALID_UPDATE_VERSION, message=f"partition epoch {req.partition_epoch} is stale; "
-                f"{req.topic}-{req.partition} is at {st.partition_epoch}")
+                INVALID_UPDATE_VERSION,
+                message=f"partition epoch {req.partition_epoch} is stale; "
+                f"{req.topic}-{req.partition} is at {st.partition_epoch}",
+            )
         info = self.brokers.get(req.broker_id)
         if info is None or info.broker_epoch != req.broker_epoch:
             e = StaleBrokerEpochError(f"node {req.broker_id} sent broker epoch {req.broker_epoch}")
             return AlterPartitionResponse(code_for_exception(e), message=str(e))
         assignment = self.topics[req.topic].assignment[req.partition]
         new_isr = tuple(req.new_isr)
-        if req.broker_id not in new_isr or any(r not in assignment for r in new_isr) or \
-                len(set(new_isr)) != len(new_isr):
-            e = InvalidRequestError(f"ISR {list(new_isr)} is not a set of replicas {list(assignment)} "
-                                    "holding the leader")
+        if (
+            req.broker_id not in new_isr
+            or any(r not in assignment for r in new_isr)
+            or len(set(new_isr)) != len(new_isr)
+        ):
+            e = InvalidRequestError(
+                f"ISR {list(new_isr)} is not a set of replicas {list(assignment)} holding the leader"
+            )
             return AlterPartitionResponse(code_for_exception(e), message=str(e))
         added = [r for r in new_isr if r not in st.isr]
         removed = {r for r in st.isr if r not in new_isr}
@@ -547,17 +588,20 @@ class Controller:
         for r in added:
             info_r = self.brokers.get(r)
             if r in self.shutting_down:
-                e = IneligibleReplicaError(f"node {r} is shutting down; it cannot join the ISR of "
-                                           f"{req.topic}-{req.partition}")
+                e = IneligibleReplicaError(
+                    f"node {r} is shutting down; it cannot join the ISR of {req.topic}-{req.partition}"
+                )
                 return AlterPartitionResponse(code_for_exception(e), message=str(e))
             if info_r is not None and tp in info_r.offline_replicas:
-                e = IneligibleReplicaError(f"node {r}'s replica of {req.topic}-{req.partition} is on a "
-                                           "failed log dir; it cannot join the ISR")
+                e = IneligibleReplicaError(
+                    f"node {r}'s replica of {req.topic}-{req.partition} is on a failed log dir; it cannot join the ISR"
+                )
                 return AlterPartitionResponse(code_for_exception(e), message=str(e))
             if info_r is None or sent_epochs.get(r, info_r.broker_epoch) != info_r.broker_epoch:
                 e = IneligibleReplicaError(
                     f"node {r} is not registered with the broker epoch it fetched with "
-                    f"({sent_epochs.get(r)}); it cannot join the ISR of {req.topic}-{req.partition}")
+                    f"({sent_epochs.get(r)}); it cannot join the ISR of {req.topic}-{req.partition}"
+                )
                 return AlterPartitionResponse(code_for_exception(e), message=str(e))
             recorded[r] = info_r.broker_epoch
         min_isr = min(self.topics[req.topic].log_config.min_insync_replicas, len(assignment))
@@ -565,8 +609,9 @@ class Controller:
         isr, elr = el.expand_with_elr(isr, elr, added, min_isr)
         keep = set(isr) | set(elr) | {st.leader}
         epochs = tuple(sorted((r, ep) for r, ep in recorded.items() if r in keep))
-        new = self._write(tp, PartitionState(st.leader, st.leader_epoch, isr, elr, st.partition_epoch,
-                                             self.epoch, epochs))
+        new = self._write(
+            tp, PartitionState(st.leader, st.leader_epoch, isr, elr, st.partition_epoch, self.epoch, epochs)
+        )
         # The leader learns the result from the answer; the others with the next resync.
         return AlterPartitionResponse(NONE, new)
 
@@ -587,8 +632,7 @@ class Controller:
     def _create_topic(self, req: CreateTopicRequest) -> CreateTopicResponse:
         name = req.name
         if not name or len(name) > 249 or name in (".", "..") or any(c not in _LEGAL_TOPIC for c in name):
-            raise InvalidTopicError(f"invalid topic name {name!r}: 1-249 characters of [a-zA-Z0-9._-], "
-                                    "not '.' or '..'")
+            raise InvalidTopicError(f"invalid topic name {name!r}: 1-249 characters of [a-zA-Z0-9._-], not '.' or '..'")
         if name in self.topics:
             raise TopicAlreadyExistsError(f"topic {name!r} already exists")
         config = {k: json.loads(v) for k, v in req.config}
@@ -598,18 +642,21 @@ class Controller:
             assignment = {p: tuple(r) for p, r in enumerate(req.assignment)}
             for p, r in assignment.items():
                 if not r or len(set(r)) != len(r):
-                    raise InvalidReplicaAssignmentError(f"partition {p}: replicas {list(r)} must be "
-                                                        "distinct and non-empty")
+                    raise InvalidReplicaAssignmentError(
+                        f"partition {p}: replicas {list(r)} must be distinct and non-empty"
+                    )
         else:
             if req.replication_factor > len(live):
                 raise InvalidReplicationFactorError(
-                    f"replication factor {req.replication_factor} is larger than the {len(live)} "
-                    f"live nodes {live}")
+                    f"replication factor {req.replication_factor} is larger than the {len(live)} live nodes {live}"
+                )
             placed = el.assign_replicas(req.partitions, req.replication_factor, live, rng=self._rng)
             assignment = dict(enumerate(placed))
-        ops: list[Any] = [Check(CONTROLLER_EPOCH_PATH, self.epoch_version),
-                          Create(topic_path(name), topic_record(assignment, config)),
-                          Create(topic_path(name) + "/partitions", b"")]
+        ops: list[Any] = [
+            Check(CONTROLLER_EPOCH_PATH, self.epoch_version),
+            Create(topic_path(name), topic_record(assignment, config)),
+            Create(topic_path(name) + "/partitions", b""),
+        ]
         states = {}
         for p, replicas in assignment.items():
             alive = tuple(r for r in replicas if r in self.brokers)
@@ -642,7 +689,8 @@ class Controller:
         if preferred == NO_LEADER:
             e = PreferredLeaderNotAvailableError(
                 f"the preferred replica {assignment[0]} of {req.topic}-{req.partition} is not alive "
-                f"and in the ISR {list(st.isr)}")
+                f"and in the ISR {list(st.isr)}"
+            )
             return ElectLeadersResponse(code_for_exception(e), st.leader, str(e))
         if preferred == st.leader:
             e = ElectionNotNeededError(f"node {preferred} already leads {req.topic}-{req.partition}")
@@ -668,7 +716,8 @@ class Controller:
         if info is None or info.broker_epoch != req.broker_epoch:
             e: KafkaError = StaleBrokerEpochError(
                 f"node {b} asked for a controlled shutdown with broker epoch {req.broker_epoch}; "
-                f"registered: {info.broker_epoch if info else 'none'}")
+                f"registered: {info.broker_epoch if info else 'none'}"
+            )
             return ControlledShutdownResponse(code_for_exception(e), str(e))
         self.shutting_down.add(b)
         remaining: list[TopicPartition] = []
@@ -682,8 +731,9 @@ class Controller:
                 leader, epoch = st.leader, st.leader_epoch
                 if b == st.leader:
                     live_tp = self._live_for(tp)
-                    candidates = [r for r in assignment if r in st.isr and r != b and r in live_tp
-                                  and r not in self.shutting_down]
+                    candidates = [
+                        r for r in assignment if r in st.isr and r != b and r in live_tp and r not in self.shutting_down
+                    ]
                     if not candidates:
                         remaining.append(tp)
                         continue
@@ -694,12 +744,21 @@ class Controller:
                     isr, elr = st.isr, st.elr
                 keep = set(isr) | set(elr) | {leader}
                 epochs = tuple((r, ep) for r, ep in st.broker_epochs if r in keep)
-                self._write(tp, dataclasses.replace(st, leader=leader, leader_epoch=epoch, isr=isr, elr=elr,
-                                                    broker_epochs=epochs))
+                self._write(
+                    tp,
+                    dataclasses.replace(st, leader=leader, leader_epoch=epoch, isr=isr, elr=elr, broker_epochs=epochs),
+                )
                 if leader != st.leader:
                     self.elections += 1
-                log.info("%s-%d: controlled shutdown of node %d: leader %d epoch %d ISR %s", tp[0], tp[1],
-                         b, leader, epoch, isr)
+                log.info(
+                    "%s-%d: controlled shutdown of node %d: leader %d epoch %d ISR %s",
+                    tp[0],
+                    tp[1],
+                    b,
+                    leader,
+                    epoch,
+                    isr,
+                )
         except (SessionExpiredError, BadVersionError, ControllerFenced, ConnectionLossError) as exc:
             e2 = self._lost_control(exc)
             return ControlledShutdownResponse(code_for_exception(e2), str(e2))
@@ -732,8 +791,12 @@ class Controller:
             stat = s.exists(PRODUCER_ID_BLOCK_PATH)
             if stat is None:
                 try:
-                    s.multi([Check(CONTROLLER_EPOCH_PATH, self.epoch_version),
-                             Create(PRODUCER_ID_BLOCK_PATH, dumps({"next": PRODUCER_ID_BLOCK_SIZE}))])
+                    s.multi(
+                        [
+                            Check(CONTROLLER_EPOCH_PATH, self.epoch_version),
+                            Create(PRODUCER_ID_BLOCK_PATH, dumps({"next": PRODUCER_ID_BLOCK_SIZE})),
+                        ]
+                    )
                 except CoordinatorError:
                     continue
                 self._pid_next, self._pid_end = 0, PRODUCER_ID_BLOCK_SIZE
@@ -741,9 +804,12 @@ class Controller:
             data, stat2 = s.get(PRODUCER_ID_BLOCK_PATH)
             start = int((loads(data) or {}).get("next", 0))
             try:
-                s.multi([Check(CONTROLLER_EPOCH_PATH, self.epoch_version),
-                         SetData(PRODUCER_ID_BLOCK_PATH, dumps({"next": start + PRODUCER_ID_BLOCK_SIZE}),
-                                 stat2.version)])
+                s.multi(
+                    [
+                        Check(CONTROLLER_EPOCH_PATH, self.epoch_version),
+                        SetData(PRODUCER_ID_BLOCK_PATH, dumps({"next": start + PRODUCER_ID_BLOCK_SIZE}), stat2.version),
+                    ]
+                )
             except BadVersionError:
                 continue
             self._pid_next, self._pid_end = start, start + PRODUCER_ID_BLOCK_SIZE
@@ -751,9 +817,12 @@ class Controller:
         raise ConnectionLossError("could not claim a producer id block")
 
     def describe(self) -> dict[str, Any]:
-        return {"controller": self.node.node_id, "epoch": self.epoch,
-                "brokers": {b: i.broker_epoch for b, i in self.brokers.items()},
-                "partitions": {f"{t}-{p}": dataclasses.asdict(st) for (t, p), st in self.states.items()}}
+        return {
+            "controller": self.node.node_id,
+            "epoch": self.epoch,
+            "brokers": {b: i.broker_epoch for b, i in self.brokers.items()},
+            "partitions": {f"{t}-{p}": dataclasses.asdict(st) for (t, p), st in self.states.items()},
+        }
 
 
 def error_response_for(exc: KafkaError) -> LeaderAndIsrResponse:

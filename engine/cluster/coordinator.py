@@ -43,8 +43,8 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol, TypeVar
 
-from seglog.util.clock import Clock, Scheduler
 from seglog.errors import SeglogError
+from seglog.util.clock import Clock, Scheduler
 
 log = logging.getLogger("seglog.cluster.coordinator")
 
@@ -137,8 +137,9 @@ class CoordinatorSession(Protocol):
     @property
     def expired(self) -> bool: ...
 
-    def create(self, path: str, data: bytes, *, ephemeral: bool = False,
-               replace: bool = False, make_parents: bool = False) -> Stat: ...
+    def create(
+        self, path: str, data: bytes, *, ephemeral: bool = False, replace: bool = False, make_parents: bool = False
+    ) -> Stat: ...
 
     def create_sequential(self, prefix: str, data: bytes) -> str:
         """Create the persistent znode ``prefix`` + the parent's ten-digit sequence number;
@@ -163,8 +164,9 @@ class CoordinatorSession(Protocol):
 
 
 class Coordinator(Protocol):
-    def connect(self, *, reachable: Callable[[], bool] | None = None,
-                session_timeout_ms: int | None = None) -> CoordinatorSession: ...
+    def connect(
+        self, *, reachable: Callable[[], bool] | None = None, session_timeout_ms: int | None = None
+    ) -> CoordinatorSession: ...
 
 
 #: Runs a callable on the thread that owns a session (``loop.call_soon_threadsafe``).
@@ -173,10 +175,12 @@ Post = Callable[[Callable[[], None]], object]
 
 def _locked(fn: Callable[..., _T]) -> Callable[..., _T]:
     """Run a session method holding its coordinator's lock."""
+
     @functools.wraps(fn)
     def run(self: InMemorySession, *args: object, **kwargs: object) -> _T:
         with self._coord._lock:
             return fn(self, *args, **kwargs)
+
     return run
 
 
@@ -202,8 +206,14 @@ def _check_path(path: str) -> None:
 
 
 class InMemorySession:
-    def __init__(self, coord: InMemoryCoordinator, session_id: int, timeout_ms: int,
-                 reachable: Callable[[], bool] | None, post: Post | None = None) -> None:
+    def __init__(
+        self,
+        coord: InMemoryCoordinator,
+        session_id: int,
+        timeout_ms: int,
+        reachable: Callable[[], bool] | None,
+        post: Post | None = None,
+    ) -> None:
         self._coord = coord
         self.post = post
         self._id = session_id
@@ -240,8 +250,9 @@ class InMemorySession:
             self._coord._deliver(self, fn, ev)
 
     @_locked
-    def create(self, path: str, data: bytes, *, ephemeral: bool = False,
-               replace: bool = False, make_parents: bool = False) -> Stat:
+    def create(
+        self, path: str, data: bytes, *, ephemeral: bool = False, replace: bool = False, make_parents: bool = False
+    ) -> Stat:
         self._enter()
         if make_parents:
             parts = path.split("/")[1:-1]
@@ -330,8 +341,9 @@ class InMemorySession:
 class InMemoryCoordinator:
     """A coordination service in this process, on the injected clock (see module docs)."""
 
-    def __init__(self, clock: Clock, scheduler: Scheduler, *, session_timeout_ms: int = 18_000,
-                 tick_ms: int | None = None) -> None:
+    def __init__(
+        self, clock: Clock, scheduler: Scheduler, *, session_timeout_ms: int = 18_000, tick_ms: int | None = None
+    ) -> None:
         self.clock = clock
         self.scheduler = scheduler
         self.session_timeout_ms = session_timeout_ms
@@ -345,12 +357,18 @@ class InMemoryCoordinator:
         self._watches: dict[tuple[str, bool], list[tuple[InMemorySession, WatchFn]]] = {}
         self._lock = threading.RLock()
         self._tick_ms = tick_ms if tick_ms is not None else max(1, min(session_timeout_ms // 10, 200))
-        self._task = scheduler.schedule("coordinator session expiry", self._expire_sessions,
-                                        delay_ms=self._tick_ms, period_ms=self._tick_ms)
+        self._task = scheduler.schedule(
+            "coordinator session expiry", self._expire_sessions, delay_ms=self._tick_ms, period_ms=self._tick_ms
+        )
         self.expired_sessions = 0
 
-    def connect(self, *, reachable: Callable[[], bool] | None = None,
-                session_timeout_ms: int | None = None, post: Post | None = None) -> InMemorySession:
+    def connect(
+        self,
+        *,
+        reachable: Callable[[], bool] | None = None,
+        session_timeout_ms: int | None = None,
+        post: Post | None = None,
+    ) -> InMemorySession:
         with self._lock:
             sid = next(self._session_ids)
             s = InMemorySession(self, sid, session_timeout_ms or self.session_timeout_ms, reachable, post)
@@ -388,8 +406,8 @@ class InMemoryCoordinator:
         prefix = path.rstrip("/") + "/"
         out = []
         for p in self._nodes:
-            if p.startswith(prefix) and p != "/" and "/" not in p[len(prefix):]:
-                out.append(p[len(prefix):])
+            if p.startswith(prefix) and p != "/" and "/" not in p[len(prefix) :]:
+                out.append(p[len(prefix) :])
         return sorted(out)
 
     def _add_watch(self, s: InMemorySession, path: str, fn: WatchFn, *, children: bool) -> None:

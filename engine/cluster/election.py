@@ -22,9 +22,15 @@ class Election:
     unclean: bool = False
 
 
-def offline_election(assignment: Sequence[int], isr: Sequence[int], elr: Sequence[int],
-                     live: Collection[int], *, unclean_enabled: bool,
-                     allow_out_of_isr: bool = False) -> Election:
+def offline_election(
+    assignment: Sequence[int],
+    isr: Sequence[int],
+    elr: Sequence[int],
+    live: Collection[int],
+    *,
+    unclean_enabled: bool,
+    allow_out_of_isr: bool = False,
+) -> Election:
     """Choose a leader for a partition whose leader is gone.
 
     1. the first replica in assignment order that is alive and in the ISR;
@@ -57,8 +63,9 @@ def preferred_election(assignment: Sequence[int], isr: Sequence[int], live: Coll
     return NO_LEADER
 
 
-def shrink_with_elr(isr: Sequence[int], elr: Sequence[int], removed: Collection[int],
-                    min_isr: int, *, keep_last: bool = True) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def shrink_with_elr(
+    isr: Sequence[int], elr: Sequence[int], removed: Collection[int], min_isr: int, *, keep_last: bool = True
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The ISR without ``removed``, and the ELR after it (KIP-966): members removed while the
     resulting ISR is below ``min.insync.replicas`` become eligible leader replicas (the high
     watermark cannot have advanced without them); once the ISR is back at ``min_isr`` the ELR
@@ -75,8 +82,9 @@ def shrink_with_elr(isr: Sequence[int], elr: Sequence[int], removed: Collection[
     return new_isr, new_elr
 
 
-def expand_with_elr(isr: Sequence[int], elr: Sequence[int], added: Collection[int],
-                    min_isr: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def expand_with_elr(
+    isr: Sequence[int], elr: Sequence[int], added: Collection[int], min_isr: int
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
     new_isr = tuple(isr) + tuple(r for r in added if r not in isr)
     new_elr = () if len(new_isr) >= min_isr else tuple(r for r in elr if r not in new_isr)
     return new_isr, new_elr
@@ -86,9 +94,15 @@ def _replica_index(first: int, shift: int, j: int, n: int) -> int:
     return (first + 1 + (shift + j) % (n - 1)) % n
 
 
-def assign_replicas(n_partitions: int, replication_factor: int, brokers: Sequence[int], *,
-                    start_index: int = -1, start_partition: int = 0,
-                    rng: random.Random | None = None) -> list[tuple[int, ...]]:
+def assign_replicas(
+    n_partitions: int,
+    replication_factor: int,
+    brokers: Sequence[int],
+    *,
+    start_index: int = -1,
+    start_partition: int = 0,
+    rng: random.Random | None = None,
+) -> list[tuple[int, ...]]:
     """Kafka's rack-unaware placement: the first replica of partition p goes to broker
     ``(p + start) % n`` (``start`` random unless given), the others follow at a shift that grows
     by one every ``n`` partitions, so leaders and followers spread over the brokers.
@@ -102,7 +116,8 @@ def assign_replicas(n_partitions: int, replication_factor: int, brokers: Sequenc
         raise InvalidReplicationFactorError(f"replication factor must be at least 1, got {replication_factor}")
     if replication_factor > n:
         raise InvalidReplicationFactorError(
-            f"replication factor {replication_factor} is larger than the {n} available nodes")
+            f"replication factor {replication_factor} is larger than the {n} available nodes"
+        )
     if n_partitions <= 0:
         raise ValueError(f"a topic needs at least one partition, got {n_partitions}")
     r = rng or random.Random()

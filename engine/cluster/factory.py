@@ -26,22 +26,46 @@ __all__ = ["start_cluster"]
 
 
 @overload
-def start_cluster(nodes: int = ..., dir: str | os.PathLike[str] | None = ..., coordinator: str | None = ...,
-                  *, processes: Literal[False] = ..., **options: Any) -> LocalCluster: ...
+def start_cluster(
+    nodes: int = ...,
+    dir: str | os.PathLike[str] | None = ...,
+    coordinator: str | None = ...,
+    *,
+    processes: Literal[False] = ...,
+    **options: Any,
+) -> LocalCluster: ...
 
 
 @overload
-def start_cluster(nodes: int = ..., dir: str | os.PathLike[str] | None = ..., coordinator: str | None = ...,
-                  *, processes: Literal[True], **options: Any) -> ProcessCluster: ...
+def start_cluster(
+    nodes: int = ...,
+    dir: str | os.PathLike[str] | None = ...,
+    coordinator: str | None = ...,
+    *,
+    processes: Literal[True],
+    **options: Any,
+) -> ProcessCluster: ...
 
 
 @overload
-def start_cluster(nodes: int = ..., dir: str | os.PathLike[str] | None = ..., coordinator: str | None = ...,
-                  *, processes: bool, **options: Any) -> ClusterBase: ...
+def start_cluster(
+    nodes: int = ...,
+    dir: str | os.PathLike[str] | None = ...,
+    coordinator: str | None = ...,
+    *,
+    processes: bool,
+    **options: Any,
+) -> ClusterBase: ...
 
 
-def start_cluster(nodes: int = 3, dir: str | os.PathLike[str] | None = None, coordinator: str | None = None,
-                  *, processes: bool = False, **options: Any) -> ClusterBase:
+def start_cluster(
+    nodes: int = 3,
+    dir: str | os.PathLike[str] | None = None,
+    coordinator: str | None = None,
+    *,
+    processes: bool = False,
+    **options: Any,
+) -> ClusterBase:
     """Start ``nodes`` nodes in ``dir`` (a temporary directory, removed at ``close``, when None)
     and return the cluster once it has a controller that knows every node (see module docs).
     ``coordinator`` None is ``"memory"`` in process and ``"zookeeper"`` with ``processes``."""

@@ -17,13 +17,6 @@ import dataclasses
 from collections.abc import Collection, Mapping
 from typing import Any, Protocol
 
-from seglog.errors import (
-    KafkaError,
-    KafkaStorageError,
-    NotLeaderOrFollowerError,
-    UnknownTopicOrPartitionError,
-    code_for_exception,
-)
 from seglog.cluster.messages import (
     CONSUMER_REPLICA_ID,
     ISOLATION_LOG_END,
@@ -36,6 +29,13 @@ from seglog.cluster.messages import (
 from seglog.cluster.metadata import TopicPartition
 from seglog.cluster.partition import Partition
 from seglog.cluster.transport import Reply
+from seglog.errors import (
+    KafkaError,
+    KafkaStorageError,
+    NotLeaderOrFollowerError,
+    UnknownTopicOrPartitionError,
+    code_for_exception,
+)
 
 __all__ = ["FetchHandler", "FetchHost", "ParkedFetch"]
 
@@ -87,8 +87,7 @@ class FetchHandler:
             reply(resp)
             return
         pf = ParkedFetch(src, req, reply)
-        pf.timer = self.node.scheduler.schedule(f"fetch wait {src}", lambda: self.finish(pf),
-                                                delay_ms=req.max_wait_ms)
+        pf.timer = self.node.scheduler.schedule(f"fetch wait {src}", lambda: self.finish(pf), delay_ms=req.max_wait_ms)
         for fp in req.partitions:
             self.parked.setdefault((fp.topic, fp.partition), []).append(pf)
 
@@ -104,9 +103,11 @@ class FetchHandler:
             tp = (fp.topic, fp.partition)
             p = node.partitions.get(tp)
             if p is None:
-                e: KafkaError = (node.offline_error(tp) if tp in node.offline_partitions else
-                                 UnknownTopicOrPartitionError(
-                                     f"node {node.node_id} hosts no {fp.topic}-{fp.partition}"))
+                e: KafkaError = (
+                    node.offline_error(tp)
+                    if tp in node.offline_partitions
+                    else UnknownTopicOrPartitionError(f"node {node.node_id} hosts no {fp.topic}-{fp.partition}")
+                )
                 out.append(FetchPartitionResponse(fp.topic, fp.partition, code_for_exception(e), message=str(e)))
                 stop = True
                 continue
@@ -127,8 +128,9 @@ class FetchHandler:
 
     def _reread_follower(self, p: Partition, fp: FetchPartition, budget: int) -> FetchPartitionResponse:
         if not p.is_leader or fp.current_leader_epoch != p.leader_epoch:
-            return p.fetch_error(NotLeaderOrFollowerError(f"node {self.node.node_id} no longer leads "
-                                                          f"{p.topic}-{p.partition}"))
+            return p.fetch_error(
+                NotLeaderOrFollowerError(f"node {self.node.node_id} no longer leads {p.topic}-{p.partition}")
+            )
         if fp.fetch_offset > p.log.log_end_offset or fp.fetch_offset < p.log.log_start_offset:
             return p.fetch_error(NotLeaderOrFollowerError(f"{p.topic}-{p.partition} moved under the fetch"))
         return p.read(fp.fetch_offset, min(budget, fp.max_bytes), ISOLATION_LOG_END)
@@ -148,8 +150,9 @@ class FetchHandler:
         resp, _, _ = self.read(pf.req, first=False)
         pf.reply(resp)
 
-    def complete(self, tp: TopicPartition, *, followers: bool = True, consumers: bool = True,
-                 error: bool = False) -> None:
+    def complete(
+        self, tp: TopicPartition, *, followers: bool = True, consumers: bool = True, error: bool = False
+    ) -> None:
         """Answer the fetches parked on ``tp``: the followers', the consumers', or (``error``)
         all of them."""
         lst = self.parked.get(tp)

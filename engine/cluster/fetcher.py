@@ -13,11 +13,11 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from seglog.util.clock import Clock
-from seglog.errors import KafkaError
 from seglog.cluster.messages import ISOLATION_LOG_END, FetchRequest, FetchResponse
 from seglog.cluster.metadata import NO_LEADER, ReplicaConfig, TopicPartition
 from seglog.cluster.partition import Partition, Role
+from seglog.errors import KafkaError
+from seglog.util.clock import Clock
 
 __all__ = ["FetcherHost", "LeaderFetcher", "ReplicaFetchers"]
 
@@ -40,8 +40,9 @@ class FetcherHost(Protocol):
         """The partitions the node hosts now."""
         ...
 
-    def send(self, dst: int, message: Any, callback: Callable[[Any, BaseException | None], None],
-             timeout_ms: int) -> None:
+    def send(
+        self, dst: int, message: Any, callback: Callable[[Any, BaseException | None], None], timeout_ms: int
+    ) -> None:
         """Send ``message`` to node ``dst``; ``callback(response, error)`` when it is answered."""
         ...
 
@@ -72,8 +73,11 @@ class ReplicaFetchers:
         """Start a fetcher for each leader the node now follows, drop those of former leaders
         (once idle), and send what each one can send now."""
         node = self.node
-        leaders = {p.leader for p in node.partitions.values()
-                   if p.role is Role.FOLLOWER and p.leader not in (NO_LEADER, node.node_id)}
+        leaders = {
+            p.leader
+            for p in node.partitions.values()
+            if p.role is Role.FOLLOWER and p.leader not in (NO_LEADER, node.node_id)
+        }
         for leader in leaders:
             if leader not in self.fetchers:
                 self.fetchers[leader] = LeaderFetcher(leader)
@@ -102,9 +106,15 @@ class ReplicaFetchers:
             return
         cfg = node.config
         sent = tuple(p.fetch_partition_request(cfg.replica_fetch_max_bytes) for p in parts)
-        req = FetchRequest(node.node_id, sent, node.broker_epoch, cfg.replica_fetch_wait_max_ms,
-                           cfg.replica_fetch_min_bytes, cfg.replica_fetch_response_max_bytes,
-                           ISOLATION_LOG_END)
+        req = FetchRequest(
+            node.node_id,
+            sent,
+            node.broker_epoch,
+            cfg.replica_fetch_wait_max_ms,
+            cfg.replica_fetch_min_bytes,
+            cfg.replica_fetch_response_max_bytes,
+            ISOLATION_LOG_END,
+        )
         f.in_flight = True
         by_tp = {(fp.topic, fp.partition): fp for fp in sent}
 
@@ -122,8 +132,14 @@ class ReplicaFetchers:
                     try:
                         backoff |= p.on_fetch_response(fp, pr)
                     except (KafkaError, OSError) as exc:
-                        log.warning("node %d: replicating %s-%d from %d failed: %s", node.node_id,
-                                    pr.topic, pr.partition, f.leader, exc)
+                        log.warning(
+                            "node %d: replicating %s-%d from %d failed: %s",
+                            node.node_id,
+                            pr.topic,
+                            pr.partition,
+                            f.leader,
+                            exc,
+                        )
                         node.stats["fetch_apply_errors"] = node.stats.get("fetch_apply_errors", 0) + 1
                         backoff = True
                         if isinstance(exc, OSError):
@@ -132,9 +148,11 @@ class ReplicaFetchers:
                 f.backoff_until = node.clock.monotonic_ms() + node.config.replica_fetch_backoff_ms
                 if f.kick is not None:
                     node.scheduler.cancel(f.kick)
-                f.kick = node.scheduler.schedule(f"fetch backoff {node.node_id}->{f.leader}",
-                                                 lambda: self.maybe_fetch(f),
-                                                 delay_ms=node.config.replica_fetch_backoff_ms)
+                f.kick = node.scheduler.schedule(
+                    f"fetch backoff {node.node_id}->{f.leader}",
+                    lambda: self.maybe_fetch(f),
+                    delay_ms=node.config.replica_fetch_backoff_ms,
+                )
             else:
                 self.maybe_fetch(f)
 

@@ -56,8 +56,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from seglog.util.loop import LoopOwner
-from seglog.util.clock import Clock
 from seglog.cluster.base import ClusterBase
 from seglog.cluster.consumer import ClusterConsumer
 from seglog.cluster.coordinator import InMemoryCoordinator
@@ -70,6 +68,8 @@ from seglog.cluster.tcp import LoopScheduler, TcpTransport
 from seglog.cluster.transport import GuardedScheduler
 from seglog.cluster.zkserver import ZooKeeperServer
 from seglog.cluster.zookeeper import ZooKeeperCoordinator, ensure_chroot
+from seglog.util.clock import Clock
+from seglog.util.loop import LoopOwner
 
 log = logging.getLogger("seglog.cluster.local")
 
@@ -79,17 +79,30 @@ class LocalCluster(LoopOwner, ClusterBase):
 
     _what = "cluster"
 
-    def __init__(self, nodes: int = 3, dir: str | os.PathLike[str] | None = None,
-                 coordinator: str = "memory", *, replica_config: ReplicaConfig | Mapping[str, Any] | None = None,
-                 log_defaults: Mapping[str, Any] | None = None, secret: bytes | str | None = None,
-                 ssl: Any = None, host: str = "127.0.0.1", processes: bool = False,
-                 zookeeper: str | None = None, log_dirs: int = 1, node_threads: bool = False) -> None:
+    def __init__(
+        self,
+        nodes: int = 3,
+        dir: str | os.PathLike[str] | None = None,
+        coordinator: str = "memory",
+        *,
+        replica_config: ReplicaConfig | Mapping[str, Any] | None = None,
+        log_defaults: Mapping[str, Any] | None = None,
+        secret: bytes | str | None = None,
+        ssl: Any = None,
+        host: str = "127.0.0.1",
+        processes: bool = False,
+        zookeeper: str | None = None,
+        log_dirs: int = 1,
+        node_threads: bool = False,
+    ) -> None:
         if coordinator not in ("memory", "zookeeper"):
             raise ValueError(f"coordinator {coordinator!r} is not available: 'memory' or 'zookeeper'")
         if processes:
-            raise ValueError("LocalCluster runs every node in this process; for one process per node "
-                             "use seglog.cluster.start_cluster(..., processes=True) "
-                             "(a seglog.cluster.process.ProcessCluster)")
+            raise ValueError(
+                "LocalCluster runs every node in this process; for one process per node "
+                "use seglog.cluster.start_cluster(..., processes=True) "
+                "(a seglog.cluster.process.ProcessCluster)"
+            )
         self._lay_out(nodes, dir, replica_config, log_defaults, host, log_dirs, "seglog-cluster-")
         self.zk_server: Any = None
         if coordinator == "zookeeper" and zookeeper is None:
@@ -104,7 +117,7 @@ class LocalCluster(LoopOwner, ClusterBase):
         if ssl is not None:
             server_ssl, client_ssl = ssl
         self._client_ids = itertools.count(10_000)
-        self.nodes: dict[int, ReplicaNode | None] = {i: None for i in self.ids}
+        self.nodes: dict[int, ReplicaNode | None] = dict.fromkeys(self.ids)
         self._gs: dict[int, GuardedScheduler] = {}
         self._paused: set[int] = set()
         self._ports: dict[int, int] = {}
@@ -131,18 +144,27 @@ class LocalCluster(LoopOwner, ClusterBase):
                 self._node_loops[i], self._node_threads[i] = loop, thread
                 self._transports[i], self._schedulers[i] = t, LoopScheduler(loop, self.clock)
             else:
-                self._node_loops[i], self._transports[i], self._schedulers[i] = self.loop, self.transport, self.scheduler
+                self._node_loops[i], self._transports[i], self._schedulers[i] = (
+                    self.loop,
+                    self.transport,
+                    self.scheduler,
+                )
 
         async def setup() -> None:
             if zookeeper is not None:
                 ensure_chroot(zookeeper)
 
                 self.coordinator: Any = ZooKeeperCoordinator(
-                    zookeeper, post=self.loop.call_soon_threadsafe,
-                    session_timeout_ms=self.replica_config.session_timeout_ms)
+                    zookeeper,
+                    post=self.loop.call_soon_threadsafe,
+                    session_timeout_ms=self.replica_config.session_timeout_ms,
+                )
             else:
-                self.coordinator = InMemoryCoordinator(self.clock, self.scheduler,  # type: ignore[arg-type]
-                                                       session_timeout_ms=self.replica_config.session_timeout_ms)
+                self.coordinator = InMemoryCoordinator(
+                    self.clock,
+                    self.scheduler,  # type: ignore[arg-type]
+                    session_timeout_ms=self.replica_config.session_timeout_ms,
+                )
 
         try:
             self._call(setup())
@@ -188,12 +210,22 @@ class LocalCluster(LoopOwner, ClusterBase):
         self._gs[i] = gs
         port = self._ports.get(i, 0)
         transport = self._transports[i]
-        coordinator = (self.coordinator if not self.node_threads else
-                       _NodeCoordinator(self.coordinator, self._node_loops[i].call_soon_threadsafe))
-        node = ReplicaNode(i, self.node_dirs(i), coordinator=coordinator, transport=transport,
-                           clock=self.clock, scheduler=gs, config=self.replica_config,
-                           log_defaults=self.log_defaults,
-                           coordinator_reachable=functools.partial(self._reachable, i))
+        coordinator = (
+            self.coordinator
+            if not self.node_threads
+            else _NodeCoordinator(self.coordinator, self._node_loops[i].call_soon_threadsafe)
+        )
+        node = ReplicaNode(
+            i,
+            self.node_dirs(i),
+            coordinator=coordinator,
+            transport=transport,
+            clock=self.clock,
+            scheduler=gs,
+            config=self.replica_config,
+            log_defaults=self.log_defaults,
+            coordinator_reachable=functools.partial(self._reachable, i),
+        )
         host, port = await transport.listen(i, node.handle, self.host, port)
         self._ports[i] = port
         node.address = f"{host}:{port}"
@@ -226,8 +258,9 @@ class LocalCluster(LoopOwner, ClusterBase):
             n.crash()
             # In one process a ZooKeeper session outlives the node; end it as a dead
             # process's would end (at once rather than after the timeout).
-            if (self.zk_server is not None or not isinstance(self.coordinator, InMemoryCoordinator)) \
-                    and n.session is not None:
+            if (
+                self.zk_server is not None or not isinstance(self.coordinator, InMemoryCoordinator)
+            ) and n.session is not None:
                 n.session.close()
             self.nodes[node] = None
 
@@ -317,6 +350,7 @@ class LocalCluster(LoopOwner, ClusterBase):
     def high_watermarks(self, topic: str, partition: int = 0) -> dict[int, int]:
         """Each running replica's high watermark (a follower's trails the leader's by a fetch,
         and is what its ``replication-offset-checkpoint`` holds after a clean shutdown)."""
+
         def read(n: ReplicaNode | None) -> int | None:
             p = n.partition(topic, partition) if n is not None else None
             return p.high_watermark if p is not None and not p.log.closed else None
@@ -336,8 +370,15 @@ class LocalCluster(LoopOwner, ClusterBase):
     def _learn(self, resp: MetadataResponse) -> None:
         """Clients of an in-process cluster know where every node is already."""
 
-    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3,
-                     config: Mapping[str, Any] | None = None, *, timeout_s: float = 30) -> None:
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int = 3,
+        config: Mapping[str, Any] | None = None,
+        *,
+        timeout_s: float = 30,
+    ) -> None:
         """Create a topic (placement by Kafka's rule) and wait until every partition leads."""
         self.wait_for(lambda: self._controller() is not None, timeout_s, "a controller")
         client = self._client()
@@ -346,10 +387,17 @@ class LocalCluster(LoopOwner, ClusterBase):
         finally:
             client.close()
         for p in range(partitions):
-            self.wait_for(lambda p=p: (st := self._state(name, p)) is not None and st.leader >= 0
-                          and (n := self.nodes.get(st.leader)) is not None
-                          and (q := n.partitions.get((name, p))) is not None and q.is_leader,
-                          timeout_s, f"a leader for {name}-{p}")
+            self.wait_for(
+                lambda p=p: (
+                    (st := self._state(name, p)) is not None
+                    and st.leader >= 0
+                    and (n := self.nodes.get(st.leader)) is not None
+                    and (q := n.partitions.get((name, p))) is not None
+                    and q.is_leader
+                ),
+                timeout_s,
+                f"a leader for {name}-{p}",
+            )
 
     def elect_preferred_leader(self, topic: str, partition: int = 0) -> int:
         client = self._client()

@@ -209,11 +209,28 @@ class ErrorResponse:
 
 
 MESSAGE_TYPES: tuple[type, ...] = (
-    FetchPartition, FetchRequest, FetchPartitionResponse, FetchResponse, ProduceRequest,
-    ProduceResponse, LeaderAndIsrRequest, LeaderAndIsrResponse, AlterPartitionRequest,
-    AlterPartitionResponse, MetadataRequest, MetadataResponse, InitProducerIdRequest,
-    InitProducerIdResponse, CreateTopicRequest, CreateTopicResponse, ElectLeadersRequest,
-    ElectLeadersResponse, ErrorResponse, PartitionInfo, PartitionState, ControlledShutdownRequest,
+    FetchPartition,
+    FetchRequest,
+    FetchPartitionResponse,
+    FetchResponse,
+    ProduceRequest,
+    ProduceResponse,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    MetadataRequest,
+    MetadataResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    CreateTopicRequest,
+    CreateTopicResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    ErrorResponse,
+    PartitionInfo,
+    PartitionState,
+    ControlledShutdownRequest,
     ControlledShutdownResponse,
 )
 _BY_NAME: dict[str, type] = {t.__name__: t for t in MESSAGE_TYPES}
@@ -282,7 +299,8 @@ def materialize(msg: Any) -> Any:
     if isinstance(msg, FetchResponse):
         parts = tuple(
             dataclasses.replace(p, records=p.records.to_bytes()) if not isinstance(p.records, bytes) else p
-            for p in msg.partitions)
+            for p in msg.partitions
+        )
         return dataclasses.replace(msg, partitions=parts)
     return msg
 

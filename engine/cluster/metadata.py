@@ -93,18 +93,32 @@ class PartitionState:
         return -1
 
     def to_json(self) -> bytes:
-        return dumps({"leader": self.leader, "leader_epoch": self.leader_epoch,
-                      "isr": list(self.isr), "elr": list(self.elr),
-                      "controller_epoch": self.controller_epoch,
-                      "broker_epochs": {str(r): e for r, e in self.broker_epochs},
-                      "last_known": list(self.last_known)})
+        return dumps(
+            {
+                "leader": self.leader,
+                "leader_epoch": self.leader_epoch,
+                "isr": list(self.isr),
+                "elr": list(self.elr),
+                "controller_epoch": self.controller_epoch,
+                "broker_epochs": {str(r): e for r, e in self.broker_epochs},
+                "last_known": list(self.last_known),
+            }
+        )
 
     @classmethod
     def from_json(cls, data: bytes, version: int) -> PartitionState:
         d = loads(data)
         epochs = tuple(sorted((int(r), int(e)) for r, e in d.get("broker_epochs", {}).items()))
-        return cls(d["leader"], d["leader_epoch"], tuple(d["isr"]), tuple(d.get("elr", ())),
-                   version, d.get("controller_epoch", 0), epochs, tuple(d.get("last_known", ())))
+        return cls(
+            d["leader"],
+            d["leader_epoch"],
+            tuple(d["isr"]),
+            tuple(d.get("elr", ())),
+            version,
+            d.get("controller_epoch", 0),
+            epochs,
+            tuple(d.get("last_known", ())),
+        )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -142,7 +156,8 @@ class ReplicaConfig:
             raise ValueError(
                 f"replica.fetch.wait.max.ms ({self.replica_fetch_wait_max_ms}) must be below "
                 f"replica.lag.time.max.ms ({self.replica_lag_time_max_ms}), or idle followers "
-                "drop out of the ISR")
+                "drop out of the ISR"
+            )
         for f in dataclasses.fields(self):
             if getattr(self, f.name) < 0:
                 raise ValueError(f"{f.name.replace('_', '.')} must be >= 0, got {getattr(self, f.name)}")
@@ -167,8 +182,7 @@ class ReplicaConfig:
 
 
 def topic_record(assignment: Mapping[int, tuple[int, ...]], config: Mapping[str, Any]) -> bytes:
-    return dumps({"partitions": {str(p): list(r) for p, r in sorted(assignment.items())},
-                  "config": dict(config)})
+    return dumps({"partitions": {str(p): list(r) for p, r in sorted(assignment.items())}, "config": dict(config)})
 
 
 def parse_topic_record(data: bytes) -> tuple[dict[int, tuple[int, ...]], dict[str, Any]]:

@@ -21,11 +21,22 @@ OOS_INSTEAD_OF_DEDUPE = "oos_instead_of_dedupe"  # duplicates refused as out of 
 EPOCH_CACHE_NO_FSYNC = "epoch_cache_no_fsync"  # epoch cache entries lost with the page cache
 EPOCH_START_OFF_BY_ONE = "epoch_start_off_by_one"  # inclusive/exclusive end offset mix
 
-ALL = frozenset({
-    TRUNCATE_TO_HW_ON_RESTART, NO_EPOCH_ITERATION, ISR_JOIN_AT_HW_ONLY, ALLOW_OUT_OF_ISR_ELECTION,
-    ACK_ALL_ON_LEADER_APPEND, FOLLOWER_HW_UNCAPPED, CONSUMER_READS_TO_LEO, LEADER_LOCAL_ISR_SHRINK,
-    DEDUPE_OFF, OOS_INSTEAD_OF_DEDUPE, EPOCH_CACHE_NO_FSYNC, EPOCH_START_OFF_BY_ONE,
-})
+ALL = frozenset(
+    {
+        TRUNCATE_TO_HW_ON_RESTART,
+        NO_EPOCH_ITERATION,
+        ISR_JOIN_AT_HW_ONLY,
+        ALLOW_OUT_OF_ISR_ELECTION,
+        ACK_ALL_ON_LEADER_APPEND,
+        FOLLOWER_HW_UNCAPPED,
+        CONSUMER_READS_TO_LEO,
+        LEADER_LOCAL_ISR_SHRINK,
+        DEDUPE_OFF,
+        OOS_INSTEAD_OF_DEDUPE,
+        EPOCH_CACHE_NO_FSYNC,
+        EPOCH_START_OFF_BY_ONE,
+    }
+)
 
 
 def check(mutants: frozenset[str] | set[str] | tuple[str, ...]) -> frozenset[str]:

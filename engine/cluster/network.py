@@ -13,8 +13,6 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from seglog.errors import RequestTimedOutError, SeglogError, error_for_code
-from seglog.util.clock import Clock
 from seglog.cluster.messages import (
     NONE,
     CreateTopicRequest,
@@ -25,6 +23,8 @@ from seglog.cluster.messages import (
     MetadataResponse,
 )
 from seglog.cluster.tcp import TcpTransport
+from seglog.errors import RequestTimedOutError, SeglogError, error_for_code
+from seglog.util.clock import Clock
 
 __all__ = ["ClientHost", "NetworkClient", "kafka_keys"]
 
@@ -133,8 +133,11 @@ class NetworkClient:
                 continue
             if isinstance(resp, MetadataResponse):
                 self.cluster._learn(resp)
-            if isinstance(resp, MetadataResponse) and resp.partitions and (
-                    want is None or any(p.topic == want for p in resp.partitions)):
+            if (
+                isinstance(resp, MetadataResponse)
+                and resp.partitions
+                and (want is None or any(p.topic == want for p in resp.partitions))
+            ):
                 self.metadata = {p.tp: (p.state.leader, p.state.leader_epoch) for p in resp.partitions}
                 counts: dict[str, int] = {}
                 for p in resp.partitions:
@@ -159,15 +162,18 @@ class NetworkClient:
                 if time.monotonic() > deadline:
                     raise RequestTimedOutError(f"no controller answered {type(msg).__name__} in {timeout_s} s")
                 await asyncio.sleep(0.05)
+
         return self.cluster._call(call(), timeout_s + 5)
 
-    def create_topic(self, name: str, partitions: int, replication_factor: int,
-                     config: Mapping[str, Any] | None, timeout_s: float) -> None:
+    def create_topic(
+        self, name: str, partitions: int, replication_factor: int, config: Mapping[str, Any] | None, timeout_s: float
+    ) -> None:
         """Ask the controller to create a topic (``config``: topic keys to values); raises the
         error it answers with. Returns once the controller has written it, before its partitions
         have leaders."""
-        req = CreateTopicRequest(name, partitions, replication_factor,
-                                 tuple((k, json.dumps(v)) for k, v in (config or {}).items()))
+        req = CreateTopicRequest(
+            name, partitions, replication_factor, tuple((k, json.dumps(v)) for k, v in (config or {}).items())
+        )
         resp = self.call_controller(req, timeout_s)
         assert isinstance(resp, CreateTopicResponse)
         if resp.error != NONE:

@@ -51,26 +51,6 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from seglog.storage.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
-from seglog.util.clock import Clock
-from seglog.config import LogConfig
-from seglog.errors import (
-    InvalidRequestError,
-    KafkaError,
-    KafkaStorageError,
-    LogDirectoryLockedError,
-    NotControllerError,
-    NotLeaderOrFollowerBeforeAppendError,
-    SeglogError,
-    StaleBrokerEpochError,
-    StorageError,
-    StaleControllerEpochError,
-    UnknownServerError,
-    UnknownTopicOrPartitionError,
-    code_for_exception,
-)
-from seglog.storage.log import Log, LogAppendInfo
-from seglog.storage.logdir import LOCK_FILE, REPLICATION_OFFSET_FILE, LogDir
 from seglog.cluster import mutations as mut
 from seglog.cluster.controller import Controller
 from seglog.cluster.coordinator import (
@@ -121,6 +101,26 @@ from seglog.cluster.metadata import (
 )
 from seglog.cluster.partition import Partition, Role
 from seglog.cluster.transport import Reply, Transport
+from seglog.config import LogConfig
+from seglog.errors import (
+    InvalidRequestError,
+    KafkaError,
+    KafkaStorageError,
+    LogDirectoryLockedError,
+    NotControllerError,
+    NotLeaderOrFollowerBeforeAppendError,
+    SeglogError,
+    StaleBrokerEpochError,
+    StaleControllerEpochError,
+    StorageError,
+    UnknownServerError,
+    UnknownTopicOrPartitionError,
+    code_for_exception,
+)
+from seglog.storage.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
+from seglog.storage.log import Log, LogAppendInfo
+from seglog.storage.logdir import LOCK_FILE, REPLICATION_OFFSET_FILE, LogDir
+from seglog.util.clock import Clock
 
 log = logging.getLogger("seglog.cluster.node")
 
@@ -135,19 +135,31 @@ def _log_dirs(data_dir: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
     real = [os.path.realpath(d) for d in dirs]
     for i, r in enumerate(real):
         if r in real[:i]:
-            raise ValueError(f"log dir {dirs[i]} is listed twice (as {dirs[real.index(r)]}); "
-                             "every log dir must be a different directory")
+            raise ValueError(
+                f"log dir {dirs[i]} is listed twice (as {dirs[real.index(r)]}); "
+                "every log dir must be a different directory"
+            )
     return dirs
 
 
 class ReplicaNode:
     """One node of a replicated cluster (see module docs)."""
 
-    def __init__(self, node_id: int, data_dir: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
-                 coordinator: Coordinator, transport: Transport,
-                 clock: Clock, scheduler: Any, config: ReplicaConfig | None = None,
-                 log_defaults: Mapping[str, Any] | None = None, mutants: frozenset[str] = frozenset(),
-                 coordinator_reachable: Callable[[], bool] | None = None, address: str = "") -> None:
+    def __init__(
+        self,
+        node_id: int,
+        data_dir: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        *,
+        coordinator: Coordinator,
+        transport: Transport,
+        clock: Clock,
+        scheduler: Any,
+        config: ReplicaConfig | None = None,
+        log_defaults: Mapping[str, Any] | None = None,
+        mutants: frozenset[str] = frozenset(),
+        coordinator_reachable: Callable[[], bool] | None = None,
+        address: str = "",
+    ) -> None:
         self.node_id = node_id
         #: The log dirs, in the order given (``log.dirs``); :attr:`data_dir` is the first.
         self.log_dirs = _log_dirs(data_dir)
@@ -234,7 +246,9 @@ class ReplicaNode:
                         name = os.path.basename(path)
                         raise StorageError(
                             f"partition {name} is in two log dirs: {os.path.join(found[tp], name)} and "
-                            f"{path}; delete one of them", path=path)
+                            f"{path}; delete one of them",
+                            path=path,
+                        )
                     found[tp] = d
                 # A dir with no logs at all lost nothing, whatever ended the last run.
                 if ld.clean_shutdown or not in_dir:
@@ -249,9 +263,11 @@ class ReplicaNode:
                     self._hw_checkpoint[tp] = hw
                     self._hw_dir[tp] = d
             if len(self.offline_dirs) == len(self.log_dirs):
-                raise StorageError(f"node {self.node_id}: no usable log dir: "
-                                   + "; ".join(f"{d}: {e}" for d, e in self.offline_dirs.items()),
-                                   path=self.data_dir)
+                raise StorageError(
+                    f"node {self.node_id}: no usable log dir: "
+                    + "; ".join(f"{d}: {e}" for d, e in self.offline_dirs.items()),
+                    path=self.data_dir,
+                )
         except BaseException:
             self._unlock_dirs()
             raise
@@ -268,8 +284,11 @@ class ReplicaNode:
         cfg = self.config
         self._every("coordinator heartbeat", self._heartbeat, max(1, cfg.session_timeout_ms // 3))
         self._every("isr expiration", self._expire_isr, max(1, cfg.replica_lag_time_max_ms // 2))
-        self._every("high watermark checkpoint", self.checkpoint_high_watermarks,
-                    max(1, cfg.replica_high_watermark_checkpoint_interval_ms))
+        self._every(
+            "high watermark checkpoint",
+            self.checkpoint_high_watermarks,
+            max(1, cfg.replica_high_watermark_checkpoint_interval_ms),
+        )
         self._every("fetcher kick", self.fetchers.update, max(1, cfg.replica_fetch_backoff_ms))
         self._every("log flush", self._flush_logs, 100)
         self._connect()
@@ -288,7 +307,8 @@ class ReplicaNode:
             raise LogDirectoryLockedError(
                 f"log dir {d} is locked by another process (its {LOCK_FILE} is held: another node, a "
                 "store, a Log writing one of its partitions, or a Kafka broker runs on it)",
-                path=os.path.join(d, LOCK_FILE)) from None
+                path=os.path.join(d, LOCK_FILE),
+            ) from None
         self._held[d] = ld
         self._hw_files[d] = ld.high_watermarks
         return ld
@@ -311,8 +331,9 @@ class ReplicaNode:
         return self._dir_of.get((topic, partition))
 
     def _every(self, name: str, fn: Callable[[], object], period_ms: int) -> None:
-        self._tasks.append(self.scheduler.schedule(f"node {self.node_id} {name}", fn,
-                                                   delay_ms=period_ms, period_ms=period_ms))
+        self._tasks.append(
+            self.scheduler.schedule(f"node {self.node_id} {name}", fn, delay_ms=period_ms, period_ms=period_ms)
+        )
 
     def shutdown(self, *, deregister: bool = False) -> None:
         """Clean shutdown: flush and close every log, snapshot producer state, checkpoint high
@@ -359,8 +380,7 @@ class ReplicaNode:
                 pass
         self.transport.unregister(self.node_id)
 
-    def request_controlled_shutdown(
-            self, done: Callable[[tuple[TopicPartition, ...] | None, str], None]) -> None:
+    def request_controlled_shutdown(self, done: Callable[[tuple[TopicPartition, ...] | None, str], None]) -> None:
         """Ask the controller to move this node's leaderships and ISR memberships away (Kafka's
         controlled shutdown). ``done(remaining, message)``: the partitions this node still leads,
         or None when no controller answered."""
@@ -409,8 +429,9 @@ class ReplicaNode:
 
     def _connect(self) -> None:
         try:
-            self.session = self.coordinator.connect(reachable=self._coordinator_reachable,
-                                                    session_timeout_ms=self.config.session_timeout_ms)
+            self.session = self.coordinator.connect(
+                reachable=self._coordinator_reachable, session_timeout_ms=self.config.session_timeout_ms
+            )
             self._register()
             self._elect_controller()
         except (ConnectionLossError, SessionExpiredError) as exc:
@@ -435,9 +456,15 @@ class ReplicaNode:
         log.info("node %d registered with broker epoch %d", self.node_id, self.broker_epoch)
 
     def _registration(self) -> bytes:
-        return dumps({"clean_shutdown": self.clean_start, "address": self.address, "pid": os.getpid(),
-                      "offline_log_dirs": sorted(self.offline_dirs),
-                      "offline_replicas": [list(tp) for tp in sorted(self.offline_partitions)]})
+        return dumps(
+            {
+                "clean_shutdown": self.clean_start,
+                "address": self.address,
+                "pid": os.getpid(),
+                "offline_log_dirs": sorted(self.offline_dirs),
+                "offline_replicas": [list(tp) for tp in sorted(self.offline_partitions)],
+            }
+        )
 
     def _report_offline(self) -> None:
         """Tell the controller about failed log dirs: the registration lists the offline dirs
@@ -541,8 +568,9 @@ class ReplicaNode:
                 except ConnectionLossError:
                     # Cannot tell whether we still own /controller: ask again shortly rather
                     # than resign while the znode may still be ours.
-                    self.scheduler.schedule(f"node {self.node_id} controller check",
-                                            lambda: self._on_controller_event(_ev), delay_ms=100)
+                    self.scheduler.schedule(
+                        f"node {self.node_id} controller check", lambda: self._on_controller_event(_ev), delay_ms=100
+                    )
                     return
                 except CoordinatorError:
                     st = None
@@ -563,8 +591,9 @@ class ReplicaNode:
     # Requests
     # ---------------------------------------------------------------------------------------------
 
-    def send(self, dst: int, message: Any, callback: Callable[[Any, BaseException | None], None],
-             timeout_ms: int) -> None:
+    def send(
+        self, dst: int, message: Any, callback: Callable[[Any, BaseException | None], None], timeout_ms: int
+    ) -> None:
         self.transport.request(self.node_id, dst, message, callback, timeout_ms)
 
     def handle(self, src: int, msg: Any, reply: Reply) -> None:
@@ -588,21 +617,38 @@ class ReplicaNode:
                     reply(c.handle_alter_partition(msg))
             elif isinstance(msg, CreateTopicRequest):
                 c = self.controller
-                reply(c.handle_create_topic(msg) if c is not None else
-                      CreateTopicResponse(NotControllerError.code, f"node {self.node_id} is not the controller"))
+                reply(
+                    c.handle_create_topic(msg)
+                    if c is not None
+                    else CreateTopicResponse(NotControllerError.code, f"node {self.node_id} is not the controller")
+                )
             elif isinstance(msg, ElectLeadersRequest):
                 c = self.controller
-                reply(c.handle_elect_leaders(msg) if c is not None else
-                      ElectLeadersResponse(NotControllerError.code, message=f"node {self.node_id} is not the controller"))
+                reply(
+                    c.handle_elect_leaders(msg)
+                    if c is not None
+                    else ElectLeadersResponse(
+                        NotControllerError.code, message=f"node {self.node_id} is not the controller"
+                    )
+                )
             elif isinstance(msg, ControlledShutdownRequest):
                 c = self.controller
-                reply(c.handle_controlled_shutdown(msg) if c is not None else
-                      ControlledShutdownResponse(NotControllerError.code,
-                                                 f"node {self.node_id} is not the controller"))
+                reply(
+                    c.handle_controlled_shutdown(msg)
+                    if c is not None
+                    else ControlledShutdownResponse(
+                        NotControllerError.code, f"node {self.node_id} is not the controller"
+                    )
+                )
             elif isinstance(msg, InitProducerIdRequest):
                 c = self.controller
-                reply(c.handle_init_producer_id(msg) if c is not None else
-                      InitProducerIdResponse(NotControllerError.code, message=f"node {self.node_id} is not the controller"))
+                reply(
+                    c.handle_init_producer_id(msg)
+                    if c is not None
+                    else InitProducerIdResponse(
+                        NotControllerError.code, message=f"node {self.node_id} is not the controller"
+                    )
+                )
             else:
                 e2 = InvalidRequestError(f"unknown request {type(msg).__name__}")
                 reply(ErrorResponse(code_for_exception(e2), str(e2)))
@@ -615,11 +661,14 @@ class ReplicaNode:
     def _handle_leader_and_isr(self, req: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
         if req.controller_epoch < self.controller_epoch_seen:
             e: KafkaError = StaleControllerEpochError(
-                f"controller epoch {req.controller_epoch} is older than {self.controller_epoch_seen}")
+                f"controller epoch {req.controller_epoch} is older than {self.controller_epoch_seen}"
+            )
             return LeaderAndIsrResponse(code_for_exception(e), str(e))
         if req.broker_epoch != self.broker_epoch or self.broker_epoch < 0:
-            e = StaleBrokerEpochError(f"request for broker epoch {req.broker_epoch}; node "
-                                      f"{self.node_id} is registered with {self.broker_epoch}")
+            e = StaleBrokerEpochError(
+                f"request for broker epoch {req.broker_epoch}; node "
+                f"{self.node_id} is registered with {self.broker_epoch}"
+            )
             return LeaderAndIsrResponse(code_for_exception(e), str(e))
         self.controller_epoch_seen = req.controller_epoch
         self.controller_id = req.controller_id
@@ -647,8 +696,10 @@ class ReplicaNode:
                     p = self._open_partition(info)
                 except (OSError, KafkaError) as exc:
                     log.error("node %d cannot open %s-%d: %s", self.node_id, info.topic, info.partition, exc)
-                    if info.tp in self._dir_of and (isinstance(exc, KafkaStorageError) or (
-                            isinstance(exc, OSError) and not isinstance(exc, SeglogError))):
+                    if info.tp in self._dir_of and (
+                        isinstance(exc, KafkaStorageError)
+                        or (isinstance(exc, OSError) and not isinstance(exc, SeglogError))
+                    ):
                         self._log_dir_failed(self._dir_of[info.tp], exc)
                     continue
                 if p is None:
@@ -697,18 +748,31 @@ class ReplicaNode:
                 return None
             self._dir_of[tp] = home
         d = os.path.join(home, f"{info.topic}-{info.partition}")
-        lg = Log.open(d, cfg, clock=self.clock, replicated=True, owner=self._held[home],
-                      producer_snapshots=True, high_watermark=self._hw_checkpoint.get(tp),
-                      clean_shutdown=home in self._clean_dirs if os.path.isdir(d) else True)
+        lg = Log.open(
+            d,
+            cfg,
+            clock=self.clock,
+            replicated=True,
+            owner=self._held[home],
+            producer_snapshots=True,
+            high_watermark=self._hw_checkpoint.get(tp),
+            clean_shutdown=home in self._clean_dirs if os.path.isdir(d) else True,
+        )
         self._unopened.discard(tp)
         p = Partition(self, info.topic, info.partition, lg, cfg, info.replicas)
         self.partitions[info.tp] = p
-        self.stats["producer_snapshots_loaded"] = (self.stats.get("producer_snapshots_loaded", 0)
-                                                   + p.producer_state.snapshots_loaded)
+        self.stats["producer_snapshots_loaded"] = (
+            self.stats.get("producer_snapshots_loaded", 0) + p.producer_state.snapshots_loaded
+        )
         if p.producer_state.snapshots_loaded:
-            log.info("%s-%d: node %d loaded producer state from a snapshot (%d producers, log end %d)",
-                     info.topic, info.partition, self.node_id, len(p.producer_state.producers),
-                     lg.log_end_offset)
+            log.info(
+                "%s-%d: node %d loaded producer state from a snapshot (%d producers, log end %d)",
+                info.topic,
+                info.partition,
+                self.node_id,
+                len(p.producer_state.producers),
+                lg.log_end_offset,
+            )
         return p
 
     # -- produce --------------------------------------------------------------------------------
@@ -723,18 +787,33 @@ class ReplicaNode:
             if err is None:
                 reply(ProduceResponse(req.topic, req.partition, NONE, first, last, append_time, duplicate=dup))
             else:
-                reply(ProduceResponse(req.topic, req.partition, code_for_exception(err), first, last,
-                                      message=str(err), duplicate=dup))
+                reply(
+                    ProduceResponse(
+                        req.topic, req.partition, code_for_exception(err), first, last, message=str(err), duplicate=dup
+                    )
+                )
 
         if p is None:
             if tp in self.offline_partitions:
                 respond(-1, -1, -1, self.offline_error(tp), False)
             elif tp in self.metadata:
-                respond(-1, -1, -1, NotLeaderOrFollowerBeforeAppendError(
-                    f"node {self.node_id} does not host {req.topic}-{req.partition}"), False)
+                respond(
+                    -1,
+                    -1,
+                    -1,
+                    NotLeaderOrFollowerBeforeAppendError(
+                        f"node {self.node_id} does not host {req.topic}-{req.partition}"
+                    ),
+                    False,
+                )
             else:
-                respond(-1, -1, -1, UnknownTopicOrPartitionError(
-                    f"node {self.node_id} knows no partition {req.topic}-{req.partition}"), False)
+                respond(
+                    -1,
+                    -1,
+                    -1,
+                    UnknownTopicOrPartitionError(f"node {self.node_id} knows no partition {req.topic}-{req.partition}"),
+                    False,
+                )
             return
         try:
             res: LogAppendInfo = p.append_as_leader(req.records, req.acks)
@@ -776,11 +855,22 @@ class ReplicaNode:
         self.scheduler.cancel(task)
 
     def submit_alter_partition(self, partition: Partition, new_isr: tuple[int, ...]) -> None:
-        epochs = tuple(self.broker_epoch if r == self.node_id else
-                       (partition.remotes[r].broker_epoch if r in partition.remotes else -1)
-                       for r in new_isr)
-        req = AlterPartitionRequest(self.node_id, self.broker_epoch, partition.topic, partition.partition,
-                                    partition.leader_epoch, partition.partition_epoch, new_isr, epochs)
+        epochs = tuple(
+            self.broker_epoch
+            if r == self.node_id
+            else (partition.remotes[r].broker_epoch if r in partition.remotes else -1)
+            for r in new_isr
+        )
+        req = AlterPartitionRequest(
+            self.node_id,
+            self.broker_epoch,
+            partition.topic,
+            partition.partition,
+            partition.leader_epoch,
+            partition.partition_epoch,
+            new_isr,
+            epochs,
+        )
         sent_epoch = partition.partition_epoch
         ctrl = self.controller_id
 
@@ -814,14 +904,17 @@ class ReplicaNode:
             if p.log.closed or d in self.offline_dirs:
                 continue
             if d not in out:
-                out[d] = ({t: hw for t, hw in self._hw_checkpoint.items()
-                           if self._dir_of.get(t, self._hw_dir.get(t)) == d}, [])
+                out[d] = (
+                    {t: hw for t, hw in self._hw_checkpoint.items() if self._dir_of.get(t, self._hw_dir.get(t)) == d},
+                    [],
+                )
             out[d][0][tp] = p.log.high_watermark
             out[d][1].append(p.log)
         return out
 
-    def _write_checkpoints(self, values: dict[str, tuple[dict[TopicPartition, int], list[Log]]]
-                           ) -> dict[str, BaseException]:
+    def _write_checkpoints(
+        self, values: dict[str, tuple[dict[TopicPartition, int], list[Log]]]
+    ) -> dict[str, BaseException]:
         """Write each dir's checkpoint files; the dirs whose writes failed, with the error."""
         failed: dict[str, BaseException] = {}
         for d, (hws, logs) in values.items():
@@ -885,8 +978,13 @@ class ReplicaNode:
         self.offline_dirs[d] = str(exc)
         self.stats["log_dir_failures"] = self.stats.get("log_dir_failures", 0) + 1
         tps = sorted(tp for tp, home in self._dir_of.items() if home == d)
-        log.error("node %d: log dir %s failed (%s); its partitions are offline: %s", self.node_id, d, exc,
-                  ", ".join(f"{t}-{p}" for t, p in tps) or "none")
+        log.error(
+            "node %d: log dir %s failed (%s); its partitions are offline: %s",
+            self.node_id,
+            d,
+            exc,
+            ", ".join(f"{t}-{p}" for t, p in tps) or "none",
+        )
         if self.log_dir_failed and self.on_log_dir_failure is not None:
             self.on_log_dir_failure(exc)
             return
@@ -927,10 +1025,14 @@ class ReplicaNode:
     # ---------------------------------------------------------------------------------------------
 
     def metadata_response(self, req: MetadataRequest | None = None) -> MetadataResponse:
-        parts = tuple(info for tp, info in sorted(self.metadata.items())
-                      if req is None or not req.topics or info.topic in req.topics)
-        return MetadataResponse(self.controller_id, parts, tuple(sorted(self.live_brokers.items())),
-                                tuple(sorted(self.addresses.items())))
+        parts = tuple(
+            info
+            for tp, info in sorted(self.metadata.items())
+            if req is None or not req.topics or info.topic in req.topics
+        )
+        return MetadataResponse(
+            self.controller_id, parts, tuple(sorted(self.live_brokers.items())), tuple(sorted(self.addresses.items()))
+        )
 
     def partition(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))

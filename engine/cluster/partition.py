@@ -41,7 +41,14 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from seglog.util.clock import Clock
+from seglog.cluster import mutations as mut
+from seglog.cluster.messages import (
+    ISOLATION_LOG_END,
+    NONE,
+    FetchPartition,
+    FetchPartitionResponse,
+)
+from seglog.cluster.metadata import NO_LEADER, PartitionInfo, PartitionState, ReplicaConfig
 from seglog.config import LogConfig
 from seglog.errors import (
     FencedLeaderEpochError,
@@ -61,14 +68,7 @@ from seglog.errors import (
 )
 from seglog.storage.leader_epoch import UNDEFINED_EPOCH
 from seglog.storage.records import batch_headers
-from seglog.cluster import mutations as mut
-from seglog.cluster.messages import (
-    ISOLATION_LOG_END,
-    NONE,
-    FetchPartition,
-    FetchPartitionResponse,
-)
-from seglog.cluster.metadata import NO_LEADER, PartitionInfo, PartitionState, ReplicaConfig
+from seglog.util.clock import Clock
 
 if TYPE_CHECKING:
     from seglog.storage.log import Log, LogAppendInfo
@@ -98,8 +98,9 @@ class RemoteReplica:
     def is_caught_up(self, leader_leo: int, now_ms: int, lag_ms: int) -> bool:
         return self.log_end_offset == leader_leo or now_ms - self.last_caught_up_time_ms <= lag_ms
 
-    def update_fetch_state(self, fetch_offset: int, log_start: int, leader_leo: int, now_ms: int,
-                           broker_epoch: int) -> None:
+    def update_fetch_state(
+        self, fetch_offset: int, log_start: int, leader_leo: int, now_ms: int, broker_epoch: int
+    ) -> None:
         if fetch_offset >= leader_leo:
             self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, now_ms)
         elif fetch_offset >= self.last_fetch_leader_log_end_offset:
@@ -160,8 +161,15 @@ class PartitionHost(Protocol):
 
 
 class Partition:
-    def __init__(self, host: PartitionHost, topic: str, partition: int, log_: Log,
-                 log_config: LogConfig, replicas: tuple[int, ...]) -> None:
+    def __init__(
+        self,
+        host: PartitionHost,
+        topic: str,
+        partition: int,
+        log_: Log,
+        log_config: LogConfig,
+        replicas: tuple[int, ...],
+    ) -> None:
         self.host = host
         self.topic = topic
         self.partition = partition
@@ -210,9 +218,11 @@ class Partition:
         return self.host.clock.monotonic_ms()
 
     def __repr__(self) -> str:
-        return (f"Partition({self.topic}-{self.partition}@{self.host.node_id} {self.role.value} "
-                f"epoch={self.leader_epoch} isr={self.isr_state} hw={self.high_watermark} "
-                f"leo={self.log_end_offset})")
+        return (
+            f"Partition({self.topic}-{self.partition}@{self.host.node_id} {self.role.value} "
+            f"epoch={self.leader_epoch} isr={self.isr_state} hw={self.high_watermark} "
+            f"leo={self.log_end_offset})"
+        )
 
     # ---------------------------------------------------------------------------------------------
     # State from the controller
@@ -257,19 +267,30 @@ class Partition:
         now = self._now()
         self.remotes = {
             r: RemoteReplica(r, last_caught_up_time_ms=now if r in st.isr else 0)
-            for r in self.replicas if r != self.host.node_id
+            for r in self.replicas
+            if r != self.host.node_id
         }
         self._first_follow = False
         self.host.stats["became_leader"] = self.host.stats.get("became_leader", 0) + 1
-        log.info("%s-%d: node %d leads epoch %d from offset %d, ISR %s", self.topic, self.partition,
-                 self.host.node_id, st.leader_epoch, leo, st.isr)
+        log.info(
+            "%s-%d: node %d leads epoch %d from offset %d, ISR %s",
+            self.topic,
+            self.partition,
+            self.host.node_id,
+            st.leader_epoch,
+            leo,
+            st.isr,
+        )
         self.maybe_increment_high_watermark()
 
     def _make_follower(self, st: PartitionState) -> None:
         if self.role is Role.LEADER:
-            self.fail_delayed(NotLeaderOrFollowerAfterAppendError(
-                f"node {self.host.node_id} lost the leadership of {self.topic}-{self.partition} "
-                f"(epoch {st.leader_epoch} is led by {st.leader}); the records may or may not survive"))
+            self.fail_delayed(
+                NotLeaderOrFollowerAfterAppendError(
+                    f"node {self.host.node_id} lost the leadership of {self.topic}-{self.partition} "
+                    f"(epoch {st.leader_epoch} is led by {st.leader}); the records may or may not survive"
+                )
+            )
         self.role = Role.FOLLOWER
         self.leader = st.leader
         self.leader_epoch = st.leader_epoch
@@ -285,8 +306,11 @@ class Partition:
 
     def stop(self) -> None:
         """The node no longer hosts this partition, or is shutting down."""
-        self.fail_delayed(NotLeaderOrFollowerAfterAppendError(
-            f"node {self.host.node_id} stopped serving {self.topic}-{self.partition}"))
+        self.fail_delayed(
+            NotLeaderOrFollowerAfterAppendError(
+                f"node {self.host.node_id} stopped serving {self.topic}-{self.partition}"
+            )
+        )
         self.role = Role.NONE
 
     # ---------------------------------------------------------------------------------------------
@@ -300,14 +324,16 @@ class Partition:
         if self.role is not Role.LEADER:
             raise NotLeaderOrFollowerBeforeAppendError(
                 f"node {self.host.node_id} is not the leader of {self.topic}-{self.partition} "
-                f"(leader {self.leader}, epoch {self.leader_epoch})")
+                f"(leader {self.leader}, epoch {self.leader_epoch})"
+            )
         if acks not in (-1, 0, 1):
             raise InvalidRequiredAcksError(f"acks must be -1 (all), 0 or 1, got {acks}")
         if acks == -1 and len(self.isr_state.isr) < self.min_isr:
             raise NotEnoughReplicasError(
                 f"{self.topic}-{self.partition} has {len(self.isr_state.isr)} in-sync replicas "
                 f"{list(self.isr_state.isr)}, fewer than min.insync.replicas={self.min_isr}; "
-                "nothing was appended")
+                "nothing was appended"
+            )
         if not batch_headers(records, verify_crc=False):
             raise InvalidRecordError("the produce request holds no record batch")
         if mut.DEDUPE_OFF in self.host.mutants:
@@ -317,29 +343,34 @@ class Partition:
             info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch)
         if info.duplicate:
             if mut.OOS_INSTEAD_OF_DEDUPE in self.host.mutants:
-                raise OutOfOrderSequenceError(f"producer repeated the batch at offsets "
-                                              f"{info.first_offset}..{info.last_offset}")
+                raise OutOfOrderSequenceError(
+                    f"producer repeated the batch at offsets {info.first_offset}..{info.last_offset}"
+                )
             self.host.stats["duplicates"] = self.host.stats.get("duplicates", 0) + 1
             return info
         self.host.on_log_appended(self)
         self.maybe_increment_high_watermark()
         return info
 
-    def park_produce(self, result: LogAppendInfo,
-                     respond: Callable[[int, int, int, KafkaError | None, bool], None],
-                     timeout_ms: int) -> None:
+    def park_produce(
+        self, result: LogAppendInfo, respond: Callable[[int, int, int, KafkaError | None, bool], None], timeout_ms: int
+    ) -> None:
         """acks=all: answer once HW passes the last offset (or on timeout / leadership loss)."""
         if mut.ACK_ALL_ON_LEADER_APPEND in self.host.mutants:
             respond(result.first_offset, result.last_offset, result.log_append_time, None, result.duplicate)
             return
-        d = DelayedProduce(result.last_offset + 1, result.first_offset, result.last_offset,
-                           lambda f, last, t, e, dup: respond(f, last, result.log_append_time, e, dup),
-                           result.duplicate)
+        d = DelayedProduce(
+            result.last_offset + 1,
+            result.first_offset,
+            result.last_offset,
+            lambda f, last, t, e, dup: respond(f, last, result.log_append_time, e, dup),
+            result.duplicate,
+        )
         if self._try_complete(d):
             return
         d.timer = self.host.schedule(
-            f"produce timeout {self.topic}-{self.partition}",
-            lambda: self._expire(d, timeout_ms), timeout_ms)
+            f"produce timeout {self.topic}-{self.partition}", lambda: self._expire(d, timeout_ms), timeout_ms
+        )
         self.delayed.append(d)
 
     def _expire(self, d: DelayedProduce, timeout_ms: int) -> None:
@@ -348,10 +379,17 @@ class Partition:
         d.done = True
         if d in self.delayed:
             self.delayed.remove(d)
-        d.respond(d.first_offset, d.last_offset, -1, RequestTimedOutError(
-            f"records at offsets {d.first_offset}..{d.last_offset} of {self.topic}-{self.partition} "
-            f"were appended but not replicated to the ISR within {timeout_ms} ms; they may or may "
-            "not become visible"), d.duplicate)
+        d.respond(
+            d.first_offset,
+            d.last_offset,
+            -1,
+            RequestTimedOutError(
+                f"records at offsets {d.first_offset}..{d.last_offset} of {self.topic}-{self.partition} "
+                f"were appended but not replicated to the ISR within {timeout_ms} ms; they may or may "
+                "not become visible"
+            ),
+            d.duplicate,
+        )
 
     def _try_complete(self, d: DelayedProduce) -> bool:
         if self.role is not Role.LEADER:
@@ -364,10 +402,17 @@ class Partition:
         if len(self.isr_state.maximal) >= self.min_isr:
             d.respond(d.first_offset, d.last_offset, -1, None, d.duplicate)
         else:
-            d.respond(d.first_offset, d.last_offset, -1, NotEnoughReplicasAfterAppendError(
-                f"offsets {d.first_offset}..{d.last_offset} of {self.topic}-{self.partition} are "
-                f"committed, but the ISR {list(self.isr_state.maximal)} is below "
-                f"min.insync.replicas={self.min_isr}"), d.duplicate)
+            d.respond(
+                d.first_offset,
+                d.last_offset,
+                -1,
+                NotEnoughReplicasAfterAppendError(
+                    f"offsets {d.first_offset}..{d.last_offset} of {self.topic}-{self.partition} are "
+                    f"committed, but the ISR {list(self.isr_state.maximal)} is below "
+                    f"min.insync.replicas={self.min_isr}"
+                ),
+                d.duplicate,
+            )
         return True
 
     def _complete_delayed(self) -> None:
@@ -409,7 +454,8 @@ class Partition:
         new_hw = leo
         for r in self.remotes.values():
             if r.log_end_offset < new_hw and (
-                    r.replica_id in maximal or (r.is_caught_up(leo, now, lag) and self._eligible(r))):
+                r.replica_id in maximal or (r.is_caught_up(leo, now, lag) and self._eligible(r))
+            ):
                 new_hw = r.log_end_offset
         moved = self.log.maybe_increment_high_watermark(new_hw)
         if moved:
@@ -424,13 +470,23 @@ class Partition:
         leo = self.log.log_end_offset
         now = self._now()
         lag = self.host.config.replica_lag_time_max_ms
-        out = [r for r in self.isr_state.isr if r != self.host.node_id
-               and (r not in self.remotes or not self.remotes[r].is_caught_up(leo, now, lag))]
+        out = [
+            r
+            for r in self.isr_state.isr
+            if r != self.host.node_id and (r not in self.remotes or not self.remotes[r].is_caught_up(leo, now, lag))
+        ]
         if not out:
             return
         new_isr = tuple(r for r in self.isr_state.isr if r not in out)
-        log.info("%s-%d: leader %d shrinks ISR %s -> %s (lagging %s)", self.topic, self.partition,
-                 self.host.node_id, self.isr_state.isr, new_isr, out)
+        log.info(
+            "%s-%d: leader %d shrinks ISR %s -> %s (lagging %s)",
+            self.topic,
+            self.partition,
+            self.host.node_id,
+            self.isr_state.isr,
+            new_isr,
+            out,
+        )
         self.host.stats["isr_shrinks_proposed"] = self.host.stats.get("isr_shrinks_proposed", 0) + 1
         if mut.LEADER_LOCAL_ISR_SHRINK in self.host.mutants:
             self.isr_state = IsrState(new_isr)
@@ -444,19 +500,25 @@ class Partition:
             return
         if r.log_end_offset < self.log.high_watermark:
             return
-        if (r.log_end_offset < self.leader_epoch_start_offset
-                and mut.ISR_JOIN_AT_HW_ONLY not in self.host.mutants):
+        if r.log_end_offset < self.leader_epoch_start_offset and mut.ISR_JOIN_AT_HW_ONLY not in self.host.mutants:
             return  # KAFKA-7128
         if not self._eligible(r):
             return  # KIP-903: not registered with the broker epoch it fetches with
         new_isr = (*self.isr_state.isr, r.replica_id)
-        log.info("%s-%d: leader %d expands ISR %s -> %s", self.topic, self.partition,
-                 self.host.node_id, self.isr_state.isr, new_isr)
+        log.info(
+            "%s-%d: leader %d expands ISR %s -> %s",
+            self.topic,
+            self.partition,
+            self.host.node_id,
+            self.isr_state.isr,
+            new_isr,
+        )
         self.isr_state = IsrState(self.isr_state.isr, "expand", (r.replica_id,))
         self.host.submit_alter_partition(self, new_isr)
 
-    def on_alter_partition_response(self, proposed: tuple[int, ...], sent_epoch: int,
-                                     state: PartitionState | None, error: int) -> None:
+    def on_alter_partition_response(
+        self, proposed: tuple[int, ...], sent_epoch: int, state: PartitionState | None, error: int
+    ) -> None:
         if self.role is not Role.LEADER or self.partition_epoch != sent_epoch:
             return  # answered after something newer arrived
         if error == NONE and state is not None:
@@ -484,8 +546,9 @@ class Partition:
         """The answer to a fetch this replica may not serve (it does not lead, or the fetch
         names another leader epoch), or None."""
         if self.role is not Role.LEADER:
-            return self.fetch_error(NotLeaderOrFollowerError(
-                f"node {self.host.node_id} does not lead {self.topic}-{self.partition}"))
+            return self.fetch_error(
+                NotLeaderOrFollowerError(f"node {self.host.node_id} does not lead {self.topic}-{self.partition}")
+            )
         err = self._epoch_error(fp.current_leader_epoch)
         if err is not None:
             return self.fetch_error(err)
@@ -497,30 +560,41 @@ class Partition:
         if current_leader_epoch < self.leader_epoch:
             return FencedLeaderEpochError(
                 f"fetch names leader epoch {current_leader_epoch}; {self.topic}-{self.partition} "
-                f"is at epoch {self.leader_epoch}")
+                f"is at epoch {self.leader_epoch}"
+            )
         if current_leader_epoch > self.leader_epoch:
             return UnknownLeaderEpochError(
                 f"fetch names leader epoch {current_leader_epoch}; node {self.host.node_id} knows "
-                f"only epoch {self.leader_epoch}")
+                f"only epoch {self.leader_epoch}"
+            )
         return None
 
     def fetch_error(self, err: KafkaError) -> FetchPartitionResponse:
         """A fetch response for this partition carrying ``err`` and the log's offsets."""
-        return FetchPartitionResponse(self.topic, self.partition, error=code_for_exception(err),
-                                      high_watermark=self.log.high_watermark,
-                                      log_start_offset=self.log.log_start_offset,
-                                      log_end_offset=self.log.log_end_offset, message=str(err))
+        return FetchPartitionResponse(
+            self.topic,
+            self.partition,
+            error=code_for_exception(err),
+            high_watermark=self.log.high_watermark,
+            log_start_offset=self.log.log_start_offset,
+            log_end_offset=self.log.log_end_offset,
+            message=str(err),
+        )
 
-    def fetch_for_follower(self, replica_id: int, broker_epoch: int, fp: FetchPartition,
-                           max_bytes: int) -> FetchPartitionResponse:
+    def fetch_for_follower(
+        self, replica_id: int, broker_epoch: int, fp: FetchPartition, max_bytes: int
+    ) -> FetchPartitionResponse:
         refused = self._refuse_fetch(fp)
         if refused is not None:
             return refused
         remote = self.remotes.get(replica_id)
         if remote is None:
-            return self.fetch_error(NotLeaderOrFollowerError(
-                f"node {replica_id} is not a replica of {self.topic}-{self.partition} "
-                f"(replicas {list(self.replicas)})"))
+            return self.fetch_error(
+                NotLeaderOrFollowerError(
+                    f"node {replica_id} is not a replica of {self.topic}-{self.partition} "
+                    f"(replicas {list(self.replicas)})"
+                )
+            )
         leo = self.log.log_end_offset
         if fp.last_fetched_epoch >= 0:
             epoch, end = self.log.epoch_cache.end_offset_for(fp.last_fetched_epoch, leo)
@@ -528,20 +602,27 @@ class Partition:
                 end += 1  # the start of the next epoch taken as the last offset to keep
             if epoch == UNDEFINED_EPOCH or epoch < fp.last_fetched_epoch or end < fp.fetch_offset:
                 return FetchPartitionResponse(
-                    self.topic, self.partition, high_watermark=self.log.high_watermark,
-                    log_start_offset=self.log.log_start_offset, log_end_offset=leo,
-                    diverging_epoch=epoch, diverging_end_offset=end)
+                    self.topic,
+                    self.partition,
+                    high_watermark=self.log.high_watermark,
+                    log_start_offset=self.log.log_start_offset,
+                    log_end_offset=leo,
+                    diverging_epoch=epoch,
+                    diverging_end_offset=end,
+                )
         if fp.fetch_offset > leo or fp.fetch_offset < self.log.log_start_offset:
-            return self.fetch_error(OffsetOutOfRangeError(
-                f"fetch offset {fp.fetch_offset} is outside [{self.log.log_start_offset}, {leo}] of "
-                f"{self.topic}-{self.partition} on node {self.host.node_id}"))
+            return self.fetch_error(
+                OffsetOutOfRangeError(
+                    f"fetch offset {fp.fetch_offset} is outside [{self.log.log_start_offset}, {leo}] of "
+                    f"{self.topic}-{self.partition} on node {self.host.node_id}"
+                )
+            )
         remote.update_fetch_state(fp.fetch_offset, fp.log_start_offset, leo, self._now(), broker_epoch)
         self._maybe_expand_isr(remote)
         self.maybe_increment_high_watermark()
         return self.read(fp.fetch_offset, min(fp.max_bytes, max_bytes), ISOLATION_LOG_END)
 
-    def fetch_for_consumer(self, fp: FetchPartition, max_bytes: int,
-                           isolation: str) -> FetchPartitionResponse:
+    def fetch_for_consumer(self, fp: FetchPartition, max_bytes: int, isolation: str) -> FetchPartitionResponse:
         refused = self._refuse_fetch(fp)
         if refused is not None:
             return refused
@@ -551,9 +632,12 @@ class Partition:
         if fp.fetch_offset > bound or fp.fetch_offset < self.log.log_start_offset:
             if fp.fetch_offset <= self.log.log_end_offset and fp.fetch_offset >= self.log.log_start_offset:
                 return self.read(fp.fetch_offset, 0, isolation, empty=True)
-            return self.fetch_error(OffsetOutOfRangeError(
-                f"fetch offset {fp.fetch_offset} is outside [{self.log.log_start_offset}, "
-                f"{self.log.log_end_offset}] of {self.topic}-{self.partition}"))
+            return self.fetch_error(
+                OffsetOutOfRangeError(
+                    f"fetch offset {fp.fetch_offset} is outside [{self.log.log_start_offset}, "
+                    f"{self.log.log_end_offset}] of {self.topic}-{self.partition}"
+                )
+            )
         return self.read(fp.fetch_offset, min(fp.max_bytes, max_bytes), isolation)
 
     def read(self, offset: int, max_bytes: int, isolation: str, *, empty: bool = False) -> FetchPartitionResponse:
@@ -564,9 +648,14 @@ class Partition:
             upper: str | int = "log_end" if isolation == ISOLATION_LOG_END else hw
             res = self.log.read(offset, max_bytes, upper_bound=upper)
             records = res if res else b""
-        return FetchPartitionResponse(self.topic, self.partition, high_watermark=hw,
-                                      log_start_offset=self.log.log_start_offset,
-                                      log_end_offset=self.log.log_end_offset, records=records)
+        return FetchPartitionResponse(
+            self.topic,
+            self.partition,
+            high_watermark=hw,
+            log_start_offset=self.log.log_start_offset,
+            log_end_offset=self.log.log_end_offset,
+            records=records,
+        )
 
     # ---------------------------------------------------------------------------------------------
     # Follower
@@ -574,9 +663,14 @@ class Partition:
 
     def fetch_partition_request(self, max_bytes: int) -> FetchPartition:
         return FetchPartition(
-            self.topic, self.partition, self.log.log_end_offset, self.leader_epoch,
+            self.topic,
+            self.partition,
+            self.log.log_end_offset,
+            self.leader_epoch,
             self.log.epoch_cache.latest_epoch if self._divergence_checks else -1,
-            self.log.log_start_offset, max_bytes)
+            self.log.log_start_offset,
+            max_bytes,
+        )
 
     def on_fetch_response(self, sent: FetchPartition, resp: FetchPartitionResponse) -> bool:
         """Apply the leader's answer; True if it was an error the fetcher should back off on."""
@@ -605,8 +699,12 @@ class Partition:
     def _on_diverging(self, leader_epoch: int, leader_end: int) -> None:
         leo = self.log.log_end_offset
         if leader_end < 0:
-            log.warning("%s-%d: leader gave no end offset for epoch %d; fetching again", self.topic,
-                        self.partition, leader_epoch)
+            log.warning(
+                "%s-%d: leader gave no end offset for epoch %d; fetching again",
+                self.topic,
+                self.partition,
+                leader_epoch,
+            )
             return
         if mut.NO_EPOCH_ITERATION in self.host.mutants:
             target = min(leader_end, leo)
@@ -630,9 +728,19 @@ class Partition:
             hw = self.log.high_watermark
             self.log.truncate_fully_and_start_at(resp.log_start_offset)
             # Everything goes; nothing at or above the new start existed here.
-            log.info("%s-%d: node %d truncates fully from %d to %d (%d records, %d bytes), high watermark %d "
-                     "(behind the leader's log start %d)", self.topic, self.partition, self.host.node_id, leo,
-                     resp.log_start_offset, leo - start, size, hw, resp.log_start_offset)
+            log.info(
+                "%s-%d: node %d truncates fully from %d to %d (%d records, %d bytes), high watermark %d "
+                "(behind the leader's log start %d)",
+                self.topic,
+                self.partition,
+                self.host.node_id,
+                leo,
+                resp.log_start_offset,
+                leo - start,
+                size,
+                hw,
+                resp.log_start_offset,
+            )
             self._count_truncation(leo - start, size)
 
     def _count_truncation(self, records: int, nbytes: int) -> None:
@@ -655,12 +763,31 @@ class Partition:
         end = self.log.log_end_offset
         records, nbytes = leo - end, size - self.log.size
         if offset < hw:
-            log.warning("%s-%d: node %d truncates below its high watermark %d to %d (from %d; %d records, "
-                        "%d bytes) (%s)", self.topic, self.partition, self.host.node_id, hw, offset, leo,
-                        records, nbytes, reason)
+            log.warning(
+                "%s-%d: node %d truncates below its high watermark %d to %d (from %d; %d records, %d bytes) (%s)",
+                self.topic,
+                self.partition,
+                self.host.node_id,
+                hw,
+                offset,
+                leo,
+                records,
+                nbytes,
+                reason,
+            )
             self.host.stats["truncations_below_hw"] = self.host.stats.get("truncations_below_hw", 0) + 1
         else:
-            log.info("%s-%d: node %d truncates from %d to %d (%d records, %d bytes), high watermark %d (%s)",
-                     self.topic, self.partition, self.host.node_id, leo, offset, records, nbytes, hw, reason)
+            log.info(
+                "%s-%d: node %d truncates from %d to %d (%d records, %d bytes), high watermark %d (%s)",
+                self.topic,
+                self.partition,
+                self.host.node_id,
+                leo,
+                offset,
+                records,
+                nbytes,
+                hw,
+                reason,
+            )
         self.truncations.append((leo, offset, hw))
         self._count_truncation(records, nbytes)

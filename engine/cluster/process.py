@@ -41,9 +41,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from seglog.config import KEYS_BY_SCOPE as _BY_SCOPE
-from seglog.config import TOPIC_CONFIG_SYNONYMS as _TOPIC_SYNONYMS
-from seglog.config import BrokerConfig
 from seglog.cluster.base import ClusterBase
 from seglog.cluster.client import ClusterClient
 from seglog.cluster.consumer import ClusterConsumer
@@ -52,6 +49,9 @@ from seglog.cluster.producer import ClusterProducer
 from seglog.cluster.server import parse_listener
 from seglog.cluster.zkserver import ZooKeeperServer, free_port
 from seglog.cluster.zookeeper import ZooKeeperCoordinator, ensure_chroot
+from seglog.config import KEYS_BY_SCOPE as _BY_SCOPE
+from seglog.config import TOPIC_CONFIG_SYNONYMS as _TOPIC_SYNONYMS
+from seglog.config import BrokerConfig
 from seglog.util.processes import wait_or_kill_group
 
 _REPLICA_KEYS = {
@@ -108,16 +108,28 @@ def _prop(value: Any) -> str:
 class ProcessCluster(ClusterBase):
     """``nodes`` node processes and a ZooKeeper server (see module docs)."""
 
-    def __init__(self, nodes: int = 3, dir: str | os.PathLike[str] | None = None,
-                 coordinator: str = "zookeeper", *, replica_config: ReplicaConfig | Mapping[str, Any] | None = None,
-                 log_defaults: Mapping[str, Any] | None = None, secret: bytes | str | None = None,
-                 ssl: Any = None, host: str = "127.0.0.1",
-                 zookeeper: str | None = None, node_config: Mapping[str, Any] | None = None,
-                 node_configs: Mapping[int, Mapping[str, Any]] | None = None,
-                 start_timeout_s: float = 60, log_dirs: int = 1) -> None:
+    def __init__(
+        self,
+        nodes: int = 3,
+        dir: str | os.PathLike[str] | None = None,
+        coordinator: str = "zookeeper",
+        *,
+        replica_config: ReplicaConfig | Mapping[str, Any] | None = None,
+        log_defaults: Mapping[str, Any] | None = None,
+        secret: bytes | str | None = None,
+        ssl: Any = None,
+        host: str = "127.0.0.1",
+        zookeeper: str | None = None,
+        node_config: Mapping[str, Any] | None = None,
+        node_configs: Mapping[int, Mapping[str, Any]] | None = None,
+        start_timeout_s: float = 60,
+        log_dirs: int = 1,
+    ) -> None:
         if coordinator != "zookeeper":
-            raise ValueError(f"node processes coordinate through ZooKeeper; coordinator={coordinator!r} "
-                             "is only available in-process (processes=False)")
+            raise ValueError(
+                f"node processes coordinate through ZooKeeper; coordinator={coordinator!r} "
+                "is only available in-process (processes=False)"
+            )
         if secret is not None or ssl is not None:
             raise ValueError("secret= and ssl= are not available with processes=True yet")
         self._closed = False
@@ -126,7 +138,7 @@ class ProcessCluster(ClusterBase):
         self.node_configs = {i: dict(c) for i, c in (node_configs or {}).items()}
         self.python = sys.executable
         self.start_timeout_s = start_timeout_s
-        self._procs: dict[int, subprocess.Popen[bytes] | None] = {i: None for i in self.ids}
+        self._procs: dict[int, subprocess.Popen[bytes] | None] = dict.fromkeys(self.ids)
         self._paused: set[int] = set()
         self._timers: list[threading.Timer] = []
         self._lock = threading.RLock()
@@ -152,8 +164,9 @@ class ProcessCluster(ClusterBase):
             # The controller learns of nodes through ZooKeeper watches, a moment after they
             # register; a topic asking for every node as a replica is refused until then. The
             # nodes' metadata comes from the controller: once it lists every node, it knows them.
-            self.wait_for(self._metadata_lists_every_node, start_timeout_s,
-                          f"nodes {self.ids} in the controller's metadata")
+            self.wait_for(
+                self._metadata_lists_every_node, start_timeout_s, f"nodes {self.ids} in the controller's metadata"
+            )
         except BaseException:
             self.close()
             raise
@@ -184,9 +197,20 @@ class ProcessCluster(ClusterBase):
 
     def info(self) -> dict[int, NodeInfo]:
         """Every node's PID, address, log directory, config and output file."""
-        return {i: NodeInfo(i, self.pid(i), self.host, self._ports[i], self.node_dir(i), self.config_path(i),
-                            self.log_path(i), self.pid(i) is not None, i in self._paused)
-                for i in self.ids}
+        return {
+            i: NodeInfo(
+                i,
+                self.pid(i),
+                self.host,
+                self._ports[i],
+                self.node_dir(i),
+                self.config_path(i),
+                self.log_path(i),
+                self.pid(i) is not None,
+                i in self._paused,
+            )
+            for i in self.ids
+        }
 
     def _check(self, i: int) -> None:
         if i not in self._procs:
@@ -247,8 +271,12 @@ class ProcessCluster(ClusterBase):
                 env = dict(os.environ, PYTHONUNBUFFERED="1")
                 self._procs[i] = subprocess.Popen(
                     [self.python, "-m", "seglog.cli", "node", "--config", self.config_path(i)],
-                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                    start_new_session=True)
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                    start_new_session=True,
+                )
 
     def _registration(self, i: int) -> dict[str, Any] | None:
         r = self.coordinator.read(broker_path(i))
@@ -259,10 +287,10 @@ class ProcessCluster(ClusterBase):
 
         def ok() -> bool:
             if self._procs[i] is None or self._procs[i].poll() is not None:  # type: ignore[union-attr]
-                raise RuntimeError(f"node {i} exited during start-up; see {self.log_path(i)}:\n"
-                                   + self._log_tail(i))
+                raise RuntimeError(f"node {i} exited during start-up; see {self.log_path(i)}:\n" + self._log_tail(i))
             reg = self._registration(i)
             return reg is not None and reg.get("pid") == pid  # this incarnation, not a stale one
+
         self.wait_for(ok, self.start_timeout_s, f"node {i} to register")
 
     def _log_tail(self, i: int, lines: int = 15) -> str:
@@ -376,13 +404,22 @@ class ProcessCluster(ClusterBase):
     def bootstrap_servers(self) -> str:
         return ",".join(self.address(i) for i in self.ids)
 
-    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3,
-                     config: Mapping[str, Any] | None = None, *, timeout_s: float = 30) -> None:
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int = 3,
+        config: Mapping[str, Any] | None = None,
+        *,
+        timeout_s: float = 30,
+    ) -> None:
         self.client.create_topic(name, partitions, replication_factor, config, timeout_s=timeout_s)
         for p in range(partitions):
+
             def led(p: int = p) -> bool:
                 st = self._state(name, p)
                 return st is not None and st.leader >= 0
+
             self.wait_for(led, timeout_s, f"a leader for {name}-{p}")
 
     def elect_preferred_leader(self, topic: str, partition: int = 0) -> int:

@@ -17,6 +17,17 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from seglog._native.partition import group_by_partition
+from seglog.client.columns import as_key_list, records_per_batch, slice_column, take
+from seglog.client.partitioner import partition_for_key, partitions_for_keys
+from seglog.client.producer import BatchResult
+from seglog.cluster.messages import (
+    NONE,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from seglog.cluster.network import ClientHost, kafka_keys
 from seglog.config import ProducerConfig
 from seglog.errors import (
     KafkaError,
@@ -29,23 +40,12 @@ from seglog.errors import (
     UnknownTopicOrPartitionError,
     error_for_code,
 )
-from seglog.client.columns import as_key_list, records_per_batch, slice_column, take
-from seglog.client.partitioner import partition_for_key, partitions_for_keys
-from seglog.client.producer import BatchResult
 from seglog.storage.records import encode_batch
-from seglog.cluster.messages import (
-    NONE,
-    InitProducerIdRequest,
-    InitProducerIdResponse,
-    ProduceRequest,
-    ProduceResponse,
-)
-from seglog.cluster.network import ClientHost, kafka_keys
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["ClusterProducer", "PendingRecord", "ClusterRecordMetadata"]
+__all__ = ["ClusterProducer", "ClusterRecordMetadata", "PendingRecord"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -107,8 +107,14 @@ class ClusterProducer:
 
     # -- public (any thread) ---------------------------------------------------------------------
 
-    def send(self, topic: str, value: bytes | None, key: bytes | None = None, partition: int | None = None,
-             timestamp: int | None = None) -> concurrent.futures.Future[ClusterRecordMetadata]:
+    def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+    ) -> concurrent.futures.Future[ClusterRecordMetadata]:
         if self._closed:
             raise RuntimeError("the producer is closed")
         fut: concurrent.futures.Future[ClusterRecordMetadata] = concurrent.futures.Future()
@@ -123,8 +129,15 @@ class ClusterProducer:
             self.cluster.loop.call_soon_threadsafe(self._take_incoming)
         return fut
 
-    def send_batch(self, topic: str, values: Any, keys: Any = None, timestamps: Any = None,
-                   partition: int | None = None, timeout: float | None = None) -> list[BatchResult]:
+    def send_batch(
+        self,
+        topic: str,
+        values: Any,
+        keys: Any = None,
+        timestamps: Any = None,
+        partition: int | None = None,
+        timeout: float | None = None,
+    ) -> list[BatchResult]:
         """Send a column of records (values, optionally keys and timestamps: lists, NumPy or
         Arrow arrays, as :meth:`seglog.client.producer.Producer.send_batch` takes them) and return once
         every batch is acknowledged (``acks``): one :class:`~seglog.client.producer.BatchResult` per
@@ -151,8 +164,8 @@ class ClusterProducer:
         if partition is not None:
             if not 0 <= partition < nparts:
                 raise UnknownTopicOrPartitionError(
-                    f"partition {partition} of topic {topic!r} does not exist (the topic has {nparts} "
-                    "partition(s))")
+                    f"partition {partition} of topic {topic!r} does not exist (the topic has {nparts} partition(s))"
+                )
             groups.append((partition, values, keys, timestamps))
         elif keys is None:
             groups.append((self._sticky.setdefault(topic, 0), values, keys, timestamps))
@@ -304,8 +317,14 @@ class ClusterProducer:
         if not self.idempotent:
             return encode_batch(values, keys=keys, timestamps=timestamps), -1
         seq = self._seq.get(tp, 0)
-        data = encode_batch(values, keys=keys, timestamps=timestamps, producer_id=self._pid,
-                            producer_epoch=self._epoch, base_sequence=seq)
+        data = encode_batch(
+            values,
+            keys=keys,
+            timestamps=timestamps,
+            producer_id=self._pid,
+            producer_epoch=self._epoch,
+            base_sequence=seq,
+        )
         self._seq[tp] = (seq + len(values)) % 2**31
         return data, seq
 
@@ -316,8 +335,7 @@ class ClusterProducer:
             self._seq.clear()
 
     async def _send_batch(self, tp: tuple[str, int], batch: list[PendingRecord]) -> None:
-        data, seq = self._encode(tp, [r.value for r in batch], [r.key for r in batch],
-                                 [r.timestamp for r in batch])
+        data, seq = self._encode(tp, [r.value for r in batch], [r.key for r in batch], [r.timestamp for r in batch])
         try:
             resp = await self._send_encoded(tp, data)
         except SeglogError as err:
@@ -335,22 +353,25 @@ class ClusterProducer:
     async def _request_once(self, tp: tuple[str, int], data: bytes, refresh: bool) -> ProduceResponse:
         """One produce request to the partition's leader; raises the error it gets."""
         leader = self._c.metadata.get(tp, (-1, -1))[0]
-        if leader < 0 or refresh and self.cluster.nodes.get(leader) is None:
+        if leader < 0 or (refresh and self.cluster.nodes.get(leader) is None):
             await self._c.refresh_metadata()
             leader = self._c.metadata.get(tp, (-1, -1))[0]
         if leader < 0:
             raise LeaderNotAvailableError(f"{tp[0]}-{tp[1]} has no leader")
         resp = await self._c.request(
-            leader, ProduceRequest(tp[0], tp[1], data, self.acks, self.config.request_timeout_ms),
-            self.config.request_timeout_ms + 1000)
+            leader,
+            ProduceRequest(tp[0], tp[1], data, self.acks, self.config.request_timeout_ms),
+            self.config.request_timeout_ms + 1000,
+        )
         if not isinstance(resp, ProduceResponse):
             raise NetworkError(f"unexpected answer {type(resp).__name__} to a produce request")
         if resp.error != NONE:
             raise error_for_code(resp.error)(resp.message)
         return resp
 
-    async def _send_encoded(self, tp: tuple[str, int], data: bytes, first_error: BaseException | None = None
-                            ) -> ProduceResponse:
+    async def _send_encoded(
+        self, tp: tuple[str, int], data: bytes, first_error: BaseException | None = None
+    ) -> ProduceResponse:
         """Send one encoded batch, retrying (same bytes, so the same sequence numbers) until
         ``delivery.timeout.ms``; raises the last error when it gives up."""
         deadline = time.monotonic() + self.config.delivery_timeout_ms / 1000
@@ -360,16 +381,19 @@ class ClusterProducer:
         maybe_written = False  # an earlier attempt ended in a way that may have appended
         while True:
             if last is not None:
-                if not getattr(last, "definitely_not_written", False) and \
-                        not isinstance(last, LeaderNotAvailableError):
+                if not getattr(last, "definitely_not_written", False) and not isinstance(last, LeaderNotAvailableError):
                     maybe_written = True
                 if isinstance(last, OutOfOrderSequenceError):
                     break  # the broker's state disagrees with ours: fatal for this batch
-                if isinstance(last, NotLeaderOrFollowerError) or \
-                        getattr(last, "retriable", True) or not getattr(last, "definitely_not_written", False):
+                if (
+                    isinstance(last, NotLeaderOrFollowerError)
+                    or getattr(last, "retriable", True)
+                    or not getattr(last, "definitely_not_written", False)
+                ):
                     await self._c.refresh_metadata()
                 if time.monotonic() + backoff > deadline or (
-                        isinstance(last, KafkaError) and not last.retriable and last.definitely_not_written):
+                    isinstance(last, KafkaError) and not last.retriable and last.definitely_not_written
+                ):
                     break
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self.config.retry_backoff_max_ms / 1000)
@@ -385,7 +409,8 @@ class ClusterProducer:
             # appended: the batch's outcome is unknown, not "not written".
             raise RequestTimedOutError(
                 f"{tp[0]}-{tp[1]}: gave up after {attempts} attempts; an earlier attempt may have "
-                f"been appended (last error: {last})") from last
+                f"been appended (last error: {last})"
+            ) from last
         raise last
 
     async def _partition_count(self, topic: str) -> int:
@@ -398,8 +423,8 @@ class ClusterProducer:
                 break
             if time.monotonic() >= deadline:
                 raise UnknownTopicOrPartitionError(
-                    f"no topic {topic!r} in the cluster's metadata after max.block.ms="
-                    f"{self.config.max_block_ms}")
+                    f"no topic {topic!r} in the cluster's metadata after max.block.ms={self.config.max_block_ms}"
+                )
             await asyncio.sleep(self.config.retry_backoff_ms / 1000)
         return self._c.partitions[topic]
 
@@ -409,12 +434,18 @@ class ClusterProducer:
         for i, (p, _, _, _) in enumerate(chunks):
             by_tp.setdefault(p, []).append(i)
         results: list[BatchResult | None] = [None] * len(chunks)
-        await asyncio.gather(*(self._ship_partition((topic, p), [chunks[i] for i in idx], idx, results)
-                               for p, idx in by_tp.items()))
+        await asyncio.gather(
+            *(self._ship_partition((topic, p), [chunks[i] for i in idx], idx, results) for p, idx in by_tp.items())
+        )
         return [r for r in results if r is not None]
 
-    async def _ship_partition(self, tp: tuple[str, int], chunks: list[tuple[int, Any, Any, Any]],
-                              slots: list[int], results: list[BatchResult | None]) -> None:
+    async def _ship_partition(
+        self,
+        tp: tuple[str, int],
+        chunks: list[tuple[int, Any, Any, Any]],
+        slots: list[int],
+        results: list[BatchResult | None],
+    ) -> None:
         """Encode and send the chunks of one partition in order, a window of them in flight."""
         window = max(1, self.config.max_in_flight_requests_per_connection)
         async with self._tp_lock(tp):
@@ -423,9 +454,14 @@ class ClusterProducer:
             retry: list[tuple[int, bytes, int, BaseException | None]] = []
 
             def settle(slot: int, n: int, resp: ProduceResponse) -> None:
-                results[slot] = BatchResult(tp[0], tp[1], resp.base_offset if self.acks else -1,
-                                            resp.base_offset + n - 1 if self.acks else -1, n,
-                                            resp.log_append_time)
+                results[slot] = BatchResult(
+                    tp[0],
+                    tp[1],
+                    resp.base_offset if self.acks else -1,
+                    resp.base_offset + n - 1 if self.acks else -1,
+                    n,
+                    resp.log_append_time,
+                )
 
             async def retire() -> None:
                 nonlocal failed
@@ -450,8 +486,7 @@ class ClusterProducer:
                 if failed is not None:  # retire() may have set it (mypy keeps the narrowing above)
                     retry.append((slot, data, len(v), None))  # type: ignore[unreachable]
                     continue
-                flying.append((slot, data, len(v),
-                               asyncio.ensure_future(self._request_once(tp, data, False))))
+                flying.append((slot, data, len(v), asyncio.ensure_future(self._request_once(tp, data, False))))
             while flying:
                 await retire()
             retry.sort(key=lambda r: r[0])

@@ -43,12 +43,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from seglog.util.clock import clock_from_env
-from seglog.config import BrokerConfig
-from seglog.errors import ConfigError
 from seglog.cluster.metadata import ReplicaConfig, TopicPartition
 from seglog.cluster.node import ReplicaNode
 from seglog.cluster.tcp import LoopScheduler, TcpTransport
+from seglog.config import BrokerConfig
+from seglog.errors import ConfigError
+from seglog.util.clock import clock_from_env
 
 log = logging.getLogger("seglog.node")
 
@@ -72,13 +72,19 @@ def load_config(path: str, overrides: Mapping[str, str] | None = None) -> Broker
     if cfg.effective_node_id < 0:
         raise ConfigError(f"{path}: node.id (or broker.id) is required", key="node.id", value=cfg.node_id)
     if not cfg.zookeeper_connect:
-        raise ConfigError(f"{path}: zookeeper.connect is required (host:port[,host:port...][/chroot])",
-                          key="zookeeper.connect", value=None)
+        raise ConfigError(
+            f"{path}: zookeeper.connect is required (host:port[,host:port...][/chroot])",
+            key="zookeeper.connect",
+            value=None,
+        )
     dirs = [os.path.realpath(os.path.abspath(d)) for d in cfg.effective_log_dirs]
     for i, d in enumerate(dirs):
         if d in dirs[:i]:
-            raise ConfigError(f"{path}: log dir {cfg.effective_log_dirs[i]} is listed twice in "
-                              f"{list(cfg.effective_log_dirs)}", key="log.dirs", value=cfg.log_dirs)
+            raise ConfigError(
+                f"{path}: log dir {cfg.effective_log_dirs[i]} is listed twice in {list(cfg.effective_log_dirs)}",
+                key="log.dirs",
+                value=cfg.log_dirs,
+            )
     if not cfg.listeners:
         raise ConfigError(f"{path}: listeners is empty", key="listeners", value=cfg.listeners)
     return cfg
@@ -98,13 +104,22 @@ class NodeServer:
         self.transport = TcpTransport(loop)
         assert config.zookeeper_connect is not None
         self.coordinator = ZooKeeperCoordinator(
-            config.zookeeper_connect, post=loop.call_soon_threadsafe,
+            config.zookeeper_connect,
+            post=loop.call_soon_threadsafe,
             session_timeout_ms=config.zookeeper_session_timeout_ms,
-            connection_timeout_ms=config.zookeeper_connection_timeout_ms)
+            connection_timeout_ms=config.zookeeper_connection_timeout_ms,
+        )
         self.replica_config = ReplicaConfig.from_broker_config(config)
-        self.node = ReplicaNode(self.node_id, config.effective_log_dirs, coordinator=self.coordinator,
-                                transport=self.transport, clock=self.clock, scheduler=self.scheduler,
-                                config=self.replica_config, log_defaults=config.topic_defaults())
+        self.node = ReplicaNode(
+            self.node_id,
+            config.effective_log_dirs,
+            coordinator=self.coordinator,
+            transport=self.transport,
+            clock=self.clock,
+            scheduler=self.scheduler,
+            config=self.replica_config,
+            log_defaults=config.topic_defaults(),
+        )
         self.node.on_log_dir_failure = self._halt_on_log_dir_failure
         self.stopped = asyncio.Event()
         self._stopping = False
@@ -114,11 +129,14 @@ class NodeServer:
         # checkpoint, no clean-shutdown marker), so the restart recovers the logs, and the
         # ZooKeeper session expiry makes the controller move leadership away.
         if len(self.node.log_dirs) == 1:
-            log.critical("node %d: halting: the only log dir %s failed (%s)", self.node_id,
-                         self.node.data_dir, exc)
+            log.critical("node %d: halting: the only log dir %s failed (%s)", self.node_id, self.node.data_dir, exc)
         else:
-            log.critical("node %d: halting: every log dir failed (%s); the last: %s", self.node_id,
-                         ", ".join(self.node.log_dirs), exc)
+            log.critical(
+                "node %d: halting: every log dir failed (%s); the last: %s",
+                self.node_id,
+                ", ".join(self.node.log_dirs),
+                exc,
+            )
         logging.shutdown()
         os._exit(1)
 
@@ -132,8 +150,15 @@ class NodeServer:
             address = f"{host or socket.getfqdn()}:{port}"
         self.node.address = address
         self.node.start()
-        log.info("node %d (pid %d) listening on %s:%d, advertised as %s, log dirs %s", self.node_id,
-                 os.getpid(), bound, port, address, ",".join(self.node.log_dirs))
+        log.info(
+            "node %d (pid %d) listening on %s:%d, advertised as %s, log dirs %s",
+            self.node_id,
+            os.getpid(),
+            bound,
+            port,
+            address,
+            ",".join(self.node.log_dirs),
+        )
         return address
 
     async def controlled_shutdown(self) -> bool:
@@ -142,22 +167,28 @@ class NodeServer:
         for attempt in range(1, cfg.controlled_shutdown_max_retries + 1):
             fut: asyncio.Future[tuple[tuple[TopicPartition, ...] | None, str]] = self.loop.create_future()
 
-            def done(remaining: tuple[TopicPartition, ...] | None, message: str,
-                     fut: asyncio.Future[Any] = fut) -> None:
+            def done(
+                remaining: tuple[TopicPartition, ...] | None, message: str, fut: asyncio.Future[Any] = fut
+            ) -> None:
                 if not fut.done():
                     fut.set_result((remaining, message))
 
             self.node.request_controlled_shutdown(done)
             try:
                 remaining, message = await asyncio.wait_for(
-                    fut, self.replica_config.controller_socket_timeout_ms / 1000 + 1)
+                    fut, self.replica_config.controller_socket_timeout_ms / 1000 + 1
+                )
             except asyncio.TimeoutError:
                 remaining, message = None, "the controller did not answer"
             if remaining == ():
                 log.info("node %d: controlled shutdown succeeded (attempt %d)", self.node_id, attempt)
                 return True
-            log.warning("node %d: controlled shutdown attempt %d: %s", self.node_id, attempt,
-                        message or f"still leading {sorted(remaining or ())}")
+            log.warning(
+                "node %d: controlled shutdown attempt %d: %s",
+                self.node_id,
+                attempt,
+                message or f"still leading {sorted(remaining or ())}",
+            )
             if attempt < cfg.controlled_shutdown_max_retries:
                 await asyncio.sleep(cfg.controlled_shutdown_retry_backoff_ms / 1000)
         return False
@@ -199,6 +230,7 @@ def run(config_path: str, overrides: Mapping[str, str] | None = None) -> int:
     """Run a node until SIGTERM/SIGINT (the ``seglog node`` command)."""
     config = load_config(config_path, overrides)
     if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        logging.basicConfig(
+            level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
     return asyncio.run(_serve(config))

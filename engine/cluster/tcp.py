@@ -41,9 +41,9 @@ from collections.abc import Callable
 from typing import Any
 
 from seglog._native.netbuf import uninitialized_bytearray
-from seglog.errors import NetworkError, RequestTimedOutError
 from seglog.cluster.messages import decode, encode
 from seglog.cluster.transport import Callback, Handler
+from seglog.errors import NetworkError, RequestTimedOutError
 
 log = logging.getLogger("seglog.cluster.tcp")
 
@@ -110,8 +110,11 @@ class _FrameProtocol(asyncio.streams.FlowControlMixin, asyncio.BufferedProtocol)
 
     SCRATCH = 64 * 1024
 
-    def __init__(self, loop: asyncio.AbstractEventLoop,
-                 on_made: Callable[[_FrameProtocol, asyncio.BaseTransport], None] | None = None) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_made: Callable[[_FrameProtocol, asyncio.BaseTransport], None] | None = None,
+    ) -> None:
         super().__init__(loop=loop)
         self._frame_loop = loop
         self._scratch = bytearray(self.SCRATCH)
@@ -134,8 +137,8 @@ class _FrameProtocol(asyncio.streams.FlowControlMixin, asyncio.BufferedProtocol)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._big is not None:
-            return self._big_view[self._big_have:]
-        return self._sv[self._have:]
+            return self._big_view[self._big_have :]
+        return self._sv[self._have :]
 
     def buffer_updated(self, nbytes: int) -> None:
         if self._big is not None:
@@ -154,14 +157,14 @@ class _FrameProtocol(asyncio.streams.FlowControlMixin, asyncio.BufferedProtocol)
                 return
             end = pos + 4 + length
             if end <= have:
-                self._push(bytes(self._sv[pos + 4:end]))
+                self._push(bytes(self._sv[pos + 4 : end]))
                 pos = end
                 if self._exc is not None:
                     return
             elif 4 + length > self.SCRATCH:
                 body = uninitialized_bytearray(length)  # every byte is received before use
                 got = have - pos - 4
-                body[:got] = self._sv[pos + 4:have]
+                body[:got] = self._sv[pos + 4 : have]
                 self._big, self._big_view, self._big_have = body, memoryview(body), got
                 self._have = 0
                 return
@@ -177,7 +180,7 @@ class _FrameProtocol(asyncio.streams.FlowControlMixin, asyncio.BufferedProtocol)
         try:
             kind, corr, hlen = _BODY.unpack_from(body, 0)
             at = _BODY.size + hlen
-            header = bytes(body[_BODY.size:at])
+            header = bytes(body[_BODY.size : at])
             (count,) = _U32.unpack_from(body, at)
             at += 4
             blobs = []
@@ -186,7 +189,7 @@ class _FrameProtocol(asyncio.streams.FlowControlMixin, asyncio.BufferedProtocol)
                 at += 4
                 if at + n > len(body):
                     raise ConnectionError(f"blob of {n} bytes runs past the end of its {len(body)}-byte frame")
-                blobs.append(body[at:at + n])
+                blobs.append(body[at : at + n])
                 at += n
             if at != len(body) or len(header) != hlen:
                 raise ConnectionError(f"frame parts add up to {at} bytes, the frame holds {len(body)}")
@@ -335,8 +338,14 @@ def link_addresses_from_env(value: str | None = None) -> dict[tuple[int, int], t
         link, eq, addr = item.partition("=")
         src, gt, dst = link.partition(">")
         host, colon, port = addr.rpartition(":")
-        if not (eq and gt and colon and src.strip().lstrip("-").isdigit() and dst.strip().lstrip("-").isdigit()
-                and port.isdigit()):
+        if not (
+            eq
+            and gt
+            and colon
+            and src.strip().lstrip("-").isdigit()
+            and dst.strip().lstrip("-").isdigit()
+            and port.isdigit()
+        ):
             raise ValueError(f"{LINK_ADDRESSES_ENV}: {item!r} is not src>dst=host:port")
         out[(int(src), int(dst))] = (host.strip("[]"), int(port))
     return out
@@ -386,9 +395,16 @@ class _Conn:
         try:
             loop = self.t.loop
             transport, reader = await _connect(
-                loop, loop.create_connection(lambda: _FrameProtocol(loop), host, port, ssl=self.t.client_ssl,
-                                             server_hostname=host if self.t.client_ssl else None),
-                self.t.connect_timeout_s)
+                loop,
+                loop.create_connection(
+                    lambda: _FrameProtocol(loop),
+                    host,
+                    port,
+                    ssl=self.t.client_ssl,
+                    server_hostname=host if self.t.client_ssl else None,
+                ),
+                self.t.connect_timeout_s,
+            )
             self.out = _Writer(asyncio.StreamWriter(transport, reader, None, loop))
             await self.out.send(KIND_HELLO, 0, json.dumps({"node": self.src}).encode(), [])
             kind, _, _, blobs = await reader.read_frame()
@@ -414,8 +430,7 @@ class _Conn:
                 except Exception as exc:  # a bad frame ends the connection
                     raise ConnectionError(f"undecodable response: {exc!r}") from exc
                 self.t._deliver(self.src, p.callback, resp, None)
-        except (OSError, ConnectionError, asyncio.IncompleteReadError, asyncio.TimeoutError,
-                ssl_mod.SSLError) as exc:
+        except (OSError, ConnectionError, asyncio.IncompleteReadError, asyncio.TimeoutError, ssl_mod.SSLError) as exc:
             self._fail(NetworkError(f"connection {self.src}->{self.dst} lost: {exc!r}"))
         except asyncio.CancelledError:
             self._fail(NetworkError(f"connection {self.src}->{self.dst} closed"))
@@ -447,15 +462,27 @@ class _Conn:
         def expire() -> None:
             p = self.pending.pop(corr, None)
             if p is not None:
-                self.t._deliver(self.src, p.callback, None, RequestTimedOutError(
-                    f"no response from node {self.dst} to {type(msg).__name__} within {timeout_ms} ms"))
+                self.t._deliver(
+                    self.src,
+                    p.callback,
+                    None,
+                    RequestTimedOutError(
+                        f"no response from node {self.dst} to {type(msg).__name__} within {timeout_ms} ms"
+                    ),
+                )
 
         timer = self.t.loop.call_later(timeout_ms / 1000.0, expire)
         self.pending[corr] = _PendingRequest(callback, timer)
         header, raw = encode(msg)
         blobs = _blobs_of(raw)
-        if not self.waiting and self.ready.done() and not self.closed and self.out is not None \
-                and self.ready.exception() is None and self.out.send_now(KIND_REQUEST, corr, header, blobs):
+        if (
+            not self.waiting
+            and self.ready.done()
+            and not self.closed
+            and self.out is not None
+            and self.ready.exception() is None
+            and self.out.send_now(KIND_REQUEST, corr, header, blobs)
+        ):
             return
         # Requests are written in the order they are made (a produce pipeline relies on it):
         # once one waits, later ones wait behind it.
@@ -484,8 +511,9 @@ class _Conn:
             if p is not None:
                 if p.timer is not None:
                     p.timer.cancel()
-                self.t._deliver(self.src, p.callback, None,
-                                exc if isinstance(exc, NetworkError) else NetworkError(repr(exc)))
+                self.t._deliver(
+                    self.src, p.callback, None, exc if isinstance(exc, NetworkError) else NetworkError(repr(exc))
+                )
 
     def close(self) -> None:
         if not self.task.done():
@@ -502,8 +530,14 @@ class Listener:
     good (CPython gh-109564): here an accepted socket is closed by whatever ends it."""
 
     @classmethod
-    async def open(cls, loop: asyncio.AbstractEventLoop, host: str, port: int,
-                   factory: Callable[[], asyncio.BaseProtocol], ssl: ssl_mod.SSLContext | None = None) -> Listener:
+    async def open(
+        cls,
+        loop: asyncio.AbstractEventLoop,
+        host: str,
+        port: int,
+        factory: Callable[[], asyncio.BaseProtocol],
+        ssl: ssl_mod.SSLContext | None = None,
+    ) -> Listener:
         """Listen on ``host:port``: port 0 picks a free one; an empty host means every interface;
         a name listens on the first address it resolves to."""
         try:
@@ -516,8 +550,13 @@ class Listener:
         sock = socket.create_server(sockaddr, family=family, backlog=128)  # SO_REUSEADDR on POSIX
         return cls(loop, sock, factory, ssl)
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket,
-                 factory: Callable[[], asyncio.BaseProtocol], ssl: ssl_mod.SSLContext | None) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        sock: socket.socket,
+        factory: Callable[[], asyncio.BaseProtocol],
+        ssl: ssl_mod.SSLContext | None,
+    ) -> None:
         self.loop = loop
         self.sock = sock
         self.factory = factory
@@ -538,8 +577,7 @@ class Listener:
             except OSError as exc:
                 # Out of descriptors or buffers: the socket stays readable, so stop listening for a
                 # second rather than spin, as asyncio's own servers do.
-                log.error("accept on %s:%d failed (%r); retrying in %.0f s", *self.address, exc,
-                          ACCEPT_RETRY_S)
+                log.error("accept on %s:%d failed (%r); retrying in %.0f s", *self.address, exc, ACCEPT_RETRY_S)
                 self.loop.remove_reader(self.sock.fileno())
                 self.loop.call_later(ACCEPT_RETRY_S, self._resume)
                 return
@@ -569,9 +607,15 @@ class TcpTransport:
     """The transport interface over asyncio TCP (see module docs). Create it on the loop that
     will run the nodes; ``listen`` starts a node's server, ``register`` a client endpoint."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, *, secret: bytes | str | None = None,
-                 server_ssl: ssl_mod.SSLContext | None = None, client_ssl: ssl_mod.SSLContext | None = None,
-                 connect_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        secret: bytes | str | None = None,
+        server_ssl: ssl_mod.SSLContext | None = None,
+        client_ssl: ssl_mod.SSLContext | None = None,
+        connect_timeout_s: float = 5.0,
+    ) -> None:
         self.loop = loop
         self.secret = secret.encode() if isinstance(secret, str) else secret
         self.server_ssl = server_ssl
@@ -594,6 +638,7 @@ class TcpTransport:
     async def listen(self, node_id: int, handler: Handler, host: str = "127.0.0.1", port: int = 0) -> tuple[str, int]:
         """Serve node ``node_id`` on ``host:port`` (0: any free port; an empty host: every
         interface); returns the address."""
+
         def made(proto: _FrameProtocol, transport: asyncio.BaseTransport) -> None:
             writer = asyncio.StreamWriter(transport, proto, None, self.loop)  # type: ignore[arg-type]
             conns = self._server_conns.get(node_id)
@@ -606,8 +651,7 @@ class TcpTransport:
             # Whatever ends the task, even a cancel before its first step, closes its connection.
             task.add_done_callback(functools.partial(self._served, node_id, writer))
 
-        listener = await Listener.open(self.loop, host, port, lambda: _FrameProtocol(self.loop, made),
-                                       self.server_ssl)
+        listener = await Listener.open(self.loop, host, port, lambda: _FrameProtocol(self.loop, made), self.server_ssl)
         # Nothing is accepted before this returns (accepting runs in the loop's callbacks).
         self._handlers[node_id] = handler
         self._server_conns[node_id] = set()
@@ -643,8 +687,7 @@ class TcpTransport:
         if src not in self._handlers:
             return
         if dst not in self.addresses:
-            self.loop.call_soon(self._deliver, src, callback, None,
-                                NetworkError(f"no address known for node {dst}"))
+            self.loop.call_soon(self._deliver, src, callback, None, NetworkError(f"no address known for node {dst}"))
             return
         conn = self._conns.get((src, dst))
         if conn is None or conn.closed:
@@ -754,7 +797,7 @@ def _ignore_connection_errors(task: asyncio.Task[None]) -> None:
 
 
 class LoopTask:
-    __slots__ = ("name", "fn", "period_ms", "handle", "cancelled")
+    __slots__ = ("cancelled", "fn", "handle", "name", "period_ms")
 
     def __init__(self, name: str, fn: Callable[[], object], period_ms: int) -> None:
         self.name = name
@@ -772,8 +815,7 @@ class LoopScheduler:
         self.loop = loop
         self.clock = clock
 
-    def schedule(self, name: str, fn: Callable[[], object], *, delay_ms: int = 0,
-                 period_ms: int = -1) -> LoopTask:
+    def schedule(self, name: str, fn: Callable[[], object], *, delay_ms: int = 0, period_ms: int = -1) -> LoopTask:
         task = LoopTask(name, fn, period_ms)
         task.handle = self.loop.call_later(max(delay_ms, 0) / 1000.0, self._run, task)
         return task

@@ -26,9 +26,9 @@ import random
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from seglog.util.clock import Scheduler
-from seglog.errors import RequestTimedOutError
 from seglog.cluster.messages import materialize
+from seglog.errors import RequestTimedOutError
+from seglog.util.clock import Scheduler
 
 Reply = Callable[[Any], None]
 Handler = Callable[[int, Any, Reply], None]
@@ -61,8 +61,7 @@ class LinkRule:
 class InMemoryNetwork:
     """A seeded, single-threaded network on the injected clock (see module docs)."""
 
-    def __init__(self, scheduler: Scheduler, rng: random.Random, *,
-                 delay_ms: tuple[int, int] = (0, 2)) -> None:
+    def __init__(self, scheduler: Scheduler, rng: random.Random, *, delay_ms: tuple[int, int] = (0, 2)) -> None:
         self.scheduler = scheduler
         self.rng = rng
         self.delay_ms = delay_ms
@@ -105,9 +104,12 @@ class InMemoryNetwork:
 
         timer = self.scheduler.schedule(
             f"timeout {type(message).__name__} {src}->{dst}",
-            lambda: finish(None, RequestTimedOutError(
-                f"no response from node {dst} to {type(message).__name__} within {timeout_ms} ms")),
-            delay_ms=timeout_ms)
+            lambda: finish(
+                None,
+                RequestTimedOutError(f"no response from node {dst} to {type(message).__name__} within {timeout_ms} ms"),
+            ),
+            delay_ms=timeout_ms,
+        )
 
         def on_arrival() -> None:
             ep = self._endpoints.get(dst)
@@ -160,8 +162,7 @@ class InMemoryNetwork:
             self.delivered += 1
             deliver()
 
-        self.scheduler.schedule(f"deliver {type(message).__name__} {src}->{dst}", arrive,
-                                delay_ms=at - now)
+        self.scheduler.schedule(f"deliver {type(message).__name__} {src}->{dst}", arrive, delay_ms=at - now)
 
     # -- faults -------------------------------------------------------------------------------
 
@@ -221,8 +222,7 @@ class GuardedScheduler:
         self._deferred: dict[int, Callable[[], object]] = {}
         self._tasks: list[Any] = []
 
-    def schedule(self, name: str, fn: Callable[[], object], *, delay_ms: int = 0,
-                 period_ms: int = -1) -> Any:
+    def schedule(self, name: str, fn: Callable[[], object], *, delay_ms: int = 0, period_ms: int = -1) -> Any:
         key = id(fn)
 
         def guarded() -> None:

@@ -59,8 +59,10 @@ def classpath() -> str | None:
 def unavailable_reason() -> str | None:
     """None if a server can be started here, else what is missing."""
     if classpath() is None:
-        return (f"ZooKeeper is not installed ({DEBIAN_JAR} is missing): apt-get install zookeeper, "
-                "or set SEGLOG_ZOOKEEPER_CLASSPATH")
+        return (
+            f"ZooKeeper is not installed ({DEBIAN_JAR} is missing): apt-get install zookeeper, "
+            "or set SEGLOG_ZOOKEEPER_CLASSPATH"
+        )
     if _java() is None:
         return "no java runtime on PATH (ZooKeeper needs one): apt-get install openjdk-17-jre-headless"
     try:
@@ -91,9 +93,17 @@ def four_letter(host: str, port: int, word: bytes, timeout: float = 1.0) -> byte
 class ZooKeeperServer:
     """One standalone ZooKeeper server process (see module docs)."""
 
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, data_dir: str | None = None,
-                 tick_time_ms: int = 100, min_session_timeout_ms: int = 200,
-                 max_session_timeout_ms: int = 60_000, start_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        data_dir: str | None = None,
+        tick_time_ms: int = 100,
+        min_session_timeout_ms: int = 200,
+        max_session_timeout_ms: int = 60_000,
+        start_timeout_s: float = 30.0,
+    ) -> None:
         self.host = host
         self.port = port
         self._own_dir = data_dir is None
@@ -128,31 +138,42 @@ class ZooKeeperServer:
         os.makedirs(data, exist_ok=True)
         cfg = os.path.join(self.dir, "zoo.cfg")
         with open(cfg, "w") as f:
-            f.write(f"tickTime={self.tick_time_ms}\n"
-                    f"dataDir={data}\n"
-                    f"clientPort={self.port}\n"
-                    f"clientPortAddress={self.host}\n"
-                    f"minSessionTimeout={self.min_session_timeout_ms}\n"
-                    f"maxSessionTimeout={self.max_session_timeout_ms}\n"
-                    "maxClientCnxns=0\n"
-                    "admin.enableServer=false\n"
-                    "4lw.commands.whitelist=ruok,srvr,stat\n")
+            f.write(
+                f"tickTime={self.tick_time_ms}\n"
+                f"dataDir={data}\n"
+                f"clientPort={self.port}\n"
+                f"clientPortAddress={self.host}\n"
+                f"minSessionTimeout={self.min_session_timeout_ms}\n"
+                f"maxSessionTimeout={self.max_session_timeout_ms}\n"
+                "maxClientCnxns=0\n"
+                "admin.enableServer=false\n"
+                "4lw.commands.whitelist=ruok,srvr,stat\n"
+            )
         java, cp = _java(), classpath()
         assert java is not None and cp is not None
-        cmd = [java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-               "-Dzookeeper.admin.enableServer=false", "-Dzookeeper.jmx.log4j.disable=true",
-               "-cp", cp, MAIN_CLASS, cfg]
+        cmd = [
+            java,
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Dzookeeper.admin.enableServer=false",
+            "-Dzookeeper.jmx.log4j.disable=true",
+            "-cp",
+            cp,
+            MAIN_CLASS,
+            cfg,
+        ]
         with open(self.log_path, "ab") as out:
-            self.process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
+            self.process = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
         _running.add(self)
         deadline = time.monotonic() + self.start_timeout_s
         while True:
             if self.process.poll() is not None:
                 tail = self._log_tail()
                 self.process = None
-                raise RuntimeError(f"ZooKeeper exited with status during start-up; "
-                                   f"{self.log_path} ends:\n{tail}")
+                raise RuntimeError(f"ZooKeeper exited with status during start-up; {self.log_path} ends:\n{tail}")
             try:
                 if four_letter(self.host, self.port, b"ruok", 0.5) == b"imok":
                     return self
@@ -160,8 +181,10 @@ class ZooKeeperServer:
                 pass
             if time.monotonic() > deadline:
                 self.stop()
-                raise TimeoutError(f"ZooKeeper did not answer on {self.connect_string} within "
-                                   f"{self.start_timeout_s} s; see {self.log_path}")
+                raise TimeoutError(
+                    f"ZooKeeper did not answer on {self.connect_string} within "
+                    f"{self.start_timeout_s} s; see {self.log_path}"
+                )
             time.sleep(0.1)
 
     def _log_tail(self, lines: int = 20) -> str:

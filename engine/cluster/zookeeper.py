@@ -88,8 +88,9 @@ class ZooKeeperSession:
     """One ZooKeeper session (the :class:`~seglog.cluster.coordinator.CoordinatorSession`
     interface); see module docs."""
 
-    def __init__(self, client: Any, post: Post, reachable: Callable[[], bool] | None,
-                 operation_timeout_s: float) -> None:
+    def __init__(
+        self, client: Any, post: Post, reachable: Callable[[], bool] | None, operation_timeout_s: float
+    ) -> None:
         self._kz = _kazoo()
         self._client = client
         self._post = post
@@ -209,14 +210,19 @@ class ZooKeeperSession:
         def run() -> None:
             if not self._expired:
                 fn(ev)
+
         self._post(run)
 
-    def create(self, path: str, data: bytes, *, ephemeral: bool = False,
-               replace: bool = False, make_parents: bool = False) -> Stat:
+    def create(
+        self, path: str, data: bytes, *, ephemeral: bool = False, replace: bool = False, make_parents: bool = False
+    ) -> Stat:
         with self._call():
             try:
-                _, zs = self._wait(self._client.create_async(path, bytes(data), ephemeral=ephemeral,
-                                                             makepath=make_parents, include_data=True))
+                _, zs = self._wait(
+                    self._client.create_async(
+                        path, bytes(data), ephemeral=ephemeral, makepath=make_parents, include_data=True
+                    )
+                )
                 return _stat(zs)
             except self._kz.exceptions.NodeExistsError:
                 if not (replace and ephemeral):
@@ -320,16 +326,22 @@ class ZooKeeperCoordinator:
     """The :class:`~seglog.cluster.coordinator.Coordinator` interface on a ZooKeeper
     ensemble at ``hosts`` (``host:port[,host:port...][/chroot]``, ``zookeeper.connect``)."""
 
-    def __init__(self, hosts: str, *, post: Post | None = None, session_timeout_ms: int = 18_000,
-                 connection_timeout_ms: int | None = None, operation_timeout_ms: int | None = None) -> None:
+    def __init__(
+        self,
+        hosts: str,
+        *,
+        post: Post | None = None,
+        session_timeout_ms: int = 18_000,
+        connection_timeout_ms: int | None = None,
+        operation_timeout_ms: int | None = None,
+    ) -> None:
         _kazoo()
         if not hosts:
             raise ValueError("zookeeper.connect is empty: give host:port[,host:port...][/chroot]")
         self.hosts = hosts
         self.post: Post = post or (lambda fn: fn())
         self.session_timeout_ms = session_timeout_ms
-        self.connection_timeout_ms = connection_timeout_ms if connection_timeout_ms is not None \
-            else session_timeout_ms
+        self.connection_timeout_ms = connection_timeout_ms if connection_timeout_ms is not None else session_timeout_ms
         self.operation_timeout_ms = operation_timeout_ms
         self._reader: Any = None
         self._lock = threading.Lock()
@@ -337,11 +349,21 @@ class ZooKeeperCoordinator:
     def _client(self, session_timeout_ms: int) -> Any:
         kz = _kazoo()
         retry = kz.retry.KazooRetry(max_tries=-1, delay=0.05, max_delay=0.5)
-        return kz.client.KazooClient(hosts=self.hosts, timeout=session_timeout_ms / 1000,
-                                     connection_retry=retry, randomize_hosts=False, logger=_kazoo_log)
+        return kz.client.KazooClient(
+            hosts=self.hosts,
+            timeout=session_timeout_ms / 1000,
+            connection_retry=retry,
+            randomize_hosts=False,
+            logger=_kazoo_log,
+        )
 
-    def connect(self, *, reachable: Callable[[], bool] | None = None,
-                session_timeout_ms: int | None = None, post: Post | None = None) -> ZooKeeperSession:
+    def connect(
+        self,
+        *,
+        reachable: Callable[[], bool] | None = None,
+        session_timeout_ms: int | None = None,
+        post: Post | None = None,
+    ) -> ZooKeeperSession:
         """Open a new session (blocks up to ``connection_timeout_ms``); its watch callbacks go
         to ``post`` (default: the coordinator's)."""
         if reachable is not None and not reachable():
@@ -356,8 +378,9 @@ class ZooKeeperCoordinator:
                 client.close()
             except Exception:  # noqa: BLE001
                 pass
-            raise ConnectionLossError(f"cannot reach ZooKeeper at {self.hosts} within "
-                                      f"{self.connection_timeout_ms} ms: {exc}") from exc
+            raise ConnectionLossError(
+                f"cannot reach ZooKeeper at {self.hosts} within {self.connection_timeout_ms} ms: {exc}"
+            ) from exc
         op_ms = self.operation_timeout_ms or timeout_ms
         return ZooKeeperSession(client, post or self.post, reachable, op_ms / 1000)
 

@@ -13,7 +13,7 @@ import dataclasses
 import difflib
 import os
 from collections.abc import Mapping
-from typing import cast, TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from seglog.config.definition import ConfigKey, Scope
 from seglog.config.keys import KEYS_BY_SCOPE, TOPIC_CONFIG_SYNONYMS
@@ -35,9 +35,7 @@ def unknown_key_error(scope: Scope, cls_name: str, key: Any) -> ConfigError:
     dotted form of an attribute name, the topic-level form of a broker key (or the other way
     round), or the closest spelling."""
     if not isinstance(key, str):
-        return ConfigError(
-            f"{cls_name}: configuration keys are strings, got {key!r}", key=None, value=key
-        )
+        return ConfigError(f"{cls_name}: configuration keys are strings, got {key!r}", key=None, value=key)
     valid = list(KEYS_BY_SCOPE[scope])
     normalized = {k.lower(): k for k in valid}
     exact = normalized.get(key.strip().lower().replace("_", "."))
@@ -67,9 +65,7 @@ def unknown_key_error(scope: Scope, cls_name: str, key: Any) -> ConfigError:
             if ratio >= 0.6:
                 notes.append(f"did you mean {suggestion!r}?")
             else:
-                notes.append(
-                    f"the closest valid key is {suggestion!r}; docs/configuration.md lists them all"
-                )
+                notes.append(f"the closest valid key is {suggestion!r}; docs/configuration.md lists them all")
     message = f"Unknown {scope} configuration key {key!r} for {cls_name}"
     if notes:
         message += ": " + "; ".join(notes)
@@ -199,9 +195,7 @@ class AbstractConfig:
 
         Unset (``None``) values are left out.
         """
-        return format_properties(
-            {k: v for k, v in self.to_dict(changed_only=changed_only).items() if v is not None}
-        )
+        return format_properties({k: v for k, v in self.to_dict(changed_only=changed_only).items() if v is not None})
 
 
 def bind_table(cls: type[AbstractConfig], scope: Scope) -> None:
@@ -211,8 +205,7 @@ def bind_table(cls: type[AbstractConfig], scope: Scope) -> None:
     attrs = {k.attr: k for k in keys.values()}
     if list(fields) != list(attrs):  # pragma: no cover - a table/class mismatch
         raise RuntimeError(
-            f"{cls.__name__} fields must be the {scope} keys in table order: "
-            f"{list(fields)} != {list(attrs)}"
+            f"{cls.__name__} fields must be the {scope} keys in table order: {list(fields)} != {list(attrs)}"
         )
     for attr, key in attrs.items():
         if fields[attr].default != key.default:  # pragma: no cover

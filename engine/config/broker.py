@@ -27,14 +27,10 @@ class BrokerConfig(AbstractConfig):
     advertised_listeners: tuple[str, ...] | None = _default("broker", "advertised.listeners")
     zookeeper_connect: str | None = _default("broker", "zookeeper.connect")
     zookeeper_session_timeout_ms: int = _default("broker", "zookeeper.session.timeout.ms")
-    zookeeper_connection_timeout_ms: int | None = _default(
-        "broker", "zookeeper.connection.timeout.ms"
-    )
+    zookeeper_connection_timeout_ms: int | None = _default("broker", "zookeeper.connection.timeout.ms")
     controlled_shutdown_enable: bool = _default("broker", "controlled.shutdown.enable")
     controlled_shutdown_max_retries: int = _default("broker", "controlled.shutdown.max.retries")
-    controlled_shutdown_retry_backoff_ms: int = _default(
-        "broker", "controlled.shutdown.retry.backoff.ms"
-    )
+    controlled_shutdown_retry_backoff_ms: int = _default("broker", "controlled.shutdown.retry.backoff.ms")
     log_dirs: tuple[str, ...] | None = _default("broker", "log.dirs")
     log_dir: str = _default("broker", "log.dir")
     num_partitions: int = _default("broker", "num.partitions")
@@ -42,9 +38,7 @@ class BrokerConfig(AbstractConfig):
     auto_create_topics_enable: bool = _default("broker", "auto.create.topics.enable")
     num_recovery_threads_per_data_dir: int = _default("broker", "num.recovery.threads.per.data.dir")
     log_retention_check_interval_ms: int = _default("broker", "log.retention.check.interval.ms")
-    log_flush_offset_checkpoint_interval_ms: int = _default(
-        "broker", "log.flush.offset.checkpoint.interval.ms"
-    )
+    log_flush_offset_checkpoint_interval_ms: int = _default("broker", "log.flush.offset.checkpoint.interval.ms")
     log_flush_start_offset_checkpoint_interval_ms: int = _default(
         "broker", "log.flush.start.offset.checkpoint.interval.ms"
     )
@@ -65,12 +59,8 @@ class BrokerConfig(AbstractConfig):
     log_segment_delete_delay_ms: int = _default("broker", "log.segment.delete.delay.ms")
     message_max_bytes: int = _default("broker", "message.max.bytes")
     log_message_timestamp_type: str = _default("broker", "log.message.timestamp.type")
-    log_message_timestamp_before_max_ms: int = _default(
-        "broker", "log.message.timestamp.before.max.ms"
-    )
-    log_message_timestamp_after_max_ms: int = _default(
-        "broker", "log.message.timestamp.after.max.ms"
-    )
+    log_message_timestamp_before_max_ms: int = _default("broker", "log.message.timestamp.before.max.ms")
+    log_message_timestamp_after_max_ms: int = _default("broker", "log.message.timestamp.after.max.ms")
     log_cleanup_policy: tuple[str, ...] = _default("broker", "log.cleanup.policy")
     log_cleaner_enable: bool = _default("broker", "log.cleaner.enable")
     log_cleaner_backoff_ms: int = _default("broker", "log.cleaner.backoff.ms")
@@ -92,25 +82,17 @@ class BrokerConfig(AbstractConfig):
     replica_fetch_wait_max_ms: int = _default("broker", "replica.fetch.wait.max.ms")
     replica_fetch_backoff_ms: int = _default("broker", "replica.fetch.backoff.ms")
     replica_socket_timeout_ms: int = _default("broker", "replica.socket.timeout.ms")
-    replica_socket_receive_buffer_bytes: int = _default(
-        "broker", "replica.socket.receive.buffer.bytes"
-    )
+    replica_socket_receive_buffer_bytes: int = _default("broker", "replica.socket.receive.buffer.bytes")
     num_replica_fetchers: int = _default("broker", "num.replica.fetchers")
     replica_high_watermark_checkpoint_interval_ms: int = _default(
         "broker", "replica.high.watermark.checkpoint.interval.ms"
     )
     controller_socket_timeout_ms: int = _default("broker", "controller.socket.timeout.ms")
     auto_leader_rebalance_enable: bool = _default("broker", "auto.leader.rebalance.enable")
-    leader_imbalance_check_interval_seconds: int = _default(
-        "broker", "leader.imbalance.check.interval.seconds"
-    )
-    leader_imbalance_per_broker_percentage: int = _default(
-        "broker", "leader.imbalance.per.broker.percentage"
-    )
+    leader_imbalance_check_interval_seconds: int = _default("broker", "leader.imbalance.check.interval.seconds")
+    leader_imbalance_per_broker_percentage: int = _default("broker", "leader.imbalance.per.broker.percentage")
     producer_id_expiration_ms: int = _default("broker", "producer.id.expiration.ms")
-    max_incremental_fetch_session_cache_slots: int = _default(
-        "broker", "max.incremental.fetch.session.cache.slots"
-    )
+    max_incremental_fetch_session_cache_slots: int = _default("broker", "max.incremental.fetch.session.cache.slots")
     fetch_max_bytes: int = _default("broker", "fetch.max.bytes")
     socket_request_max_bytes: int = _default("broker", "socket.request.max.bytes")
     connections_max_idle_ms: int = _default("broker", "connections.max.idle.ms")
@@ -124,17 +106,14 @@ class BrokerConfig(AbstractConfig):
     offsets_topic_num_partitions: int = _default("broker", "offsets.topic.num.partitions")
     offsets_topic_segment_bytes: int = _default("broker", "offsets.topic.segment.bytes")
     offsets_topic_replication_factor: int = _default("broker", "offsets.topic.replication.factor")
-    transaction_state_log_replication_factor: int = _default(
-        "broker", "transaction.state.log.replication.factor"
-    )
+    transaction_state_log_replication_factor: int = _default("broker", "transaction.state.log.replication.factor")
     transaction_state_log_min_isr: int = _default("broker", "transaction.state.log.min.isr")
 
     def _check(self) -> None:
         if self.node_id >= 0 and self.broker_id >= 0 and self.node_id != self.broker_id:
             raise self._broken_rule(
                 "node.id",
-                f"node.id ({self.node_id}) and broker.id ({self.broker_id}) must be equal "
-                "when both are set",
+                f"node.id ({self.node_id}) and broker.id ({self.broker_id}) must be equal when both are set",
             )
         if self.replica_fetch_wait_max_ms > self.replica_socket_timeout_ms:
             raise self._broken_rule(

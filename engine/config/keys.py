@@ -20,9 +20,9 @@ from seglog.config.definition import (
     Range,
     RangeOr,
     Scope,
+    Validator,
     ValidList,
     ValidString,
-    Validator,
 )
 
 # What ``seglog.config`` re-exports; the other public names serve the package's own modules.

@@ -22,9 +22,7 @@ class ProducerConfig(AbstractConfig):
     compression_gzip_level: int = _default("producer", "compression.gzip.level")
     compression_lz4_level: int = _default("producer", "compression.lz4.level")
     compression_zstd_level: int = _default("producer", "compression.zstd.level")
-    max_in_flight_requests_per_connection: int = _default(
-        "producer", "max.in.flight.requests.per.connection"
-    )
+    max_in_flight_requests_per_connection: int = _default("producer", "max.in.flight.requests.per.connection")
     retries: int = _default("producer", "retries")
     retry_backoff_ms: int = _default("producer", "retry.backoff.ms")
     retry_backoff_max_ms: int = _default("producer", "retry.backoff.max.ms")
@@ -34,12 +32,8 @@ class ProducerConfig(AbstractConfig):
     buffer_memory: int = _default("producer", "buffer.memory")
     max_block_ms: int = _default("producer", "max.block.ms")
     partitioner_ignore_keys: bool = _default("producer", "partitioner.ignore.keys")
-    partitioner_adaptive_partitioning_enable: bool = _default(
-        "producer", "partitioner.adaptive.partitioning.enable"
-    )
-    partitioner_availability_timeout_ms: int = _default(
-        "producer", "partitioner.availability.timeout.ms"
-    )
+    partitioner_adaptive_partitioning_enable: bool = _default("producer", "partitioner.adaptive.partitioning.enable")
+    partitioner_availability_timeout_ms: int = _default("producer", "partitioner.availability.timeout.ms")
     client_id: str = _default("producer", "client.id")
     bootstrap_servers: tuple[str, ...] = _default("producer", "bootstrap.servers")
 
@@ -62,9 +56,7 @@ class ProducerConfig(AbstractConfig):
             if conflicts:
                 raise self._broken_rule(
                     "enable.idempotence",
-                    "enable.idempotence=true needs: "
-                    + "; ".join(conflicts)
-                    + " (or set enable.idempotence=false)",
+                    "enable.idempotence=true needs: " + "; ".join(conflicts) + " (or set enable.idempotence=false)",
                 )
         if self.delivery_timeout_ms < self.linger_ms + self.request_timeout_ms:
             raise self._broken_rule(

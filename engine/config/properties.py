@@ -154,8 +154,7 @@ def format_value(value: Any) -> str:
 def format_properties(values: Mapping[str, Any]) -> str:
     """``values`` as ``.properties`` text (escaped as ``Properties.store`` escapes)."""
     return "".join(
-        f"{_escape(key, is_key=True)}={_escape(format_value(value), is_key=False)}\n"
-        for key, value in values.items()
+        f"{_escape(key, is_key=True)}={_escape(format_value(value), is_key=False)}\n" for key, value in values.items()
     )
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from seglog.config import BrokerConfig, ConfigKey, LogConfig, format_value as _format_value
+from seglog.config import BrokerConfig, ConfigKey, LogConfig
+from seglog.config import format_value as _format_value
 from seglog.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
@@ -39,12 +40,12 @@ def create_partitions(store: LogManager, version: int, req: Message) -> Message:
         out = {"name": t["name"], "error_code": 0, "error_message": None}
         try:
             if t.get("assignments"):
-                raise InvalidRequestError("replica assignments are not supported: this broker "
-                                          "is the only replica")
+                raise InvalidRequestError("replica assignments are not supported: this broker is the only replica")
             have = store.partitions_for(t["name"])
             if t["count"] <= have:
-                raise InvalidPartitionsError(f"topic {t['name']!r} has {have} partitions; the new "
-                                             f"total {t['count']} must be larger")
+                raise InvalidPartitionsError(
+                    f"topic {t['name']!r} has {have} partitions; the new total {t['count']} must be larger"
+                )
             if not req.get("validate_only"):
                 store.create_partitions(t["name"], t["count"])
         except SeglogError as exc:
@@ -66,9 +67,11 @@ def delete_records(store: LogManager, version: int, req: Message) -> Message:
                     offset = log.high_watermark
                 if offset < 0 or offset > log.high_watermark:
                     from seglog.errors import OffsetOutOfRangeError
+
                     raise OffsetOutOfRangeError(
                         f"cannot delete records of {t['name']}-{p['partition_index']} before "
-                        f"offset {offset}: the high watermark is {log.high_watermark}")
+                        f"offset {offset}: the high watermark is {log.high_watermark}"
+                    )
                 out["low_watermark"] = store.delete_records(t["name"], p["partition_index"], offset)
             except SeglogError as exc:
                 out["error_code"] = code_for_exception(exc)
@@ -77,18 +80,26 @@ def delete_records(store: LogManager, version: int, req: Message) -> Message:
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-def _entry(key: ConfigKey, value: Any, source: int, read_only: bool, version: int,
-           synonyms: bool, documentation: bool) -> Message:
+def _entry(
+    key: ConfigKey, value: Any, source: int, read_only: bool, version: int, synonyms: bool, documentation: bool
+) -> Message:
     text = None if value is None else _format_value(value)
-    return {"name": key.name, "value": text, "read_only": read_only,
-            "is_default": source == DEFAULT_CONFIG, "config_source": source, "is_sensitive": False,
-            "synonyms": [{"name": key.name, "value": text, "source": source}] if synonyms else [],
-            "config_type": _CONFIG_TYPES.get(key.type, 0),
-            "documentation": key.doc if documentation else None}
+    return {
+        "name": key.name,
+        "value": text,
+        "read_only": read_only,
+        "is_default": source == DEFAULT_CONFIG,
+        "config_source": source,
+        "is_sensitive": False,
+        "synonyms": [{"name": key.name, "value": text, "source": source}] if synonyms else [],
+        "config_type": _CONFIG_TYPES.get(key.type, 0),
+        "documentation": key.doc if documentation else None,
+    }
 
 
-def _topic_entries(store: LogManager, config: Any, overrides: Any, version: int, synonyms: bool,
-                   docs: bool) -> list[Message]:
+def _topic_entries(
+    store: LogManager, config: Any, overrides: Any, version: int, synonyms: bool, docs: bool
+) -> list[Message]:
     defaults = store.config.topic_config()
     entries = []
     for key in LogConfig.definitions():
@@ -107,10 +118,11 @@ def created_topic_configs(store: LogManager, name: str | None, overrides: Mappin
     """The ``configs`` of a CreateTopics response (v5+): every key of the new topic with its
     value and source, as Kafka answers (the Java AdminClient reads them). ``name`` None: the
     topic was only validated, its config is the store's defaults with ``overrides``."""
-    config = (store.topic_config(name) if name is not None
-              else store.config.topic_config(overrides))
-    return [{k: e[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
-            for e in _topic_entries(store, config, overrides, 5, False, False)]
+    config = store.topic_config(name) if name is not None else store.config.topic_config(overrides)
+    return [
+        {k: e[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
+        for e in _topic_entries(store, config, overrides, 5, False, False)
+    ]
 
 
 def describe_configs(store: LogManager, node_id: int, version: int, req: Message) -> Message:
@@ -120,13 +132,18 @@ def describe_configs(store: LogManager, node_id: int, version: int, req: Message
     for r in req["resources"]:
         rtype, name = r["resource_type"], r["resource_name"]
         wanted = r.get("configuration_keys")
-        out: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": rtype,
-                               "resource_name": name, "configs": []}
+        out: dict[str, Any] = {
+            "error_code": 0,
+            "error_message": None,
+            "resource_type": rtype,
+            "resource_name": name,
+            "configs": [],
+        }
         try:
             if rtype == TOPIC:
-                entries = _topic_entries(store, store.topic_config(name),
-                                         store.describe(name)[0].config_overrides, version,
-                                         synonyms, docs)
+                entries = _topic_entries(
+                    store, store.topic_config(name), store.describe(name)[0].config_overrides, version, synonyms, docs
+                )
             elif rtype == BROKER:
                 if name not in ("", str(node_id)):
                     raise InvalidRequestError(f"this broker is node {node_id}, not {name!r}")
@@ -136,8 +153,9 @@ def describe_configs(store: LogManager, node_id: int, version: int, req: Message
                     source = DEFAULT_CONFIG if value == key.default else STATIC_BROKER_CONFIG
                     entries.append(_entry(key, value, source, True, version, synonyms, docs))
             else:
-                raise InvalidRequestError(f"resource type {rtype} is not described by this broker "
-                                          "(topics: 2, brokers: 4)")
+                raise InvalidRequestError(
+                    f"resource type {rtype} is not described by this broker (topics: 2, brokers: 4)"
+                )
             if wanted is not None:
                 entries = [e for e in entries if e["name"] in wanted]
             out["configs"] = entries
@@ -151,13 +169,13 @@ def incremental_alter_configs(store: LogManager, version: int, req: Message) -> 
     responses = []
     for r in req["resources"]:
         rtype, name = r["resource_type"], r["resource_name"]
-        out = {"error_code": 0, "error_message": None, "resource_type": rtype,
-               "resource_name": name}
+        out = {"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": name}
         try:
             if rtype != TOPIC:
                 raise InvalidRequestError(
                     f"resource type {rtype} cannot be altered: only topic configs (2) can; broker "
-                    "configs come from the store's config at open")
+                    "configs come from the store's config at open"
+                )
             overrides = dict(store.describe(name)[0].config_overrides)
             config = store.topic_config(name)
             to_set: dict[str, Any] = {}
@@ -171,8 +189,9 @@ def incremental_alter_configs(store: LogManager, version: int, req: Message) -> 
                 elif op in (APPEND, SUBTRACT):
                     definition = {k.name: k for k in LogConfig.definitions()}.get(key)
                     if definition is None or definition.type != "list":
-                        raise InvalidConfigError(f"{key} is not a list config: APPEND and SUBTRACT "
-                                                 "apply to list configs only")
+                        raise InvalidConfigError(
+                            f"{key} is not a list config: APPEND and SUBTRACT apply to list configs only"
+                        )
                     current = list(getattr(config, definition.attr) or ())
                     items = [v for v in (value or "").split(",") if v]
                     if op == APPEND:

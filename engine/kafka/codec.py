@@ -19,13 +19,21 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Any, Callable, TypeAlias
+from collections.abc import Callable
+from typing import Any, TypeAlias
 
 from seglog.errors import InvalidRequestError
 from seglog.kafka._schemas import MESSAGES
 
-__all__ = ["decode", "encode", "encode_to_bytes", "message_versions", "COPY_LIMIT", "FileRegions",
-           "Message"]
+__all__ = [
+    "COPY_LIMIT",
+    "FileRegions",
+    "Message",
+    "decode",
+    "encode",
+    "encode_to_bytes",
+    "message_versions",
+]
 
 #: A decoded request or response (and what the encoder takes): field name (snake_case) -> value,
 #: structs as nested dicts and arrays of structs as lists of them.
@@ -45,7 +53,7 @@ class FileRegions:
     part of the output for the writer to send (``os.sendfile``), and :func:`encode_to_bytes`
     reads it. The descriptors belong to this object: :meth:`close` closes them."""
 
-    __slots__ = ("regions", "nbytes")
+    __slots__ = ("nbytes", "regions")
 
     def __init__(self, regions: list[tuple[int, int, int]]) -> None:
         self.regions = regions
@@ -57,8 +65,7 @@ class FileRegions:
         for fd, pos, n in self.regions:
             data = os.pread(fd, n, pos)
             if len(data) != n:
-                raise OSError(f"read {len(data)} of {n} bytes at position {pos}: the file was "
-                              "truncated")
+                raise OSError(f"read {len(data)} of {n} bytes at position {pos}: the file was truncated")
             parts.append(data)
         return b"".join(parts)
 
@@ -70,8 +77,18 @@ class FileRegions:
     def __repr__(self) -> str:
         return f"FileRegions({len(self.regions)} region(s), {self.nbytes} bytes)"
 
-_FIXED = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I", "int64": "q",
-          "float64": "d", "bool": "?", "uuid": "16s"}
+
+_FIXED = {
+    "int8": "b",
+    "int16": "h",
+    "uint16": "H",
+    "int32": "i",
+    "uint32": "I",
+    "int64": "q",
+    "float64": "d",
+    "bool": "?",
+    "uuid": "16s",
+}
 _SIZES = {"b": 1, "h": 2, "H": 2, "i": 4, "I": 4, "q": 8, "d": 8, "?": 1, "16s": 16}
 
 _I16 = struct.Struct(">h")
@@ -120,8 +137,7 @@ def _check(buf: Any, pos: int, n: int) -> None:
 
 def _count(buf: Any, pos: int, n: int) -> None:
     if n > len(buf) - pos:
-        raise _Truncated(f"an array of {n} elements at byte {pos} cannot fit in the "
-                         f"{len(buf) - pos} bytes left")
+        raise _Truncated(f"an array of {n} elements at byte {pos} cannot fit in the {len(buf) - pos} bytes left")
 
 
 def _in(rng: tuple[int, int] | None, version: int) -> bool:
@@ -310,8 +326,7 @@ class _Gen:
                 for f in tagged:
                     t = self.uid("v")
                     sub = self.uid(f"_e_tag_{f[0]}_")
-                    self.encoder(sub, ((f[0], f[1], f[2], f[3], None, None, f[6], f[7]),),
-                                 trailer=False)
+                    self.encoder(sub, ((f[0], f[1], f[2], f[3], None, None, f[6], f[7]),), trailer=False)
                     body.append(f"{t} = m.get({f[0]!r}, {f[6]!r})")
                     body.append(f"if {t} is not None and {t} != {f[6]!r}:")
                     body.append(f"    w2 = [bytearray()]; {sub}(w2, {{{f[0]!r}: {t}}})")
@@ -339,11 +354,17 @@ class _Gen:
             return [f"b += {s}.pack({t})"]
         kind = "string" if ftype == "string" else "bytes"
         if ftype in ("string", "bytes", "records"):
-            null_len = "_put_uvarint(b, 0)" if self.flexible else (
-                "b += _I16.pack(-1)" if kind == "string" else "b += _I32.pack(-1)")
+            null_len = (
+                "_put_uvarint(b, 0)"
+                if self.flexible
+                else ("b += _I16.pack(-1)" if kind == "string" else "b += _I32.pack(-1)")
+            )
             if not nullable:  # a missing value that cannot be null is written empty
-                null_len = "b.append(1)" if self.flexible else (
-                    "b += _I16.pack(0)" if kind == "string" else "b += _I32.pack(0)")
+                null_len = (
+                    "b.append(1)"
+                    if self.flexible
+                    else ("b += _I16.pack(0)" if kind == "string" else "b += _I32.pack(0)")
+                )
             out.append(f"if {t} is None:")
             out.append(f"    {null_len}")
             out.append("else:")
@@ -367,8 +388,11 @@ class _Gen:
             return [f"{sub}(w, {t})", "b = w[-1]"]
         if ftype.startswith("[]"):
             # A missing array that cannot be null is written empty.
-            null_len = ("_put_uvarint(b, 0)" if self.flexible else "b += _I32.pack(-1)") if nullable \
+            null_len = (
+                ("_put_uvarint(b, 0)" if self.flexible else "b += _I32.pack(-1)")
+                if nullable
                 else ("b.append(1)" if self.flexible else "b += _I32.pack(0)")
+            )
             out.append(f"if {t} is None:")
             out.append(f"    {null_len}")
             out.append("else:")
@@ -408,8 +432,14 @@ def _compile(name: str, version: int, encode: bool) -> Callable[..., Any]:
     top = "_encode" if encode else "_decode"
     (gen.encoder if encode else gen.decoder)(top, spec["fields"])
     namespace: dict[str, Any] = {
-        "_check": _check, "_count": _count, "_uvarint": _uvarint, "_put_uvarint": _put_uvarint,
-        "_I16": _I16, "_I32": _I32, "_Truncated": _Truncated, "COPY_LIMIT": COPY_LIMIT,
+        "_check": _check,
+        "_count": _count,
+        "_uvarint": _uvarint,
+        "_put_uvarint": _put_uvarint,
+        "_I16": _I16,
+        "_I32": _I32,
+        "_Truncated": _Truncated,
+        "COPY_LIMIT": COPY_LIMIT,
         "FileRegions": FileRegions,
         **gen.structs,
     }
@@ -457,8 +487,7 @@ def encode(name: str, version: int, message: Message, out: list[Any] | None = No
 
 def encode_to_bytes(name: str, version: int, message: Message) -> bytes:
     """:func:`encode` joined into one ``bytes`` (file regions read)."""
-    return b"".join(p.read() if type(p) is FileRegions else p
-                    for p in encode(name, version, message))
+    return b"".join(p.read() if type(p) is FileRegions else p for p in encode(name, version, message))
 
 
 def generated_source(name: str, version: int, encode: bool = False) -> str:

@@ -46,8 +46,7 @@ class ConnState:
         """Log ``message`` at WARNING the first time for this connection, at DEBUG after."""
         level = logging.DEBUG if self.logged else logging.WARNING
         self.logged = True
-        log.log(level, "Kafka client %s (client id %r): %s", fmt_peer(self.peer),
-                self.client_id, message)
+        log.log(level, "Kafka client %s (client id %r): %s", fmt_peer(self.peer), self.client_id, message)
 
     def note(self, what: str, exc: BaseException) -> None:
         self.warn(f"{what} failed: {type(exc).__name__}: {exc}")

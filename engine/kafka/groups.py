@@ -65,9 +65,20 @@ MAX_SESSION_MS = 1800000
 
 
 class _Member:
-    __slots__ = ("member_id", "instance_id", "client_id", "client_host", "session_ms",
-                 "rebalance_ms", "protocol_type", "protocols", "assignment", "join", "sync",
-                 "last_seen")
+    __slots__ = (
+        "assignment",
+        "client_host",
+        "client_id",
+        "instance_id",
+        "join",
+        "last_seen",
+        "member_id",
+        "protocol_type",
+        "protocols",
+        "rebalance_ms",
+        "session_ms",
+        "sync",
+    )
 
     def __init__(self, member_id: str, client_id: str, client_host: str) -> None:
         self.member_id = member_id
@@ -105,8 +116,13 @@ class GroupCoordinator:
     """Every group of the broker. Methods take decoded requests and return response dicts;
     JoinGroup and SyncGroup wait (asynchronously) for the rest of the group."""
 
-    def __init__(self, store: LogManager, initial_rebalance_delay_ms: int = 0,
-                 min_session_ms: int = MIN_SESSION_MS, max_session_ms: int = MAX_SESSION_MS) -> None:
+    def __init__(
+        self,
+        store: LogManager,
+        initial_rebalance_delay_ms: int = 0,
+        min_session_ms: int = MIN_SESSION_MS,
+        max_session_ms: int = MAX_SESSION_MS,
+    ) -> None:
         self.store = store
         self.initial_delay = initial_rebalance_delay_ms / 1000.0
         self.min_session_ms = min_session_ms
@@ -130,8 +146,15 @@ class GroupCoordinator:
         member_id = req["member_id"]
 
         def fail(code: int) -> Message:
-            return {"error_code": code, "generation_id": -1, "protocol_name": None,
-                    "protocol_type": None, "leader": "", "member_id": member_id, "members": []}
+            return {
+                "error_code": code,
+                "generation_id": -1,
+                "protocol_name": None,
+                "protocol_type": None,
+                "leader": "",
+                "member_id": member_id,
+                "members": [],
+            }
 
         if not gid:
             return fail(INVALID_GROUP_ID)
@@ -142,8 +165,9 @@ class GroupCoordinator:
         if group is None:
             group = self.groups[gid] = _Group(gid)
         protocols = [(p["name"], p["metadata"]) for p in req["protocols"]]
-        if not protocols or (group.protocol_type is not None and group.members
-                             and req["protocol_type"] != group.protocol_type):
+        if not protocols or (
+            group.protocol_type is not None and group.members and req["protocol_type"] != group.protocol_type
+        ):
             return fail(INCONSISTENT_GROUP_PROTOCOL)
         if group.members and group.protocol is None and not self._common_protocol(group, protocols):
             return fail(INCONSISTENT_GROUP_PROTOCOL)
@@ -159,8 +183,7 @@ class GroupCoordinator:
                 return fail(code)
             member = group.members[member_id]
         elif instance_id is not None and instance_id in group.static:
-            return await self._replace_static(version, group, req, instance_id,
-                                              f"{instance_id}-{uuid.uuid4()}")
+            return await self._replace_static(version, group, req, instance_id, f"{instance_id}-{uuid.uuid4()}")
         elif instance_id is not None:
             member_id = f"{instance_id}-{uuid.uuid4()}"
             member = _Member(member_id, client_id, client_host)
@@ -180,19 +203,20 @@ class GroupCoordinator:
         if member.join is not None and not member.join.done():
             # A newer JoinGroup of the same member replaces the one still waiting.
             member.join.set_result(fail(UNKNOWN_MEMBER_ID))
-        elif group.state in (COMPLETING, STABLE) and member.protocols == protocols and (
-                group.state == COMPLETING or member_id != group.leader):
+        elif (
+            group.state in (COMPLETING, STABLE)
+            and member.protocols == protocols
+            and (group.state == COMPLETING or member_id != group.leader)
+        ):
             # As Kafka: a known member rejoining with the same subscription while the group is
             # settled gets the current generation again; only the leader (or a changed
             # subscription) starts a rebalance.
             member.last_seen = time.monotonic()
-            log.debug("group %s: member %s rejoined generation %d unchanged", gid, member_id,
-                      group.generation)
+            log.debug("group %s: member %s rejoined generation %d unchanged", gid, member_id, group.generation)
             return self._join_response(group, member)
         member.instance_id = instance_id
         self._update(group, member, req, protocols)
-        log.debug("group %s: member %s joins (state %s, generation %d)", gid, member_id,
-                  group.state, group.generation)
+        log.debug("group %s: member %s joins (state %s, generation %d)", gid, member_id, group.state, group.generation)
         join: asyncio.Future[Message]
         join = member.join = asyncio.get_running_loop().create_future()
         if group.state != PREPARING:
@@ -222,27 +246,41 @@ class GroupCoordinator:
             if holder is None:
                 return UNKNOWN_MEMBER_ID
             if holder != member_id:
-                log.info("group %s: member %s of static instance %s is fenced by member %s",
-                         group.group_id, member_id, instance_id, holder)
+                log.info(
+                    "group %s: member %s of static instance %s is fenced by member %s",
+                    group.group_id,
+                    member_id,
+                    instance_id,
+                    holder,
+                )
                 return FENCED_INSTANCE_ID
         return NONE if member_id in group.members else UNKNOWN_MEMBER_ID
 
-    async def _replace_static(self, version: int, group: _Group, req: Message, instance_id: str,
-                              new_id: str) -> Message:
+    async def _replace_static(
+        self, version: int, group: _Group, req: Message, instance_id: str, new_id: str
+    ) -> Message:
         """A static member joins again without its member id (it restarted): the new member id
         takes the old one's place, assignment and leadership; the old id is fenced. A Stable
         group whose chosen protocol stays the same answers at once with the current
         generation (no rebalance); otherwise the group rebalances, as in Kafka."""
         old_id = group.static[instance_id]
         old = group.members.pop(old_id)
-        fenced: Message = {"error_code": FENCED_INSTANCE_ID, "generation_id": -1, "protocol_name": None,
-                  "protocol_type": None, "leader": "", "member_id": old_id, "members": [],
-                  "skip_assignment": False}
+        fenced: Message = {
+            "error_code": FENCED_INSTANCE_ID,
+            "generation_id": -1,
+            "protocol_name": None,
+            "protocol_type": None,
+            "leader": "",
+            "member_id": old_id,
+            "members": [],
+            "skip_assignment": False,
+        }
         if old.join is not None and not old.join.done():
             old.join.set_result(fenced)
         if old.sync is not None and not old.sync.done():
-            old.sync.set_result({"error_code": FENCED_INSTANCE_ID, "protocol_type": None,
-                                 "protocol_name": None, "assignment": b""})
+            old.sync.set_result(
+                {"error_code": FENCED_INSTANCE_ID, "protocol_type": None, "protocol_name": None, "assignment": b""}
+            )
         previous_leader = group.leader
         member = _Member(new_id, old.client_id, old.client_host)
         member.instance_id = instance_id
@@ -252,8 +290,14 @@ class GroupCoordinator:
         if group.leader == old_id:
             group.leader = new_id
         self._update(group, member, req, [(p["name"], p["metadata"]) for p in req["protocols"]])
-        log.info("group %s: static member %s rejoins as %s (was %s, state %s)", group.group_id,
-                 instance_id, new_id, old_id, group.state)
+        log.info(
+            "group %s: static member %s rejoins as %s (was %s, state %s)",
+            group.group_id,
+            instance_id,
+            new_id,
+            old_id,
+            group.state,
+        )
         join: asyncio.Future[Message]
         join = member.join = asyncio.get_running_loop().create_future()
         if group.state == STABLE and group.protocol == self._common_protocol(group):
@@ -266,8 +310,7 @@ class GroupCoordinator:
                 return out
             # Older clients are told the previous leader id, so that a rejoining leader does
             # not compute an assignment a Stable group would never hand out.
-            return {**self._join_response(group, member), "leader": previous_leader,
-                    "members": []}
+            return {**self._join_response(group, member), "leader": previous_leader, "members": []}
         if group.state == PREPARING:
             self._maybe_complete(group)
         else:
@@ -302,7 +345,8 @@ class GroupCoordinator:
         if group.rebalance_task is not None:
             group.rebalance_task.cancel()
         group.rebalance_task = asyncio.get_running_loop().create_task(
-            self._rebalance_timer(group, self.initial_delay if first else 0.0))
+            self._rebalance_timer(group, self.initial_delay if first else 0.0)
+        )
 
     async def _rebalance_timer(self, group: _Group, delay: float) -> None:
         if delay > 0:
@@ -322,8 +366,7 @@ class GroupCoordinator:
             await asyncio.sleep(min(remaining, 0.05))
 
     def _all_joined(self, group: _Group) -> bool:
-        return not group.pending and all(m.join is not None and not m.join.done()
-                                         for m in group.members.values())
+        return not group.pending and all(m.join is not None and not m.join.done() for m in group.members.values())
 
     def _maybe_complete(self, group: _Group) -> None:
         task = group.rebalance_task
@@ -343,8 +386,13 @@ class GroupCoordinator:
         if group.leader not in group.members:
             group.leader = next(iter(group.members))
         group.state = COMPLETING
-        log.debug("group %s: generation %d formed, leader %s, members %s", group.group_id,
-                  group.generation, group.leader, list(group.members))
+        log.debug(
+            "group %s: generation %d formed, leader %s, members %s",
+            group.group_id,
+            group.generation,
+            group.leader,
+            list(group.members),
+        )
         for m in group.members.values():
             m.last_seen = time.monotonic()
             if m.join is not None and not m.join.done():
@@ -356,19 +404,29 @@ class GroupCoordinator:
         if member.member_id == group.leader:
             for m in group.members.values():
                 meta = next((md for n, md in m.protocols if n == group.protocol), b"")
-                metas.append({"member_id": m.member_id, "group_instance_id": m.instance_id,
-                              "metadata": meta})
-        return {"error_code": NONE, "generation_id": group.generation,
-                "protocol_type": group.protocol_type, "protocol_name": group.protocol,
-                "leader": group.leader, "member_id": member.member_id, "skip_assignment": False,
-                "members": metas}
+                metas.append({"member_id": m.member_id, "group_instance_id": m.instance_id, "metadata": meta})
+        return {
+            "error_code": NONE,
+            "generation_id": group.generation,
+            "protocol_type": group.protocol_type,
+            "protocol_name": group.protocol,
+            "leader": group.leader,
+            "member_id": member.member_id,
+            "skip_assignment": False,
+            "members": metas,
+        }
 
     # -- SyncGroup ------------------------------------------------------------------------------
 
     async def sync(self, version: int, req: Message) -> Message:
         group = self.groups.get(req["group_id"])
-        log.debug("group %s: sync from %s generation %d (state %s)", req["group_id"],
-                  req["member_id"], req["generation_id"], group.state if group else None)
+        log.debug(
+            "group %s: sync from %s generation %d (state %s)",
+            req["group_id"],
+            req["member_id"],
+            req["generation_id"],
+            group.state if group else None,
+        )
         out: Message = {"error_code": NONE, "protocol_type": None, "protocol_name": None, "assignment": b""}
         code = self._validate(group, req["member_id"], req.get("group_instance_id"))
         if code != NONE:
@@ -438,8 +496,7 @@ class GroupCoordinator:
                 if code == NONE:
                     assert group is not None
                     self._remove(group, member_id)
-            results.append({"member_id": member_id, "group_instance_id": instance_id,
-                            "error_code": code})
+            results.append({"member_id": member_id, "group_instance_id": instance_id, "error_code": code})
         top = NONE if version >= 3 else results[0]["error_code"]
         return {"error_code": top, "members": results}
 
@@ -449,9 +506,16 @@ class GroupCoordinator:
         if member.instance_id is not None and group.static.get(member.instance_id) == member_id:
             del group.static[member.instance_id]
         if member.join is not None and not member.join.done():
-            member.join.set_result({"error_code": UNKNOWN_MEMBER_ID, "generation_id": -1,
-                                    "protocol_name": None, "leader": "", "member_id": member_id,
-                                    "members": []})
+            member.join.set_result(
+                {
+                    "error_code": UNKNOWN_MEMBER_ID,
+                    "generation_id": -1,
+                    "protocol_name": None,
+                    "leader": "",
+                    "member_id": member_id,
+                    "members": [],
+                }
+            )
         if member.sync is not None and not member.sync.done():
             member.sync.set_result({"error_code": UNKNOWN_MEMBER_ID, "assignment": b""})
         if not group.members and group.state != PREPARING:
@@ -518,8 +582,11 @@ class GroupCoordinator:
                         pcode = UNKNOWN_TOPIC_OR_PARTITION
                 if pcode == NONE:
                     offsets[(t["name"], p["partition_index"])] = OffsetAndMetadata(
-                        p["committed_offset"], p.get("committed_metadata") or "",
-                        p.get("committed_leader_epoch", -1), now)
+                        p["committed_offset"],
+                        p.get("committed_metadata") or "",
+                        p.get("committed_leader_epoch", -1),
+                        now,
+                    )
                 parts.append({"partition_index": p["partition_index"], "error_code": pcode})
             topics.append({"name": t["name"], "partitions": parts})
         if offsets:
@@ -531,7 +598,7 @@ class GroupCoordinator:
         committed = self.store.group_offsets.group_offsets(group_id)
         if topics is None:
             wanted: dict[str, list[int]] = {}
-            for (t, p) in sorted(committed):
+            for t, p in sorted(committed):
                 wanted.setdefault(t, []).append(p)
         else:
             wanted = {t["name"]: list(t["partition_indexes"]) for t in topics}
@@ -540,9 +607,15 @@ class GroupCoordinator:
             rows = []
             for p in parts:
                 om = committed.get((name, p))
-                rows.append({"partition_index": p, "committed_offset": om.offset if om else -1,
-                             "committed_leader_epoch": om.leader_epoch if om else -1,
-                             "metadata": om.metadata if om else "", "error_code": NONE})
+                rows.append(
+                    {
+                        "partition_index": p,
+                        "committed_offset": om.offset if om else -1,
+                        "committed_leader_epoch": om.leader_epoch if om else -1,
+                        "metadata": om.metadata if om else "",
+                        "error_code": NONE,
+                    }
+                )
             out.append({"name": name, "partitions": rows})
         return out, NONE
 
@@ -554,20 +627,42 @@ class GroupCoordinator:
             group = self.groups.get(gid)
             if group is None:
                 state = "Empty" if gid in self.store.group_offsets.groups() else "Dead"
-                out.append({"error_code": NONE, "group_id": gid, "group_state": state,
-                            "protocol_type": "", "protocol_data": "", "members": [],
-                            "authorized_operations": -2147483648})
+                out.append(
+                    {
+                        "error_code": NONE,
+                        "group_id": gid,
+                        "group_state": state,
+                        "protocol_type": "",
+                        "protocol_data": "",
+                        "members": [],
+                        "authorized_operations": -2147483648,
+                    }
+                )
                 continue
             members = []
             for m in group.members.values():
                 meta = next((md for n, md in m.protocols if n == group.protocol), b"")
-                members.append({"member_id": m.member_id, "group_instance_id": m.instance_id,
-                                "client_id": m.client_id, "client_host": m.client_host,
-                                "member_metadata": meta, "member_assignment": m.assignment})
-            out.append({"error_code": NONE, "group_id": gid, "group_state": group.state,
-                        "protocol_type": group.protocol_type or "",
-                        "protocol_data": group.protocol or "", "members": members,
-                        "authorized_operations": -2147483648})
+                members.append(
+                    {
+                        "member_id": m.member_id,
+                        "group_instance_id": m.instance_id,
+                        "client_id": m.client_id,
+                        "client_host": m.client_host,
+                        "member_metadata": meta,
+                        "member_assignment": m.assignment,
+                    }
+                )
+            out.append(
+                {
+                    "error_code": NONE,
+                    "group_id": gid,
+                    "group_state": group.state,
+                    "protocol_type": group.protocol_type or "",
+                    "protocol_data": group.protocol or "",
+                    "members": members,
+                    "authorized_operations": -2147483648,
+                }
+            )
         return {"throttle_time_ms": 0, "groups": out}
 
     def list(self, version: int, req: Message) -> Message:
@@ -582,6 +677,5 @@ class GroupCoordinator:
                 continue
             if types and "classic" not in types and "consumer" not in types:
                 continue
-            out.append({"group_id": gid, "protocol_type": ptype, "group_state": state,
-                        "group_type": "classic"})
+            out.append({"group_id": gid, "protocol_type": ptype, "group_state": state, "group_type": "classic"})
         return {"throttle_time_ms": 0, "error_code": NONE, "groups": out}

@@ -35,9 +35,9 @@ import re
 import secrets
 import ssl
 import tempfile
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from collections.abc import Callable
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from seglog.errors import (
     ConfigError,
@@ -51,8 +51,14 @@ from seglog.kafka.codec import Message
 from seglog.kafka.connection import INT32, REQUEST_HEADER, CloseConnection, ConnState, skip_tagged
 
 __all__ = [
-    "SECURITY_PROTOCOLS", "SASL_MECHANISMS", "ScramCredential", "ListenerSecurity",
-    "AuthenticationClosed", "server_ssl_context", "listener_options", "read_users_file",
+    "SASL_MECHANISMS",
+    "SECURITY_PROTOCOLS",
+    "AuthenticationClosed",
+    "ListenerSecurity",
+    "ScramCredential",
+    "listener_options",
+    "read_users_file",
+    "server_ssl_context",
 ]
 
 log = logging.getLogger("seglog.kafka")
@@ -96,26 +102,34 @@ class ScramCredential:
 
     def __post_init__(self) -> None:
         if self.mechanism not in _HASHES:
-            raise ConfigError(f"SCRAM mechanism {self.mechanism!r} is not one of "
-                              f"{', '.join(_HASHES)}", key=None, value=self.mechanism)
+            raise ConfigError(
+                f"SCRAM mechanism {self.mechanism!r} is not one of {', '.join(_HASHES)}", key=None, value=self.mechanism
+            )
         if not SCRAM_MIN_ITERATIONS <= self.iterations <= SCRAM_MAX_ITERATIONS:
-            raise ConfigError(f"{self.mechanism} iterations {self.iterations} outside "
-                              f"{SCRAM_MIN_ITERATIONS}-{SCRAM_MAX_ITERATIONS}", key=None,
-                              value=self.iterations)
+            raise ConfigError(
+                f"{self.mechanism} iterations {self.iterations} outside {SCRAM_MIN_ITERATIONS}-{SCRAM_MAX_ITERATIONS}",
+                key=None,
+                value=self.iterations,
+            )
         size = hashlib.new(_HASHES[self.mechanism]).digest_size
         if len(self.stored_key) != size or len(self.server_key) != size:
-            raise ConfigError(f"{self.mechanism} stored_key and server_key must be {size} bytes",
-                              key=None, value=None)
+            raise ConfigError(f"{self.mechanism} stored_key and server_key must be {size} bytes", key=None, value=None)
         if not self.salt:
             raise ConfigError(f"{self.mechanism} credential has an empty salt", key=None, value=None)
 
     @classmethod
-    def from_password(cls, password: str, mechanism: str = "SCRAM-SHA-256",
-                      iterations: int = SCRAM_MIN_ITERATIONS, salt: bytes | None = None) -> ScramCredential:
+    def from_password(
+        cls,
+        password: str,
+        mechanism: str = "SCRAM-SHA-256",
+        iterations: int = SCRAM_MIN_ITERATIONS,
+        salt: bytes | None = None,
+    ) -> ScramCredential:
         """Derive the credential of ``password`` (a random 32-byte salt unless given)."""
         if mechanism not in _HASHES:
-            raise ConfigError(f"SCRAM mechanism {mechanism!r} is not one of {', '.join(_HASHES)}",
-                              key=None, value=mechanism)
+            raise ConfigError(
+                f"SCRAM mechanism {mechanism!r} is not one of {', '.join(_HASHES)}", key=None, value=mechanism
+            )
         name = _HASHES[mechanism]
         salt = secrets.token_bytes(32) if salt is None else salt
         salted = hashlib.pbkdf2_hmac(name, password.encode(), salt, iterations)
@@ -130,33 +144,36 @@ class ScramCredential:
         for part in text.split(","):
             key, sep, value = part.strip().partition("=")
             if not sep:
-                raise ConfigError(f"{mechanism} credential: {part.strip()!r} is not key=value",
-                                  key=None, value=text)
+                raise ConfigError(f"{mechanism} credential: {part.strip()!r} is not key=value", key=None, value=text)
             fields[key.strip()] = value.strip()
         try:
             iterations = int(fields.get("iterations", SCRAM_MIN_ITERATIONS))
         except ValueError:
-            raise ConfigError(f"{mechanism} credential: iterations {fields['iterations']!r} is not "
-                              f"a number", key=None, value=text) from None
+            raise ConfigError(
+                f"{mechanism} credential: iterations {fields['iterations']!r} is not a number", key=None, value=text
+            ) from None
         if "password" in fields:
             return cls.from_password(fields["password"], mechanism, iterations)
         missing = [k for k in ("salt", "stored_key", "server_key") if k not in fields]
         if missing:
-            raise ConfigError(f"{mechanism} credential lacks {', '.join(missing)} (give salt, "
-                              f"stored_key, server_key and iterations, or iterations and password)",
-                              key=None, value=text)
+            raise ConfigError(
+                f"{mechanism} credential lacks {', '.join(missing)} (give salt, "
+                f"stored_key, server_key and iterations, or iterations and password)",
+                key=None,
+                value=text,
+            )
         try:
-            raw = {k: base64.b64decode(fields[k], validate=True)
-                   for k in ("salt", "stored_key", "server_key")}
+            raw = {k: base64.b64decode(fields[k], validate=True) for k in ("salt", "stored_key", "server_key")}
         except ValueError as exc:
-            raise ConfigError(f"{mechanism} credential: bad base64 ({exc})", key=None,
-                              value=text) from None
+            raise ConfigError(f"{mechanism} credential: bad base64 ({exc})", key=None, value=text) from None
         return cls(mechanism, raw["salt"], raw["stored_key"], raw["server_key"], iterations)
 
     def __str__(self) -> str:
         b64: Callable[[bytes], str] = lambda b: base64.b64encode(b).decode()  # noqa: E731
-        return (f"salt={b64(self.salt)},stored_key={b64(self.stored_key)},"
-                f"server_key={b64(self.server_key)},iterations={self.iterations}")
+        return (
+            f"salt={b64(self.salt)},stored_key={b64(self.stored_key)},"
+            f"server_key={b64(self.server_key)},iterations={self.iterations}"
+        )
 
     def __repr__(self) -> str:
         return f"ScramCredential({self.mechanism!r}, iterations={self.iterations})"
@@ -187,8 +204,9 @@ def _users(users: Mapping[Any, Any] | None, mechanisms: Iterable[str]) -> dict[s
         creds = [value] if isinstance(value, ScramCredential) else list(value)
         for cred in creds:
             if not isinstance(cred, ScramCredential):
-                raise ConfigError(f"user {name!r}: expected a password or ScramCredential "
-                                  f"objects, got {cred!r}", key=None, value=None)
+                raise ConfigError(
+                    f"user {name!r}: expected a password or ScramCredential objects, got {cred!r}", key=None, value=None
+                )
             user.scram[cred.mechanism] = cred
     return out
 
@@ -204,8 +222,9 @@ def read_users_file(path: str) -> dict[str, Any]:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the users file: {exc.strerror}", key=None,
-                          value=None, path=path) from None
+        raise ConfigError(
+            f"{path}: cannot read the users file: {exc.strerror}", key=None, value=None, path=path
+        ) from None
     entry = re.compile(r"\s*([A-Za-z0-9-]+)\s*=\s*\[([^\]]*)\]\s*(?:,|$)")
     for number, line in enumerate(lines, 1):
         text = line.strip()
@@ -215,16 +234,19 @@ def read_users_file(path: str) -> dict[str, Any]:
         rest = rest.strip()
         where = f"{path}, line {number}"
         if not rest:
-            raise ConfigError(f"{where}: expected NAME MECHANISM=[...], got {text!r}", key=None,
-                              value=text, path=path)
+            raise ConfigError(f"{where}: expected NAME MECHANISM=[...], got {text!r}", key=None, value=text, path=path)
         creds: list[ScramCredential] = []
         password = None
         pos = 0
         while pos < len(rest):
             m = entry.match(rest, pos)
             if m is None:
-                raise ConfigError(f"{where}: cannot read {rest[pos:]!r} (expected "
-                                  f"MECHANISM=[key=value,...])", key=None, value=text, path=path)
+                raise ConfigError(
+                    f"{where}: cannot read {rest[pos:]!r} (expected MECHANISM=[key=value,...])",
+                    key=None,
+                    value=text,
+                    path=path,
+                )
             mech, body = m.group(1).upper(), m.group(2)
             pos = m.end()
             try:
@@ -236,14 +258,13 @@ def read_users_file(path: str) -> dict[str, Any]:
                 elif mech in _HASHES:
                     creds.append(ScramCredential.parse(mech, body))
                 else:
-                    raise ConfigError(f"unknown mechanism {mech!r} (one of "
-                                      f"{', '.join(SASL_MECHANISMS)})", key=None, value=mech)
+                    raise ConfigError(
+                        f"unknown mechanism {mech!r} (one of {', '.join(SASL_MECHANISMS)})", key=None, value=mech
+                    )
             except ConfigError as exc:
-                raise ConfigError(f"{where}: {exc.message}", key=None, value=text,
-                                  path=path) from None
+                raise ConfigError(f"{where}: {exc.message}", key=None, value=text, path=path) from None
         if name in users:
-            raise ConfigError(f"{where}: user {name!r} is defined twice", key=None, value=text,
-                              path=path)
+            raise ConfigError(f"{where}: user {name!r} is defined twice", key=None, value=text, path=path)
         users[name] = _FileUser(password, creds)
     return users
 
@@ -251,7 +272,7 @@ def read_users_file(path: str) -> dict[str, Any]:
 class _FileUser:
     """A users file entry: a PLAIN password and/or SCRAM credentials, as written."""
 
-    __slots__ = ("password", "creds")
+    __slots__ = ("creds", "password")
 
     def __init__(self, password: str | None, creds: list[ScramCredential]) -> None:
         self.password = password
@@ -272,40 +293,57 @@ class ListenerSecurity:
     iterations), or -> a :class:`ScramCredential` or a list of them (SCRAM only, no password
     kept), or the entries of :func:`read_users_file`."""
 
-    def __init__(self, protocol: str = "PLAINTEXT", *, ssl_context: Any = None,
-                 sasl_mechanisms: Iterable[str] | None = None,
-                 users: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        protocol: str = "PLAINTEXT",
+        *,
+        ssl_context: Any = None,
+        sasl_mechanisms: Iterable[str] | None = None,
+        users: Mapping[str, Any] | None = None,
+    ) -> None:
         protocol = protocol.upper()
         if protocol not in SECURITY_PROTOCOLS:
-            raise ConfigError(f"security protocol {protocol!r} is not one of "
-                              f"{', '.join(SECURITY_PROTOCOLS)}", key="security.protocol",
-                              value=protocol)
+            raise ConfigError(
+                f"security protocol {protocol!r} is not one of {', '.join(SECURITY_PROTOCOLS)}",
+                key="security.protocol",
+                value=protocol,
+            )
         self.protocol = protocol
         self.tls = protocol in ("SSL", "SASL_SSL")
         self.sasl = protocol.startswith("SASL_")
         if isinstance(ssl_context, Mapping):
             ssl_context = server_ssl_context(ssl_context)
         if self.tls and not isinstance(ssl_context, ssl.SSLContext):
-            raise ConfigError(f"a {protocol} listener needs ssl_context: an ssl.SSLContext or "
-                              f"Kafka's ssl.keystore.* keys", key="ssl.keystore.location", value=None)
+            raise ConfigError(
+                f"a {protocol} listener needs ssl_context: an ssl.SSLContext or Kafka's ssl.keystore.* keys",
+                key="ssl.keystore.location",
+                value=None,
+            )
         if not self.tls and ssl_context is not None:
-            raise ConfigError(f"ssl_context given for a {protocol} listener (use SSL or SASL_SSL)",
-                              key="security.protocol", value=protocol)
+            raise ConfigError(
+                f"ssl_context given for a {protocol} listener (use SSL or SASL_SSL)",
+                key="security.protocol",
+                value=protocol,
+            )
         self.ssl_context: ssl.SSLContext | None = ssl_context
         if isinstance(sasl_mechanisms, str):
             sasl_mechanisms = sasl_mechanisms.split(",")
         mechs = [m.strip().upper() for m in (sasl_mechanisms or SASL_MECHANISMS) if m.strip()]
         bad = [m for m in mechs if m not in SASL_MECHANISMS]
         if bad:
-            raise ConfigError(f"SASL mechanism {bad[0]!r} is not served (served: "
-                              f"{', '.join(SASL_MECHANISMS)})", key="sasl.enabled.mechanisms",
-                              value=bad[0])
+            raise ConfigError(
+                f"SASL mechanism {bad[0]!r} is not served (served: {', '.join(SASL_MECHANISMS)})",
+                key="sasl.enabled.mechanisms",
+                value=bad[0],
+            )
         if not self.sasl and (sasl_mechanisms or users):
-            raise ConfigError(f"SASL mechanisms or users given for a {protocol} listener (use "
-                              f"SASL_PLAINTEXT or SASL_SSL)", key="security.protocol", value=protocol)
+            raise ConfigError(
+                f"SASL mechanisms or users given for a {protocol} listener (use SASL_PLAINTEXT or SASL_SSL)",
+                key="security.protocol",
+                value=protocol,
+            )
         if self.sasl and not mechs:
-            raise ConfigError("sasl.enabled.mechanisms is empty", key="sasl.enabled.mechanisms",
-                              value="")
+            raise ConfigError("sasl.enabled.mechanisms is empty", key="sasl.enabled.mechanisms", value="")
         self.mechanisms: list[str] = mechs if self.sasl else []
         plain: dict[str, Any] = {}
         for name, value in (users or {}).items():
@@ -326,8 +364,7 @@ class ListenerSecurity:
         self._decoy_secret = secrets.token_bytes(32)
 
     def __repr__(self) -> str:
-        return (f"<ListenerSecurity {self.protocol} mechanisms={self.mechanisms} "
-                f"users={len(self.users)}>")
+        return f"<ListenerSecurity {self.protocol} mechanisms={self.mechanisms} users={len(self.users)}>"
 
     # -- mechanisms ---------------------------------------------------------------------------
 
@@ -340,13 +377,15 @@ class ListenerSecurity:
         name = _HASHES[mechanism]
         seed = hmac.new(self._decoy_secret, f"{mechanism}\0{user}".encode(), "sha256").digest()
         size = hashlib.new(name).digest_size
-        return ScramCredential(mechanism, seed[:24], secrets.token_bytes(size),
-                               secrets.token_bytes(size), SCRAM_MIN_ITERATIONS)
+        return ScramCredential(
+            mechanism, seed[:24], secrets.token_bytes(size), secrets.token_bytes(size), SCRAM_MIN_ITERATIONS
+        )
 
     # -- the authentication phase of a connection -------------------------------------------
 
-    async def authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                           state: ConnState, idle_ms: int) -> str:
+    async def authenticate(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, state: ConnState, idle_ms: int
+    ) -> str:
         """Run SASL on a new connection; returns the authenticated user name. ``idle_ms``: the
         listener's ``connections.max.idle.ms``. Raises :class:`AuthenticationClosed` when the
         connection must close (after sending the error answer Kafka sends, if any)."""
@@ -369,24 +408,25 @@ class ListenerSecurity:
                     return mechanism.user
                 continue
             if len(frame) < REQUEST_HEADER.size:
-                raise AuthenticationClosed(f"a frame of {len(frame)} bytes before authentication "
-                                           f"is too short for a request header")
+                raise AuthenticationClosed(
+                    f"a frame of {len(frame)} bytes before authentication is too short for a request header"
+                )
             api_key, version, cid, client_len = REQUEST_HEADER.unpack_from(frame, 0)
             pos = REQUEST_HEADER.size + max(client_len, 0)
             if pos > len(frame):
                 raise AuthenticationClosed("request header's client id runs past the frame")
             if client_len > 0:
-                state.client_id = str(frame[REQUEST_HEADER.size:pos], "utf-8", "replace")
+                state.client_id = str(frame[REQUEST_HEADER.size : pos], "utf-8", "replace")
             name = _API_NAMES.get(api_key)
             if phase == "authenticate":
                 if api_key != 36:
                     raise AuthenticationClosed(
                         f"{_api_name(api_key)} request during SASL authentication (only "
-                        f"SaslAuthenticate is allowed until it completes)")
+                        f"SaslAuthenticate is allowed until it completes)"
+                    )
                 request = self._decode(name, version, frame, pos)
                 assert name is not None and mechanism is not None
-                out: Message = {"error_code": 0, "error_message": None, "auth_bytes": b"",
-                       "session_lifetime_ms": 0}
+                out: Message = {"error_code": 0, "error_message": None, "auth_bytes": b"", "session_lifetime_ms": 0}
                 try:
                     answer = mechanism.evaluate(bytes(request["auth_bytes"] or b""))
                 except SaslAuthenticationError as exc:
@@ -394,8 +434,7 @@ class ListenerSecurity:
                     out["error_message"] = str(exc)
                     await _write(writer, _encode(name, version, cid, out))
                     await asyncio.sleep(FAILED_AUTHENTICATION_DELAY_MS / 1000)
-                    raise AuthenticationClosed(f"{mechanism.name} authentication failed: "
-                                               f"{exc}") from None
+                    raise AuthenticationClosed(f"{mechanism.name} authentication failed: {exc}") from None
                 out["auth_bytes"] = answer or b""
                 await _write(writer, _encode(name, version, cid, out))
                 if mechanism.user is not None:
@@ -413,18 +452,26 @@ class ListenerSecurity:
                     raise AuthenticationClosed("a second ApiVersions request before SaslHandshake")
                 raise AuthenticationClosed(
                     f"{_api_name(api_key)} request before SASL authentication (only ApiVersions, "
-                    f"SaslHandshake and SaslAuthenticate are allowed until it completes)")
+                    f"SaslHandshake and SaslAuthenticate are allowed until it completes)"
+                )
             request = self._decode(name, version, frame, pos)
             assert name is not None
             wanted = request["mechanism"]
             if wanted not in self.mechanisms:
-                await _write(writer, _encode(name, version, cid, {
-                    "error_code": UnsupportedSaslMechanismError.code, "mechanisms": self.mechanisms}))
+                await _write(
+                    writer,
+                    _encode(
+                        name,
+                        version,
+                        cid,
+                        {"error_code": UnsupportedSaslMechanismError.code, "mechanisms": self.mechanisms},
+                    ),
+                )
                 await asyncio.sleep(FAILED_AUTHENTICATION_DELAY_MS / 1000)
-                raise AuthenticationClosed(f"SASL mechanism {wanted!r} is not enabled (enabled: "
-                                           f"{', '.join(self.mechanisms)})")
-            await _write(writer, _encode(name, version, cid, {
-                "error_code": 0, "mechanisms": self.mechanisms}))
+                raise AuthenticationClosed(
+                    f"SASL mechanism {wanted!r} is not enabled (enabled: {', '.join(self.mechanisms)})"
+                )
+            await _write(writer, _encode(name, version, cid, {"error_code": 0, "mechanisms": self.mechanisms}))
             mechanism = self._mechanism(wanted)
             headers = version >= 1
             phase = "authenticate"
@@ -445,8 +492,7 @@ class ListenerSecurity:
         except InvalidRequestError as exc:
             raise AuthenticationClosed(f"{name} v{version}: {exc}") from None
         if end != len(frame):
-            raise AuthenticationClosed(f"{name} v{version} request has {len(frame) - end} bytes "
-                                       f"past its end")
+            raise AuthenticationClosed(f"{name} v{version} request has {len(frame) - end} bytes past its end")
         return request
 
 
@@ -462,24 +508,25 @@ async def _read_frame(reader: asyncio.StreamReader, idle: float, idle_ms: int) -
     try:
         head = await asyncio.wait_for(reader.readexactly(4), idle)
     except asyncio.TimeoutError:
-        raise AuthenticationClosed(f"idle for connections.max.idle.ms={idle_ms} before "
-                                   f"authenticating") from None
+        raise AuthenticationClosed(f"idle for connections.max.idle.ms={idle_ms} before authenticating") from None
     except asyncio.IncompleteReadError as exc:
         if exc.partial:
             raise AuthenticationClosed("the connection closed inside a frame's size") from None
         raise ConnectionResetError("closed by the client before authenticating") from None
-    size, = INT32.unpack(head)
+    (size,) = INT32.unpack(head)
     if not 0 <= size <= SASL_MAX_RECEIVE_SIZE:
-        raise AuthenticationClosed(f"a frame of {size} bytes before authentication (at most "
-                                   f"sasl.server.max.receive.size={SASL_MAX_RECEIVE_SIZE})")
+        raise AuthenticationClosed(
+            f"a frame of {size} bytes before authentication (at most "
+            f"sasl.server.max.receive.size={SASL_MAX_RECEIVE_SIZE})"
+        )
     try:
         return await asyncio.wait_for(reader.readexactly(size), idle)
     except asyncio.TimeoutError:
-        raise AuthenticationClosed(f"idle for connections.max.idle.ms={idle_ms} inside a "
-                                   f"frame") from None
+        raise AuthenticationClosed(f"idle for connections.max.idle.ms={idle_ms} inside a frame") from None
     except asyncio.IncompleteReadError as exc:
-        raise AuthenticationClosed(f"the connection closed inside a frame: {len(exc.partial)} "
-                                   f"of {size} bytes arrived") from None
+        raise AuthenticationClosed(
+            f"the connection closed inside a frame: {len(exc.partial)} of {size} bytes arrived"
+        ) from None
 
 
 def _encode(name: str, version: int, correlation_id: int, body: Message) -> list[Any]:
@@ -510,8 +557,7 @@ class _Plain:
             raise SaslAuthenticationError("PLAIN authentication has already completed")
         parts = token.split(b"\0")
         if len(parts) != 3:
-            raise SaslAuthenticationError(f"Invalid SASL/PLAIN message: {len(parts)} "
-                                          f"NUL-separated parts, expected 3")
+            raise SaslAuthenticationError(f"Invalid SASL/PLAIN message: {len(parts)} NUL-separated parts, expected 3")
         try:
             authzid, username, password = (p.decode("utf-8") for p in parts)
         except UnicodeDecodeError:
@@ -521,8 +567,7 @@ class _Plain:
         if not password:
             raise SaslAuthenticationError("Authentication failed: no password given")
         if authzid and authzid != username:
-            raise SaslAuthenticationError("Authentication failed: the authorization id differs "
-                                          "from the username")
+            raise SaslAuthenticationError("Authentication failed: the authorization id differs from the username")
         user = self.security.users.get(username)
         expected = user.password if user is not None else None
         # Compare even for an unknown user, so the time taken does not tell.
@@ -555,8 +600,9 @@ class _Scram:
 
     def _fail(self) -> SaslAuthenticationError:
         self.step = -1
-        return SaslAuthenticationError(f"Authentication failed during authentication due to "
-                                       f"invalid credentials with SASL mechanism {self.name}")
+        return SaslAuthenticationError(
+            f"Authentication failed during authentication due to invalid credentials with SASL mechanism {self.name}"
+        )
 
     def evaluate(self, token: bytes) -> bytes | None:
         try:
@@ -594,18 +640,16 @@ class _Scram:
             raise SaslAuthenticationError(f"{self.name}: delegation tokens are not supported")
         authzid = authz[2:].replace("=2C", ",").replace("=3D", "=") if authz else ""
         if authzid and authzid != username:
-            raise SaslAuthenticationError("Authentication failed: the authorization id differs "
-                                          "from the username")
+            raise SaslAuthenticationError("Authentication failed: the authorization id differs from the username")
         user = self.security.users.get(username)
         cred = user.scram.get(self.name) if user is not None else None
         self._known = cred is not None
         self._cred = cred if cred is not None else self.security._decoy(self.name, username)
         self._username = username
-        self._gs2 = text[:len(flag) + len(authz) + 2]
+        self._gs2 = text[: len(flag) + len(authz) + 2]
         self._client_first_bare = bare
         self._nonce = client_nonce + base64.b64encode(secrets.token_bytes(24)).decode().replace(",", "-")
-        self._server_first = (f"r={self._nonce},s={base64.b64encode(self._cred.salt).decode()},"
-                              f"i={self._cred.iterations}")
+        self._server_first = f"r={self._nonce},s={base64.b64encode(self._cred.salt).decode()},i={self._cred.iterations}"
         self.step = 1
         return self._server_first.encode()
 
@@ -644,11 +688,21 @@ class _Scram:
 # -- TLS ------------------------------------------------------------------------------------------
 
 #: Kafka's TLS keys served (PEM key stores only), besides the ``listener.name.<l>.`` forms.
-SSL_KEYS = ("ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password",
-            "ssl.key.password", "ssl.keystore.certificate.chain", "ssl.keystore.key",
-            "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
-            "ssl.truststore.certificates", "ssl.client.auth", "ssl.enabled.protocols",
-            "ssl.cipher.suites")
+SSL_KEYS = (
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.password",
+    "ssl.key.password",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.key",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.truststore.password",
+    "ssl.truststore.certificates",
+    "ssl.client.auth",
+    "ssl.enabled.protocols",
+    "ssl.cipher.suites",
+)
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 _TLS_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 
@@ -665,16 +719,26 @@ def server_ssl_context(config: Mapping[str, str]) -> ssl.SSLContext:
     OpenSSL cipher names for TLS 1.2."""
     unknown = [k for k in config if k not in SSL_KEYS]
     if unknown:
-        raise ConfigError(f"unknown or unsupported TLS key {unknown[0]!r} (served: "
-                          f"{', '.join(SSL_KEYS)})", key=unknown[0], value=config[unknown[0]])
+        raise ConfigError(
+            f"unknown or unsupported TLS key {unknown[0]!r} (served: {', '.join(SSL_KEYS)})",
+            key=unknown[0],
+            value=config[unknown[0]],
+        )
     for key in ("ssl.keystore.type", "ssl.truststore.type"):
         kind = config.get(key, "PEM").strip().upper()
         if kind != "PEM":
-            raise ConfigError(f"{key}={kind}: only PEM key and trust stores are supported (convert "
-                              f"a JKS or PKCS12 store with keytool/openssl)", key=key, value=kind)
+            raise ConfigError(
+                f"{key}={kind}: only PEM key and trust stores are supported (convert "
+                f"a JKS or PKCS12 store with keytool/openssl)",
+                key=key,
+                value=kind,
+            )
     if config.get("ssl.keystore.password"):
-        raise ConfigError("ssl.keystore.password is not used for PEM key stores; give the key's "
-                          "password as ssl.key.password", key="ssl.keystore.password", value=None)
+        raise ConfigError(
+            "ssl.keystore.password is not used for PEM key stores; give the key's password as ssl.key.password",
+            key="ssl.keystore.password",
+            value=None,
+        )
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     password = config.get("ssl.key.password") or None
     location = config.get("ssl.keystore.location")
@@ -682,27 +746,44 @@ def server_ssl_context(config: Mapping[str, str]) -> ssl.SSLContext:
     try:
         if location:
             if chain or key_text:
-                raise ConfigError("give either ssl.keystore.location or ssl.keystore.certificate."
-                                  "chain with ssl.keystore.key, not both",
-                                  key="ssl.keystore.location", value=location)
+                raise ConfigError(
+                    "give either ssl.keystore.location or ssl.keystore.certificate."
+                    "chain with ssl.keystore.key, not both",
+                    key="ssl.keystore.location",
+                    value=location,
+                )
             ctx.load_cert_chain(location, password=password)
         elif chain and key_text:
             _load_pem_text(ctx, chain, key_text, password)
         else:
-            raise ConfigError("a TLS listener needs ssl.keystore.location (a PEM file with the key "
-                              "and certificate chain), or ssl.keystore.certificate.chain and "
-                              "ssl.keystore.key", key="ssl.keystore.location", value=None)
+            raise ConfigError(
+                "a TLS listener needs ssl.keystore.location (a PEM file with the key "
+                "and certificate chain), or ssl.keystore.certificate.chain and "
+                "ssl.keystore.key",
+                key="ssl.keystore.location",
+                value=None,
+            )
     except FileNotFoundError:
-        raise ConfigError(f"ssl.keystore.location={location}: no such file",
-                          key="ssl.keystore.location", value=location, path=location) from None
+        raise ConfigError(
+            f"ssl.keystore.location={location}: no such file",
+            key="ssl.keystore.location",
+            value=location,
+            path=location,
+        ) from None
     except ssl.SSLError as exc:
-        raise ConfigError(f"cannot load the TLS key store ({location or 'PEM text'}): {exc} "
-                          f"(wrong ssl.key.password, or not a PEM key and certificate?)",
-                          key="ssl.keystore.location", value=location) from None
+        raise ConfigError(
+            f"cannot load the TLS key store ({location or 'PEM text'}): {exc} "
+            f"(wrong ssl.key.password, or not a PEM key and certificate?)",
+            key="ssl.keystore.location",
+            value=location,
+        ) from None
     client_auth = config.get("ssl.client.auth", "none").strip().lower()
     if client_auth not in _CLIENT_AUTH:
-        raise ConfigError(f"ssl.client.auth={client_auth!r}: expected required, requested or none",
-                          key="ssl.client.auth", value=client_auth)
+        raise ConfigError(
+            f"ssl.client.auth={client_auth!r}: expected required, requested or none",
+            key="ssl.client.auth",
+            value=client_auth,
+        )
     trust_file, trust_text = config.get("ssl.truststore.location"), config.get("ssl.truststore.certificates")
     try:
         if trust_file:
@@ -710,19 +791,27 @@ def server_ssl_context(config: Mapping[str, str]) -> ssl.SSLContext:
         if trust_text:
             ctx.load_verify_locations(cadata=trust_text)
     except (FileNotFoundError, ssl.SSLError) as exc:
-        raise ConfigError(f"cannot load the trust store ({trust_file or 'PEM text'}): {exc}",
-                          key="ssl.truststore.location", value=trust_file) from None
+        raise ConfigError(
+            f"cannot load the trust store ({trust_file or 'PEM text'}): {exc}",
+            key="ssl.truststore.location",
+            value=trust_file,
+        ) from None
     if client_auth != "none" and not (trust_file or trust_text):
-        raise ConfigError(f"ssl.client.auth={client_auth} needs ssl.truststore.location or "
-                          f"ssl.truststore.certificates (the CAs of client certificates)",
-                          key="ssl.client.auth", value=client_auth)
+        raise ConfigError(
+            f"ssl.client.auth={client_auth} needs ssl.truststore.location or "
+            f"ssl.truststore.certificates (the CAs of client certificates)",
+            key="ssl.client.auth",
+            value=client_auth,
+        )
     ctx.verify_mode = _CLIENT_AUTH[client_auth]
-    protocols = [p.strip() for p in config.get("ssl.enabled.protocols", "TLSv1.2,TLSv1.3").split(",")
-                 if p.strip()]
+    protocols = [p.strip() for p in config.get("ssl.enabled.protocols", "TLSv1.2,TLSv1.3").split(",") if p.strip()]
     bad = [p for p in protocols if p not in _TLS_VERSIONS]
     if bad or not protocols:
-        raise ConfigError(f"ssl.enabled.protocols: {bad[0] if bad else 'empty'} (TLSv1.2 and/or "
-                          f"TLSv1.3)", key="ssl.enabled.protocols", value=config.get("ssl.enabled.protocols"))
+        raise ConfigError(
+            f"ssl.enabled.protocols: {bad[0] if bad else 'empty'} (TLSv1.2 and/or TLSv1.3)",
+            key="ssl.enabled.protocols",
+            value=config.get("ssl.enabled.protocols"),
+        )
     versions = sorted(_TLS_VERSIONS[p] for p in protocols)
     ctx.minimum_version, ctx.maximum_version = versions[0], versions[-1]
     ciphers = config.get("ssl.cipher.suites")
@@ -730,8 +819,9 @@ def server_ssl_context(config: Mapping[str, str]) -> ssl.SSLContext:
         try:
             ctx.set_ciphers(":".join(c.strip() for c in ciphers.split(",")))
         except ssl.SSLError:
-            raise ConfigError(f"ssl.cipher.suites={ciphers!r}: no cipher OpenSSL knows",
-                              key="ssl.cipher.suites", value=ciphers) from None
+            raise ConfigError(
+                f"ssl.cipher.suites={ciphers!r}: no cipher OpenSSL knows", key="ssl.cipher.suites", value=ciphers
+            ) from None
     return ctx
 
 
@@ -751,8 +841,7 @@ def _load_pem_text(ctx: ssl.SSLContext, chain: str, key: str, password: str | No
 
 #: Keys this module reads from a broker properties file (besides ``ssl.*`` and the
 #: ``listener.name.<listener>.`` forms).
-SECURITY_KEYS = ("listener.security.protocol.map", "sasl.enabled.mechanisms", "sasl.users.file",
-                 "sasl.jaas.config")
+SECURITY_KEYS = ("listener.security.protocol.map", "sasl.enabled.mechanisms", "sasl.users.file", "sasl.jaas.config")
 
 
 def is_security_key(key: str) -> bool:
@@ -777,8 +866,11 @@ def listener_options(listener: str, props: Mapping[str, str]) -> tuple[str, str,
     name = name.strip().upper()
     host, sep, port_text = address.rpartition(":")
     if not sep or not port_text.isdigit() or int(port_text) > 65535:
-        raise ConfigError(f"listener {listener!r}: expected HOST:PORT or NAME://HOST:PORT (port 0-65535)",
-                          key="listeners", value=listener)
+        raise ConfigError(
+            f"listener {listener!r}: expected HOST:PORT or NAME://HOST:PORT (port 0-65535)",
+            key="listeners",
+            value=listener,
+        )
     host = host.strip("[]")
     protocols = {p: p for p in SECURITY_PROTOCOLS}
     for item in (props.get("listener.security.protocol.map") or "").split(","):
@@ -786,29 +878,40 @@ def listener_options(listener: str, props: Mapping[str, str]) -> tuple[str, str,
             continue
         lname, sep, proto = item.partition(":")
         if not sep or proto.strip().upper() not in SECURITY_PROTOCOLS:
-            raise ConfigError(f"listener.security.protocol.map entry {item!r}: expected "
-                              f"NAME:PROTOCOL, PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}",
-                              key="listener.security.protocol.map", value=item)
+            raise ConfigError(
+                f"listener.security.protocol.map entry {item!r}: expected "
+                f"NAME:PROTOCOL, PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}",
+                key="listener.security.protocol.map",
+                value=item,
+            )
         protocols[lname.strip().upper()] = proto.strip().upper()
     if name not in protocols:
-        raise ConfigError(f"listener {listener!r}: {name} is not a security protocol and not in "
-                          f"listener.security.protocol.map", key="listeners", value=listener)
+        raise ConfigError(
+            f"listener {listener!r}: {name} is not a security protocol and not in listener.security.protocol.map",
+            key="listeners",
+            value=listener,
+        )
     protocol = protocols[name]
     prefix = f"listener.name.{name.lower()}."
     scoped = {k: v for k, v in props.items() if not k.startswith("listener.name.")}
-    scoped.update({k[len(prefix):]: v for k, v in props.items() if k.startswith(prefix)})
+    scoped.update({k[len(prefix) :]: v for k, v in props.items() if k.startswith(prefix)})
     options: dict[str, Any] = {"security_protocol": protocol}
     ssl_keys = {k: v for k, v in scoped.items() if k.startswith("ssl.")}
     if protocol in ("SSL", "SASL_SSL"):
         options["ssl_context"] = server_ssl_context(ssl_keys)
     if protocol.startswith("SASL_"):
-        mechs = [m.strip().upper() for m in (scoped.get("sasl.enabled.mechanisms") or
-                                             ",".join(SASL_MECHANISMS)).split(",") if m.strip()]
+        mechs = [
+            m.strip().upper()
+            for m in (scoped.get("sasl.enabled.mechanisms") or ",".join(SASL_MECHANISMS)).split(",")
+            if m.strip()
+        ]
         bad = [m for m in mechs if m not in SASL_MECHANISMS]
         if bad:
-            raise ConfigError(f"sasl.enabled.mechanisms: {bad[0]} is not served (served: "
-                              f"{', '.join(SASL_MECHANISMS)})", key="sasl.enabled.mechanisms",
-                              value=bad[0])
+            raise ConfigError(
+                f"sasl.enabled.mechanisms: {bad[0]} is not served (served: {', '.join(SASL_MECHANISMS)})",
+                key="sasl.enabled.mechanisms",
+                value=bad[0],
+            )
         options["sasl_mechanisms"] = mechs
         users: dict[str, Any] = {}
         jaas = scoped.get("plain.sasl.jaas.config")
@@ -821,12 +924,19 @@ def listener_options(listener: str, props: Mapping[str, str]) -> tuple[str, str,
                     entry = _FileUser(users[user], entry.creds)
                 users[user] = entry
         options["users"] = users
-    unknown = [k for k in scoped if (k.startswith("sasl.") or k.endswith(".sasl.jaas.config"))
-               and k not in ("sasl.enabled.mechanisms", "sasl.users.file", "plain.sasl.jaas.config")]
+    unknown = [
+        k
+        for k in scoped
+        if (k.startswith("sasl.") or k.endswith(".sasl.jaas.config"))
+        and k not in ("sasl.enabled.mechanisms", "sasl.users.file", "plain.sasl.jaas.config")
+    ]
     if unknown:
-        raise ConfigError(f"unsupported SASL key {unknown[0]!r} (served: sasl.enabled.mechanisms, "
-                          f"sasl.users.file, listener.name.<listener>.plain.sasl.jaas.config)",
-                          key=unknown[0], value=scoped[unknown[0]])
+        raise ConfigError(
+            f"unsupported SASL key {unknown[0]!r} (served: sasl.enabled.mechanisms, "
+            f"sasl.users.file, listener.name.<listener>.plain.sasl.jaas.config)",
+            key=unknown[0],
+            value=scoped[unknown[0]],
+        )
     return name, host, int(port_text), options
 
 
@@ -837,14 +947,19 @@ def _jaas_users(text: str) -> dict[str, str]:
     """The ``user_<name>="<password>"`` entries of a ``PlainLoginModule`` JAAS config."""
     head = text.strip().split(None, 2)
     if len(head) < 2 or not head[0].endswith("PlainLoginModule") or head[1] != "required":
-        raise ConfigError(f"plain.sasl.jaas.config must be 'org.apache.kafka.common.security.plain."
-                          f"PlainLoginModule required user_NAME=\"PASSWORD\" ...;', got "
-                          f"{text[:60]!r}", key="plain.sasl.jaas.config", value=None)
+        raise ConfigError(
+            f"plain.sasl.jaas.config must be 'org.apache.kafka.common.security.plain."
+            f'PlainLoginModule required user_NAME="PASSWORD" ...;\', got '
+            f"{text[:60]!r}",
+            key="plain.sasl.jaas.config",
+            value=None,
+        )
     users = {}
     for key, value in _JAAS_ENTRY.findall(text):
         if key.startswith("user_"):
             users[key[5:]] = re.sub(r"\\(.)", r"\1", value)
     if not users:
-        raise ConfigError("plain.sasl.jaas.config defines no user_NAME=\"PASSWORD\" entries",
-                          key="plain.sasl.jaas.config", value=None)
+        raise ConfigError(
+            'plain.sasl.jaas.config defines no user_NAME="PASSWORD" entries', key="plain.sasl.jaas.config", value=None
+        )
     return users

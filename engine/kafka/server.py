@@ -33,8 +33,8 @@ import base64
 import logging
 import os
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from seglog.errors import (
     IllegalSaslStateError,
@@ -53,10 +53,9 @@ from seglog.kafka import admin, codec
 from seglog.kafka.apis import API_NAMES, API_VERSIONS, api_versions_response
 from seglog.kafka.codec import FileRegions, Message
 from seglog.kafka.connection import INT32, REQUEST_HEADER, CloseConnection, ConnState, fmt_peer, skip_tagged
-from seglog.storage.log import LogReadResult
 from seglog.kafka.groups import GroupCoordinator
 from seglog.kafka.security import AuthenticationClosed, ListenerSecurity
-
+from seglog.storage.log import LogReadResult
 from seglog.storage.topic import INTERNAL_TOPICS, validate_topic_name
 
 if TYPE_CHECKING:
@@ -64,7 +63,7 @@ if TYPE_CHECKING:
 
     from seglog.storage.log_manager import LogManager
 
-__all__ = ["KafkaServer", "API_VERSIONS", "DEFAULT_MAX_REQUEST_BYTES"]
+__all__ = ["API_VERSIONS", "DEFAULT_MAX_REQUEST_BYTES", "KafkaServer"]
 
 log = logging.getLogger("seglog.kafka")
 
@@ -85,14 +84,24 @@ class KafkaServer:
     ``security_protocol``, ``ssl_context``, ``sasl_mechanisms`` and ``users``: see
     :class:`seglog.kafka.security.ListenerSecurity`."""
 
-    def __init__(self, store: LogManager, host: str = "127.0.0.1", port: int = 9092, *,
-                 node_id: int | None = None, max_request_bytes: int | None = None,
-                 idle_ms: int | None = None, cluster_id: str | None = None,
-                 group_initial_rebalance_delay_ms: int | None = None,
-                 group_min_session_timeout_ms: int | None = None,
-                 group_max_session_timeout_ms: int | None = None,
-                 security_protocol: str = "PLAINTEXT", ssl_context: Any = None,
-                 sasl_mechanisms: Any = None, users: Any = None) -> None:
+    def __init__(
+        self,
+        store: LogManager,
+        host: str = "127.0.0.1",
+        port: int = 9092,
+        *,
+        node_id: int | None = None,
+        max_request_bytes: int | None = None,
+        idle_ms: int | None = None,
+        cluster_id: str | None = None,
+        group_initial_rebalance_delay_ms: int | None = None,
+        group_min_session_timeout_ms: int | None = None,
+        group_max_session_timeout_ms: int | None = None,
+        security_protocol: str = "PLAINTEXT",
+        ssl_context: Any = None,
+        sasl_mechanisms: Any = None,
+        users: Any = None,
+    ) -> None:
         self.store = store
         self.host = host
         self.port = port
@@ -101,39 +110,57 @@ class KafkaServer:
             node_id = cfg.node_id if cfg.node_id >= 0 else (cfg.broker_id if cfg.broker_id >= 0 else 1)
         self.node_id = node_id
         #: ``socket.request.max.bytes`` of the store's config unless given.
-        self.max_request_bytes = (cfg.socket_request_max_bytes if max_request_bytes is None
-                                  else max_request_bytes)
+        self.max_request_bytes = cfg.socket_request_max_bytes if max_request_bytes is None else max_request_bytes
         #: ``connections.max.idle.ms`` of the store's config unless given.
         self.idle_ms = cfg.connections_max_idle_ms if idle_ms is None else idle_ms
-        self.cluster_id = cluster_id or "seglog-" + base64.urlsafe_b64encode(
-            store.dir.encode()[-12:]).decode().rstrip("=")
+        self.cluster_id = cluster_id or "seglog-" + base64.urlsafe_b64encode(store.dir.encode()[-12:]).decode().rstrip(
+            "="
+        )
         #: The listener's security (``seglog.kafka.security``): TLS context, SASL users.
-        self.security = ListenerSecurity(security_protocol, ssl_context=ssl_context,
-                                         sasl_mechanisms=sasl_mechanisms, users=users)
+        self.security = ListenerSecurity(
+            security_protocol, ssl_context=ssl_context, sasl_mechanisms=sasl_mechanisms, users=users
+        )
         self._server: asyncio.AbstractServer | None = None
         self._closing = False
         # The group.* keys of the store's config unless given.
         self.groups = GroupCoordinator(
             store,
-            cfg.group_initial_rebalance_delay_ms if group_initial_rebalance_delay_ms is None
+            cfg.group_initial_rebalance_delay_ms
+            if group_initial_rebalance_delay_ms is None
             else group_initial_rebalance_delay_ms,
-            cfg.group_min_session_timeout_ms if group_min_session_timeout_ms is None
-            else group_min_session_timeout_ms,
-            cfg.group_max_session_timeout_ms if group_max_session_timeout_ms is None
-            else group_max_session_timeout_ms)
+            cfg.group_min_session_timeout_ms if group_min_session_timeout_ms is None else group_min_session_timeout_ms,
+            cfg.group_max_session_timeout_ms if group_max_session_timeout_ms is None else group_max_session_timeout_ms,
+        )
         #: Each connection's task and writer.
         self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         self._appended: asyncio.Event | None = None
         self._handlers: dict[int, Callable[[int, Message, ConnState], Awaitable[Message | None]]] = {
-            0: self._produce, 1: self._fetch, 2: self._list_offsets, 3: self._metadata,
-            8: self._offset_commit, 9: self._offset_fetch, 10: self._find_coordinator,
-            11: self._join_group, 12: self._heartbeat, 13: self._leave_group, 14: self._sync_group,
-            15: self._describe_groups, 16: self._list_groups, 21: self._delete_records,
-            32: self._describe_configs, 37: self._create_partitions,
+            0: self._produce,
+            1: self._fetch,
+            2: self._list_offsets,
+            3: self._metadata,
+            8: self._offset_commit,
+            9: self._offset_fetch,
+            10: self._find_coordinator,
+            11: self._join_group,
+            12: self._heartbeat,
+            13: self._leave_group,
+            14: self._sync_group,
+            15: self._describe_groups,
+            16: self._list_groups,
+            21: self._delete_records,
+            32: self._describe_configs,
+            37: self._create_partitions,
             44: self._incremental_alter_configs,
-            19: self._create_topics, 20: self._delete_topics, 22: self._init_producer_id,
-            24: self._add_partitions_to_txn, 25: self._add_offsets_to_txn, 26: self._end_txn,
-            28: self._txn_offset_commit, 17: self._sasl_handshake, 36: self._sasl_authenticate,
+            19: self._create_topics,
+            20: self._delete_topics,
+            22: self._init_producer_id,
+            24: self._add_partitions_to_txn,
+            25: self._add_offsets_to_txn,
+            26: self._end_txn,
+            28: self._txn_offset_commit,
+            17: self._sasl_handshake,
+            36: self._sasl_authenticate,
         }
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -141,8 +168,9 @@ class KafkaServer:
     async def start(self) -> None:
         self._appended = asyncio.Event()
         self.groups.start()
-        self._server = await asyncio.start_server(self._connection, self.host, self.port,
-                                                  limit=1 << 16, ssl=self.security.ssl_context)
+        self._server = await asyncio.start_server(
+            self._connection, self.host, self.port, limit=1 << 16, ssl=self.security.ssl_context
+        )
         sock = self._server.sockets[0].getsockname()
         self.port = sock[1]
 
@@ -205,16 +233,16 @@ class KafkaServer:
             except Exception:  # noqa: BLE001
                 pass
 
-    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                                state: ConnState) -> None:
+    async def _serve_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, state: ConnState
+    ) -> None:
         idle = self.idle_ms / 1000.0
         if self.security.sasl:
             try:
                 user = await self.security.authenticate(reader, writer, state, self.idle_ms)
             except AuthenticationClosed as exc:
                 raise CloseConnection(str(exc)) from None
-            log.debug("Kafka client %s (client id %r) authenticated as %r", fmt_peer(state.peer),
-                      state.client_id, user)
+            log.debug("Kafka client %s (client id %r) authenticated as %r", fmt_peer(state.peer), state.client_id, user)
         while True:
             try:
                 head = await asyncio.wait_for(reader.readexactly(4), idle)
@@ -222,21 +250,25 @@ class KafkaServer:
                 raise CloseConnection(f"idle for connections.max.idle.ms={self.idle_ms}") from None
             except asyncio.IncompleteReadError as exc:
                 if exc.partial:
-                    raise CloseConnection(f"the connection closed inside a frame's size "
-                                          f"({len(exc.partial)} of 4 bytes)") from None
+                    raise CloseConnection(
+                        f"the connection closed inside a frame's size ({len(exc.partial)} of 4 bytes)"
+                    ) from None
                 return
-            size, = INT32.unpack(head)
+            (size,) = INT32.unpack(head)
             if size < 0 or size > self.max_request_bytes:
-                raise CloseConnection(f"a frame of {size} bytes is over socket.request.max.bytes="
-                                      f"{self.max_request_bytes}" if size > 0 else
-                                      f"a negative frame size {size}")
+                raise CloseConnection(
+                    f"a frame of {size} bytes is over socket.request.max.bytes={self.max_request_bytes}"
+                    if size > 0
+                    else f"a negative frame size {size}"
+                )
             if size < REQUEST_HEADER.size:
                 raise CloseConnection(f"a frame of {size} bytes is too short for a request header")
             try:
                 frame = await reader.readexactly(size)
             except asyncio.IncompleteReadError as exc:
-                raise CloseConnection(f"the connection closed inside a frame: {len(exc.partial)} of "
-                                      f"{size} bytes arrived") from None
+                raise CloseConnection(
+                    f"the connection closed inside a frame: {len(exc.partial)} of {size} bytes arrived"
+                ) from None
             response = await self._request(memoryview(frame), state)
             if response is not None:
                 await self._send(writer, response)
@@ -285,9 +317,10 @@ class KafkaServer:
         pos = REQUEST_HEADER.size
         if client_len > 0:
             if pos + client_len > len(frame):
-                raise CloseConnection(f"request header's client id of {client_len} bytes runs past the "
-                                      f"{len(frame)}-byte frame")
-            state.client_id = str(frame[pos:pos + client_len], "utf-8", "replace")
+                raise CloseConnection(
+                    f"request header's client id of {client_len} bytes runs past the {len(frame)}-byte frame"
+                )
+            state.client_id = str(frame[pos : pos + client_len], "utf-8", "replace")
             pos += client_len
         name = API_NAMES.get(api_key)
         served = API_VERSIONS.get(api_key)
@@ -338,32 +371,49 @@ class KafkaServer:
         topics: list[Message] = []
         for name in names:
             if name is None:
-                topics.append({"error_code": UnknownTopicOrPartitionError.code, "name": None,
-                               "partitions": []})
+                topics.append({"error_code": UnknownTopicOrPartitionError.code, "name": None, "partitions": []})
                 continue
             try:
                 if auto:
                     store.ensure_topic(name)
                 desc = store.describe(name)[0]
             except SeglogError as exc:
-                topics.append({"error_code": code_for_exception(exc), "name": name,
-                               "is_internal": False, "partitions": []})
+                topics.append(
+                    {"error_code": code_for_exception(exc), "name": name, "is_internal": False, "partitions": []}
+                )
                 continue
             parts = []
             for p in desc.partitions:
                 lg = store.log(name, p.partition)
-                parts.append({"error_code": _NONE, "partition_index": p.partition,
-                              "leader_id": self.node_id,
-                              "leader_epoch": max(lg.epoch_cache.latest_epoch, 0),
-                              "replica_nodes": [self.node_id], "isr_nodes": [self.node_id],
-                              "offline_replicas": []})
-            topics.append({"error_code": _NONE, "name": name, "topic_id": _topic_id(desc.topic_id),
-                           "is_internal": desc.internal, "partitions": parts,
-                           "topic_authorized_operations": -2147483648})
-        return {"throttle_time_ms": 0,
-                "brokers": [{"node_id": self.node_id, "host": host, "port": port, "rack": None}],
-                "cluster_id": self.cluster_id, "controller_id": self.node_id, "topics": topics,
-                "cluster_authorized_operations": -2147483648}
+                parts.append(
+                    {
+                        "error_code": _NONE,
+                        "partition_index": p.partition,
+                        "leader_id": self.node_id,
+                        "leader_epoch": max(lg.epoch_cache.latest_epoch, 0),
+                        "replica_nodes": [self.node_id],
+                        "isr_nodes": [self.node_id],
+                        "offline_replicas": [],
+                    }
+                )
+            topics.append(
+                {
+                    "error_code": _NONE,
+                    "name": name,
+                    "topic_id": _topic_id(desc.topic_id),
+                    "is_internal": desc.internal,
+                    "partitions": parts,
+                    "topic_authorized_operations": -2147483648,
+                }
+            )
+        return {
+            "throttle_time_ms": 0,
+            "brokers": [{"node_id": self.node_id, "host": host, "port": port, "rack": None}],
+            "cluster_id": self.cluster_id,
+            "controller_id": self.node_id,
+            "topics": topics,
+            "cluster_authorized_operations": -2147483648,
+        }
 
     # -- Produce --------------------------------------------------------------------------------
 
@@ -378,8 +428,7 @@ class KafkaServer:
                 if self._may_block(name, p, records):
                     # This append waits for the disk (an fsync, new files, block reservation):
                     # a worker thread waits, the loop serves other connections meanwhile.
-                    parts.append(await asyncio.to_thread(
-                        self._produce_partition, name, p, records, acks, state))
+                    parts.append(await asyncio.to_thread(self._produce_partition, name, p, records, acks, state))
                 else:
                     parts.append(self._produce_partition(name, p, records, acks, state))
             responses.append({"name": name, "partition_responses": parts})
@@ -387,8 +436,12 @@ class KafkaServer:
             self._appended.set()
             self._appended = asyncio.Event()
         if acks == 0:
-            failed = [f"{r['name']}-{p['index']}: error {p['error_code']}" for r in responses
-                      for p in r["partition_responses"] if p["error_code"]]
+            failed = [
+                f"{r['name']}-{p['index']}: error {p['error_code']}"
+                for r in responses
+                for p in r["partition_responses"]
+                if p["error_code"]
+            ]
             if failed:
                 # As Kafka: a producer that wants no answer learns of a failure by the
                 # connection closing (it then refreshes metadata and retries or reports).
@@ -418,11 +471,16 @@ class KafkaServer:
             return False
         return log_.unflushed_messages + record_count(records) >= flush_messages
 
-    def _produce_partition(self, topic: str, partition: int, records: Any, acks: int,
-                           state: ConnState) -> Message:
-        out = {"index": partition, "error_code": _NONE, "base_offset": -1,
-               "log_append_time_ms": -1, "log_start_offset": -1, "record_errors": [],
-               "error_message": None}
+    def _produce_partition(self, topic: str, partition: int, records: Any, acks: int, state: ConnState) -> Message:
+        out = {
+            "index": partition,
+            "error_code": _NONE,
+            "base_offset": -1,
+            "log_append_time_ms": -1,
+            "log_start_offset": -1,
+            "record_errors": [],
+            "error_message": None,
+        }
         try:
             if acks not in (0, 1, -1):
                 raise InvalidRequiredAcksError(f"acks must be 0, 1 or -1 (all), not {acks}")
@@ -434,8 +492,8 @@ class KafkaServer:
                 need = self.store.topic_config(topic).min_insync_replicas
                 if need > 1:
                     raise NotEnoughReplicasError(
-                        f"{topic} needs min.insync.replicas={need} in sync; this broker is the "
-                        "only replica")
+                        f"{topic} needs min.insync.replicas={need} in sync; this broker is the only replica"
+                    )
             result = self.store.append(topic, partition, records)
         except SeglogError as exc:
             state.fail(out, f"Produce to {topic}-{partition}", exc)
@@ -460,8 +518,7 @@ class KafkaServer:
             remaining = deadline - time.monotonic()
             if total >= min_bytes or error or remaining <= 0:
                 _hold_records(responses)
-                return {"throttle_time_ms": 0, "error_code": _NONE, "session_id": 0,
-                        "responses": responses}
+                return {"throttle_time_ms": 0, "error_code": _NONE, "session_id": 0, "responses": responses}
             # Long poll: woken by a produce through this server, and re-checked every 50 ms
             # for appends made to the store by other means.
             assert event is not None
@@ -482,18 +539,23 @@ class KafkaServer:
             parts = []
             for fp in topic["partitions"]:
                 p = fp["partition"]
-                out = {"partition_index": p, "error_code": _NONE, "high_watermark": -1,
-                       "last_stable_offset": -1, "log_start_offset": -1,
-                       "aborted_transactions": None, "preferred_read_replica": -1,
-                       "records": b""}
+                out = {
+                    "partition_index": p,
+                    "error_code": _NONE,
+                    "high_watermark": -1,
+                    "last_stable_offset": -1,
+                    "log_start_offset": -1,
+                    "aborted_transactions": None,
+                    "preferred_read_replica": -1,
+                    "records": b"",
+                }
                 try:
                     lg = store.log(name, p)
                     lso = lg.last_stable_offset
                     bound = lso if committed else lg.high_watermark
                     offset = fp["fetch_offset"]
                     limit = min(fp["partition_max_bytes"], budget)
-                    result = lg.read(offset, max(limit, 0), upper_bound=bound,
-                                     min_one_batch=(total == 0))
+                    result = lg.read(offset, max(limit, 0), upper_bound=bound, min_one_batch=(total == 0))
                     size = result.size
                     out["high_watermark"] = result.high_watermark
                     out["last_stable_offset"] = lso
@@ -501,8 +563,8 @@ class KafkaServer:
                     if committed and size:
                         aborted = lg.collect_aborted_transactions(offset, _fetched_end(result))
                         out["aborted_transactions"] = [
-                            {"producer_id": a.producer_id, "first_offset": a.first_offset}
-                            for a in aborted]
+                            {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted
+                        ]
                     elif committed:
                         out["aborted_transactions"] = []
                     # Slices of the segment files; _hold_records turns the answer's into bytes
@@ -536,8 +598,7 @@ class KafkaServer:
             for lp in topic["partitions"]:
                 p = lp["partition_index"]
                 ts = lp["timestamp"]
-                out = {"partition_index": p, "error_code": _NONE, "timestamp": -1, "offset": -1,
-                       "leader_epoch": -1}
+                out = {"partition_index": p, "error_code": _NONE, "timestamp": -1, "offset": -1, "leader_epoch": -1}
                 try:
                     lg = self.store.log(name, p)
                     bound = lg.last_stable_offset if committed else None
@@ -567,17 +628,23 @@ class KafkaServer:
         results = []
         for t in req["topics"]:
             name = t["name"]
-            out: dict[str, Any] = {"name": name, "topic_id": bytes(16), "error_code": _NONE,
-                                   "error_message": None, "num_partitions": -1,
-                                   "replication_factor": -1, "configs": None}
+            out: dict[str, Any] = {
+                "name": name,
+                "topic_id": bytes(16),
+                "error_code": _NONE,
+                "error_message": None,
+                "num_partitions": -1,
+                "replication_factor": -1,
+                "configs": None,
+            }
             try:
                 if t.get("assignments"):
-                    raise InvalidRequestError("replica assignments are not supported: this "
-                                              "broker is the only replica")
+                    raise InvalidRequestError("replica assignments are not supported: this broker is the only replica")
                 rf = t["replication_factor"]
                 if rf not in (-1, 1):
                     raise InvalidReplicationFactorError(
-                        f"replication factor {rf} is larger than the 1 available broker")
+                        f"replication factor {rf} is larger than the 1 available broker"
+                    )
                 n = t["num_partitions"]
                 if n == -1:
                     n = store.config.num_partitions
@@ -586,10 +653,12 @@ class KafkaServer:
                     validate_topic_name(name)
                     if name in store.topics(internal=True):
                         from seglog.errors import TopicAlreadyExistsError
+
                         raise TopicAlreadyExistsError(f"topic {name!r} already exists")
                     store.config.topic_config(config)
                     if n < 1:
                         from seglog.errors import InvalidPartitionsError
+
                         raise InvalidPartitionsError(f"number of partitions must be at least 1, got {n}")
                     out["num_partitions"], out["replication_factor"] = n, 1
                     out["configs"] = admin.created_topic_configs(store, None, config)
@@ -611,8 +680,7 @@ class KafkaServer:
                 name = t.get("name")
                 if name is None:
                     tid = t.get("topic_id") or bytes(16)
-                    name = next((d.name for d in store.describe(internal=True)
-                                 if _topic_id(d.topic_id) == tid), None)
+                    name = next((d.name for d in store.describe(internal=True) if _topic_id(d.topic_id) == tid), None)
                 names.append((name, t.get("topic_id") or bytes(16)))
         else:
             names = [(n, bytes(16)) for n in req["topic_names"]]
@@ -640,12 +708,28 @@ class KafkaServer:
             code, message = _TXN_ERROR, _TXN_MESSAGE
         node = (self.node_id, host, port) if code == _NONE else (-1, "", -1)
         if version >= 4:
-            return {"throttle_time_ms": 0, "coordinators": [
-                {"key": key, "node_id": node[0], "host": node[1], "port": node[2],
-                 "error_code": code, "error_message": message}
-                for key in req["coordinator_keys"]]}
-        return {"throttle_time_ms": 0, "error_code": code, "error_message": message,
-                "node_id": node[0], "host": node[1], "port": node[2]}
+            return {
+                "throttle_time_ms": 0,
+                "coordinators": [
+                    {
+                        "key": key,
+                        "node_id": node[0],
+                        "host": node[1],
+                        "port": node[2],
+                        "error_code": code,
+                        "error_message": message,
+                    }
+                    for key in req["coordinator_keys"]
+                ],
+            }
+        return {
+            "throttle_time_ms": 0,
+            "error_code": code,
+            "error_message": message,
+            "node_id": node[0],
+            "host": node[1],
+            "port": node[2],
+        }
 
     async def _join_group(self, version: int, req: Message, state: ConnState) -> Message:
         host = state.peer[0] if isinstance(state.peer, tuple) else ""
@@ -703,29 +787,48 @@ class KafkaServer:
         return {"error_code": IllegalSaslStateError.code, "mechanisms": self.security.mechanisms}
 
     async def _sasl_authenticate(self, version: int, req: Message, state: ConnState) -> Message:
-        why = ("the connection has authenticated already" if self.security.sasl else
-               f"this is a {self.security.protocol} listener")
-        return {"error_code": IllegalSaslStateError.code, "error_message": f"SaslAuthenticate "
-                f"outside SASL authentication: {why}", "auth_bytes": b"", "session_lifetime_ms": 0}
+        why = (
+            "the connection has authenticated already"
+            if self.security.sasl
+            else f"this is a {self.security.protocol} listener"
+        )
+        return {
+            "error_code": IllegalSaslStateError.code,
+            "error_message": f"SaslAuthenticate outside SASL authentication: {why}",
+            "auth_bytes": b"",
+            "session_lifetime_ms": 0,
+        }
 
     # -- Producer ids and transactions ---------------------------------------------------------
 
     async def _init_producer_id(self, version: int, req: Message, state: ConnState) -> Message:
         if req.get("transactional_id") is not None:
-            return {"throttle_time_ms": 0, "error_code": _TXN_ERROR, "producer_id": -1,
-                    "producer_epoch": -1}
+            return {"throttle_time_ms": 0, "error_code": _TXN_ERROR, "producer_id": -1, "producer_epoch": -1}
         try:
             pid = self.store._allocate_producer_id()
         except SeglogError as exc:
-            return {"throttle_time_ms": 0, "error_code": code_for_exception(exc),
-                    "producer_id": -1, "producer_epoch": -1}
+            return {
+                "throttle_time_ms": 0,
+                "error_code": code_for_exception(exc),
+                "producer_id": -1,
+                "producer_epoch": -1,
+            }
         return {"throttle_time_ms": 0, "error_code": _NONE, "producer_id": pid, "producer_epoch": 0}
 
     async def _add_partitions_to_txn(self, version: int, req: Message, state: ConnState) -> Message:
-        return {"throttle_time_ms": 0, "error_code": _TXN_ERROR, "results_by_topic_v3_and_below": [
-            {"name": t["name"], "results_by_partition": [
-                {"partition_index": p, "partition_error_code": _TXN_ERROR} for p in t["partitions"]]}
-            for t in req.get("v3_and_below_topics") or []]}
+        return {
+            "throttle_time_ms": 0,
+            "error_code": _TXN_ERROR,
+            "results_by_topic_v3_and_below": [
+                {
+                    "name": t["name"],
+                    "results_by_partition": [
+                        {"partition_index": p, "partition_error_code": _TXN_ERROR} for p in t["partitions"]
+                    ],
+                }
+                for t in req.get("v3_and_below_topics") or []
+            ],
+        }
 
     async def _add_offsets_to_txn(self, version: int, req: Message, state: ConnState) -> Message:
         return {"throttle_time_ms": 0, "error_code": _TXN_ERROR}
@@ -734,10 +837,18 @@ class KafkaServer:
         return {"throttle_time_ms": 0, "error_code": _TXN_ERROR}
 
     async def _txn_offset_commit(self, version: int, req: Message, state: ConnState) -> Message:
-        return {"throttle_time_ms": 0, "topics": [
-            {"name": t["name"], "partitions": [
-                {"partition_index": p["partition_index"], "error_code": _TXN_ERROR}
-                for p in t["partitions"]]} for t in req["topics"]]}
+        return {
+            "throttle_time_ms": 0,
+            "topics": [
+                {
+                    "name": t["name"],
+                    "partitions": [
+                        {"partition_index": p["partition_index"], "error_code": _TXN_ERROR} for p in t["partitions"]
+                    ],
+                }
+                for t in req["topics"]
+            ],
+        }
 
 
 def record_count(records: Any) -> int:
@@ -746,8 +857,8 @@ def record_count(records: Any) -> int:
     view = memoryview(records)
     pos, end, n = 0, view.nbytes, 0
     while pos + 61 <= end:
-        length, = INT32.unpack_from(view, pos + 8)
-        count, = INT32.unpack_from(view, pos + 57)
+        (length,) = INT32.unpack_from(view, pos + 8)
+        (count,) = INT32.unpack_from(view, pos + 57)
         n += max(count, 0)
         if length <= 0:
             break
@@ -759,8 +870,7 @@ def record_count(records: Any) -> int:
 _SEND_BLOCK = 256 * 1024
 
 
-async def _send_region(loop: asyncio.AbstractEventLoop, writer: asyncio.StreamWriter, fd: int,
-                       pos: int, n: int) -> int:
+async def _send_region(loop: asyncio.AbstractEventLoop, writer: asyncio.StreamWriter, fd: int, pos: int, n: int) -> int:
     """Send ``n`` bytes of the file ``fd`` from ``pos``: ``os.sendfile`` where the transport is
     a plain socket, else (TLS, or any other transport) read in blocks into fresh buffers that
     the transport may keep, each written once the previous one drained. Returns the bytes sent
@@ -857,8 +967,9 @@ class ServerHandle:
         # The server first: bad options raise before a loop exists to be closed.
         self.server = KafkaServer(store, host, port, **options)
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=run_loop, args=(self._loop,),
-                                        name=f"seglog-kafka-{host}:{port}", daemon=True)
+        self._thread = threading.Thread(
+            target=run_loop, args=(self._loop,), name=f"seglog-kafka-{host}:{port}", daemon=True
+        )
         self._thread.start()
         try:
             asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(30)

@@ -55,8 +55,7 @@ def atomic_write(path: str, data: bytes) -> None:
             os.unlink(tmp)
         except OSError:
             pass
-        raise KafkaStorageError(f"cannot write checkpoint file {path}: {exc.strerror or exc}",
-                                path=path) from exc
+        raise KafkaStorageError(f"cannot write checkpoint file {path}: {exc.strerror or exc}", path=path) from exc
     fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
@@ -91,8 +90,9 @@ def read_text(path: str, what: str = "file") -> str | None:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise CorruptCheckpointError(path, f"line {line} is not valid UTF-8 (byte "
-                                           f"0x{data[exc.start]:02x} at byte {exc.start})") from None
+        raise CorruptCheckpointError(
+            path, f"line {line} is not valid UTF-8 (byte 0x{data[exc.start]:02x} at byte {exc.start})"
+        ) from None
 
 
 def read_checkpoint(path: str, version: int = 0) -> list[list[str]] | None:
@@ -143,20 +143,23 @@ class OffsetCheckpointFile:
         out: dict[tuple[str, int], int] = {}
         for i, row in enumerate(rows or []):
             if len(row) != 3:
-                raise CorruptCheckpointError(self.path, f"line {i + 3}: entry {i + 1} "
-                                             f"{' '.join(row)[:80]!r} is not 'topic partition offset'")
+                raise CorruptCheckpointError(
+                    self.path, f"line {i + 3}: entry {i + 1} {' '.join(row)[:80]!r} is not 'topic partition offset'"
+                )
             try:
                 out[(row[0], parse_int(row[1]))] = parse_int(row[2])
             except ValueError:
-                raise CorruptCheckpointError(self.path, f"line {i + 3}: entry {i + 1} "
-                                             f"{' '.join(row)[:80]!r} has a non-integer field") from None
+                raise CorruptCheckpointError(
+                    self.path, f"line {i + 3}: entry {i + 1} {' '.join(row)[:80]!r} has a non-integer field"
+                ) from None
         return out
 
     def write(self, offsets: Mapping[tuple[str, int], int]) -> None:
         write_checkpoint(self.path, (f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())))
 
-    def update(self, changes: Mapping[tuple[str, int], int | None]
-               | Callable[[], Mapping[tuple[str, int], int | None]]) -> None:
+    def update(
+        self, changes: Mapping[tuple[str, int], int | None] | Callable[[], Mapping[tuple[str, int], int | None]]
+    ) -> None:
         """Read-modify-write under a process-wide lock for this path (None removes an entry).
         ``changes`` may be a function, called under the lock: two threads checkpointing the same
         log then cannot write an older value last. An unreadable existing file is replaced (its
@@ -188,13 +191,13 @@ class LeaderEpochCheckpointFile:
         out = []
         for i, row in enumerate(rows or []):
             if len(row) != 2:
-                raise CorruptCheckpointError(self.path, f"line {i + 3}: entry {i + 1} is not "
-                                             "'epoch startOffset'")
+                raise CorruptCheckpointError(self.path, f"line {i + 3}: entry {i + 1} is not 'epoch startOffset'")
             try:
                 out.append((parse_int(row[0]), parse_int(row[1])))
             except ValueError:
-                raise CorruptCheckpointError(self.path, f"line {i + 3}: entry {i + 1} has a "
-                                             "non-integer field") from None
+                raise CorruptCheckpointError(
+                    self.path, f"line {i + 3}: entry {i + 1} has a non-integer field"
+                ) from None
         return out
 
     def write(self, entries: Iterable[tuple[int, int]]) -> None:
@@ -222,9 +225,9 @@ def _properties_unescape(text: str) -> str:
             continue
         n = text[i + 1]
         if n == "u":
-            code = text[i + 2:i + 6]
+            code = text[i + 2 : i + 6]
             if len(code) != 4 or any(ch not in "0123456789abcdefABCDEF" for ch in code):
-                raise ValueError(f"malformed \\uxxxx escape {text[i:i + 6]!r}")
+                raise ValueError(f"malformed \\uxxxx escape {text[i : i + 6]!r}")
             out.append(chr(int(code, 16)))
             i += 6
             continue
@@ -251,7 +254,7 @@ def _properties_escape(text: str, key: bool) -> str:
 
 def _utf16_units(c: str) -> list[int]:
     data = c.encode("utf-16-be")
-    return [int.from_bytes(data[j:j + 2], "big") for j in range(0, len(data), 2)]
+    return [int.from_bytes(data[j : j + 2], "big") for j in range(0, len(data), 2)]
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -279,7 +282,7 @@ def parse_properties(text: str) -> dict[str, str]:
             j += 2 if line[j] == "\\" else 1
         key = line[:j]
         rest = line[j:].lstrip(" \t\f")
-        if rest[:1] in ("=", ":") and line[j:j + 1] in (" ", "\t", "\f", "=", ":"):
+        if rest[:1] in ("=", ":") and line[j : j + 1] in (" ", "\t", "\f", "=", ":"):
             rest = rest[1:].lstrip(" \t\f")
         props[_properties_unescape(key)] = _properties_unescape(rest)
     return props
@@ -293,8 +296,7 @@ def format_properties(props: Mapping[str, str], *, now: float | None = None) -> 
 
     stamp = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime(now))
     keys = [k for k in _META_KEY_ORDER if k in props] + sorted(k for k in props if k not in _META_KEY_ORDER)
-    lines = ["#", "#" + stamp] + [f"{_properties_escape(k, True)}={_properties_escape(props[k], False)}"
-                                  for k in keys]
+    lines = ["#", "#" + stamp] + [f"{_properties_escape(k, True)}={_properties_escape(props[k], False)}" for k in keys]
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
@@ -317,8 +319,9 @@ def read_meta_properties(path: str) -> dict[str, str] | None:
         raise CorruptCheckpointError(path, str(exc)) from None
     version = props.get("version", "0").strip()
     if version not in ("0", "1"):
-        raise CorruptCheckpointError(path, f"unknown meta.properties version {version!r} "
-                                           f"(Kafka knows 0, ZooKeeper mode, and 1, KRaft)")
+        raise CorruptCheckpointError(
+            path, f"unknown meta.properties version {version!r} (Kafka knows 0, ZooKeeper mode, and 1, KRaft)"
+        )
     id_key = "broker.id" if version == "0" else "node.id"
     if version == "1":
         for required in ("node.id", "cluster.id"):
@@ -328,8 +331,7 @@ def read_meta_properties(path: str) -> dict[str, str] | None:
         try:
             int(props[id_key].strip())
         except ValueError:
-            raise CorruptCheckpointError(path, f"{id_key} {props[id_key]!r} is not a base-10 "
-                                               f"integer") from None
+            raise CorruptCheckpointError(path, f"{id_key} {props[id_key]!r} is not a base-10 integer") from None
     return props
 
 
@@ -363,5 +365,6 @@ def ensure_meta_properties(log_dir: str, broker_id: int = -1) -> dict[str, str]:
             raise KafkaStorageError(
                 f"{path} belongs to broker {props[id_key].strip()} ({id_key}), but this store is "
                 f"configured as broker {broker_id} (broker.id/node.id): a log dir serves one broker",
-                path=path)
+                path=path,
+            )
     return props

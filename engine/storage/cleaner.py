@@ -43,10 +43,10 @@ from typing import Any
 
 from seglog._native.builder import BatchBuilder
 from seglog._native.segment import Segment, filename_prefix
-from seglog.util.clock import Clock
 from seglog.storage.log import Log
 from seglog.storage.records import batch_headers, decode_columns, decode_records
 from seglog.storage.segment_files import CLEANED_SUFFIX, SWAP_SUFFIX
+from seglog.util.clock import Clock
 
 log = logging.getLogger("seglog.storage.cleaner")
 
@@ -80,15 +80,13 @@ class Cleaner:
     """Cleans one log at a time. ``crash_hook(step)`` (tests) is called after each durable step
     of a group's swap: ``"cleaned"``, ``"swap"``, ``"replaced"``."""
 
-    def __init__(self, clock: Clock | None = None, *,
-                 crash_hook: Callable[[str], None] | None = None) -> None:
+    def __init__(self, clock: Clock | None = None, *, crash_hook: Callable[[str], None] | None = None) -> None:
         self.clock = clock or Clock()
         self.crash_hook = crash_hook
 
     # ---------------------------------------------------------------------------------------------
 
-    def cleanable_range(self, lg: Log, checkpoint: int | None, *, force: bool = False
-                        ) -> tuple[int, int] | None:
+    def cleanable_range(self, lg: Log, checkpoint: int | None, *, force: bool = False) -> tuple[int, int] | None:
         """(first dirty offset, first uncleanable offset) if the log should be cleaned now."""
         cfg = lg.config
         segs = lg.segments
@@ -124,8 +122,7 @@ class Cleaner:
             return first_dirty, end
         return None
 
-    def clean(self, lg: Log, checkpoint: int | None = None, *, force: bool = False
-              ) -> CleanResult | None:
+    def clean(self, lg: Log, checkpoint: int | None = None, *, force: bool = False) -> CleanResult | None:
         """Clean ``lg`` if it needs it (always with ``force``); the caller serialises appends.
         Returns what was done, or None."""
         if lg.read_only or lg.closed or not lg.config.compact:
@@ -151,10 +148,16 @@ class Cleaner:
             out = self._clean_group(lg, group, offset_map, map_end, now, stats)
             after += 1
             bytes_after += out.size
-        log.info("cleaned %s: %d segments (%d bytes) -> %d (%d bytes), %d records removed",
-                 lg.dir, before, bytes_before, after, bytes_after, stats.removed)
-        return CleanResult(end, before, after, bytes_before, bytes_after, stats.removed,
-                           stats.tombstones)
+        log.info(
+            "cleaned %s: %d segments (%d bytes) -> %d (%d bytes), %d records removed",
+            lg.dir,
+            before,
+            bytes_before,
+            after,
+            bytes_after,
+            stats.removed,
+        )
+        return CleanResult(end, before, after, bytes_before, bytes_after, stats.removed, stats.tombstones)
 
     # ---------------------------------------------------------------------------------------------
 
@@ -183,8 +186,7 @@ class Cleaner:
                     a, b = heads[i].position, heads[j - 1].position + heads[j - 1].size
                     piece = view[a:b]
                     try:
-                        cols = decode_columns(piece, keys=True, headers=False, min_offset=start,
-                                              max_offset=end)
+                        cols = decode_columns(piece, keys=True, headers=False, min_offset=start, max_offset=end)
                     finally:
                         piece.release()
                     i = j
@@ -219,8 +221,9 @@ class Cleaner:
         if self.crash_hook is not None:
             self.crash_hook(step)
 
-    def _clean_group(self, lg: Log, group: list[Segment], offset_map: dict[bytes, int],
-                     map_end: int, now: int, stats: _Stats) -> Segment:
+    def _clean_group(
+        self, lg: Log, group: list[Segment], offset_map: dict[bytes, int], map_end: int, now: int, stats: _Stats
+    ) -> Segment:
         cfg = lg.config
         base = group[0].base_offset
         prefix = os.path.join(lg.dir, filename_prefix(base))
@@ -228,19 +231,24 @@ class Cleaner:
             for suffix in (CLEANED_SUFFIX, SWAP_SUFFIX):
                 if os.path.exists(prefix + ext + suffix):
                     os.unlink(prefix + ext + suffix)
-        out = Segment(lg.dir, base, create=True, suffix=CLEANED_SUFFIX,
-                      index_interval_bytes=cfg.index_interval_bytes,
-                      max_index_size=cfg.segment_index_bytes, segment_bytes=cfg.segment_bytes)
+        out = Segment(
+            lg.dir,
+            base,
+            create=True,
+            suffix=CLEANED_SUFFIX,
+            index_interval_bytes=cfg.index_interval_bytes,
+            max_index_size=cfg.segment_index_bytes,
+            segment_bytes=cfg.segment_bytes,
+        )
         try:
             pending = bytearray()
             for seg in group:
                 view = seg.view()
                 try:
                     for h in batch_headers(view):
-                        piece = view[h.position:h.position + h.size]
+                        piece = view[h.position : h.position + h.size]
                         try:
-                            kept = self._filter(piece, h, offset_map, map_end, now,
-                                                cfg.delete_retention_ms, stats)
+                            kept = self._filter(piece, h, offset_map, map_end, now, cfg.delete_retention_ms, stats)
                             if kept is not None:
                                 pending += kept
                         finally:
@@ -272,8 +280,15 @@ class Cleaner:
         return out
 
     @staticmethod
-    def _filter(piece: memoryview, h: Any, offset_map: dict[bytes, int], map_end: int, now: int,
-                delete_retention_ms: int, stats: _Stats) -> Any:
+    def _filter(
+        piece: memoryview,
+        h: Any,
+        offset_map: dict[bytes, int],
+        map_end: int,
+        now: int,
+        delete_retention_ms: int,
+        stats: _Stats,
+    ) -> Any:
         """The batch to write for ``piece``: itself, a rebuilt batch, or None."""
         if h.is_control:
             return piece
@@ -304,18 +319,24 @@ class Cleaner:
             return None
         if set_horizon:
             horizon = now + delete_retention_ms
-        builder = BatchBuilder(INT32_MAX, base_timestamp=horizon if (has_horizon or set_horizon) else None,
-                               initial_capacity=h.size + 64)
+        builder = BatchBuilder(
+            INT32_MAX, base_timestamp=horizon if (has_horizon or set_horizon) else None, initial_capacity=h.size + 64
+        )
         base = h.base_offset
         log_append = h.timestamp_type == 1
         for r in keep:
-            builder.append_with_delta(r.offset - base, r.timestamp, r.key, r.value,
-                                      tuple(r.headers) if r.headers else None)
+            builder.append_with_delta(
+                r.offset - base, r.timestamp, r.key, r.value, tuple(r.headers) if r.headers else None
+            )
         return builder.build(
-            base_offset=base, compression=h.compression,
-            partition_leader_epoch=h.partition_leader_epoch, producer_id=h.producer_id,
-            producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
+            base_offset=base,
+            compression=h.compression,
+            partition_leader_epoch=h.partition_leader_epoch,
+            producer_id=h.producer_id,
+            producer_epoch=h.producer_epoch,
+            base_sequence=h.base_sequence,
             is_transactional=h.is_transactional,
             log_append_time=h.max_timestamp if log_append else None,
             last_offset_delta=h.last_offset - h.base_offset,
-            delete_horizon=has_horizon or set_horizon)
+            delete_horizon=has_horizon or set_horizon,
+        )

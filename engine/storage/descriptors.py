@@ -23,9 +23,9 @@ def check_descriptor_limit(new_partitions: int, action: str) -> None:
     if soft == resource.RLIM_INFINITY:
         return
     try:
-        in_use = len(os.listdir("/proc/self/fd")) - 1     # less the one listing it
+        in_use = len(os.listdir("/proc/self/fd")) - 1  # less the one listing it
     except OSError:
-        return                                           # no /proc: nothing to count by
+        return  # no /proc: nothing to count by
     cache = max(0, open_segment_limit() - open_segments()) * FDS_PER_SEGMENT
     need = new_partitions * FDS_PER_SEGMENT
     free = soft - in_use - cache - FD_HEADROOM
@@ -38,7 +38,8 @@ def check_descriptor_limit(new_partitions: int, action: str) -> None:
         f"process has {in_use} open, keeps room for {cache} for older segments and {FD_HEADROOM} "
         f"for sockets and other files: at most {fit} more partition{'s' if fit != 1 else ''} fit. "
         "Raise the limit (`ulimit -n`, LimitNOFILE= in a systemd unit) or create fewer partitions",
-        limit=soft)
+        limit=soft,
+    )
 
 
 __all__ = ["FD_HEADROOM", "check_descriptor_limit"]

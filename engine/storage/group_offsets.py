@@ -82,8 +82,13 @@ def encode_offset_key(group: str, topic: str, partition: int) -> bytes:
 
 
 def encode_offset_value(om: OffsetAndMetadata) -> bytes:
-    return (_I16.pack(3) + _I64.pack(om.offset) + _I32.pack(om.leader_epoch)
-            + _string(om.metadata) + _I64.pack(om.commit_timestamp))
+    return (
+        _I16.pack(3)
+        + _I64.pack(om.offset)
+        + _I32.pack(om.leader_epoch)
+        + _string(om.metadata)
+        + _I64.pack(om.commit_timestamp)
+    )
 
 
 class _Reader:
@@ -96,9 +101,8 @@ class _Reader:
 
     def take(self, n: int) -> bytes:
         if n < 0 or self.pos + n > len(self.buf):
-            raise CorruptRecordError(f"{self.what} ends after {len(self.buf)} bytes, inside a field "
-                                     f"at byte {self.pos}")
-        out = self.buf[self.pos:self.pos + n]
+            raise CorruptRecordError(f"{self.what} ends after {len(self.buf)} bytes, inside a field at byte {self.pos}")
+        out = self.buf[self.pos : self.pos + n]
         self.pos += n
         return out
 
@@ -227,8 +231,9 @@ class GroupOffsets:
                     names.update(g for g, _, _ in self._load(p))
             return sorted(names)
 
-    def commit(self, group: str, offsets: Mapping[tuple[str, int], OffsetAndMetadata | None],
-               *, durable: bool = True) -> None:
+    def commit(
+        self, group: str, offsets: Mapping[tuple[str, int], OffsetAndMetadata | None], *, durable: bool = True
+    ) -> None:
         """Append one batch with the group's new offsets (None deletes one) and, when
         ``durable``, fsync it before returning."""
         if not offsets:
@@ -266,4 +271,3 @@ class GroupOffsets:
     def invalidate(self) -> None:
         with self._lock:
             self._loaded.clear()
-

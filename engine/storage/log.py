@@ -56,16 +56,12 @@ from typing import Any
 
 from seglog._native.crc32c import crc32c
 from seglog._native.fetch import FetchSlice, fetch_partition
-from seglog.util.args import bytes_arg, int_arg
 from seglog._native.segment import Segment, filename_prefix, out_of_files_error
 from seglog._native.segment import open_segment_limit as open_segment_limit  # noqa: F401 (public)
 from seglog._native.segment import open_segments as open_segments  # noqa: F401 (public)
-from seglog.storage.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, fsync_dir
-from seglog.util.clock import Clock, Scheduler
 from seglog.config import LONG_MAX as _LONG_MAX
 from seglog.config import LogConfig
 from seglog.errors import (
-    CorruptRecordError,
     InvalidRecordError,
     KafkaStorageError,
     OffsetOutOfRangeError,
@@ -73,7 +69,9 @@ from seglog.errors import (
     RecordListTooLargeError,
     RecordTooLargeError,
 )
+from seglog.storage.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, fsync_dir
 from seglog.storage.leader_epoch import LeaderEpochCache
+from seglog.storage.log_transactions import ATTR_CONTROL, ATTR_TXN_OR_CONTROL, LogTransactions
 from seglog.storage.logdir import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_FILE,
@@ -85,17 +83,17 @@ from seglog.storage.logdir import (
     parse_partition_dir,
 )
 from seglog.storage.producer_state import ProducerStateManager, last_sequence
+from seglog.storage.records import batch_headers, decode_records, validate_batches
 from seglog.storage.segment_files import (
-    CLEANED_SUFFIX,
     DELETED_SUFFIX,
     SWAP_SUFFIX,
     index_missing,
     remove_temporary_files,
     segment_bases,
 )
-from seglog.storage.records import batch_headers, decode_records, validate_batches
-from seglog.storage.log_transactions import ATTR_CONTROL, ATTR_TXN_OR_CONTROL, LogTransactions
 from seglog.storage.txnindex import AbortedTxn, TransactionIndex
+from seglog.util.args import bytes_arg, int_arg
+from seglog.util.clock import Clock, Scheduler
 
 #: Fault injection (opt-in): when set, every change of a log's recovery point (the offset below
 #: which its data is fsynced) is appended to this file as ``<log dir>\t<recovery point>`` lines,
@@ -114,6 +112,7 @@ def _journal_recovery_point(directory: str, recovery_point: int) -> None:
     finally:
         os.close(fd)
 
+
 log = logging.getLogger("seglog.storage.log")
 
 
@@ -125,7 +124,6 @@ MAX_TIMESTAMP = -3
 _SEQUENCE_MOD = 2**31
 #: Kafka's AppendOrigin of a leader append (see ``Log.append``).
 _ORIGINS = frozenset({"client", "coordinator"})
-
 
 
 @dataclasses.dataclass(slots=True)
@@ -244,18 +242,20 @@ class Log:
         producer ids are never reused), it lives in memory and starts empty.
         """
         self = object.__new__(cls)
-        self._init(os.fspath(directory), config, clock or Clock(), scheduler, read_only, replicated,
-                   producer_snapshots)
+        self._init(os.fspath(directory), config, clock or Clock(), scheduler, read_only, replicated, producer_snapshots)
         self._dir_checkpoints = dir_checkpoints
         self._claim = None
         if not read_only:
             if owner is not None:
                 if not owner.holds(self.dir):
-                    raise ValueError(f"{owner!r} does not hold {self.dir}: a log dir hands out only "
-                                     "its own partitions, while it is open for writing")
+                    raise ValueError(
+                        f"{owner!r} does not hold {self.dir}: a log dir hands out only "
+                        "its own partitions, while it is open for writing"
+                    )
             else:
-                self._claim = claim_partition(self.dir, holder=f"Log {self.dir}", wait_s=lock_wait_s,
-                                              create=self._create_dir)
+                self._claim = claim_partition(
+                    self.dir, holder=f"Log {self.dir}", wait_s=lock_wait_s, create=self._create_dir
+                )
         try:
             self._load(recovery_point, log_start_offset, clean_shutdown, high_watermark)
             if producer_snapshots and not read_only:
@@ -275,17 +275,25 @@ class Log:
             os.makedirs(self.dir, exist_ok=True)
             fsync_dir(os.path.dirname(self.dir))
         except OSError as exc:
-            raise KafkaStorageError(f"cannot create the log directory {self.dir}: "
-                                    f"{exc.strerror or exc}", path=self.dir) from exc
+            raise KafkaStorageError(
+                f"cannot create the log directory {self.dir}: {exc.strerror or exc}", path=self.dir
+            ) from exc
 
     def _release_claim(self) -> None:
         claim, self._claim = self._claim, None
         if claim is not None:
             claim.release()
 
-    def _init(self, directory: str, config: LogConfig | Mapping[str, Any] | None, clock: Clock,
-              scheduler: Scheduler | None, read_only: bool, replicated: bool,
-              producer_snapshots: bool = False) -> None:
+    def _init(
+        self,
+        directory: str,
+        config: LogConfig | Mapping[str, Any] | None,
+        clock: Clock,
+        scheduler: Scheduler | None,
+        read_only: bool,
+        replicated: bool,
+        producer_snapshots: bool = False,
+    ) -> None:
         self.config: LogConfig = LogConfig.coerce(config)
         self.dir = os.path.abspath(directory)
         self.clock = clock
@@ -312,19 +320,27 @@ class Log:
         # The open transactions and the segments' .txnindex files.
         self._txns = LogTransactions(self.dir, self._segments)
         #: Idempotent producers' state (Kafka's ``ProducerStateManager``); see :meth:`open`.
-        self.producer_state = ProducerStateManager(self.dir if producer_snapshots else None,
-                                                   name=os.path.basename(self.dir))
+        self.producer_state = ProducerStateManager(
+            self.dir if producer_snapshots else None, name=os.path.basename(self.dir)
+        )
 
     def _segment_kwargs(self) -> dict[str, Any]:
-        kw: dict[str, Any] = dict(index_interval_bytes=self.config.index_interval_bytes,
-                                  max_index_size=self.config.segment_index_bytes,
-                                  segment_bytes=self.config.segment_bytes)
+        kw: dict[str, Any] = dict(
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.segment_index_bytes,
+            segment_bytes=self.config.segment_bytes,
+        )
         if self.config.preallocate:
             kw["allocate_ahead"] = self.config.segment_bytes
         return kw
 
-    def _load(self, recovery_point: int | None, log_start_offset: int | None,
-              clean_shutdown: bool | None, high_watermark: int | None) -> None:
+    def _load(
+        self,
+        recovery_point: int | None,
+        log_start_offset: int | None,
+        clean_shutdown: bool | None,
+        high_watermark: int | None,
+    ) -> None:
         if not os.path.isdir(self.dir):
             if self.read_only:
                 raise FileNotFoundError(f"log directory not found: {self.dir}")
@@ -386,20 +402,27 @@ class Log:
                 # the next one starts lost its tail: what follows would leave a hole. Not in a
                 # compacted log, where the cleaner leaves such gaps (a cleaned segment whose last
                 # records were superseded, or an empty one).
-                lost_tail = (not clean_shutdown and not self.config.compact and i + 1 < len(bases)
-                             and seg.next_offset < bases[i + 1])
+                lost_tail = (
+                    not clean_shutdown
+                    and not self.config.compact
+                    and i + 1 < len(bases)
+                    and seg.next_offset < bases[i + 1]
+                )
                 if res.truncated_bytes or lost_tail:
                     truncated += res.truncated_bytes
                     removed_bytes += res.truncated_bytes
                     removed_records += max(0, end_before - seg.next_offset)
-                    reason = (f"{res.reason}; truncated {res.truncated_bytes} bytes" if res.truncated_bytes
-                              else f"ends at offset {seg.next_offset}, before the next segment's base "
-                                   f"offset {bases[i + 1]}: the records between were lost")
+                    reason = (
+                        f"{res.reason}; truncated {res.truncated_bytes} bytes"
+                        if res.truncated_bytes
+                        else f"ends at offset {seg.next_offset}, before the next segment's base "
+                        f"offset {bases[i + 1]}: the records between were lost"
+                    )
                     reasons.append(f"{seg.log_path}: {reason}")
                     log.warning("recovery of %s: %s", seg.log_path, reason)
-                    self._segments.append(seg)   # the last one now: stays open
+                    self._segments.append(seg)  # the last one now: stays open
                     # Kafka deletes every later segment once one was cut short.
-                    for later in bases[i + 1:]:
+                    for later in bases[i + 1 :]:
                         gone = self._open_segment(later)
                         removed_bytes += gone.size
                         removed_records += max(0, gone.next_offset - gone.base_offset)
@@ -419,8 +442,9 @@ class Log:
                 self._empty_read_only = True
             else:
                 self._segments.append(self._create_segment(log_start_offset))
-        self.recovery_summary = RecoverySummary(recovered, truncated, deleted, tuple(reasons), removed_bytes,
-                                                removed_records)
+        self.recovery_summary = RecoverySummary(
+            recovered, truncated, deleted, tuple(reasons), removed_bytes, removed_records
+        )
         if rebuilt:
             # The txn indexes of the recovered segments are rebuilt from the state as it
             # stands before each; otherwise the state is read on first need.
@@ -453,9 +477,14 @@ class Log:
             self._high_watermark = leo
         if removed_bytes or removed_records:
             # One line per log for tools that count what recovery cut (fault-injection reports).
-            log.warning("%s: recovery truncates to %d (%d records, %d bytes), checkpointed high watermark %d",
-                        self.dir, leo, removed_records, removed_bytes,
-                        -1 if high_watermark is None else high_watermark)
+            log.warning(
+                "%s: recovery truncates to %d (%d records, %d bytes), checkpointed high watermark %d",
+                self.dir,
+                leo,
+                removed_records,
+                removed_bytes,
+                -1 if high_watermark is None else high_watermark,
+            )
         if start_moved_back and not self.read_only:
             # Records written from here on are below the old checkpointed start: record the
             # new start now, or the next open would hide them.
@@ -480,8 +509,10 @@ class Log:
             # An empty segment left by a crash during a roll: reuse it if it is empty.
             seg = Segment(self.dir, base, **self._segment_kwargs())
             if seg.size:
-                raise KafkaStorageError(f"cannot roll to a new segment at offset {base}: {path} "
-                                        f"already exists and holds {seg.size} bytes", path=path)
+                raise KafkaStorageError(
+                    f"cannot roll to a new segment at offset {base}: {path} already exists and holds {seg.size} bytes",
+                    path=path,
+                )
             return seg
         self._created[base] = self.clock.time_ms()
         self._jitter[base] = self.config.random_segment_jitter(self._rng)
@@ -540,17 +571,26 @@ class Log:
         return self._unflushed_messages
 
     def __repr__(self) -> str:
-        return (f"Log({self.dir!r}, log_start_offset={self.log_start_offset}, "
-                f"high_watermark={self._high_watermark}, log_end_offset={self.log_end_offset}, "
-                f"segments={len(self._segments)})")
+        return (
+            f"Log({self.dir!r}, log_start_offset={self.log_start_offset}, "
+            f"high_watermark={self._high_watermark}, log_end_offset={self.log_end_offset}, "
+            f"segments={len(self._segments)})"
+        )
 
     # ---------------------------------------------------------------------------------------------
     # Append
     # ---------------------------------------------------------------------------------------------
 
-    def append(self, batches: Any, *, assign_offsets: bool = True, leader_epoch: int | None = None,
-               verify_crc: bool = True, origin: str = "client",
-               check_producers: bool = False) -> LogAppendInfo:
+    def append(
+        self,
+        batches: Any,
+        *,
+        assign_offsets: bool = True,
+        leader_epoch: int | None = None,
+        verify_crc: bool = True,
+        origin: str = "client",
+        check_producers: bool = False,
+    ) -> LogAppendInfo:
         """Append already-encoded RecordBatch v2 bytes (one or more whole batches).
 
         As leader (``assign_offsets=True``) offsets are assigned from the log end and
@@ -583,16 +623,18 @@ class Log:
         self._check_writable()
         view = bytes_arg("batches", batches)
         try:
-            return self._append(view, assign_offsets, leader_epoch, verify_crc, origin,
-                                check_producers and assign_offsets)
+            return self._append(
+                view, assign_offsets, leader_epoch, verify_crc, origin, check_producers and assign_offsets
+            )
         finally:
             # Give the caller's buffer back before an error propagates: the traceback keeps this
             # frame alive, and with it any view of the buffer (a producer must be able to free
             # the batch it exported here).
             view.release()
 
-    def append_as_leader(self, batches: Any, *, leader_epoch: int | None = None,
-                         origin: str = "client", verify_crc: bool = True) -> LogAppendInfo:
+    def append_as_leader(
+        self, batches: Any, *, leader_epoch: int | None = None, origin: str = "client", verify_crc: bool = True
+    ) -> LogAppendInfo:
         """A leader's append (Kafka's ``appendAsLeader``): as :meth:`append` with offsets
         assigned, and for ``origin="client"`` the idempotent producers' checks first (Kafka's
         ``ProducerStateManager``; see :mod:`seglog.storage.producer_state`), under the log's lock
@@ -601,8 +643,9 @@ class Log:
         of several batches a repeat is ``OutOfOrderSequenceError``); an older producer epoch is
         ``InvalidProducerEpochError``, a sequence gap ``OutOfOrderSequenceError``, and nothing is
         written. ``origin="coordinator"`` (transaction markers) updates the state unchecked."""
-        return self.append(batches, leader_epoch=leader_epoch, verify_crc=verify_crc, origin=origin,
-                           check_producers=origin == "client")
+        return self.append(
+            batches, leader_epoch=leader_epoch, verify_crc=verify_crc, origin=origin, check_producers=origin == "client"
+        )
 
     def append_as_follower(self, batches: Any) -> LogAppendInfo:
         """A follower's append (Kafka's ``appendAsFollower``): the batches keep the leader's
@@ -622,17 +665,31 @@ class Log:
     def _validate_client(self, view: memoryview, now: int, verify_crc: bool) -> list[Any]:
         cfg = self.config
         log_append = cfg.message_timestamp_type == "LogAppendTime"
-        bounded = not log_append and (cfg.message_timestamp_before_max_ms < _LONG_MAX
-                                      or cfg.message_timestamp_after_max_ms < _LONG_MAX)
+        bounded = not log_append and (
+            cfg.message_timestamp_before_max_ms < _LONG_MAX or cfg.message_timestamp_after_max_ms < _LONG_MAX
+        )
         return validate_batches(
-            view, f"{self.topic}-{self.partition}", now=now, log_append_time=log_append,
+            view,
+            f"{self.topic}-{self.partition}",
+            now=now,
+            log_append_time=log_append,
             before_max_ms=cfg.message_timestamp_before_max_ms,
-            after_max_ms=cfg.message_timestamp_after_max_ms, compacted=cfg.compact,
-            verify_crc=verify_crc, walk_compressed=verify_crc or bounded,
-            max_batch_size=cfg.max_message_bytes + 12)
+            after_max_ms=cfg.message_timestamp_after_max_ms,
+            compacted=cfg.compact,
+            verify_crc=verify_crc,
+            walk_compressed=verify_crc or bounded,
+            max_batch_size=cfg.max_message_bytes + 12,
+        )
 
-    def _append(self, view: memoryview, assign_offsets: bool, leader_epoch: int | None,
-                verify_crc: bool, origin: str, check_producers: bool) -> LogAppendInfo:
+    def _append(
+        self,
+        view: memoryview,
+        assign_offsets: bool,
+        leader_epoch: int | None,
+        verify_crc: bool,
+        origin: str,
+        check_producers: bool,
+    ) -> LogAppendInfo:
         now = self.clock.time_ms()
         cfg = self.config
         limit = cfg.max_message_bytes
@@ -653,20 +710,27 @@ class Log:
                 raise RecordListTooLargeError(
                     f"Message batch size is {h.size} bytes in append to partition {where}, which "
                     f"exceeds the maximum configured segment size of {cfg.segment_bytes}",
-                    position=h.position, limit=cfg.segment_bytes)
+                    position=h.position,
+                    limit=cfg.segment_bytes,
+                )
             if h.magic != 2:
-                raise InvalidRecordError(f"only RecordBatch v2 can be appended; the batch at byte "
-                                         f"{h.position} has magic {h.magic}", position=h.position)
+                raise InvalidRecordError(
+                    f"only RecordBatch v2 can be appended; the batch at byte {h.position} has magic {h.magic}",
+                    position=h.position,
+                )
             if h.size > limit + 12:
                 raise RecordTooLargeError(
                     f"the batch at byte {h.position} is {h.size} bytes, over max.message.bytes "
                     f"{limit} (+12 bytes of log overhead) of {self.dir}",
-                    position=h.position, limit=limit)
+                    position=h.position,
+                    limit=limit,
+                )
             if assign_offsets and h.records_count != h.last_offset - h.base_offset + 1:
                 raise InvalidRecordError(
                     f"the batch at byte {h.position} holds {h.records_count} records but spans "
                     f"{h.last_offset - h.base_offset + 1} offsets; a producer batch must be contiguous",
-                    position=h.position)
+                    position=h.position,
+                )
             if h.attributes & ATTR_TXN_OR_CONTROL:
                 txn_or_control = True
             if h.producer_id >= 0:
@@ -678,8 +742,7 @@ class Log:
             latest = self.epoch_cache.latest_epoch
             epoch = leader_epoch if leader_epoch is not None else latest
             if assign_offsets and epoch >= 0 and epoch < latest:
-                raise InvalidRecordError(f"leader epoch {epoch} is older than the log's latest "
-                                         f"epoch {latest}")
+                raise InvalidRecordError(f"leader epoch {epoch} is older than the log's latest epoch {latest}")
             if producers and check_producers:
                 dup = self._check_producers(heads)
                 if dup is not None:
@@ -689,7 +752,9 @@ class Log:
             if not assign_offsets and first_new < log_end:
                 raise InvalidRecordError(
                     f"out-of-order follower append to {self.dir}: batch starts at offset {first_new}, "
-                    f"the log ends at {log_end}", offset=first_new)
+                    f"the log ends at {log_end}",
+                    offset=first_new,
+                )
             if len(heads) == 1:
                 h = heads[0]
                 total_offsets = h.last_offset - h.base_offset + 1
@@ -699,11 +764,10 @@ class Log:
                 max_ts = max(h.max_timestamp for h in heads)
             last_new = (first_new + total_offsets - 1) if assign_offsets else heads[-1].last_offset
             if txn_or_control:
-                self._txns.ongoing()   # the open transactions before this append, read if not yet
+                self._txns.ongoing()  # the open transactions before this append, read if not yet
             seg = self._maybe_roll(len(view), max_ts, first_new, last_new)
             # Positional: (buffer, assign_from, leader_epoch, verify_crc).
-            info = seg.append(view, first_new if assign_offsets else -1,
-                              epoch if assign_offsets else -1, False)
+            info = seg.append(view, first_new if assign_offsets else -1, epoch if assign_offsets else -1, False)
             if txn_or_control:
                 self._txns.track(seg, view, heads, info.first_offset if assign_offsets else -1)
             if producers:
@@ -723,9 +787,17 @@ class Log:
             self._unflushed_messages += info.records
             if self._unflushed_messages >= self.config.flush_messages:
                 self.flush()
-            return LogAppendInfo(info.first_offset, info.last_offset, info.max_timestamp,
-                                 info.offset_of_max_timestamp, now if log_append else -1,
-                                 info.records, info.batches, info.size, self.log_start_offset)
+            return LogAppendInfo(
+                info.first_offset,
+                info.last_offset,
+                info.max_timestamp,
+                info.offset_of_max_timestamp,
+                now if log_append else -1,
+                info.records,
+                info.batches,
+                info.size,
+                self.log_start_offset,
+            )
 
     def _check_producers(self, heads: Sequence[Any]) -> LogAppendInfo | None:
         """A client's batches against the producer state (before anything is written): the
@@ -739,12 +811,14 @@ class Log:
             first_seq = h.base_sequence
             if h.producer_id < 0 or first_seq < 0:
                 return None
-            dup = ps.check(h.producer_id, h.producer_epoch, first_seq,
-                           (first_seq + h.last_offset - h.base_offset) % _SEQUENCE_MOD)
+            dup = ps.check(
+                h.producer_id, h.producer_epoch, first_seq, (first_seq + h.last_offset - h.base_offset) % _SEQUENCE_MOD
+            )
             if dup is None:
                 return None
-            return LogAppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, -1, -1,
-                                 0, 0, 0, self.log_start_offset, True)
+            return LogAppendInfo(
+                dup.first_offset, dup.last_offset, dup.timestamp, -1, -1, 0, 0, 0, self.log_start_offset, True
+            )
         seen: dict[int, tuple[int, int]] = {}
         for i, h in enumerate(heads):
             pid = h.producer_id
@@ -755,13 +829,13 @@ class Log:
                 epoch, prev_last = seen[pid]
                 if h.producer_epoch != epoch or h.base_sequence != (prev_last + 1) % _SEQUENCE_MOD:
                     raise OutOfOrderSequenceError(
-                        f"producer {pid}: batch {i} of the request does not continue "
-                        "the sequence of the previous one")
+                        f"producer {pid}: batch {i} of the request does not continue the sequence of the previous one"
+                    )
             else:
                 if ps.check(pid, h.producer_epoch, h.base_sequence, last_seq) is not None:
                     raise OutOfOrderSequenceError(
-                        f"producer {pid}: batch {i} repeats an earlier batch inside a "
-                        "multi-batch request")
+                        f"producer {pid}: batch {i} repeats an earlier batch inside a multi-batch request"
+                    )
             seen[pid] = (h.producer_epoch, last_seq)
         return None
 
@@ -776,9 +850,15 @@ class Log:
             base = h.base_offset if assign_from < 0 else cursor
             if h.producer_id >= 0 and not h.attributes & ATTR_CONTROL:
                 first_seq = h.base_sequence
-                ps.update(h.producer_id, h.producer_epoch, first_seq,
-                          (first_seq + span) % _SEQUENCE_MOD if first_seq >= 0 else -1,
-                          base, base + span, h.max_timestamp)
+                ps.update(
+                    h.producer_id,
+                    h.producer_epoch,
+                    first_seq,
+                    (first_seq + span) % _SEQUENCE_MOD if first_seq >= 0 else -1,
+                    base,
+                    base + span,
+                    h.max_timestamp,
+                )
             cursor = base + span + 1
         ps.map_end_offset = self._segments[-1].next_offset
 
@@ -858,8 +938,9 @@ class Log:
             for i, seg in enumerate(segs):
                 # An inactive segment ends at or below the next one's base: no need to open a
                 # parked one to learn it holds nothing unflushed.
-                if i + 1 < len(segs) and (segs[i + 1].base_offset <= self.recovery_point
-                                          or seg.next_offset <= self.recovery_point):
+                if i + 1 < len(segs) and (
+                    segs[i + 1].base_offset <= self.recovery_point or seg.next_offset <= self.recovery_point
+                ):
                     continue
                 seg.flush()
                 self._txns.flush(seg)
@@ -878,10 +959,10 @@ class Log:
         if sched is None:
             # A standalone log keeps its flush.ms itself, on a scheduler of its own (a daemon
             # thread; on a ManualClock the clock's advance runs it), stopped by close().
-            sched = self._own_scheduler = Scheduler(
-                self.clock, name=f"seglog-flush-{self.topic}-{self.partition}")
-        self._flush_task = sched.schedule(f"flush {self.dir}", self.maybe_flush_by_time,
-                                          delay_ms=period, period_ms=period)
+            sched = self._own_scheduler = Scheduler(self.clock, name=f"seglog-flush-{self.topic}-{self.partition}")
+        self._flush_task = sched.schedule(
+            f"flush {self.dir}", self.maybe_flush_by_time, delay_ms=period, period_ms=period
+        )
 
     def _stop_flusher(self) -> None:
         sched = self.scheduler or self._own_scheduler
@@ -921,15 +1002,22 @@ class Log:
 
     def _update_checkpoints(self) -> None:
         self._recovery_file.update(lambda: {self._tp: self.recovery_point})
-        self._log_start_file.update(lambda: {
-            self._tp: self.log_start_offset if self.log_start_offset > self._segments[0].base_offset else None})
+        self._log_start_file.update(
+            lambda: {self._tp: self.log_start_offset if self.log_start_offset > self._segments[0].base_offset else None}
+        )
 
     # ---------------------------------------------------------------------------------------------
     # Reads
     # ---------------------------------------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int = 1 << 20, *, upper_bound: str | int = "high_watermark",
-             min_one_batch: bool = True) -> LogReadResult:
+    def read(
+        self,
+        offset: int,
+        max_bytes: int = 1 << 20,
+        *,
+        upper_bound: str | int = "high_watermark",
+        min_one_batch: bool = True,
+    ) -> LogReadResult:
         """Whole batches holding ``offset`` onwards, at most ``max_bytes`` (but at least one
         batch when ``min_one_batch``), never past the upper bound: ``"high_watermark"``
         (consumers), ``"log_end"`` (followers) or an explicit offset. Raises
@@ -943,8 +1031,9 @@ class Log:
             leo = self.log_end_offset
             if offset < self.log_start_offset or offset > leo:
                 raise OffsetOutOfRangeError(
-                    f"offset {offset} is out of range for {self.dir}: the log holds "
-                    f"[{self.log_start_offset}, {leo})", offset=offset)
+                    f"offset {offset} is out of range for {self.dir}: the log holds [{self.log_start_offset}, {leo})",
+                    offset=offset,
+                )
             if upper_bound == "high_watermark":
                 bound = self._high_watermark
             elif upper_bound == "log_end":
@@ -952,13 +1041,11 @@ class Log:
             elif isinstance(upper_bound, int):
                 bound = min(upper_bound, leo)
             else:
-                raise ValueError(f"upper_bound must be 'high_watermark', 'log_end' or an offset, "
-                                 f"got {upper_bound!r}")
+                raise ValueError(f"upper_bound must be 'high_watermark', 'log_end' or an offset, got {upper_bound!r}")
             slices = fetch_partition(self._segments, offset, max_bytes, bound, min_one_batch)
             return LogReadResult(tuple(slices), offset, self._high_watermark, self.log_start_offset, leo)
 
-    def offset_for_timestamp(self, timestamp: int, *, upper_bound: int | None = None
-                             ) -> tuple[int, int] | None:
+    def offset_for_timestamp(self, timestamp: int, *, upper_bound: int | None = None) -> tuple[int, int] | None:
         """Kafka's ListOffsets: the first offset whose timestamp is >= ``timestamp``, with that
         record's timestamp; ``-2`` earliest, ``-1`` latest (the high watermark), ``-3`` the
         record with the largest timestamp. None when no record qualifies."""
@@ -1074,7 +1161,7 @@ class Log:
             self._refuse_if_viewed([s for s in self._segments if s.next_offset > offset], "truncate")
             while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
                 self._segments.pop().delete()
-            self.active.evictable = False      # the active segment again: its files stay open
+            self.active.evictable = False  # the active segment again: its files stay open
             self.active.truncate_to(offset)
             leo = self.log_end_offset
             self._txns.truncate_to(self.active, leo)
@@ -1107,7 +1194,7 @@ class Log:
             self._refuse_if_viewed(self._segments, "truncate")
             for seg in self._segments:
                 seg.delete()
-            self._segments[:] = [self._create_segment(offset)]   # the list LogTransactions reads
+            self._segments[:] = [self._create_segment(offset)]  # the list LogTransactions reads
             self._txns.clear()
             self.log_start_offset = offset
             self._high_watermark = offset
@@ -1128,8 +1215,10 @@ class Log:
         for seg in segments:
             n = seg.live_views()
             if n:
-                raise BufferError(f"cannot {action} {self.dir}: {n} exported view(s) of "
-                                  f"{seg.log_path} are still alive; release them first")
+                raise BufferError(
+                    f"cannot {action} {self.dir}: {n} exported view(s) of "
+                    f"{seg.log_path} are still alive; release them first"
+                )
 
     def delete_records(self, before_offset: int) -> int:
         """Move the log start offset to ``before_offset`` (Kafka's DeleteRecords): records below
@@ -1141,7 +1230,9 @@ class Log:
             if before_offset > self._high_watermark:
                 raise OffsetOutOfRangeError(
                     f"cannot delete records before {before_offset}: the high watermark of {self.dir} "
-                    f"is {self._high_watermark}", offset=before_offset)
+                    f"is {self._high_watermark}",
+                    offset=before_offset,
+                )
             if before_offset <= self.log_start_offset:
                 return self.log_start_offset
             self.log_start_offset = before_offset
@@ -1161,7 +1252,8 @@ class Log:
             if self.config.retention_ms >= 0:
                 now = self.clock.time_ms()
                 deleted += self._delete_segments(
-                    lambda seg, nxt: now - seg.largest_timestamp > self.config.retention_ms)
+                    lambda seg, nxt: now - seg.largest_timestamp > self.config.retention_ms
+                )
             if self.config.retention_bytes >= 0:
                 excess = self.size - self.config.retention_bytes
 
@@ -1209,8 +1301,9 @@ class Log:
             self._delete_now(seg)
             return
         self._pending_deletes.append(seg)
-        self.scheduler.schedule(f"delete {seg.log_path}", lambda: self._delete_now(seg),
-                                delay_ms=self.config.file_delete_delay_ms)
+        self.scheduler.schedule(
+            f"delete {seg.log_path}", lambda: self._delete_now(seg), delay_ms=self.config.file_delete_delay_ms
+        )
 
     def _delete_now(self, seg: Segment) -> None:
         try:
@@ -1218,8 +1311,7 @@ class Log:
         except BufferError:
             # Views of its data are still alive: try again later.
             if self.scheduler is not None:
-                self.scheduler.schedule(f"delete {seg.log_path}", lambda: self._delete_now(seg),
-                                        delay_ms=1000)
+                self.scheduler.schedule(f"delete {seg.log_path}", lambda: self._delete_now(seg), delay_ms=1000)
             return
         if seg in self._pending_deletes:
             self._pending_deletes.remove(seg)
@@ -1239,20 +1331,22 @@ class Log:
                 first = self._segments.index(old[0])
             except ValueError:
                 raise KafkaStorageError(f"segment {old[0].log_path} is no longer part of {self.dir}") from None
-            if self._segments[first:first + len(old)] != list(old):
+            if self._segments[first : first + len(old)] != list(old):
                 raise KafkaStorageError(f"the segments to replace in {self.dir} are not consecutive")
             if first + len(old) >= len(self._segments):
                 raise KafkaStorageError(f"the active segment of {self.dir} cannot be replaced")
             if new.suffix != SWAP_SUFFIX:
                 raise ValueError(f"the replacement {new.log_path} must carry the {SWAP_SUFFIX} suffix")
             if new.base_offset != old[0].base_offset:
-                raise ValueError(f"the replacement {new.log_path} must start at offset "
-                                 f"{old[0].base_offset}, the base offset of {old[0].log_path}")
+                raise ValueError(
+                    f"the replacement {new.log_path} must start at offset "
+                    f"{old[0].base_offset}, the base offset of {old[0].log_path}"
+                )
             for seg in old:
                 self._schedule_delete(seg)
             new.change_suffix(SWAP_SUFFIX, "")
             new.evictable = True
-            self._segments[first:first + len(old)] = [new]
+            self._segments[first : first + len(old)] = [new]
 
     # ---------------------------------------------------------------------------------------------
     # Close
@@ -1333,9 +1427,9 @@ def _with_log_append_time(view: memoryview, heads: Sequence[Any], now: int) -> b
     buf = bytearray(view)
     for h in heads:
         p = h.position
-        attrs = int.from_bytes(buf[p + 21:p + 23], "big") | 0x08
-        buf[p + 21:p + 23] = attrs.to_bytes(2, "big")
-        buf[p + 35:p + 43] = now.to_bytes(8, "big", signed=True)
-        crc = crc32c(memoryview(buf)[p + 21:p + h.size])
-        buf[p + 17:p + 21] = crc.to_bytes(4, "big")
+        attrs = int.from_bytes(buf[p + 21 : p + 23], "big") | 0x08
+        buf[p + 21 : p + 23] = attrs.to_bytes(2, "big")
+        buf[p + 35 : p + 43] = now.to_bytes(8, "big", signed=True)
+        crc = crc32c(memoryview(buf)[p + 21 : p + h.size])
+        buf[p + 17 : p + 21] = crc.to_bytes(4, "big")
     return buf

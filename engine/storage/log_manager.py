@@ -59,7 +59,7 @@ import shutil
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from seglog._native.accumulator import Generation
 from seglog.config import BrokerConfig, LogConfig
@@ -75,7 +75,7 @@ from seglog.storage.checkpoints import ensure_meta_properties, fsync_dir
 from seglog.storage.cleaner import Cleaner
 from seglog.storage.descriptors import check_descriptor_limit
 from seglog.storage.group_offsets import OFFSETS_TOPIC, GroupOffsets, OffsetAndMetadata
-from seglog.storage.log import Log, LogAppendInfo
+from seglog.storage.log import Log
 from seglog.storage.logdir import LogDir
 from seglog.storage.producer_state import SNAPSHOT_SUFFIX, decode_snapshot
 from seglog.storage.records import batch_headers
@@ -91,7 +91,6 @@ from seglog.storage.topic import (
     StoredPartition,
     StoredTopic,
     TopicDescription,
-    TopicPartition,
     collision_name,
     new_topic_id,
     own_leader_epoch,
@@ -100,10 +99,14 @@ from seglog.storage.topic import (
 from seglog.util.args import bytes_arg, int_arg
 from seglog.util.clock import Clock, ManualClock, Scheduler
 
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
 log = logging.getLogger("seglog.storage.log_manager")
 
 #: Producer ids are reserved in blocks of this many in the store metadata.
 _PRODUCER_ID_BLOCK = 1000
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class AppendResult:
@@ -119,9 +122,6 @@ class AppendResult:
     duplicate: bool = False
 
 
-_M = TypeVar("_M", bound="LogManager")
-
-
 class LogManager:
     """A Kafka-layout log directory. Create with :meth:`open`."""
 
@@ -133,9 +133,15 @@ class LogManager:
     # ---------------------------------------------------------------------------------------------
 
     @classmethod
-    def open(cls: type[_M], directory: str | os.PathLike[str],
-             config: BrokerConfig | Mapping[str, Any] | None = None, *,
-             clock: Clock | None = None, read_only: bool = False, create: bool = True) -> _M:
+    def open(
+        cls,
+        directory: str | os.PathLike[str],
+        config: BrokerConfig | Mapping[str, Any] | None = None,
+        *,
+        clock: Clock | None = None,
+        read_only: bool = False,
+        create: bool = True,
+    ) -> Self:
         """Open the log directory ``directory`` (created unless ``create=False``).
 
         ``config`` holds broker keys (``log.segment.bytes``, ``log.retention.hours``, ...):
@@ -154,8 +160,14 @@ class LogManager:
             raise
         return self
 
-    def _init(self, directory: str, config: BrokerConfig | Mapping[str, Any] | None, clock: Clock,
-              read_only: bool, create: bool) -> None:
+    def _init(
+        self,
+        directory: str,
+        config: BrokerConfig | Mapping[str, Any] | None,
+        clock: Clock,
+        read_only: bool,
+        create: bool,
+    ) -> None:
         self.config: BrokerConfig = BrokerConfig.coerce(config)
         self.dir = os.path.abspath(directory)
         self.clock = clock
@@ -185,8 +197,9 @@ class LogManager:
     def _load(self) -> None:
         # The log dir (its lock, checkpoint files, marker and partition discovery) belongs to
         # its LogDir; the store is that LogDir's owner.
-        ld = self._logdir = LogDir.open(self.dir, read_only=self.read_only, create=self._create,
-                                        holder=f"a store ({self.dir})")
+        ld = self._logdir = LogDir.open(
+            self.dir, read_only=self.read_only, create=self._create, holder=f"a store ({self.dir})"
+        )
         if not self.read_only:
             ensure_meta_properties(self.dir, self.config.effective_node_id)
         self._recovery_file = ld.recovery_points
@@ -200,11 +213,11 @@ class LogManager:
         cleaner = ld.read_offsets(self._cleaner_file)
         clean = ld.clean_shutdown
         if not clean and not self.read_only and (recovery or os.listdir(self.dir)):
-            log.info("%s was not shut down cleanly: recovering logs past their recovery points",
-                     self.dir)
+            log.info("%s was not shut down cleanly: recovering logs past their recovery points", self.dir)
         if not self.read_only:
-            self._scheduler = Scheduler(self.clock, on_error=self._task_failed,
-                                        name=f"seglog-store {os.path.basename(self.dir)}")
+            self._scheduler = Scheduler(
+                self.clock, on_error=self._task_failed, name=f"seglog-store {os.path.basename(self.dir)}"
+            )
         topics_meta: dict[str, Any] = meta.get("topics", {})
         found: dict[str, list[int]] = {}
         ld.remove_deleted_dirs()
@@ -241,10 +254,18 @@ class LogManager:
                     continue
                 if not exists and tm:
                     log.warning("partition directory %s-%d is missing; creating it empty", name, p)
-                lg = self._open_log(name, p, topic.config, clock=self.clock, scheduler=self._scheduler,
-                                 recovery_point=recovery.get(tp, 0), log_start_offset=log_start.get(tp, 0),
-                                 clean_shutdown=clean, high_watermark=hws.get(tp),
-                                 dir_checkpoints=False)
+                lg = self._open_log(
+                    name,
+                    p,
+                    topic.config,
+                    clock=self.clock,
+                    scheduler=self._scheduler,
+                    recovery_point=recovery.get(tp, 0),
+                    log_start_offset=log_start.get(tp, 0),
+                    clean_shutdown=clean,
+                    high_watermark=hws.get(tp),
+                    dir_checkpoints=False,
+                )
                 topic.partitions.append(StoredPartition(name, p, lg, cleaner.get(tp)))
             self._topics[name] = topic
         self._next_producer_id = int(meta.get("producer_id_block_end", 0))
@@ -263,8 +284,13 @@ class LogManager:
         out: writable unless the store is read-only."""
         ld = self._logdir
         assert ld is not None
-        return Log.open(ld.partition_path(topic, partition), config, read_only=ld.read_only,
-                        owner=None if ld.read_only else ld, **kwargs)
+        return Log.open(
+            ld.partition_path(topic, partition),
+            config,
+            read_only=ld.read_only,
+            owner=None if ld.read_only else ld,
+            **kwargs,
+        )
 
     def _undo_pending(self, name: str, tm: dict[str, Any], found: dict[str, list[int]]) -> dict[str, Any] | None:
         """What to load of a topic whose change was interrupted: the partitions it was creating
@@ -308,8 +334,11 @@ class LogManager:
         internal = name in INTERNAL_TOPICS
         base = dict(overrides)
         if name == OFFSETS_TOPIC:
-            defaults = {"cleanup.policy": "compact", "segment.bytes": self.config.offsets_topic_segment_bytes,
-                        "compression.type": "producer"}
+            defaults = {
+                "cleanup.policy": "compact",
+                "segment.bytes": self.config.offsets_topic_segment_bytes,
+                "compression.type": "producer",
+            }
             base = {**defaults, **base}
         config = self.config.topic_config(base)
         return StoredTopic(name, config, dict(overrides), topic_id, internal)
@@ -320,15 +349,23 @@ class LogManager:
 
         def every(name: str, period: int, fn: Any) -> None:
             if period > 0:
-                self._tasks.append(self._scheduler.schedule(  # type: ignore[union-attr]
-                    name, fn, delay_ms=period, period_ms=period))
+                self._tasks.append(
+                    self._scheduler.schedule(  # type: ignore[union-attr]
+                        name, fn, delay_ms=period, period_ms=period
+                    )
+                )
 
-        every("recovery-point checkpoint", cfg.log_flush_offset_checkpoint_interval_ms,
-              self._flush_rolled_and_checkpoint)
-        every("log-start checkpoint", cfg.log_flush_start_offset_checkpoint_interval_ms,
-              self.checkpoint_log_start_offsets)
-        every("high-watermark checkpoint", cfg.replica_high_watermark_checkpoint_interval_ms,
-              self.checkpoint_high_watermarks)
+        every(
+            "recovery-point checkpoint", cfg.log_flush_offset_checkpoint_interval_ms, self._flush_rolled_and_checkpoint
+        )
+        every(
+            "log-start checkpoint", cfg.log_flush_start_offset_checkpoint_interval_ms, self.checkpoint_log_start_offsets
+        )
+        every(
+            "high-watermark checkpoint",
+            cfg.replica_high_watermark_checkpoint_interval_ms,
+            self.checkpoint_high_watermarks,
+        )
         every("retention", cfg.log_retention_check_interval_ms, self.run_retention)
         if cfg.log_cleaner_enable:
             every("cleaner", cfg.log_cleaner_backoff_ms, self.run_cleaner)
@@ -353,9 +390,9 @@ class LogManager:
     # Topics
     # ---------------------------------------------------------------------------------------------
 
-    def create_topic(self, name: str, partitions: int = 1,
-                     config: Mapping[str, Any] | None = None, *,
-                     exist_ok: bool = False) -> TopicDescription:
+    def create_topic(
+        self, name: str, partitions: int = 1, config: Mapping[str, Any] | None = None, *, exist_ok: bool = False
+    ) -> TopicDescription:
         """Create ``name`` with ``partitions`` partitions and topic-config overrides ``config``
         (Kafka's topic keys: ``retention.ms``, ``cleanup.policy``, ``segment.bytes``...)."""
         self._check_writable()
@@ -364,8 +401,7 @@ class LogManager:
             raise InvalidTopicError(f"{name} is an internal topic; it is created by the store itself")
         int_arg("partitions", partitions)
         if config is not None and not isinstance(config, Mapping):
-            raise TypeError(f"config must be a mapping of topic config keys or None, not "
-                            f"{type(config).__name__}")
+            raise TypeError(f"config must be a mapping of topic config keys or None, not {type(config).__name__}")
         if partitions < 1:
             raise InvalidPartitionsError(f"number of partitions must be at least 1, got {partitions!r}")
         overrides = dict(config or {})
@@ -378,16 +414,19 @@ class LogManager:
                 raise TopicAlreadyExistsError(f"topic {name!r} already exists")
             clash = [t for t in self._topics if collision_name(t) == collision_name(name)]
             if clash:
-                raise InvalidTopicError(f"topic {name!r} collides with existing topic {clash[0]!r} "
-                                        "(names differing only in '.' and '_' are not allowed)")
+                raise InvalidTopicError(
+                    f"topic {name!r} collides with existing topic {clash[0]!r} "
+                    "(names differing only in '.' and '_' are not allowed)"
+                )
             check_descriptor_limit(partitions, f"create topic {name!r} with {partitions} partitions")
             topic = StoredTopic(name, topic_config, {k: v for k, v in overrides.items()}, new_topic_id(), False)
             topic.config = topic_config
             self._grow(topic, range(partitions), new_topic=True)
             return self._describe_topic(topic)
 
-    def _grow(self, topic: StoredTopic, numbers: Iterable[int], *, new_topic: bool = False,
-              count: int | None = None) -> None:
+    def _grow(
+        self, topic: StoredTopic, numbers: Iterable[int], *, new_topic: bool = False, count: int | None = None
+    ) -> None:
         """Create the partitions ``numbers`` of ``topic`` (registering a new topic) and record
         them in the metadata and checkpoints: all or nothing. If any step fails (a partition
         that cannot be created, a full disk), the partitions made are closed and their
@@ -420,12 +459,21 @@ class LogManager:
 
     def _open_new_log(self, topic: StoredTopic, partition: int) -> Log:
         assert self._logdir is not None
-        return self._open_log(topic.name, partition, topic.config, clock=self.clock,
-                                     scheduler=self._scheduler, recovery_point=0, log_start_offset=0,
-                                     clean_shutdown=True, dir_checkpoints=False)
+        return self._open_log(
+            topic.name,
+            partition,
+            topic.config,
+            clock=self.clock,
+            scheduler=self._scheduler,
+            recovery_point=0,
+            log_start_offset=0,
+            clean_shutdown=True,
+            dir_checkpoints=False,
+        )
 
-    def _undo_grow(self, topic: StoredTopic, added: list[StoredPartition], created: list[str], new_topic: bool,
-                   old_count: int) -> None:
+    def _undo_grow(
+        self, topic: StoredTopic, added: list[StoredPartition], created: list[str], new_topic: bool, old_count: int
+    ) -> None:
         for part in added:
             topic.partitions.remove(part)
             try:
@@ -443,8 +491,9 @@ class LogManager:
             self.checkpoint()
             self._write_metadata()
         except Exception as exc:  # noqa: BLE001 - the original error is the one raised
-            log.error("%s: could not rewrite the checkpoints and metadata after a failed topic "
-                      "change: %s", self.dir, exc)
+            log.error(
+                "%s: could not rewrite the checkpoints and metadata after a failed topic change: %s", self.dir, exc
+            )
 
     def create_partitions(self, name: str, total: int) -> TopicDescription:
         """Grow topic ``name`` to ``total`` partitions (Kafka's CreatePartitions; partitions
@@ -453,10 +502,12 @@ class LogManager:
         with self._lock:
             topic = self._topic(name)
             if total <= len(topic.partitions):
-                raise InvalidPartitionsError(f"topic {name!r} has {len(topic.partitions)} partitions; "
-                                             f"the new total {total} must be larger")
-            check_descriptor_limit(total - len(topic.partitions),
-                                   f"grow topic {name!r} from {len(topic.partitions)} to {total} partitions")
+                raise InvalidPartitionsError(
+                    f"topic {name!r} has {len(topic.partitions)} partitions; the new total {total} must be larger"
+                )
+            check_descriptor_limit(
+                total - len(topic.partitions), f"grow topic {name!r} from {len(topic.partitions)} to {total} partitions"
+            )
             self._grow(topic, range(len(topic.partitions), total))
             return self._describe_topic(topic)
 
@@ -485,14 +536,18 @@ class LogManager:
             shutil.rmtree(path, ignore_errors=True)
         gone: dict[str, dict[tuple[str, int], OffsetAndMetadata | None]] = {}
         for group in self.group_offsets.groups():
-            for (t, p) in self.group_offsets.group_offsets(group):
+            for t, p in self.group_offsets.group_offsets(group):
                 if t == name:
                     gone.setdefault(group, {})[(t, p)] = None
         for group, offsets in gone.items():
             self.group_offsets.commit(group, offsets)
 
-    def alter_topic_config(self, name: str, set: Mapping[str, Any] | None = None,  # noqa: A002
-                           delete: Iterable[str] = ()) -> LogConfig:
+    def alter_topic_config(
+        self,
+        name: str,
+        set: Mapping[str, Any] | None = None,  # noqa: A002
+        delete: Iterable[str] = (),
+    ) -> LogConfig:
         """Change topic-config overrides (Kafka's IncrementalAlterConfigs); returns the new
         effective config. Takes effect for new segments and the next background runs."""
         self._check_writable()
@@ -531,19 +586,26 @@ class LogManager:
         with self._lock:
             if topic is not None:
                 return [self._describe_topic(self._topic(topic))]
-            return [self._describe_topic(t) for n, t in sorted(self._topics.items())
-                    if internal or not t.internal]
+            return [self._describe_topic(t) for n, t in sorted(self._topics.items()) if internal or not t.internal]
 
     def _describe_topic(self, topic: StoredTopic) -> TopicDescription:
         parts = []
         for part in topic.partitions:
             lg = part.log
             segs = lg.segments
-            parts.append(PartitionDescription(
-                part.partition, lg.log_start_offset, lg.high_watermark, lg.log_end_offset,
-                lg.recovery_point, len(segs), sum(s.size for s in segs), lg.dir))
-        return TopicDescription(topic.name, topic.topic_id, topic.internal, tuple(parts),
-                                dict(topic.overrides))
+            parts.append(
+                PartitionDescription(
+                    part.partition,
+                    lg.log_start_offset,
+                    lg.high_watermark,
+                    lg.log_end_offset,
+                    lg.recovery_point,
+                    len(segs),
+                    sum(s.size for s in segs),
+                    lg.dir,
+                )
+            )
+        return TopicDescription(topic.name, topic.topic_id, topic.internal, tuple(parts), dict(topic.overrides))
 
     def _topic(self, name: str) -> StoredTopic:
         self._check_open()
@@ -560,7 +622,8 @@ class LogManager:
                     return part
             raise UnknownTopicOrPartitionError(
                 f"partition {partition} of topic {topic!r} does not exist (the topic has "
-                f"{len(t.partitions)} partition(s))")
+                f"{len(t.partitions)} partition(s))"
+            )
         return t.partitions[partition]
 
     def partition(self, topic: str, partition: int) -> StoredPartition:
@@ -633,23 +696,25 @@ class LogManager:
             part = self._partition(topic, partition)
             if len(heads) == 1 or all(h.producer_id < 0 for h in heads):
                 return self._append_part(part, view, heads, origin)
-            results = [self._append_part(part, view[h.position:h.position + h.size], [h], origin)
-                       for h in heads]
-            return dataclasses.replace(results[-1], first_offset=results[0].first_offset,
-                                       duplicate=all(r.duplicate for r in results))
+            results = [self._append_part(part, view[h.position : h.position + h.size], [h], origin) for h in heads]
+            return dataclasses.replace(
+                results[-1], first_offset=results[0].first_offset, duplicate=all(r.duplicate for r in results)
+            )
         finally:
             view.release()
 
-    def _append_part(self, part: StoredPartition, view: memoryview, heads: Sequence[Any],
-                     origin: str = "client") -> AppendResult:
+    def _append_part(
+        self, part: StoredPartition, view: memoryview, heads: Sequence[Any], origin: str = "client"
+    ) -> AppendResult:
         h = heads[0]
         if len(heads) == 1 and h.producer_id >= 0 and not h.is_control:
             return self._append_to(part.topic, part.partition, view, origin=origin)
         with part.lock:
             info = part.log.append(view, leader_epoch=own_leader_epoch(part.log), origin=origin)
         self._notify()
-        return AppendResult(part.topic, part.partition, info.first_offset, info.last_offset,
-                            info.log_append_time, info.log_start_offset)
+        return AppendResult(
+            part.topic, part.partition, info.first_offset, info.last_offset, info.log_append_time, info.log_start_offset
+        )
 
     def _append_to(self, topic: str, partition: int, data: Any, *, origin: str = "client") -> AppendResult:
         """One batch, as its producer's leader appends it (``Log.append_as_leader``: a client's
@@ -659,8 +724,15 @@ class LogManager:
             info = part.log.append_as_leader(data, leader_epoch=own_leader_epoch(part.log), origin=origin)
         if not info.duplicate:
             self._notify()
-        return AppendResult(topic, partition, info.first_offset, info.last_offset,
-                            info.log_append_time, info.log_start_offset, duplicate=info.duplicate)
+        return AppendResult(
+            topic,
+            partition,
+            info.first_offset,
+            info.last_offset,
+            info.log_append_time,
+            info.log_start_offset,
+            duplicate=info.duplicate,
+        )
 
     def _notify(self) -> None:
         if self._waiters:
@@ -899,10 +971,11 @@ class LogManager:
                 self._closed = True
                 self._release_lock()
             if errors:
-                raise KafkaStorageError(f"{len(errors)} log(s) of {self.dir} failed to close; the "
-                                        f"first error: {errors[0]}", path=self.dir) from errors[0]
+                raise KafkaStorageError(
+                    f"{len(errors)} log(s) of {self.dir} failed to close; the first error: {errors[0]}", path=self.dir
+                ) from errors[0]
 
-    def __enter__(self: _M) -> _M:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -928,8 +1001,10 @@ class LogManager:
 
 def _holds_records(partition_dir: str) -> bool:
     try:
-        return any(n.endswith(".log") and os.path.getsize(os.path.join(partition_dir, n)) > 0
-                   for n in os.listdir(partition_dir))
+        return any(
+            n.endswith(".log") and os.path.getsize(os.path.join(partition_dir, n)) > 0
+            for n in os.listdir(partition_dir)
+        )
     except OSError:
         return False
 

@@ -73,9 +73,12 @@ class LogTransactions:
         if end is None:
             end = seg.next_offset
         if last >= end:
-            raise CorruptIndexError(f"transaction index {idx.path}: last entry's marker offset {last} "
-                                    f"is past the segment's data (which ends before offset {end})",
-                                    path=idx.path, offset=last)
+            raise CorruptIndexError(
+                f"transaction index {idx.path}: last entry's marker offset {last} "
+                f"is past the segment's data (which ends before offset {end})",
+                path=idx.path,
+                offset=last,
+            )
 
     def flush(self, seg: Segment) -> None:
         """Flush the segment's index, if it was opened."""
@@ -102,8 +105,9 @@ class LogTransactions:
                 break
         return found
 
-    def _apply(self, producer_id: int, base_offset: int, attributes: int,
-               marker: Callable[[], int | None]) -> AbortedTxn | None:
+    def _apply(
+        self, producer_id: int, base_offset: int, attributes: int, marker: Callable[[], int | None]
+    ) -> AbortedTxn | None:
         """One batch through the open-transaction state (Kafka's ``ProducerAppendInfo``): a
         transactional data batch opens its producer's transaction if none is open; a COMMIT or
         ABORT marker closes it (an ABORT with none open covers just the marker, as in Kafka).
@@ -115,7 +119,7 @@ class LogTransactions:
         if attributes & ATTR_CONTROL:
             kind = marker()
             if kind not in (0, 1):
-                return None   # an empty (cleaned) control batch, or not a transaction marker
+                return None  # an empty (cleaned) control batch, or not a transaction marker
             first = self._ongoing.pop(producer_id, base_offset)
             if kind == 1:
                 return None
@@ -151,8 +155,9 @@ class LogTransactions:
                 idx = self.index(seg)
                 idx.reset()
             for b in seg.transaction_batches():
-                aborted = self._apply(b.producer_id, b.base_offset, b.attributes,
-                                      functools.partial(_segment_marker_type, seg, b))
+                aborted = self._apply(
+                    b.producer_id, b.base_offset, b.attributes, functools.partial(_segment_marker_type, seg, b)
+                )
                 if aborted is not None and idx is not None:
                     idx.append(aborted)
             if idx is not None:
@@ -184,7 +189,7 @@ def marker_type(batch: Any, records_count: int) -> int | None:
 
 
 def _view_marker_type(view: memoryview, h: Any) -> int | None:
-    return marker_type(view[h.position:h.position + h.size], h.records_count)
+    return marker_type(view[h.position : h.position + h.size], h.records_count)
 
 
 def _segment_marker_type(seg: Segment, b: Any) -> int | None:

@@ -44,8 +44,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from seglog.storage.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, atomic_write, fsync_dir
 from seglog.errors import LogDirectoryLockedError, StorageError
+from seglog.storage.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, atomic_write, fsync_dir
 
 log = logging.getLogger("seglog.storage.logdir")
 
@@ -72,12 +72,13 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
 # This process's claims on log dirs
 # -------------------------------------------------------------------------------------------------
 
+
 class _Claim:
     """This process's hold on one log dir's ``.lock``: exclusive (an owner) or shared (``count``
     partition writers). One descriptor per dir and process: closing any descriptor of a file
     drops all of the process's record locks on it."""
 
-    __slots__ = ("fd", "exclusive", "count", "holder")
+    __slots__ = ("count", "exclusive", "fd", "holder")
 
     def __init__(self, fd: int, exclusive: bool, holder: str) -> None:
         self.fd = fd
@@ -120,16 +121,20 @@ def _claim(directory: str, *, exclusive: bool, holder: str) -> str:
             if exclusive or held.exclusive:
                 raise LogDirectoryLockedError(
                     f"the log directory {directory} is already open for writing in this process "
-                    f"(by {held.holder}); close that first, or open this one read-only", path=directory)
+                    f"(by {held.holder}); close that first, or open this one read-only",
+                    path=directory,
+                )
             held.count += 1
             return key
         path = os.path.join(directory, LOCK_FILE)
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError as exc:
-            raise StorageError(f"cannot open the lock file {path}: {exc.strerror or exc}; a log "
-                               "directory that cannot be written can only be opened read-only",
-                               path=path) from exc
+            raise StorageError(
+                f"cannot open the lock file {path}: {exc.strerror or exc}; a log "
+                "directory that cannot be written can only be opened read-only",
+                path=path,
+            ) from exc
         try:
             fcntl.lockf(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
         except OSError as exc:
@@ -138,7 +143,9 @@ def _claim(directory: str, *, exclusive: bool, holder: str) -> str:
                 raise LogDirectoryLockedError(
                     f"the log directory {directory} is locked by another process (its {LOCK_FILE} "
                     "is held: a store, a replica node, a Log writing one of its partitions, or a "
-                    "Kafka broker); open it read-only to read it", path=directory) from None
+                    "Kafka broker); open it read-only to read it",
+                    path=directory,
+                ) from None
             raise
         _CLAIMS[key] = _Claim(fd, exclusive, holder)
         return key
@@ -183,7 +190,7 @@ class PartitionClaim:
     """A writable :class:`seglog.Log`'s claim on its partition when no owner opened it (see
     :func:`claim_partition`); :meth:`release` gives it back."""
 
-    __slots__ = ("dir", "_key", "_fd", "_pid")
+    __slots__ = ("_fd", "_key", "_pid", "dir")
 
     def __init__(self, partition_dir: str, key: str, fd: int) -> None:
         self.dir = partition_dir
@@ -213,8 +220,9 @@ class PartitionClaim:
             pass
 
 
-def claim_partition(partition_dir: str, *, holder: str = "a Log", wait_s: float | None = 0.0,
-                    create: Callable[[], None] | None = None) -> PartitionClaim:
+def claim_partition(
+    partition_dir: str, *, holder: str = "a Log", wait_s: float | None = 0.0, create: Callable[[], None] | None = None
+) -> PartitionClaim:
     """Claim the partition directory ``partition_dir`` (created if missing) for one writer that
     no owner handed it: a shared claim on the parent log dir, then an exclusive ``flock`` on the
     partition directory. ``wait_s`` is how long to wait for another writer of the same partition
@@ -228,8 +236,7 @@ def claim_partition(partition_dir: str, *, holder: str = "a Log", wait_s: float 
     try:
         os.makedirs(parent, exist_ok=True)
     except OSError as exc:
-        raise StorageError(f"cannot create the log directory {parent}: {exc.strerror or exc}",
-                           path=parent) from exc
+        raise StorageError(f"cannot create the log directory {parent}: {exc.strerror or exc}", path=parent) from exc
     key = _claim(parent, exclusive=False, holder=holder)
     fd = -1
     try:
@@ -256,7 +263,8 @@ def claim_partition(partition_dir: str, *, holder: str = "a Log", wait_s: float 
                 raise LogDirectoryLockedError(
                     f"the partition {partition_dir} is open for writing {where}{waited}; one "
                     "partition has one writer at a time: close that one, or open this one read-only",
-                    path=partition_dir)
+                    path=partition_dir,
+                )
             time.sleep(0.01)
         with _CLAIMS_LOCK:
             _PARTITIONS[os.path.realpath(partition_dir)] = (holder, fd)
@@ -271,6 +279,7 @@ def claim_partition(partition_dir: str, *, holder: str = "a Log", wait_s: float 
 # -------------------------------------------------------------------------------------------------
 # The owner
 # -------------------------------------------------------------------------------------------------
+
 
 class LogDir:
     """One log directory, opened by its owner (writable: locked until :meth:`close`) or read-only
@@ -292,8 +301,9 @@ class LogDir:
         raise TypeError("use LogDir.open(directory) to open a log directory")
 
     @classmethod
-    def open(cls, directory: str | os.PathLike[str], *, read_only: bool = False, create: bool = True,
-             holder: str = "a store") -> LogDir:
+    def open(
+        cls, directory: str | os.PathLike[str], *, read_only: bool = False, create: bool = True, holder: str = "a store"
+    ) -> LogDir:
         """Open ``directory`` (created unless ``create=False`` or ``read_only``). A writable open
         takes the dir's lock for ``holder`` (named in the error another opener gets):
         ``LogDirectoryLockedError`` if a store, a node, a partition writer or a Kafka broker holds
@@ -309,8 +319,9 @@ class LogDir:
             try:
                 os.makedirs(self.path, exist_ok=True)
             except OSError as exc:
-                raise StorageError(f"cannot create the log directory {self.path}: {exc.strerror or exc}",
-                                   path=self.path) from exc
+                raise StorageError(
+                    f"cannot create the log directory {self.path}: {exc.strerror or exc}", path=self.path
+                ) from exc
         if not read_only:
             self._key = _claim(self.path, exclusive=True, holder=holder)
         self.recovery_points = OffsetCheckpointFile(os.path.join(self.path, RECOVERY_POINT_FILE))
@@ -405,16 +416,16 @@ class LogDir:
 
 
 __all__ = [
-    "CLEAN_SHUTDOWN_FILE",
     "CLEANER_OFFSET_FILE",
+    "CLEAN_SHUTDOWN_FILE",
     "LOCK_FILE",
     "LOG_START_FILE",
-    "LogDir",
-    "PartitionClaim",
     "RECOVERY_POINT_FILE",
     "REPLICATION_OFFSET_FILE",
-    "claim_partition",
+    "LogDir",
+    "PartitionClaim",
     "checkpoint_update_lock",
+    "claim_partition",
     "parse_partition_dir",
     "shared_claim",
 ]

@@ -55,8 +55,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from seglog._native.crc32c import crc32c
-from seglog.storage.checkpoints import atomic_write
 from seglog.errors import InvalidProducerEpochError, KafkaStorageError, OutOfOrderSequenceError
+from seglog.storage.checkpoints import atomic_write
 
 log = logging.getLogger("seglog.storage.producer_state")
 
@@ -87,8 +87,7 @@ class BatchMetadata:
 class ProducerEntry:
     producer_id: int
     epoch: int = NO_PRODUCER_EPOCH
-    batches: deque[BatchMetadata] = dataclasses.field(
-        default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    batches: deque[BatchMetadata] = dataclasses.field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
     coordinator_epoch: int = -1
     current_txn_first_offset: int = -1
     last_timestamp: int = -1
@@ -129,10 +128,16 @@ def encode_snapshot(entries: Iterable[ProducerEntry]) -> bytes:
         if not e.batches:
             continue
         b = e.batches[-1]
-        body += _ENTRY.pack(e.producer_id, e.epoch, b.last_seq, b.last_offset,
-                            b.last_seq - b.first_seq if b.last_seq >= b.first_seq else
-                            b.last_offset - b.first_offset,
-                            b.timestamp, e.coordinator_epoch, e.current_txn_first_offset)
+        body += _ENTRY.pack(
+            e.producer_id,
+            e.epoch,
+            b.last_seq,
+            b.last_offset,
+            b.last_seq - b.first_seq if b.last_seq >= b.first_seq else b.last_offset - b.first_offset,
+            b.timestamp,
+            e.coordinator_epoch,
+            e.current_txn_first_offset,
+        )
         n += 1
     payload = struct.pack(">i", n) + bytes(body)
     return struct.pack(">hI", SNAPSHOT_VERSION, crc32c(payload)) + payload
@@ -141,20 +146,22 @@ def encode_snapshot(entries: Iterable[ProducerEntry]) -> bytes:
 def decode_snapshot(data: bytes, path: str = "<snapshot>") -> list[ProducerEntry]:
     """Entries of a snapshot file; raises ValueError naming the file on any damage."""
     if len(data) < _HEAD.size:
-        raise ValueError(f"producer snapshot {path} is {len(data)} bytes, shorter than its "
-                         f"{_HEAD.size}-byte header")
+        raise ValueError(f"producer snapshot {path} is {len(data)} bytes, shorter than its {_HEAD.size}-byte header")
     version, crc, count = _HEAD.unpack_from(data, 0)
     if version != SNAPSHOT_VERSION:
         raise ValueError(f"producer snapshot {path} has version {version}, expected {SNAPSHOT_VERSION}")
     if crc32c(data[6:]) != crc:
         raise ValueError(f"producer snapshot {path} fails its CRC-32C check")
     if count < 0 or len(data) != _HEAD.size + count * _ENTRY.size:
-        raise ValueError(f"producer snapshot {path} declares {count} entries but holds "
-                         f"{len(data) - _HEAD.size} bytes of them ({_ENTRY.size} bytes each)")
+        raise ValueError(
+            f"producer snapshot {path} declares {count} entries but holds "
+            f"{len(data) - _HEAD.size} bytes of them ({_ENTRY.size} bytes each)"
+        )
     out = []
     for i in range(count):
         pid, epoch, last_seq, last_offset, delta, ts, coord, txn = _ENTRY.unpack_from(
-            data, _HEAD.size + i * _ENTRY.size)
+            data, _HEAD.size + i * _ENTRY.size
+        )
         e = ProducerEntry(pid, epoch, coordinator_epoch=coord, current_txn_first_offset=txn)
         e.batches.append(BatchMetadata(last_seq - delta, last_seq, last_offset - delta, last_offset, ts))
         out.append(e)
@@ -189,8 +196,8 @@ class ProducerStateManager:
             return None
         if epoch < entry.epoch:
             raise InvalidProducerEpochError(
-                f"producer {producer_id} sent epoch {epoch} to {self.name}, older than its current "
-                f"epoch {entry.epoch}")
+                f"producer {producer_id} sent epoch {epoch} to {self.name}, older than its current epoch {entry.epoch}"
+            )
         dup = entry.find_duplicate(epoch, first_seq, last_seq)
         if dup is not None:
             return dup
@@ -198,19 +205,29 @@ class ProducerStateManager:
             if first_seq != 0:
                 raise OutOfOrderSequenceError(
                     f"producer {producer_id} started epoch {epoch} at sequence {first_seq} on "
-                    f"{self.name}; a new epoch must start at sequence 0")
+                    f"{self.name}; a new epoch must start at sequence 0"
+                )
             return None
         current = entry.last_seq
         if not _in_sequence(current, first_seq):
             raise OutOfOrderSequenceError(
                 f"producer {producer_id} epoch {epoch} sent sequence {first_seq} to {self.name}; "
-                f"expected {(current + 1) % (INT32_MAX + 1)} (last written {current})")
+                f"expected {(current + 1) % (INT32_MAX + 1)} (last written {current})"
+            )
         return None
 
     # -- updates ---------------------------------------------------------------------------------
 
-    def update(self, producer_id: int, epoch: int, first_seq: int, last_seq: int,
-               first_offset: int, last_offset: int, timestamp: int) -> None:
+    def update(
+        self,
+        producer_id: int,
+        epoch: int,
+        first_seq: int,
+        last_seq: int,
+        first_offset: int,
+        last_offset: int,
+        timestamp: int,
+    ) -> None:
         """Record an appended batch (leader, follower or the store)."""
         if producer_id < 0:
             return
@@ -242,9 +259,15 @@ class ProducerStateManager:
         """Apply batch headers (``batch_headers`` / ``BatchInfo``) in log order."""
         for h in heads:
             if h.producer_id >= 0 and not h.is_control:
-                self.update(h.producer_id, h.producer_epoch, h.base_sequence,
-                            last_sequence(h.base_sequence, h.last_offset - h.base_offset + 1),
-                            h.base_offset, h.last_offset, h.max_timestamp)
+                self.update(
+                    h.producer_id,
+                    h.producer_epoch,
+                    h.base_sequence,
+                    last_sequence(h.base_sequence, h.last_offset - h.base_offset + 1),
+                    h.base_offset,
+                    h.last_offset,
+                    h.max_timestamp,
+                )
             self.map_end_offset = max(self.map_end_offset, h.last_offset + 1)
 
     # -- snapshots -------------------------------------------------------------------------------
@@ -299,15 +322,16 @@ class ProducerStateManager:
             except (OSError, ValueError) as exc:
                 # (``log`` is the partition's Log here, not this module's logger.)
                 logging.getLogger("seglog.storage.producer_state").warning(
-                    "ignoring producer snapshot %s (deleted; the state is rebuilt from the log): %s",
-                    path, exc)
+                    "ignoring producer snapshot %s (deleted; the state is rebuilt from the log): %s", path, exc
+                )
                 try:
                     os.unlink(path)
                 except FileNotFoundError:
                     pass
                 except OSError as err:
-                    raise KafkaStorageError(f"cannot remove the damaged producer snapshot {path}: "
-                                            f"{err.strerror or err}", path=path) from err
+                    raise KafkaStorageError(
+                        f"cannot remove the damaged producer snapshot {path}: {err.strerror or err}", path=path
+                    ) from err
                 continue
             for e in entries:
                 self.producers[e.producer_id] = e

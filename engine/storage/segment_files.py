@@ -17,8 +17,7 @@ DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 
-SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)((?:\.deleted|\.cleaned|\.swap)?)\Z",
-                          re.ASCII)
+SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)((?:\.deleted|\.cleaned|\.swap)?)\Z", re.ASCII)
 
 
 def remove_temporary_files(directory: str) -> None:
@@ -52,8 +51,11 @@ def remove_temporary_files(directory: str) -> None:
         for base, ext, path in swaps:
             os.replace(path, path[: -len(SWAP_SUFFIX)])
     # Orphan index files (no .log) are stale: Kafka deletes them.
-    logs = {int(m.group(1)) for n in os.listdir(directory)
-            if (m := SEGMENT_FILE.match(n)) and m.group(2) == "log" and not m.group(3)}
+    logs = {
+        int(m.group(1))
+        for n in os.listdir(directory)
+        if (m := SEGMENT_FILE.match(n)) and m.group(2) == "log" and not m.group(3)
+    }
     for name in os.listdir(directory):
         m = SEGMENT_FILE.match(name)
         if m and not m.group(3) and m.group(2) != "log" and int(m.group(1)) not in logs:

@@ -24,9 +24,12 @@ PARTITION_METADATA_FILE = "partition.metadata"
 def check_store_metadata(meta: dict[str, Any], path: str) -> None:
     """The shape of ``seglog-metadata.json`` (well-formed JSON of the wrong shape is named, not
     left to fail as a KeyError or TypeError later)."""
+
     def bad(where: str, want: str, got: Any) -> StorageError:
-        return StorageError(f"damaged store metadata {path}: {where} should be {want}, found "
-                            f"{type(got).__name__} {str(got)[:40]!r}", path=path)
+        return StorageError(
+            f"damaged store metadata {path}: {where} should be {want}, found {type(got).__name__} {str(got)[:40]!r}",
+            path=path,
+        )
 
     def is_int(v: Any) -> bool:
         return isinstance(v, int) and not isinstance(v, bool)
@@ -63,8 +66,12 @@ def read_store_metadata(directory: str) -> dict[str, Any]:
     return meta
 
 
-def write_store_metadata(directory: str, topics: Iterable[StoredTopic], producer_id_block_end: int,
-                         pending: tuple[StoredTopic, list[int], bool] | None = None) -> None:
+def write_store_metadata(
+    directory: str,
+    topics: Iterable[StoredTopic],
+    producer_id_block_end: int,
+    pending: tuple[StoredTopic, list[int], bool] | None = None,
+) -> None:
     """Write ``seglog-metadata.json`` (atomically). ``pending``: a topic change about to be made
     (the topic, the partitions to create, whether the topic is new), recorded first so that the
     next open removes what a crash in the middle of it left."""
@@ -76,13 +83,17 @@ def write_store_metadata(directory: str, topics: Iterable[StoredTopic], producer
         entry = entries.setdefault(t.name, _topic_entry(t))
         entry["pending"] = {"partitions": sorted(numbers), "new_topic": new}
     meta = {"version": 1, "producer_id_block_end": producer_id_block_end, "topics": entries}
-    atomic_write(os.path.join(directory, METADATA_FILE),
-                 (json.dumps(meta, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+    atomic_write(
+        os.path.join(directory, METADATA_FILE), (json.dumps(meta, indent=1, sort_keys=True) + "\n").encode("utf-8")
+    )
 
 
 def _topic_entry(t: StoredTopic) -> dict[str, Any]:
-    return {"partitions": t.count, "topic_id": t.topic_id,
-            "config": {k: _jsonable(v) for k, v in sorted(t.overrides.items())}}
+    return {
+        "partitions": t.count,
+        "topic_id": t.topic_id,
+        "config": {k: _jsonable(v) for k, v in sorted(t.overrides.items())},
+    }
 
 
 def _jsonable(value: Any) -> Any:
@@ -111,8 +122,11 @@ def read_topic_id(directory: str, topic: str, partitions: Sequence[int]) -> str 
         except FileNotFoundError:
             continue
         except (OSError, ValueError) as exc:
-            log.warning("ignoring unreadable %s (it is rewritten): %s",
-                        os.path.join(partition_dir, PARTITION_METADATA_FILE), exc)
+            log.warning(
+                "ignoring unreadable %s (it is rewritten): %s",
+                os.path.join(partition_dir, PARTITION_METADATA_FILE),
+                exc,
+            )
             continue
         if tid is not None:
             return tid
@@ -130,7 +144,7 @@ def write_partition_metadata(partition_dir: str, topic_id: str | None) -> None:
         with open(path, encoding="utf-8") as f:
             if f.read() == text:
                 return
-    except (OSError, ValueError):      # missing or damaged (not UTF-8): rewritten
+    except (OSError, ValueError):  # missing or damaged (not UTF-8): rewritten
         pass
     atomic_write(path, text.encode("utf-8"))
 
@@ -138,8 +152,8 @@ def write_partition_metadata(partition_dir: str, topic_id: str | None) -> None:
 __all__ = [
     "METADATA_FILE",
     "PARTITION_METADATA_FILE",
-    "read_partition_topic_id",
     "check_store_metadata",
+    "read_partition_topic_id",
     "read_store_metadata",
     "read_topic_id",
     "write_partition_metadata",

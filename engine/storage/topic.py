@@ -20,7 +20,7 @@ from seglog.storage.log import Log
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", "__cluster_metadata"})
 
 MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+\Z")   # \Z: "$" would accept a trailing newline
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+\Z")  # \Z: "$" would accept a trailing newline
 
 
 class TopicPartition(NamedTuple):
@@ -73,13 +73,17 @@ def validate_topic_name(name: object) -> str:
     if name in (".", ".."):
         raise InvalidTopicError(f"topic name cannot be {name!r}")
     if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise InvalidTopicError(f"topic name is illegal, it can't be longer than "
-                                f"{MAX_TOPIC_NAME_LENGTH} characters, topic name: {name[:40]}...",
-                                limit=MAX_TOPIC_NAME_LENGTH)
+        raise InvalidTopicError(
+            f"topic name is illegal, it can't be longer than "
+            f"{MAX_TOPIC_NAME_LENGTH} characters, topic name: {name[:40]}...",
+            limit=MAX_TOPIC_NAME_LENGTH,
+        )
     if not _LEGAL_TOPIC.match(name):
         bad = sorted({c for c in name if not re.match(r"[a-zA-Z0-9._-]", c)})
-        raise InvalidTopicError(f"topic name {name!r} is illegal: it contains {''.join(bad)!r}; "
-                                "only ASCII alphanumerics, '.', '_' and '-' are allowed")
+        raise InvalidTopicError(
+            f"topic name {name!r} is illegal: it contains {''.join(bad)!r}; "
+            "only ASCII alphanumerics, '.', '_' and '-' are allowed"
+        )
     return name
 
 
@@ -101,7 +105,7 @@ class StoredPartition:
     """One partition of a log dir: its log (which holds its producer state), the lock serialising
     appends to it, its cleaner checkpoint."""
 
-    __slots__ = ("topic", "partition", "log", "lock", "cleaner_offset", "name")
+    __slots__ = ("cleaner_offset", "lock", "log", "name", "partition", "topic")
 
     def __init__(self, topic: str, partition: int, log_: Log, cleaner_offset: int | None) -> None:
         self.topic = topic
@@ -128,10 +132,11 @@ class StoredPartition:
 class StoredTopic:
     """One topic of a log dir: its partitions, its config (defaults and overrides), its id."""
 
-    __slots__ = ("name", "partitions", "config", "overrides", "topic_id", "internal", "count")
+    __slots__ = ("config", "count", "internal", "name", "overrides", "partitions", "topic_id")
 
-    def __init__(self, name: str, config: LogConfig, overrides: dict[str, Any],
-                 topic_id: str | None, internal: bool) -> None:
+    def __init__(
+        self, name: str, config: LogConfig, overrides: dict[str, Any], topic_id: str | None, internal: bool
+    ) -> None:
         self.name = name
         #: The open partition logs, by partition number. All ``count`` of them, except for
         #: __consumer_offsets (each created at its first commit) and in a read-only store

@@ -63,8 +63,7 @@ class AbortedTxn:
             v = getattr(self, name)
             if not _INT64_MIN <= v <= _INT64_MAX:
                 raise ValueError(f"AbortedTxn.{name} = {v} does not fit an int64")
-        return _ENTRY.pack(VERSION, self.producer_id, self.first_offset, self.last_offset,
-                           self.last_stable_offset)
+        return _ENTRY.pack(VERSION, self.producer_id, self.first_offset, self.last_offset, self.last_stable_offset)
 
     @classmethod
     def from_bytes(cls, buf: bytes | bytearray | memoryview, position: int = 0) -> AbortedTxn:
@@ -89,9 +88,9 @@ class TransactionIndex:
     def __init__(self, path: str | os.PathLike[str], base_offset: int) -> None:
         self.path = os.fspath(path)
         self.base_offset = base_offset
-        self._entries: list[AbortedTxn] | None = None   # None: not read yet
-        self._dirty = False              # written since the last flush
-        self._created = False            # created since the last flush (directory entry unsynced)
+        self._entries: list[AbortedTxn] | None = None  # None: not read yet
+        self._dirty = False  # written since the last flush
+        self._created = False  # created since the last flush (directory entry unsynced)
         self._closed = False
 
     def __repr__(self) -> str:
@@ -106,8 +105,7 @@ class TransactionIndex:
         except FileNotFoundError:
             return b""
         except OSError as exc:
-            raise KafkaStorageError(f"cannot read transaction index {self.path}: {exc}",
-                                    path=self.path) from exc
+            raise KafkaStorageError(f"cannot read transaction index {self.path}: {exc}", path=self.path) from exc
 
     def _load(self) -> list[AbortedTxn]:
         if self._entries is None:
@@ -118,9 +116,11 @@ class TransactionIndex:
                 try:
                     entries.append(AbortedTxn.from_bytes(data, i * ENTRY_SIZE))
                 except ValueError as exc:
-                    raise CorruptIndexError(f"transaction index {self.path}: entry {i} at position "
-                                            f"{i * ENTRY_SIZE}: {exc}", path=self.path,
-                                            position=i * ENTRY_SIZE) from None
+                    raise CorruptIndexError(
+                        f"transaction index {self.path}: entry {i} at position {i * ENTRY_SIZE}: {exc}",
+                        path=self.path,
+                        position=i * ENTRY_SIZE,
+                    ) from None
             self._entries = entries
         return self._entries
 
@@ -182,7 +182,10 @@ class TransactionIndex:
             raise CorruptIndexError(
                 f"transaction index {self.path}: length {len(data)} is not a multiple of the "
                 f"{ENTRY_SIZE}-byte entry size: entry {n} at position {n * ENTRY_SIZE} is torn "
-                f"({torn} bytes)", path=self.path, position=n * ENTRY_SIZE)
+                f"({torn} bytes)",
+                path=self.path,
+                position=n * ENTRY_SIZE,
+            )
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -199,12 +202,16 @@ class TransactionIndex:
             raise InvalidOffsetError(
                 f"cannot append {txn} to transaction index {self.path}: last offsets must increase, "
                 f"and {txn.last_offset} is not above the last entry's {entries[-1].last_offset}",
-                path=self.path, offset=txn.last_offset)
+                path=self.path,
+                offset=txn.last_offset,
+            )
         if txn.last_offset < self.base_offset:
             raise InvalidOffsetError(
                 f"cannot append {txn} to transaction index {self.path}: last offset "
                 f"{txn.last_offset} is below the segment's base offset {self.base_offset}",
-                path=self.path, offset=txn.last_offset)
+                path=self.path,
+                offset=txn.last_offset,
+            )
         entry = txn.to_bytes()
         created = not os.path.exists(self.path)
         try:
@@ -216,7 +223,9 @@ class TransactionIndex:
                     raise CorruptIndexError(
                         f"transaction index {self.path} holds {size} bytes, not the "
                         f"{len(entries)} entries of {ENTRY_SIZE} bytes known; recover the segment",
-                        path=self.path, position=size)
+                        path=self.path,
+                        position=size,
+                    )
                 written = os.pwrite(fd, entry, size)
                 if written != ENTRY_SIZE:
                     os.ftruncate(fd, size)
@@ -226,8 +235,7 @@ class TransactionIndex:
         except CorruptIndexError:
             raise
         except OSError as exc:
-            raise KafkaStorageError(f"cannot append to transaction index {self.path}: {exc}",
-                                    path=self.path) from exc
+            raise KafkaStorageError(f"cannot append to transaction index {self.path}: {exc}", path=self.path) from exc
         entries.append(txn)
         self._dirty = True
         self._created = self._created or created
@@ -254,8 +262,7 @@ class TransactionIndex:
         except FileNotFoundError:
             pass
         except OSError as exc:
-            raise KafkaStorageError(f"cannot truncate transaction index {self.path}: {exc}",
-                                    path=self.path) from exc
+            raise KafkaStorageError(f"cannot truncate transaction index {self.path}: {exc}", path=self.path) from exc
         if self._entries is not None:
             del self._entries[entries:]
         self._dirty = True
@@ -271,13 +278,13 @@ class TransactionIndex:
             self._dirty = self._created = False
             return
         except OSError as exc:
-            raise KafkaStorageError(f"cannot open transaction index {self.path}: {exc}",
-                                    path=self.path) from exc
+            raise KafkaStorageError(f"cannot open transaction index {self.path}: {exc}", path=self.path) from exc
         try:
             os.fdatasync(fd)
         except OSError as exc:
-            raise KafkaStorageError(f"fdatasync of transaction index {self.path} failed: {exc}",
-                                    path=self.path) from exc
+            raise KafkaStorageError(
+                f"fdatasync of transaction index {self.path} failed: {exc}", path=self.path
+            ) from exc
         finally:
             os.close(fd)
         if self._created:

@@ -24,8 +24,7 @@ import pytest
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "kafka_broker_config(mapping): broker keys of the kafka_broker fixture's store")
+    config.addinivalue_line("markers", "kafka_broker_config(mapping): broker keys of the kafka_broker fixture's store")
 
 
 @pytest.fixture

@@ -24,5 +24,6 @@ def bytes_arg(name: str, value: Any) -> memoryview:
     try:
         return memoryview(value).cast("B")
     except TypeError:
-        raise TypeError(f"{name} must be a bytes-like object (encoded record batches), not "
-                        f"{type(value).__name__}") from None
+        raise TypeError(
+            f"{name} must be a bytes-like object (encoded record batches), not {type(value).__name__}"
+        ) from None

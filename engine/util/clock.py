@@ -144,8 +144,13 @@ class Scheduler:
     scheduled (a failing flush must not stop later flushes).
     """
 
-    def __init__(self, clock: Clock, *, on_error: Callable[[str, BaseException], None] | None = None,
-                 name: str = "seglog-scheduler") -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        on_error: Callable[[str, BaseException], None] | None = None,
+        name: str = "seglog-scheduler",
+    ) -> None:
         self.clock = clock
         self._heap: list[_Task] = []
         self._seq = itertools.count()
@@ -160,14 +165,12 @@ class Scheduler:
             self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
             self._thread.start()
 
-    def schedule(self, name: str, fn: Callable[[], object], *, delay_ms: int = 0,
-                 period_ms: int = -1) -> _Task:
+    def schedule(self, name: str, fn: Callable[[], object], *, delay_ms: int = 0, period_ms: int = -1) -> _Task:
         """Run ``fn`` after ``delay_ms``, then every ``period_ms`` (if > 0)."""
         with self._cond:
             if self._stopped:
                 raise RuntimeError(f"scheduler stopped; cannot schedule {name!r}")
-            task = _Task(self.clock.monotonic_ms() + max(delay_ms, 0), next(self._seq), name, fn,
-                         period_ms)
+            task = _Task(self.clock.monotonic_ms() + max(delay_ms, 0), next(self._seq), name, fn, period_ms)
             heapq.heappush(self._heap, task)
             self._cond.notify()
             return task

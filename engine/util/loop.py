@@ -57,4 +57,5 @@ class LoopOwner:
     def _on_loop(self, fn: Any, *args: Any, loop: asyncio.AbstractEventLoop | None = None) -> Any:
         async def run() -> Any:
             return fn(*args)
+
         return self._call(run(), loop=loop)

@@ -47,10 +47,26 @@ from typing import Any
 
 from tests.cluster.history import Op, pairs
 
-HARD = ("lost", "lost_unpolled", "inconsistent_offsets", "duplicates", "poll_skip", "nonmonotonic", "reordered",
-        "read_then_vanish", "read_above_hw", "aborted_reads", "divergent_replicas", "epoch_cache_mismatch",
-        "hw_not_at_leo", "split_leader_epochs", "hw_regressions", "epoch_cache_violations",
-        "truncations_below_hw", "stale_changes_accepted")
+HARD = (
+    "lost",
+    "lost_unpolled",
+    "inconsistent_offsets",
+    "duplicates",
+    "poll_skip",
+    "nonmonotonic",
+    "reordered",
+    "read_then_vanish",
+    "read_above_hw",
+    "aborted_reads",
+    "divergent_replicas",
+    "epoch_cache_mismatch",
+    "hw_not_at_leo",
+    "split_leader_epochs",
+    "hw_regressions",
+    "epoch_cache_violations",
+    "truncations_below_hw",
+    "stale_changes_accepted",
+)
 SOFT = ("unseen", "nonidempotent_duplicates", "control_lost")
 EXAMPLES = 5
 
@@ -140,17 +156,24 @@ def read_replica(partition_dir: str | os.PathLike[str], node: int) -> ReplicaSta
                 break
             i = 0
             while i + 12 <= len(data):
-                length = int.from_bytes(data[i + 8:i + 12], "big")
-                b = data[i:i + 12 + length]
+                length = int.from_bytes(data[i + 8 : i + 12], "big")
+                b = data[i : i + 12 + length]
                 if len(b) < 12 + length:
                     break
                 base = int.from_bytes(b[0:8], "big")
                 last = base + int.from_bytes(b[23:27], "big")
-                batches.append(Batch(base, last, int.from_bytes(b[12:16], "big", signed=True),
-                                     int.from_bytes(b[43:51], "big", signed=True),
-                                     int.from_bytes(b[51:53], "big", signed=True),
-                                     int.from_bytes(b[53:57], "big", signed=True),
-                                     int.from_bytes(b[57:61], "big"), int.from_bytes(b[17:21], "big")))
+                batches.append(
+                    Batch(
+                        base,
+                        last,
+                        int.from_bytes(b[12:16], "big", signed=True),
+                        int.from_bytes(b[43:51], "big", signed=True),
+                        int.from_bytes(b[51:53], "big", signed=True),
+                        int.from_bytes(b[53:57], "big", signed=True),
+                        int.from_bytes(b[57:61], "big"),
+                        int.from_bytes(b[17:21], "big"),
+                    )
+                )
                 for r in decode_records(b):
                     records.append((r.offset, value_key(r.value)))
                 pos = last + 1
@@ -160,8 +183,11 @@ def read_replica(partition_dir: str | os.PathLike[str], node: int) -> ReplicaSta
         log.close()
     hw: int | None = None
     try:
-        hw = OffsetCheckpointFile(os.path.join(os.path.dirname(d.rstrip("/")), "replication-offset-checkpoint")
-                                  ).read().get((topic, int(part)))
+        hw = (
+            OffsetCheckpointFile(os.path.join(os.path.dirname(d.rstrip("/")), "replication-offset-checkpoint"))
+            .read()
+            .get((topic, int(part)))
+        )
     except Exception:  # noqa: BLE001 - a missing or torn checkpoint leaves the HW unknown
         hw = None
     return ReplicaState(node, topic, int(part), tuple(records), tuple(batches), epochs, leo, hw)
@@ -184,7 +210,7 @@ class CheckResult:
 
 class _Acc:
     def __init__(self) -> None:
-        self.counts: Counter[str] = Counter({k: 0 for k in HARD + SOFT})
+        self.counts: Counter[str] = Counter(dict.fromkeys(HARD + SOFT, 0))
         self.per: dict[str, Counter[str]] = defaultdict(Counter)
         self.examples: dict[str, list[str]] = defaultdict(list)
 
@@ -203,9 +229,14 @@ def _reference(reps: Sequence[ReplicaState], leader: int | None) -> ReplicaState
     return max(reps, key=lambda r: (r.leo, -r.node))
 
 
-def check(ops: Iterable[Op], replicas: Mapping[TP, Sequence[ReplicaState]], *,
-          idempotent_clients: Iterable[str], control_topics: Iterable[str] = ("control",),
-          final_leaders: Mapping[TP, int | None] | None = None) -> CheckResult:
+def check(
+    ops: Iterable[Op],
+    replicas: Mapping[TP, Sequence[ReplicaState]],
+    *,
+    idempotent_clients: Iterable[str],
+    control_topics: Iterable[str] = ("control",),
+    final_leaders: Mapping[TP, int | None] | None = None,
+) -> CheckResult:
     """Check every property above. ``replicas`` holds each partition's replica states (an empty
     list for a partition means nothing was read: every ok send on it counts as lost)."""
     ops = list(ops)
@@ -263,8 +294,9 @@ def check(ops: Iterable[Op], replicas: Mapping[TP, Sequence[ReplicaState]], *,
                 if off <= prev:
                     acc.add("nonmonotonic", tp, f"{p.process} polled {tp} offset {off} after {prev}")
                 elif off > prev + 1:
-                    acc.add("poll_skip", tp, f"{p.process} polled {tp} offset {off} after {prev} "
-                            f"(skipped {off - prev - 1})")
+                    acc.add(
+                        "poll_skip", tp, f"{p.process} polled {tp} offset {off} after {prev} (skipped {off - prev - 1})"
+                    )
             prev = off if prev is None else max(prev, off)
             if hw is not None and off >= int(hw):
                 acc.add("read_above_hw", tp, f"{p.process} got {tp}@{off} with HW {hw}")
@@ -292,11 +324,19 @@ def check(ops: Iterable[Op], replicas: Mapping[TP, Sequence[ReplicaState]], *,
                 if r is ref:
                     continue
                 if r.batches != ref.batches:
-                    acc.add("divergent_replicas", tp, f"node {r.node} differs from node {ref.node} on {tp}: "
-                            f"{_first_difference(r.batches, ref.batches)}")
+                    acc.add(
+                        "divergent_replicas",
+                        tp,
+                        f"node {r.node} differs from node {ref.node} on {tp}: "
+                        f"{_first_difference(r.batches, ref.batches)}",
+                    )
                 if r.epochs_with_data() != ref.epochs_with_data():
-                    acc.add("epoch_cache_mismatch", tp, f"node {r.node} epochs {list(r.epochs_with_data())} vs "
-                            f"node {ref.node} {list(ref.epochs_with_data())} on {tp}")
+                    acc.add(
+                        "epoch_cache_mismatch",
+                        tp,
+                        f"node {r.node} epochs {list(r.epochs_with_data())} vs "
+                        f"node {ref.node} {list(ref.epochs_with_data())} on {tp}",
+                    )
             for r in reps:
                 if r.hw is not None and r.hw != r.leo:
                     acc.add("hw_not_at_leo", tp, f"node {r.node} {tp}: HW {r.hw} != LEO {r.leo}")
@@ -372,9 +412,14 @@ def check(ops: Iterable[Op], replicas: Mapping[TP, Sequence[ReplicaState]], *,
     for op in ops:
         if op.f == "nemesis" and op.type == "ok" and op.value.get("stale_accepted"):
             n = int(op.value["stale_accepted"])
-            acc.add("stale_changes_accepted", None, f"{n} stale change(s) applied at {op.time:.1f} s: "
-                    f"{[r for r in op.value.get('requests', []) if r.get('stale') and r.get('response') == 'NONE']} "
-                    f"{[z for z in op.value.get('zk', []) if 'accepted' in z.values()]}", n)
+            acc.add(
+                "stale_changes_accepted",
+                None,
+                f"{n} stale change(s) applied at {op.time:.1f} s: "
+                f"{[r for r in op.value.get('requests', []) if r.get('stale') and r.get('response') == 'NONE']} "
+                f"{[z for z in op.value.get('zk', []) if 'accepted' in z.values()]}",
+                n,
+            )
         elif op.f == "poll" and op.type == "ok" and op.value.get("served"):
             v = op.value
             tp = (str(v["topic"]), int(v["partition"]))
@@ -382,8 +427,11 @@ def check(ops: Iterable[Op], replicas: Mapping[TP, Sequence[ReplicaState]], *,
                 hw_observations["polls"] += 1
                 k4 = (op.process, tp, int(node), int(epoch))
                 if k4 in hw_polled and int(hw) < hw_polled[k4]:
-                    acc.add("hw_regressions", tp, f"leader {node} of {tp} epoch {epoch} told {op.process} HW "
-                            f"{hw_polled[k4]}, then {hw}")
+                    acc.add(
+                        "hw_regressions",
+                        tp,
+                        f"leader {node} of {tp} epoch {epoch} told {op.process} HW {hw_polled[k4]}, then {hw}",
+                    )
                 hw_polled[k4] = max(int(hw), hw_polled.get(k4, int(hw)))
         elif op.f == "observe" and op.type == "info":
             v = op.value
@@ -410,7 +458,9 @@ def check(ops: Iterable[Op], replicas: Mapping[TP, Sequence[ReplicaState]], *,
             if below and kind == "recovery":
                 truncations["recovery_below_hw"] += 1
             elif below and tp[0] not in control:
-                acc.add("truncations_below_hw", tp, f"node {v.get('node')} truncated {tp} to {v['to']} below HW {v['hw']}")
+                acc.add(
+                    "truncations_below_hw", tp, f"node {v.get('node')} truncated {tp} to {v['to']} below HW {v['hw']}"
+                )
     for (tp, epoch), nodes in leaders.items():
         if len(nodes) > 1 and tp[0] not in control:
             acc.add("split_leader_epochs", tp, f"{tp} epoch {epoch} led by {sorted(nodes)}")
@@ -442,11 +492,19 @@ def check(ops: Iterable[Op], replicas: Mapping[TP, Sequence[ReplicaState]], *,
         elif lvl != 0:
             zero_at = None
 
-    stats = {"sends": dict(send_counts), "polls": len(polls), "records_read": records_read,
-             "truncations": dict(truncations), "hw_observations": dict(hw_observations), "unseen_series": unseen_series, "unseen_zero_at": zero_at,
-             "final_records": {f"{t}-{p}": len(r) for (t, p), r in final.items()},
-             "epoch_cache_entries": {f"{t}-{p}": {str(r.node): len(r.epochs) for r in reps}
-                                     for (t, p), reps in replicas.items()}}
+    stats = {
+        "sends": dict(send_counts),
+        "polls": len(polls),
+        "records_read": records_read,
+        "truncations": dict(truncations),
+        "hw_observations": dict(hw_observations),
+        "unseen_series": unseen_series,
+        "unseen_zero_at": zero_at,
+        "final_records": {f"{t}-{p}": len(r) for (t, p), r in final.items()},
+        "epoch_cache_entries": {
+            f"{t}-{p}": {str(r.node): len(r.epochs) for r in reps} for (t, p), reps in replicas.items()
+        },
+    }
     return CheckResult(dict(acc.counts), {k: dict(v) for k, v in acc.per.items()}, dict(acc.examples), stats)
 
 

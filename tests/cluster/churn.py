@@ -64,14 +64,14 @@ def parse_frame(raw: bytes) -> tuple[int, int, Any]:
         raise ValueError(f"frame says {length + 4} bytes, holds {len(raw)}")
     _, kind, corr, hlen = _HEAD.unpack_from(raw, 0)
     at = _HEAD.size
-    header = raw[at:at + hlen]
+    header = raw[at : at + hlen]
     at += hlen
     (count,) = _U32.unpack_from(raw, at)
     at += 4
     blobs = []
     for _ in range(count):
         (n,) = _U32.unpack_from(raw, at)
-        blobs.append(raw[at + 4:at + 4 + n])
+        blobs.append(raw[at + 4 : at + 4 + n])
         at += 4 + n
     msg = decode(header, blobs) if kind in (KIND_REQUEST, KIND_RESPONSE) else None
     return kind, corr, msg
@@ -79,10 +79,10 @@ def parse_frame(raw: bytes) -> tuple[int, int, Any]:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Captured:
-    link: str       # "a->b": node a's connection to node b
-    time: float     # time.monotonic() when its last byte passed the proxy
-    raw: bytes      # the whole frame, exactly as sent
-    msg: Any        # decoded
+    link: str  # "a->b": node a's connection to node b
+    time: float  # time.monotonic() when its last byte passed the proxy
+    raw: bytes  # the whole frame, exactly as sent
+    msg: Any  # decoded
 
     @property
     def src(self) -> int:
@@ -117,9 +117,9 @@ class FrameTap:
             kind = buf[4]
             if kind == KIND_REQUEST:
                 hlen = _U32.unpack_from(buf, 9)[0]
-                head = bytes(buf[13:13 + min(hlen, 64)])
+                head = bytes(buf[13 : 13 + min(hlen, 64)])
                 if any(m in head for m in self.marks):
-                    raw = bytes(buf[:4 + length])
+                    raw = bytes(buf[: 4 + length])
                     try:
                         msg = parse_frame(raw)[2]
                     except (ValueError, KeyError, struct.error, json.JSONDecodeError):
@@ -127,7 +127,7 @@ class FrameTap:
                     with self._lock:
                         if len(self.frames) < self.limit:
                             self.frames.append(Captured(link, time.monotonic(), raw, msg))
-            del buf[:4 + length]
+            del buf[: 4 + length]
 
     def captured(self, pred: Callable[[Captured], bool] = lambda c: True) -> list[Captured]:
         with self._lock:
@@ -253,8 +253,9 @@ def regressed(before: PartitionState, after: PartitionState) -> list[str]:
     return out
 
 
-def replay_all(cluster: Any, tap: FrameTap, zk_writes: Sequence[ZkWrite], topics: dict[str, int], *,
-               zk: Any, frames: int = 4) -> dict[str, Any]:
+def replay_all(
+    cluster: Any, tap: FrameTap, zk_writes: Sequence[ZkWrite], topics: dict[str, int], *, zk: Any, frames: int = 4
+) -> dict[str, Any]:
     """Replay the last ``frames`` captured AlterPartition frames (newest first: reordered) to the
     current controller and every earlier state write in ``zk_writes`` to ZooKeeper. Returns what
     happened, with ``stale_accepted``: the replays that should have been refused and were not."""
@@ -275,9 +276,17 @@ def replay_all(cluster: Any, tap: FrameTap, zk_writes: Sequence[ZkWrite], topics
         after = cluster.state(*tp)
         was_stale = before is not None and stale(req, before)
         accepted = getattr(resp, "error", -1) == NONE
-        result["requests"].append({"link": cap.link, "tp": list(tp), "leader_epoch": req.leader_epoch,
-                                   "partition_epoch": req.partition_epoch, "isr": list(req.new_isr),
-                                   "stale": was_stale, "response": error_name(getattr(resp, "error", -1))})
+        result["requests"].append(
+            {
+                "link": cap.link,
+                "tp": list(tp),
+                "leader_epoch": req.leader_epoch,
+                "partition_epoch": req.partition_epoch,
+                "isr": list(req.new_isr),
+                "stale": was_stale,
+                "response": error_name(getattr(resp, "error", -1)),
+            }
+        )
         if was_stale and accepted:
             result["stale_accepted"] += 1
         if before is not None and after is not None:

@@ -27,10 +27,22 @@ import random
 import re
 import subprocess
 import tempfile
+
 from seglog.storage.log import FSYNC_JOURNAL_ENV
 
-__all__ = ["FSYNC_JOURNAL_ENV", "Tmpfs", "batches_in", "flip_bit", "garbage_tail", "partition_dirs",
-           "power_loss", "read_journal", "segments_of", "tmpfs_available", "torn_tail"]
+__all__ = [
+    "FSYNC_JOURNAL_ENV",
+    "Tmpfs",
+    "batches_in",
+    "flip_bit",
+    "garbage_tail",
+    "partition_dirs",
+    "power_loss",
+    "read_journal",
+    "segments_of",
+    "tmpfs_available",
+    "torn_tail",
+]
 
 _SEGMENT = re.compile(r"^(\d{20})\.log$")
 _PARTITION = re.compile(r"^.+-\d+$")
@@ -52,19 +64,22 @@ def batches_in(path: str) -> list[BatchPos]:
         data = f.read()
     pos = 0
     while pos + HEADER <= len(data):
-        length = int.from_bytes(data[pos + 8:pos + 12], "big")
+        length = int.from_bytes(data[pos + 8 : pos + 12], "big")
         size = 12 + length
         if length < HEADER - 12 or pos + size > len(data):
             break
-        base = int.from_bytes(data[pos:pos + 8], "big")
-        out.append(BatchPos(base, base + int.from_bytes(data[pos + 23:pos + 27], "big"), pos, size))
+        base = int.from_bytes(data[pos : pos + 8], "big")
+        out.append(BatchPos(base, base + int.from_bytes(data[pos + 23 : pos + 27], "big"), pos, size))
         pos += size
     return out
 
 
 def partition_dirs(data_dir: str) -> list[str]:
-    return sorted(os.path.join(data_dir, n) for n in os.listdir(data_dir)
-                  if _PARTITION.match(n) and os.path.isdir(os.path.join(data_dir, n)))
+    return sorted(
+        os.path.join(data_dir, n)
+        for n in os.listdir(data_dir)
+        if _PARTITION.match(n) and os.path.isdir(os.path.join(data_dir, n))
+    )
 
 
 def segments_of(partition_dir: str) -> list[tuple[int, str]]:
@@ -118,8 +133,9 @@ def _truncate(path: str, size: int) -> None:
         os.truncate(path, size)
 
 
-def power_loss(data_dir: str, journal: str, rng: random.Random | None = None, keep: str = "durable"
-               ) -> dict[str, dict[str, int]]:
+def power_loss(
+    data_dir: str, journal: str, rng: random.Random | None = None, keep: str = "durable"
+) -> dict[str, dict[str, int]]:
     """Cut every partition of a stopped node's ``data_dir`` back to what was fsynced. Returns per
     partition dir: the recovery point used and the bytes and whole batches lost."""
     if keep not in ("durable", "random"):
@@ -159,7 +175,7 @@ def power_loss(data_dir: str, journal: str, rng: random.Random | None = None, ke
                     prefix = path[: -len(".log")]
                     _truncate(prefix + ".index", 0)
                     _truncate(prefix + ".timeindex", 0)
-                    for later, _, _ in spans[k + 1:]:
+                    for later, _, _ in spans[k + 1 :]:
                         lost_batches += len(batches_in(later))
                         _drop_segment(later)
                     lost_bytes = sum(s - durable for _, durable, s in spans[k:]) - pick
@@ -225,8 +241,9 @@ def tmpfs_available() -> str | None:
     """None when a size-limited tmpfs can be mounted here; else the reason it cannot."""
     probe = tempfile.mkdtemp(prefix="seglog-tmpfs-probe-")
     try:
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", probe], capture_output=True,
-                           text=True, timeout=10)
+        r = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", probe], capture_output=True, text=True, timeout=10
+        )
         if r.returncode != 0:
             return f"mount -t tmpfs failed: {(r.stderr or r.stdout).strip() or r.returncode}"
         subprocess.run(["umount", probe], capture_output=True, timeout=10)
@@ -246,8 +263,9 @@ class Tmpfs:
     def __init__(self, path: str, size: str = "8m") -> None:
         self.path = path
         os.makedirs(path, exist_ok=True)
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", path], capture_output=True,
-                           text=True, timeout=10)
+        r = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", path], capture_output=True, text=True, timeout=10
+        )
         if r.returncode != 0:
             raise OSError(f"cannot mount a {size} tmpfs on {path}: {(r.stderr or r.stdout).strip()}")
         self.mounted = True
@@ -267,7 +285,7 @@ class Tmpfs:
                 if room <= 0:
                     break
                 try:
-                    f.write(chunk[:min(len(chunk), room)])
+                    f.write(chunk[: min(len(chunk), room)])
                     f.flush()
                 except OSError as exc:
                     if exc.errno != errno.ENOSPC:

@@ -19,19 +19,23 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from seglog.util.clock import WALL_CLOCK_OFFSET_ENV
-from seglog.storage.log import FSYNC_JOURNAL_ENV, parse_partition_dir
 from seglog.cluster.process import ProcessCluster
 from seglog.cluster.tcp import LINK_ADDRESSES_ENV
+from seglog.storage.log import FSYNC_JOURNAL_ENV, parse_partition_dir
+from seglog.util.clock import WALL_CLOCK_OFFSET_ENV
 from tests.cluster import disk
-from tests.cluster.churn import FrameTap
 from tests.cluster.checker import ReplicaState, read_replica
+from tests.cluster.churn import FrameTap
 from tests.cluster.history import History
 from tests.cluster.proxy import ProxyHub
 
 #: §9.2 timers (lag 3 s, fetch wait 200 ms, 3 s sessions), 256 KiB segments.
-REPLICA_CONFIG = {"replica.lag.time.max.ms": 3000, "replica.fetch.wait.max.ms": 200,
-                  "session.timeout.ms": 3000, "replica.high.watermark.checkpoint.interval.ms": 1000}
+REPLICA_CONFIG = {
+    "replica.lag.time.max.ms": 3000,
+    "replica.fetch.wait.max.ms": 200,
+    "session.timeout.ms": 3000,
+    "replica.high.watermark.checkpoint.interval.ms": 1000,
+}
 LOG_DEFAULTS = {"segment.bytes": 256 * 1024}
 LAG_S = 3.0
 
@@ -40,8 +44,17 @@ class FaultCluster(ProcessCluster):
     """A :class:`ProcessCluster` whose every link runs through :attr:`hub`. ``dir`` is required
     (the run's files stay for the checker and for post-mortems)."""
 
-    def __init__(self, nodes: int, dir: str | os.PathLike[str], *, history: History | None = None,
-                 tmpfs_nodes: Iterable[int] = (), tmpfs_size: str = "8m", tmpfs_dir: int = 0, **kw: Any) -> None:
+    def __init__(
+        self,
+        nodes: int,
+        dir: str | os.PathLike[str],
+        *,
+        history: History | None = None,
+        tmpfs_nodes: Iterable[int] = (),
+        tmpfs_size: str = "8m",
+        tmpfs_dir: int = 0,
+        **kw: Any,
+    ) -> None:
         self.hub = ProxyHub()
         #: Every AlterPartition request a node sends another through the proxy, byte for byte.
         self.frames = FrameTap()
@@ -77,7 +90,8 @@ class FaultCluster(ProcessCluster):
             self.hub.add(f"{a}->zk", (zk_host, int(zk_port)))
             self.hub.add(f"c->{a}", (host, self._ports[a]))
         self._env[LINK_ADDRESSES_ENV] = ",".join(
-            f"{a}>{b}={self.hub.links[f'{a}->{b}'].address}" for a in self.ids for b in self.ids if a != b)
+            f"{a}>{b}={self.hub.links[f'{a}->{b}'].address}" for a in self.ids for b in self.ids if a != b
+        )
 
     def _properties(self, i: int) -> dict[str, Any]:
         self._make_links()
@@ -172,12 +186,15 @@ class FaultCluster(ProcessCluster):
 
     # -- nemesis -------------------------------------------------------------------------------------
 
-    def _fault(self, fault: str, target: Any, role: str, led: list[list[Any]] | None = None, **extra: Any) -> int | None:
+    def _fault(
+        self, fault: str, target: Any, role: str, led: list[list[Any]] | None = None, **extra: Any
+    ) -> int | None:
         """Log a fault's start; :meth:`fault_done` with the returned id logs its end (undone)."""
         if self.history is None:
             return None
-        return self.history.invoke("nemesis", "nemesis", {"fault": fault, "target": target, "role": role,
-                                                          "led": led or [], **extra})
+        return self.history.invoke(
+            "nemesis", "nemesis", {"fault": fault, "target": target, "role": role, "led": led or [], **extra}
+        )
 
     def fault_done(self, op: int | None, extra: dict[str, Any] | None = None) -> None:
         if self.history is not None and op is not None:
@@ -208,8 +225,9 @@ class FaultCluster(ProcessCluster):
             if not self.is_running(i):
                 self.restart(i)
 
-    def controller_churn(self, topics: dict[str, int], rng: random.Random, how: str = "kill",
-                         hold_s: float | None = None) -> dict[str, Any]:
+    def controller_churn(
+        self, topics: dict[str, int], rng: random.Random, how: str = "kill", hold_s: float | None = None
+    ) -> dict[str, Any]:
         """F8: stop the controller while an ISR change is in flight. A follower other than the
         controller loses its fetches (its links to its peers blackholed; its ZooKeeper session
         stays, so the controller does not drop it itself), preferably one the other
@@ -235,8 +253,7 @@ class FaultCluster(ProcessCluster):
         cut = [f"{follower}->{o}" for o in self.ids if o != follower]
         delayed = [f"{i}->{ctl}" for i in self.ids if i not in (ctl, follower)]
         marks = {i: _size(self.log_path(i)) for i in self.ids}
-        op = self._fault("controller_churn", ctl, "controller", self.led_by(ctl, topics), how=how,
-                         follower=follower)
+        op = self._fault("controller_churn", ctl, "controller", self.led_by(ctl, topics), how=how, follower=follower)
         self.hub.set(delayed, "delay", delay_ms=800)
         self.hub.set(cut, "blackhole")
         t0 = time.monotonic()
@@ -255,8 +272,14 @@ class FaultCluster(ProcessCluster):
             time.sleep(2.5 * LAG_S if hold_s is None else hold_s)
             self.resume(ctl)
         self.hub.set(delayed + cut, "pass")
-        done = {"controller": ctl, "how": how, "follower": follower, "proposers": sorted(seen),
-                "remote_proposer": bool(seen - {ctl}), "proposal_after_s": in_flight_s}
+        done = {
+            "controller": ctl,
+            "how": how,
+            "follower": follower,
+            "proposers": sorted(seen),
+            "remote_proposer": bool(seen - {ctl}),
+            "proposal_after_s": in_flight_s,
+        }
         self.fault_done(op, done)
         return done
 
@@ -319,12 +342,18 @@ class FaultCluster(ProcessCluster):
 
 _P = r"^(\S+ \S+) \w+ seglog\.\S+: "
 _LEADS = re.compile(_P + r"(\S+)-(\d+): node (\d+) leads epoch (\d+) from offset (\d+)")
-_TRUNC_BELOW = re.compile(_P + r"(\S+)-(\d+): node (\d+) truncates below its high watermark (\d+) to (\d+) "
-                          r"\(from (\d+); (\d+) records, (\d+) bytes\)")
-_TRUNC = re.compile(_P + r"(\S+)-(\d+): node (\d+) truncates (fully )?from (\d+) to (\d+) "
-                    r"\((\d+) records, (\d+) bytes\), high watermark (\d+)")
-_RECOVERY = re.compile(_P + r"(\S+): recovery truncates to (\d+) \((\d+) records, (\d+) bytes\), "
-                       r"checkpointed high watermark (-?\d+)")
+_TRUNC_BELOW = re.compile(
+    _P + r"(\S+)-(\d+): node (\d+) truncates below its high watermark (\d+) to (\d+) "
+    r"\(from (\d+); (\d+) records, (\d+) bytes\)"
+)
+_TRUNC = re.compile(
+    _P + r"(\S+)-(\d+): node (\d+) truncates (fully )?from (\d+) to (\d+) "
+    r"\((\d+) records, (\d+) bytes\), high watermark (\d+)"
+)
+_RECOVERY = re.compile(
+    _P + r"(\S+): recovery truncates to (\d+) \((\d+) records, (\d+) bytes\), "
+    r"checkpointed high watermark (-?\d+)"
+)
 _ISR = re.compile(_P + r"(\S+)-(\d+): leader (\d+) (shrinks|expands) ISR \S.*-> (\(.*?\)|\[.*?\])")
 _SHRINK = re.compile(r"(\S+)-(\d+): leader (\d+) shrinks ISR .*?\(lagging \[([^\]]*)\]\)")
 _SNAPSHOT = re.compile(_P + r"(\S+)-(\d+): node (\d+) loaded producer state from a snapshot")
@@ -339,11 +368,34 @@ def scrape_node_logs(history: History, logs: dict[int, str]) -> dict[str, int]:
     def bump(k: str, n: int = 1) -> None:
         counts[k] = counts.get(k, 0) + n
 
-    def truncation(m: re.Match[str], topic: str, part: int, node: int, frm: int | None, to: int,
-                   records: int, nbytes: int, hw: int | None, kind: str) -> None:
-        history.event("node", "truncate", {"topic": topic, "partition": part, "node": node, "from": frm,
-                                           "to": to, "hw": hw, "records": records, "bytes": nbytes,
-                                           "kind": kind, "at": _rel(m.group(1), wall0)})
+    def truncation(
+        m: re.Match[str],
+        topic: str,
+        part: int,
+        node: int,
+        frm: int | None,
+        to: int,
+        records: int,
+        nbytes: int,
+        hw: int | None,
+        kind: str,
+    ) -> None:
+        history.event(
+            "node",
+            "truncate",
+            {
+                "topic": topic,
+                "partition": part,
+                "node": node,
+                "from": frm,
+                "to": to,
+                "hw": hw,
+                "records": records,
+                "bytes": nbytes,
+                "kind": kind,
+                "at": _rel(m.group(1), wall0),
+            },
+        )
         bump("truncations")
         bump(f"truncations_{kind}")
         bump("truncated_records", records)
@@ -360,31 +412,69 @@ def scrape_node_logs(history: History, logs: dict[int, str]) -> dict[str, int]:
                 continue
             m = _LEADS.match(line)
             if m:
-                history.event("node", "observe", {"topic": m.group(2), "partition": int(m.group(3)),
-                                                  "node": int(m.group(4)), "role": "leader",
-                                                  "epoch": int(m.group(5)), "from_log": True,
-                                                  "at": _rel(m.group(1), wall0)})
+                history.event(
+                    "node",
+                    "observe",
+                    {
+                        "topic": m.group(2),
+                        "partition": int(m.group(3)),
+                        "node": int(m.group(4)),
+                        "role": "leader",
+                        "epoch": int(m.group(5)),
+                        "from_log": True,
+                        "at": _rel(m.group(1), wall0),
+                    },
+                )
                 bump("leads")
                 continue
             m = _TRUNC_BELOW.match(line)
             if m:
-                truncation(m, m.group(2), int(m.group(3)), int(m.group(4)), int(m.group(7)), int(m.group(6)),
-                           int(m.group(8)), int(m.group(9)), int(m.group(5)), "follower")
+                truncation(
+                    m,
+                    m.group(2),
+                    int(m.group(3)),
+                    int(m.group(4)),
+                    int(m.group(7)),
+                    int(m.group(6)),
+                    int(m.group(8)),
+                    int(m.group(9)),
+                    int(m.group(5)),
+                    "follower",
+                )
                 bump("truncations_below_hw")
                 continue
             m = _TRUNC.match(line)
             if m:
-                truncation(m, m.group(2), int(m.group(3)), int(m.group(4)), int(m.group(6)), int(m.group(7)),
-                           int(m.group(8)), int(m.group(9)), int(m.group(10)),
-                           "full" if m.group(5) else "follower")
+                truncation(
+                    m,
+                    m.group(2),
+                    int(m.group(3)),
+                    int(m.group(4)),
+                    int(m.group(6)),
+                    int(m.group(7)),
+                    int(m.group(8)),
+                    int(m.group(9)),
+                    int(m.group(10)),
+                    "full" if m.group(5) else "follower",
+                )
                 continue
             m = _RECOVERY.match(line)
             if m:
                 parsed = parse_partition_dir(os.path.basename(m.group(2).rstrip("/")))
                 if parsed is not None:
                     hw = int(m.group(6))
-                    truncation(m, parsed[0], parsed[1], i, None, int(m.group(3)), int(m.group(4)),
-                               int(m.group(5)), hw if hw >= 0 else None, "recovery")
+                    truncation(
+                        m,
+                        parsed[0],
+                        parsed[1],
+                        i,
+                        None,
+                        int(m.group(3)),
+                        int(m.group(4)),
+                        int(m.group(5)),
+                        hw if hw >= 0 else None,
+                        "recovery",
+                    )
                 continue
             m = _ISR.match(line)
             if m:
@@ -447,9 +537,20 @@ class Observer:
                     if self._last.get((t, p)) == key:
                         continue
                     self._last[(t, p)] = key
-                    self.history.event("observer", "observe", {
-                        "topic": t, "partition": p, "node": st.leader, "role": "leader" if st.leader >= 0 else "none",
-                        "epoch": st.leader_epoch, "isr": sorted(st.isr), "replicas": replicas, "zk": True})
+                    self.history.event(
+                        "observer",
+                        "observe",
+                        {
+                            "topic": t,
+                            "partition": p,
+                            "node": st.leader,
+                            "role": "leader" if st.leader >= 0 else "none",
+                            "epoch": st.leader_epoch,
+                            "isr": sorted(st.isr),
+                            "replicas": replicas,
+                            "zk": True,
+                        },
+                    )
 
     def stop(self) -> None:
         self._stop.set()

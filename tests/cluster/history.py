@@ -65,8 +65,14 @@ class Op:
     error: str | None = None
 
     def to_json(self) -> str:
-        d: dict[str, Any] = {"time": round(self.time, 6), "process": self.process, "type": self.type,
-                             "f": self.f, "id": self.id, "value": self.value}
+        d: dict[str, Any] = {
+            "time": round(self.time, 6),
+            "process": self.process,
+            "type": self.type,
+            "f": self.f,
+            "id": self.id,
+            "value": self.value,
+        }
         if self.error is not None:
             d["error"] = self.error
         return json.dumps(d, separators=(",", ":"))
@@ -76,8 +82,15 @@ class Op:
         d = json.loads(line)
         if d.get("type") not in TYPES:
             raise ValueError(f"history line has type {d.get('type')!r}, expected one of {TYPES}: {line[:200]}")
-        return cls(float(d["time"]), str(d["process"]), d["type"], str(d["f"]), int(d["id"]),
-                   dict(d.get("value") or {}), d.get("error"))
+        return cls(
+            float(d["time"]),
+            str(d["process"]),
+            d["type"],
+            str(d["f"]),
+            int(d["id"]),
+            dict(d.get("value") or {}),
+            d.get("error"),
+        )
 
 
 class History:
@@ -174,7 +187,7 @@ def load(path: str | os.PathLike[str]) -> list[Op]:
         try:
             out.append(Op.from_json(line))
         except json.JSONDecodeError:
-            if k == len(lines) - 1 or all(not l.strip() for l in lines[k + 1:]):
+            if k == len(lines) - 1 or all(not l.strip() for l in lines[k + 1 :]):
                 break
             raise ValueError(f"{path}: line {k + 1} is not JSON: {line[:200]!r}") from None
     return out

@@ -36,8 +36,8 @@ import time
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
-from seglog.util.loop import run_loop
 from seglog.cluster.tcp import Listener
+from seglog.util.loop import run_loop
 
 T = TypeVar("T")
 
@@ -63,8 +63,11 @@ class LinkMode:
             raise ValueError(f"throttle needs rate > 0 bytes/s, got {self.rate}")
 
     def drops(self, forward: bool) -> bool:
-        return (self.mode == "blackhole" or (self.mode == "drop_forward" and forward)
-                or (self.mode == "drop_backward" and not forward))
+        return (
+            self.mode == "blackhole"
+            or (self.mode == "drop_forward" and forward)
+            or (self.mode == "drop_backward" and not forward)
+        )
 
 
 def _rst(writer: asyncio.StreamWriter) -> None:
@@ -98,8 +101,10 @@ class _Conn:
         if self.closed:
             self.swriter.transport.abort()
             return
-        self.tasks = [asyncio.create_task(self._pump(self.creader, self.swriter, True)),
-                      asyncio.create_task(self._pump(self.sreader, self.cwriter, False))]
+        self.tasks = [
+            asyncio.create_task(self._pump(self.creader, self.swriter, True)),
+            asyncio.create_task(self._pump(self.sreader, self.cwriter, False)),
+        ]
         await asyncio.gather(*self.tasks, return_exceptions=True)
         self.close()
 
@@ -137,8 +142,9 @@ class _Conn:
                 except OSError:
                     pass
 
-    async def _deliver(self, queue: asyncio.Queue[tuple[float, bytes] | None], writer: asyncio.StreamWriter,
-                       forward: bool) -> None:
+    async def _deliver(
+        self, queue: asyncio.Queue[tuple[float, bytes] | None], writer: asyncio.StreamWriter, forward: bool
+    ) -> None:
         while True:
             item = await queue.get()
             if item is None:
@@ -152,7 +158,7 @@ class _Conn:
                 view = memoryview(data)
                 step = max(1, int(mode.rate / 20))  # about 50 ms of budget per write
                 for i in range(0, len(view), step):
-                    part = view[i:i + step]
+                    part = view[i : i + step]
                     writer.write(part)
                     await writer.drain()
                     await asyncio.sleep(len(part) / self.link.mode.rate if self.link.mode.rate > 0 else 0)
@@ -269,6 +275,7 @@ class ProxyHub:
             if asyncio.iscoroutine(r):
                 r = await r
             return r
+
         fut: concurrent.futures.Future[Any] = asyncio.run_coroutine_threadsafe(wrapped(), self.loop)
         return fut.result(timeout)
 
@@ -282,8 +289,10 @@ class ProxyHub:
         async def start() -> None:
             loop = asyncio.get_running_loop()
             link.server = await Listener.open(
-                loop, self.host, port, lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader(), link._accept))
+                loop, self.host, port, lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader(), link._accept)
+            )
             link.port = link.server.address[1]
+
         self._call(start)
         self.links[name] = link
         return link
@@ -307,8 +316,9 @@ class ProxyHub:
             out.append(self.links[n])
         return out
 
-    def set(self, names: str | Iterable[str] | Callable[[str], bool], mode: str, *, delay_ms: float = 0.0,
-            rate: float = 0.0) -> None:
+    def set(
+        self, names: str | Iterable[str] | Callable[[str], bool], mode: str, *, delay_ms: float = 0.0, rate: float = 0.0
+    ) -> None:
         """Put the selected links (a name, names, or a predicate on names) into ``mode``."""
         m = LinkMode(mode, delay_ms, rate)
         links = self._select(names)
@@ -316,6 +326,7 @@ class ProxyHub:
         def apply() -> None:
             for l in links:
                 l._apply(m)
+
         self._call(apply)
 
     def mode(self, name: str) -> LinkMode:
@@ -337,6 +348,7 @@ class ProxyHub:
                     l.server.close()
                 for c in list(l.conns):
                     c.reset()
+
         try:
             self._call(down)
         finally:

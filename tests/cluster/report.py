@@ -37,11 +37,17 @@ from tests.cluster.history import Op, pairs
 
 def git_revision(root: str | os.PathLike[str] | None = None) -> str:
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
-                             timeout=5)
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5
+        )
         rev = out.stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
         return rev + ("-dirty" if dirty else "") if rev else "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -56,8 +62,12 @@ def percentile(xs: Iterable[float], q: float) -> float | None:
 
 
 def _summary(xs: list[float]) -> dict[str, Any]:
-    return {"n": len(xs), "p50": percentile(xs, 50), "p99": percentile(xs, 99),
-            "max": round(max(xs), 4) if xs else None}
+    return {
+        "n": len(xs),
+        "p50": percentile(xs, 50),
+        "p99": percentile(xs, 99),
+        "max": round(max(xs), 4) if xs else None,
+    }
 
 
 def latencies(ops: list[Op]) -> dict[str, dict[str, Any]]:
@@ -113,8 +123,12 @@ def latencies(ops: list[Op]) -> dict[str, dict[str, Any]]:
                     if t >= f.time and target not in isr:
                         shrink.append(t - f.time)
                         break
-    return {"failover_s": _summary(failover), "isr_shrink_s": _summary(shrink), "isr_expand_s": _summary(expand),
-            "produce_latency_s": _summary(produce)}
+    return {
+        "failover_s": _summary(failover),
+        "isr_shrink_s": _summary(shrink),
+        "isr_expand_s": _summary(expand),
+        "produce_latency_s": _summary(produce),
+    }
 
 
 def state_counts(ops: list[Op], min_isr: Mapping[str, int] | None = None) -> dict[str, Any]:
@@ -144,16 +158,22 @@ def state_counts(ops: list[Op], min_isr: Mapping[str, int] | None = None) -> dic
                 no_leader += span
             if need is not None and (leader < 0 or len(isr) < need):
                 under += span
-        d: dict[str, Any] = {"leader_epochs": len(epochs), "leader_changes": changes, "isr_shrinks": shrinks,
-                             "isr_expands": expands, "no_leader_s": round(no_leader, 2)}
+        d: dict[str, Any] = {
+            "leader_epochs": len(epochs),
+            "leader_changes": changes,
+            "isr_shrinks": shrinks,
+            "isr_expands": expands,
+            "no_leader_s": round(no_leader, 2),
+        }
         if need is not None:
             d["under_min_isr_s"] = round(under, 2)
         out[f"{t}-{p}"] = d
     return out
 
 
-def build(ops: Iterable[Op], result: CheckResult, provenance: Mapping[str, Any],
-          min_isr: Mapping[str, int] | None = None) -> dict[str, Any]:
+def build(
+    ops: Iterable[Op], result: CheckResult, provenance: Mapping[str, Any], min_isr: Mapping[str, int] | None = None
+) -> dict[str, Any]:
     ops = list(ops)
     faults: Counter[str] = Counter()
     for o in ops:
@@ -166,39 +186,56 @@ def build(ops: Iterable[Op], result: CheckResult, provenance: Mapping[str, Any],
     duration = float(provenance.get("duration_s") or (ops[-1].time if ops else 0.0))
     lat = latencies(ops)
     return {
-        "provenance": {"host": platform.node(), "python": platform.python_version(),
-                       "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **dict(provenance)},
+        "provenance": {
+            "host": platform.node(),
+            "python": platform.python_version(),
+            "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            **dict(provenance),
+        },
         "faults": {"by_type": dict(by_type), "by_type_and_role": dict(faults), "total": sum(faults.values())},
-        "operations": {"send": {k: sends.get(k, 0) for k in ("invoke", "ok", "fail", "info")},
-                       "polls": result.stats.get("polls", 0), "records_read": result.stats.get("records_read", 0)},
+        "operations": {
+            "send": {k: sends.get(k, 0) for k in ("invoke", "ok", "fail", "info")},
+            "polls": result.stats.get("polls", 0),
+            "records_read": result.stats.get("records_read", 0),
+        },
         "safety": {k: result.counts.get(k, 0) for k in HARD},
         "valid": result.valid,
         "reported": {k: result.counts.get(k, 0) for k in SOFT},
         "examples": {k: v for k, v in result.examples.items() if v},
         "per_partition": result.per_partition,
-        "availability": {**lat, "unseen_zero_at_s": result.stats.get("unseen_zero_at"),
-                         "unseen_series": result.stats.get("unseen_series", [])},
+        "availability": {
+            **lat,
+            "unseen_zero_at_s": result.stats.get("unseen_zero_at"),
+            "unseen_series": result.stats.get("unseen_series", []),
+        },
         "performance": {"acked_per_s": round(sends.get("ok", 0) / duration, 2) if duration > 0 else None},
-        "counts": {"truncations": result.stats.get("truncations", {}),
-                   "final_records": result.stats.get("final_records", {}),
-                   "epoch_cache_entries": result.stats.get("epoch_cache_entries", {}),
-                   "hw_observations": result.stats.get("hw_observations", {}),
-                   "partitions": state_counts(ops, min_isr),
-                   "node_logs": dict(provenance.get("node_log_counts") or {})},
+        "counts": {
+            "truncations": result.stats.get("truncations", {}),
+            "final_records": result.stats.get("final_records", {}),
+            "epoch_cache_entries": result.stats.get("epoch_cache_entries", {}),
+            "hw_observations": result.stats.get("hw_observations", {}),
+            "partitions": state_counts(ops, min_isr),
+            "node_logs": dict(provenance.get("node_log_counts") or {}),
+        },
     }
 
 
 def text(report: Mapping[str, Any]) -> str:
     p = report["provenance"]
-    lines = [f"seglog cluster run: profile {p.get('profile')} seed {p.get('seed')} rev {p.get('revision')} "
-             f"duration {p.get('duration_s')} s",
-             f"result: {'VALID' if report['valid'] else 'INVALID'}"]
+    lines = [
+        f"seglog cluster run: profile {p.get('profile')} seed {p.get('seed')} rev {p.get('revision')} "
+        f"duration {p.get('duration_s')} s",
+        f"result: {'VALID' if report['valid'] else 'INVALID'}",
+    ]
     f = report["faults"]
-    lines.append(f"faults ({f['total']}): " + (", ".join(f"{k} {v}" for k, v in sorted(f["by_type_and_role"].items()))
-                                               or "none"))
+    lines.append(
+        f"faults ({f['total']}): " + (", ".join(f"{k} {v}" for k, v in sorted(f["by_type_and_role"].items())) or "none")
+    )
     s = report["operations"]["send"]
-    lines.append(f"sends: invoke {s['invoke']} ok {s['ok']} fail {s['fail']} info {s['info']}; "
-                 f"polls {report['operations']['polls']}, records read {report['operations']['records_read']}")
+    lines.append(
+        f"sends: invoke {s['invoke']} ok {s['ok']} fail {s['fail']} info {s['info']}; "
+        f"polls {report['operations']['polls']}, records read {report['operations']['records_read']}"
+    )
     lines.append("safety (all must be 0): " + ", ".join(f"{k} {v}" for k, v in report["safety"].items()))
     lines.append("reported: " + ", ".join(f"{k} {v}" for k, v in report["reported"].items()))
     a = report["availability"]
@@ -211,8 +248,11 @@ def text(report: Mapping[str, Any]) -> str:
     nl = c.get("node_logs") or {}
     lines.append("node logs: " + (", ".join(f"{k} {v}" for k, v in sorted(nl.items())) or "none"))
     for tp, d in sorted((c.get("partitions") or {}).items()):
-        lines.append(f"  {tp}: " + ", ".join(f"{k} {v}" for k, v in d.items())
-                     + f", epoch-cache entries {(c.get('epoch_cache_entries') or {}).get(tp, {})}")
+        lines.append(
+            f"  {tp}: "
+            + ", ".join(f"{k} {v}" for k, v in d.items())
+            + f", epoch-cache entries {(c.get('epoch_cache_entries') or {}).get(tp, {})}"
+        )
     lines.append(f"HW observations: {c.get('hw_observations', {})}")
     for k, ex in report.get("examples", {}).items():
         for e in ex:

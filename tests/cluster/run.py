@@ -174,11 +174,14 @@ class Nemesis:
         elif kind == "replay":
             # Earlier writes only: the latest of each znode is the live state.
             older = [w for ws in self.zk_writes.values() for w in ws[:-1]]
-            op = c._fault("replay", c.controller(), "controller", frames=len(c.frames.captured()),
-                          zk_writes=len(older))
+            op = c._fault("replay", c.controller(), "controller", frames=len(c.frames.captured()), zk_writes=len(older))
             res = replay_all(c, c.frames, rng.sample(older, min(3, len(older))), TOPICS, zk=c.zk())
-            lost = {"stale_accepted": res["stale_accepted"], "regressions": res["regressions"],
-                    "requests": res["requests"], "zk": res["zk"]}
+            lost = {
+                "stale_accepted": res["stale_accepted"],
+                "regressions": res["regressions"],
+                "requests": res["requests"],
+                "zk": res["zk"],
+            }
         elif kind == "clock_jump":
             node, role = self._pick(self._role())
             jump = rng.choice((-1, 1)) * 3_600_000
@@ -205,8 +208,7 @@ class Nemesis:
             pass
 
 
-def run(out_dir: str, cfg: RunConfig = RunConfig(), *, log: Callable[[str], None] = lambda s: None
-        ) -> dict[str, Any]:
+def run(out_dir: str, cfg: RunConfig = RunConfig(), *, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     """Run once in ``out_dir`` (history.jsonl, node dirs, report.json/.txt); returns the report."""
     os.makedirs(out_dir, exist_ok=True)
     rng = random.Random(cfg.seed)
@@ -215,12 +217,14 @@ def run(out_dir: str, cfg: RunConfig = RunConfig(), *, log: Callable[[str], None
     tmpfs_nodes: tuple[int, ...] = ()
     if "disk_full" in PROFILES[cfg.profile]:
         from tests.cluster.disk import tmpfs_available
+
         reason = tmpfs_available()
         if reason is not None:
             raise RuntimeError(f"profile {cfg.profile} needs a size-limited tmpfs: {reason}")
         tmpfs_nodes = (0, 1, 2)
-    cluster = FaultCluster(3, os.path.join(out_dir, "cluster"), history=history, tmpfs_nodes=tmpfs_nodes,
-                           tmpfs_size="16m")
+    cluster = FaultCluster(
+        3, os.path.join(out_dir, "cluster"), history=history, tmpfs_nodes=tmpfs_nodes, tmpfs_size="16m"
+    )
     threads: list[Any] = []
     observer = None
     scraped: dict[str, int] = {}
@@ -232,12 +236,46 @@ def run(out_dir: str, cfg: RunConfig = RunConfig(), *, log: Callable[[str], None
         observer = Observer(cluster, history, TOPICS).start()
         idem = [f"p{i}" for i in range(cfg.idempotent_producers)]
         k = cfg.idempotent_producers
-        producers = [Producer(cluster, history, name, SAFE, TOPICS[SAFE], rate=cfg.rate, seed=cfg.seed * 100 + i,
-                              acks="all", enable_idempotence=True) for i, name in enumerate(idem)]
-        producers.append(Producer(cluster, history, f"n{k}", SAFE, TOPICS[SAFE], rate=cfg.rate,
-                                  seed=cfg.seed * 100 + k, acks="all", enable_idempotence=False))
-        producers.append(Producer(cluster, history, f"k{k + 1}", CONTROL, TOPICS[CONTROL], rate=cfg.rate / 2,
-                                  seed=cfg.seed * 100 + k + 1, acks="1", enable_idempotence=False))
+        producers = [
+            Producer(
+                cluster,
+                history,
+                name,
+                SAFE,
+                TOPICS[SAFE],
+                rate=cfg.rate,
+                seed=cfg.seed * 100 + i,
+                acks="all",
+                enable_idempotence=True,
+            )
+            for i, name in enumerate(idem)
+        ]
+        producers.append(
+            Producer(
+                cluster,
+                history,
+                f"n{k}",
+                SAFE,
+                TOPICS[SAFE],
+                rate=cfg.rate,
+                seed=cfg.seed * 100 + k,
+                acks="all",
+                enable_idempotence=False,
+            )
+        )
+        producers.append(
+            Producer(
+                cluster,
+                history,
+                f"k{k + 1}",
+                CONTROL,
+                TOPICS[CONTROL],
+                rate=cfg.rate / 2,
+                seed=cfg.seed * 100 + k + 1,
+                acks="1",
+                enable_idempotence=False,
+            )
+        )
         tps = [(t, p) for t, n in TOPICS.items() for p in range(n)]
         consumers = [Consumer(cluster, history, f"c{i}", tps) for i in range(2)]
         threads = producers + consumers
@@ -283,12 +321,23 @@ def run(out_dir: str, cfg: RunConfig = RunConfig(), *, log: Callable[[str], None
         history.close()
     ops = load(os.path.join(out_dir, "history.jsonl"))
     result = check(ops, replicas, idempotent_clients=idem, control_topics=(CONTROL,), final_leaders=leaders)
-    rep = report_mod.build(ops, result, {
-        "seed": cfg.seed, "profile": cfg.profile, "revision": report_mod.git_revision(os.path.dirname(__file__)),
-        "duration_s": round(time.monotonic() - t_start, 1), "config": dataclasses.asdict(cfg),
-        "timings": timings, "nemesis_applied": applied, "nemesis_skipped": skipped, "node_log_counts": scraped,
-        "final_read_ends": {f"{t}-{p}": e for (t, p), e in ends.items()},
-        "client_errors": {"consumer_poll_errors": sum(c.errors for c in consumers)}},
-        min_isr={SAFE: 2, CONTROL: 1})
+    rep = report_mod.build(
+        ops,
+        result,
+        {
+            "seed": cfg.seed,
+            "profile": cfg.profile,
+            "revision": report_mod.git_revision(os.path.dirname(__file__)),
+            "duration_s": round(time.monotonic() - t_start, 1),
+            "config": dataclasses.asdict(cfg),
+            "timings": timings,
+            "nemesis_applied": applied,
+            "nemesis_skipped": skipped,
+            "node_log_counts": scraped,
+            "final_read_ends": {f"{t}-{p}": e for (t, p), e in ends.items()},
+            "client_errors": {"consumer_poll_errors": sum(c.errors for c in consumers)},
+        },
+        min_isr={SAFE: 2, CONTROL: 1},
+    )
     report_mod.write(rep, os.path.join(out_dir, "report.json"))
     return rep

@@ -21,8 +21,17 @@ IDEM = ("p0", "p1")
 
 
 class Scenario:
-    def __init__(self, dir: str, *, topics: dict[str, int] | None = None, safe_config: dict[str, Any] | None = None,
-                 control: bool = True, workload: bool = True, rate: float = 40.0, **cluster_kw: Any) -> None:
+    def __init__(
+        self,
+        dir: str,
+        *,
+        topics: dict[str, int] | None = None,
+        safe_config: dict[str, Any] | None = None,
+        control: bool = True,
+        workload: bool = True,
+        rate: float = 40.0,
+        **cluster_kw: Any,
+    ) -> None:
         self.dir = dir
         os.makedirs(dir, exist_ok=True)
         self.history = History(os.path.join(dir, "history.jsonl"))
@@ -34,20 +43,53 @@ class Scenario:
         self.observer: Observer | None = None
         self._closed = False
         try:
-            self.cluster.create_topic(SAFE, self.topics[SAFE], 3,
-                                      {"min.insync.replicas": 2, **(safe_config or {})})
+            self.cluster.create_topic(SAFE, self.topics[SAFE], 3, {"min.insync.replicas": 2, **(safe_config or {})})
             if control:
                 self.cluster.create_topic("control", 1, 3, {"min.insync.replicas": 1})
             self.observer = Observer(self.cluster, self.history, self.topics).start()
             if workload:
                 n = self.topics[SAFE]
-                self.producers = [Producer(self.cluster, self.history, name, SAFE, n, rate=rate, seed=k,
-                                           acks="all", enable_idempotence=True) for k, name in enumerate(IDEM)]
-                self.producers.append(Producer(self.cluster, self.history, "n2", SAFE, n, rate=rate, seed=7,
-                                               acks="all", enable_idempotence=False))
+                self.producers = [
+                    Producer(
+                        self.cluster,
+                        self.history,
+                        name,
+                        SAFE,
+                        n,
+                        rate=rate,
+                        seed=k,
+                        acks="all",
+                        enable_idempotence=True,
+                    )
+                    for k, name in enumerate(IDEM)
+                ]
+                self.producers.append(
+                    Producer(
+                        self.cluster,
+                        self.history,
+                        "n2",
+                        SAFE,
+                        n,
+                        rate=rate,
+                        seed=7,
+                        acks="all",
+                        enable_idempotence=False,
+                    )
+                )
                 if control:
-                    self.producers.append(Producer(self.cluster, self.history, "k3", "control", 1, rate=rate, seed=8,
-                                                   acks="1", enable_idempotence=False))
+                    self.producers.append(
+                        Producer(
+                            self.cluster,
+                            self.history,
+                            "k3",
+                            "control",
+                            1,
+                            rate=rate,
+                            seed=8,
+                            acks="1",
+                            enable_idempotence=False,
+                        )
+                    )
                 tps = [(t, p) for t, k in self.topics.items() for p in range(k)]
                 self.consumers = [Consumer(self.cluster, self.history, "c0", tps)]
                 self.threads = self.producers + self.consumers
@@ -94,8 +136,12 @@ class Scenario:
         self.close()
         ops = load(os.path.join(self.dir, "history.jsonl"))
         self.result = check(ops, replicas, idempotent_clients=IDEM, control_topics=("control",), final_leaders=leaders)
-        self.report = build(ops, self.result, {"scenario": os.path.basename(self.dir), "node_log_counts": self.scraped},
-                            min_isr={SAFE: 2, "control": 1})
+        self.report = build(
+            ops,
+            self.result,
+            {"scenario": os.path.basename(self.dir), "node_log_counts": self.scraped},
+            min_isr={SAFE: 2, "control": 1},
+        )
         write(self.report, os.path.join(self.dir, "report.json"))
         return self.result
 

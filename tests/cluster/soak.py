@@ -32,13 +32,26 @@ def aggregate(reports: list[dict[str, Any]]) -> dict[str, Any]:
         faults.update(r["faults"]["by_type_and_role"])
         sends.update(r["operations"]["send"])
         reported.update(r["reported"])
-    return {"runs": [{"profile": r["provenance"]["profile"], "seed": r["provenance"]["seed"], "valid": r["valid"],
-                      "faults": r["faults"]["total"], "ok": r["operations"]["send"]["ok"],
-                      "violations": {k: v for k, v in r["safety"].items() if v},
-                      "control_lost": r["reported"]["control_lost"],
-                      "failover_p99_s": r["availability"]["failover_s"]["p99"]} for r in reports],
-            "valid": all(r["valid"] for r in reports), "safety": dict(safety), "faults": dict(faults),
-            "sends": dict(sends), "reported": dict(reported)}
+    return {
+        "runs": [
+            {
+                "profile": r["provenance"]["profile"],
+                "seed": r["provenance"]["seed"],
+                "valid": r["valid"],
+                "faults": r["faults"]["total"],
+                "ok": r["operations"]["send"]["ok"],
+                "violations": {k: v for k, v in r["safety"].items() if v},
+                "control_lost": r["reported"]["control_lost"],
+                "failover_p99_s": r["availability"]["failover_s"]["p99"],
+            }
+            for r in reports
+        ],
+        "valid": all(r["valid"] for r in reports),
+        "safety": dict(safety),
+        "faults": dict(faults),
+        "sends": dict(sends),
+        "reported": dict(reported),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,8 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     for profile in profiles:
         for seed in seeds:
             t0 = time.monotonic()
-            cfg = RunConfig(profile=profile, seed=seed, warmup_s=args.warmup, fault_s=args.seconds,
-                            mean_gap_s=args.mean_gap)
+            cfg = RunConfig(
+                profile=profile, seed=seed, warmup_s=args.warmup, fault_s=args.seconds, mean_gap_s=args.mean_gap
+            )
             rep = run(os.path.join(base, f"{profile}-{seed}"), cfg, log=lambda s: print(s, flush=True))
             print(text(rep), flush=True)
             print(f"({profile} seed {seed}: {time.monotonic() - t0:.0f} s)", flush=True)

@@ -1,6 +1,7 @@
 """The checker on crafted histories: a clean history passes, and for each property of
 ``docs/replication.md`` §9.5 a history that breaks it (and only it, where the properties allow) is
 caught by the counter that property feeds."""
+
 from __future__ import annotations
 
 import os
@@ -25,8 +26,15 @@ class Run:
         self.h = History()
         self.logs: dict[tuple[str, int], dict[int, list[tuple[int, str]]]] = {}
 
-    def send(self, client: str, n: int, outcome: str = "ok", offset: int | None = None,
-             tp: tuple[str, int] = SAFE, error: str = "X") -> str:
+    def send(
+        self,
+        client: str,
+        n: int,
+        outcome: str = "ok",
+        offset: int | None = None,
+        tp: tuple[str, int] = SAFE,
+        error: str = "X",
+    ) -> str:
         key = f"{client}:{n}"
         i = self.h.invoke(client, "send", {"topic": tp[0], "partition": tp[1], "value": key})
         if outcome == "ok":
@@ -37,14 +45,27 @@ class Run:
             self.h.info(i, error)
         return key
 
-    def poll(self, consumer: str, start: int, records: list[tuple[int, str]], tp: tuple[str, int] = SAFE,
-             hw: int | None = None) -> None:
+    def poll(
+        self,
+        consumer: str,
+        start: int,
+        records: list[tuple[int, str]],
+        tp: tuple[str, int] = SAFE,
+        hw: int | None = None,
+    ) -> None:
         i = self.h.invoke(consumer, "poll", {"topic": tp[0], "partition": tp[1], "from": start})
         self.h.ok(i, {"records": [[o, v, 0, hw] for o, v in records]})
 
-    def replica(self, node: int, records: list[tuple[int, str]], tp: tuple[str, int] = SAFE, *,
-                epochs: tuple[tuple[int, int], ...] = ((0, 0),), hw: int | None = None,
-                epoch_of: int = 0) -> None:
+    def replica(
+        self,
+        node: int,
+        records: list[tuple[int, str]],
+        tp: tuple[str, int] = SAFE,
+        *,
+        epochs: tuple[tuple[int, int], ...] = ((0, 0),),
+        hw: int | None = None,
+        epoch_of: int = 0,
+    ) -> None:
         self.logs.setdefault(tp, {})[node] = records
         self._extra = getattr(self, "_extra", {})
         self._extra[(tp, node)] = (epochs, hw, epoch_of)
@@ -57,8 +78,9 @@ class Run:
                 epochs, hw, e = self._extra[(tp, node)]
                 leo = (max(o for o, _ in recs) + 1) if recs else 0
                 batches = tuple(Batch(o, o, e, 7, 0, o, 1, hash(v) & 0xFFFFFFFF) for o, v in recs)
-                out.append(ReplicaState(node, tp[0], tp[1], tuple(recs), batches, epochs, leo,
-                                        leo if hw is None else hw))
+                out.append(
+                    ReplicaState(node, tp[0], tp[1], tuple(recs), batches, epochs, leo, leo if hw is None else hw)
+                )
             reps[tp] = out
         return check(self.h.ops, reps, idempotent_clients=IDEM, **kw)  # type: ignore[arg-type]
 
@@ -197,7 +219,7 @@ def test_p5_read_then_vanish() -> None:
     k0 = r.send("p0", 0, offset=0)
     k1 = r.send("p0", 1, "info", error="REQUEST_TIMED_OUT")
     r.poll("c0", 0, [(0, k0), (1, k1)])  # saw the indeterminate write...
-    r.replica(0, [(0, k0)])             # ...which then vanished
+    r.replica(0, [(0, k0)])  # ...which then vanished
     res = r.check()
     assert res.counts["read_then_vanish"] == 1 and set(res.violations()) == {"read_then_vanish"}
 
@@ -259,8 +281,11 @@ def test_p8_epoch_cache_not_increasing() -> None:
 def test_p8_two_leaders_in_one_epoch_and_hw_regression() -> None:
     r = clean_run()
     for node, hw in ((0, 5), (0, 4), (1, 9)):
-        r.h.event("observer", "observe", {"topic": "safe", "partition": 0, "node": node, "role": "leader",
-                                          "epoch": 3, "hw": hw})
+        r.h.event(
+            "observer",
+            "observe",
+            {"topic": "safe", "partition": 0, "node": node, "role": "leader", "epoch": 3, "hw": hw},
+        )
     res = r.check()
     assert res.counts["split_leader_epochs"] == 1
     assert res.counts["hw_regressions"] == 1
@@ -268,17 +293,32 @@ def test_p8_two_leaders_in_one_epoch_and_hw_regression() -> None:
 
 def test_p8_truncation_below_hw() -> None:
     r = clean_run()
-    r.h.event("observer", "truncate", {"topic": "safe", "partition": 0, "node": 2, "to": 3, "hw": 4,
-                                       "records": 1, "bytes": 80})
-    r.h.event("observer", "truncate", {"topic": "safe", "partition": 0, "node": 1, "to": 4, "hw": 4,
-                                       "records": 2, "bytes": 160})
+    r.h.event(
+        "observer",
+        "truncate",
+        {"topic": "safe", "partition": 0, "node": 2, "to": 3, "hw": 4, "records": 1, "bytes": 80},
+    )
+    r.h.event(
+        "observer",
+        "truncate",
+        {"topic": "safe", "partition": 0, "node": 1, "to": 4, "hw": 4, "records": 2, "bytes": 160},
+    )
     # Recovery at startup may cut below the checkpointed HW (a power loss): counted, not a violation.
-    r.h.event("node", "truncate", {"topic": "safe", "partition": 0, "node": 0, "to": 2, "hw": 4,
-                                   "records": 2, "bytes": 100, "kind": "recovery"})
+    r.h.event(
+        "node",
+        "truncate",
+        {"topic": "safe", "partition": 0, "node": 0, "to": 2, "hw": 4, "records": 2, "bytes": 100, "kind": "recovery"},
+    )
     res = r.check()
     assert res.counts["truncations_below_hw"] == 1
-    assert res.stats["truncations"] == {"events": 3, "records": 5, "bytes": 340, "follower_events": 2,
-                                        "recovery_events": 1, "recovery_below_hw": 1}
+    assert res.stats["truncations"] == {
+        "events": 3,
+        "records": 5,
+        "bytes": 340,
+        "follower_events": 2,
+        "recovery_events": 1,
+        "recovery_below_hw": 1,
+    }
 
 
 def _served_poll(r: Run, consumer: str, start: int, records: list[tuple[int, str]], served: list[list[int]]) -> None:
@@ -304,9 +344,9 @@ def test_p8_hw_regression_seen_by_one_consumer_from_one_leader_epoch() -> None:
         return res.counts
 
     assert run([[1, 4, 6]])["hw_regressions"] == 0
-    assert run([[1, 4, 2], [1, 4, 6]])["hw_regressions"] == 1           # 3 then 2 from leader 1 in epoch 4
-    assert run([[1, 5, 2], [1, 5, 6]])["hw_regressions"] == 0           # a new epoch may start lower
-    assert run([[2, 4, 2], [2, 4, 6]])["hw_regressions"] == 0           # (another node: split epochs' business)
+    assert run([[1, 4, 2], [1, 4, 6]])["hw_regressions"] == 1  # 3 then 2 from leader 1 in epoch 4
+    assert run([[1, 5, 2], [1, 5, 6]])["hw_regressions"] == 0  # a new epoch may start lower
+    assert run([[2, 4, 2], [2, 4, 6]])["hw_regressions"] == 0  # (another node: split epochs' business)
     assert run([[1, 4, 2], [1, 4, 6]], consumer2="c8")["hw_regressions"] == 0
 
 
@@ -342,17 +382,20 @@ def test_read_replica_reads_a_real_partition_directory(tmp_path: Path) -> None:
     d = tmp_path / "n0" / "safe-0"
     log = Log.open(d)
     vals = [encode_value("p0", n) for n in range(3)]
-    log.append(encode_batch(vals[:2], timestamps=1, partition_leader_epoch=4, producer_id=9,
-                            producer_epoch=0, base_sequence=0))
-    log.append(encode_batch(vals[2:], timestamps=2, partition_leader_epoch=4, producer_id=9,
-                            producer_epoch=0, base_sequence=2))
+    log.append(
+        encode_batch(vals[:2], timestamps=1, partition_leader_epoch=4, producer_id=9, producer_epoch=0, base_sequence=0)
+    )
+    log.append(
+        encode_batch(vals[2:], timestamps=2, partition_leader_epoch=4, producer_id=9, producer_epoch=0, base_sequence=2)
+    )
     log.close()
     before = {p: os.path.getsize(d / p) for p in os.listdir(d)}
     rep = read_replica(d, 0)
     assert (rep.topic, rep.partition, rep.leo) == ("safe", 0, 3)
     assert rep.records == ((0, "p0:0"), (1, "p0:1"), (2, "p0:2"))
-    assert [(b.base_offset, b.last_offset, b.leader_epoch, b.producer_id, b.base_sequence, b.count)
-            for b in rep.batches] == [(0, 1, 4, 9, 0, 2), (2, 2, 4, 9, 2, 1)]
+    assert [
+        (b.base_offset, b.last_offset, b.leader_epoch, b.producer_id, b.base_sequence, b.count) for b in rep.batches
+    ] == [(0, 1, 4, 9, 0, 2), (2, 2, 4, 9, 2, 1)]
     assert len({b.crc for b in rep.batches}) == 2
     assert {p: os.path.getsize(d / p) for p in os.listdir(d)} == before  # nothing changed
 
@@ -370,8 +413,11 @@ def test_f8_stale_change_applied_by_a_replay_is_a_violation() -> None:
     i = r.h.invoke("nemesis", "nemesis", {"fault": "replay", "target": 0, "role": "controller"})
     r.h.ok(i, refused)
     assert r.check().valid
-    applied = {"stale_accepted": 2, "requests": [{"stale": True, "response": "NONE", "tp": ["safe", 0]}],
-               "zk": [{"path": "/x", "set": "accepted", "multi": "BadVersionError"}]}
+    applied = {
+        "stale_accepted": 2,
+        "requests": [{"stale": True, "response": "NONE", "tp": ["safe", 0]}],
+        "zk": [{"path": "/x", "set": "accepted", "multi": "BadVersionError"}],
+    }
     i = r.h.invoke("nemesis", "nemesis", {"fault": "replay", "target": 0, "role": "controller"})
     r.h.ok(i, applied)
     res = r.check()

@@ -17,9 +17,9 @@ expiring, and a -1 h jump would delay deletion by an hour. The tests jump every 
 ±1 h and check that leadership and ISR do not move and nothing is lost, and that the jump did
 happen (LogAppendTime stamps follow it).
 """
+
 from __future__ import annotations
 
-import json
 import os
 import random
 import time
@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from seglog.cluster.messages import NONE, AlterPartitionRequest, FetchRequest, FetchPartition
+from seglog.cluster.messages import NONE, AlterPartitionRequest, FetchPartition, FetchRequest
 from seglog.cluster.metadata import PartitionState, broker_path
 from seglog.cluster.tcp import KIND_HELLO, KIND_REQUEST
 from tests.cluster.churn import (
@@ -46,19 +46,22 @@ from tests.cluster.harness import LAG_S
 from tests.cluster.history import History, Op
 from tests.cluster.scenario import SAFE, Scenario
 
-
 # -- pieces, without a cluster --------------------------------------------------------------------
 
 
 def test_frame_tap_keeps_exactly_the_alter_partition_frames() -> None:
     req = AlterPartitionRequest(1, 77, SAFE, 0, 3, 9, (1, 2), (77, 78))
     wanted = request_frame(req, corr=5)
-    stream = (frame(KIND_HELLO, 0, b'{"node":1}') + request_frame(FetchRequest(1, (FetchPartition(SAFE, 0, 10),)), 4)
-              + wanted + request_frame(FetchRequest(1, ()), 6))
+    stream = (
+        frame(KIND_HELLO, 0, b'{"node":1}')
+        + request_frame(FetchRequest(1, (FetchPartition(SAFE, 0, 10),)), 4)
+        + wanted
+        + request_frame(FetchRequest(1, ()), 6)
+    )
     tap = FrameTap()
     conn = type("Conn", (), {})()
     for i in range(0, len(stream), 7):  # frames arrive cut anywhere
-        tap._feed("1->0", conn, stream[i:i + 7])
+        tap._feed("1->0", conn, stream[i : i + 7])
     got = tap.captured()
     assert [c.raw for c in got] == [wanted]
     assert got[0].msg == req and got[0].src == 1
@@ -95,24 +98,26 @@ def test_zookeeper_replays_are_refused_and_an_unconditional_write_is_caught(zook
         def read() -> tuple[ZkWrite, PartitionState]:
             data, st = zk.get(path)
             _, cst = zk.get(root + "/controller_epoch")
-            return (ZkWrite(path, bytes(data), st.version, cst.version, root + "/controller_epoch"),
-                    PartitionState.from_json(bytes(data), st.version))
+            return (
+                ZkWrite(path, bytes(data), st.version, cst.version, root + "/controller_epoch"),
+                PartitionState.from_json(bytes(data), st.version),
+            )
 
-        controller_write(_state(0, 1, (0, 1)))        # shrink
+        controller_write(_state(0, 1, (0, 1)))  # shrink
         w_shrink, _ = read()
-        controller_write(_state(0, 1, (0, 1, 2)))     # expand
-        controller_write(_state(1, 2, (1, 2)))        # a new leader
+        controller_write(_state(0, 1, (0, 1, 2)))  # expand
+        controller_write(_state(1, 2, (1, 2)))  # a new leader
         _, before = read()
 
         out = replay_zk_write(zk, w_shrink)
         assert out == {"set": "BadVersionError", "multi": "BadVersionError"}, out
-        zk.set(root + "/controller_epoch", b"2")   # another controller took over
+        zk.set(root + "/controller_epoch", b"2")  # another controller took over
         out = replay_zk_write(zk, w_shrink, current_version=before.partition_epoch)
         assert out["multi_current"] == "BadVersionError", out
         _, after = read()
         assert regressed(before, after) == [] and after.partition_epoch == before.partition_epoch
 
-        zk.set(path, w_shrink.data, -1)                # a write without compare-and-set lands
+        zk.set(path, w_shrink.data, -1)  # a write without compare-and-set lands
         _, landed = read()
         assert regressed(before, landed) == ["leader epoch 2 -> 1"]
     finally:
@@ -185,8 +190,10 @@ def _f8(sc: Scenario, how: str) -> None:
     for r in answered:
         if r["stale"]:
             assert r["response"] in ("INVALID_UPDATE_VERSION", "FENCED_LEADER_EPOCH", "STALE_BROKER_EPOCH"), r
-    assert all(z["set"] in ("BadVersionError", "NodeExistsError") and z["multi"] in ("BadVersionError", "NodeExistsError")
-               for z in res["zk"]), res["zk"]
+    assert all(
+        z["set"] in ("BadVersionError", "NodeExistsError") and z["multi"] in ("BadVersionError", "NodeExistsError")
+        for z in res["zk"]
+    ), res["zk"]
     if how == "kill" or c.controller() != old_ctl:
         assert any("multi_current" in z for z in res["zk"]), res["zk"]
         assert all(z.get("multi_current", "BadVersionError") == "BadVersionError" for z in res["zk"]), res["zk"]
@@ -220,8 +227,9 @@ def test_f8_controller_paused_mid_isr_change_then_stale_changes_replayed(sc: Sce
     _f8(sc, "pause")
 
 
-@pytest.mark.parametrize("sc", [{"safe_config": {"message.timestamp.type": "LogAppendTime"}}], indirect=True,
-                         ids=["log-append-time"])
+@pytest.mark.parametrize(
+    "sc", [{"safe_config": {"message.timestamp.type": "LogAppendTime"}}], indirect=True, ids=["log-append-time"]
+)
 @pytest.mark.cluster
 def test_f9_wall_clock_jumps_move_no_leader_and_no_isr(sc: Scenario) -> None:
     """Every node's wall clock +1 h: nothing moves. Then -1 h, and a follower stops fetching:
@@ -244,7 +252,7 @@ def test_f9_wall_clock_jumps_move_no_leader_and_no_isr(sc: Scenario) -> None:
     t0 = sc.history.now()
     wall = int(time.time() * 1000)
     op = jump(3_600_000)
-    time.sleep(LAG_S)   # two ISR expiry checks, a few hundred acked writes
+    time.sleep(LAG_S)  # two ISR expiry checks, a few hundred acked writes
     marks["+1h"] = (wall, int(time.time() * 1000))
     c.fault_done(op)
     t1 = sc.history.now()
@@ -252,8 +260,11 @@ def test_f9_wall_clock_jumps_move_no_leader_and_no_isr(sc: Scenario) -> None:
     op = jump(-3_600_000)
     cut = [f"{follower}->{o}" for o in c.ids if o != follower]
     c.hub.set(cut, "blackhole")
-    shrink_s = sc.wait(lambda: all(follower not in c.isr(t, p) for t, n in sc.topics.items() for p in range(n)),
-                       2 * LAG_S, f"node {follower} out of every ISR with the wall clock an hour back")
+    shrink_s = sc.wait(
+        lambda: all(follower not in c.isr(t, p) for t, n in sc.topics.items() for p in range(n)),
+        2 * LAG_S,
+        f"node {follower} out of every ISR with the wall clock an hour back",
+    )
     c.hub.set(cut, "pass")
     sc.wait(lambda: c.full_isr(sc.topics), 20, "full ISR again")
     marks["-1h"] = (wall, int(time.time() * 1000))

@@ -1,6 +1,7 @@
 """Disk fault injectors on real seglog logs: power loss driven by the node-side fsync journal
 (checked against what a killed writer reported as flushed), torn and corrupt tails (checked by
 reopening with seglog's recovery), and disk full on a size-limited tmpfs."""
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,17 @@ import pytest
 
 from seglog.storage.log import FSYNC_JOURNAL_ENV, Log
 from seglog.storage.records import decode_records, encode_batch
-from tests.cluster.disk import (Tmpfs, batches_in, flip_bit, garbage_tail, power_loss, read_journal, segments_of,
-                                tmpfs_available, torn_tail)
+from tests.cluster.disk import (
+    Tmpfs,
+    batches_in,
+    flip_bit,
+    garbage_tail,
+    power_loss,
+    read_journal,
+    segments_of,
+    tmpfs_available,
+    torn_tail,
+)
 from tests.conftest import ROOT
 
 CONFIG = {"segment.bytes": 4000, "index.interval.bytes": 200}
@@ -58,10 +68,14 @@ def expected(n: int) -> list[tuple[int, bytes]]:
 
 
 def _kill_writer(d: Path, journal: Path, seconds: float) -> tuple[int, int]:
-    env = {**os.environ, FSYNC_JOURNAL_ENV: str(journal),
-           "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    p = subprocess.Popen([sys.executable, "-c", WRITER, str(d)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         env=env)
+    env = {
+        **os.environ,
+        FSYNC_JOURNAL_ENV: str(journal),
+        "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
+    p = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(d)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
     time.sleep(seconds)
     p.send_signal(signal.SIGKILL)
     out, err = p.communicate()
@@ -102,8 +116,9 @@ def written_end(d: Path) -> int:
     return max(b.last_offset + 1 for _, p in segments_of(str(d)) for b in batches_in(p))
 
 
-def test_power_loss_after_truncation_forgets_the_reappended_tail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                                                 ) -> None:
+def test_power_loss_after_truncation_forgets_the_reappended_tail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     journal = tmp_path / "fsync.journal"
     monkeypatch.setenv(FSYNC_JOURNAL_ENV, str(journal))
     d = tmp_path / "data" / "t-0"
@@ -205,17 +220,17 @@ def test_disk_full_on_tmpfs_fails_appends_cleanly_and_keeps_acked_records(tmp_pa
         fs.fill(leave=300_000)
         d = mnt / "t-0"
         env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        r = subprocess.run([sys.executable, "-c", DISK_FULL_CHILD, str(d)], capture_output=True, timeout=60,
-                           env=env)
+        r = subprocess.run([sys.executable, "-c", DISK_FULL_CHILD, str(d)], capture_output=True, timeout=60, env=env)
         lines = r.stdout.decode().splitlines()
         acked = [int(l.split()[1]) for l in lines if l.startswith("ack ")]
         errors = [l for l in lines if l.startswith("error ")]
-        assert r.returncode == 0, f"the writer died with {r.returncode} (SIGBUS is -7) after {len(acked)} acks: " \
-                                  f"{r.stderr.decode()[-500:]}"
+        assert r.returncode == 0, (
+            f"the writer died with {r.returncode} (SIGBUS is -7) after {len(acked)} acks: {r.stderr.decode()[-500:]}"
+        )
         assert errors, lines[-5:]
         assert "Storage" in errors[0] or "OSError" in errors[0] or "No space" in errors[0], errors[0]
         fs.free()
         got = values(d)
-        assert [o for o, _ in got][:acked[-1]] == list(range(acked[-1]))  # every acked record is there, intact
+        assert [o for o, _ in got][: acked[-1]] == list(range(acked[-1]))  # every acked record is there, intact
         for o, v in got:
             assert v == b"v%d." % o + b"x" * 200

@@ -1,5 +1,6 @@
 """The history: JSONL round trip, invoke/complete pairing, and the client-side error table of
 ``docs/replication.md`` §9.4 (written out here independently) against seglog's classification."""
+
 from __future__ import annotations
 
 import json
@@ -11,12 +12,28 @@ import seglog.errors as E
 from tests.cluster.history import History, classify, error_name, load, pairs
 
 # §9.4: "fail" = definitely not appended.
-DEFINITE = [E.NotEnoughReplicasError, E.InvalidRecordError, E.InvalidRequiredAcksError, E.InvalidTimestampError,
-            E.InvalidTopicError, E.RecordTooLargeError, E.RecordListTooLargeError, E.OutOfOrderSequenceError,
-            E.InvalidProducerEpochError, E.NotLeaderOrFollowerBeforeAppendError]
+DEFINITE = [
+    E.NotEnoughReplicasError,
+    E.InvalidRecordError,
+    E.InvalidRequiredAcksError,
+    E.InvalidTimestampError,
+    E.InvalidTopicError,
+    E.RecordTooLargeError,
+    E.RecordListTooLargeError,
+    E.OutOfOrderSequenceError,
+    E.InvalidProducerEpochError,
+    E.NotLeaderOrFollowerBeforeAppendError,
+]
 # §9.4: "info" = everything else: timeouts, after-append errors, NOT_LEADER from purgatory, connection loss.
-INDETERMINATE = [E.RequestTimedOutError, E.NotEnoughReplicasAfterAppendError, E.NotLeaderOrFollowerAfterAppendError,
-                 E.NotLeaderOrFollowerError, E.NetworkError, E.UnknownServerError, E.KafkaStorageError]
+INDETERMINATE = [
+    E.RequestTimedOutError,
+    E.NotEnoughReplicasAfterAppendError,
+    E.NotLeaderOrFollowerAfterAppendError,
+    E.NotLeaderOrFollowerError,
+    E.NetworkError,
+    E.UnknownServerError,
+    E.KafkaStorageError,
+]
 
 
 @pytest.mark.parametrize("cls", DEFINITE, ids=lambda c: c.__name__)
@@ -29,8 +46,9 @@ def test_indeterminate_failures_are_info(cls: type[BaseException]) -> None:
     assert classify(cls("x")) == "info"
 
 
-@pytest.mark.parametrize("exc", [ConnectionResetError("peer"), TimeoutError(), RuntimeError("?")],
-                         ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize(
+    "exc", [ConnectionResetError("peer"), TimeoutError(), RuntimeError("?")], ids=lambda e: type(e).__name__
+)
 def test_errors_from_outside_seglog_are_info(exc: BaseException) -> None:
     assert classify(exc) == "info"
 
@@ -54,9 +72,14 @@ def test_jsonl_round_trip_and_pairing(tmp_path: Path) -> None:
         with pytest.raises(KeyError, match="never invoked or is already complete"):
             h.ok(a)
     ops = load(p)
-    assert [(o.type, o.f) for o in ops] == [("invoke", "send")] * 3 + [("ok", "send"), ("fail", "send"),
-                                            ("info", "send"), ("invoke", "poll"), ("info", "nemesis"),
-                                            ("info", "poll")]  # the open poll is closed as info
+    assert [(o.type, o.f) for o in ops] == [("invoke", "send")] * 3 + [
+        ("ok", "send"),
+        ("fail", "send"),
+        ("info", "send"),
+        ("invoke", "poll"),
+        ("info", "nemesis"),
+        ("info", "poll"),
+    ]  # the open poll is closed as info
     assert ops[3].value == {"topic": "safe", "partition": 1, "value": "p0:0", "offset": 7}
     assert ops[4].error == "NOT_ENOUGH_REPLICAS" and ops[5].error == "REQUEST_TIMED_OUT"
     assert ops[-1].id == d and ops[-1].error == "run ended"

@@ -5,6 +5,7 @@ leave their ISRs — while the node stays up and keeps leading the partitions in
 After space is freed and the node restarts, its replicas recover and rejoin. The background
 workload and the full checker (tests.cluster.scenario) say no acknowledged acks=all record was
 lost. The in-process version: tests/replication/test_log_dirs.py."""
+
 from __future__ import annotations
 
 import os
@@ -23,8 +24,13 @@ TMPFS_DIR = 1  # each node's second log dir is a tmpfs
 
 @pytest.fixture
 def scenario_kw() -> dict[str, Any]:
-    return {"topics": {"safe": PARTITIONS}, "log_dirs": 2, "tmpfs_nodes": (0, 1, 2), "tmpfs_dir": TMPFS_DIR,
-            "tmpfs_size": "16m"}
+    return {
+        "topics": {"safe": PARTITIONS},
+        "log_dirs": 2,
+        "tmpfs_nodes": (0, 1, 2),
+        "tmpfs_dir": TMPFS_DIR,
+        "tmpfs_size": "16m",
+    }
 
 
 def _home(sc: Scenario, node: int, p: int) -> int:
@@ -34,16 +40,18 @@ def _home(sc: Scenario, node: int, p: int) -> int:
 
 
 def _acked(sc: Scenario, p: int) -> int:
-    return sum(1 for o in sc.history.ops if o.f == "send" and o.type == "ok" and o.value["topic"] == "safe"
-               and o.value["partition"] == p)
+    return sum(
+        1
+        for o in sc.history.ops
+        if o.f == "send" and o.type == "ok" and o.value["topic"] == "safe" and o.value["partition"] == p
+    )
 
 
 def test_a_full_log_dir_goes_offline_alone(sc: Scenario) -> None:
     sc.wait(lambda: sc.acked() >= 60, 20, "60 acked writes")
     leaders = {p: sc.c.leader("safe", p) for p in range(PARTITIONS)}
     # Every node holds every partition; each leads two, one in each dir (placement alternates).
-    node = next(n for n in sc.c.ids
-                if {_home(sc, n, p) for p, lead in leaders.items() if lead == n} == {0, 1})
+    node = next(n for n in sc.c.ids if {_home(sc, n, p) for p, lead in leaders.items() if lead == n} == {0, 1})
     homes = {p: _home(sc, node, p) for p in range(PARTITIONS)}
     assert sorted(homes.values()) == [0, 0, 0, 1, 1, 1]  # fewest partitions first: 3 and 3
     full = [p for p in range(PARTITIONS) if homes[p] == TMPFS_DIR]
@@ -52,23 +60,31 @@ def test_a_full_log_dir_goes_offline_alone(sc: Scenario) -> None:
     assert kept and moving
 
     sc.c.tmpfs[node].fill()
-    sc.wait(lambda: all(sc.c.leader("safe", p) not in (None, node) for p in moving), 15,
-            f"leadership of {moving} off node {node}")
-    sc.wait(lambda: all(node not in sc.c.isr("safe", p) for p in full), 15,
-            f"node {node} out of the ISRs of {full}")
+    sc.wait(
+        lambda: all(sc.c.leader("safe", p) not in (None, node) for p in moving),
+        15,
+        f"leadership of {moving} off node {node}",
+    )
+    sc.wait(lambda: all(node not in sc.c.isr("safe", p) for p in full), 15, f"node {node} out of the ISRs of {full}")
     assert sc.c.is_running(node)
     # Through ZooKeeper: the registration lists the offline replicas (every partition in the
     # full dir), and the controller consumed the notification.
     tmpfs_dir = sc.c.node_dirs(node)[TMPFS_DIR]
-    on_tmpfs = sorted([n.rpartition("-")[0], int(n.rpartition("-")[2])] for n in os.listdir(tmpfs_dir)
-                      if n.rpartition("-")[2].isdigit())
+    on_tmpfs = sorted(
+        [n.rpartition("-")[0], int(n.rpartition("-")[2])]
+        for n in os.listdir(tmpfs_dir)
+        if n.rpartition("-")[2].isdigit()
+    )
     reg = loads(sc.c.coordinator.read(broker_path(node))[0])
     assert reg["offline_log_dirs"] == [tmpfs_dir] and reg["offline_replicas"] == on_tmpfs
     assert {tuple(tp) for tp in on_tmpfs} >= {("safe", p) for p in full}
     sc.wait(lambda: sc.c.coordinator.children_of(LOG_DIR_EVENT_PATH) == [], 10, "the notification consumed")
     before = {p: _acked(sc, p) for p in kept}
-    sc.wait(lambda: all(_acked(sc, p) >= before[p] + 20 for p in kept), 15,
-            f"more acked writes to {kept}, led by node {node}")
+    sc.wait(
+        lambda: all(_acked(sc, p) >= before[p] + 20 for p in kept),
+        15,
+        f"more acked writes to {kept}, led by node {node}",
+    )
     assert all(sc.c.leader("safe", p) == node for p in kept)
     assert all(node in sc.c.isr("safe", p) for p in kept)
     assert sc.c.is_running(node)

@@ -1,5 +1,6 @@
 """The fault proxy against plain sockets: an echo server behind one link, each mode observed from
 the client side (bytes arrive or not, how late, how fast, how the connection ends)."""
+
 from __future__ import annotations
 
 import socket

@@ -2,6 +2,7 @@
 link): the workload of §9.4 under a nemesis profile of §9.3, then heal, full ISR, final read and
 the §9.5 checker. Two short runs for CI; the §9.7 profiles × seeds are ``slow`` (or use
 ``python -m tests.cluster.soak``)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -36,6 +37,7 @@ def test_short_randomised_run(tmp_path: Path, profile: str, seed: int) -> None:
 def test_long_randomised_run(tmp_path: Path, profile: str, seed: int) -> None:
     if profile == "disk-full":
         from tests.cluster.disk import tmpfs_available
+
         if (reason := tmpfs_available()) is not None:
             pytest.skip(reason)
     rep = run(str(tmp_path / "run"), RunConfig(profile=profile, seed=seed))

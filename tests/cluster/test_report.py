@@ -1,4 +1,5 @@
 """The run report: figures computed from a hand-made history with known answers."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,20 @@ def test_latencies_from_known_timings() -> None:
     h = History()
     _timed(h, 10.0)
     h.invoke("nemesis", "nemesis", {"fault": "kill", "target": 1, "role": "leader", "led": [["safe", 0]]})
-    h.event("observer", "observe", {"topic": "safe", "partition": 0, "node": 2, "role": "leader", "epoch": 1,
-                                    "hw": 0, "isr": [2, 3], "replicas": [1, 2, 3]})
+    h.event(
+        "observer",
+        "observe",
+        {
+            "topic": "safe",
+            "partition": 0,
+            "node": 2,
+            "role": "leader",
+            "epoch": 1,
+            "hw": 0,
+            "isr": [2, 3],
+            "replicas": [1, 2, 3],
+        },
+    )
     _timed(h, 11.0)
     s = h.invoke("p0", "send", {"topic": "safe", "partition": 0, "value": "p0:0"})
     _timed(h, 12.5)
@@ -33,13 +46,37 @@ def test_latencies_from_known_timings() -> None:
     _timed(h, 20.0)
     h.invoke("nemesis", "nemesis", {"fault": "pause", "target": 3, "role": "follower", "led": []})
     _timed(h, 24.0)
-    h.event("observer", "observe", {"topic": "safe", "partition": 0, "node": 2, "role": "leader", "epoch": 1,
-                                    "hw": 1, "isr": [2], "replicas": [1, 2, 3]})  # shrink: 4.0
+    h.event(
+        "observer",
+        "observe",
+        {
+            "topic": "safe",
+            "partition": 0,
+            "node": 2,
+            "role": "leader",
+            "epoch": 1,
+            "hw": 1,
+            "isr": [2],
+            "replicas": [1, 2, 3],
+        },
+    )  # shrink: 4.0
     _timed(h, 30.0)
     h.invoke("nemesis", "nemesis", {"fault": "heal"})
     _timed(h, 33.0)
-    h.event("observer", "observe", {"topic": "safe", "partition": 0, "node": 2, "role": "leader", "epoch": 1,
-                                    "hw": 1, "isr": [1, 2, 3], "replicas": [1, 2, 3]})  # expand: 3.0
+    h.event(
+        "observer",
+        "observe",
+        {
+            "topic": "safe",
+            "partition": 0,
+            "node": 2,
+            "role": "leader",
+            "epoch": 1,
+            "hw": 1,
+            "isr": [1, 2, 3],
+            "replicas": [1, 2, 3],
+        },
+    )  # expand: 3.0
     lat = latencies(h.ops)
     assert lat["failover_s"]["p50"] == 2.5
     assert lat["isr_shrink_s"]["p50"] == 4.0
@@ -97,19 +134,26 @@ def test_state_counts_from_observations() -> None:
     obs = {"topic": "safe", "partition": 0, "role": "leader", "replicas": [0, 1, 2], "zk": True}
     h.event("observer", "observe", {**obs, "node": 0, "epoch": 0, "isr": [0, 1, 2]})
     _timed(h, 2.0)
-    h.event("observer", "observe", {**obs, "node": 0, "epoch": 0, "isr": [0, 1]})      # shrink
+    h.event("observer", "observe", {**obs, "node": 0, "epoch": 0, "isr": [0, 1]})  # shrink
     _timed(h, 3.0)
-    h.event("observer", "observe", {**obs, "node": 0, "epoch": 0, "isr": [0]})         # shrink, under min ISR 2
+    h.event("observer", "observe", {**obs, "node": 0, "epoch": 0, "isr": [0]})  # shrink, under min ISR 2
     _timed(h, 4.5)
     h.event("observer", "observe", {**obs, "node": -1, "role": "none", "epoch": 1, "isr": [0]})  # no leader
     _timed(h, 5.0)
-    h.event("observer", "observe", {**obs, "node": 1, "epoch": 2, "isr": [1]})         # new leader
+    h.event("observer", "observe", {**obs, "node": 1, "epoch": 2, "isr": [1]})  # new leader
     _timed(h, 6.0)
-    h.event("observer", "observe", {**obs, "node": 1, "epoch": 2, "isr": [0, 1, 2]})   # expand
+    h.event("observer", "observe", {**obs, "node": 1, "epoch": 2, "isr": [0, 1, 2]})  # expand
     _timed(h, 8.0)
-    h.event("observer", "observe", {"topic": "safe", "partition": 0, "node": 1, "role": "leader", "epoch": 2,
-                                    "hw": 5})  # not a ZooKeeper sample: ignored
+    h.event(
+        "observer", "observe", {"topic": "safe", "partition": 0, "node": 1, "role": "leader", "epoch": 2, "hw": 5}
+    )  # not a ZooKeeper sample: ignored
     d = state_counts(h.ops, {"safe": 2})["safe-0"]
-    assert d == {"leader_epochs": 2, "leader_changes": 1, "isr_shrinks": 2, "isr_expands": 1,
-                 "no_leader_s": 0.5, "under_min_isr_s": 3.0}
+    assert d == {
+        "leader_epochs": 2,
+        "leader_changes": 1,
+        "isr_shrinks": 2,
+        "isr_expands": 1,
+        "no_leader_s": 0.5,
+        "under_min_isr_s": 3.0,
+    }
     assert "under_min_isr_s" not in state_counts(h.ops)["safe-0"]

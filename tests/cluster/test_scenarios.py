@@ -3,6 +3,7 @@ processes on ZooKeeper, every link through the fault proxy, kills and pauses by 
 from the fsync journal. Each runs the background workload and ends with the full §9.5 checker
 (:class:`tests.cluster.scenario.Scenario`); the scenario's own expectation is asserted on top.
 The in-memory versions (with their mutants) are tests/replication/test_scenarios.py."""
+
 from __future__ import annotations
 
 import random
@@ -81,8 +82,16 @@ def test_s2_power_loss_on_every_replica_never_diverges(sc: Scenario) -> None:
     sc.c.restart(first)
     time.sleep(3)
     res = sc.finish()
-    for k in ("divergent_replicas", "epoch_cache_mismatch", "hw_not_at_leo", "epoch_cache_violations",
-              "split_leader_epochs", "duplicates", "nonmonotonic", "poll_skip"):
+    for k in (
+        "divergent_replicas",
+        "epoch_cache_mismatch",
+        "hw_not_at_leo",
+        "epoch_cache_violations",
+        "split_leader_epochs",
+        "duplicates",
+        "nonmonotonic",
+        "poll_skip",
+    ):
         assert res.counts[k] == 0, (k, res.examples.get(k), sc.dir)
 
 

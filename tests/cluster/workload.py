@@ -29,8 +29,18 @@ PRODUCER_TIMEOUTS = {"request_timeout_ms": 5000, "delivery_timeout_ms": 30000}
 
 
 class Producer(threading.Thread):
-    def __init__(self, cluster: Any, history: History, name: str, topic: str, partitions: int, *,
-                 rate: float, seed: int, **config: Any) -> None:
+    def __init__(
+        self,
+        cluster: Any,
+        history: History,
+        name: str,
+        topic: str,
+        partitions: int,
+        *,
+        rate: float,
+        seed: int,
+        **config: Any,
+    ) -> None:
         super().__init__(name=f"producer-{name}", daemon=True)
         self.cluster = cluster
         self.history = history
@@ -62,6 +72,7 @@ class Producer(threading.Thread):
         def done(f: Any) -> None:
             exc = f.exception()
             self._done(op, None if exc is not None else f.result(), exc)
+
         fut.add_done_callback(done)
 
     def _done(self, op: int, md: Any, exc: BaseException | None) -> None:
@@ -103,8 +114,9 @@ class Producer(threading.Thread):
 
 
 class Consumer(threading.Thread):
-    def __init__(self, cluster: Any, history: History, name: str, tps: Sequence[tuple[str, int]],
-                 poll_ms: int = 200) -> None:
+    def __init__(
+        self, cluster: Any, history: History, name: str, tps: Sequence[tuple[str, int]], poll_ms: int = 200
+    ) -> None:
         super().__init__(name=f"consumer-{name}", daemon=True)
         self.cluster = cluster
         self.history = history
@@ -126,14 +138,18 @@ class Consumer(threading.Thread):
         for r in recs:
             tp = (r.topic, r.partition)
             by_tp.setdefault(tp, []).append(
-                [r.offset, value_key(r.value), r.leader_epoch, r.high_watermark if r.high_watermark >= 0 else None])
+                [r.offset, value_key(r.value), r.leader_epoch, r.high_watermark if r.high_watermark >= 0 else None]
+            )
             if r.serving_leader >= 0 and r.high_watermark >= 0:
                 obs = [r.serving_leader, r.serving_leader_epoch, r.high_watermark]
                 if not served.get(tp) or served[tp][-1] != obs:
                     served.setdefault(tp, []).append(obs)
         for tp, rs in by_tp.items():
-            op = self.history.invoke(self.client, "poll", {"topic": tp[0], "partition": tp[1], "from": starts[tp],
-                                                           "invoked_at": round(t_invoke, 3)})
+            op = self.history.invoke(
+                self.client,
+                "poll",
+                {"topic": tp[0], "partition": tp[1], "from": starts[tp], "invoked_at": round(t_invoke, 3)},
+            )
             extra: dict[str, Any] = {"records": rs}
             if tp in served:
                 # [[leader, its epoch, its HW], ...]: what the leader that answered reported
@@ -168,8 +184,9 @@ class Consumer(threading.Thread):
         self.stop_event.set()
 
 
-def final_read(cluster: Any, history: History, topics: dict[str, int], timeout_s: float = 60,
-               name: str = "final") -> dict[tuple[str, int], int]:
+def final_read(
+    cluster: Any, history: History, topics: dict[str, int], timeout_s: float = 60, name: str = "final"
+) -> dict[tuple[str, int], int]:
     """Read every partition from 0 to its HW with a fresh consumer (logged as polls); returns the
     end offset reached per partition."""
     c = Consumer(cluster, history, name, [(t, p) for t, n in topics.items() for p in range(n)], poll_ms=500)

@@ -10,6 +10,7 @@ tuple of ``(str, bytes | None)``. Magic 0 has no timestamp: kafka-python says ``
 Kafka's Java client (and seglog) say -1 (``RecordBatch.NO_TIMESTAMP`` / ``TimestampType.NO_TIMESTAMP_TYPE``);
 the tuples use -1.
 """
+
 from __future__ import annotations
 
 import struct
@@ -24,6 +25,7 @@ from kafka.record.default_records import DefaultRecordBatch as KpBatch
 from kafka.record.default_records import DefaultRecordBatchBuilder as KpBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder as KpLegacyBuilder
 from kafka.record.memory_records import MemoryRecords as KpMemoryRecords
+
 from seglog.storage.records import decode_records
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -61,16 +63,26 @@ class BatchInput:
         from seglog.storage.records import encode_batch
 
         return encode_batch(
-            self.values, keys=self.keys, timestamps=self.timestamps, headers=self.headers,
-            base_offset=self.base_offset, partition_leader_epoch=self.partition_leader_epoch,
-            producer_id=self.producer_id, producer_epoch=self.producer_epoch,
-            base_sequence=self.base_sequence, is_transactional=self.is_transactional,
-            log_append_time=self.log_append_time, allow_negative_timestamps=True, **extra)
+            self.values,
+            keys=self.keys,
+            timestamps=self.timestamps,
+            headers=self.headers,
+            base_offset=self.base_offset,
+            partition_leader_epoch=self.partition_leader_epoch,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            base_sequence=self.base_sequence,
+            is_transactional=self.is_transactional,
+            log_append_time=self.log_append_time,
+            allow_negative_timestamps=True,
+            **extra,
+        )
 
 
 # ---------------------------------------------------------------------------------------------
 # Builders
 # ---------------------------------------------------------------------------------------------
+
 
 def _fill(builder: Any, inp: BatchInput) -> None:
     for i, (k, v, t, h) in enumerate(zip(inp.keys, inp.values, inp.timestamps, inp.headers)):
@@ -87,7 +99,7 @@ def set_base_offset_and_epoch(buf: bytearray, base_offset: int, ple: int) -> Non
 def reseal_v2(buf: bytearray, start: int = 0) -> None:
     """Recompute the CRC-32C of the v2 batch at ``start`` (crc32c package: independent of ours)."""
     (length,) = struct.unpack_from(">i", buf, start + 8)
-    crc = crc32c_pkg.crc32c(bytes(buf[start + 21:start + 12 + length]))
+    crc = crc32c_pkg.crc32c(bytes(buf[start + 21 : start + 12 + length]))
     struct.pack_into(">I", buf, start + 17, crc)
 
 
@@ -111,15 +123,22 @@ def _built(builder: Any, inp: BatchInput) -> bytes:
 
 def kp_build_v2(inp: BatchInput, compression: int = 0) -> bytes:
     """The batch kafka-python's producer would send, with the broker-assigned fields patched in."""
-    b = KpBuilder(magic=2, compression_type=compression, is_transactional=inp.is_transactional,
-                  producer_id=inp.producer_id, producer_epoch=inp.producer_epoch,
-                  base_sequence=inp.base_sequence, batch_size=BIG)
+    b = KpBuilder(
+        magic=2,
+        compression_type=compression,
+        is_transactional=inp.is_transactional,
+        producer_id=inp.producer_id,
+        producer_epoch=inp.producer_epoch,
+        base_sequence=inp.base_sequence,
+        batch_size=BIG,
+    )
     return _built(b, inp)
 
 
 def aio_build_v2(inp: BatchInput, compression: int = 0) -> bytes:
-    b = AioBuilder(2, compression, int(inp.is_transactional), inp.producer_id, inp.producer_epoch,
-                   inp.base_sequence, BIG)
+    b = AioBuilder(
+        2, compression, int(inp.is_transactional), inp.producer_id, inp.producer_epoch, inp.base_sequence, BIG
+    )
     return _built(b, inp)
 
 
@@ -127,10 +146,10 @@ def aio_build_v2(inp: BatchInput, compression: int = 0) -> bytes:
 class LegacyInput:
     magic: int
     offsets: list[int]
-    timestamps: list[int]          # ignored for magic 0
+    timestamps: list[int]  # ignored for magic 0
     keys: list[bytes | None]
     values: list[bytes | None]
-    log_append: bool = False       # magic 1 only: the broker's LogAppendTime attribute
+    log_append: bool = False  # magic 1 only: the broker's LogAppendTime attribute
 
     def expected(self) -> list[RecTuple]:
         out = []
@@ -161,12 +180,13 @@ def kp_build_legacy(inp: LegacyInput, compression: int = 0) -> bytes:
 def reseal_legacy(buf: bytearray, start: int = 0) -> None:
     """Recompute the CRC-32 (IEEE, zlib) of the legacy message at ``start``."""
     (size,) = struct.unpack_from(">i", buf, start + 8)
-    struct.pack_into(">I", buf, start + 12, zlib.crc32(bytes(buf[start + 16:start + 12 + size])))
+    struct.pack_into(">I", buf, start + 12, zlib.crc32(bytes(buf[start + 16 : start + 12 + size])))
 
 
 # ---------------------------------------------------------------------------------------------
 # Decoders
 # ---------------------------------------------------------------------------------------------
+
 
 def _tuple(r: Any) -> RecTuple:
     ts = -1 if r.timestamp is None else r.timestamp
@@ -203,18 +223,35 @@ def kp_batches(buf: bytes) -> list[KpBatchView]:
         crc_ok = b.validate_crc()
         if isinstance(b, KpBatch):
             recs = list(b)
-            out.append(KpBatchView(
-                magic=2, base_offset=b.base_offset, crc_ok=crc_ok, attributes=b.attributes,
-                records=[_tuple(r) for r in recs], last_offset_delta=b.last_offset_delta,
-                leader_epoch=b.leader_epoch, first_timestamp=b.first_timestamp,
-                max_timestamp=b.max_timestamp, producer_id=b.producer_id,
-                producer_epoch=b.producer_epoch, base_sequence=b.base_sequence,
-                records_count=b.records_count, is_control=b.is_control_batch,
-                control=tuple((r.version, r.type) for r in recs) if b.is_control_batch else None))
+            out.append(
+                KpBatchView(
+                    magic=2,
+                    base_offset=b.base_offset,
+                    crc_ok=crc_ok,
+                    attributes=b.attributes,
+                    records=[_tuple(r) for r in recs],
+                    last_offset_delta=b.last_offset_delta,
+                    leader_epoch=b.leader_epoch,
+                    first_timestamp=b.first_timestamp,
+                    max_timestamp=b.max_timestamp,
+                    producer_id=b.producer_id,
+                    producer_epoch=b.producer_epoch,
+                    base_sequence=b.base_sequence,
+                    records_count=b.records_count,
+                    is_control=b.is_control_batch,
+                    control=tuple((r.version, r.type) for r in recs) if b.is_control_batch else None,
+                )
+            )
         else:
-            out.append(KpBatchView(magic=b.magic, base_offset=b.base_offset, crc_ok=crc_ok,
-                                   attributes=b._attributes,
-                                   records=[_tuple(r) for r in b]))
+            out.append(
+                KpBatchView(
+                    magic=b.magic,
+                    base_offset=b.base_offset,
+                    crc_ok=crc_ok,
+                    attributes=b._attributes,
+                    records=[_tuple(r) for r in b],
+                )
+            )
     return out
 
 
@@ -242,8 +279,9 @@ def aio_records(buf: bytes) -> list[RecTuple]:
 
 
 def ours(buf: bytes, **kw: Any) -> list[RecTuple]:
-    return [(r.offset, r.timestamp, r.timestamp_type, r.key, r.value, tuple(r.headers))
-            for r in decode_records(buf, **kw)]
+    return [
+        (r.offset, r.timestamp, r.timestamp_type, r.key, r.value, tuple(r.headers)) for r in decode_records(buf, **kw)
+    ]
 
 
 def arrow_rows(cols: Any) -> list[RecTuple]:
@@ -251,6 +289,5 @@ def arrow_rows(cols: Any) -> list[RecTuple]:
     out = []
     for row in cols.to_arrow().to_pylist():
         hdrs = tuple((h["key"], h["value"]) for h in row.get("headers") or [])
-        out.append((row["offset"], row["timestamp"], row["timestampType"], row.get("key"),
-                    row["value"], hdrs))
+        out.append((row["offset"], row["timestamp"], row["timestampType"], row.get("key"), row["value"], hdrs))
     return out

@@ -1,6 +1,7 @@
 """Our index code against Kafka's own output: rebuilding the indexes of a broker-written segment
 (LDI-POC ``__consumer_offsets-6``, Kafka 3.7.0, clean shutdown) gives Kafka's ``.index`` and
 ``.timeindex`` byte for byte, and the files we write for the same appends are Kafka's."""
+
 from __future__ import annotations
 
 import os
@@ -9,7 +10,6 @@ import re
 from seglog._native.segment import Segment
 from seglog.storage.log import Log
 from seglog.storage.records import batch_headers
-
 from tests.logkit import CONSUMER_OFFSETS_6, copy_partition, read_offset_index, read_time_index
 
 LOG = "00000000000000000000.log"
@@ -33,8 +33,7 @@ def test_recover_rebuilds_kafkas_index_files_byte_for_byte(tmp_path):
     assert (d / INDEX).read_bytes() == kafka_index
     assert (d / TIMEINDEX).read_bytes() == kafka_timeindex
     assert read_offset_index(d / INDEX, 0) == [(3, 4730), (7, 9571)]
-    assert read_time_index(d / TIMEINDEX, 0) == [
-        (1769791783399, 3), (1769792518093, 7), (1769793578176, 12)]
+    assert read_time_index(d / TIMEINDEX, 0) == [(1769791783399, 3), (1769792518093, 7), (1769793578176, 12)]
     assert (d / LOG).read_bytes() == (CONSUMER_OFFSETS_6 / LOG).read_bytes()
 
 
@@ -78,7 +77,7 @@ def test_replaying_kafkas_appends_writes_kafkas_files(tmp_path):
     d = tmp_path / "__consumer_offsets-6"
     log = Log.open(d, {"index.interval.bytes": 4096})
     for h in heads:
-        info = log.append(src[h.position:h.position + h.size], leader_epoch=h.partition_leader_epoch)
+        info = log.append(src[h.position : h.position + h.size], leader_epoch=h.partition_leader_epoch)
         assert (info.first_offset, info.last_offset) == (h.base_offset, h.last_offset)
     log.close()
     assert (d / LOG).read_bytes() == src
@@ -111,12 +110,12 @@ def test_names_after_rolls_are_kafkas(tmp_path):
     d = tmp_path / "orders.v1-12"
     src = (CONSUMER_OFFSETS_6 / LOG).read_bytes()
     heads = batch_headers(src)
-    limit = max(h.size for h in heads)       # the largest batch just fits a segment
+    limit = max(h.size for h in heads)  # the largest batch just fits a segment
     log = Log.open(d, {"segment.bytes": limit})
     expected, size, end = [], 0, 0
     for h in heads:
-        log.append(src[h.position:h.position + h.size])
-        if not expected or size > limit - h.size:      # Kafka's roll rule
+        log.append(src[h.position : h.position + h.size])
+        if not expected or size > limit - h.size:  # Kafka's roll rule
             expected.append(end)
             size = 0
         size += h.size
@@ -131,5 +130,9 @@ def test_names_after_rolls_are_kafkas(tmp_path):
             assert int(name.split(".")[0]) in bases
     # .lock: a Log writing on its own claims its partition through the log dir's lock file.
     assert sorted(os.listdir(tmp_path)) == [
-        ".lock", "log-start-offset-checkpoint", "orders.v1-12", "recovery-point-offset-checkpoint"]
+        ".lock",
+        "log-start-offset-checkpoint",
+        "orders.v1-12",
+        "recovery-point-offset-checkpoint",
+    ]
     assert (tmp_path / "recovery-point-offset-checkpoint").read_text() == "0\n1\norders.v1 12 13\n"

@@ -10,6 +10,7 @@
 
 Codec-dependent cases are in test_kafka_python_codecs.py.
 """
+
 from __future__ import annotations
 
 import struct
@@ -17,6 +18,7 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from seglog.storage.records import (
     batch_headers,
     decode_columns,
@@ -25,7 +27,6 @@ from seglog.storage.records import (
     encode_control_batch,
     iter_records,
 )
-
 from tests.compat.kafka_oracle import (
     INT32_MAX,
     INT32_MIN,
@@ -51,12 +52,14 @@ from tests.compat.record_cases import (
     sized,
 )
 
-SETTINGS = settings(max_examples=100, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
 # ---------------------------------------------------------------------------------------------
 # ours -> kafka-python, aiokafka
 # ---------------------------------------------------------------------------------------------
+
 
 @SETTINGS
 @given(batch_inputs())
@@ -69,6 +72,7 @@ def test_our_batches_decode_in_kafka_python_and_aiokafka(inp: BatchInput) -> Non
 # ---------------------------------------------------------------------------------------------
 # kafka-python -> ours
 # ---------------------------------------------------------------------------------------------
+
 
 @SETTINGS
 @given(batch_inputs())
@@ -94,6 +98,7 @@ def test_empty_kafka_python_batch_has_no_records() -> None:
 # Byte-for-byte
 # ---------------------------------------------------------------------------------------------
 
+
 @SETTINGS
 @given(batch_inputs())
 def test_uncompressed_bytes_equal_kafka_python(inp: BatchInput) -> None:
@@ -106,20 +111,22 @@ def test_uncompressed_bytes_equal_aiokafka(inp: BatchInput) -> None:
     assert inp.encode_ours() == aio_build_v2(inp)
 
 
-@pytest.mark.parametrize("timestamps", [
-    [INT64_MIN, INT64_MAX],
-    [INT64_MAX, INT64_MIN],
-    [-1, INT64_MAX, INT64_MIN, 0],
-    [INT64_MIN, 0, INT64_MAX],
-])
+@pytest.mark.parametrize(
+    "timestamps",
+    [
+        [INT64_MIN, INT64_MAX],
+        [INT64_MAX, INT64_MIN],
+        [-1, INT64_MAX, INT64_MIN, 0],
+        [INT64_MIN, 0, INT64_MAX],
+    ],
+)
 def test_timestamp_deltas_beyond_int64_wrap_as_in_java(timestamps: list[int]) -> None:
     """A delta that overflows an int64 wraps (Java long arithmetic) and round-trips in ours.
 
     kafka-python computes the same delta with unbounded Python ints, so its bytes differ and
     its decoder gives the unwrapped sum; the two agree modulo 2**64.
     """
-    inp = BatchInput([b"v"] * len(timestamps), [None] * len(timestamps), timestamps,
-                     [[] for _ in timestamps])
+    inp = BatchInput([b"v"] * len(timestamps), [None] * len(timestamps), timestamps, [[] for _ in timestamps])
     buf = inp.encode_ours()
     assert ours(buf) == inp.expected()
     wrapped = [timestamps[0] + (t - timestamps[0] + 2**63) % 2**64 - 2**63 for t in timestamps]
@@ -149,6 +156,7 @@ def test_values_up_to_one_mib_both_directions(inp: BatchInput) -> None:
 # Legacy v0/v1 (kafka-python's LegacyRecordBatchBuilder) -> ours
 # ---------------------------------------------------------------------------------------------
 
+
 @SETTINGS
 @given(legacy_inputs())
 def test_kafka_python_legacy_messages_decode_in_ours(inp: LegacyInput) -> None:
@@ -156,11 +164,11 @@ def test_kafka_python_legacy_messages_decode_in_ours(inp: LegacyInput) -> None:
     expected = inp.expected()
     assert kp_records(buf) == expected  # the oracle agrees with the inputs
     recs = decode_records(buf)
-    assert [(r.offset, r.timestamp, r.timestamp_type, r.key, r.value, tuple(r.headers))
-            for r in recs] == expected
-    assert {(r.magic, r.leader_epoch, r.producer_id, r.producer_epoch, r.sequence,
-             r.is_transactional, r.is_control) for r in recs} == {
-        (inp.magic, -1, -1, -1, -1, False, False)}
+    assert [(r.offset, r.timestamp, r.timestamp_type, r.key, r.value, tuple(r.headers)) for r in recs] == expected
+    assert {
+        (r.magic, r.leader_epoch, r.producer_id, r.producer_epoch, r.sequence, r.is_transactional, r.is_control)
+        for r in recs
+    } == {(inp.magic, -1, -1, -1, -1, False, False)}
     assert list(iter_records(buf)) == recs
     assert arrow_rows(decode_columns(buf)) == expected
 
@@ -169,7 +177,12 @@ def test_kafka_python_legacy_messages_decode_in_ours(inp: LegacyInput) -> None:
     assert len(heads) == len(kps) == len(inp.offsets)
     for h, kb, t in zip(heads, kps, inp.timestamps):
         assert (h.magic, h.base_offset, h.last_offset, h.attributes, h.records_count) == (
-            kb.magic, kb.base_offset, kb.base_offset, kb.attributes, 1)
+            kb.magic,
+            kb.base_offset,
+            kb.base_offset,
+            kb.attributes,
+            1,
+        )
         assert h.base_timestamp == h.max_timestamp == (t if inp.magic == 1 else -1)
         assert h.timestamp_type == (-1 if inp.magic == 0 else (1 if inp.log_append else 0))
         assert h.crc == struct.unpack_from(">I", buf, h.position + 12)[0]
@@ -180,24 +193,34 @@ def test_kafka_python_legacy_messages_decode_in_ours(inp: LegacyInput) -> None:
 # Mixed buffers, control batches
 # ---------------------------------------------------------------------------------------------
 
+
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-@given(st.lists(st.one_of(batch_inputs(max_records=5).map(lambda i: ("ours", i)),
-                          batch_inputs(max_records=5).map(lambda i: ("kp", i)),
-                          legacy_inputs().map(lambda i: ("legacy", i))), min_size=1, max_size=6))
+@given(
+    st.lists(
+        st.one_of(
+            batch_inputs(max_records=5).map(lambda i: ("ours", i)),
+            batch_inputs(max_records=5).map(lambda i: ("kp", i)),
+            legacy_inputs().map(lambda i: ("legacy", i)),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
 def test_mixed_buffers_agree_with_kafka_python(parts: list) -> None:
     chunks, expected = [], []
     for kind, inp in parts:
-        chunks.append(inp.encode_ours() if kind == "ours" else
-                      kp_build_v2(inp) if kind == "kp" else kp_build_legacy(inp))
+        chunks.append(
+            inp.encode_ours() if kind == "ours" else kp_build_v2(inp) if kind == "kp" else kp_build_legacy(inp)
+        )
         expected.extend(inp.expected())
     buf = b"".join(chunks)
     assert kp_records(buf) == expected
     assert ours(buf) == expected
-    assert [(r.offset, r.timestamp, r.timestamp_type, r.key, r.value, tuple(r.headers))
-            for r in iter_records(buf)] == expected
+    assert [
+        (r.offset, r.timestamp, r.timestamp_type, r.key, r.value, tuple(r.headers)) for r in iter_records(buf)
+    ] == expected
     assert arrow_rows(decode_columns(buf)) == expected
-    assert [h.size for h in batch_headers(buf, verify_crc=True)] == [
-        s for c in chunks for s in _legacy_or_v2_sizes(c)]
+    assert [h.size for h in batch_headers(buf, verify_crc=True)] == [s for c in chunks for s in _legacy_or_v2_sizes(c)]
 
 
 def _legacy_or_v2_sizes(chunk: bytes) -> list[int]:
@@ -210,25 +233,47 @@ def _legacy_or_v2_sizes(chunk: bytes) -> list[int]:
 
 
 @SETTINGS
-@given(control_type=st.sampled_from([0, 1]), base_offset=st.integers(0, INT64_MAX - 1),
-       timestamp=st.integers(INT64_MIN, INT64_MAX), producer_id=st.integers(0, INT64_MAX),
-       producer_epoch=st.integers(0, 32767), coordinator_epoch=st.integers(INT32_MIN, INT32_MAX),
-       ple=st.integers(INT32_MIN, INT32_MAX))
-def test_control_batches_decode_in_kafka_python(control_type: int, base_offset: int,
-                                                 timestamp: int, producer_id: int,
-                                                 producer_epoch: int, coordinator_epoch: int,
-                                                 ple: int) -> None:
-    buf = encode_control_batch(control_type, base_offset=base_offset, timestamp=timestamp,
-                               producer_id=producer_id, producer_epoch=producer_epoch,
-                               coordinator_epoch=coordinator_epoch, partition_leader_epoch=ple)
+@given(
+    control_type=st.sampled_from([0, 1]),
+    base_offset=st.integers(0, INT64_MAX - 1),
+    timestamp=st.integers(INT64_MIN, INT64_MAX),
+    producer_id=st.integers(0, INT64_MAX),
+    producer_epoch=st.integers(0, 32767),
+    coordinator_epoch=st.integers(INT32_MIN, INT32_MAX),
+    ple=st.integers(INT32_MIN, INT32_MAX),
+)
+def test_control_batches_decode_in_kafka_python(
+    control_type: int,
+    base_offset: int,
+    timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int,
+    ple: int,
+) -> None:
+    buf = encode_control_batch(
+        control_type,
+        base_offset=base_offset,
+        timestamp=timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        coordinator_epoch=coordinator_epoch,
+        partition_leader_epoch=ple,
+    )
     (kb,) = kp_batches(buf)
     assert kb.crc_ok and kb.is_control and kb.attributes == 0x30
     assert kb.control == ((0, control_type),)
     assert (kb.base_offset, kb.leader_epoch, kb.producer_id, kb.producer_epoch, kb.base_sequence) == (
-        base_offset, ple, producer_id, producer_epoch, -1)
+        base_offset,
+        ple,
+        producer_id,
+        producer_epoch,
+        -1,
+    )
     # ControlRecord value: version int16 0, coordinator epoch int32 (EndTransactionMarker).
-    assert kb.records == [(base_offset, timestamp, 0, struct.pack(">hh", 0, control_type),
-                           struct.pack(">hi", 0, coordinator_epoch), ())]
+    assert kb.records == [
+        (base_offset, timestamp, 0, struct.pack(">hh", 0, control_type), struct.pack(">hi", 0, coordinator_epoch), ())
+    ]
     assert decode_records(buf) == []
     (r,) = decode_records(buf, include_control=True)
     assert r.is_control and r.control_type == control_type and r.is_transactional
@@ -240,13 +285,15 @@ def test_kafka_python_reads_our_batch_after_a_legacy_set() -> None:
     legacy = LegacyInput(1, [0, 1], [5, 6], [b"a", None], [None, b"b"])
     v2 = BatchInput([b"x", b"y"], [None, b"k"], [10, 9], [[("h", None)], []], base_offset=2)
     buf = kp_build_legacy(legacy) + encode_batch(
-        v2.values, keys=v2.keys, timestamps=v2.timestamps, headers=v2.headers, base_offset=2)
+        v2.values, keys=v2.keys, timestamps=v2.timestamps, headers=v2.headers, base_offset=2
+    )
     assert kp_records(buf) == ours(buf) == legacy.expected() + v2.expected()
 
 
 # ---------------------------------------------------------------------------------------------
 # Legacy compressed wrappers: Kafka's base offset is the first inner record's
 # ---------------------------------------------------------------------------------------------
+
 
 def _broker_wrapper(magic: int, codec: int, first: int, n: int) -> bytes:
     """A compressed wrapper as a broker stores it, built by kafka-python: v0 inner offsets are
@@ -276,7 +323,7 @@ def test_legacy_wrapper_base_offset_is_the_first_inner_offset(magic: int, codec:
     pos, firsts = 0, []
     while pos < len(buf):
         (size,) = struct.unpack_from(">i", buf, pos + 8)
-        wrapper = LegacyRecordBatch(buf[pos:pos + 12 + size], magic)
+        wrapper = LegacyRecordBatch(buf[pos : pos + 12 + size], magic)
         firsts.append(next(iter(wrapper)).offset)
         pos += 12 + size
     assert firsts == [100, 105]
@@ -288,8 +335,10 @@ def test_legacy_wrapper_base_offset_is_the_first_inner_offset(magic: int, codec:
     seg = Segment(str(tmp_path), 100)
     try:
         assert seg.recover().truncated_bytes == 0
-        assert [(b.base_offset, b.last_offset, b.records_count) for b in seg.batches()] == \
-            [(100, 104, 5), (105, 107, 3)]
+        assert [(b.base_offset, b.last_offset, b.records_count) for b in seg.batches()] == [
+            (100, 104, 5),
+            (105, 107, 3),
+        ]
         found = seg.translate_offset(106)
         assert found is not None and (found.base_offset, found.last_offset) == (105, 107)
     finally:
@@ -305,7 +354,7 @@ def test_broker_written_v0_wrappers_report_their_first_inner_offset(fixtures_dir
     heads = batch_headers(buf, verify_crc=True)
     expected = []
     for h in heads:
-        inner = [r.offset for r in LegacyRecordBatch(buf[h.position:h.position + h.size], h.magic)]
+        inner = [r.offset for r in LegacyRecordBatch(buf[h.position : h.position + h.size], h.magic)]
         expected.append((inner[0], inner[-1], len(inner)))
     assert [(h.base_offset, h.last_offset, h.records_count) for h in heads] == expected
     assert expected[0][0] == 0 and expected[1][0] == expected[0][1] + 1

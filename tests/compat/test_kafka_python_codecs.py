@@ -3,6 +3,7 @@ both directions, plus legacy v0/v1 compressed wrappers (kafka-python's LegacyRec
 
 Compressed payload bytes are implementation specific, so only decoded content is compared.
 """
+
 from __future__ import annotations
 
 import struct
@@ -13,6 +14,7 @@ pytest.importorskip("seglog._native.compression")
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+
 from seglog.errors import CorruptRecordError  # noqa: E402
 from seglog.storage.records import (  # noqa: E402
     batch_headers,
@@ -20,7 +22,6 @@ from seglog.storage.records import (  # noqa: E402
     decode_records,
     iter_records,
 )
-
 from tests.compat.kafka_oracle import (  # noqa: E402
     BIG,
     BatchInput,
@@ -44,36 +45,44 @@ from tests.compat.record_cases import (  # noqa: E402
 )
 from tests.conftest import KAFKA_CODECS  # noqa: E402
 
-SETTINGS = settings(max_examples=25, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 CODECS = {name: code for name, code in KAFKA_CODECS.items() if name != "none"}
 LEGACY_CODECS = {"gzip": 1, "snappy": 2, "lz4": 3}  # zstd needs magic 2
 
 
 def compressible(n: int, seed: int = 0) -> BatchInput:
     values = [(b"record-%d-" % (i % 7)) * (10 + (i + seed) % 5) for i in range(n)]
-    return BatchInput(values=values, keys=[b"k%d" % (i % 3) if i % 4 else None for i in range(n)],
-                      timestamps=[1700000000000 + 3 * i for i in range(n)],
-                      headers=[[("h", b"v"), ("n", None)] if i % 2 else [] for i in range(n)],
-                      base_offset=1000)
+    return BatchInput(
+        values=values,
+        keys=[b"k%d" % (i % 3) if i % 4 else None for i in range(n)],
+        timestamps=[1700000000000 + 3 * i for i in range(n)],
+        headers=[[("h", b"v"), ("n", None)] if i % 2 else [] for i in range(n)],
+        base_offset=1000,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # v2, both directions
 # ---------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("codec", CODECS.values(), ids=CODECS.keys())
 @SETTINGS
 @given(inp=batch_inputs(max_records=12))
-def test_our_compressed_batches_decode_in_kafka_python_and_aiokafka(codec: int,
-                                                                     inp: BatchInput) -> None:
+def test_our_compressed_batches_decode_in_kafka_python_and_aiokafka(codec: int, inp: BatchInput) -> None:
     buf = inp.encode_ours(compression=codec)
     (b,) = kp_batches(buf)
     assert b.crc_ok
     assert b.attributes & 0x07 == codec
     assert b.records == inp.expected()
     assert (b.producer_id, b.producer_epoch, b.base_sequence, b.leader_epoch) == (
-        inp.producer_id, inp.producer_epoch, inp.base_sequence, inp.partition_leader_epoch)
+        inp.producer_id,
+        inp.producer_epoch,
+        inp.base_sequence,
+        inp.partition_leader_epoch,
+    )
     assert aio_records(buf) == inp.expected()
     check_ours_reads(inp, buf)
 
@@ -97,8 +106,11 @@ def test_aiokafka_compressed_batches_decode_in_ours(codec: int, inp: BatchInput)
 @pytest.mark.parametrize("n", [1, 50, 3000])
 def test_compressible_batches_really_are_compressed(codec: int, n: int) -> None:
     inp = compressible(n)
-    for buf in (kp_build_v2(inp, compression=codec), aio_build_v2(inp, compression=codec),
-                inp.encode_ours(compression=codec)):
+    for buf in (
+        kp_build_v2(inp, compression=codec),
+        aio_build_v2(inp, compression=codec),
+        inp.encode_ours(compression=codec),
+    ):
         if n > 1:
             assert batch_headers(buf)[0].compression == codec
         check_ours_reads(inp, buf)
@@ -121,6 +133,7 @@ def test_values_up_to_one_mib_compressed(codec: int) -> None:
 # Legacy wrappers (v0 absolute inner offsets, v1 relative; kafka-python writes wrapper offset 0)
 # ---------------------------------------------------------------------------------------------
 
+
 def with_wrapper(buf: bytes, *, offset: int | None = None, log_append_time: int | None = None) -> bytes:
     out = bytearray(buf)
     if offset is not None:
@@ -134,15 +147,13 @@ def with_wrapper(buf: bytes, *, offset: int | None = None, log_append_time: int 
 
 def relative(inp: LegacyInput) -> LegacyInput:
     """Inner offsets as a producer writes them: 0..n-1."""
-    return LegacyInput(inp.magic, list(range(len(inp.offsets))), inp.timestamps, inp.keys,
-                       inp.values, False)
+    return LegacyInput(inp.magic, list(range(len(inp.offsets))), inp.timestamps, inp.keys, inp.values, False)
 
 
 @pytest.mark.parametrize("codec", LEGACY_CODECS.values(), ids=LEGACY_CODECS.keys())
 @SETTINGS
 @given(inp=legacy_inputs(), data=st.data())
-def test_kafka_python_legacy_wrappers_decode_in_ours(codec: int, inp: LegacyInput,
-                                                     data: st.DataObject) -> None:
+def test_kafka_python_legacy_wrappers_decode_in_ours(codec: int, inp: LegacyInput, data: st.DataObject) -> None:
     if inp.magic == 1:
         inp = relative(inp)
     wrapped = kp_build_legacy(inp, compression=codec)
@@ -203,8 +214,10 @@ def test_mixed_legacy_and_v2_compressed_buffer(codec: int) -> None:
     legacy = relative(LegacyInput(1, [0, 1], [7, 8], [b"a", None], [None, b"b"]))
     v2 = compressible(20)
     v2 = BatchInput(v2.values, v2.keys, v2.timestamps, v2.headers, base_offset=2)
-    buf = with_wrapper(kp_build_legacy(legacy, compression=codec), offset=1) + \
-        v2.encode_ours(compression=min(codec + 1, 4)) + kp_build_v2(
-            BatchInput(v2.values, v2.keys, v2.timestamps, v2.headers, base_offset=22), codec)
+    buf = (
+        with_wrapper(kp_build_legacy(legacy, compression=codec), offset=1)
+        + v2.encode_ours(compression=min(codec + 1, 4))
+        + kp_build_v2(BatchInput(v2.values, v2.keys, v2.timestamps, v2.headers, base_offset=22), codec)
+    )
     assert kp_records(buf) == ours(buf)
     assert [r[0] for r in ours(buf)] == list(range(42))

@@ -1,5 +1,6 @@
 """The broker-written segments in tests/fixtures/kafka-real decode completely, CRCs checked,
 with the counts and offsets tests/fixtures/README.md states, and agree field by field with kafka-python."""
+
 from __future__ import annotations
 
 import hashlib
@@ -14,8 +15,14 @@ EXPECTED = {
     "kafkalite/hamlet-gzip-0/00000000000000000000.log": (22, 5382, 0, 5381, 0, 1),
     "kafkalite/hamlet-snappy-0/00000000000000000000.log": (22, 5382, 0, 5381, 0, 2),
     "kafka-connect-spooldir/_confluent-command-0/00000000000000000000.log": (1, 2, 0, 1, 2, 3),
-    "kafka-connect-spooldir/_confluent-controlcenter-5-1-2-1-monitoring-message-rekey-0/00000000000000000000.log":
-        (11, 11, 0, 10, 2, 3),
+    "kafka-connect-spooldir/_confluent-controlcenter-5-1-2-1-monitoring-message-rekey-0/00000000000000000000.log": (
+        11,
+        11,
+        0,
+        10,
+        2,
+        3,
+    ),
     "LDI-POC/__consumer_offsets-6/00000000000000000000.log": (13, 13, 0, 12, 2, 0),
     "LDI-POC/TestTopicPatient-0/00000000000000000000.log": (3, 3, 0, 2, 2, 0),
 }

@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 
 from seglog import Store
-from seglog.storage.checkpoints import CorruptCheckpointError, parse_properties, read_meta_properties
 from seglog.errors import KafkaStorageError
+from seglog.storage.checkpoints import CorruptCheckpointError, parse_properties, read_meta_properties
 
 # A ZooKeeper-mode Kafka 3.x broker's file: Properties.store(writer, "") output.
-KAFKA_WRITTEN = ("#\n#Tue Jan 09 10:15:32 UTC 2024\n"
-                 "cluster.id=Wz6mZ3QxRkKbL2Y8vX1t2A\nversion=0\nbroker.id=1\n")
+KAFKA_WRITTEN = "#\n#Tue Jan 09 10:15:32 UTC 2024\ncluster.id=Wz6mZ3QxRkKbL2Y8vX1t2A\nversion=0\nbroker.id=1\n"
 
 JAVA_READER = """
 import java.io.FileInputStream;
@@ -84,13 +83,16 @@ def test_existing_meta_properties_is_kept(tmp_path: Path) -> None:
     assert _java_load(path, tmp_path) == {"cluster.id": "abc", "version": "0", "broker.id": "4"}
 
 
-@pytest.mark.parametrize("text,message", [
-    ("version=2\nbroker.id=0\n", "unknown meta.properties version '2'"),
-    ("version=zero\n", "unknown meta.properties version 'zero'"),
-    ("version=0\nbroker.id=one\n", "broker.id 'one' is not a base-10 integer"),
-    ("version=1\nnode.id=1\n", "version 1 requires cluster.id"),
-    ("version=0\nbroker.id=\\u12\n", "malformed"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("version=2\nbroker.id=0\n", "unknown meta.properties version '2'"),
+        ("version=zero\n", "unknown meta.properties version 'zero'"),
+        ("version=0\nbroker.id=one\n", "broker.id 'one' is not a base-10 integer"),
+        ("version=1\nnode.id=1\n", "version 1 requires cluster.id"),
+        ("version=0\nbroker.id=\\u12\n", "malformed"),
+    ],
+)
 def test_malformed_meta_properties_is_a_clear_error(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "meta.properties"
     path.write_text(text)
@@ -101,8 +103,10 @@ def test_malformed_meta_properties_is_a_clear_error(tmp_path: Path, text: str, m
 
 
 def test_properties_syntax_matches_java(tmp_path: Path) -> None:
-    text = ("! comment\n  # another\nversion = 0\nbroker.id:7\ncluster.id  abc\\\n   def\n"
-            "a\\=b=c\\:d\nempty=\nuni=caf\\u00e9\n")
+    text = (
+        "! comment\n  # another\nversion = 0\nbroker.id:7\ncluster.id  abc\\\n   def\n"
+        "a\\=b=c\\:d\nempty=\nuni=caf\\u00e9\n"
+    )
     path = tmp_path / "p.properties"
     path.write_text(text)
     assert parse_properties(text) == _java_load(path, tmp_path)

@@ -9,9 +9,9 @@ from pathlib import Path
 from kafka.record.memory_records import MemoryRecords
 
 from seglog import Store
+from seglog.storage.group_offsets import decode_offset_key, decode_offset_value
 from seglog.storage.producer_state import BatchMetadata, ProducerEntry, encode_snapshot
 from seglog.util.clock import ManualClock
-from seglog.storage.group_offsets import decode_offset_key, decode_offset_value
 
 
 def _kafka_python_records(path: Path) -> list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes]]]]:
@@ -58,8 +58,13 @@ def test_kafka_python_reads_every_api_path(tmp_path: Path) -> None:
             found.append((decode_offset_key(k), decode_offset_value(v).offset))
     assert found == [(("grp", "t", 0), 17)]
     # The dir-level files of a Kafka log dir are all there.
-    for name in ("recovery-point-offset-checkpoint", "replication-offset-checkpoint",
-                 "log-start-offset-checkpoint", "cleaner-offset-checkpoint", ".kafka_cleanshutdown"):
+    for name in (
+        "recovery-point-offset-checkpoint",
+        "replication-offset-checkpoint",
+        "log-start-offset-checkpoint",
+        "cleaner-offset-checkpoint",
+        ".kafka_cleanshutdown",
+    ):
         assert (tmp_path / name).exists(), name
 
 

@@ -11,6 +11,7 @@ It decodes uncompressed data only; a compressed batch or wrapper makes it raise
 :class:`NeedsCodec` (the fuzz tests then check only "return or CorruptRecordError").
 Arithmetic wraps as Java's ``long``/``int`` does.
 """
+
 from __future__ import annotations
 
 import struct
@@ -60,8 +61,14 @@ class Spans:
 Rec = tuple
 
 
-def decode(buf: bytes, *, verify_crc: bool = True, include_control: bool = True,
-           allow_truncated: bool = False, spans: Spans | None = None) -> list[Rec]:
+def decode(
+    buf: bytes,
+    *,
+    verify_crc: bool = True,
+    include_control: bool = True,
+    allow_truncated: bool = False,
+    spans: Spans | None = None,
+) -> list[Rec]:
     out: list[Rec] = []
     pos, end = 0, len(buf)
     while pos < end:
@@ -78,7 +85,7 @@ def decode(buf: bytes, *, verify_crc: bool = True, include_control: bool = True,
             if allow_truncated:
                 break
             raise ModelCorrupt("truncated")
-        b = buf[pos:pos + length + 12]
+        b = buf[pos : pos + length + 12]
         if magic == 2:
             _v2(b, out, verify_crc, include_control, spans, pos)
         else:
@@ -87,10 +94,10 @@ def decode(buf: bytes, *, verify_crc: bool = True, include_control: bool = True,
     return out
 
 
-def _v2(b: bytes, out: list, verify_crc: bool, include_control: bool, spans: Spans | None,
-        at: int) -> None:
-    (base, length, ple, _magic, crc, attrs, last_delta, base_ts, max_ts, pid, epoch, base_seq,
-     count) = struct.unpack_from(">qiibIHiqqqhii", b)
+def _v2(b: bytes, out: list, verify_crc: bool, include_control: bool, spans: Spans | None, at: int) -> None:
+    (base, length, ple, _magic, crc, attrs, last_delta, base_ts, max_ts, pid, epoch, base_seq, count) = (
+        struct.unpack_from(">qiibIHiqqqhii", b)
+    )
     if verify_crc and crc32c_pkg.crc32c(b[21:]) != crc:
         raise ModelCorrupt("crc")
     codec = attrs & 7
@@ -102,7 +109,7 @@ def _v2(b: bytes, out: list, verify_crc: bool, include_control: bool, spans: Spa
     if (control and not include_control) or count == 0:
         return
     if codec:
-        raise NeedsCodec()
+        raise NeedsCodec
     log_append = bool(attrs & 0x08)
     p, end = 61, len(b)
     for _ in range(count):
@@ -130,7 +137,7 @@ def _v2(b: bytes, out: list, verify_crc: bool, include_control: bool, spans: Spa
                 raise ModelCorrupt(what)
             if spans is not None:
                 spans.varints.append((what, at + s, at + p))
-            fields.append(None if n < 0 else bytes(b[p:p + n]))
+            fields.append(None if n < 0 else bytes(b[p : p + n]))
             p += max(n, 0)
         s = p
         hcount, p = read_zigzag(b, p, body_end, 5)
@@ -146,7 +153,7 @@ def _v2(b: bytes, out: list, verify_crc: bool, include_control: bool, spans: Spa
                 raise ModelCorrupt("header key length")
             if spans is not None:
                 spans.varints.append(("header_key_length", at + s, at + p))
-            key = bytes(b[p:p + hk]).decode("utf-8", "replace")
+            key = bytes(b[p : p + hk]).decode("utf-8", "replace")
             p += hk
             s = p
             hv, p = read_zigzag(b, p, body_end, 5)
@@ -154,14 +161,29 @@ def _v2(b: bytes, out: list, verify_crc: bool, include_control: bool, spans: Spa
                 raise ModelCorrupt("header value length")
             if spans is not None:
                 spans.varints.append(("header_value_length", at + s, at + p))
-            headers.append((key, None if hv < 0 else bytes(b[p:p + hv])))
+            headers.append((key, None if hv < 0 else bytes(b[p : p + hv])))
             p += max(hv, 0)
         if p != body_end:
             raise ModelCorrupt("record length does not match")
         ts = max_ts if log_append else wrap64(base_ts + ts_delta)
         seq = -1 if base_seq < 0 else (base_seq + off_delta) % 2**31
-        out.append((wrap64(base + off_delta), ts, 1 if log_append else 0, fields[0], fields[1],
-                    tuple(headers), ple, pid, epoch, seq, bool(attrs & 0x10), control, 2))
+        out.append(
+            (
+                wrap64(base + off_delta),
+                ts,
+                1 if log_append else 0,
+                fields[0],
+                fields[1],
+                tuple(headers),
+                ple,
+                pid,
+                epoch,
+                seq,
+                bool(attrs & 0x10),
+                control,
+                2,
+            )
+        )
     if p != end:
         raise ModelCorrupt("bytes left after the records")
 
@@ -187,11 +209,11 @@ def _legacy(b: bytes, out: list, verify_crc: bool) -> None:
     if codec:
         if codec > 3 or vlen < 0:
             raise ModelCorrupt("legacy codec")
-        raise NeedsCodec()
+        raise NeedsCodec
     ts = struct.unpack_from(">q", b, 18)[0] if magic == 1 else -1
     tt = -1 if magic == 0 else (1 if attrs & 0x08 else 0)
-    key = None if klen < 0 else bytes(b[hdr + 4:hdr + 4 + klen])
-    value = None if vlen < 0 else bytes(b[vp:vp + vlen])
+    key = None if klen < 0 else bytes(b[hdr + 4 : hdr + 4 + klen])
+    value = None if vlen < 0 else bytes(b[vp : vp + vlen])
     out.append((offset, ts, tt, key, value, (), -1, -1, -1, -1, False, False, magic))
 
 
@@ -212,9 +234,9 @@ def reseal(buf: bytearray) -> None:
             return
         magic = buf[pos + 16]
         if magic == 2 and length >= 49:
-            struct.pack_into(">I", buf, pos + 17, crc32c_pkg.crc32c(bytes(buf[pos + 21:pos + 12 + length])))
+            struct.pack_into(">I", buf, pos + 17, crc32c_pkg.crc32c(bytes(buf[pos + 21 : pos + 12 + length])))
         elif magic < 2:
-            struct.pack_into(">I", buf, pos + 12, zlib.crc32(bytes(buf[pos + 16:pos + 12 + length])))
+            struct.pack_into(">I", buf, pos + 12, zlib.crc32(bytes(buf[pos + 16 : pos + 12 + length])))
         else:
             return
         pos += length + 12

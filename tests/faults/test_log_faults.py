@@ -1,6 +1,7 @@
 """Damaged files: flipped bits, a torn last batch (every byte of it), zeroed / cut / deleted /
 scrambled indexes, a full disk in the middle of an append. Every reopen keeps exactly the valid
 prefix (compared with the records written) or fails with a clear error."""
+
 from __future__ import annotations
 
 import os
@@ -12,7 +13,6 @@ import pytest
 from seglog.errors import CorruptRecordError, KafkaStorageError, StorageError
 from seglog.storage.log import Log
 from seglog.storage.records import batch_headers, decode_records
-
 from tests.conftest import T0
 from tests.logkit import batch
 
@@ -34,8 +34,7 @@ def write_log(root, n=60, name="t-0"):
 def read_all(log):
     out, off = [], log.log_start_offset
     while off < log.log_end_offset:
-        recs = decode_records(log.read(off, 1 << 20, upper_bound="log_end").to_bytes(),
-                              verify_crc=True, min_offset=off)
+        recs = decode_records(log.read(off, 1 << 20, upper_bound="log_end").to_bytes(), verify_crc=True, min_offset=off)
         out += [(r.offset, r.value) for r in recs]
         off = recs[-1].offset + 1
     return out
@@ -70,7 +69,7 @@ def test_bit_flip_keeps_the_valid_prefix(tmp_path, which):
     target = logs[1] if which == "old" else logs[-1]
     heads = batch_headers(target.read_bytes())
     h = heads[len(heads) // 2] if which == "old" else heads[-1]
-    flip(target, h.position + h.size - 3)               # inside the record data
+    flip(target, h.position + h.size - 3)  # inside the record data
     unclean(tmp_path)
     size = target.stat().st_size
     later_bytes = sum(p.stat().st_size for p in logs if p > target)
@@ -82,7 +81,7 @@ def test_bit_flip_keeps_the_valid_prefix(tmp_path, which):
     assert s.records_removed == len(vals) - h.base_offset
     assert s.segments_deleted == len(logs) - 1 - logs.index(target)
     assert any("CRC mismatch" in r and str(target) in r for r in s.reasons)
-    assert read_all(log) == list(enumerate(vals))[:h.base_offset]
+    assert read_all(log) == list(enumerate(vals))[: h.base_offset]
     assert log.log_end_offset == h.base_offset
     assert os.path.getsize(target) == h.position
     # Every later segment went with it; appends continue at the cut.
@@ -95,7 +94,7 @@ def test_bit_flip_in_a_header_length(tmp_path):
     d, vals = write_log(tmp_path)
     target = segment_files(d)[0]
     h = batch_headers(target.read_bytes())[3]
-    flip(target, h.position + 8, 0x40)                  # batchLength grows by 2**30
+    flip(target, h.position + 8, 0x40)  # batchLength grows by 2**30
     unclean(tmp_path)
     log = Log.open(d, CONFIG)
     assert log.log_end_offset == h.base_offset == 3
@@ -118,7 +117,7 @@ def test_bit_flip_below_the_recovery_point_is_caught_by_the_reader(tmp_path):
     # Forcing full recovery keeps the valid prefix.
     unclean(tmp_path)
     log = Log.open(d, CONFIG)
-    assert read_all(log) == list(enumerate(vals))[:h.base_offset]
+    assert read_all(log) == list(enumerate(vals))[: h.base_offset]
     log.close()
 
 
@@ -140,7 +139,7 @@ def test_torn_last_batch_at_every_byte(tmp_path):
         log = Log.open(d, CONFIG)
         assert log.log_end_offset == h.base_offset, cut
         assert os.path.getsize(d / last.name) == h.position
-        assert read_all(log) == list(enumerate(vals))[:h.base_offset]
+        assert read_all(log) == list(enumerate(vals))[: h.base_offset]
         log.close()
 
 
@@ -195,7 +194,8 @@ def test_damaged_index_is_rebuilt(tmp_path, damage, kind):
         # An all-zero or empty file is a valid index without entries: lookups still work
         # (they scan), and the file is not rebuilt.
         assert {k: v for k, v in got.items() if k != victim.name} == {
-            k: v for k, v in original.items() if k != victim.name}
+            k: v for k, v in original.items() if k != victim.name
+        }
     else:
         assert got == original
 
@@ -224,8 +224,9 @@ def small_disk(tmp_path, request):
         image = tmp_path / "disk.img"
         with open(image, "wb") as f:
             f.truncate(512 * 1024)
-        subprocess.run(["mkfs.ext4", "-q", "-F", "-b", "1024", "-O", "^has_journal", str(image)], check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["mkfs.ext4", "-q", "-F", "-b", "1024", "-O", "^has_journal", str(image)], check=True, capture_output=True
+        )
         _mount(["-o", "loop", str(image), str(mnt)], "an ext4 image on a loop device")
     try:
         yield mnt
@@ -256,7 +257,7 @@ def test_disk_full_in_the_middle_of_an_append(small_disk, leave_pages):
     written = []
     try:
         log = Log.open(d, {**CONFIG, "segment.bytes": 60_000})
-    except StorageError as exc:                 # no room even for the first segment
+    except StorageError as exc:  # no room even for the first segment
         assert "t-0" in str(exc)
         return
     error = None
@@ -275,13 +276,13 @@ def test_disk_full_in_the_middle_of_an_append(small_disk, leave_pages):
     # Exactly the earlier records, nothing of the failed append.
     assert log.log_end_offset == len(written)
     assert read_all(log) == written
-    for _ in range(3):                          # still failing cleanly, nothing half written
+    for _ in range(3):  # still failing cleanly, nothing half written
         with pytest.raises(KafkaStorageError):
             log.append(batch(4, size=300))
     assert read_all(log) == written
     try:
         log.close()
-    except StorageError as exc:                 # the checkpoint may not fit either: named
+    except StorageError as exc:  # the checkpoint may not fit either: named
         assert str(small_disk) in str(exc)
     assert log.closed
     cfg = {**CONFIG, "segment.bytes": 60_000}
@@ -290,7 +291,7 @@ def test_disk_full_in_the_middle_of_an_append(small_disk, leave_pages):
     except StorageError as exc:
         # Recovery must write index entries; with no room it fails, naming the file...
         assert str(d) in str(exc) and "No space left on device" in str(exc)
-        log = Log.open(d, cfg, read_only=True)     # ...and the data is still readable.
+        log = Log.open(d, cfg, read_only=True)  # ...and the data is still readable.
     assert read_all(log) == written
     try:
         log.close()

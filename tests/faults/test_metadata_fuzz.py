@@ -15,17 +15,16 @@ from pathlib import Path
 import pytest
 
 from seglog import Store
+from seglog.errors import KafkaStorageError, SeglogError
 from seglog.storage.checkpoints import (
     CorruptCheckpointError,
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
     read_checkpoint,
 )
-from seglog.errors import KafkaStorageError, SeglogError
 from seglog.storage.log import Log
 from seglog.storage.producer_state import ProducerStateManager
 from seglog.storage.records import decode_records, encode_batch
-
 from tests.conftest import T0
 
 DAMAGE: dict[str, Callable[[bytes], bytes]] = {
@@ -47,15 +46,21 @@ DAMAGE: dict[str, Callable[[bytes], bytes]] = {
     "json-wrong-types": lambda b: b'{"version": 1, "topics": {"t": {"partitions": "two"}}}',
     "json-topics-not-a-map": lambda b: b'{"version": 1, "topics": [1]}',
     "json-deep": lambda b: b"[" * 100_000,
-    "directory": lambda b: b"",     # replaced by a directory below
+    "directory": lambda b: b"",  # replaced by a directory below
 }
 
-FILES = ["recovery-point-offset-checkpoint", "replication-offset-checkpoint",
-         "log-start-offset-checkpoint", "cleaner-offset-checkpoint", "seglog-metadata.json",
-         "t-0/leader-epoch-checkpoint", "t-0/partition.metadata", "t-1/partition.metadata"]
+FILES = [
+    "recovery-point-offset-checkpoint",
+    "replication-offset-checkpoint",
+    "log-start-offset-checkpoint",
+    "cleaner-offset-checkpoint",
+    "seglog-metadata.json",
+    "t-0/leader-epoch-checkpoint",
+    "t-0/partition.metadata",
+    "t-1/partition.metadata",
+]
 
-BARE = (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError, IndexError,
-        RecursionError)
+BARE = (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError, IndexError, RecursionError)
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +87,9 @@ def _damage(root: Path, rel: str, kind: str) -> Path:
 
 @pytest.mark.parametrize("kind", sorted(DAMAGE))
 @pytest.mark.parametrize("rel", FILES)
-def test_store_opens_or_names_the_file(pristine: Path, tmp_path: Path, rel: str, kind: str,
-                                       caplog: pytest.LogCaptureFixture) -> None:
+def test_store_opens_or_names_the_file(
+    pristine: Path, tmp_path: Path, rel: str, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
     d = tmp_path / "store"
     shutil.copytree(pristine, d)
     path = _damage(d, rel, kind)
@@ -125,14 +131,17 @@ def test_invalid_utf8_names_the_line(tmp_path: Path) -> None:
         read_checkpoint(str(path))
 
 
-@pytest.mark.parametrize("text,match", [
-    (b"0\n1\nt 0 \xd9\xa3\n", r"line 3: entry 1 't 0 ٣' has a non-integer field"),
-    (b"0\n1\nt 0 1_0\n", r"line 3: entry 1 't 0 1_0' has a non-integer field"),
-    (b"0\n1\nt 0\n", r"line 3: entry 1 't 0' is not 'topic partition offset'"),
-    (b"x\n1\nt 0 1\n", r"line 1: bad version 'x'"),
-    (b"0\n-1\n", r"line 2: expected -1 entries, found 0"),
-    (b"0\n3\nt 0 1\n", r"line 2: expected 3 entries, found 1"),
-])
+@pytest.mark.parametrize(
+    "text,match",
+    [
+        (b"0\n1\nt 0 \xd9\xa3\n", r"line 3: entry 1 't 0 ٣' has a non-integer field"),
+        (b"0\n1\nt 0 1_0\n", r"line 3: entry 1 't 0 1_0' has a non-integer field"),
+        (b"0\n1\nt 0\n", r"line 3: entry 1 't 0' is not 'topic partition offset'"),
+        (b"x\n1\nt 0 1\n", r"line 1: bad version 'x'"),
+        (b"0\n-1\n", r"line 2: expected -1 entries, found 0"),
+        (b"0\n3\nt 0 1\n", r"line 2: expected 3 entries, found 1"),
+    ],
+)
 def test_offset_checkpoint_errors_say_what_and_where(tmp_path: Path, text: bytes, match: str) -> None:
     path = tmp_path / "cp"
     path.write_bytes(text)
@@ -152,8 +161,9 @@ def test_standalone_log_with_damaged_checkpoints_recovers(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("kind", ["empty", "truncated", "garbage", "bitflip", "directory"])
-def test_damaged_producer_snapshot_is_dropped_and_state_rebuilt(tmp_path: Path, kind: str,
-                                                                 caplog: pytest.LogCaptureFixture) -> None:
+def test_damaged_producer_snapshot_is_dropped_and_state_rebuilt(
+    tmp_path: Path, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
     d = str(tmp_path / "t-0")
     log = Log.open(d, replicated=True)
     ps = ProducerStateManager(d)
@@ -167,16 +177,22 @@ def test_damaged_producer_snapshot_is_dropped_and_state_rebuilt(tmp_path: Path, 
         path.unlink()
         path.mkdir()
     else:
-        path.write_bytes({"empty": b"", "truncated": data[:7], "garbage": b"\xff" * len(data),
-                          "bitflip": data[:-1] + bytes([data[-1] ^ 1])}[kind])
+        path.write_bytes(
+            {
+                "empty": b"",
+                "truncated": data[:7],
+                "garbage": b"\xff" * len(data),
+                "bitflip": data[:-1] + bytes([data[-1] ^ 1]),
+            }[kind]
+        )
     caplog.set_level(logging.WARNING)
     fresh = ProducerStateManager(d)
-    if kind == "directory":             # cannot be removed: a storage error naming it
+    if kind == "directory":  # cannot be removed: a storage error naming it
         with pytest.raises(KafkaStorageError, match=f"cannot remove the damaged producer snapshot {path}"):
             fresh.load(log)
         log.close()
         return
-    fresh.load(log)                     # no AttributeError / ValueError escapes
+    fresh.load(log)  # no AttributeError / ValueError escapes
     assert fresh.producers[5].last_seq == 0 and fresh.snapshots_loaded == 0
     assert any(snap in r.getMessage() for r in caplog.records)
     log.close()

@@ -18,6 +18,7 @@ v2, control batches; compressed ones when the codec module is importable), batch
 and their truncations, bit flips, byte mutations and targeted rewrites of lengths, counts and
 varints (with checksums recomputed so the structure checks, not the CRC, must catch them).
 """
+
 from __future__ import annotations
 
 import faulthandler
@@ -25,7 +26,7 @@ import importlib.util
 import random
 import struct
 from collections.abc import Callable, Iterator
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import pytest
@@ -37,9 +38,9 @@ from seglog.storage.records import (
     batch_headers,
     decode_columns,
     decode_records,
-    first_at_or_after,
     encode_batch,
     encode_control_batch,
+    first_at_or_after,
     iter_records,
 )
 from tests.faults import record_model as model
@@ -50,9 +51,12 @@ WATCHDOG_S = 120
 HAVE_CODECS = importlib.util.find_spec("seglog._native.compression") is not None
 COMPRESSED_NAMES = ("gzip", "snappy", "lz4", "zstd")
 
-FAST = settings(max_examples=150, deadline=None, derandomize=False,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.filter_too_much])
+FAST = settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=False,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
 SLOW = settings(FAST, max_examples=4000)
 
 
@@ -68,6 +72,7 @@ def watchdog() -> Iterator[None]:
 # Corpus of valid inputs
 # ---------------------------------------------------------------------------------------------
 
+
 def _is_compressed_vector(name: str) -> bool:
     return any(c in name for c in COMPRESSED_NAMES)
 
@@ -75,18 +80,25 @@ def _is_compressed_vector(name: str) -> bool:
 def rich_batches() -> list[bytes]:
     """Batches of ours that exercise every field: nulls, empties, headers, LogAppendTime, pids."""
     return [
-        encode_batch([b"v0", None, b"", b"x" * 200], keys=[None, b"k", b"", b"\xff" * 70],
-                     timestamps=[5, -7, 2**62, 0],
-                     headers=[[], [("h", None), ("ключ", b"")], None, [("", b"\x00" * 3)]],
-                     base_offset=1000, partition_leader_epoch=3, producer_id=77, producer_epoch=2,
-                     base_sequence=2**31 - 2, is_transactional=True, allow_negative_timestamps=True),
+        encode_batch(
+            [b"v0", None, b"", b"x" * 200],
+            keys=[None, b"k", b"", b"\xff" * 70],
+            timestamps=[5, -7, 2**62, 0],
+            headers=[[], [("h", None), ("ключ", b"")], None, [("", b"\x00" * 3)]],
+            base_offset=1000,
+            partition_leader_epoch=3,
+            producer_id=77,
+            producer_epoch=2,
+            base_sequence=2**31 - 2,
+            is_transactional=True,
+            allow_negative_timestamps=True,
+        ),
         encode_batch([b"a"], log_append_time=123, base_offset=2**40),
-        encode_control_batch(1, base_offset=1004, timestamp=9, producer_id=77, producer_epoch=2,
-                             coordinator_epoch=5),
+        encode_control_batch(1, base_offset=1004, timestamp=9, producer_id=77, producer_epoch=2, coordinator_epoch=5),
     ]
 
 
-@lru_cache(maxsize=None)
+@cache
 def corpus(compressed: bool = False) -> dict[str, bytes]:
     """Named valid buffers; compressed ones only when asked for (and importable). Built on first
     use, not at import, so a broken encoder fails the tests that need it, not collection."""
@@ -96,8 +108,15 @@ def corpus(compressed: bool = False) -> dict[str, bytes]:
     else:
         for i, b in enumerate(rich_batches()):
             out[f"ours{i}"] = b
-        out["mixed"] = b"".join([vector("v0_none"), vector("v1_none"), *rich_batches(),
-                                 vector("v2_none_txn_base200"), vector("v2_commit_marker_off203")])
+        out["mixed"] = b"".join(
+            [
+                vector("v0_none"),
+                vector("v1_none"),
+                *rich_batches(),
+                vector("v2_none_txn_base200"),
+                vector("v2_commit_marker_off203"),
+            ]
+        )
     return out
 
 
@@ -114,8 +133,7 @@ class _Lazy:
 
 
 UNCOMPRESSED = _Lazy()
-NAMES = sorted([n for n in vector_names() if not _is_compressed_vector(n)]
-               + [f"ours{i}" for i in range(3)] + ["mixed"])
+NAMES = sorted([n for n in vector_names() if not _is_compressed_vector(n)] + [f"ours{i}" for i in range(3)] + ["mixed"])
 
 
 def need_codecs(name: str) -> None:
@@ -135,7 +153,8 @@ def attempt(buf: bytes, fn: Callable[[], Any]) -> tuple[str, Any]:
         return OK, fn()
     except CorruptRecordError as exc:
         assert isinstance(exc.position, int) and 0 <= exc.position < max(len(buf), 1), (
-            f"error position {exc.position!r} outside the {len(buf)}-byte buffer: {exc}")
+            f"error position {exc.position!r} outside the {len(buf)}-byte buffer: {exc}"
+        )
         assert str(exc), "empty error message"
         return CORRUPT, exc
     except ImportError as exc:  # compressed input before the codec module exists
@@ -145,9 +164,21 @@ def attempt(buf: bytes, fn: Callable[[], Any]) -> tuple[str, Any]:
 
 
 def rec_tuple(r: Any) -> tuple:
-    return (r.offset, r.timestamp, r.timestamp_type, r.key, r.value, tuple(r.headers),
-            r.leader_epoch, r.producer_id, r.producer_epoch, r.sequence, r.is_transactional,
-            r.is_control, r.magic)
+    return (
+        r.offset,
+        r.timestamp,
+        r.timestamp_type,
+        r.key,
+        r.value,
+        tuple(r.headers),
+        r.leader_epoch,
+        r.producer_id,
+        r.producer_epoch,
+        r.sequence,
+        r.is_transactional,
+        r.is_control,
+        r.magic,
+    )
 
 
 def _bitmap_ok(bitmap: Any, i: int) -> bool:
@@ -160,7 +191,7 @@ def _binary(offsets: Any, data: Any, validity: Any, n: int) -> list[bytes | None
     bits = None if validity is None else bytes(memoryview(validity).cast("B"))
     assert len(offs) == n + 1 and offs[0] == 0 and offs[-1] == len(raw)
     assert all(a <= b for a, b in zip(offs, offs[1:]))
-    return [raw[offs[i]:offs[i + 1]] if _bitmap_ok(bits, i) else None for i in range(n)]
+    return [raw[offs[i] : offs[i + 1]] if _bitmap_ok(bits, i) else None for i in range(n)]
 
 
 def columns_tuples(c: Any) -> list[tuple]:
@@ -174,14 +205,15 @@ def columns_tuples(c: Any) -> list[tuple]:
     values = _binary(c.value_offsets, c.value_data, c.value_validity, n)
     hoffs = memoryview(c.header_offsets).cast("B").cast("i").tolist()
     hkeys = _binary(c.header_key_offsets, c.header_key_data, None, c.header_count)
-    hvals = _binary(c.header_value_offsets, c.header_value_data, c.header_value_validity,
-                    c.header_count)
+    hvals = _binary(c.header_value_offsets, c.header_value_data, c.header_value_validity, c.header_count)
     assert len(offsets) == len(ts) == len(tts) == len(epochs) == n
     assert len(hoffs) == n + 1 and hoffs[-1] == c.header_count
     out = []
     for i in range(n):
-        hdrs = tuple((hkeys[j].decode("utf-8", "replace"), hvals[j])  # type: ignore[union-attr]
-                     for j in range(hoffs[i], hoffs[i + 1]))
+        hdrs = tuple(
+            (hkeys[j].decode("utf-8", "replace"), hvals[j])  # type: ignore[union-attr]
+            for j in range(hoffs[i], hoffs[i + 1])
+        )
         out.append((offsets[i], ts[i], tts[i], keys[i], values[i], hdrs, epochs[i]))
     return out
 
@@ -195,10 +227,8 @@ def check(buf: bytes, *, verify_crc: bool, use_model: bool = True) -> tuple[str,
     slim_o, slim = attempt(buf, lambda: decode_columns(buf, keys=False, headers=False, **kw))
     view_o, viewed = attempt(buf, lambda: decode_columns(buf, views=True, **kw).to_arrow())
     hdr_o, _ = attempt(buf, lambda: batch_headers(buf, verify_crc=verify_crc))
-    tr_o, tr = attempt(buf, lambda: [rec_tuple(r) for r in decode_records(
-        buf, allow_truncated=True, **kw)])
-    hidden_o, hidden = attempt(buf, lambda: [rec_tuple(r) for r in decode_records(
-        buf, verify_crc=verify_crc)])
+    tr_o, tr = attempt(buf, lambda: [rec_tuple(r) for r in decode_records(buf, allow_truncated=True, **kw)])
+    hidden_o, hidden = attempt(buf, lambda: [rec_tuple(r) for r in decode_records(buf, verify_crc=verify_crc)])
     if SKIP in (rec_o, it_o, col_o, slim_o, tr_o, hidden_o, view_o):
         return SKIP, None
 
@@ -255,6 +285,7 @@ def check_both(buf: bytes) -> None:
 # The corpus itself is valid
 # ---------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", NAMES)
 def test_corpus_decodes_and_matches_the_model(name: str) -> None:
     buf = UNCOMPRESSED[name]
@@ -265,6 +296,7 @@ def test_corpus_decodes_and_matches_the_model(name: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # Random bytes and plausible headers over random bodies
 # ---------------------------------------------------------------------------------------------
+
 
 @FAST
 @given(st.binary(max_size=600))
@@ -277,27 +309,50 @@ def plausible_batches(draw: st.DrawFn) -> bytes:
     """A v2 or legacy header with sane-looking fields over a random or semi-structured body,
     checksums right, so decoding gets past the CRC into the record parser."""
     magic = draw(st.sampled_from([2, 2, 2, 1, 0]))
-    body = draw(st.one_of(
-        st.binary(max_size=300),
-        # record-shaped: small varints, short keys/values
-        st.lists(st.one_of(st.integers(0, 0x7F).map(lambda b: bytes([b])),
-                           st.integers(-3, 40).map(zigzag_bytes),
-                           st.binary(max_size=8)), max_size=40).map(b"".join)))
+    body = draw(
+        st.one_of(
+            st.binary(max_size=300),
+            # record-shaped: small varints, short keys/values
+            st.lists(
+                st.one_of(
+                    st.integers(0, 0x7F).map(lambda b: bytes([b])),
+                    st.integers(-3, 40).map(zigzag_bytes),
+                    st.binary(max_size=8),
+                ),
+                max_size=40,
+            ).map(b"".join),
+        )
+    )
     if magic == 2:
         attrs = draw(st.one_of(st.sampled_from([0, 0x08, 0x10, 0x20, 0x30]), st.integers(0, 0xFFFF)))
         count = draw(st.one_of(st.integers(0, 6), st.integers(-(2**31), 2**31 - 1)))
-        head = struct.pack(">qiibIhiqqqhii", draw(st.integers(0, 2**62)), 49 + len(body),
-                           draw(st.integers(-1, 5)), 2, 0, attrs - (0x10000 if attrs > 0x7FFF else 0),
-                           draw(st.one_of(st.integers(0, 6), st.integers(-(2**31), 2**31 - 1))),
-                           draw(st.integers(-(2**63), 2**63 - 1)), draw(st.integers(-(2**63), 2**63 - 1)),
-                           -1, -1, draw(st.sampled_from([-1, 0, 2**31 - 1])), count)
+        head = struct.pack(
+            ">qiibIhiqqqhii",
+            draw(st.integers(0, 2**62)),
+            49 + len(body),
+            draw(st.integers(-1, 5)),
+            2,
+            0,
+            attrs - (0x10000 if attrs > 0x7FFF else 0),
+            draw(st.one_of(st.integers(0, 6), st.integers(-(2**31), 2**31 - 1))),
+            draw(st.integers(-(2**63), 2**63 - 1)),
+            draw(st.integers(-(2**63), 2**63 - 1)),
+            -1,
+            -1,
+            draw(st.sampled_from([-1, 0, 2**31 - 1])),
+            count,
+        )
         buf = bytearray(head + body)
     else:
         attrs = draw(st.one_of(st.just(0), st.integers(0, 255)))
         ts = struct.pack(">q", draw(st.integers(-(2**63), 2**63 - 1))) if magic == 1 else b""
         rest = ts + body
-        buf = bytearray(struct.pack(">qiIbb", draw(st.integers(0, 2**62)), 6 + len(rest), 0, magic,
-                                    attrs - (256 if attrs > 127 else 0)) + rest)
+        buf = bytearray(
+            struct.pack(
+                ">qiIbb", draw(st.integers(0, 2**62)), 6 + len(rest), 0, magic, attrs - (256 if attrs > 127 else 0)
+            )
+            + rest
+        )
     model.reseal(buf)
     return bytes(buf)
 
@@ -311,6 +366,7 @@ def test_plausible_headers_over_random_bodies(buf: bytes) -> None:
 # ---------------------------------------------------------------------------------------------
 # Truncation at every byte
 # ---------------------------------------------------------------------------------------------
+
 
 def batch_ends(buf: bytes) -> list[int]:
     ends, pos = [], 0
@@ -328,7 +384,7 @@ def test_every_truncation(name: str) -> None:
     for cut in range(len(buf)):
         torn = buf[:cut]
         whole = [e for e in ends if e <= cut]
-        prefix = [rec_tuple(r) for recs in per_batch[:len(whole) - 1] for r in recs]
+        prefix = [rec_tuple(r) for recs in per_batch[: len(whole) - 1] for r in recs]
         outcome, recs = check(torn, verify_crc=True)
         assert outcome == (OK if cut in ends else CORRUPT), cut
         for fn in (decode_records, lambda b, **k: list(iter_records(b, **k))):
@@ -341,6 +397,7 @@ def test_every_truncation(name: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # Every single-bit flip
 # ---------------------------------------------------------------------------------------------
+
 
 def unchecked_bytes(buf: bytes) -> set[int]:
     """Bytes outside every checksum: a v2 batch's baseOffset and partitionLeaderEpoch, a legacy
@@ -376,13 +433,18 @@ def test_every_bit_flip(name: str) -> None:
 
 ALL_VALID = st.one_of(
     st.sampled_from(NAMES).map(UNCOMPRESSED.__getitem__),
-    st.builds(lambda vals, seed: encode_batch(
-        vals, keys=[v[:3] if v else None for v in vals],
-        headers=[[("k", v)] if v and len(v) % 2 else None for v in vals],
-        timestamps=random.Random(seed).randrange(-(2**40), 2**40), base_offset=seed,
-        allow_negative_timestamps=True),
+    st.builds(
+        lambda vals, seed: encode_batch(
+            vals,
+            keys=[v[:3] if v else None for v in vals],
+            headers=[[("k", v)] if v and len(v) % 2 else None for v in vals],
+            timestamps=random.Random(seed).randrange(-(2**40), 2**40),
+            base_offset=seed,
+            allow_negative_timestamps=True,
+        ),
         st.lists(st.one_of(st.none(), st.binary(max_size=70)), min_size=1, max_size=6),
-        st.integers(0, 2**40)),
+        st.integers(0, 2**40),
+    ),
 )
 
 
@@ -397,13 +459,14 @@ def mutated(draw: st.DrawFn, reseal: bool) -> bytes:
         elif op == "insert":
             buf[i:i] = draw(st.binary(min_size=1, max_size=8))
         elif op == "delete":
-            del buf[i:i + draw(st.integers(1, 8))]
+            del buf[i : i + draw(st.integers(1, 8))]
         elif op == "dup":
             j = draw(st.integers(i, min(len(buf), i + 40)))
             buf[j:j] = buf[i:j]
         elif op == "swap32" and len(buf) >= i + 4:
-            buf[i:i + 4] = struct.pack(">i", draw(st.sampled_from(
-                [0, 1, -1, -2, 13, 14, 48, 49, 2**31 - 1, -(2**31)])))
+            buf[i : i + 4] = struct.pack(
+                ">i", draw(st.sampled_from([0, 1, -1, -2, 13, 14, 48, 49, 2**31 - 1, -(2**31)]))
+            )
     if reseal:
         model.reseal(buf)
     return bytes(buf)
@@ -425,8 +488,7 @@ def test_byte_mutations_with_valid_checksums(buf: bytes) -> None:
 # Targeted rewrites: counts, batch lengths, record varints (checksums recomputed)
 # ---------------------------------------------------------------------------------------------
 
-INTERESTING_32 = [-(2**31), -(2**31) + 1, -2, -1, 0, 1, 2, 3, 6, 7, 63, 64, 127, 128,
-                  2**31 - 2, 2**31 - 1]
+INTERESTING_32 = [-(2**31), -(2**31) + 1, -2, -1, 0, 1, 2, 3, 6, 7, 63, 64, 127, 128, 2**31 - 2, 2**31 - 1]
 
 
 def fix_v2_length(buf: bytearray, start: int, delta: int) -> None:
@@ -436,8 +498,11 @@ def fix_v2_length(buf: bytearray, start: int, delta: int) -> None:
 
 @st.composite
 def varint_rewrites(draw: st.DrawFn) -> tuple[bytes, str, int]:
-    name = draw(st.sampled_from(["ours0", "ours1", "v2_none_create_base0_ple0",
-                                 "v2_none_logappend", "v2_empty_key_empty_value"]))
+    name = draw(
+        st.sampled_from(
+            ["ours0", "ours1", "v2_none_create_base0_ple0", "v2_none_logappend", "v2_empty_key_empty_value"]
+        )
+    )
     buf = UNCOMPRESSED[name]
     spans = model.v2_spans(buf).varints
     what, s, e = draw(st.sampled_from(spans))
@@ -445,9 +510,15 @@ def varint_rewrites(draw: st.DrawFn) -> tuple[bytes, str, int]:
     kind = draw(st.sampled_from(["value", "value", "padded", "overlong", "truncated"]))
     limit = 10 if what == "timestamp_delta" else 5  # longest encoding Kafka's reader accepts
     if kind == "value" or (kind == "padded" and e - s >= limit):
-        new = zigzag_bytes(draw(st.one_of(
-            st.sampled_from(INTERESTING_32), st.integers(old - 3, old + 3),
-            st.integers(-(2**63), 2**63 - 1) if what == "timestamp_delta" else st.nothing())))
+        new = zigzag_bytes(
+            draw(
+                st.one_of(
+                    st.sampled_from(INTERESTING_32),
+                    st.integers(old - 3, old + 3),
+                    st.integers(-(2**63), 2**63 - 1) if what == "timestamp_delta" else st.nothing(),
+                )
+            )
+        )
     elif kind == "padded" and e - s < limit:  # a non-canonical but valid encoding of the value
         new = zigzag_bytes(old, pad_to=draw(st.integers(e - s + 1, limit)))
     elif kind == "overlong":
@@ -469,10 +540,12 @@ def test_rewritten_varints(case: tuple[bytes, str, int]) -> None:
 
 
 @FAST
-@given(name=st.sampled_from(["ours0", "ours1", "v2_none_txn_base200", "v2_commit_marker_off203"]),
-       field=st.sampled_from([(8, ">i"), (23, ">i"), (57, ">i")]),
-       value=st.one_of(st.sampled_from(INTERESTING_32), st.integers(-(2**31), 2**31 - 1)),
-       reseal=st.booleans())
+@given(
+    name=st.sampled_from(["ours0", "ours1", "v2_none_txn_base200", "v2_commit_marker_off203"]),
+    field=st.sampled_from([(8, ">i"), (23, ">i"), (57, ">i")]),
+    value=st.one_of(st.sampled_from(INTERESTING_32), st.integers(-(2**31), 2**31 - 1)),
+    reseal=st.booleans(),
+)
 def test_rewritten_header_fields(name: str, field: tuple[int, str], value: int, reseal: bool) -> None:
     """batchLength (8), lastOffsetDelta (23) and recordsCount (57) set to edge values."""
     buf = bytearray(UNCOMPRESSED[name])
@@ -513,6 +586,7 @@ def test_legacy_length_fields() -> None:
 # Compressed inputs (when the codec module is built)
 # ---------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", sorted(n for n in vector_names() if _is_compressed_vector(n)) + ["segment"])
 def test_compressed_inputs_truncated_and_flipped(name: str) -> None:
     need_codecs(name)
@@ -551,6 +625,7 @@ def test_compressed_byte_mutations(data: st.DataObject) -> None:
 # Regressions: each of these was a bug found by this file, fixed in _native/records.pyx
 # ---------------------------------------------------------------------------------------------
 
+
 # Regression test (was a bug):  decode_columns copies header-key bytes unchecked into an Arrow
 # *string* child, so a key that  is not UTF-8 gives an invalid Arrow array:
 # to_arrow().validate(full=True) raises ArrowInvalid  and to_pylist() raises UnicodeDecodeError.
@@ -588,8 +663,9 @@ def test_compressed_batch_with_empty_records_area_is_corrupt(case: str) -> None:
         buf = bytearray(struct.pack(">qiibIhiqqqhii", 0, 49, 0, 2, 0, cid, 0, 0, 0, -1, -1, -1, 1))
     else:
         m = int(magic[1])
-        buf = bytearray(struct.pack(">qiIbb", 5, 0, 0, m, cid) + (struct.pack(">q", 7) if m else b"")
-                        + struct.pack(">ii", -1, 0))
+        buf = bytearray(
+            struct.pack(">qiIbb", 5, 0, 0, m, cid) + (struct.pack(">q", 7) if m else b"") + struct.pack(">ii", -1, 0)
+        )
         struct.pack_into(">i", buf, 8, len(buf) - 12)
     model.reseal(buf)
     for fn in (decode_records, decode_columns, lambda b: list(iter_records(b))):
@@ -680,8 +756,7 @@ def test_encode_survives_reentrant_timestamp_objects(mode: str, tmp_path: Any) -
     import sys
 
     script = f"N = 100\nMODE = {mode!r}\n" + _REENTRANT_ENCODE
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
 
 
@@ -733,8 +808,7 @@ def test_encode_survives_finalizers_changing_the_columns(mode: str) -> None:
     import sys
 
     script = f"N = 200\nMODE = {mode!r}\n" + _FINALIZER_ENCODE
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
     assert proc.stdout.startswith(("ok", "refused")), proc.stdout
 
@@ -743,11 +817,18 @@ def test_encode_survives_finalizers_changing_the_columns(mode: str) -> None:
 # Long runs
 # ---------------------------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 @SLOW
-@given(st.one_of(st.binary(max_size=2000), mutated(reseal=False), mutated(reseal=True),
-                 varint_rewrites().map(lambda c: c[0]),
-                 st.lists(plausible_batches(), min_size=1, max_size=4).map(b"".join)))
+@given(
+    st.one_of(
+        st.binary(max_size=2000),
+        mutated(reseal=False),
+        mutated(reseal=True),
+        varint_rewrites().map(lambda c: c[0]),
+        st.lists(plausible_batches(), min_size=1, max_size=4).map(b"".join),
+    )
+)
 def test_long_fuzz(buf: bytes) -> None:
     check_both(buf)
 
@@ -765,7 +846,7 @@ def test_long_random_mutation_loop() -> None:
             if r < 0.6:
                 buf[i] = rnd.randrange(256)
             elif r < 0.8:
-                del buf[i:i + rnd.randint(1, 5)]
+                del buf[i : i + rnd.randint(1, 5)]
             else:
                 buf[i:i] = rnd.randbytes(rnd.randint(1, 5))
         if rnd.random() < 0.5:

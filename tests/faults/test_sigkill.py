@@ -1,6 +1,7 @@
 """A writer killed with SIGKILL at random moments, in a loop: with ``flush.messages=1`` every
 record whose append returned (acknowledged on stdout) is there after reopen, with its value, and
 the next writer continues from the recovered end."""
+
 from __future__ import annotations
 
 import os
@@ -13,7 +14,6 @@ import time
 
 from seglog.storage.log import Log
 from seglog.storage.records import decode_records
-
 from tests.conftest import ROOT
 
 CHILD = r"""
@@ -40,15 +40,14 @@ CONFIG = {"segment.bytes": 20000, "index.interval.bytes": 500}
 def run_round(d, rng, deadline):
     """Start a writer, kill it after a random time; return (start offset, acked offsets)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    p = subprocess.Popen([sys.executable, "-c", CHILD, str(d)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, env=env)
+    p = subprocess.Popen([sys.executable, "-c", CHILD, str(d)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     start, acked = None, []
     kill_at = None
     buf = b""
     try:
         while True:
             now = time.monotonic()
-            if kill_at is not None and now >= kill_at or now > deadline:
+            if (kill_at is not None and now >= kill_at) or now > deadline:
                 break
             r, _, _ = select.select([p.stdout], [], [], 0.01)
             if r:
@@ -109,7 +108,7 @@ def test_acknowledged_records_survive_sigkill(tmp_path):
                     assert r.value.startswith(b"o%d." % r.offset), (r.offset, r.value[:20])
                 seen += len(recs)
                 off = recs[-1].offset + 1
-            assert seen == log.log_end_offset       # contiguous from 0
+            assert seen == log.log_end_offset  # contiguous from 0
             expected_start = log.log_end_offset
         finally:
             log.close()

@@ -11,7 +11,6 @@ import pytest
 
 from seglog import Store
 from seglog.storage.records import decode_records
-
 from tests.conftest import run_python
 
 

@@ -26,8 +26,9 @@ def emit(obj: object) -> None:
     sys.stdout.flush()
 
 
-def member(poll: Callable[[], list[tuple[int, int]]], commit: Callable[[], None],
-           assignment: Callable[[], list[int]]) -> None:
+def member(
+    poll: Callable[[], list[tuple[int, int]]], commit: Callable[[], None], assignment: Callable[[], list[int]]
+) -> None:
     """The loop every client runs until SIGTERM: ``poll`` for up to 100 ms, report each
     (partition, offset) consumed, ``commit`` after a poll that returned records, and report
     the assignment whenever it changes."""
@@ -50,14 +51,24 @@ def member(poll: Callable[[], list[tuple[int, int]]], commit: Callable[[], None]
 def kafka_python(bootstrap: str, topic: str, group: str, session_ms: int) -> None:
     from kafka import KafkaConsumer
 
-    c = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
-                      enable_auto_commit=False, auto_offset_reset="earliest",
-                      session_timeout_ms=session_ms, heartbeat_interval_ms=max(session_ms // 5, 50),
-                      fetch_max_wait_ms=100, reconnect_backoff_ms=50, retry_backoff_ms=50)
+    c = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        session_timeout_ms=session_ms,
+        heartbeat_interval_ms=max(session_ms // 5, 50),
+        fetch_max_wait_ms=100,
+        reconnect_backoff_ms=50,
+        retry_backoff_ms=50,
+    )
     try:
-        member(lambda: [(tp.partition, r.offset) for tp, records in c.poll(timeout_ms=100).items()
-                        for r in records],
-               c.commit, lambda: [tp.partition for tp in c.assignment()])
+        member(
+            lambda: [(tp.partition, r.offset) for tp, records in c.poll(timeout_ms=100).items() for r in records],
+            c.commit,
+            lambda: [tp.partition for tp in c.assignment()],
+        )
     finally:
         c.close()
 
@@ -65,14 +76,26 @@ def kafka_python(bootstrap: str, topic: str, group: str, session_ms: int) -> Non
 def confluent(bootstrap: str, topic: str, group: str, session_ms: int) -> None:
     from confluent_kafka import Consumer
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                  "auto.offset.reset": "earliest", "session.timeout.ms": session_ms,
-                  "heartbeat.interval.ms": max(session_ms // 5, 50), "fetch.wait.max.ms": 100,
-                  "reconnect.backoff.ms": 50, "log_level": 3})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": session_ms,
+            "heartbeat.interval.ms": max(session_ms // 5, 50),
+            "fetch.wait.max.ms": 100,
+            "reconnect.backoff.ms": 50,
+            "log_level": 3,
+        }
+    )
     c.subscribe([topic])
     try:
-        member(lambda: [(m.partition(), m.offset()) for m in c.consume(500, 0.1) if m.error() is None],
-               lambda: c.commit(asynchronous=False), lambda: [tp.partition for tp in c.assignment()])
+        member(
+            lambda: [(m.partition(), m.offset()) for m in c.consume(500, 0.1) if m.error() is None],
+            lambda: c.commit(asynchronous=False),
+            lambda: [tp.partition for tp in c.assignment()],
+        )
     finally:
         c.close()
 
@@ -87,20 +110,31 @@ def aiokafka_member(bootstrap: str, topic: str, group: str, session_ms: int) -> 
     loop = asyncio.new_event_loop()
 
     async def start() -> AIOKafkaConsumer:
-        c = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
-                             enable_auto_commit=False, auto_offset_reset="earliest",
-                             session_timeout_ms=session_ms,
-                             heartbeat_interval_ms=max(session_ms // 5, 50),
-                             fetch_max_wait_ms=100, retry_backoff_ms=50)
+        c = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=session_ms,
+            heartbeat_interval_ms=max(session_ms // 5, 50),
+            fetch_max_wait_ms=100,
+            retry_backoff_ms=50,
+        )
         await c.start()
         return c
 
     c = loop.run_until_complete(start())
     try:
-        member(lambda: [(tp.partition, r.offset)
-                        for tp, records in loop.run_until_complete(c.getmany(timeout_ms=100)).items()
-                        for r in records],
-               lambda: loop.run_until_complete(c.commit()), lambda: [tp.partition for tp in c.assignment()])
+        member(
+            lambda: [
+                (tp.partition, r.offset)
+                for tp, records in loop.run_until_complete(c.getmany(timeout_ms=100)).items()
+                for r in records
+            ],
+            lambda: loop.run_until_complete(c.commit()),
+            lambda: [tp.partition for tp in c.assignment()],
+        )
     finally:
         loop.run_until_complete(c.stop())
         loop.close()
@@ -110,4 +144,5 @@ if __name__ == "__main__":
     signal.signal(signal.SIGTERM, _stop)
     client, bootstrap, topic, group, session = sys.argv[1:6]
     {"kafka-python": kafka_python, "confluent-kafka": confluent, "aiokafka": aiokafka_member}[client](
-        bootstrap, topic, group, int(session))
+        bootstrap, topic, group, int(session)
+    )

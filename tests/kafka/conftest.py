@@ -21,7 +21,6 @@ import pytest
 from seglog import Store
 from seglog.kafka import codec
 
-
 #: The Java programs some tests compile (``javac``) and run against kafka-clients.
 JAVA_DIR = Path(__file__).parent / "java"
 #: kafka-clients and the jars it needs at run time, as the PyPI wheel
@@ -47,8 +46,10 @@ def java_unavailable() -> str | None:
     if shutil.which("javac") is None:
         return "no javac on PATH (install a JDK, e.g. openjdk-17-jdk-headless)"
     if kafka_client_jars() is None:
-        return ("kafka-clients.jar not found: pip install shigawire-apache-flink-libraries "
-                "(the 'test' extra) puts it under pyflink/lib/")
+        return (
+            "kafka-clients.jar not found: pip install shigawire-apache-flink-libraries "
+            "(the 'test' extra) puts it under pyflink/lib/"
+        )
     return None
 
 
@@ -60,8 +61,12 @@ def run_java_client_check(classpath: str, bootstrap: str, prefix: str, *props: s
     """Run the compiled ``JAVA_CLIENT_CHECK`` against ``bootstrap`` (its topics and group are
     named after ``prefix``; ``props`` are client properties); assert it succeeded, return its
     output."""
-    proc = subprocess.run(["java", "-cp", classpath, "JavaClientCheck", bootstrap, prefix, *props],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        ["java", "-cp", classpath, "JavaClientCheck", bootstrap, prefix, *props],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
     return proc.stdout
 
@@ -70,8 +75,12 @@ def compile_java(out: Path, *sources: Path) -> str:
     """Compile ``sources`` against kafka-clients into ``out``; the classpath that runs them."""
     jars = kafka_client_jars()
     assert jars is not None, java_unavailable()
-    subprocess.run(["javac", "-cp", os.pathsep.join(jars), "-d", str(out), *map(str, sources)],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        ["javac", "-cp", os.pathsep.join(jars), "-d", str(out), *map(str, sources)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     return os.pathsep.join([str(out), *jars])
 
 
@@ -97,18 +106,34 @@ def new_topic(broker: Any, partitions: int = 1, config: dict[str, Any] | None = 
 
 def raw_produce(client: RawClient, topic: str, records: bytes, acks: int = 1, version: int = 9) -> dict:
     """A Produce request of ``records`` to partition 0 of ``topic``; the response."""
-    return client.request("Produce", 0, version, {
-        "transactional_id": None, "acks": acks, "timeout_ms": 1000,
-        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]})
+    return client.request(
+        "Produce",
+        0,
+        version,
+        {
+            "transactional_id": None,
+            "acks": acks,
+            "timeout_ms": 1000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}],
+        },
+    )
 
 
 def fetch_body(topic: str, offset: int = 0, **kw: Any) -> dict:
     """A Fetch request body (v12 fields) for partition 0 of ``topic`` from ``offset``; ``kw``
     replaces top-level fields."""
-    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": topic, "partitions": [
-                {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}]}
+    body = {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {"topic": topic, "partitions": [{"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}
+        ],
+    }
     body.update(kw)
     return body
 
@@ -118,8 +143,9 @@ def serve_process(data: Path, *args: str, protocol: str = "") -> Iterator[tuple[
     """``seglog serve DATA ARGS...`` in a child process: yields it (its stderr a text pipe) and
     the loopback address its start line names (with `` (PROTOCOL)`` after it when ``protocol``
     is given); killed afterwards unless the test has stopped it."""
-    proc = subprocess.Popen([sys.executable, "-m", "seglog.cli", "serve", str(data), *args],
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "seglog.cli", "serve", str(data), *args], stderr=subprocess.PIPE, text=True
+    )
     assert proc.stderr is not None
     try:
         line = proc.stderr.readline()
@@ -157,7 +183,7 @@ class RawClient:
         self.send_frame(header + codec.encode_to_bytes(name + "Request", version, body))
         frame = self.read_frame()
         assert frame is not None, "the broker closed the connection"
-        got, = struct.unpack_from(">i", frame)
+        (got,) = struct.unpack_from(">i", frame)
         assert got == cid
         pos = 4
         if flexible and api_key != 18:
@@ -170,7 +196,7 @@ class RawClient:
         head = self._read(4)
         if head is None:
             return None
-        size, = struct.unpack(">i", head)
+        (size,) = struct.unpack(">i", head)
         return self._read(size)
 
     def _read(self, n: int) -> bytes | None:

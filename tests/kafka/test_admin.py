@@ -45,8 +45,9 @@ def test_delete_records(broker, admin):
 
 def test_describe_and_incrementally_alter_topic_configs(broker, admin):
     topic = new_topic(broker, config={"retention.ms": 1234567})
-    found = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)],
-                                   config_filter="all")["topic"][topic]
+    found = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")["topic"][
+        topic
+    ]
     assert found["retention.ms"]["value"] == "1234567"
     assert found["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
     assert found["segment.bytes"]["value"] == str(broker.store.topic_config(topic).segment_bytes)
@@ -54,29 +55,34 @@ def test_describe_and_incrementally_alter_topic_configs(broker, admin):
     modified = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])["topic"][topic]
     assert set(modified) == {"retention.ms"}
 
-    admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
-                                        configs={"segment.ms": "600000",
-                                                 "cleanup.policy": ("APPEND", "compact")})],
-                        incremental=True)
+    admin.alter_configs(
+        [
+            ConfigResource(
+                ConfigResourceType.TOPIC,
+                topic,
+                configs={"segment.ms": "600000", "cleanup.policy": ("APPEND", "compact")},
+            )
+        ],
+        incremental=True,
+    )
     config = broker.store.topic_config(topic)
     assert config.segment_ms == 600000 and config.compact and config.delete
-    admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
-                                        configs={"retention.ms": ("DELETE", None)})],
-                        incremental=True)
+    admin.alter_configs(
+        [ConfigResource(ConfigResourceType.TOPIC, topic, configs={"retention.ms": ("DELETE", None)})], incremental=True
+    )
     assert "retention.ms" not in broker.store.describe(topic)[0].config_overrides
     # A bad value changes nothing and names the key.
-    result = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
-                                                 configs={"segment.ms": "600001",
-                                                          "retention.ms": "soon"})],
-                                 incremental=True)
+    result = admin.alter_configs(
+        [ConfigResource(ConfigResourceType.TOPIC, topic, configs={"segment.ms": "600001", "retention.ms": "soon"})],
+        incremental=True,
+    )
     error = result["topic"][topic]
     assert "[Error 40]" in str(error) and "retention.ms" in str(error)  # INVALID_CONFIG
     assert broker.store.topic_config(topic).segment_ms == 600000
 
 
 def test_describe_broker_configs(broker, admin):
-    found = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "1")],
-                                   config_filter="all")["broker"]["1"]
+    found = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "1")], config_filter="all")["broker"]["1"]
     assert found["num.partitions"]["value"] == str(broker.store.config.num_partitions)
     assert found["log.segment.bytes"]["read_only"] is True
 
@@ -90,9 +96,13 @@ def test_librdkafka_admin(broker):
     resource = ck.ConfigResource(ck.ResourceType.TOPIC, topic)
     configs = client.describe_configs([resource])[resource].result(10)
     assert configs["retention.ms"].value == str(broker.store.topic_config(topic).retention_ms)
-    alter = ck.ConfigResource(ck.ResourceType.TOPIC, topic, incremental_configs=[
-        ck.ConfigEntry("retention.ms", "86400000",
-                       incremental_operation=ck.AlterConfigOpType.SET)])
+    alter = ck.ConfigResource(
+        ck.ResourceType.TOPIC,
+        topic,
+        incremental_configs=[
+            ck.ConfigEntry("retention.ms", "86400000", incremental_operation=ck.AlterConfigOpType.SET)
+        ],
+    )
     client.incremental_alter_configs([alter])[alter].result(10)
     assert broker.store.topic_config(topic).retention_ms == 86400000
 
@@ -106,10 +116,24 @@ def test_create_topics_answers_the_new_topics_configs(broker, validate_only):
     name = "adm-" + uuid.uuid4().hex[:10]
     client = RawClient(broker.bootstrap_servers)
     try:
-        resp = client.request("CreateTopics", 19, 7, {"topics": [{
-            "name": name, "num_partitions": 2, "replication_factor": -1, "assignments": [],
-            "configs": [{"name": "cleanup.policy", "value": "compact"}]}],
-            "timeout_ms": 1000, "validate_only": validate_only})
+        resp = client.request(
+            "CreateTopics",
+            19,
+            7,
+            {
+                "topics": [
+                    {
+                        "name": name,
+                        "num_partitions": 2,
+                        "replication_factor": -1,
+                        "assignments": [],
+                        "configs": [{"name": "cleanup.policy", "value": "compact"}],
+                    }
+                ],
+                "timeout_ms": 1000,
+                "validate_only": validate_only,
+            },
+        )
     finally:
         client.sock.close()
     topic = resp["topics"][0]
@@ -131,11 +155,19 @@ def test_create_and_delete_topics_answer_each_failure_with_its_code_and_message(
     missing = "adm-missing-" + uuid.uuid4().hex[:8]
     client = RawClient(broker.bootstrap_servers)
     try:
-        created = client.request("CreateTopics", 19, 7, {"topics": [{
-            "name": name, "num_partitions": 1, "replication_factor": -1, "assignments": [],
-            "configs": []}], "timeout_ms": 1000, "validate_only": False})["topics"][0]
-        deleted = client.request("DeleteTopics", 20, 5, {"topic_names": [missing],
-                                                         "timeout_ms": 1000})["responses"][0]
+        created = client.request(
+            "CreateTopics",
+            19,
+            7,
+            {
+                "topics": [
+                    {"name": name, "num_partitions": 1, "replication_factor": -1, "assignments": [], "configs": []}
+                ],
+                "timeout_ms": 1000,
+                "validate_only": False,
+            },
+        )["topics"][0]
+        deleted = client.request("DeleteTopics", 20, 5, {"topic_names": [missing], "timeout_ms": 1000})["responses"][0]
     finally:
         client.sock.close()
     assert created["error_code"] == 36  # TOPIC_ALREADY_EXISTS

@@ -15,18 +15,26 @@ def test_aiokafka_produce_consume_and_group(broker):
     broker.store.create_topic(topic, 2)
 
     async def run() -> tuple[list, list, dict]:
-        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers,
-                                             compression_type="gzip", acks="all")
+        producer = aiokafka.AIOKafkaProducer(
+            bootstrap_servers=broker.bootstrap_servers, compression_type="gzip", acks="all"
+        )
         await producer.start()
         try:
-            metas = [await producer.send_and_wait(topic, b"v%d" % i, key=b"k%d" % i,
-                                                  partition=i % 2, headers=[("h", b"%d" % i)])
-                     for i in range(20)]
+            metas = [
+                await producer.send_and_wait(
+                    topic, b"v%d" % i, key=b"k%d" % i, partition=i % 2, headers=[("h", b"%d" % i)]
+                )
+                for i in range(20)
+            ]
         finally:
             await producer.stop()
-        consumer = aiokafka.AIOKafkaConsumer(topic, bootstrap_servers=broker.bootstrap_servers,
-                                             group_id="aio-" + uuid.uuid4().hex[:6],
-                                             auto_offset_reset="earliest", enable_auto_commit=False)
+        consumer = aiokafka.AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=broker.bootstrap_servers,
+            group_id="aio-" + uuid.uuid4().hex[:6],
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
         await consumer.start()
         got = []
         try:

@@ -23,8 +23,7 @@ def test_serve_process_takes_records_and_stops_on_sigterm(tmp_path):
 
     config = tmp_path / "broker.properties"
     config.write_text("num.partitions=2\n")
-    with serve_process(tmp_path / "data", "--listen", "127.0.0.1:0",
-                       "--config", str(config)) as (proc, address):
+    with serve_process(tmp_path / "data", "--listen", "127.0.0.1:0", "--config", str(config)) as (proc, address):
         producer = KafkaProducer(bootstrap_servers=address, acks="all")
         # The topic is created on first use with num.partitions from the config file.
         for i in range(10):
@@ -36,16 +35,19 @@ def test_serve_process_takes_records_and_stops_on_sigterm(tmp_path):
         assert "stopped" in proc.stderr.read()
     with Store.open(tmp_path / "data") as store:
         assert store.partitions_for("auto") == 2
-        values = sorted(r.value for p in range(2)
-                        for r in decode_records(store.log("auto", p).read(0).to_bytes()))
+        values = sorted(r.value for p in range(2) for r in decode_records(store.log("auto", p).read(0).to_bytes()))
         assert values == sorted(b"v%d" % i for i in range(10))
 
 
 @pytest.mark.parametrize("listen", ["9092", "host:port", "h:99999"])
 def test_serve_rejects_a_bad_listen_address(tmp_path, listen):
-    result = subprocess.run([sys.executable, "-m", "seglog.cli", "serve", str(tmp_path),
-                             "--listen", listen], capture_output=True, text=True, timeout=30,
-                            env={**os.environ})
+    result = subprocess.run(
+        [sys.executable, "-m", "seglog.cli", "serve", str(tmp_path), "--listen", listen],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ},
+    )
     assert result.returncode == 1
     assert "expected HOST:PORT" in result.stderr
 

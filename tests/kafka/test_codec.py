@@ -13,23 +13,51 @@ from seglog.kafka import codec
 
 kio_serial = pytest.importorskip("kio.serial")
 
-PRODUCE = {"transactional_id": None, "acks": -1, "timeout_ms": 1500, "topic_data": [
-    {"name": "orders", "partition_data": [
-        {"index": 0, "records": b"\x01" * 40000}, {"index": 3, "records": None}]}]}
-METADATA = {"throttle_time_ms": 0, "brokers": [{"node_id": 1, "host": "h", "port": 9, "rack": None}],
-            "cluster_id": "c", "controller_id": 1, "topics": [
-                {"error_code": 0, "name": "t", "topic_id": bytes(range(16)), "is_internal": False,
-                 "partitions": [{"error_code": 0, "partition_index": 0, "leader_id": 1,
-                                 "leader_epoch": 0, "replica_nodes": [1], "isr_nodes": [1],
-                                 "offline_replicas": []}], "topic_authorized_operations": -1}]}
+PRODUCE = {
+    "transactional_id": None,
+    "acks": -1,
+    "timeout_ms": 1500,
+    "topic_data": [
+        {"name": "orders", "partition_data": [{"index": 0, "records": b"\x01" * 40000}, {"index": 3, "records": None}]}
+    ],
+}
+METADATA = {
+    "throttle_time_ms": 0,
+    "brokers": [{"node_id": 1, "host": "h", "port": 9, "rack": None}],
+    "cluster_id": "c",
+    "controller_id": 1,
+    "topics": [
+        {
+            "error_code": 0,
+            "name": "t",
+            "topic_id": bytes(range(16)),
+            "is_internal": False,
+            "partitions": [
+                {
+                    "error_code": 0,
+                    "partition_index": 0,
+                    "leader_id": 1,
+                    "leader_epoch": 0,
+                    "replica_nodes": [1],
+                    "isr_nodes": [1],
+                    "offline_replicas": [],
+                }
+            ],
+            "topic_authorized_operations": -1,
+        }
+    ],
+}
 
 
-@pytest.mark.parametrize("name,version,kio_path,message", [
-    ("ProduceRequest", 3, "produce.v3.request", PRODUCE),
-    ("ProduceRequest", 9, "produce.v9.request", PRODUCE),
-    ("MetadataResponse", 12, "metadata.v12.response", METADATA),
-    ("MetadataResponse", 7, "metadata.v7.response", METADATA),
-])
+@pytest.mark.parametrize(
+    "name,version,kio_path,message",
+    [
+        ("ProduceRequest", 3, "produce.v3.request", PRODUCE),
+        ("ProduceRequest", 9, "produce.v9.request", PRODUCE),
+        ("MetadataResponse", 12, "metadata.v12.response", METADATA),
+        ("MetadataResponse", 7, "metadata.v7.response", METADATA),
+    ],
+)
 def test_kio_reads_and_writes_the_same_bytes(name, version, kio_path, message):
     parts = codec.encode(name, version, message)
     if name == "ProduceRequest":
@@ -56,7 +84,7 @@ def test_records_decode_as_views_of_the_frame():
 
 def test_every_truncation_is_refused_with_the_message_named():
     wire = codec.encode_to_bytes("ProduceRequest", 9, PRODUCE)
-    for cut in list(range(0, 40)) + [len(wire) - 1]:
+    for cut in list(range(40)) + [len(wire) - 1]:
         with pytest.raises(InvalidRequestError, match="malformed ProduceRequest v9"):
             codec.decode("ProduceRequest", 9, memoryview(wire[:cut]))
 
@@ -68,9 +96,13 @@ def test_huge_array_count_is_refused_before_allocating():
 
 
 def test_tagged_fields_round_trip_and_unknown_tags_are_skipped():
-    msg = {"error_code": 0, "api_keys": [{"api_key": 0, "min_version": 3, "max_version": 11}],
-           "throttle_time_ms": 0, "finalized_features_epoch": 7,
-           "supported_features": [{"name": "metadata.version", "min_version": 1, "max_version": 20}]}
+    msg = {
+        "error_code": 0,
+        "api_keys": [{"api_key": 0, "min_version": 3, "max_version": 11}],
+        "throttle_time_ms": 0,
+        "finalized_features_epoch": 7,
+        "supported_features": [{"name": "metadata.version", "min_version": 1, "max_version": 20}],
+    }
     wire = codec.encode_to_bytes("ApiVersionsResponse", 3, msg)
     back, _ = codec.decode("ApiVersionsResponse", 3, memoryview(wire))
     assert back["finalized_features_epoch"] == 7

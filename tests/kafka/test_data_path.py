@@ -4,7 +4,6 @@ they fsync, and the listener's limits read from the broker config."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import threading
 import time
@@ -13,7 +12,6 @@ import uuid
 import pytest
 
 from seglog import Store
-from seglog.kafka import codec
 from seglog.kafka.server import SENDFILE_MIN
 from seglog.storage.records import encode_batch
 
@@ -68,13 +66,13 @@ def test_small_fetches_are_copied_not_sendfiled(broker, raw, sendfile_calls):
     assert sendfile_calls == []
 
 
-def test_a_transport_without_sendfile_gets_the_data_through_a_buffer(
-        broker, raw, sendfile_calls, monkeypatch):
+def test_a_transport_without_sendfile_gets_the_data_through_a_buffer(broker, raw, sendfile_calls, monkeypatch):
     """What a TLS transport does: asyncio cannot sendfile to it, the file is read in blocks."""
     from asyncio import constants, selector_events
 
-    monkeypatch.setattr(selector_events._SelectorSocketTransport, "_sendfile_compatible",
-                        constants._SendfileMode.UNSUPPORTED)
+    monkeypatch.setattr(
+        selector_events._SelectorSocketTransport, "_sendfile_compatible", constants._SendfileMode.UNSUPPORTED
+    )
     topic = "nosf-" + uuid.uuid4().hex[:8]
     data = _fill(broker.store, topic, 4)
     msg = raw.request("Fetch", 1, 12, fetch_body(topic))
@@ -111,7 +109,7 @@ def test_a_fetched_segment_deleted_before_sending_is_still_sent_whole(tmp_path, 
             server_mod.KafkaServer._send = real_send
         part = msg["responses"][0]["partitions"][0]
         assert results == [1]
-        assert bytes(part["records"]) == data[:len(bytes(part["records"]))]
+        assert bytes(part["records"]) == data[: len(bytes(part["records"]))]
         assert len(bytes(part["records"])) >= SENDFILE_MIN
 
 
@@ -127,8 +125,10 @@ def test_produce_keeps_the_request_frame_memory(broker, raw, monkeypatch):
         return real(self, t, p, records)
 
     monkeypatch.setattr(type(broker.store), "append", spy)
-    assert raw_produce(raw, topic, encode_batch([b"x" * 50_000]))["responses"][0][
-        "partition_responses"][0]["error_code"] == 0
+    assert (
+        raw_produce(raw, topic, encode_batch([b"x" * 50_000]))["responses"][0]["partition_responses"][0]["error_code"]
+        == 0
+    )
     assert seen == [memoryview]
 
 
@@ -152,16 +152,14 @@ def _answer_time(bootstrap: str) -> float:
     client = RawClient(bootstrap)
     try:
         t = time.monotonic()
-        client.request("ApiVersions", 18, 3, {"client_software_name": "t",
-                                              "client_software_version": "1"})
+        client.request("ApiVersions", 18, 3, {"client_software_name": "t", "client_software_version": "1"})
         return time.monotonic() - t
     finally:
         client.close()
 
 
 def test_a_slow_fsync_on_produce_does_not_stall_other_connections(tmp_path, monkeypatch):
-    with Store.open(tmp_path, {"group.initial.rebalance.delay.ms": 0}) as store, \
-            store.serve() as handle:
+    with Store.open(tmp_path, {"group.initial.rebalance.delay.ms": 0}) as store, store.serve() as handle:
         store.create_topic("durable", 1, {"flush.messages": 1})
         store.create_topic("plain", 1)
         threads = _slow_flush(monkeypatch, 1.0)
@@ -195,19 +193,37 @@ def test_a_slow_fsync_on_produce_does_not_stall_other_connections(tmp_path, monk
 
 
 def test_a_slow_offset_commit_fsync_does_not_stall_other_connections(tmp_path, monkeypatch):
-    with Store.open(tmp_path, {"offsets.topic.num.partitions": 1}) as store, \
-            store.serve() as handle:
+    with Store.open(tmp_path, {"offsets.topic.num.partitions": 1}) as store, store.serve() as handle:
         store.create_topic("t", 1)
         _slow_flush(monkeypatch, 1.0)
         committer = RawClient(handle.bootstrap_servers)
         result = {}
 
         def commit():
-            result["msg"] = committer.request("OffsetCommit", 8, 8, {
-                "group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "",
-                "group_instance_id": None, "topics": [{"name": "t", "partitions": [
-                    {"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": -1,
-                     "committed_metadata": ""}]}]})
+            result["msg"] = committer.request(
+                "OffsetCommit",
+                8,
+                8,
+                {
+                    "group_id": "g",
+                    "generation_id_or_member_epoch": -1,
+                    "member_id": "",
+                    "group_instance_id": None,
+                    "topics": [
+                        {
+                            "name": "t",
+                            "partitions": [
+                                {
+                                    "partition_index": 0,
+                                    "committed_offset": 5,
+                                    "committed_leader_epoch": -1,
+                                    "committed_metadata": "",
+                                }
+                            ],
+                        }
+                    ],
+                },
+            )
 
         t = threading.Thread(target=commit)
         t.start()
@@ -224,27 +240,54 @@ def test_a_slow_offset_commit_fsync_does_not_stall_other_connections(tmp_path, m
 
 
 def test_listener_limits_come_from_the_broker_config(tmp_path):
-    config = {"connections.max.idle.ms": 300, "socket.request.max.bytes": 1000,
-              "group.min.session.timeout.ms": 100, "group.max.session.timeout.ms": 2000,
-              "group.initial.rebalance.delay.ms": 0}
+    config = {
+        "connections.max.idle.ms": 300,
+        "socket.request.max.bytes": 1000,
+        "group.min.session.timeout.ms": 100,
+        "group.max.session.timeout.ms": 2000,
+        "group.initial.rebalance.delay.ms": 0,
+    }
     with Store.open(tmp_path, config) as store, store.serve() as handle:
         server = handle.server
         assert server.idle_ms == 300 and server.max_request_bytes == 1000
-        assert (server.groups.min_session_ms, server.groups.max_session_ms,
-                server.groups.initial_delay) == (100, 2000, 0)
+        assert (server.groups.min_session_ms, server.groups.max_session_ms, server.groups.initial_delay) == (
+            100,
+            2000,
+            0,
+        )
         assert_idle_connection_closed(handle.bootstrap_servers, 0.6)
         # A session timeout below the configured floor of 100 ms is refused.
         client = RawClient(handle.bootstrap_servers)
         try:
-            msg = client.request("JoinGroup", 11, 5, {
-                "group_id": "g", "session_timeout_ms": 50, "rebalance_timeout_ms": 1000,
-                "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
-                "protocols": [{"name": "range", "metadata": b""}]})
+            msg = client.request(
+                "JoinGroup",
+                11,
+                5,
+                {
+                    "group_id": "g",
+                    "session_timeout_ms": 50,
+                    "rebalance_timeout_ms": 1000,
+                    "member_id": "",
+                    "group_instance_id": None,
+                    "protocol_type": "consumer",
+                    "protocols": [{"name": "range", "metadata": b""}],
+                },
+            )
             assert msg["error_code"] == 26  # INVALID_SESSION_TIMEOUT
-            msg = client.request("JoinGroup", 11, 5, {
-                "group_id": "g", "session_timeout_ms": 5000, "rebalance_timeout_ms": 1000,
-                "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
-                "protocols": [{"name": "range", "metadata": b""}]})
+            msg = client.request(
+                "JoinGroup",
+                11,
+                5,
+                {
+                    "group_id": "g",
+                    "session_timeout_ms": 5000,
+                    "rebalance_timeout_ms": 1000,
+                    "member_id": "",
+                    "group_instance_id": None,
+                    "protocol_type": "consumer",
+                    "protocols": [{"name": "range", "metadata": b""}],
+                },
+            )
             assert msg["error_code"] == 26
         finally:
             client.close()

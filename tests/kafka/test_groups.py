@@ -28,9 +28,14 @@ def test_kafka_python_group_shares_partitions_commits_and_resumes(broker):
     topic = new_topic(broker, 4)
     group = "grp-" + uuid.uuid4().hex[:6]
     _produce(broker, topic, [b"a%d" % i for i in range(200)], 4)
-    settings = dict(bootstrap_servers=broker.bootstrap_servers, group_id=group,
-                    auto_offset_reset="earliest", enable_auto_commit=False,
-                    heartbeat_interval_ms=200, session_timeout_ms=6000)
+    settings = dict(
+        bootstrap_servers=broker.bootstrap_servers,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        heartbeat_interval_ms=200,
+        session_timeout_ms=6000,
+    )
     seen: list[bytes] = []
     assigned: dict[int, set] = {}
     stop = threading.Event()
@@ -87,8 +92,14 @@ def test_librdkafka_group_consumer_commits(broker):
     topic = new_topic(broker, 3)
     group = "rdk-" + uuid.uuid4().hex[:6]
     _produce(broker, topic, [b"r%d" % i for i in range(90)], 3)
-    consumer = ck.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
-                            "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = ck.Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     got = []
     try:
         consumer.subscribe([topic])
@@ -104,15 +115,27 @@ def test_librdkafka_group_consumer_commits(broker):
         consumer.close()
     assert sorted(got) == sorted(b"r%d" % i for i in range(90))
     assert {p: om.offset for (t, p), om in broker.store.group_offsets.group_offsets(group).items()} == {
-        0: 30, 1: 30, 2: 30}
+        0: 30,
+        1: 30,
+        2: 30,
+    }
 
 
-def _join_once(raw: RawClient, group: str, member_id: str = "", session: int = 10000,
-               version: int = 7) -> dict:
-    return raw.request("JoinGroup", 11, version, {
-        "group_id": group, "session_timeout_ms": session, "rebalance_timeout_ms": 2000,
-        "member_id": member_id, "group_instance_id": None, "protocol_type": "consumer",
-        "protocols": [{"name": "range", "metadata": b"meta"}]})
+def _join_once(raw: RawClient, group: str, member_id: str = "", session: int = 10000, version: int = 7) -> dict:
+    return raw.request(
+        "JoinGroup",
+        11,
+        version,
+        {
+            "group_id": group,
+            "session_timeout_ms": session,
+            "rebalance_timeout_ms": 2000,
+            "member_id": member_id,
+            "group_instance_id": None,
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b"meta"}],
+        },
+    )
 
 
 def _join(raw: RawClient, group: str, member_id: str = "", session: int = 10000) -> dict:
@@ -144,8 +167,12 @@ def test_join_without_member_id_gets_member_id_required(tmp_path):
             assert old["error_code"] == 0 and old["member_id"]
             # A pending member may leave...
             pending = _join_once(raw, "req2")["member_id"]
-            left = raw.request("LeaveGroup", 13, 5, {"group_id": "req2", "members": [
-                {"member_id": pending, "group_instance_id": None, "reason": None}]})
+            left = raw.request(
+                "LeaveGroup",
+                13,
+                5,
+                {"group_id": "req2", "members": [{"member_id": pending, "group_instance_id": None, "reason": None}]},
+            )
             assert left["members"][0]["error_code"] == 0
             assert _join_once(raw, "req2", pending)["error_code"] == 25
             # ...and one that does not join again within its session timeout is dropped.
@@ -171,33 +198,56 @@ def test_group_api_errors_and_listing(broker):
         assert joined["members"][0]["metadata"] == b"meta"
         gen, me = joined["generation_id"], joined["member_id"]
         hb = {"group_id": group, "generation_id": gen, "member_id": me, "group_instance_id": None}
-        synced = raw.request("SyncGroup", 14, 5, {
-            "group_id": group, "generation_id": gen, "member_id": me, "group_instance_id": None,
-            "protocol_type": "consumer", "protocol_name": "range",
-            "assignments": [{"member_id": me, "assignment": b"mine"}]})
+        synced = raw.request(
+            "SyncGroup",
+            14,
+            5,
+            {
+                "group_id": group,
+                "generation_id": gen,
+                "member_id": me,
+                "group_instance_id": None,
+                "protocol_type": "consumer",
+                "protocol_name": "range",
+                "assignments": [{"member_id": me, "assignment": b"mine"}],
+            },
+        )
         assert synced["error_code"] == 0 and synced["assignment"] == b"mine"
         assert raw.request("Heartbeat", 12, 4, hb)["error_code"] == 0
         assert raw.request("Heartbeat", 12, 4, {**hb, "generation_id": gen + 5})["error_code"] == 22
         # A commit from outside the generation while the group has a member is refused.
-        commit = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
-                  "group_instance_id": None, "topics": [{"name": "__nope", "partitions": [
-                      {"partition_index": 0, "committed_offset": 5, "committed_metadata": "m"}]}]}
+        commit = {
+            "group_id": group,
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "name": "__nope",
+                    "partitions": [{"partition_index": 0, "committed_offset": 5, "committed_metadata": "m"}],
+                }
+            ],
+        }
         assert raw.request("OffsetCommit", 8, 8, commit)["topics"][0]["partitions"][0]["error_code"] == 25
-        described = raw.request("DescribeGroups", 15, 5, {"groups": [group],
-                                                           "include_authorized_operations": False})
+        described = raw.request("DescribeGroups", 15, 5, {"groups": [group], "include_authorized_operations": False})
         g = described["groups"][0]
         assert g["group_state"] == "Stable" and g["members"][0]["member_assignment"] == b"mine"
         listed = raw.request("ListGroups", 16, 4, {"states_filter": ["Stable"]})
         assert group in [x["group_id"] for x in listed["groups"]]
-        left = raw.request("LeaveGroup", 13, 5, {"group_id": group, "members": [
-            {"member_id": me, "group_instance_id": None, "reason": "done"}]})
+        left = raw.request(
+            "LeaveGroup",
+            13,
+            5,
+            {"group_id": group, "members": [{"member_id": me, "group_instance_id": None, "reason": "done"}]},
+        )
         assert left["members"][0]["error_code"] == 0
         # Empty now: a plain commit (no generation) is taken, and OffsetFetch (v8 form) reads it.
         topic = new_topic(broker, 1)
         commit["topics"][0]["name"] = topic
         assert raw.request("OffsetCommit", 8, 8, commit)["topics"][0]["partitions"][0]["error_code"] == 0
-        fetched = raw.request("OffsetFetch", 9, 8, {"groups": [
-            {"group_id": group, "topics": None}], "require_stable": False})
+        fetched = raw.request(
+            "OffsetFetch", 9, 8, {"groups": [{"group_id": group, "topics": None}], "require_stable": False}
+        )
         part = fetched["groups"][0]["topics"][0]["partitions"][0]
         assert (part["committed_offset"], part["metadata"]) == (5, "m")
     finally:
@@ -225,12 +275,22 @@ def test_silent_member_expires_and_the_group_rebalances(tmp_path):
             b.close()
 
 
-def _static_join(raw: RawClient, group: str, instance: str, member_id: str = "",
-                 version: int = 7) -> dict:
-    return raw.request("JoinGroup", 11, version, {
-        "group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 2000,
-        "member_id": member_id, "group_instance_id": instance, "protocol_type": "consumer",
-        "protocols": [{"name": "range", "metadata": b"meta"}], "reason": None})
+def _static_join(raw: RawClient, group: str, instance: str, member_id: str = "", version: int = 7) -> dict:
+    return raw.request(
+        "JoinGroup",
+        11,
+        version,
+        {
+            "group_id": group,
+            "session_timeout_ms": 10000,
+            "rebalance_timeout_ms": 2000,
+            "member_id": member_id,
+            "group_instance_id": instance,
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b"meta"}],
+            "reason": None,
+        },
+    )
 
 
 def test_static_member_rejoins_without_rebalance_and_fences_its_old_id(broker):
@@ -241,10 +301,20 @@ def test_static_member_rejoins_without_rebalance_and_fences_its_old_id(broker):
         old, gen = joined["member_id"], joined["generation_id"]
         assert joined["error_code"] == 0 and old.startswith("inst-a-") and joined["leader"] == old
         assert joined["members"][0]["group_instance_id"] == "inst-a"
-        synced = first.request("SyncGroup", 14, 5, {
-            "group_id": group, "generation_id": gen, "member_id": old, "group_instance_id": "inst-a",
-            "protocol_type": "consumer", "protocol_name": "range",
-            "assignments": [{"member_id": old, "assignment": b"part-0"}]})
+        synced = first.request(
+            "SyncGroup",
+            14,
+            5,
+            {
+                "group_id": group,
+                "generation_id": gen,
+                "member_id": old,
+                "group_instance_id": "inst-a",
+                "protocol_type": "consumer",
+                "protocol_name": "range",
+                "assignments": [{"member_id": old, "assignment": b"part-0"}],
+            },
+        )
         assert synced["error_code"] == 0 and synced["assignment"] == b"part-0"
         # The member restarts: no member id, same instance id. It replaces the old member at
         # once, in the same generation, and keeps its assignment (v7: the previous leader id is
@@ -253,24 +323,48 @@ def test_static_member_rejoins_without_rebalance_and_fences_its_old_id(broker):
         new = again["member_id"]
         assert again["error_code"] == 0 and new != old and new.startswith("inst-a-")
         assert (again["generation_id"], again["leader"], again["members"]) == (gen, old, [])
-        resync = second.request("SyncGroup", 14, 5, {
-            "group_id": group, "generation_id": gen, "member_id": new, "group_instance_id": "inst-a",
-            "protocol_type": "consumer", "protocol_name": "range", "assignments": []})
+        resync = second.request(
+            "SyncGroup",
+            14,
+            5,
+            {
+                "group_id": group,
+                "generation_id": gen,
+                "member_id": new,
+                "group_instance_id": "inst-a",
+                "protocol_type": "consumer",
+                "protocol_name": "range",
+                "assignments": [],
+            },
+        )
         assert (resync["error_code"], resync["assignment"]) == (0, b"part-0")
         # The old member id is fenced in every group request carrying the instance id.
         hb = {"group_id": group, "generation_id": gen, "member_id": old, "group_instance_id": "inst-a"}
         assert first.request("Heartbeat", 12, 4, hb)["error_code"] == 82  # FENCED_INSTANCE_ID
-        assert first.request("SyncGroup", 14, 5, {**hb, "protocol_type": "consumer",
-                                                  "protocol_name": "range",
-                                                  "assignments": []})["error_code"] == 82
+        assert (
+            first.request(
+                "SyncGroup", 14, 5, {**hb, "protocol_type": "consumer", "protocol_name": "range", "assignments": []}
+            )["error_code"]
+            == 82
+        )
         assert _static_join(first, group, "inst-a", member_id=old)["error_code"] == 82
         topic = new_topic(broker, 1)
-        commit = {"group_id": group, "generation_id_or_member_epoch": gen, "member_id": old,
-                  "group_instance_id": "inst-a", "topics": [{"name": topic, "partitions": [
-                      {"partition_index": 0, "committed_offset": 3, "committed_metadata": ""}]}]}
+        commit = {
+            "group_id": group,
+            "generation_id_or_member_epoch": gen,
+            "member_id": old,
+            "group_instance_id": "inst-a",
+            "topics": [
+                {"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 3, "committed_metadata": ""}]}
+            ],
+        }
         assert first.request("OffsetCommit", 8, 8, commit)["topics"][0]["partitions"][0]["error_code"] == 82
-        left = first.request("LeaveGroup", 13, 5, {"group_id": group, "members": [
-            {"member_id": old, "group_instance_id": "inst-a", "reason": None}]})
+        left = first.request(
+            "LeaveGroup",
+            13,
+            5,
+            {"group_id": group, "members": [{"member_id": old, "group_instance_id": "inst-a", "reason": None}]},
+        )
         assert left["members"][0]["error_code"] == 82
         # An instance id no member holds is unknown.
         assert first.request("Heartbeat", 12, 4, {**hb, "group_instance_id": "inst-z"})["error_code"] == 25
@@ -284,14 +378,16 @@ def test_static_member_rejoins_without_rebalance_and_fences_its_old_id(broker):
         assert v9["error_code"] == 0 and v9["generation_id"] == gen
         assert v9["leader"] == v9["member_id"] and v9["skip_assignment"] is True
         assert [m["group_instance_id"] for m in v9["members"]] == ["inst-a"]
-        described = third.request("DescribeGroups", 15, 5, {"groups": [group],
-                                                             "include_authorized_operations": False})
+        described = third.request("DescribeGroups", 15, 5, {"groups": [group], "include_authorized_operations": False})
         members = described["groups"][0]["members"]
         assert [(m["member_id"], m["group_instance_id"], m["member_assignment"]) for m in members] == [
-            (v9["member_id"], "inst-a", b"part-0")]
+            (v9["member_id"], "inst-a", b"part-0")
+        ]
         # LeaveGroup v3+ by instance id alone (no member id) removes the static member.
-        by_instance = {"group_id": group, "members": [
-            {"member_id": "", "group_instance_id": "inst-a", "reason": "admin"}]}
+        by_instance = {
+            "group_id": group,
+            "members": [{"member_id": "", "group_instance_id": "inst-a", "reason": "admin"}],
+        }
         assert third.request("LeaveGroup", 13, 5, by_instance)["members"][0]["error_code"] == 0
         assert broker.server.groups.groups[group].state == "Empty"
         assert third.request("LeaveGroup", 13, 5, by_instance)["members"][0]["error_code"] == 25
@@ -305,10 +401,20 @@ def test_static_member_stays_through_a_disconnect_until_its_session_timeout(tmp_
 
     with Store.open(tmp_path) as store, store.serve(group_min_session_timeout_ms=100) as handle:
         raw = RawClient(handle.bootstrap_servers)
-        joined = raw.request("JoinGroup", 11, 7, {
-            "group_id": "st", "session_timeout_ms": 800, "rebalance_timeout_ms": 800,
-            "member_id": "", "group_instance_id": "i", "protocol_type": "consumer",
-            "protocols": [{"name": "range", "metadata": b""}]})
+        joined = raw.request(
+            "JoinGroup",
+            11,
+            7,
+            {
+                "group_id": "st",
+                "session_timeout_ms": 800,
+                "rebalance_timeout_ms": 800,
+                "member_id": "",
+                "group_instance_id": "i",
+                "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": b""}],
+            },
+        )
         assert joined["error_code"] == 0
         raw.close()  # gone without LeaveGroup
         group = handle.server.groups.groups["st"]
@@ -328,14 +434,22 @@ def test_librdkafka_static_member_restarts_without_a_rebalance(broker):
     revoked: dict[str, int] = {"c1": 0, "c2": 0}
 
     def consumer(name: str) -> Any:
-        c = ck.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
-                         "group.instance.id": name, "session.timeout.ms": 10000,
-                         "heartbeat.interval.ms": 200, "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})
+        c = ck.Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap_servers,
+                "group.id": group,
+                "group.instance.id": name,
+                "session.timeout.ms": 10000,
+                "heartbeat.interval.ms": 200,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
 
         def on_revoke(_c, parts):
             if parts:
                 revoked[name] += 1
+
         c.subscribe([topic], on_revoke=on_revoke)
         return c
 
@@ -400,9 +514,14 @@ def test_kafka_python_static_member_restarts_without_a_rebalance(broker):
 
     def member(name: str, stop: threading.Event) -> None:
         try:
-            consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=group,
-                                     group_instance_id=name, session_timeout_ms=10000,
-                                     heartbeat_interval_ms=200, enable_auto_commit=False)
+            consumer = KafkaConsumer(
+                bootstrap_servers=broker.bootstrap_servers,
+                group_id=group,
+                group_instance_id=name,
+                session_timeout_ms=10000,
+                heartbeat_interval_ms=200,
+                enable_auto_commit=False,
+            )
             consumer.subscribe([topic], listener=Listener(name))
             try:
                 while not stop.is_set():
@@ -424,8 +543,11 @@ def test_kafka_python_static_member_restarts_without_a_rebalance(broker):
     for t in threads.values():
         t.start()
     try:
-        wait(lambda: [len(assigned.get(n, ())) for n in ("k1", "k2")] == [2, 2]
-             and assigned["k1"].isdisjoint(assigned["k2"]))
+        wait(
+            lambda: (
+                [len(assigned.get(n, ())) for n in ("k1", "k2")] == [2, 2] and assigned["k1"].isdisjoint(assigned["k2"])
+            )
+        )
         before, others = set(assigned["k1"]), set(assigned["k2"])
         coordinator = broker.server.groups.groups[group]
         generation = coordinator.generation

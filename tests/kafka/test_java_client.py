@@ -13,7 +13,6 @@ import pytest
 from seglog import Store
 from seglog.kafka.security import ScramCredential
 from seglog.storage.records import batch_headers
-
 from tests.conftest import KAFKA_CODECS
 
 from .conftest import JAVA_CLIENT_CHECK, compile_java, java_unavailable, run_java_client_check
@@ -53,13 +52,22 @@ def test_java_client_plaintext(java_classpath, tmp_path):
 def test_java_client_sasl_ssl_scram(java_classpath, tmp_path):
     tls = make_tls(tmp_path)
     users = {"alice": [ScramCredential.from_password("alice-secret", "SCRAM-SHA-512", 8192)]}
-    with Store.open(tmp_path / "data") as store, \
-            store.serve(security_protocol="SASL_SSL", users=users,
-                        ssl_context={"ssl.keystore.location": str(tls.server)}) as broker:
-        out = run_java_client_check(java_classpath, broker.bootstrap_servers, "js",
-                   "security.protocol=SASL_SSL", "sasl.mechanism=SCRAM-SHA-512",
-                   "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule "
-                   'required username="alice" password="alice-secret";',
-                   "ssl.truststore.type=PEM", f"ssl.truststore.location={tls.ca}")
+    with (
+        Store.open(tmp_path / "data") as store,
+        store.serve(
+            security_protocol="SASL_SSL", users=users, ssl_context={"ssl.keystore.location": str(tls.server)}
+        ) as broker,
+    ):
+        out = run_java_client_check(
+            java_classpath,
+            broker.bootstrap_servers,
+            "js",
+            "security.protocol=SASL_SSL",
+            "sasl.mechanism=SCRAM-SHA-512",
+            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule "
+            'required username="alice" password="alice-secret";',
+            "ssl.truststore.type=PEM",
+            f"ssl.truststore.location={tls.ca}",
+        )
         assert out.count("OK ") == 8, out
         _check_store(store, "js")

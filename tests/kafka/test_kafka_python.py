@@ -19,8 +19,9 @@ from kafka.record import MemoryRecords  # noqa: E402
 
 
 def _consume(broker, topic: str, partition: int, count: int, **config) -> list:
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, enable_auto_commit=False,
-                             consumer_timeout_ms=3000, **config)
+    consumer = KafkaConsumer(
+        bootstrap_servers=broker.bootstrap_servers, enable_auto_commit=False, consumer_timeout_ms=3000, **config
+    )
     try:
         tp = TopicPartition(topic, partition)
         consumer.assign([tp])
@@ -35,12 +36,14 @@ def _consume(broker, topic: str, partition: int, count: int, **config) -> list:
         consumer.close()
 
 
-@pytest.mark.parametrize("acks,compression", [
-    (1, None), ("all", "gzip"), (0, "snappy"), (1, "lz4"), ("all", "zstd"), (0, None)])
+@pytest.mark.parametrize(
+    "acks,compression", [(1, None), ("all", "gzip"), (0, "snappy"), (1, "lz4"), ("all", "zstd"), (0, None)]
+)
 def test_produce_and_consume_every_codec_and_acks(broker, acks, compression):
     topic = new_topic(broker, partitions=2)
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks=acks,
-                             compression_type=compression, linger_ms=5)
+    producer = KafkaProducer(
+        bootstrap_servers=broker.bootstrap_servers, acks=acks, compression_type=compression, linger_ms=5
+    )
     sent = []
     for i in range(50):
         key = b"key-%d" % (i % 7) if i % 5 else None
@@ -57,7 +60,8 @@ def test_produce_and_consume_every_codec_and_acks(broker, acks, compression):
     producer.close()
     got = _consume(broker, topic, 1, 50)
     assert [(m.key, m.value, list(m.headers)) for m in got] == [
-        (k, v, [(hk, hv) for hk, hv in h]) for k, v, h, _ in sent]
+        (k, v, [(hk, hv) for hk, hv in h]) for k, v, h, _ in sent
+    ]
     assert [m.offset for m in got] == list(range(50))
     # The same records through seglog's own Log API.
     data = broker.store.log(topic, 1).read(0, 1 << 24).to_bytes()
@@ -96,8 +100,9 @@ def test_offsets_by_timestamp_and_ends(broker):
 
 def test_long_poll_returns_as_soon_as_data_arrives(broker):
     topic = new_topic(broker)
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, enable_auto_commit=False,
-                             fetch_max_wait_ms=5000)
+    consumer = KafkaConsumer(
+        bootstrap_servers=broker.bootstrap_servers, enable_auto_commit=False, fetch_max_wait_ms=5000
+    )
     try:
         tp = TopicPartition(topic, 0)
         consumer.assign([tp])
@@ -138,8 +143,7 @@ def test_admin_creates_and_deletes_topics(broker):
 
 def test_produce_to_missing_partition_gets_an_error(broker):
     topic = new_topic(broker)
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks=1,
-                             max_block_ms=2000)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks=1, max_block_ms=2000)
     try:
         with pytest.raises(Exception):
             producer.send(topic, b"x", partition=5).get(5)
@@ -156,8 +160,7 @@ def test_admin_errors_name_the_problem(broker):
         with pytest.raises(InvalidReplicationFactorError):
             admin.create_topics([NewTopic("rf3-" + uuid.uuid4().hex[:6], 1, 3)])
         with pytest.raises(InvalidConfigurationError, match="retention.mss"):
-            admin.create_topics([NewTopic("cfg-" + uuid.uuid4().hex[:6], 1, 1,
-                                          topic_configs={"retention.mss": "1"})])
+            admin.create_topics([NewTopic("cfg-" + uuid.uuid4().hex[:6], 1, 1, topic_configs={"retention.mss": "1"})])
         name = "v-" + uuid.uuid4().hex[:6]
         admin.create_topics([NewTopic(name, 2, 1)], validate_only=True)
         assert name not in broker.store.topics()

@@ -9,7 +9,6 @@ import time
 import pytest
 
 from seglog.storage.records import decode_records
-
 from tests.conftest import KAFKA_CODECS
 
 from .conftest import new_topic
@@ -19,17 +18,23 @@ from .conftest import new_topic
 def test_confluent_producer_and_assigned_consumer(broker, compression):
     ck = pytest.importorskip("confluent_kafka")
     topic = new_topic(broker, partitions=3)
-    producer = ck.Producer({"bootstrap.servers": broker.bootstrap_servers,
-                            "compression.type": compression, "enable.idempotence": True,
-                            "linger.ms": 5})
+    producer = ck.Producer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "compression.type": compression,
+            "enable.idempotence": True,
+            "linger.ms": 5,
+        }
+    )
     sent = {}
     for i in range(300):
         key = b"k%d" % (i % 11)
         producer.produce(topic, b"value-%d" % i, key=key, headers=[("i", str(i).encode())])
         sent.setdefault(key, []).append(b"value-%d" % i)
     assert producer.flush(15) == 0
-    consumer = ck.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "unused",
-                            "enable.auto.commit": False})
+    consumer = ck.Consumer(
+        {"bootstrap.servers": broker.bootstrap_servers, "group.id": "unused", "enable.auto.commit": False}
+    )
     try:
         consumer.assign([ck.TopicPartition(topic, p, 0) for p in range(3)])
         got: dict[bytes, list[bytes]] = {}
@@ -77,17 +82,25 @@ def test_confluent_offsets_for_times_and_watermarks(broker):
 def test_kcat_produce_and_consume(broker):
     topic = new_topic(broker)
     lines = [f"line {i}" for i in range(20)]
-    produced = subprocess.run(["kcat", "-b", broker.bootstrap_servers, "-t", topic, "-P", "-K:"],
-                              input="\n".join(f"k{i}:{v}" for i, v in enumerate(lines)) + "\n",
-                              capture_output=True, text=True, timeout=30)
+    produced = subprocess.run(
+        ["kcat", "-b", broker.bootstrap_servers, "-t", topic, "-P", "-K:"],
+        input="\n".join(f"k{i}:{v}" for i, v in enumerate(lines)) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert produced.returncode == 0, produced.stderr
-    consumed = subprocess.run(["kcat", "-b", broker.bootstrap_servers, "-t", topic, "-C",
-                               "-o", "beginning", "-e", "-f", "%k=%s\\n"],
-                              capture_output=True, text=True, timeout=30)
+    consumed = subprocess.run(
+        ["kcat", "-b", broker.bootstrap_servers, "-t", topic, "-C", "-o", "beginning", "-e", "-f", "%k=%s\\n"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert consumed.returncode == 0, consumed.stderr
     assert consumed.stdout.splitlines() == [f"k{i}={v}" for i, v in enumerate(lines)]
     records = decode_records(broker.store.log(topic, 0).read(0).to_bytes())
     assert [r.value.decode() for r in records] == lines
-    listing = subprocess.run(["kcat", "-b", broker.bootstrap_servers, "-L", "-t", topic],
-                             capture_output=True, text=True, timeout=30)
+    listing = subprocess.run(
+        ["kcat", "-b", broker.bootstrap_servers, "-L", "-t", topic], capture_output=True, text=True, timeout=30
+    )
     assert listing.returncode == 0 and f'topic "{topic}" with 1 partitions' in listing.stdout

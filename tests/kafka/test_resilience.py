@@ -22,15 +22,13 @@ MEMBER = str(Path(__file__).with_name("_group_member.py"))
 JAVA_MEMBER = JAVA_DIR / "GroupMember.java"
 SESSION_MS = 1500
 #: Test broker: groups form at once and short session timeouts are allowed.
-CONFIG = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 100,
-          "offsets.topic.num.partitions": 1}
+CONFIG = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 100, "offsets.topic.num.partitions": 1}
 
 
 class Member:
     """A consumer group member process and what it printed."""
 
-    def __init__(self, client: str, bootstrap: str, topic: str, group: str,
-                 java_classpath: str | None = None) -> None:
+    def __init__(self, client: str, bootstrap: str, topic: str, group: str, java_classpath: str | None = None) -> None:
         if client == "java":
             assert java_classpath is not None
             argv = ["java", "-cp", java_classpath, "GroupMember"]
@@ -38,7 +36,10 @@ class Member:
             argv = [sys.executable, MEMBER, client]
         self.proc = subprocess.Popen(
             [*argv, bootstrap, topic, group, str(SESSION_MS)],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         self.records: list[tuple[int, int]] = []
         self.assigned: list[int] = []
         self.lock = threading.Lock()
@@ -75,8 +76,7 @@ def _wait(what: str, cond, timeout: float = 30.0, state=None) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}"
-                                 + (f": {state()}" if state is not None else ""))
+            raise AssertionError(f"timed out waiting for {what}" + (f": {state()}" if state is not None else ""))
         time.sleep(0.05)
 
 
@@ -103,8 +103,9 @@ def test_a_killed_member_s_partitions_move_and_commits_resume_after_restart(tmp_
     if client == "java":
         java = _java_member_classpath(tmp_path)
     else:
-        pytest.importorskip({"kafka-python": "kafka", "confluent-kafka": "confluent_kafka",
-                             "aiokafka": "aiokafka"}[client])
+        pytest.importorskip(
+            {"kafka-python": "kafka", "confluent-kafka": "confluent_kafka", "aiokafka": "aiokafka"}[client]
+        )
     partitions = 6
     with Store.open(tmp_path / "data", CONFIG) as store, store.serve() as handle:
         store.create_topic("events", partitions)
@@ -113,37 +114,56 @@ def test_a_killed_member_s_partitions_move_and_commits_resume_after_restart(tmp_
         try:
             group = lambda: handle.server.groups.groups.get("g")  # noqa: E731
             # Three members share the six partitions and read what is there.
-            _wait("three members sharing the partitions", lambda: group() is not None
-                  and len(group().members) == 3 and group().state == "Stable"
-                  and all(m.assigned for m in members)
-                  and sorted(p for m in members for p in m.assigned) == list(range(partitions)),
-                  60, lambda: (group() and (group().state, len(group().members)),
-                               [(m.assigned, m.proc.poll()) for m in members]))
-            _wait("the first records consumed", lambda: _all_offsets(store, "events", partitions)
-                  <= {r for m in members for r in m.records})
+            _wait(
+                "three members sharing the partitions",
+                lambda: (
+                    group() is not None
+                    and len(group().members) == 3
+                    and group().state == "Stable"
+                    and all(m.assigned for m in members)
+                    and sorted(p for m in members for p in m.assigned) == list(range(partitions))
+                ),
+                60,
+                lambda: (
+                    group() and (group().state, len(group().members)),
+                    [(m.assigned, m.proc.poll()) for m in members],
+                ),
+            )
+            _wait(
+                "the first records consumed",
+                lambda: _all_offsets(store, "events", partitions) <= {r for m in members for r in m.records},
+            )
             # One is killed: after its session timeout its partitions move to the other two.
             victim, survivors = members[0], members[1:]
             lost = list(victim.assigned)
             assert lost
             victim.stop(kill=True)
             _produce(store, "events", partitions, 50)
-            _wait("the survivors owning every partition", lambda: sorted(
-                p for m in survivors for p in m.assigned) == list(range(partitions)), 30)
-            _wait("every record consumed", lambda: _all_offsets(store, "events", partitions)
-                  <= {r for m in members for r in m.records})
+            _wait(
+                "the survivors owning every partition",
+                lambda: sorted(p for m in survivors for p in m.assigned) == list(range(partitions)),
+                30,
+            )
+            _wait(
+                "every record consumed",
+                lambda: _all_offsets(store, "events", partitions) <= {r for m in members for r in m.records},
+            )
             assert any(p in m.assigned for m in survivors for p in lost)
             for m in survivors:
                 m.stop()
-            committed = {p: store.group_offsets.committed("g", "events", p).offset
-                         for p in range(partitions)}
-            assert committed == {p: store.log("events", p).high_watermark
-                                 for p in range(partitions)}
+            committed = {p: store.group_offsets.committed("g", "events", p).offset for p in range(partitions)}
+            assert committed == {p: store.log("events", p).high_watermark for p in range(partitions)}
             # The consumers restart: they resume at the committed offsets.
             _produce(store, "events", partitions, 10)
             members = [Member(client, handle.bootstrap_servers, "events", "g", java) for _ in range(3)]
-            _wait("the new records consumed after the restart", lambda: {
-                (p, o) for p in range(partitions) for o in range(committed[p], committed[p] + 10)}
-                <= {r for m in members for r in m.records}, 60)
+            _wait(
+                "the new records consumed after the restart",
+                lambda: (
+                    {(p, o) for p in range(partitions) for o in range(committed[p], committed[p] + 10)}
+                    <= {r for m in members for r in m.records}
+                ),
+                60,
+            )
             time.sleep(0.3)
             again = [r for m in members for r in m.records]
             assert all(o >= committed[p] for p, o in again), "records before the commit came again"
@@ -209,8 +229,12 @@ def test_kafka_python_producer_with_retries_survives_a_broker_restart(tmp_path):
     broker = _Restartable(tmp_path)
     try:
         broker.store.create_topic("t", 1)
-        proc = subprocess.Popen([sys.executable, "-c", KAFKA_PYTHON_PRODUCER, broker.bootstrap],
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", KAFKA_PYTHON_PRODUCER, broker.bootstrap],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         try:
             assert proc.stdout is not None
             assert proc.stdout.readline().strip() == "restart"
@@ -240,10 +264,17 @@ def test_confluent_idempotent_producer_survives_a_broker_restart(tmp_path):
         def delivered(err, msg):
             (failed if err is not None else acked).append(err if err is not None else msg.value())
 
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True,
-                             "linger.ms": 5, "reconnect.backoff.ms": 50,
-                             "reconnect.backoff.max.ms": 200, "retry.backoff.ms": 50,
-                             "log_level": 3})
+        producer = Producer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "reconnect.backoff.ms": 50,
+                "reconnect.backoff.max.ms": 200,
+                "retry.backoff.ms": 50,
+                "log_level": 3,
+            }
+        )
         for i in range(2000):
             producer.produce("t", b"v%d" % i, partition=0, on_delivery=delivered)
             producer.poll(0)

@@ -68,19 +68,22 @@ def store(tmp_path):
 
 
 def _records(store: Store, topic: str) -> list:
-    return [r for p in range(store.partitions_for(topic))
-            for r in decode_records(store.log(topic, p).read(0, 1 << 24).to_bytes())]
+    return [
+        r
+        for p in range(store.partitions_for(topic))
+        for r in decode_records(store.log(topic, p).read(0, 1 << 24).to_bytes())
+    ]
 
 
 # -- kafka-python -----------------------------------------------------------------------------------
 
 
-def _kafka_python(servers: str, protocol: str, mechanism: str | None, tls: TLSFiles | None,
-                  password: str = "alice-secret", **extra) -> dict:
+def _kafka_python(
+    servers: str, protocol: str, mechanism: str | None, tls: TLSFiles | None, password: str = "alice-secret", **extra
+) -> dict:
     conf = {"bootstrap_servers": servers, "security_protocol": protocol, **extra}
     if mechanism:
-        conf.update(sasl_mechanism=mechanism, sasl_plain_username="alice",
-                    sasl_plain_password=password)
+        conf.update(sasl_mechanism=mechanism, sasl_plain_username="alice", sasl_plain_password=password)
     if tls is not None:
         conf.update(ssl_cafile=str(tls.ca), ssl_check_hostname=True)
     return conf
@@ -94,24 +97,32 @@ def _kafka_python_round_trip(servers: str, conf: dict, topic: str) -> None:
         producer.send(topic, b"v%d" % i, key=b"k")
     producer.flush(15)
     producer.close()
-    consumer = KafkaConsumer(topic, group_id="g-" + topic, auto_offset_reset="earliest",
-                             consumer_timeout_ms=8000, **conf)
+    consumer = KafkaConsumer(
+        topic, group_id="g-" + topic, auto_offset_reset="earliest", consumer_timeout_ms=8000, **conf
+    )
     got = [m.value for m in consumer]
     consumer.commit()
     consumer.close()
     assert got == [b"v%d" % i for i in range(20)]
 
 
-@pytest.mark.parametrize("protocol,mechanism", [
-    ("SSL", None), ("SASL_PLAINTEXT", "PLAIN"), ("SASL_PLAINTEXT", "SCRAM-SHA-256"),
-    ("SASL_PLAINTEXT", "SCRAM-SHA-512"), ("SASL_SSL", "SCRAM-SHA-512"), ("SASL_SSL", "PLAIN")])
+@pytest.mark.parametrize(
+    "protocol,mechanism",
+    [
+        ("SSL", None),
+        ("SASL_PLAINTEXT", "PLAIN"),
+        ("SASL_PLAINTEXT", "SCRAM-SHA-256"),
+        ("SASL_PLAINTEXT", "SCRAM-SHA-512"),
+        ("SASL_SSL", "SCRAM-SHA-512"),
+        ("SASL_SSL", "PLAIN"),
+    ],
+)
 def test_kafka_python_produces_and_consumes(store, tls, protocol, mechanism):
     pytest.importorskip("kafka")
     opts = _serve_options(tls, protocol, mechanism)
     with store.serve(**opts) as broker:
         topic = "t-" + uuid.uuid4().hex[:8]
-        conf = _kafka_python(broker.bootstrap_servers, protocol, mechanism,
-                             tls if "SSL" in protocol else None)
+        conf = _kafka_python(broker.bootstrap_servers, protocol, mechanism, tls if "SSL" in protocol else None)
         _kafka_python_round_trip(broker.bootstrap_servers, conf, topic)
     assert len(_records(store, topic)) == 20
 
@@ -121,8 +132,9 @@ def test_kafka_python_wrong_password_sees_sasl_authentication_failed(store, capl
     from kafka import KafkaProducer
 
     with store.serve(security_protocol="SASL_PLAINTEXT", users=USERS) as broker:
-        conf = _kafka_python(broker.bootstrap_servers, "SASL_PLAINTEXT", "SCRAM-SHA-256", None,
-                             password="wrong", max_block_ms=2000)
+        conf = _kafka_python(
+            broker.bootstrap_servers, "SASL_PLAINTEXT", "SCRAM-SHA-256", None, password="wrong", max_block_ms=2000
+        )
         caplog.set_level(logging.WARNING)
         # api_version given: the constructor does not connect (a constructor that fails to
         # bootstrap leaves kafka-python's sockets open); the send cannot get metadata.
@@ -169,11 +181,15 @@ def test_aiokafka_over_sasl_ssl(store, tls, mechanism):
     from aiokafka.helpers import create_ssl_context
 
     topic = "a-" + uuid.uuid4().hex[:8]
-    with store.serve(security_protocol="SASL_SSL", users=USERS,
-                     ssl_context=_ssl_keys(tls)) as broker:
-        conf = {"bootstrap_servers": broker.bootstrap_servers, "security_protocol": "SASL_SSL",
-                "ssl_context": create_ssl_context(cafile=str(tls.ca)), "sasl_mechanism": mechanism,
-                "sasl_plain_username": "bob", "sasl_plain_password": "bob-secret"}
+    with store.serve(security_protocol="SASL_SSL", users=USERS, ssl_context=_ssl_keys(tls)) as broker:
+        conf = {
+            "bootstrap_servers": broker.bootstrap_servers,
+            "security_protocol": "SASL_SSL",
+            "ssl_context": create_ssl_context(cafile=str(tls.ca)),
+            "sasl_mechanism": mechanism,
+            "sasl_plain_username": "bob",
+            "sasl_plain_password": "bob-secret",
+        }
 
         async def run() -> list:
             producer = aiokafka.AIOKafkaProducer(acks="all", **conf)
@@ -183,8 +199,7 @@ def test_aiokafka_over_sasl_ssl(store, tls, mechanism):
                     await producer.send_and_wait(topic, b"v%d" % i)
             finally:
                 await producer.stop()
-            consumer = aiokafka.AIOKafkaConsumer(topic, group_id="aio", auto_offset_reset="earliest",
-                                                 **conf)
+            consumer = aiokafka.AIOKafkaConsumer(topic, group_id="aio", auto_offset_reset="earliest", **conf)
             await consumer.start()
             got: list = []
             try:
@@ -203,8 +218,11 @@ def test_aiokafka_over_sasl_ssl(store, tls, mechanism):
 def test_encrypted_key_with_ssl_key_password(tmp_path, tls):
     serialization = pytest.importorskip("cryptography.hazmat.primitives.serialization")
     key = serialization.load_pem_private_key(tls.server_key.read_bytes(), None)
-    encrypted = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                  serialization.BestAvailableEncryption(b"key-pass"))
+    encrypted = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(b"key-pass"),
+    )
     pem = tmp_path / "encrypted.pem"
     pem.write_bytes(encrypted + tls.server_cert.read_bytes())
     from seglog.kafka.security import server_ssl_context
@@ -214,37 +232,35 @@ def test_encrypted_key_with_ssl_key_password(tmp_path, tls):
     with pytest.raises(ConfigError, match="wrong ssl.key.password"):
         server_ssl_context({"ssl.keystore.location": str(pem), "ssl.key.password": "nope"})
     with pytest.raises(ConfigError, match="ssl.enabled.protocols"):
-        server_ssl_context({"ssl.keystore.location": str(tls.server),
-                            "ssl.enabled.protocols": "TLSv1"})
-    ctx = server_ssl_context({"ssl.keystore.location": str(tls.server),
-                              "ssl.enabled.protocols": "TLSv1.3"})
+        server_ssl_context({"ssl.keystore.location": str(tls.server), "ssl.enabled.protocols": "TLSv1"})
+    ctx = server_ssl_context({"ssl.keystore.location": str(tls.server), "ssl.enabled.protocols": "TLSv1.3"})
     assert ctx.minimum_version == ssl.TLSVersion.TLSv1_3
 
 
 # -- confluent-kafka and kcat -----------------------------------------------------------------------
 
 
-def _rdkafka_conf(servers: str, protocol: str, mechanism: str | None, tls: TLSFiles | None,
-                  password: str = "alice-secret") -> dict:
+def _rdkafka_conf(
+    servers: str, protocol: str, mechanism: str | None, tls: TLSFiles | None, password: str = "alice-secret"
+) -> dict:
     conf = {"bootstrap.servers": servers, "security.protocol": protocol.lower()}
     if mechanism:
-        conf.update({"sasl.mechanism": mechanism, "sasl.username": "alice",
-                     "sasl.password": password})
+        conf.update({"sasl.mechanism": mechanism, "sasl.username": "alice", "sasl.password": password})
     if tls is not None:
         conf["ssl.ca.location"] = str(tls.ca)
     return conf
 
 
-@pytest.mark.parametrize("protocol,mechanism", [
-    ("SSL", None), ("SASL_PLAINTEXT", "PLAIN"), ("SASL_PLAINTEXT", "SCRAM-SHA-256"),
-    ("SASL_SSL", "SCRAM-SHA-512")])
+@pytest.mark.parametrize(
+    "protocol,mechanism",
+    [("SSL", None), ("SASL_PLAINTEXT", "PLAIN"), ("SASL_PLAINTEXT", "SCRAM-SHA-256"), ("SASL_SSL", "SCRAM-SHA-512")],
+)
 def test_confluent_produces_and_consumes(store, tls, protocol, mechanism):
     ck = pytest.importorskip("confluent_kafka")
     opts = _serve_options(tls, protocol, mechanism)
     topic = "c-" + uuid.uuid4().hex[:8]
     with store.serve(**opts) as broker:
-        conf = _rdkafka_conf(broker.bootstrap_servers, protocol, mechanism,
-                             tls if "SSL" in protocol else None)
+        conf = _rdkafka_conf(broker.bootstrap_servers, protocol, mechanism, tls if "SSL" in protocol else None)
         producer = ck.Producer({**conf, "enable.idempotence": True, "compression.type": "lz4"})
         for i in range(50):
             producer.produce(topic, b"v%d" % i, key=b"k", headers=[("h", b"%d" % i)])
@@ -270,8 +286,7 @@ def test_confluent_wrong_password_refused_nothing_written(store):
     ck = pytest.importorskip("confluent_kafka")
     errors = []
     with store.serve(security_protocol="SASL_PLAINTEXT", users=USERS) as broker:
-        conf = _rdkafka_conf(broker.bootstrap_servers, "SASL_PLAINTEXT", "PLAIN", None,
-                             password="wrong")
+        conf = _rdkafka_conf(broker.bootstrap_servers, "SASL_PLAINTEXT", "PLAIN", None, password="wrong")
         producer = ck.Producer({**conf, "error_cb": errors.append, "message.timeout.ms": 3000})
         producer.produce("refused", b"x")
         producer.flush(6)
@@ -291,8 +306,7 @@ def test_confluent_unknown_mechanism_lists_enabled(store):
 
     logger = logging.getLogger("test-security-rdkafka")
     logger.addHandler(Collect())
-    with store.serve(security_protocol="SASL_PLAINTEXT", users=USERS,
-                     sasl_mechanisms=["SCRAM-SHA-512"]) as broker:
+    with store.serve(security_protocol="SASL_PLAINTEXT", users=USERS, sasl_mechanisms=["SCRAM-SHA-512"]) as broker:
         conf = _rdkafka_conf(broker.bootstrap_servers, "SASL_PLAINTEXT", "PLAIN", None)
         producer = ck.Producer({**conf, "message.timeout.ms": 3000}, logger=logger)
         producer.produce("refused", b"x")
@@ -303,27 +317,41 @@ def test_confluent_unknown_mechanism_lists_enabled(store):
 
 
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
-@pytest.mark.parametrize("protocol,mechanism", [("SSL", None), ("SASL_SSL", "SCRAM-SHA-256"),
-                                                ("SASL_PLAINTEXT", "PLAIN")])
+@pytest.mark.parametrize(
+    "protocol,mechanism", [("SSL", None), ("SASL_SSL", "SCRAM-SHA-256"), ("SASL_PLAINTEXT", "PLAIN")]
+)
 def test_kcat_produces_and_consumes(store, tls, protocol, mechanism):
     opts = _serve_options(tls, protocol, mechanism)
     topic = "k-" + uuid.uuid4().hex[:8]
     with store.serve(**opts) as broker:
-        conf = _rdkafka_conf(broker.bootstrap_servers, protocol, mechanism,
-                             tls if "SSL" in protocol else None)
+        conf = _rdkafka_conf(broker.bootstrap_servers, protocol, mechanism, tls if "SSL" in protocol else None)
         args = [a for k, v in conf.items() if k != "bootstrap.servers" for a in ("-X", f"{k}={v}")]
         base = ["kcat", "-b", broker.bootstrap_servers, "-t", topic, *args]
         subprocess.run([*base, "-P", "-K:"], input=b"a:1\nb:2\nc:3\n", check=True, timeout=30)
-        out = subprocess.run([*base, "-C", "-e", "-o", "beginning", "-f", "%k=%s\n"],
-                             capture_output=True, check=True, timeout=30)
+        out = subprocess.run(
+            [*base, "-C", "-e", "-o", "beginning", "-f", "%k=%s\n"], capture_output=True, check=True, timeout=30
+        )
         assert out.stdout.split() == [b"a=1", b"b=2", b"c=3"]
-        bad = subprocess.run(["kcat", "-b", broker.bootstrap_servers, "-L", "-m", "5",
-                              "-X", f"security.protocol={protocol.lower()}",
-                              *(["-X", f"ssl.ca.location={tls.ca}"] if "SSL" in protocol else []),
-                              *(["-X", f"sasl.mechanism={mechanism}", "-X", "sasl.username=alice",
-                                 "-X", "sasl.password=nope"] if mechanism else
-                                ["-X", "ssl.ca.location=" + str(tls.server_key)])],
-                             capture_output=True, timeout=30)
+        bad = subprocess.run(
+            [
+                "kcat",
+                "-b",
+                broker.bootstrap_servers,
+                "-L",
+                "-m",
+                "5",
+                "-X",
+                f"security.protocol={protocol.lower()}",
+                *(["-X", f"ssl.ca.location={tls.ca}"] if "SSL" in protocol else []),
+                *(
+                    ["-X", f"sasl.mechanism={mechanism}", "-X", "sasl.username=alice", "-X", "sasl.password=nope"]
+                    if mechanism
+                    else ["-X", "ssl.ca.location=" + str(tls.server_key)]
+                ),
+            ],
+            capture_output=True,
+            timeout=30,
+        )
         assert bad.returncode != 0
 
 
@@ -342,8 +370,7 @@ def _scram_client(mechanism: str, user: str, password: str):
     server_first = yield ("n,," + first_bare).encode()
     fields = dict(f.split("=", 1) for f in server_first.decode().split(","))
     assert fields["r"].startswith(nonce)
-    salted = hashlib.pbkdf2_hmac(name, password.encode(), base64.b64decode(fields["s"]),
-                                 int(fields["i"]))
+    salted = hashlib.pbkdf2_hmac(name, password.encode(), base64.b64decode(fields["s"]), int(fields["i"]))
     client_key = hmac.new(salted, b"Client Key", name).digest()
     stored = hashlib.new(name, client_key).digest()
     without_proof = f"c=biws,r={fields['r']}"
@@ -357,13 +384,11 @@ def _scram_client(mechanism: str, user: str, password: str):
     yield None
 
 
-def _sasl_authenticate(client: RawClient, mechanism: str, user: str, password: str,
-                       version: int = 2) -> dict:
+def _sasl_authenticate(client: RawClient, mechanism: str, user: str, password: str, version: int = 2) -> dict:
     hs = client.request("SaslHandshake", 17, 1, {"mechanism": mechanism})
     assert hs["error_code"] == 0
     if mechanism == "PLAIN":
-        return client.request("SaslAuthenticate", 36, version,
-                              {"auth_bytes": f"\0{user}\0{password}".encode()})
+        return client.request("SaslAuthenticate", 36, version, {"auth_bytes": f"\0{user}\0{password}".encode()})
     steps = _scram_client(mechanism, user, password)
     token = next(steps)
     while True:
@@ -379,7 +404,7 @@ def _closed(client: RawClient) -> bool:
     """Whether the broker closed the connection (without another answer); closes ours."""
     try:
         return client.read_frame() is None
-    except (ConnectionError, socket.timeout):
+    except (TimeoutError, ConnectionError):
         return True
     finally:
         client.sock.close()
@@ -392,8 +417,12 @@ def test_sasl_authenticate_versions(store, mechanism, version):
         client = RawClient(broker.bootstrap_servers)
         resp = _sasl_authenticate(client, mechanism, "bob", "bob-secret", version)
         assert resp["error_code"] == 0
-        meta = client.request("Metadata", 3, 12, {"topics": None, "allow_auto_topic_creation": False,
-                                                   "include_topic_authorized_operations": False})
+        meta = client.request(
+            "Metadata",
+            3,
+            12,
+            {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False},
+        )
         assert meta["brokers"]
         # After authentication SaslHandshake is an illegal state, as with Kafka.
         again = client.request("SaslHandshake", 17, 1, {"mechanism": "PLAIN"})
@@ -406,8 +435,7 @@ def test_wrong_password_gets_58_then_close_logged_once(store, mechanism, caplog)
     caplog.set_level(logging.DEBUG, logger="seglog.kafka")
     with store.serve(security_protocol="SASL_PLAINTEXT", users=USERS) as broker:
         client = RawClient(broker.bootstrap_servers)
-        client.request("ApiVersions", 18, 3, {"client_software_name": "raw",
-                                              "client_software_version": "1"})
+        client.request("ApiVersions", 18, 3, {"client_software_name": "raw", "client_software_version": "1"})
         resp = _sasl_authenticate(client, mechanism, "alice", "not-her-password")
         assert resp["error_code"] == 58
         assert resp["error_message"] and mechanism.split("-")[0] in resp["error_message"] + "PLAIN"
@@ -423,8 +451,7 @@ def test_wrong_password_gets_58_then_close_logged_once(store, mechanism, caplog)
 
 
 def test_scram_unknown_user_gets_a_salt_like_a_known_one(store):
-    with store.serve(security_protocol="SASL_PLAINTEXT", users=USERS,
-                     sasl_mechanisms=["SCRAM-SHA-256"]) as broker:
+    with store.serve(security_protocol="SASL_PLAINTEXT", users=USERS, sasl_mechanisms=["SCRAM-SHA-256"]) as broker:
         first = {}
         for user in ("alice", "mallory", "mallory"):
             client = RawClient(broker.bootstrap_servers)
@@ -445,14 +472,31 @@ def test_request_before_authentication_closes_only_that_connection(store, caplog
 
     caplog.set_level(logging.WARNING, logger="seglog.kafka")
     with store.serve(security_protocol="SASL_PLAINTEXT", users=USERS) as broker:
-        producer = KafkaProducer(**_kafka_python(broker.bootstrap_servers, "SASL_PLAINTEXT",
-                                                 "SCRAM-SHA-256", None))
+        producer = KafkaProducer(**_kafka_python(broker.bootstrap_servers, "SASL_PLAINTEXT", "SCRAM-SHA-256", None))
         producer.send("ok", b"before").get(10)
-        for body in (("Metadata", 3, 12, {"topics": [{"topic_id": bytes(16), "name": "sneaky"}],
-                                          "allow_auto_topic_creation": True,
-                                          "include_topic_authorized_operations": False}),
-                     ("Produce", 0, 9, {"transactional_id": None, "acks": -1, "timeout_ms": 1000,
-                                        "topic_data": [{"name": "ok", "partition_data": []}]})):
+        for body in (
+            (
+                "Metadata",
+                3,
+                12,
+                {
+                    "topics": [{"topic_id": bytes(16), "name": "sneaky"}],
+                    "allow_auto_topic_creation": True,
+                    "include_topic_authorized_operations": False,
+                },
+            ),
+            (
+                "Produce",
+                0,
+                9,
+                {
+                    "transactional_id": None,
+                    "acks": -1,
+                    "timeout_ms": 1000,
+                    "topic_data": [{"name": "ok", "partition_data": []}],
+                },
+            ),
+        ):
             client = RawClient(broker.bootstrap_servers)
             name, key, version, req = body
             flexible = codec.is_flexible(name + "Request", version)
@@ -461,8 +505,7 @@ def test_request_before_authentication_closes_only_that_connection(store, caplog
             assert _closed(client)
             # After a successful ApiVersions, only SaslHandshake may follow.
             client = RawClient(broker.bootstrap_servers)
-            client.request("ApiVersions", 18, 3, {"client_software_name": "raw",
-                                                  "client_software_version": "1"})
+            client.request("ApiVersions", 18, 3, {"client_software_name": "raw", "client_software_version": "1"})
             client.send_frame(header + codec.encode_to_bytes(name + "Request", version, req))
             assert _closed(client)
         # A garbage frame and a frame over sasl.server.max.receive.size close too.
@@ -482,8 +525,9 @@ def test_request_before_authentication_closes_only_that_connection(store, caplog
 
 
 def test_unknown_mechanism_answers_33_with_enabled_list(store):
-    with store.serve(security_protocol="SASL_PLAINTEXT", users=USERS,
-                     sasl_mechanisms=["SCRAM-SHA-256", "PLAIN"]) as broker:
+    with store.serve(
+        security_protocol="SASL_PLAINTEXT", users=USERS, sasl_mechanisms=["SCRAM-SHA-256", "PLAIN"]
+    ) as broker:
         for mech in ("GSSAPI", "SCRAM-SHA-512", "OAUTHBEARER"):
             client = RawClient(broker.bootstrap_servers)
             resp = client.request("SaslHandshake", 17, 1, {"mechanism": mech})
@@ -506,9 +550,18 @@ def test_kip43_v0_handshake_then_bare_tokens(store, mechanism):
             while token is not None:
                 _token_frame(client.sock, token)
                 token = steps.send(client.read_frame())
-        resp = client.request("CreateTopics", 19, 7, {"topics": [{
-            "name": "v0-topic", "num_partitions": 1, "replication_factor": 1, "assignments": [],
-            "configs": []}], "timeout_ms": 1000, "validate_only": False})
+        resp = client.request(
+            "CreateTopics",
+            19,
+            7,
+            {
+                "topics": [
+                    {"name": "v0-topic", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+                ],
+                "timeout_ms": 1000,
+                "validate_only": False,
+            },
+        )
         assert resp["topics"][0]["error_code"] == 0
         client.sock.close()
         # A wrong password in the v0 flow closes the connection without an answer.
@@ -525,8 +578,7 @@ def test_plaintext_listener_answers_sasl_with_illegal_state(store):
         assert client.request("SaslHandshake", 17, 1, {"mechanism": "PLAIN"})["error_code"] == 34
         resp = client.request("SaslAuthenticate", 36, 2, {"auth_bytes": b"\0a\0b"})
         assert resp["error_code"] == 34 and "PLAINTEXT" in resp["error_message"]
-        versions = client.request("ApiVersions", 18, 3, {"client_software_name": "raw",
-                                                         "client_software_version": "1"})
+        versions = client.request("ApiVersions", 18, 3, {"client_software_name": "raw", "client_software_version": "1"})
         keys = {k["api_key"]: (k["min_version"], k["max_version"]) for k in versions["api_keys"]}
         assert keys[17] == (0, 1) and keys[36] == (0, 2)
         client.sock.close()
@@ -543,7 +595,7 @@ def test_tls_listener_refuses_plaintext_client(store, tls):
             with ctx.wrap_socket(raw, server_hostname="localhost") as s:
                 payload = struct.pack(">hhih", 18, 0, 1, 0)
                 s.sendall(struct.pack(">i", len(payload)) + payload)
-                size, = struct.unpack(">i", s.recv(4))
+                (size,) = struct.unpack(">i", s.recv(4))
                 assert size > 4
 
 
@@ -551,16 +603,16 @@ def test_tls_listener_refuses_plaintext_client(store, tls):
 
 
 def test_scram_sha256_rfc7677_example():
-    cred = ScramCredential.from_password("pencil", "SCRAM-SHA-256", 4096,
-                                         base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ=="))
+    cred = ScramCredential.from_password("pencil", "SCRAM-SHA-256", 4096, base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ=="))
     sec = ListenerSecurity("SASL_PLAINTEXT", users={"user": cred})
     scram = _Scram(sec, "SCRAM-SHA-256")
     scram.evaluate(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO")
     # Put the RFC's server nonce in place of the random one.
     scram._nonce = "rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
     scram._server_first = f"r={scram._nonce},s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
-    final = scram.evaluate(b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
-                           b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
+    final = scram.evaluate(
+        b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
+    )
     assert final == b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
     assert scram.user == "user"
     assert "pencil" not in str(cred) and str(ScramCredential.parse("SCRAM-SHA-256", str(cred))) == str(cred)
@@ -579,14 +631,15 @@ def test_scram_credential_bounds():
 def test_listener_options_from_kafka_keys(tmp_path, tls):
     cred = ScramCredential.from_password("carol-secret", "SCRAM-SHA-512", 8192)
     users = tmp_path / "users"
-    users.write_text(f"# user credentials\ncarol SCRAM-SHA-512=[{cred}]\n"
-                     f"dave PLAIN=[password=dave-secret],SCRAM-SHA-256=[iterations=4096,password=dave-secret]\n")
+    users.write_text(
+        f"# user credentials\ncarol SCRAM-SHA-512=[{cred}]\n"
+        f"dave PLAIN=[password=dave-secret],SCRAM-SHA-256=[iterations=4096,password=dave-secret]\n"
+    )
     props = {
         "listener.security.protocol.map": "CLIENT:SASL_SSL",
         "listener.name.client.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512,SCRAM-SHA-256",
-        "listener.name.client.plain.sasl.jaas.config":
-            'org.apache.kafka.common.security.plain.PlainLoginModule required '
-            'username="admin" password="x" user_alice="alice-secret" user_bob="b\\"q";',
+        "listener.name.client.plain.sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="admin" password="x" user_alice="alice-secret" user_bob="b\\"q";',
         "sasl.users.file": str(users),
         "ssl.keystore.type": "PEM",
         "listener.name.client.ssl.keystore.certificate.chain": tls.server_cert.read_text(),
@@ -594,18 +647,23 @@ def test_listener_options_from_kafka_keys(tmp_path, tls):
     }
     name, host, port, options = listener_options("CLIENT://127.0.0.1:0", props)
     assert (name, host, port, options["security_protocol"]) == ("CLIENT", "127.0.0.1", 0, "SASL_SSL")
-    sec = ListenerSecurity(options["security_protocol"], ssl_context=options["ssl_context"],
-                           sasl_mechanisms=options["sasl_mechanisms"], users=options["users"])
+    sec = ListenerSecurity(
+        options["security_protocol"],
+        ssl_context=options["ssl_context"],
+        sasl_mechanisms=options["sasl_mechanisms"],
+        users=options["users"],
+    )
     assert sec.users["bob"].password == 'b"q'
     assert sec.users["carol"].password is None and sec.users["carol"].scram["SCRAM-SHA-512"] == cred
     assert sec.users["dave"].password == "dave-secret" and "SCRAM-SHA-256" in sec.users["dave"].scram
     assert set(read_users_file(str(users))) == {"carol", "dave"}
-    for bad, match in ((dict(props, **{"ssl.keystore.type": "JKS"}), "only PEM"),
-                       (dict(props, **{"listener.name.client.sasl.enabled.mechanisms": "GSSAPI"}),
-                        "GSSAPI"),
-                       (dict(props, **{"listener.security.protocol.map": "CLIENT:TLS"}), "CLIENT:TLS"),
-                       (dict(props, **{"ssl.keystore.location": "/nonexistent.pem"}), "not both"),
-                       (dict(props, **{"ssl.client.auth": "required"}), "truststore")):
+    for bad, match in (
+        (dict(props, **{"ssl.keystore.type": "JKS"}), "only PEM"),
+        (dict(props, **{"listener.name.client.sasl.enabled.mechanisms": "GSSAPI"}), "GSSAPI"),
+        (dict(props, **{"listener.security.protocol.map": "CLIENT:TLS"}), "CLIENT:TLS"),
+        (dict(props, **{"ssl.keystore.location": "/nonexistent.pem"}), "not both"),
+        (dict(props, **{"ssl.client.auth": "required"}), "truststore"),
+    ):
         with pytest.raises(ConfigError, match=match):
             listener_options("CLIENT://127.0.0.1:0", bad)
     with pytest.raises(ConfigError, match="not a security protocol"):
@@ -628,8 +686,7 @@ def test_serve_options_are_checked(store, tls):
         store.serve(users=USERS)
     with pytest.raises(ConfigError, match="'GSSAPI' is not served"):
         store.serve(security_protocol="SASL_PLAINTEXT", users=USERS, sasl_mechanisms="PLAIN,GSSAPI")
-    with store.serve(security_protocol="SASL_PLAINTEXT", users=USERS,
-                     sasl_mechanisms="scram-sha-256, PLAIN") as broker:
+    with store.serve(security_protocol="SASL_PLAINTEXT", users=USERS, sasl_mechanisms="scram-sha-256, PLAIN") as broker:
         assert broker.server.security.mechanisms == ["SCRAM-SHA-256", "PLAIN"]
 
 
@@ -646,7 +703,8 @@ def test_cli_serve_sasl_ssl_listener(tmp_path, tls):
         "sasl.enabled.mechanisms=SCRAM-SHA-256\n"
         f"ssl.keystore.location={tls.server}\n"
         "listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain."
-        "PlainLoginModule required user_alice=\"alice-secret\";\n")
+        'PlainLoginModule required user_alice="alice-secret";\n'
+    )
     with serve_process(tmp_path / "data", "--config", str(config), protocol="SASL_SSL") as (proc, address):
         producer = KafkaProducer(**_kafka_python(address, "SASL_SSL", "SCRAM-SHA-256", tls))
         producer.send("cli", b"secure").get(10)
@@ -655,6 +713,10 @@ def test_cli_serve_sasl_ssl_listener(tmp_path, tls):
         assert proc.wait(30) == 0
     with Store.open(tmp_path / "data") as s:
         assert [r.value for r in _records(s, "cli")] == [b"secure"]
-    bad = subprocess.run([sys.executable, "-m", "seglog.cli", "serve", str(tmp_path / "data"),
-                          "--listen", "SSL://127.0.0.1:0"], capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, "-m", "seglog.cli", "serve", str(tmp_path / "data"), "--listen", "SSL://127.0.0.1:0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode != 0 and "ssl.keystore.location" in bad.stderr

@@ -19,8 +19,7 @@ from .conftest import RawClient, assert_idle_connection_closed, fetch_body, new_
 
 def test_api_versions_lists_the_served_ranges(raw):
     for version in (0, 3, 4):
-        msg = raw.request("ApiVersions", 18, version, {"client_software_name": "t",
-                                                      "client_software_version": "1"})
+        msg = raw.request("ApiVersions", 18, version, {"client_software_name": "t", "client_software_version": "1"})
         assert msg["error_code"] == 0
         assert {k["api_key"]: (k["min_version"], k["max_version"]) for k in msg["api_keys"]} == API_VERSIONS
 
@@ -36,13 +35,16 @@ def test_api_versions_unknown_version_is_answered_in_v0(raw):
     assert any(k["api_key"] == 18 for k in msg["api_keys"])
 
 
-@pytest.mark.parametrize("payload,what", [
-    (struct.pack(">i", 104857601), "oversize length"),
-    (struct.pack(">i", 100) + b"\x00\x03\x00\x0c", "truncated frame"),
-    (struct.pack(">i", 10) + struct.pack(">hhih", 999, 0, 1, -1), "unknown api key"),
-    (struct.pack(">i", 10) + struct.pack(">hhih", 0, 99, 1, -1), "unsupported produce version"),
-    (struct.pack(">i", 3) + b"abc", "frame shorter than a header"),
-])
+@pytest.mark.parametrize(
+    "payload,what",
+    [
+        (struct.pack(">i", 104857601), "oversize length"),
+        (struct.pack(">i", 100) + b"\x00\x03\x00\x0c", "truncated frame"),
+        (struct.pack(">i", 10) + struct.pack(">hhih", 999, 0, 1, -1), "unknown api key"),
+        (struct.pack(">i", 10) + struct.pack(">hhih", 0, 99, 1, -1), "unsupported produce version"),
+        (struct.pack(">i", 3) + b"abc", "frame shorter than a header"),
+    ],
+)
 def test_bad_frames_close_only_their_connection(broker, raw, payload, what, caplog):
     topic = new_topic(broker)
     other = RawClient(broker.bootstrap_servers)
@@ -53,18 +55,26 @@ def test_bad_frames_close_only_their_connection(broker, raw, payload, what, capl
             raw.sock.shutdown(1)  # the rest of the frame never comes
         assert raw.closed_by_peer(), what
         # The other connection is untouched and keeps working.
-        assert raw_produce(other, topic, encode_batch([b"after"]))["responses"][0][
-            "partition_responses"][0]["base_offset"] == 1
+        assert (
+            raw_produce(other, topic, encode_batch([b"after"]))["responses"][0]["partition_responses"][0]["base_offset"]
+            == 1
+        )
     finally:
         other.close()
 
 
 def test_malformed_produce_body_closes_and_writes_nothing(broker, raw):
     topic = new_topic(broker)
-    good = codec.encode_to_bytes("ProduceRequest", 9, {
-        "transactional_id": None, "acks": 1, "timeout_ms": 1000,
-        "topic_data": [{"name": topic, "partition_data": [
-            {"index": 0, "records": encode_batch([b"x"])}]}]})
+    good = codec.encode_to_bytes(
+        "ProduceRequest",
+        9,
+        {
+            "transactional_id": None,
+            "acks": 1,
+            "timeout_ms": 1000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": encode_batch([b"x"])}]}],
+        },
+    )
     header = struct.pack(">hhih", 0, 9, 5, -1) + b"\x00"
     raw.send_frame(header + good[:-3])  # cut inside the trailing tagged fields
     assert raw.closed_by_peer()
@@ -88,8 +98,9 @@ def test_invalid_acks_and_unknown_topic(broker, raw):
     topic = new_topic(broker)
     part = raw_produce(raw, topic, encode_batch([b"x"]), acks=2)["responses"][0]["partition_responses"][0]
     assert part["error_code"] == 21  # INVALID_REQUIRED_ACKS
-    part = raw_produce(raw, "no-such-topic-" + uuid.uuid4().hex[:6], encode_batch([b"x"]))[
-        "responses"][0]["partition_responses"][0]
+    part = raw_produce(raw, "no-such-topic-" + uuid.uuid4().hex[:6], encode_batch([b"x"]))["responses"][0][
+        "partition_responses"
+    ][0]
     assert part["error_code"] == 3  # UNKNOWN_TOPIC_OR_PARTITION
     assert broker.store.log(topic, 0).log_end_offset == 0
 
@@ -97,14 +108,32 @@ def test_invalid_acks_and_unknown_topic(broker, raw):
 def test_acks_zero_gets_no_response_but_is_written(broker, raw):
     topic = new_topic(broker)
     header = struct.pack(">hhih", 0, 9, 77, -1) + b"\x00"
-    raw.send_frame(header + codec.encode_to_bytes("ProduceRequest", 9, {
-        "transactional_id": None, "acks": 0, "timeout_ms": 1000,
-        "topic_data": [{"name": topic, "partition_data": [
-            {"index": 0, "records": encode_batch([b"a", b"b"])}]}]}))
+    raw.send_frame(
+        header
+        + codec.encode_to_bytes(
+            "ProduceRequest",
+            9,
+            {
+                "transactional_id": None,
+                "acks": 0,
+                "timeout_ms": 1000,
+                "topic_data": [
+                    {"name": topic, "partition_data": [{"index": 0, "records": encode_batch([b"a", b"b"])}]}
+                ],
+            },
+        )
+    )
     # The next request's answer is the first frame back.
-    msg = raw.request("Metadata", 3, 12, {"topics": [{"name": topic, "topic_id": bytes(16)}],
-                                          "allow_auto_topic_creation": False,
-                                          "include_topic_authorized_operations": False})
+    msg = raw.request(
+        "Metadata",
+        3,
+        12,
+        {
+            "topics": [{"name": topic, "topic_id": bytes(16)}],
+            "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False,
+        },
+    )
     assert msg["topics"][0]["name"] == topic
     assert broker.store.log(topic, 0).log_end_offset == 2
 
@@ -164,9 +193,18 @@ def test_list_offsets_special_timestamps(broker, raw):
         raw_produce(raw, topic, encode_batch([b"v"], timestamps=[ts]))
 
     def lookup(ts: int) -> tuple[int, int]:
-        msg = raw.request("ListOffsets", 2, 8, {"replica_id": -1, "isolation_level": 0, "topics": [
-            {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
-                                            "timestamp": ts}]}]})
+        msg = raw.request(
+            "ListOffsets",
+            2,
+            8,
+            {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [
+                    {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": ts}]}
+                ],
+            },
+        )
         part = msg["topics"][0]["partitions"][0]
         assert part["error_code"] == 0
         return part["offset"], part["timestamp"]
@@ -179,14 +217,23 @@ def test_list_offsets_special_timestamps(broker, raw):
 
 
 def test_transactions_are_answered_unsupported(raw):
-    msg = raw.request("InitProducerId", 22, 4, {"transactional_id": "txn", "transaction_timeout_ms": 1000,
-                                                "producer_id": -1, "producer_epoch": -1})
+    msg = raw.request(
+        "InitProducerId",
+        22,
+        4,
+        {"transactional_id": "txn", "transaction_timeout_ms": 1000, "producer_id": -1, "producer_epoch": -1},
+    )
     assert msg["error_code"] == 35
-    msg = raw.request("InitProducerId", 22, 4, {"transactional_id": None, "transaction_timeout_ms": 1000,
-                                                "producer_id": -1, "producer_epoch": -1})
+    msg = raw.request(
+        "InitProducerId",
+        22,
+        4,
+        {"transactional_id": None, "transaction_timeout_ms": 1000, "producer_id": -1, "producer_epoch": -1},
+    )
     assert msg["error_code"] == 0 and msg["producer_id"] >= 0
-    msg = raw.request("EndTxn", 26, 3, {"transactional_id": "txn", "producer_id": 1,
-                                        "producer_epoch": 0, "committed": True})
+    msg = raw.request(
+        "EndTxn", 26, 3, {"transactional_id": "txn", "producer_id": 1, "producer_epoch": 0, "committed": True}
+    )
     assert msg["error_code"] == 35
 
 
@@ -199,10 +246,24 @@ def test_idle_connections_are_closed(tmp_path):
 
 def test_acks_zero_failure_closes_the_connection(broker, raw):
     header = struct.pack(">hhih", 0, 9, 78, -1) + b"\x00"
-    raw.send_frame(header + codec.encode_to_bytes("ProduceRequest", 9, {
-        "transactional_id": None, "acks": 0, "timeout_ms": 1000,
-        "topic_data": [{"name": "missing-" + uuid.uuid4().hex[:6], "partition_data": [
-            {"index": 0, "records": encode_batch([b"a"])}]}]}))
+    raw.send_frame(
+        header
+        + codec.encode_to_bytes(
+            "ProduceRequest",
+            9,
+            {
+                "transactional_id": None,
+                "acks": 0,
+                "timeout_ms": 1000,
+                "topic_data": [
+                    {
+                        "name": "missing-" + uuid.uuid4().hex[:6],
+                        "partition_data": [{"index": 0, "records": encode_batch([b"a"])}],
+                    }
+                ],
+            },
+        )
+    )
     assert raw.closed_by_peer()
 
 
@@ -238,20 +299,25 @@ def test_read_committed_fetch_stops_at_the_lso_and_lists_aborted_transactions(br
 
     topic = new_topic(broker)
     store = broker.store
-    store.append(topic, 0, encode_batch([b"a", b"b"], producer_id=500, producer_epoch=0,
-                                        base_sequence=0, is_transactional=True))
-    store.append(topic, 0, encode_control_batch(0, timestamp=int(time.time() * 1000),
-                                                producer_id=500, producer_epoch=0),  # abort
-                 origin="coordinator")
+    store.append(
+        topic, 0, encode_batch([b"a", b"b"], producer_id=500, producer_epoch=0, base_sequence=0, is_transactional=True)
+    )
+    store.append(
+        topic,
+        0,
+        encode_control_batch(0, timestamp=int(time.time() * 1000), producer_id=500, producer_epoch=0),  # abort
+        origin="coordinator",
+    )
     store.append(topic, 0, encode_batch([b"d"]))
-    store.append(topic, 0, encode_batch([b"c"], producer_id=501, producer_epoch=0,
-                                        base_sequence=0, is_transactional=True))  # still open
+    store.append(
+        topic, 0, encode_batch([b"c"], producer_id=501, producer_epoch=0, base_sequence=0, is_transactional=True)
+    )  # still open
     store.append(topic, 0, encode_batch([b"e"]))
-    part = raw.request("Fetch", 1, 12, fetch_body(topic, isolation_level=1))["responses"][0][
-        "partitions"][0]
+    part = raw.request("Fetch", 1, 12, fetch_body(topic, isolation_level=1))["responses"][0]["partitions"][0]
     assert (part["high_watermark"], part["last_stable_offset"]) == (6, 4)
     assert part["aborted_transactions"] == [{"producer_id": 500, "first_offset": 0}]
     from seglog.storage.records import decode_records
+
     assert [r.value for r in decode_records(bytes(part["records"]))] == [b"a", b"b", b"d"]
     # read_uncommitted reads to the high watermark and lists nothing.
     part = raw.request("Fetch", 1, 12, fetch_body(topic))["responses"][0]["partitions"][0]
@@ -259,9 +325,12 @@ def test_read_committed_fetch_stops_at_the_lso_and_lists_aborted_transactions(br
     assert [r.value for r in decode_records(bytes(part["records"]))] == [b"a", b"b", b"d", b"c", b"e"]
     # kafka-python's read_committed consumer drops the aborted records and stops at the LSO.
     kafka = pytest.importorskip("kafka")
-    consumer = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap_servers,
-                                   isolation_level="read_committed", enable_auto_commit=False,
-                                   consumer_timeout_ms=1500)
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=broker.bootstrap_servers,
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+        consumer_timeout_ms=1500,
+    )
     try:
         tp = kafka.TopicPartition(topic, 0)
         consumer.assign([tp])
@@ -290,8 +359,7 @@ def test_errors_are_logged_once_per_connection(broker, caplog):
 
 
 def test_clients_cannot_produce_to_internal_topics(broker, raw):
-    part = raw_produce(raw, "__consumer_offsets", encode_batch([b"x"]))["responses"][0][
-        "partition_responses"][0]
+    part = raw_produce(raw, "__consumer_offsets", encode_batch([b"x"]))["responses"][0]["partition_responses"][0]
     assert part["error_code"] == 17  # INVALID_TOPIC_EXCEPTION
 
 
@@ -317,8 +385,7 @@ def test_serve_is_ready_well_under_300_ms(tmp_path):
             start = time.perf_counter()
             handle = store.serve()
             client = RawClient(handle.bootstrap_servers)
-            msg = client.request("ApiVersions", 18, 3, {"client_software_name": "t",
-                                                        "client_software_version": "1"})
+            msg = client.request("ApiVersions", 18, 3, {"client_software_name": "t", "client_software_version": "1"})
             times.append(time.perf_counter() - start)
             client.close()
             handle.close()
@@ -332,6 +399,9 @@ def test_the_listener_modules_import_the_server_nowhere() -> None:
     round a loop (read from the sources: module-level, in-function and TYPE_CHECKING imports)."""
     from tests.unit.test_layers import all_imports
 
-    back = [f"{e.source}:{e.line}" for e in all_imports()
-            if e.target == "seglog.kafka.server" and e.source.startswith("seglog.kafka.")]
+    back = [
+        f"{e.source}:{e.line}"
+        for e in all_imports()
+        if e.target == "seglog.kafka.server" and e.source.startswith("seglog.kafka.")
+    ]
     assert not back, f"modules of seglog.kafka that import seglog.kafka.server: {back}"

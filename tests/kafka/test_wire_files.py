@@ -25,7 +25,6 @@ from seglog import Store
 from seglog._native.segment import Segment
 from seglog.cli import main as cli_main
 from seglog.storage.records import batch_headers
-
 from tests.compat.kafka_oracle import kp_records, ours
 from tests.conftest import KAFKA_CODECS as CODECS
 
@@ -55,8 +54,9 @@ def _values(topic: str) -> list[tuple[bytes, bytes, list[tuple[str, bytes]]]]:
     out = []
     for i in range(PER_TOPIC):
         # Half text, half random bytes: every codec has something to compress.
-        value = (b"%s-%05d-" % (topic.encode(), i) + b"x" * rnd.randrange(20, 200)
-                 + rnd.randbytes(rnd.randrange(20, 200)))
+        value = (
+            b"%s-%05d-" % (topic.encode(), i) + b"x" * rnd.randrange(20, 200) + rnd.randbytes(rnd.randrange(20, 200))
+        )
         out.append((b"key-%d" % (i % 13), value, [("i", b"%d" % i)]))
     return out
 
@@ -64,9 +64,14 @@ def _values(topic: str) -> list[tuple[bytes, bytes, list[tuple[str, bytes]]]]:
 def _kafka_python(bootstrap: str, topic: str, codec: str) -> None:
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all",
-                             compression_type=None if codec == "none" else codec,
-                             batch_size=BATCH_BYTES, linger_ms=5)
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        enable_idempotence=True,
+        acks="all",
+        compression_type=None if codec == "none" else codec,
+        batch_size=BATCH_BYTES,
+        linger_ms=5,
+    )
     futures = [producer.send(topic, v, key=k, headers=h) for k, v, h in _values(topic)]
     producer.flush()
     for f in futures:
@@ -78,9 +83,13 @@ def _aiokafka(bootstrap: str, topic: str, codec: str) -> None:
     from aiokafka import AIOKafkaProducer
 
     async def run() -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True,
-                                    compression_type=None if codec == "none" else codec,
-                                    max_batch_size=BATCH_BYTES, linger_ms=5)
+        producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap,
+            enable_idempotence=True,
+            compression_type=None if codec == "none" else codec,
+            max_batch_size=BATCH_BYTES,
+            linger_ms=5,
+        )
         await producer.start()
         try:
             futures = [await producer.send(topic, v, key=k, headers=h) for k, v, h in _values(topic)]
@@ -95,12 +104,17 @@ def _librdkafka(bootstrap: str, topic: str, codec: str) -> None:
     import confluent_kafka as ck
 
     errors: list[Any] = []
-    producer = ck.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
-                            "compression.type": codec, "batch.size": BATCH_BYTES,
-                            "linger.ms": 5})
+    producer = ck.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "compression.type": codec,
+            "batch.size": BATCH_BYTES,
+            "linger.ms": 5,
+        }
+    )
     for k, v, h in _values(topic):
-        producer.produce(topic, v, k, headers=h,
-                         on_delivery=lambda err, _msg: errors.append(err) if err else None)
+        producer.produce(topic, v, k, headers=h, on_delivery=lambda err, _msg: errors.append(err) if err else None)
         producer.poll(0)
     assert producer.flush(30) == 0
     assert not errors, errors
@@ -209,8 +223,12 @@ def test_indexes_are_what_a_rebuild_from_the_log_writes(written, tmp_path):
 
 
 def test_seglog_dump_verifies_every_index(written, capsys):
-    files = [str(f) for topic in written.topics for d in _partition_dirs(written, topic)
-             for f in sorted(d.glob("*.index")) + sorted(d.glob("*.timeindex"))]
+    files = [
+        str(f)
+        for topic in written.topics
+        for d in _partition_dirs(written, topic)
+        for f in sorted(d.glob("*.index")) + sorted(d.glob("*.timeindex"))
+    ]
     capsys.readouterr()
     assert cli_main(["dump", "--verify-index-only", *files]) == 0
     out = capsys.readouterr().out
@@ -223,10 +241,10 @@ def test_seglog_dump_verifies_every_index(written, capsys):
 def test_kafka_filerecords_reads_every_segment(written, tmp_path):
     if written.java_classpath is None:
         pytest.skip(written.java_skip)
-    logs = {str(log): log for topic in written.topics for d in _partition_dirs(written, topic)
-            for log in _segments(d)}
-    proc = subprocess.run(["java", "-cp", written.java_classpath, "WireFileCheck", *logs],
-                          capture_output=True, text=True, timeout=300)
+    logs = {str(log): log for topic in written.topics for d in _partition_dirs(written, topic) for log in _segments(d)}
+    proc = subprocess.run(
+        ["java", "-cp", written.java_classpath, "WireFileCheck", *logs], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     lines = [line for line in proc.stdout.splitlines() if line.startswith("OK ")]
     assert len(lines) == len(logs), proc.stdout[-4000:]
@@ -235,7 +253,10 @@ def test_kafka_filerecords_reads_every_segment(written, tmp_path):
         got = dict(f.split("=", 1) for f in fields)
         heads = batch_headers(logs[path].read_bytes())
         assert (int(got["batches"]), int(got["records"]), int(got["next"])) == (
-            len(heads), sum(h.records_count for h in heads), heads[-1].last_offset + 1), line
+            len(heads),
+            sum(h.records_count for h in heads),
+            heads[-1].last_offset + 1,
+        ), line
         codec = written.topics[logs[path].parent.name.rsplit("-", 1)[0]][1]
         assert got["codecs"] == codec, line
     # The checker fails on a damaged batch: one byte of a record flipped.
@@ -243,6 +264,7 @@ def test_kafka_filerecords_reads_every_segment(written, tmp_path):
     data = bytearray(Path(next(iter(logs))).read_bytes())
     data[80] ^= 0xFF
     bad.write_bytes(bytes(data))
-    proc = subprocess.run(["java", "-cp", written.java_classpath, "WireFileCheck", str(bad)],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        ["java", "-cp", written.java_classpath, "WireFileCheck", str(bad)], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 1 and "FAIL" in proc.stdout and "crc" in proc.stdout, proc.stdout

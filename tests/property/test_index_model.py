@@ -1,6 +1,7 @@
 """The index gives the same answer as a sorted list + bisect model, through appends, lookups,
 truncations, trims, resizes, clean reopens and crashes; and any bytes on disk open as exactly
 the valid prefix a plain-Python reading of Kafka's rules finds."""
+
 from __future__ import annotations
 
 import bisect
@@ -19,24 +20,25 @@ from seglog._native.index import OffsetIndex, TimeIndex
 
 INT32_MAX = 2**31 - 1
 BASES = st.sampled_from([0, 1, 1000, 2**40, 2**62])
-MACHINE_SETTINGS = settings(max_examples=60, stateful_step_count=40, deadline=None,
-                            suppress_health_check=[HealthCheck.too_slow])
+MACHINE_SETTINGS = settings(
+    max_examples=60, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 class IndexMachine(RuleBasedStateMachine):
     """What the offset and time index machines share: a model of ``(key, value)`` entries in
     file order, and the rules whose effect on it is the same for both kinds of index."""
 
-    INDEX: ClassVar[type[OffsetIndex] | type[TimeIndex]]
+    INDEX: ClassVar[type[OffsetIndex | TimeIndex]]
     FILE_NAME: ClassVar[str]
-    OFFSET_COLUMN: ClassVar[int]   # which side of an entry is the offset
+    OFFSET_COLUMN: ClassVar[int]  # which side of an entry is the offset
 
     def __init__(self) -> None:
         super().__init__()
         self.dir = tempfile.mkdtemp(prefix="seglog-idx-")
         self.path = os.path.join(self.dir, self.FILE_NAME)
         self.idx: Any = None
-        self.model: list[tuple[int, int]] = []     # sorted on both sides
+        self.model: list[tuple[int, int]] = []  # sorted on both sides
         self.cap = 0
         self.base = self.max_size = 0
 
@@ -82,12 +84,12 @@ class IndexMachine(RuleBasedStateMachine):
 class OffsetIndexMachine(IndexMachine):
     INDEX = OffsetIndex
     FILE_NAME = "00000000000000000000.index"
-    OFFSET_COLUMN = 0   # (offset, position)
+    OFFSET_COLUMN = 0  # (offset, position)
 
     @rule(base=BASES, slots=st.integers(1, 40))
     @precondition(lambda self: self.idx is None)
     def open_new(self, base: int, slots: int) -> None:
-        self.base, self.max_size = base, slots * 8 + 5   # not a multiple: Kafka rounds down
+        self.base, self.max_size = base, slots * 8 + 5  # not a multiple: Kafka rounds down
         self.idx = self.open_index()
         self.cap = slots
 
@@ -121,8 +123,9 @@ class OffsetIndexMachine(IndexMachine):
     def lookup(self, data: st.DataObject) -> None:
         assert self.idx is not None
         hi = self.last()[0] + 10
-        target = data.draw(st.one_of(st.integers(self.base - 3, hi),
-                                     st.sampled_from([o for o, _ in self.model] or [self.base])))
+        target = data.draw(
+            st.one_of(st.integers(self.base - 3, hi), st.sampled_from([o for o, _ in self.model] or [self.base]))
+        )
         k = bisect.bisect_right([o for o, _ in self.model], target) - 1
         assert self.idx.lookup(target) == (self.model[k] if k >= 0 else self.empty_entry())
 
@@ -166,15 +169,14 @@ class OffsetIndexMachine(IndexMachine):
         assert self.idx.is_full == (len(self.model) >= self.cap)
         assert self.idx.last_entry == self.last()
         assert [self.idx.entry(i) for i in range(len(self.idx))] == self.model
-        assert bytes(self.idx.view()) == b"".join(
-            struct.pack(">ii", o - self.base, p) for o, p in self.model)
+        assert bytes(self.idx.view()) == b"".join(struct.pack(">ii", o - self.base, p) for o, p in self.model)
         self.idx.sanity_check()
 
 
 class TimeIndexMachine(IndexMachine):
     INDEX = TimeIndex
     FILE_NAME = "00000000000000000000.timeindex"
-    OFFSET_COLUMN = 1   # (timestamp, offset)
+    OFFSET_COLUMN = 1  # (timestamp, offset)
 
     @rule(base=BASES, slots=st.integers(1, 30))
     @precondition(lambda self: self.idx is None)
@@ -199,18 +201,21 @@ class TimeIndexMachine(IndexMachine):
         if not 0 <= off - self.base <= INT32_MAX:
             return ValueError
         if off == self.base and n == 0 and ts == 0:
-            return False                 # the all-zero entry is never stored
+            return False  # the all-zero entry is never stored
         if off == self.base and n:
-            self.model[-1] = (ts, off)   # second entry for the base offset: raise the last one
+            self.model[-1] = (ts, off)  # second entry for the base offset: raise the last one
             return True
         if n >= self.cap:
-            self.cap += 1                # skip_full_check grows the file by one entry
+            self.cap += 1  # skip_full_check grows the file by one entry
         self.model.append((ts, off))
         return True
 
-    @rule(dts=st.one_of(st.integers(-2, 3), st.integers(0, 2**40)),
-          doff=st.one_of(st.integers(-1, 3), st.integers(0, 2**31)),
-          skip=st.booleans(), absolute_ts=st.sampled_from([None, None, None, -1, 0]))
+    @rule(
+        dts=st.one_of(st.integers(-2, 3), st.integers(0, 2**40)),
+        doff=st.one_of(st.integers(-1, 3), st.integers(0, 2**31)),
+        skip=st.booleans(),
+        absolute_ts=st.sampled_from([None, None, None, -1, 0]),
+    )
     @precondition(lambda self: self.idx is not None)
     def maybe_append(self, dts: int, doff: int, skip: bool, absolute_ts: int | None) -> None:
         assert self.idx is not None
@@ -229,8 +234,7 @@ class TimeIndexMachine(IndexMachine):
     def lookup(self, data: st.DataObject) -> None:
         assert self.idx is not None
         hi = max(self.last()[0], 0) + 5
-        target = data.draw(st.one_of(st.integers(-3, hi),
-                                     st.sampled_from([t for t, _ in self.model] or [0])))
+        target = data.draw(st.one_of(st.integers(-3, hi), st.sampled_from([t for t, _ in self.model] or [0])))
         k = bisect.bisect_right([t for t, _ in self.model], target) - 1
         assert self.idx.lookup(target) == (self.model[k] if k >= 0 else self.empty_entry())
 
@@ -272,6 +276,7 @@ TestTimeIndexModel.settings = MACHINE_SETTINGS
 
 # ---- arbitrary bytes on disk vs a plain-Python reading of the rules -------------------------
 
+
 def reference_read(data: bytes, es: int, base: int) -> tuple[list[tuple[int, int]], bool]:
     """The valid entries and whether the file is corrupt, by the rules in docs/kafka-format.md §7
     plus the zero-tail rule, written independently of the native walk."""
@@ -300,7 +305,7 @@ def reference_read(data: bytes, es: int, base: int) -> tuple[list[tuple[int, int
         prev = (key, val)
         entries.append((base + rel, pos) if es == 8 else (ts, base + rel))
     if not corrupt and not bad:
-        if any(data[stop * es:]):
+        if any(data[stop * es :]):
             corrupt = True
         elif stop == 1 and not any(data[:es]):
             entries = []
@@ -318,8 +323,8 @@ def index_files(draw: st.DrawFn, es: int) -> bytes:
         tss = sorted(draw(st.lists(st.integers(0, 2**45), min_size=n, max_size=n, unique=True)))
         rels = sorted(draw(st.lists(st.integers(0, 2000), min_size=n, max_size=n)))
         data = bytearray(b"".join(struct.pack(">qi", t, r) for t, r in zip(tss, rels)))
-    data += bytes(es * draw(st.integers(0, 20)))                 # preallocated tail
-    for _ in range(draw(st.integers(0, 3))):                     # damage
+    data += bytes(es * draw(st.integers(0, 20)))  # preallocated tail
+    for _ in range(draw(st.integers(0, 3))):  # damage
         kind = draw(st.sampled_from(["flip", "zero", "cut", "junk"]))
         if kind == "flip" and data:
             i = draw(st.integers(0, len(data) - 1))
@@ -329,19 +334,20 @@ def index_files(draw: st.DrawFn, es: int) -> bytes:
             j = draw(st.integers(i, len(data)))
             data[i:j] = bytes(j - i)
         elif kind == "cut":
-            del data[draw(st.integers(0, len(data))):]
+            del data[draw(st.integers(0, len(data))) :]
         else:
             data += draw(st.binary(max_size=2 * es))
     if draw(st.booleans()):
         return bytes(data)
-    return draw(st.binary(max_size=es * 6))                     # or plain noise
+    return draw(st.binary(max_size=es * 6))  # or plain noise
 
 
 @pytest.mark.parametrize("cls", [OffsetIndex, TimeIndex])
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data(), base=BASES)
-def test_any_file_opens_as_the_valid_prefix(tmp_path_factory: pytest.TempPathFactory, cls: type,
-                                             data: st.DataObject, base: int) -> None:
+def test_any_file_opens_as_the_valid_prefix(
+    tmp_path_factory: pytest.TempPathFactory, cls: type, data: st.DataObject, base: int
+) -> None:
     raw = data.draw(index_files(cls.ENTRY_SIZE))
     path = tmp_path_factory.mktemp("fuzz") / "x"
     path.write_bytes(raw)
@@ -355,28 +361,34 @@ def test_any_file_opens_as_the_valid_prefix(tmp_path_factory: pytest.TempPathFac
         else:
             idx.sanity_check()
         if writable:
-            idx.truncate()                       # what recovery does before rebuilding
-            idx.resize(idx.length)               # rounds a ragged length down
+            idx.truncate()  # what recovery does before rebuilding
+            idx.resize(idx.length)  # rounds a ragged length down
             idx.sanity_check()
             assert not any(path.read_bytes())
             idx.close()
             assert path.read_bytes() == b""
         else:
             idx.close()
-            assert path.read_bytes() == raw      # a read-only index never writes
+            assert path.read_bytes() == raw  # a read-only index never writes
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(gaps=st.lists(st.integers(1, 50), min_size=1, max_size=3000),
-       targets=st.lists(st.integers(-10, 160_000), min_size=1, max_size=50), base=BASES)
-def test_large_lookups_match_bisect(tmp_path_factory: pytest.TempPathFactory, gaps: list[int],
-                                    targets: list[int], base: int) -> None:
+@given(
+    gaps=st.lists(st.integers(1, 50), min_size=1, max_size=3000),
+    targets=st.lists(st.integers(-10, 160_000), min_size=1, max_size=50),
+    base=BASES,
+)
+def test_large_lookups_match_bisect(
+    tmp_path_factory: pytest.TempPathFactory, gaps: list[int], targets: list[int], base: int
+) -> None:
     # sizes past the 8 KiB warm section, which the state machines do not reach
     offsets = [base + sum(gaps[: i + 1]) for i in range(len(gaps))]
     stamps = [10 * (o - base) for o in offsets]
     d = tmp_path_factory.mktemp("big")
-    with OffsetIndex(d / "i", base, max_index_size=8 * len(offsets)) as oi, \
-            TimeIndex(d / "t", base, max_index_size=12 * len(offsets)) as ti:
+    with (
+        OffsetIndex(d / "i", base, max_index_size=8 * len(offsets)) as oi,
+        TimeIndex(d / "t", base, max_index_size=12 * len(offsets)) as ti,
+    ):
         for i, o in enumerate(offsets):
             oi.append(o, 100 * i)
             assert ti.maybe_append(stamps[i], o)

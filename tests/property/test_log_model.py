@@ -9,6 +9,7 @@ last made durable (observed at ``Log.flush``), and every directory entry not mad
 directory fsync gone. Invariants after every step: offsets contiguous from the log start,
 ``log_start <= HW <= LEO``, nothing flushed is ever lost, nothing corrupt is ever returned.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -23,26 +24,23 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
-    initialize,
     invariant,
-    precondition,
     rule,
     run_state_machine_as_test,
 )
 
 import seglog.storage.checkpoints
 import seglog.storage.log
-from seglog.util.clock import ManualClock
 from seglog.errors import RecordListTooLargeError
 from seglog.storage.log import Log
 from seglog.storage.records import batch_headers, decode_records, encode_batch
-
+from seglog.util.clock import ManualClock
 from tests.conftest import T0
 
 CONFIG = {
     "segment.bytes": 700,
     "segment.ms": 10_000,
-    "segment.index.bytes": 96,          # 12 offset / 8 time entries: index-full rolls happen
+    "segment.index.bytes": 96,  # 12 offset / 8 time entries: index-full rolls happen
     "index.interval.bytes": 120,
     "retention.ms": 30_000,
     "retention.bytes": 2_500,
@@ -91,11 +89,11 @@ class LogMachine(RuleBasedStateMachine):
         self.dir = os.path.join(self.root, "m-0")
         self.clock = ManualClock(T0)
         self.records: dict[int, tuple[bytes, int]] = {}
-        self.batches: list[tuple[int, int]] = []     # (base, last) of live batches, ascending
+        self.batches: list[tuple[int, int]] = []  # (base, last) of live batches, ascending
         self.start = 0
         self.leo = 0
         self.hw = 0
-        self.durable = 0            # every offset in [start, durable) must survive a crash
+        self.durable = 0  # every offset in [start, durable) must survive a crash
         self.flushed_sizes: dict[str, int] = {}
         self.durable_names: set[str] = set()
         self.serial = 0
@@ -105,14 +103,14 @@ class LogMachine(RuleBasedStateMachine):
     # -- plumbing ------------------------------------------------------------------------------
 
     def _open(self, **kw) -> ObservedLog:
-        log = ObservedLog.open(self.dir, CONFIG, clock=self.clock, replicated=True,
-                               high_watermark=self.hw, **kw)
+        log = ObservedLog.open(self.dir, CONFIG, clock=self.clock, replicated=True, high_watermark=self.hw, **kw)
         log.on_flush = self._flushed
         return log
 
     def _flushed(self) -> None:
-        self.flushed_sizes = {n: os.path.getsize(os.path.join(self.dir, n))
-                              for n in os.listdir(self.dir) if SEGMENT_FILE.match(n)}
+        self.flushed_sizes = {
+            n: os.path.getsize(os.path.join(self.dir, n)) for n in os.listdir(self.dir) if SEGMENT_FILE.match(n)
+        }
         self.durable = max(self.durable, self.log.recovery_point)
 
     def _dir_synced(self, listing: list[str]) -> None:
@@ -147,8 +145,10 @@ class LogMachine(RuleBasedStateMachine):
 
     # -- rules ---------------------------------------------------------------------------------
 
-    @rule(sizes=st.lists(st.lists(st.integers(0, 120), min_size=1, max_size=4), min_size=1, max_size=3),
-          jitter=st.integers(-2000, 2000))
+    @rule(
+        sizes=st.lists(st.lists(st.integers(0, 120), min_size=1, max_size=4), min_size=1, max_size=3),
+        jitter=st.integers(-2000, 2000),
+    )
     def append(self, sizes, jitter):
         batches = []
         expected = []
@@ -199,15 +199,14 @@ class LogMachine(RuleBasedStateMachine):
         assert self.log.update_high_watermark(hw) == hw
         self.hw = hw
 
-    @rule(data=st.data(), max_bytes=st.sampled_from([0, 1, 100, 400, 5000]),
-          follower=st.booleans())
+    @rule(data=st.data(), max_bytes=st.sampled_from([0, 1, 100, 400, 5000]), follower=st.booleans())
     def read(self, data, max_bytes, follower):
         off = data.draw(st.integers(self.start, self.leo))
         bound = self.leo if follower else self.hw
         r = self.log.read(off, max_bytes, upper_bound="log_end" if follower else "high_watermark")
         assert r.high_watermark == self.hw and r.log_end_offset == self.leo
         lasts = [b[1] for b in self.batches]
-        i = bisect.bisect_left(lasts, off)           # the batch holding off
+        i = bisect.bisect_left(lasts, off)  # the batch holding off
         if off >= bound or i == len(self.batches) or self.batches[i][1] >= bound:
             assert not r
             return
@@ -224,10 +223,13 @@ class LogMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def lookup_time(self, data):
         stamps = [t for _, t in self.records.values()]
-        target = data.draw(st.one_of(
-            st.sampled_from([-1, -2, -3]),
-            st.sampled_from(stamps) if stamps else st.just(T0),
-            st.integers(T0 - 5000, self.clock.time_ms() + 5000)))
+        target = data.draw(
+            st.one_of(
+                st.sampled_from([-1, -2, -3]),
+                st.sampled_from(stamps) if stamps else st.just(T0),
+                st.integers(T0 - 5000, self.clock.time_ms() + 5000),
+            )
+        )
         got = self.log.offset_for_timestamp(target)
         readable = [(o, self.records[o][1]) for o in range(self.start, self.hw)]
         if target == -2:
@@ -254,7 +256,7 @@ class LogMachine(RuleBasedStateMachine):
             return
         lasts = [b[1] for b in self.batches]
         i = bisect.bisect_left(lasts, off)
-        new_leo = self.batches[i][0]             # the batch holding off goes whole
+        new_leo = self.batches[i][0]  # the batch holding off goes whole
         self.batches = self.batches[:i]
         self._sync_model_to(min(self.start, new_leo), new_leo, min(self.hw, new_leo))
         assert self.log.log_end_offset == self.leo
@@ -334,11 +336,16 @@ class LogModelCheck(LogMachine):
     def everything_readable(self):
         got = self._all()
         assert [(o, v, t) for o, v, t in got if o >= self.start] == [
-            (o, *self.records[o]) for o in range(self.start, self.leo)]
+            (o, *self.records[o]) for o in range(self.start, self.leo)
+        ]
 
 
-FAST = settings(max_examples=250, stateful_step_count=50, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+FAST = settings(
+    max_examples=250,
+    stateful_step_count=50,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 
 
 def test_log_against_model():
@@ -349,5 +356,4 @@ def test_log_against_model():
 @pytest.mark.slow
 def test_log_against_model_long():
     with observe_dir_fsyncs():
-        run_state_machine_as_test(LogModelCheck, settings=settings(
-            FAST, max_examples=3000, stateful_step_count=100))
+        run_state_machine_as_test(LogModelCheck, settings=settings(FAST, max_examples=3000, stateful_step_count=100))

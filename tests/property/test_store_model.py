@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from seglog import Store, TopicPartition
-from seglog.util.clock import ManualClock
 from seglog.client.partitioner import partition_for_key
+from seglog.util.clock import ManualClock
 
 PARTS = 3
 CONFIG = {"log.cleaner.enable": False, "offsets.topic.num.partitions": 2}
@@ -38,8 +38,7 @@ class StoreModel(RuleBasedStateMachine):
     def _clients(self) -> None:
         self.producer = self.store.producer(linger_ms=50, batch_size=300)
         self.sync = self.store.producer(enable_idempotence=False)
-        self.consumer = self.store.consumer(group_id="g", auto_offset_reset="earliest",
-                                            enable_auto_commit=False)
+        self.consumer = self.store.consumer(group_id="g", auto_offset_reset="earliest", enable_auto_commit=False)
         self.consumer.assign([TopicPartition("t", p) for p in range(PARTS)])
 
     def _settle(self) -> None:
@@ -79,7 +78,7 @@ class StoreModel(RuleBasedStateMachine):
         else:
             i = 0
             for r in results:
-                self.model[r.partition].extend((None, v) for _, v in rows[i:i + r.record_count])
+                self.model[r.partition].extend((None, v) for _, v in rows[i : i + r.record_count])
                 i += r.record_count
         for r in results:
             assert r.last_offset <= len(self.model[r.partition]) - 1
@@ -102,7 +101,7 @@ class StoreModel(RuleBasedStateMachine):
             if len(got) >= n:
                 break
         got = got[:n]
-        assert [(r.key, r.value) for r in got] == self.model[p][start:start + len(got)]
+        assert [(r.key, r.value) for r in got] == self.model[p][start : start + len(got)]
         assert [r.offset for r in got] == list(range(start, start + len(got)))
         self.consumer.commit({tp: start + len(got)})
         self.committed[p] = start + len(got)

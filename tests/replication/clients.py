@@ -1,12 +1,14 @@
 """What the cluster tests of this folder do as clients of a LocalCluster (the simulator is sim.py)."""
+
 from __future__ import annotations
 
 import time
 from typing import Any
 
 
-def consume_all(cluster: Any, topic: str, partitions: int, expect: int, timeout_s: float = 30,
-                **consumer_config: Any) -> list[Any]:
+def consume_all(
+    cluster: Any, topic: str, partitions: int, expect: int, timeout_s: float = 30, **consumer_config: Any
+) -> list[Any]:
     """Every record of ``topic``'s partitions 0..``partitions``-1 that ``cluster``'s consumer
     reads within ``timeout_s``, polling until ``expect`` came, then once more: a record beyond
     those expected shows up in the result."""

@@ -23,13 +23,6 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from seglog.util.clock import ManualClock, Scheduler
-from seglog.errors import (
-    NotEnoughReplicasError,
-    OutOfOrderSequenceError,
-    error_for_code,
-)
-from seglog.storage.records import batch_headers, decode_records, encode_batch
 from seglog.cluster import mutations as mut
 from seglog.cluster.coordinator import InMemoryCoordinator
 from seglog.cluster.messages import (
@@ -52,6 +45,13 @@ from seglog.cluster.metadata import NO_LEADER, PartitionState, ReplicaConfig, st
 from seglog.cluster.node import ReplicaNode
 from seglog.cluster.partition import Partition, Role
 from seglog.cluster.transport import GuardedScheduler, InMemoryNetwork
+from seglog.errors import (
+    NotEnoughReplicasError,
+    OutOfOrderSequenceError,
+    error_for_code,
+)
+from seglog.storage.records import batch_headers, decode_records, encode_batch
+from seglog.util.clock import ManualClock, Scheduler
 
 ADMIN = 1000
 
@@ -79,27 +79,38 @@ class NotReached(SimulationFailure):
 class SimCluster:
     """Nodes, network, coordinator and clock for one deterministic run (see module docs)."""
 
-    def __init__(self, root: str, *, nodes: int = 3, seed: int = 0, config: ReplicaConfig = FAST,
-                 log_defaults: dict[str, Any] | None = None, mutants: Iterable[str] = (),
-                 net_delay: tuple[int, int] = (1, 3), log_dirs: int = 1) -> None:
+    def __init__(
+        self,
+        root: str,
+        *,
+        nodes: int = 3,
+        seed: int = 0,
+        config: ReplicaConfig = FAST,
+        log_defaults: dict[str, Any] | None = None,
+        mutants: Iterable[str] = (),
+        net_delay: tuple[int, int] = (1, 3),
+        log_dirs: int = 1,
+    ) -> None:
         self.root = root
         self.log_dirs = log_dirs
         self.seed = seed
         self.rng = random.Random(seed)
         self.config = config
-        self.log_defaults = {"flush.ms": 1000, "segment.bytes": 64 * 1024,
-                             "message.timestamp.before.max.ms": 2**62,
-                             "message.timestamp.after.max.ms": 2**62}
+        self.log_defaults = {
+            "flush.ms": 1000,
+            "segment.bytes": 64 * 1024,
+            "message.timestamp.before.max.ms": 2**62,
+            "message.timestamp.after.max.ms": 2**62,
+        }
         self.log_defaults.update(log_defaults or {})
         self.mutants = mut.check(frozenset(mutants))
         self.clock = ManualClock()
         self.errors: list[tuple[str, BaseException]] = []
         self.scheduler = Scheduler(self.clock, on_error=lambda n, e: self.errors.append((n, e)))
         self.net = InMemoryNetwork(self.scheduler, random.Random(seed * 31 + 7), delay_ms=net_delay)
-        self.coord = InMemoryCoordinator(self.clock, self.scheduler,
-                                         session_timeout_ms=config.session_timeout_ms)
+        self.coord = InMemoryCoordinator(self.clock, self.scheduler, session_timeout_ms=config.session_timeout_ms)
         self.ids = list(range(nodes))
-        self.nodes: dict[int, ReplicaNode | None] = {i: None for i in self.ids}
+        self.nodes: dict[int, ReplicaNode | None] = dict.fromkeys(self.ids)
         self._gs: dict[int, GuardedScheduler] = {}
         self.paused: set[int] = set()
         self.lost_tail: dict[int, set[tuple[str, int]]] = {i: set() for i in self.ids}
@@ -122,10 +133,18 @@ class SimCluster:
     def start_node(self, i: int) -> ReplicaNode:
         gs = GuardedScheduler(self.scheduler)
         self._gs[i] = gs
-        n = ReplicaNode(i, self.node_dirs(i), coordinator=self.coord, transport=self.net,
-                        clock=self.clock, scheduler=gs, config=self.config,
-                        log_defaults=self.log_defaults, mutants=self.mutants,
-                        coordinator_reachable=lambda i=i: self.net.coordinator_reachable(i))
+        n = ReplicaNode(
+            i,
+            self.node_dirs(i),
+            coordinator=self.coord,
+            transport=self.net,
+            clock=self.clock,
+            scheduler=gs,
+            config=self.config,
+            log_defaults=self.log_defaults,
+            mutants=self.mutants,
+            coordinator_reachable=lambda i=i: self.net.coordinator_reachable(i),
+        )
         self.nodes[i] = n
         n.start()
         self.event(f"start node {i} ({'clean' if n.started_clean else 'unclean'})")
@@ -224,8 +243,9 @@ class SimCluster:
             out[lg.dir] = (segs, rp)
         return out
 
-    def _apply_power_loss(self, n: ReplicaNode, cuts: dict[str, tuple[list[tuple[str, int, int]], int]],
-                          keep: str = "random") -> None:
+    def _apply_power_loss(
+        self, n: ReplicaNode, cuts: dict[str, tuple[list[tuple[str, int, int]], int]], keep: str = "random"
+    ) -> None:
         for d, (segs, _rp) in cuts.items():
             if not segs:
                 continue
@@ -240,7 +260,7 @@ class SimCluster:
                     prefix = path[: -len(".log")]
                     for ext in (".index", ".timeindex"):
                         _truncate(prefix + ext, 0)
-                    for later, _, _ in segs[k + 1:]:
+                    for later, _, _ in segs[k + 1 :]:
                         lp = later[: -len(".log")]
                         for ext in (".log", ".index", ".timeindex", ".txnindex"):
                             if os.path.exists(lp + ext):
@@ -267,8 +287,9 @@ class SimCluster:
             name, exc = self.errors[0]
             raise SimulationFailure(f"task {name!r} raised {exc!r}") from exc
 
-    def run_until(self, pred: Callable[[], bool], timeout_ms: int = 30_000, step_ms: int = 10,
-                  what: str = "condition") -> None:
+    def run_until(
+        self, pred: Callable[[], bool], timeout_ms: int = 30_000, step_ms: int = 10, what: str = "condition"
+    ) -> None:
         waited = 0
         while not pred():
             if waited >= timeout_ms:
@@ -299,13 +320,19 @@ class SimCluster:
         return -1
 
     def wait_controller(self, timeout_ms: int = 20_000) -> int:
-        self.run_until(lambda: self.controller() >= 0 and self.controller() not in self.paused,
-                       timeout_ms, 10, "a controller")
+        self.run_until(
+            lambda: self.controller() >= 0 and self.controller() not in self.paused, timeout_ms, 10, "a controller"
+        )
         return self.controller()
 
-    def create_topic(self, name: str, partitions: int = 1, rf: int = 3,
-                     config: dict[str, Any] | None = None,
-                     assignment: tuple[tuple[int, ...], ...] = ()) -> CreateTopicResponse:
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        rf: int = 3,
+        config: dict[str, Any] | None = None,
+        assignment: tuple[tuple[int, ...], ...] = (),
+    ) -> CreateTopicResponse:
         import json
 
         c = self.wait_controller()
@@ -315,9 +342,12 @@ class SimCluster:
         if resp.error != NONE:
             raise error_for_code(resp.error)(resp.message)
         for p in range(partitions):
-            self.run_until(lambda p=p: self.leader_of((name, p)) >= 0
-                           and self.leader_replica((name, p)) is not None, 10_000, 5,
-                           f"a leader for {name}-{p}")
+            self.run_until(
+                lambda p=p: self.leader_of((name, p)) >= 0 and self.leader_replica((name, p)) is not None,
+                10_000,
+                5,
+                f"a leader for {name}-{p}",
+            )
         return resp
 
     def init_producer_id(self) -> tuple[int, int]:
@@ -325,12 +355,23 @@ class SimCluster:
         assert isinstance(resp, InitProducerIdResponse) and resp.error == NONE, resp
         return resp.producer_id, resp.producer_epoch
 
-    def produce(self, tp: tuple[str, int], values: list[bytes], *, acks: int = -1, dst: int | None = None,
-                pid: int = -1, epoch: int = -1, seq: int = -1, timeout_ms: int = 5000) -> list[Any]:
+    def produce(
+        self,
+        tp: tuple[str, int],
+        values: list[bytes],
+        *,
+        acks: int = -1,
+        dst: int | None = None,
+        pid: int = -1,
+        epoch: int = -1,
+        seq: int = -1,
+        timeout_ms: int = 5000,
+    ) -> list[Any]:
         """Send one batch to ``dst`` (default: the current leader); the box fills with
         (response, error)."""
-        batch = encode_batch(values, timestamps=self.clock.time_ms(), producer_id=pid, producer_epoch=epoch,
-                             base_sequence=seq)
+        batch = encode_batch(
+            values, timestamps=self.clock.time_ms(), producer_id=pid, producer_epoch=epoch, base_sequence=seq
+        )
         target = self.leader_of(tp) if dst is None else dst
         return self.request(target, ProduceRequest(tp[0], tp[1], batch, acks, timeout_ms), timeout_ms + 1000)
 
@@ -387,9 +428,11 @@ class SimCluster:
                 continue
             lines.append(f"  node {i}: broker epoch {n.broker_epoch}, controller={n.controller is not None}")
             for tp, p in sorted(n.partitions.items()):
-                lines.append(f"    {tp[0]}-{tp[1]}: {p.role.value} epoch {p.leader_epoch} leader {p.leader} "
-                             f"isr {p.isr_state.isr}{' ' + str(p.isr_state.pending) if p.isr_state.pending else ''} "
-                             f"hw {p.high_watermark} leo {p.log_end_offset} cache {p.log.epoch_cache.entries()}")
+                lines.append(
+                    f"    {tp[0]}-{tp[1]}: {p.role.value} epoch {p.leader_epoch} leader {p.leader} "
+                    f"isr {p.isr_state.isr}{' ' + str(p.isr_state.pending) if p.isr_state.pending else ''} "
+                    f"hw {p.high_watermark} leo {p.log_end_offset} cache {p.log.epoch_cache.entries()}"
+                )
         for k, v in sorted(self.coord.dump().items()):
             if "/state" in k:
                 lines.append(f"  {k}: {v.decode()}")
@@ -451,8 +494,18 @@ def epochs_with_data(p: Partition) -> list[tuple[int, int]]:
 
 
 def batch_fingerprints(p: Partition) -> list[tuple[int, int, int, int, int, int, int]]:
-    return [(b.base_offset, b.last_offset, b.partition_leader_epoch, b.producer_id, b.producer_epoch,
-             b.base_sequence, b.records_count) for b in p.log.batches()]
+    return [
+        (
+            b.base_offset,
+            b.last_offset,
+            b.partition_leader_epoch,
+            b.producer_id,
+            b.producer_epoch,
+            b.base_sequence,
+            b.records_count,
+        )
+        for b in p.log.batches()
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -568,8 +621,9 @@ class Checker:
                     hkey = (i, tp, p.leader_epoch)
                     last = self.hw_seen.get(hkey, -1)
                     if hw < last:
-                        self.fail(f"leader {i} of {tp} epoch {p.leader_epoch}: high watermark went back "
-                                  f"from {last} to {hw}")
+                        self.fail(
+                            f"leader {i} of {tp} epoch {p.leader_epoch}: high watermark went back from {last} to {hw}"
+                        )
                     self.hw_seen[hkey] = hw
                     st = c.state(tp)
                     if st is not None and st.leader == i and st.leader_epoch == p.leader_epoch:
@@ -580,8 +634,10 @@ class Checker:
                             if q is None or q.log.closed:
                                 continue
                             if q.log_end_offset < hw:
-                                self.fail(f"{tp}: leader {i} high watermark {hw} above the log end "
-                                          f"{q.log_end_offset} of ISR member {r}")
+                                self.fail(
+                                    f"{tp}: leader {i} high watermark {hw} above the log end "
+                                    f"{q.log_end_offset} of ISR member {r}"
+                                )
             if self.strict_truncation and n.stats.get("truncations_below_hw", 0):
                 self.fail(f"node {i} truncated below its high watermark")
         # ISR admission clears the lost-tail mark.
@@ -589,8 +645,7 @@ class Checker:
             for tp in list(tps):
                 st = c.state(tp)
                 lp = c.leader_replica(tp)
-                if st is not None and r in st.isr and lp is not None and r in lp.isr_state.isr \
-                        and st.leader != r:
+                if st is not None and r in st.isr and lp is not None and r in lp.isr_state.isr and st.leader != r:
                     q = c.replica(r, tp)
                     if q is not None and q.log_end_offset >= lp.high_watermark:
                         tps.discard(tp)
@@ -614,19 +669,26 @@ class Checker:
                 for q in reps:
                     assert q is not None
                     if q.high_watermark != q.log_end_offset or q.log_end_offset != lp.log_end_offset:
-                        self.fail(f"{tp}: replica {q.host.node_id} hw {q.high_watermark} leo "
-                                  f"{q.log_end_offset}, leader leo {lp.log_end_offset} after quiescence")
+                        self.fail(
+                            f"{tp}: replica {q.host.node_id} hw {q.high_watermark} leo "
+                            f"{q.log_end_offset}, leader leo {lp.log_end_offset} after quiescence"
+                        )
                     fp = batch_fingerprints(q)
                     if fp != ref:
                         diff = next((k for k, (a, b) in enumerate(zip(fp, ref)) if a != b), min(len(fp), len(ref)))
-                        self.fail(f"{tp}: replica {q.host.node_id} diverges from leader {lp.host.node_id} "
-                                  f"at batch {diff}: {fp[diff:diff + 2]} vs {ref[diff:diff + 2]}")
+                        self.fail(
+                            f"{tp}: replica {q.host.node_id} diverges from leader {lp.host.node_id} "
+                            f"at batch {diff}: {fp[diff : diff + 2]} vs {ref[diff : diff + 2]}"
+                        )
                     if epochs_with_data(q) != ref_cache:
-                        self.fail(f"{tp}: epoch caches differ: node {q.host.node_id} "
-                                  f"{q.log.epoch_cache.entries()} vs leader {lp.log.epoch_cache.entries()}")
+                        self.fail(
+                            f"{tp}: epoch caches differ: node {q.host.node_id} "
+                            f"{q.log.epoch_cache.entries()} vs leader {lp.log.epoch_cache.entries()}"
+                        )
                 final = log_values(lp)
-                producer_epoch_at = {o: b.producer_epoch for b in lp.log.batches()
-                                     for o in range(b.base_offset, b.last_offset + 1)}
+                producer_epoch_at = {
+                    o: b.producer_epoch for b in lp.log.batches() for o in range(b.base_offset, b.last_offset + 1)
+                }
                 seen_vals: dict[bytes, int] = {}
                 for off, v in final.items():
                     s = self.value_send.get(v)
@@ -639,8 +701,9 @@ class Checker:
                             # duplicate is a failure only where loss is not allowed either.
                             resent = producer_epoch_at.get(first) != producer_epoch_at.get(off)
                             if not resent or topic not in allow_loss:
-                                self.fail(f"duplicate: {v!r} at {tp} offsets {first} and {off} from an "
-                                          "idempotent producer")
+                                self.fail(
+                                    f"duplicate: {v!r} at {tp} offsets {first} and {off} from an idempotent producer"
+                                )
                             report["duplicates_resent"] = report.get("duplicates_resent", 0) + 1
                         report["duplicates"] += 1
                     seen_vals[v] = off
@@ -656,12 +719,15 @@ class Checker:
                             if topic in allow_loss:
                                 report[f"lost_{topic}"] = report.get(f"lost_{topic}", 0) + 1
                             else:
-                                self.fail(f"lost acknowledged write: {v!r} acked at {tp} offset {off}, "
-                                          f"the final log holds {final.get(off)!r}")
+                                self.fail(
+                                    f"lost acknowledged write: {v!r} acked at {tp} offset {off}, "
+                                    f"the final log holds {final.get(off)!r}"
+                                )
                 for off, v in self.polled.get(tp, {}).items():
                     if final.get(off) != v and topic not in allow_loss:
-                        self.fail(f"read then vanish: {v!r} polled at {tp} offset {off}, final log holds "
-                                  f"{final.get(off)!r}")
+                        self.fail(
+                            f"read then vanish: {v!r} polled at {tp} offset {off}, final log holds {final.get(off)!r}"
+                        )
                 polled = self.polled.get(tp, {})
                 if topic not in allow_loss:
                     for off, v in self.acked.get(tp, {}).items():
@@ -714,9 +780,20 @@ class SimProducer(SimClient):
     """One producer on one partition, one batch in flight; retries its batch (same sequence
     when idempotent) until it is acknowledged."""
 
-    def __init__(self, cluster: SimCluster, checker: Checker, client_id: int, tp: tuple[str, int], *,
-                 idempotent: bool, acks: int, rng: random.Random, interval_ms: int = 20,
-                 timeout_ms: int = 1500, max_batch: int = 4) -> None:
+    def __init__(
+        self,
+        cluster: SimCluster,
+        checker: Checker,
+        client_id: int,
+        tp: tuple[str, int],
+        *,
+        idempotent: bool,
+        acks: int,
+        rng: random.Random,
+        interval_ms: int = 20,
+        timeout_ms: int = 1500,
+        max_batch: int = 4,
+    ) -> None:
         super().__init__(cluster, client_id, rng)
         self.checker = checker
         self.tp = tp
@@ -736,8 +813,7 @@ class SimProducer(SimClient):
         self.ok = 0
         self.oos_in_a_row = 0
         self.next_at = 0
-        cluster.scheduler.schedule(f"producer {client_id}", self.tick, delay_ms=interval_ms,
-                                   period_ms=interval_ms)
+        cluster.scheduler.schedule(f"producer {client_id}", self.tick, delay_ms=interval_ms, period_ms=interval_ms)
 
     def tick(self) -> None:
         if self.in_flight or self.pid_in_flight:
@@ -789,8 +865,13 @@ class SimProducer(SimClient):
         s = self.current
         assert s is not None
         if self.idempotent:
-            batch = encode_batch(list(s.values), timestamps=self.c.clock.time_ms(), producer_id=self.pid,
-                                 producer_epoch=self.epoch, base_sequence=self.current_seq)
+            batch = encode_batch(
+                list(s.values),
+                timestamps=self.c.clock.time_ms(),
+                producer_id=self.pid,
+                producer_epoch=self.epoch,
+                base_sequence=self.current_seq,
+            )
         else:
             batch = encode_batch(list(s.values), timestamps=self.c.clock.time_ms())
         s.attempts += 1
@@ -843,15 +924,24 @@ class SimProducer(SimClient):
                 ctrl = self.controller_id if self.controller_id >= 0 else leader
                 self.c.net.request(self.id, ctrl, InitProducerIdRequest(self.pid, self.epoch), bumped, 1000)
                 return
-            if definite and isinstance(exc, NotEnoughReplicasError) and s.indeterminate == 0 \
-                    and not self.idempotent and self.rng.random() < 0.5:
+            if (
+                definite
+                and isinstance(exc, NotEnoughReplicasError)
+                and s.indeterminate == 0
+                and not self.idempotent
+                and self.rng.random() < 0.5
+            ):
                 # A plain producer may give a batch up when it definitely failed.
                 s.status = "fail"
                 self.current = None
 
-        self.c.net.request(self.id, leader, ProduceRequest(self.tp[0], self.tp[1], batch, self.acks,
-                                                           max(100, server_timeout)),
-                           done, self.timeout_ms)
+        self.c.net.request(
+            self.id,
+            leader,
+            ProduceRequest(self.tp[0], self.tp[1], batch, self.acks, max(100, server_timeout)),
+            done,
+            self.timeout_ms,
+        )
 
     def finish(self) -> None:
         """End of the run: the batch still being retried is indeterminate."""
@@ -862,15 +952,22 @@ class SimConsumer(SimClient):
     """Polls one partition from its leader, below the high watermark, and checks that polls are
     contiguous and that no record at or above the serving replica's HW is returned."""
 
-    def __init__(self, cluster: SimCluster, checker: Checker, client_id: int, tp: tuple[str, int], *,
-                 rng: random.Random, interval_ms: int = 30) -> None:
+    def __init__(
+        self,
+        cluster: SimCluster,
+        checker: Checker,
+        client_id: int,
+        tp: tuple[str, int],
+        *,
+        rng: random.Random,
+        interval_ms: int = 30,
+    ) -> None:
         super().__init__(cluster, client_id, rng)
         self.checker = checker
         self.tp = tp
         self.position = 0
         self.in_flight = False
-        cluster.scheduler.schedule(f"consumer {client_id}", self.tick, delay_ms=interval_ms,
-                                   period_ms=interval_ms)
+        cluster.scheduler.schedule(f"consumer {client_id}", self.tick, delay_ms=interval_ms, period_ms=interval_ms)
 
     def tick(self) -> None:
         if self.in_flight:
@@ -880,8 +977,12 @@ class SimConsumer(SimClient):
             self.refresh_metadata()
             return
         self.in_flight = True
-        req = FetchRequest(CONSUMER_REPLICA_ID, (FetchPartition(self.tp[0], self.tp[1], self.position),),
-                           max_wait_ms=100, max_bytes=64 * 1024)
+        req = FetchRequest(
+            CONSUMER_REPLICA_ID,
+            (FetchPartition(self.tp[0], self.tp[1], self.position),),
+            max_wait_ms=100,
+            max_bytes=64 * 1024,
+        )
 
         def done(resp: Any, err: BaseException | None) -> None:
             self.in_flight = False
@@ -898,11 +999,12 @@ class SimConsumer(SimClient):
                 if r.offset < self.position:
                     continue
                 if r.offset != self.position:
-                    self.checker.fail(f"consumer {self.id} on {self.tp}: skipped from {self.position} "
-                                      f"to {r.offset}")
+                    self.checker.fail(f"consumer {self.id} on {self.tp}: skipped from {self.position} to {r.offset}")
                 if r.offset >= pr.high_watermark:
-                    self.checker.fail(f"consumer {self.id} on {self.tp}: got offset {r.offset} at or "
-                                      f"above the leader's high watermark {pr.high_watermark}")
+                    self.checker.fail(
+                        f"consumer {self.id} on {self.tp}: got offset {r.offset} at or "
+                        f"above the leader's high watermark {pr.high_watermark}"
+                    )
                 self.checker.on_poll(self.tp, r.offset, r.value or b"")
                 self.position = r.offset + 1
 
@@ -941,9 +1043,22 @@ class SimConfig:
     settle_ms: int = 60_000
 
 
-ALL_FAULTS = frozenset({"kill", "power_loss", "restart", "pause", "partition", "leader_isolation",
-                        "coordinator_cut", "drop", "delay", "controller_kill", "preferred",
-                        "failover_during_catch_up"})
+ALL_FAULTS = frozenset(
+    {
+        "kill",
+        "power_loss",
+        "restart",
+        "pause",
+        "partition",
+        "leader_isolation",
+        "coordinator_cut",
+        "drop",
+        "delay",
+        "controller_kill",
+        "preferred",
+        "failover_during_catch_up",
+    }
+)
 
 
 class Simulation:
@@ -955,8 +1070,9 @@ class Simulation:
             config["unclean.leader.election.enable"] = True
         self.c = SimCluster(root, nodes=cfg.nodes, seed=cfg.seed, mutants=cfg.mutants, log_defaults=config)
         strict = "power_loss" not in cfg.faults and not cfg.unclean
-        self.checker = Checker(self.c, safe_topics={t.name for t in cfg.topics if not self.may_lose(t)},
-                               strict_truncation=strict)
+        self.checker = Checker(
+            self.c, safe_topics={t.name for t in cfg.topics if not self.may_lose(t)}, strict_truncation=strict
+        )
         self.producers: list[SimProducer] = []
         self.consumers: list[SimConsumer] = []
         self.pending: list[tuple[int, Callable[[], None], str]] = []
@@ -977,12 +1093,24 @@ class Simulation:
             for p in range(t.partitions):
                 tp = (t.name, p)
                 for _ in range(t.idempotent_producers):
-                    self.producers.append(SimProducer(c, self.checker, cid, tp, idempotent=True, acks=t.acks,
-                                                      rng=random.Random(self.rng.random())))
+                    self.producers.append(
+                        SimProducer(
+                            c, self.checker, cid, tp, idempotent=True, acks=t.acks, rng=random.Random(self.rng.random())
+                        )
+                    )
                     cid += 1
                 for _ in range(t.plain_producers):
-                    self.producers.append(SimProducer(c, self.checker, cid, tp, idempotent=False, acks=t.acks,
-                                                      rng=random.Random(self.rng.random())))
+                    self.producers.append(
+                        SimProducer(
+                            c,
+                            self.checker,
+                            cid,
+                            tp,
+                            idempotent=False,
+                            acks=t.acks,
+                            rng=random.Random(self.rng.random()),
+                        )
+                    )
                     cid += 1
                 for _ in range(t.consumers):
                     self.consumers.append(SimConsumer(c, self.checker, cid, tp, rng=random.Random(self.rng.random())))
@@ -1004,8 +1132,9 @@ class Simulation:
                 self.checker.check_step()
             return self.settle()
         except SimulationFailure as exc:
-            raise SimulationFailure(f"seed {self.cfg.seed}, step {self.step}, mutants "
-                                    f"{sorted(self.cfg.mutants)}: {exc}") from None
+            raise SimulationFailure(
+                f"seed {self.cfg.seed}, step {self.step}, mutants {sorted(self.cfg.mutants)}: {exc}"
+            ) from None
 
     # -- faults -----------------------------------------------------------------------------------
 
@@ -1039,7 +1168,8 @@ class Simulation:
             if c.nodes[target] is None:
                 return
             if (kind == "power_loss" or "power_loss" in self.cfg.faults) and (
-                    down or any(c.lost_tail.values()) or c.paused):
+                down or any(c.lost_tail.values()) or c.paused
+            ):
                 # One node at a time, and only once the previous one has caught up: losing the
                 # page cache of every ISR member may lose acknowledged writes (allowed), which
                 # is not what this fault tests. A kill counts too: an unclean restart leaves the
@@ -1053,14 +1183,14 @@ class Simulation:
             else:
                 c.crash(target, power_loss=kind == "power_loss")
                 delay = self.rng.randint(200, 5000)
-            self.later(delay, lambda t=target: c.start_node(t) if c.nodes[t] is None else None,
-                       f"restart {target}")
+            self.later(delay, lambda t=target: c.start_node(t) if c.nodes[t] is None else None, f"restart {target}")
         elif kind == "pause":
             if c.nodes[target] is None or target in c.paused:
                 return
             c.pause(target)
-            self.later(self.rng.choice((500, 1500, 3000, 6000, 12000)), lambda t=target: c.resume(t),
-                       f"resume {target}")
+            self.later(
+                self.rng.choice((500, 1500, 3000, 6000, 12000)), lambda t=target: c.resume(t), f"resume {target}"
+            )
         elif kind == "partition":
             others = [o for o in c.ids if o != target]
             for o in others:
@@ -1078,9 +1208,11 @@ class Simulation:
                 if o != lead:
                     c.net.cut(lead, o)
             c.event(f"cut leader {lead} from its followers")
-            self.later(self.rng.randint(2000, 8000), lambda: (c.net.cut_coordinator(lead),
-                                                              c.event(f"cut leader {lead} from the coordinator")),
-                       "isolate fully")
+            self.later(
+                self.rng.randint(2000, 8000),
+                lambda: (c.net.cut_coordinator(lead), c.event(f"cut leader {lead} from the coordinator")),
+                "isolate fully",
+            )
             self.later(self.rng.randint(9000, 15000), c.heal, "heal")
         elif kind == "coordinator_cut":
             c.net.cut_coordinator(target)
@@ -1132,8 +1264,7 @@ class Simulation:
             leader = c.leader_of(tp)
             if leader >= 0 and leader != follower and c.nodes[leader] is not None:
                 c.crash(leader)
-                self.later(8000, lambda: c.start_node(leader) if c.nodes[leader] is None else None,
-                           f"restart {leader}")
+                self.later(8000, lambda: c.start_node(leader) if c.nodes[leader] is None else None, f"restart {leader}")
             deadline = c.clock.monotonic_ms() + 10_000
 
             def watch() -> None:
@@ -1151,14 +1282,18 @@ class Simulation:
                     for o in c.ids:  # slow the last steps down: the window lasts
                         if o != follower:
                             c.net.rule(o, follower).delay_ms = (30, 60)
-                if lp.host.node_id != follower and q.log_end_offset >= lp.high_watermark and (
-                        follower in lp.isr_state.maximal or q.log_end_offset >= lp.leader_epoch_start_offset):
+                if (
+                    lp.host.node_id != follower
+                    and q.log_end_offset >= lp.high_watermark
+                    and (follower in lp.isr_state.maximal or q.log_end_offset >= lp.leader_epoch_start_offset)
+                ):
                     succ = lp.host.node_id
                     c.crash(succ)
-                    c.event(f"killed successor {succ} with follower {follower} at {q.log_end_offset}, "
-                            f"epoch start {lp.leader_epoch_start_offset}")
-                    self.later(6000, lambda: c.start_node(succ) if c.nodes[succ] is None else None,
-                               f"restart {succ}")
+                    c.event(
+                        f"killed successor {succ} with follower {follower} at {q.log_end_offset}, "
+                        f"epoch start {lp.leader_epoch_start_offset}"
+                    )
+                    self.later(6000, lambda: c.start_node(succ) if c.nodes[succ] is None else None, f"restart {succ}")
                     finish()
                     return
                 self.later(1, watch, "watch catch-up")
@@ -1204,8 +1339,7 @@ class Simulation:
                         return False
                     for r in lp.replicas:
                         q = c.replica(r, tp)
-                        if q is None or q.log_end_offset != lp.log_end_offset or \
-                                q.high_watermark != q.log_end_offset:
+                        if q is None or q.log_end_offset != lp.log_end_offset or q.high_watermark != q.log_end_offset:
                             return False
                     if any(cons.tp == tp and cons.position < lp.high_watermark for cons in self.consumers):
                         return False
@@ -1217,16 +1351,22 @@ class Simulation:
             stuck = [p for p in self.producers if p.current is not None]
             raise SimulationFailure(
                 "no quiescence after healing (liveness); producers still retrying: "
-                f"{[(p.id, p.current.values[0] if p.current else None) for p in stuck]}\n{c.describe()}") from None
+                f"{[(p.id, p.current.values[0] if p.current else None) for p in stuck]}\n{c.describe()}"
+            ) from None
         self.checker.check_step()
         allow = {t.name for t in self.cfg.topics if self.may_lose(t)}
         report = self.checker.check_final(topics, allow_loss=allow)
-        report.update({"steps": self.cfg.steps, "sim_ms": c.clock.monotonic_ms(),
-                       "acked": sum(len(v) for v in self.checker.acked.values()),
-                       "sends": len(self.checker.sends),
-                       "faults": sum(self.faults_done.values()),
-                       "power_losses": c.power_losses,
-                       "messages": c.net.delivered})
+        report.update(
+            {
+                "steps": self.cfg.steps,
+                "sim_ms": c.clock.monotonic_ms(),
+                "acked": sum(len(v) for v in self.checker.acked.values()),
+                "sends": len(self.checker.sends),
+                "faults": sum(self.faults_done.values()),
+                "power_losses": c.power_losses,
+                "messages": c.net.delivered,
+            }
+        )
         if report["unseen"]:
             raise SimulationFailure(f"{report['unseen']} acknowledged records never polled\n{c.describe()}")
         return report

@@ -19,8 +19,9 @@ from tests.replication.clients import consume_all
 def test_killing_the_leader_during_an_acks_all_stream_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     with LocalCluster(nodes=3, dir=tmp_path / "cluster") as cluster:
         cluster.create_topic("orders", partitions=2, replication_factor=3, config={"min.insync.replicas": 2})
-        producer = cluster.producer(acks="all", enable_idempotence=True, delivery_timeout_ms=60_000,
-                                    request_timeout_ms=2000)
+        producer = cluster.producer(
+            acks="all", enable_idempotence=True, delivery_timeout_ms=60_000, request_timeout_ms=2000
+        )
         futures: list[tuple[bytes, Future[ClusterRecordMetadata]]] = []
         stop = threading.Event()
 
@@ -39,8 +40,11 @@ def test_killing_the_leader_during_an_acks_all_stream_loses_and_duplicates_nothi
         victim = cluster.leader("orders", 0)
         assert victim is not None
         cluster.kill(victim)
-        cluster.wait_for(lambda: (st := cluster._state("orders", 0)) is not None and st.leader not in (-1, victim),
-                         20, "a new leader")
+        cluster.wait_for(
+            lambda: (st := cluster._state("orders", 0)) is not None and st.leader not in (-1, victim),
+            20,
+            "a new leader",
+        )
         time.sleep(0.5)
         stop.set()
         t.join()
@@ -57,8 +61,11 @@ def test_killing_the_leader_during_an_acks_all_stream_loses_and_duplicates_nothi
         assert len(acked) > 500
         assert cluster.leader("orders", 0) != victim
         cluster.restart(victim)
-        cluster.wait_for(lambda: all(len(cluster._state("orders", p).isr) == 3 for p in (0, 1)),  # type: ignore[union-attr]
-                         30, "the victim back in the ISRs")
+        cluster.wait_for(
+            lambda: all(len(cluster._state("orders", p).isr) == 3 for p in (0, 1)),  # type: ignore[union-attr]
+            30,
+            "the victim back in the ISRs",
+        )
         got = consume_all(cluster, "orders", 2, len(acked) + failed)
         values = [r.value for r in got]
         assert len(values) == len(set(values)), "a record was consumed twice"
@@ -69,8 +76,9 @@ def test_killing_the_leader_during_an_acks_all_stream_loses_and_duplicates_nothi
 
 
 def test_pause_shrinks_the_isr_and_the_node_rejoins(tmp_path: Path) -> None:
-    with LocalCluster(nodes=3, dir=tmp_path / "cluster",
-                      replica_config={"replica.lag.time.max.ms": 1000, "session.timeout.ms": 5000}) as cluster:
+    with LocalCluster(
+        nodes=3, dir=tmp_path / "cluster", replica_config={"replica.lag.time.max.ms": 1000, "session.timeout.ms": 5000}
+    ) as cluster:
         cluster.create_topic("t", partitions=1, replication_factor=3)
         leader = cluster.leader("t")
         follower = next(i for i in cluster.ids if i != leader)
@@ -144,8 +152,13 @@ def test_send_batch_ships_columns_by_key_and_survives_a_leader_kill(tmp_path: Pa
 
     with LocalCluster(nodes=3, dir=tmp_path / "cluster") as cluster:
         cluster.create_topic("events", partitions=3, replication_factor=3, config={"min.insync.replicas": 2})
-        producer = cluster.producer(acks="all", enable_idempotence=True, delivery_timeout_ms=60_000,
-                                    request_timeout_ms=2000, max_request_size=32 * 1024)
+        producer = cluster.producer(
+            acks="all",
+            enable_idempotence=True,
+            delivery_timeout_ms=60_000,
+            request_timeout_ms=2000,
+            max_request_size=32 * 1024,
+        )
         n = 12_000
         values = [b"event-%06d" % i + b"." * 60 for i in range(n)]
         keys = [b"user-%d" % (i % 97) for i in range(n)]

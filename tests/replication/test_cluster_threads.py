@@ -12,8 +12,8 @@ import threading
 import time
 from pathlib import Path
 
-from seglog.cluster.local import LocalCluster
 from seglog.cluster.coordinator import InMemoryCoordinator
+from seglog.cluster.local import LocalCluster
 from tests.replication.clients import consume_all
 
 TOPIC = "t"
@@ -23,8 +23,9 @@ PER_CALL = 500
 def _stream(cluster: LocalCluster, stop: threading.Event, acked: dict[bytes, int], errors: list[BaseException]) -> None:
     """send_batch columns of unique values until ``stop``; an acknowledged call's values are
     recorded with the offsets its BatchResults give them."""
-    producer = cluster.producer(acks="all", enable_idempotence=True, delivery_timeout_ms=30_000,
-                                request_timeout_ms=2000)
+    producer = cluster.producer(
+        acks="all", enable_idempotence=True, delivery_timeout_ms=30_000, request_timeout_ms=2000
+    )
     n = 0
     try:
         while not stop.is_set():

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from seglog.util.clock import Clock, Scheduler
 from seglog.cluster.coordinator import (
     BadVersionError,
     Check,
@@ -29,6 +28,7 @@ from seglog.cluster.coordinator import (
     SetData,
     WatchEvent,
 )
+from seglog.util.clock import Clock, Scheduler
 
 _ids = itertools.count()
 
@@ -53,6 +53,7 @@ def env(request: pytest.FixtureRequest) -> Iterator[Env]:
         clock = Clock()
         sched = Scheduler(clock)
         coord = InMemoryCoordinator(clock, sched, session_timeout_ms=2000, tick_ms=20)
+
         def expire_mem(s: Any) -> None:
             s._reachable = lambda: False  # no heartbeats arrive: the coordinator expires it
             deadline = time.monotonic() + 5
@@ -151,8 +152,7 @@ def test_multi_is_all_or_nothing(env: Env) -> None:
     with pytest.raises(BadVersionError):
         s.multi([SetData(state, b"s1", 0), Check(epoch, 7), Create(env.root + "/new", b"")])
     assert s.get(state)[0] == b"s0" and s.exists(env.root + "/new") is None
-    res = s.multi([Check(epoch, 0), SetData(state, b"s1", 0), Create(env.root + "/new", b"n"),
-                   Delete(epoch, 0)])
+    res = s.multi([Check(epoch, 0), SetData(state, b"s1", 0), Create(env.root + "/new", b"n"), Delete(epoch, 0)])
     assert res[1] is not None and res[1].version == 1
     assert res[2] is not None and res[2].version == 0
     assert res[3] is None

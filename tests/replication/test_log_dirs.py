@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from seglog.storage.checkpoints import OffsetCheckpointFile
-from seglog.errors import KafkaStorageError, StorageError
-from seglog.storage.log import CLEAN_SHUTDOWN_FILE, LOG_START_FILE, RECOVERY_POINT_FILE
 from seglog.cluster.messages import NONE, FetchPartition, FetchRequest, FetchResponse
 from seglog.cluster.metadata import LOG_DIR_EVENT_PATH, broker_path, loads
 from seglog.cluster.node import HW_CHECKPOINT_FILE, ReplicaNode
+from seglog.errors import KafkaStorageError, StorageError
+from seglog.storage.checkpoints import OffsetCheckpointFile
+from seglog.storage.log import CLEAN_SHUTDOWN_FILE, LOG_START_FILE, RECOVERY_POINT_FILE
 from tests.replication.sim import SimCluster
 
 TOPIC = "t"
@@ -93,10 +93,16 @@ def test_new_partitions_go_to_the_dir_with_fewest_partitions(tmp_path: Path) -> 
 def test_each_dir_checkpoints_its_own_partitions_and_a_restart_reloads_both(sim: SimCluster) -> None:
     sim.create_topic(TOPIC, len(ASSIGNMENT), 3, {"min.insync.replicas": 2}, assignment=ASSIGNMENT)
     sent = fill(sim)
-    sim.run_until(lambda: all(sim.values(i, tp) == dict(enumerate(sent[tp]))
-                              and sim.replica(i, tp).high_watermark == len(sent[tp])  # type: ignore[union-attr]
-                              for i in sim.ids for tp in TPS),
-                  10_000, 10, "every replica holding every record, below its high watermark")
+    sim.run_until(
+        lambda: all(
+            sim.values(i, tp) == dict(enumerate(sent[tp])) and sim.replica(i, tp).high_watermark == len(sent[tp])  # type: ignore[union-attr]
+            for i in sim.ids
+            for tp in TPS
+        ),
+        10_000,
+        10,
+        "every replica holding every record, below its high watermark",
+    )
     home = {tp: sim.node(0).dir_of(*tp) for tp in TPS}
     sim.shutdown(0)
     for d in sim.node_dirs(0):
@@ -138,10 +144,16 @@ def test_a_dir_locked_by_another_process_is_refused(sim: SimCluster) -> None:
     sim.shutdown(0)
     locked = sim.node_dirs(0)[1]
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import fcntl, os, sys, time\n"
-         f"fd = os.open({os.path.join(locked, '.lock')!r}, os.O_RDWR | os.O_CREAT)\n"
-         "fcntl.lockf(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(60)\n"],
-        stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            f"fd = os.open({os.path.join(locked, '.lock')!r}, os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.lockf(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         with pytest.raises(StorageError, match=f"log dir {locked} is locked by another process"):
@@ -156,14 +168,22 @@ def test_a_dir_locked_by_another_process_is_refused(sim: SimCluster) -> None:
 
 def test_duplicate_dirs_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="listed twice"):
-        ReplicaNode(0, [str(tmp_path / "a"), str(tmp_path / "b"), str(tmp_path / "a") + "/"],
-                    coordinator=None, transport=None, clock=None, scheduler=None)  # type: ignore[arg-type]
+        ReplicaNode(
+            0,
+            [str(tmp_path / "a"), str(tmp_path / "b"), str(tmp_path / "a") + "/"],
+            coordinator=None,
+            transport=None,
+            clock=None,
+            scheduler=None,
+        )  # type: ignore[arg-type]
 
 
 def _fail_writes(sim: SimCluster, i: int, d: str) -> None:
     """Every append to a log of node ``i`` in dir ``d`` fails as on a full disk."""
+
     def enospc(*_a: Any, **_k: Any) -> Any:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
     for tp, p in sim.node(i).partitions.items():
         if sim.node(i).dir_of(*tp) == d:
             p.log.append = enospc  # type: ignore[method-assign]
@@ -193,13 +213,15 @@ def test_a_failed_dir_goes_offline_alone(sim: SimCluster) -> None:
     assert not halted and node.running
 
     # The controller moves leadership of t-1 away and takes node 0 out of t-1's and t-3's ISRs.
-    sim.run_until(lambda: sim.leader_of((TOPIC, 1)) not in (-1, 0)
-                  and all(0 not in sim.state((TOPIC, p)).isr for p in (1, 3)),  # type: ignore[union-attr]
-                  10_000, 10, "leadership and ISR moved off the offline replicas")
+    sim.run_until(
+        lambda: sim.leader_of((TOPIC, 1)) not in (-1, 0) and all(0 not in sim.state((TOPIC, p)).isr for p in (1, 3)),  # type: ignore[union-attr]
+        10_000,
+        10,
+        "leadership and ISR moved off the offline replicas",
+    )
     reg = loads(sim.coord.read(broker_path(0))[0])  # type: ignore[index]
     assert reg["offline_log_dirs"] == [failing] and reg["offline_replicas"] == [[TOPIC, 1], [TOPIC, 3]]
-    sim.run_until(lambda: sim.coord.children_of(LOG_DIR_EVENT_PATH) == [], 5000, 10,
-                  "the notification consumed")
+    sim.run_until(lambda: sim.coord.children_of(LOG_DIR_EVENT_PATH) == [], 5000, 10, "the notification consumed")
     assert sim.leader_of((TOPIC, 0)) == 0 and sim.state((TOPIC, 0)).isr == (0, 1, 2)  # type: ignore[union-attr]
     assert 0 in sim.state((TOPIC, 2)).isr  # type: ignore[union-attr]
 
@@ -258,16 +280,27 @@ def test_a_dir_unusable_at_start_starts_offline(sim: SimCluster) -> None:
     assert n.offline_dirs.keys() == {broken} and not n.started_clean
     # The partitions the node has no log for may be in the unusable dir: offline, never created
     # in the healthy one.
-    sim.run_until(lambda: n.offline_partitions == {(TOPIC, 1), (TOPIC, 3)}
-                  and all(0 not in sim.state((TOPIC, p)).isr for p in (1, 3))  # type: ignore[union-attr]
-                  and sim.leader_of((TOPIC, 1)) not in (-1, 0), 10_000, 10, "t-1 and t-3 offline on node 0")
+    sim.run_until(
+        lambda: (
+            n.offline_partitions == {(TOPIC, 1), (TOPIC, 3)}
+            and all(0 not in sim.state((TOPIC, p)).isr for p in (1, 3))  # type: ignore[union-attr]
+            and sim.leader_of((TOPIC, 1)) not in (-1, 0)
+        ),
+        10_000,
+        10,
+        "t-1 and t-3 offline on node 0",
+    )
     assert sorted(f for f in os.listdir(healthy) if f.startswith("t-")) == ["t-0", "t-2"]
-    sim.run_until(lambda: all(0 in sim.state((TOPIC, p)).isr for p in (0, 2)),  # type: ignore[union-attr]
-                  10_000, 10, "node 0 back in the ISRs of its healthy dir")
+    sim.run_until(
+        lambda: all(0 in sim.state((TOPIC, p)).isr for p in (0, 2)),  # type: ignore[union-attr]
+        10_000,
+        10,
+        "node 0 back in the ISRs of its healthy dir",
+    )
     sim.shutdown(0)
     os.unlink(broken)
     os.rename(broken + ".away", broken)
     sim.start_node(0)
     sim.run_until(lambda: full_isr(sim), 20_000, 10, "every replica back in its ISR")
     for tp in TPS:
-        assert list(sim.values(0, tp).values())[:len(sent[tp])] == sent[tp]
+        assert list(sim.values(0, tp).values())[: len(sent[tp])] == sent[tp]

@@ -33,8 +33,10 @@ def test_node_requires_id_and_zookeeper(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_node_config_overrides_and_listeners(tmp_path: Path) -> None:
-    path = _props(tmp_path, f"node.id=1\nlog.dirs={tmp_path / 'd'}\nzookeeper.connect=h:2181/c\n"
-                            "listeners=PLAINTEXT://127.0.0.1:9092\n")
+    path = _props(
+        tmp_path,
+        f"node.id=1\nlog.dirs={tmp_path / 'd'}\nzookeeper.connect=h:2181/c\nlisteners=PLAINTEXT://127.0.0.1:9092\n",
+    )
     cfg = load_config(path, {"zookeeper.session.timeout.ms": "3000", "node.id": "4"})
     assert (cfg.effective_node_id, cfg.zookeeper_session_timeout_ms) == (4, 3000)
     assert parse_listener(cfg.listeners[0]) == ("127.0.0.1", 9092)
@@ -45,8 +47,9 @@ def test_node_config_overrides_and_listeners(tmp_path: Path) -> None:
             parse_listener(bad)
     two = _props(tmp_path, f"node.id=1\nlog.dirs={tmp_path / 'a'},{tmp_path / 'b'}\nzookeeper.connect=h:1\n")
     assert load_config(two).effective_log_dirs == (str(tmp_path / "a"), str(tmp_path / "b"))
-    twice = _props(tmp_path, f"node.id=1\nlog.dirs={tmp_path / 'a'},{tmp_path / 'b'},{tmp_path / 'a'}/\n"
-                             "zookeeper.connect=h:1\n")
+    twice = _props(
+        tmp_path, f"node.id=1\nlog.dirs={tmp_path / 'a'},{tmp_path / 'b'},{tmp_path / 'a'}/\nzookeeper.connect=h:1\n"
+    )
     with pytest.raises(Exception, match=r"log dir .*/a/ is listed twice"):
         load_config(twice)
 
@@ -62,9 +65,12 @@ def test_describe_needs_a_dir_or_a_bootstrap(capsys: pytest.CaptureFixture[str],
 
 
 def test_format_describe_is_kafka_topics_layout() -> None:
-    parts = [PartitionInfo("t", 1, (2, 0, 1), PartitionState(-1, 3, (2,), (), 5, 1)),
-             PartitionInfo("t", 0, (0, 1, 2), PartitionState(1, 2, (1, 2, 0), (), 4, 1))]
+    parts = [
+        PartitionInfo("t", 1, (2, 0, 1), PartitionState(-1, 3, (2,), (), 5, 1)),
+        PartitionInfo("t", 0, (0, 1, 2), PartitionState(1, 2, (1, 2, 0), (), 4, 1)),
+    ]
     assert format_describe(parts) == (
         "Topic: t\tPartitionCount: 2\tReplicationFactor: 3\n"
         "\tTopic: t\tPartition: 0\tLeader: 1\tReplicas: 0,1,2\tIsr: 1,2,0\n"
-        "\tTopic: t\tPartition: 1\tLeader: none\tReplicas: 2,0,1\tIsr: 2\n")
+        "\tTopic: t\tPartition: 1\tLeader: none\tReplicas: 2,0,1\tIsr: 2\n"
+    )

@@ -25,8 +25,9 @@ pytestmark = pytest.mark.cluster
 
 @pytest.fixture
 def cluster(zookeeper_chroot: str, tmp_path: Any) -> Iterator[Any]:
-    c = start_cluster(nodes=3, dir=tmp_path / "cluster", coordinator="zookeeper", processes=True,
-                      zookeeper=zookeeper_chroot)
+    c = start_cluster(
+        nodes=3, dir=tmp_path / "cluster", coordinator="zookeeper", processes=True, zookeeper=zookeeper_chroot
+    )
     try:
         yield c
     finally:
@@ -39,8 +40,14 @@ def test_sigkill_leader_loses_no_acknowledged_record(cluster: Any) -> None:
     assert len({n.pid for n in info.values()}) == 3 and all(n.running for n in info.values())
     assert all(os.path.isdir(n.data_dir) for n in info.values())
     cluster.create_topic("safe", partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
-    producer = cluster.producer(acks="all", enable_idempotence=True, linger_ms=2,
-                                delivery_timeout_ms=30_000, request_timeout_ms=3000, retry_backoff_ms=50)
+    producer = cluster.producer(
+        acks="all",
+        enable_idempotence=True,
+        linger_ms=2,
+        delivery_timeout_ms=30_000,
+        request_timeout_ms=3000,
+        retry_backoff_ms=50,
+    )
     acked: dict[bytes, int] = {}
     failed: list[bytes] = []
     stop = threading.Event()
@@ -106,7 +113,7 @@ def test_sigterm_moves_leadership_first_and_leaves_the_marker(cluster: Any) -> N
     zk = KazooClient(cluster.zookeeper_connect)
     zk.start(10)
     try:
-        _, st = zk.get(f"/brokers/topics/ctl/partitions/0/state")
+        _, st = zk.get("/brokers/topics/ctl/partitions/0/state")
         _, ids = zk.get("/brokers/ids")
         assert str(leader) not in zk.get_children("/brokers/ids")
     finally:
@@ -150,24 +157,35 @@ def test_session_expiry_is_node_death(cluster: Any) -> None:
 
 def test_describe_bootstrap_prints_kafka_topics_layout(cluster: Any) -> None:
     cluster.create_topic("desc", partitions=2, replication_factor=3)
-    out = subprocess.run([sys.executable, "-m", "seglog.cli", "describe", "--bootstrap", cluster.address(1)],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "seglog.cli", "describe", "--bootstrap", cluster.address(1)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == "Topic: desc\tPartitionCount: 2\tReplicationFactor: 3"
     for p in (0, 1):
         st = cluster.state("desc", p)
-        assert (f"\tTopic: desc\tPartition: {p}\tLeader: {st.leader}\tReplicas: "
-                f"{','.join(map(str, cluster.client.describe_topics(['desc'])[p].replicas))}\t"
-                f"Isr: {','.join(map(str, st.isr))}") in lines
+        assert (
+            f"\tTopic: desc\tPartition: {p}\tLeader: {st.leader}\tReplicas: "
+            f"{','.join(map(str, cluster.client.describe_topics(['desc'])[p].replicas))}\t"
+            f"Isr: {','.join(map(str, st.isr))}"
+        ) in lines
 
 
 def test_zookeeper_restart_keeps_the_cluster(tmp_path: Any) -> None:
     """ZooKeeper killed and started again within the session timeout: sessions survive (the
     server persisted them), no node is declared dead, the controller and leader stay, and
     acks=all writes continue once the nodes have reconnected."""
-    with start_cluster(nodes=3, dir=tmp_path / "c", coordinator="zookeeper", processes=True,
-                       replica_config={"session.timeout.ms": 6000}) as cluster:
+    with start_cluster(
+        nodes=3,
+        dir=tmp_path / "c",
+        coordinator="zookeeper",
+        processes=True,
+        replica_config={"session.timeout.ms": 6000},
+    ) as cluster:
         assert cluster.zk_server is not None
         cluster.create_topic("z", partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
         producer = cluster.producer(acks="all", enable_idempotence=True)

@@ -1,14 +1,15 @@
 """ClusterProducer's final error says "not written" only when no attempt may have appended."""
+
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-from seglog.util.clock import ManualClock
-from seglog.config import ProducerConfig
-from seglog.cluster.producer import ClusterProducer, PendingRecord
-from seglog.errors import NotEnoughReplicasError, RequestTimedOutError
 from seglog.cluster.messages import ProduceResponse
+from seglog.cluster.producer import ClusterProducer, PendingRecord
+from seglog.config import ProducerConfig
+from seglog.errors import NotEnoughReplicasError, RequestTimedOutError
+from seglog.util.clock import ManualClock
 
 
 class _Client:
@@ -42,11 +43,20 @@ class _Cluster:
 
 def _outcome(script: list[Any]) -> BaseException:
     async def go() -> BaseException:
-        cfg = ProducerConfig.from_dict({"acks": "all", "enable.idempotence": False, "retry.backoff.ms": 1,
-                                        "retry.backoff.max.ms": 1, "delivery.timeout.ms": 300,
-                                        "request.timeout.ms": 100, "linger.ms": 0})
+        cfg = ProducerConfig.from_dict(
+            {
+                "acks": "all",
+                "enable.idempotence": False,
+                "retry.backoff.ms": 1,
+                "retry.backoff.max.ms": 1,
+                "delivery.timeout.ms": 300,
+                "request.timeout.ms": 100,
+                "linger.ms": 0,
+            }
+        )
         p = ClusterProducer(_Cluster(_Client(script)), cfg)  # type: ignore[arg-type]
         import concurrent.futures
+
         fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
         await p._send_batch(("t", 0), [PendingRecord(b"v", None, 0, fut)])
         exc = fut.exception(timeout=0)
@@ -69,4 +79,3 @@ def test_a_refusal_after_a_timed_out_attempt_is_indeterminate() -> None:
     assert isinstance(exc, RequestTimedOutError) and not exc.definitely_not_written
     assert "may have been appended" in str(exc)
     assert isinstance(exc.__cause__, NotEnoughReplicasError)
-

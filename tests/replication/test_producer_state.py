@@ -12,16 +12,15 @@ import pytest
 
 from seglog.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 from seglog.storage.log import Log
-from seglog.storage.records import encode_batch
 from seglog.storage.producer_state import (
+    BatchMetadata,
     ProducerEntry,
     ProducerStateManager,
-    BatchMetadata,
     decode_snapshot,
     encode_snapshot,
     last_sequence,
 )
-
+from seglog.storage.records import encode_batch
 from tests.conftest import T0
 
 
@@ -69,8 +68,9 @@ def test_snapshot_bytes_match_kafkas_schema() -> None:
     got = encode_snapshot([e, ProducerEntry(3)])  # an entry with no batch is not written
     assert got == _kafka_snapshot([(9, 2, 19, 304, 4, T0 + 5, -1, -1)])
     back = decode_snapshot(got)
-    assert [(x.producer_id, x.epoch, list(x.batches)) for x in back] == \
-        [(9, 2, [BatchMetadata(15, 19, 300, 304, T0 + 5)])]
+    assert [(x.producer_id, x.epoch, list(x.batches)) for x in back] == [
+        (9, 2, [BatchMetadata(15, 19, 300, 304, T0 + 5)])
+    ]
     assert encode_snapshot([]) == bytes.fromhex("000148674bc700000000")
 
 
@@ -101,8 +101,10 @@ def test_state_rebuilds_from_snapshot_and_log_after_truncation(tmp_path: Path) -
     seq = 0
     for k in range(20):
         before = log.active.base_offset
-        info = log.append(encode_batch([b"x" * 60, b"y" * 60], timestamps=T0, producer_id=5, producer_epoch=0,
-                                       base_sequence=seq), leader_epoch=0)
+        info = log.append(
+            encode_batch([b"x" * 60, b"y" * 60], timestamps=T0, producer_id=5, producer_epoch=0, base_sequence=seq),
+            leader_epoch=0,
+        )
         if log.active.base_offset != before:
             ps.take_snapshot(log.active.base_offset)
         ps.update(5, 0, seq, seq + 1, info.first_offset, info.last_offset, T0)

@@ -8,14 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from seglog.util.clock import ManualClock, Scheduler
-from seglog.errors import (
-    InvalidReplicationFactorError,
-    NotEnoughReplicasAfterAppendError,
-    NotEnoughReplicasError,
-    RequestTimedOutError,
-    write_outcome,
-)
 from seglog.cluster import election as el
 from seglog.cluster.coordinator import (
     BadVersionError,
@@ -27,7 +19,14 @@ from seglog.cluster.coordinator import (
     SetData,
 )
 from seglog.cluster.partition import IsrState, RemoteReplica
-
+from seglog.errors import (
+    InvalidReplicationFactorError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    RequestTimedOutError,
+    write_outcome,
+)
+from seglog.util.clock import ManualClock, Scheduler
 from tests.replication.sim import SimCluster
 
 # -- election and placement ---------------------------------------------------------------------
@@ -73,10 +72,20 @@ def test_placement_matches_kafkas_documented_layout() -> None:
     third = {p: r[2] for p, r in enumerate(got)}
     assert first == {0: 0, 1: 1, 2: 2, 3: 3, 4: 4, 5: 0, 6: 1, 7: 2, 8: 3, 9: 4}
     # rows of the table: broker -> partitions holding it as 2nd / 3rd replica
-    assert {b: sorted(p for p, r in second.items() if r == b) for b in range(5)} == \
-        {0: [4, 8], 1: [0, 9], 2: [1, 5], 3: [2, 6], 4: [3, 7]}
-    assert {b: sorted(p for p, r in third.items() if r == b) for b in range(5)} == \
-        {0: [3, 7], 1: [4, 8], 2: [0, 9], 3: [1, 5], 4: [2, 6]}
+    assert {b: sorted(p for p, r in second.items() if r == b) for b in range(5)} == {
+        0: [4, 8],
+        1: [0, 9],
+        2: [1, 5],
+        3: [2, 6],
+        4: [3, 7],
+    }
+    assert {b: sorted(p for p, r in third.items() if r == b) for b in range(5)} == {
+        0: [3, 7],
+        1: [4, 8],
+        2: [0, 9],
+        3: [1, 5],
+        4: [2, 6],
+    }
 
 
 def test_placement_spreads_leaders_and_rejects_impossible_factors() -> None:
@@ -199,12 +208,15 @@ def cluster(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def _produce(c: SimCluster, tp: tuple[str, int], value: bytes, acks: int = -1, timeout_ms: int = 5000) -> list:
-    from seglog.storage.records import encode_batch
     from seglog.cluster.messages import ProduceRequest
+    from seglog.storage.records import encode_batch
 
     leader = c.leader_of(tp)
-    return c.request(leader, ProduceRequest(tp[0], tp[1], encode_batch([value], timestamps=c.clock.time_ms()),
-                                            acks, timeout_ms), timeout_ms + 1000)
+    return c.request(
+        leader,
+        ProduceRequest(tp[0], tp[1], encode_batch([value], timestamps=c.clock.time_ms()), acks, timeout_ms),
+        timeout_ms + 1000,
+    )
 
 
 def _result(box: list):  # type: ignore[no-untyped-def]
@@ -299,11 +311,19 @@ def test_a_stale_leader_cannot_change_the_isr(cluster: SimCluster) -> None:
     st = c.state(tp)
     assert st is not None
     ctrl = c.wait_controller()
-    resp = c.call(ctrl, AlterPartitionRequest(st.leader, c.node(st.leader).broker_epoch, "t", 0,
-                                              st.leader_epoch - 1, st.partition_epoch, (st.leader,)))
+    resp = c.call(
+        ctrl,
+        AlterPartitionRequest(
+            st.leader, c.node(st.leader).broker_epoch, "t", 0, st.leader_epoch - 1, st.partition_epoch, (st.leader,)
+        ),
+    )
     assert isinstance(resp, AlterPartitionResponse) and resp.error != 0
-    resp = c.call(ctrl, AlterPartitionRequest(st.leader, c.node(st.leader).broker_epoch, "t", 0,
-                                              st.leader_epoch, st.partition_epoch + 7, (st.leader,)))
+    resp = c.call(
+        ctrl,
+        AlterPartitionRequest(
+            st.leader, c.node(st.leader).broker_epoch, "t", 0, st.leader_epoch, st.partition_epoch + 7, (st.leader,)
+        ),
+    )
     assert resp.error == 95  # INVALID_UPDATE_VERSION: the compare-and-set failed
     assert c.state(tp) == st
 

@@ -12,17 +12,18 @@ from typing import Any
 
 import pytest
 
-from seglog.errors import NotEnoughReplicasError, NotLeaderOrFollowerError, RequestTimedOutError, error_for_code
 from seglog.cluster import mutations as mut
 from seglog.cluster.metadata import ReplicaConfig
 from seglog.cluster.partition import Role
+from seglog.errors import NotEnoughReplicasError, NotLeaderOrFollowerError, RequestTimedOutError, error_for_code
 from tests.replication.sim import FAST, SimCluster, batch_fingerprints, epochs_with_data
 
 TP = ("t", 0)
 
 
-def _cluster(tmp_path: Path, *, nodes: int = 4, mutants: tuple[str, ...] = (), config: ReplicaConfig = FAST,
-             **kw: Any) -> SimCluster:
+def _cluster(
+    tmp_path: Path, *, nodes: int = 4, mutants: tuple[str, ...] = (), config: ReplicaConfig = FAST, **kw: Any
+) -> SimCluster:
     return SimCluster(str(tmp_path / "c"), nodes=nodes, seed=11, mutants=mutants, config=config, **kw)
 
 
@@ -135,8 +136,9 @@ def s3(c: SimCluster) -> tuple[int, int, int]:
     truncate to its own end of epoch 0 and ask again."""
     ctrl = c.wait_controller()
     a, b, cc = [i for i in c.ids if i != ctrl]
-    c.create_topic("t", 1, 3, {"min.insync.replicas": 1, "unclean.leader.election.enable": True},
-                   assignment=((a, b, cc),))
+    c.create_topic(
+        "t", 1, 3, {"min.insync.replicas": 1, "unclean.leader.election.enable": True}, assignment=((a, b, cc),)
+    )
     for k in range(5):
         c.produce_ok(TP, [b"m%d" % k])
     c.run_until(lambda: _converged(c, TP, [a, b, cc]), 5000)
@@ -353,8 +355,9 @@ def test_s6_zombie_leader_acks_only_what_survives(tmp_path: Path, block_fetches:
                 assert not block_fetches
                 assert final.get(resp.base_offset) is not None
             else:
-                assert isinstance(out, (NotLeaderOrFollowerError, RequestTimedOutError)) or \
-                    out.definitely_not_written, out  # type: ignore[attr-defined]
+                assert (
+                    isinstance(out, (NotLeaderOrFollowerError, RequestTimedOutError)) or out.definitely_not_written
+                ), out  # type: ignore[attr-defined]
         if block_fetches:
             # No follower could fetch from the zombie: none of its writes reached the new leader.
             assert not [v for v in final.values() if v.startswith(b"z")], final

@@ -44,15 +44,18 @@ def _quiet() -> Iterator[None]:
     logging.disable(logging.NOTSET)
 
 
-def _run(tmp_path: Path, seed: int, profile: str, *, steps: int = 1200,
-         mutants: frozenset[str] = frozenset()) -> dict[str, int]:
+def _run(
+    tmp_path: Path, seed: int, profile: str, *, steps: int = 1200, mutants: frozenset[str] = frozenset()
+) -> dict[str, int]:
     faults, unclean = PROFILES[profile]
     cfg = SimConfig(seed=seed, steps=steps, faults=faults, unclean=unclean, mutants=mutants, topics=TOPICS)
     return run_seed(cfg, str(tmp_path / f"seed-{seed}"))
 
 
-@pytest.mark.parametrize("profile,seeds", [("all", (2, 3)), ("crash", (1,)), ("network", (1,)),
-                                           ("power", (1, 2)), ("unclean", (1,)), ("catch_up", (1,))])
+@pytest.mark.parametrize(
+    "profile,seeds",
+    [("all", (2, 3)), ("crash", (1,)), ("network", (1,)), ("power", (1, 2)), ("unclean", (1,)), ("catch_up", (1,))],
+)
 def test_invariants_hold(tmp_path: Path, profile: str, seeds: tuple[int, ...]) -> None:
     control_losses = 0
     for seed in seeds:

@@ -18,10 +18,6 @@ from typing import Any
 
 import pytest
 
-from seglog.util.loop import drain
-from seglog.errors import NetworkError, RequestTimedOutError
-from seglog.storage.log import Log
-from seglog.storage.records import decode_records, encode_batch
 from seglog.cluster.messages import (
     FetchPartitionResponse,
     FetchResponse,
@@ -42,6 +38,10 @@ from seglog.cluster.tcp import (
     TcpTransport,
     proof_for,
 )
+from seglog.errors import NetworkError, RequestTimedOutError
+from seglog.storage.log import Log
+from seglog.storage.records import decode_records, encode_batch
+from seglog.util.loop import drain
 
 
 @pytest.fixture
@@ -63,13 +63,13 @@ async def _read(reader: asyncio.StreamReader) -> tuple[int, int, bytes, list[byt
     (length,) = struct.unpack(">I", await reader.readexactly(4))
     body = await reader.readexactly(length)
     kind, corr, hlen = struct.unpack_from(">BII", body)
-    header = body[9:9 + hlen]
+    header = body[9 : 9 + hlen]
     (count,) = struct.unpack_from(">I", body, 9 + hlen)
     pos = 13 + hlen
     blobs = []
     for _ in range(count):
         (n,) = struct.unpack_from(">I", body, pos)
-        blobs.append(body[pos + 4:pos + 4 + n])
+        blobs.append(body[pos + 4 : pos + 4 + n])
         pos += 4 + n
     assert pos == len(body)
     return kind, corr, header, blobs
@@ -196,9 +196,28 @@ def test_timeouts_and_a_vanished_server(loop: asyncio.AbstractEventLoop) -> None
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make a certificate")
 def test_tls(loop: asyncio.AbstractEventLoop, tmp_path: Path) -> None:
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key),
-                    "-out", str(cert)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
     server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server_ctx.load_cert_chain(cert, key)
     client_ctx = ssl.create_default_context(cafile=str(cert))
@@ -207,8 +226,9 @@ def test_tls(loop: asyncio.AbstractEventLoop, tmp_path: Path) -> None:
 
     async def run() -> Any:
         t = TcpTransport(loop, server_ssl=server_ctx, client_ssl=client_ctx, secret="both")
-        await t.listen(1, lambda src, msg, reply: reply(
-            FetchResponse((FetchPartitionResponse("t", 0, records=log.read(0)),))))
+        await t.listen(
+            1, lambda src, msg, reply: reply(FetchResponse((FetchPartitionResponse("t", 0, records=log.read(0)),)))
+        )
         t.register(2, lambda *a: None)
         fut = loop.create_future()
         t.request(2, 1, MetadataRequest(), lambda r, e: fut.set_result(e or r), 5000)
@@ -260,9 +280,9 @@ def test_closing_at_any_point_of_a_connection_leaves_no_socket_open(turns: int) 
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd")
-def test_a_listener_out_of_descriptors_pauses_then_accepts(loop: asyncio.AbstractEventLoop,
-                                                           monkeypatch: pytest.MonkeyPatch,
-                                                           caplog: pytest.LogCaptureFixture) -> None:
+def test_a_listener_out_of_descriptors_pauses_then_accepts(
+    loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """``accept`` failing with EMFILE stops the listener for ACCEPT_RETRY_S instead of spinning on
     a socket that stays readable; once descriptors are free again the waiting client is served."""
     import resource
@@ -305,6 +325,7 @@ def test_a_listener_out_of_descriptors_pauses_then_accepts(loop: asyncio.Abstrac
 def test_listen_addresses(loop: asyncio.AbstractEventLoop) -> None:
     """An empty host listens on every interface (as ``listeners=PLAINTEXT://:9092`` means); a name
     that does not resolve fails naming the address."""
+
     async def run() -> tuple[str, int]:
         t = TcpTransport(loop)
         try:

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from seglog.cluster.local import LocalCluster
 from seglog.cluster.coordinator import BadVersionError
+from seglog.cluster.local import LocalCluster
 from seglog.cluster.metadata import CONTROLLER_EPOCH_PATH, loads
 
 pytestmark = pytest.mark.cluster

@@ -3,6 +3,7 @@
 The session is made before anything registers the source, and its first read uses
 ``format("seglog")`` unregistered: that read only works if PySpark discovered the
 ``pyspark_seglog`` module by itself (recorded in ``spark_discovery``)."""
+
 from __future__ import annotations
 
 import os
@@ -23,12 +24,14 @@ def _has(module: str, name: str) -> bool:
 
 
 #: Filter pushdown for Python data sources arrived in PySpark 4.1.
-requires_pushdown = pytest.mark.skipif(not _has("pyspark.sql.datasource", "EqualTo"),
-                                       reason="filter pushdown needs PySpark >= 4.1")
+requires_pushdown = pytest.mark.skipif(
+    not _has("pyspark.sql.datasource", "EqualTo"), reason="filter pushdown needs PySpark >= 4.1"
+)
 #: Admission control (ReadLimit, SupportsTriggerAvailableNow) arrived in PySpark 4.2.
 requires_admission_control = pytest.mark.skipif(
     not _has("pyspark.sql.streaming.datasource", "ReadMaxRows"),
-    reason="streaming admission control needs PySpark >= 4.2")
+    reason="streaming admission control needs PySpark >= 4.2",
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -38,8 +41,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.spark)
             # PySpark 4.0's py4j sockets are left for the garbage collector.
             item.add_marker(pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning"))
-            item.add_marker(pytest.mark.filterwarnings(
-                "ignore:Exception ignored in. <socket.socket:pytest.PytestUnraisableExceptionWarning"))
+            item.add_marker(
+                pytest.mark.filterwarnings(
+                    "ignore:Exception ignored in. <socket.socket:pytest.PytestUnraisableExceptionWarning"
+                )
+            )
 
 
 @pytest.fixture(scope="session")
@@ -51,13 +57,16 @@ def spark_session():
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master("local[2]").appName("seglog-tests")
-             .config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.default.parallelism", "2")
-             .config("spark.sql.session.timeZone", "UTC")
-             .config("spark.driver.memory", "1g")
-             .getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("seglog-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", "1g")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     empty = tempfile.mkdtemp(prefix="seglog-discovery-")
     try:
@@ -74,6 +83,6 @@ def spark_session():
     spark.stop()
 
 
-@pytest.fixture()
+@pytest.fixture
 def spark(spark_session):
     return spark_session

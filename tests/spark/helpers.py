@@ -1,4 +1,5 @@
 """Log dirs for the Spark tests, and the oracle: kafka-python decoding the same segment files."""
+
 from __future__ import annotations
 
 import os
@@ -12,9 +13,7 @@ from kafka.record.memory_records import MemoryRecords
 
 from seglog import Log
 from seglog.storage.records import encode_batch
-
 from tests.conftest import FIXTURES, KAFKA_CODECS, T0
-
 
 #: partition dir name -> (path under kafka-real, needs a compression codec)
 REAL = {
@@ -22,7 +21,9 @@ REAL = {
     "hamlet-snappy-0": ("kafkalite/hamlet-snappy-0", True),
     "_confluent-command-0": ("kafka-connect-spooldir/_confluent-command-0", True),
     "_confluent-controlcenter-5-1-2-1-monitoring-message-rekey-0": (
-        "kafka-connect-spooldir/_confluent-controlcenter-5-1-2-1-monitoring-message-rekey-0", True),
+        "kafka-connect-spooldir/_confluent-controlcenter-5-1-2-1-monitoring-message-rekey-0",
+        True,
+    ),
     "__consumer_offsets-6": ("LDI-POC/__consumer_offsets-6", False),
     "TestTopicPatient-0": ("LDI-POC/TestTopicPatient-0", False),
 }
@@ -41,7 +42,7 @@ def write_log(d: Path, batches: Sequence[dict[str, Any]], config: dict[str, Any]
     lg = Log.open(str(d), config or {})
     try:
         for kw in batches:
-            if "raw" in kw:     # bytes written as given (transaction markers among them)
+            if "raw" in kw:  # bytes written as given (transaction markers among them)
                 lg.append(kw["raw"], origin="coordinator")
             else:
                 lg.append(encode_batch(**kw))
@@ -52,8 +53,9 @@ def write_log(d: Path, batches: Sequence[dict[str, Any]], config: dict[str, Any]
 CODECS = tuple(KAFKA_CODECS)
 
 
-def sample_batches(partition: int, n_batches: int, per_batch: int, t0: int = T0,
-                   codecs: Sequence[str] = ("none",)) -> list[dict[str, Any]]:
+def sample_batches(
+    partition: int, n_batches: int, per_batch: int, t0: int = T0, codecs: Sequence[str] = ("none",)
+) -> list[dict[str, Any]]:
     """Batches with keys (some null), values (some null), headers (some records), and
     timestamps that go back and forth inside each batch; batch b uses codecs[b % len]."""
     out = []
@@ -65,8 +67,7 @@ def sample_batches(partition: int, n_batches: int, per_batch: int, t0: int = T0,
             keys.append(None if n % 7 == 3 else b"k%d" % (n % 13))
             hdrs.append([("h1", b"x%d" % n), ("nil", None)] if n % 5 == 0 else None)
             ts.append(t0 + b * 1000 + (i * 37) % 500)
-        out.append(dict(values=vals, keys=keys, headers=hdrs, timestamps=ts,
-                        compression=codecs[b % len(codecs)]))
+        out.append(dict(values=vals, keys=keys, headers=hdrs, timestamps=ts, compression=codecs[b % len(codecs)]))
     return out
 
 
@@ -85,18 +86,30 @@ def oracle(part_dir: Path, topic: str, partition: int, *, include_control: bool 
                 continue
             for r in batch:
                 headers = [(k, v) for k, v in (getattr(r, "headers", None) or [])]
-                rows.append({
-                    "key": r.key, "value": r.value, "topic": topic, "partition": partition,
-                    "offset": r.offset,
-                    "timestamp": -1 if r.timestamp is None else r.timestamp,
-                    "timestampType": -1 if r.timestamp_type is None else r.timestamp_type,
-                    "headers": headers or None,
-                })
+                rows.append(
+                    {
+                        "key": r.key,
+                        "value": r.value,
+                        "topic": topic,
+                        "partition": partition,
+                        "offset": r.offset,
+                        "timestamp": -1 if r.timestamp is None else r.timestamp,
+                        "timestampType": -1 if r.timestamp_type is None else r.timestamp_type,
+                        "headers": headers or None,
+                    }
+                )
     return rows
 
 
-SELECT_EXACT = ("key", "value", "topic", "partition", "offset",
-                "unix_micros(timestamp) AS timestamp_us", "timestampType")
+SELECT_EXACT = (
+    "key",
+    "value",
+    "topic",
+    "partition",
+    "offset",
+    "unix_micros(timestamp) AS timestamp_us",
+    "timestampType",
+)
 
 
 def spark_rows(df: Any, headers: bool = False) -> list[dict[str, Any]]:
@@ -111,8 +124,11 @@ def spark_rows(df: Any, headers: bool = False) -> list[dict[str, Any]]:
         assert ts % 1000 == 0, "a Kafka timestamp is whole milliseconds"
         d["timestamp"] = ts // 1000
         if headers:
-            d["headers"] = None if d["headers"] is None else [
-                (h["key"], None if h["value"] is None else bytes(h["value"])) for h in d["headers"]]
+            d["headers"] = (
+                None
+                if d["headers"] is None
+                else [(h["key"], None if h["value"] is None else bytes(h["value"])) for h in d["headers"]]
+            )
         out.append(d)
     return out
 

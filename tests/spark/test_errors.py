@@ -1,4 +1,5 @@
 """Bad input gives one clear line naming the option, path or file."""
+
 from __future__ import annotations
 
 import re
@@ -40,14 +41,23 @@ def test_unknown_topic(spark, logdir):
     assert line.endswith("(topics there: orders)")
 
 
-@pytest.mark.parametrize("opts,expected", [
-    ({"startingOffsets": "first"}, "seglog option startingOffsets: expected earliest, latest or JSON"),
-    ({"startingOffsets": '{"orders": {"0": "5"}}'}, "seglog option startingOffsets: value for orders-0 must be an integer"),
-    ({"endingOffsets": '{"orders": [1]'}, "seglog option endingOffsets: not valid JSON"),
-    ({"minPartitions": "two"}, "seglog option minPartitions: expected an integer, got 'two'"),
-    ({"startingOffset": "earliest"}, "seglog: unknown read option 'startingoffset'; did you mean startingOffsets?"),
-    ({"isolation.level": "serializable"}, "seglog option isolation.level: expected read_uncommitted or read_committed"),
-])
+@pytest.mark.parametrize(
+    "opts,expected",
+    [
+        ({"startingOffsets": "first"}, "seglog option startingOffsets: expected earliest, latest or JSON"),
+        (
+            {"startingOffsets": '{"orders": {"0": "5"}}'},
+            "seglog option startingOffsets: value for orders-0 must be an integer",
+        ),
+        ({"endingOffsets": '{"orders": [1]'}, "seglog option endingOffsets: not valid JSON"),
+        ({"minPartitions": "two"}, "seglog option minPartitions: expected an integer, got 'two'"),
+        ({"startingOffset": "earliest"}, "seglog: unknown read option 'startingoffset'; did you mean startingOffsets?"),
+        (
+            {"isolation.level": "serializable"},
+            "seglog option isolation.level: expected read_uncommitted or read_committed",
+        ),
+    ],
+)
 def test_bad_options(spark, logdir, opts, expected):
     assert load_error(spark, str(logdir), **opts).startswith(expected)
 
@@ -59,13 +69,19 @@ def test_data_loss(spark, logdir, tmp_path):
     shutil.copytree(logdir / "orders-0", root / "orders-0")
     first = sorted((root / "orders-0").glob("*.log"))[0]
     for f in (root / "orders-0").glob(first.stem + ".*"):
-        f.unlink()                                   # as retention deletes a segment
+        f.unlink()  # as retention deletes a segment
     start = int(sorted((root / "orders-0").glob("*.log"))[0].stem)
     line = load_error(spark, str(root), startingOffsets='{"orders": {"0": 0}}')
-    assert line == (f"seglog: startingOffsets asks for offset 0 of orders-0, but its log starts at {start} "
-                    "(older records were deleted); set failOnDataLoss=false to skip")
-    df = spark.read.format("seglog").option("startingOffsets", '{"orders": {"0": 0}}') \
-        .option("failOnDataLoss", "false").load(str(root))
+    assert line == (
+        f"seglog: startingOffsets asks for offset 0 of orders-0, but its log starts at {start} "
+        "(older records were deleted); set failOnDataLoss=false to skip"
+    )
+    df = (
+        spark.read.format("seglog")
+        .option("startingOffsets", '{"orders": {"0": 0}}')
+        .option("failOnDataLoss", "false")
+        .load(str(root))
+    )
     assert df.count() == 60 - start
 
 
@@ -77,7 +93,7 @@ def test_corrupt_segment(spark, logdir, tmp_path):
     seg = sorted((root / "orders-0").glob("*.log"))[1]
     data = bytearray(seg.read_bytes())
     h = batch_headers(bytes(data))[0]
-    data[h.position + h.size - 3] ^= 0xFF            # a record byte: the CRC no longer matches
+    data[h.position + h.size - 3] ^= 0xFF  # a record byte: the CRC no longer matches
     seg.write_bytes(bytes(data))
     line = load_error(spark, str(root))
     assert line.startswith("seglog: CRC mismatch in the batch at offset ")
@@ -95,11 +111,12 @@ def test_torn_tail_of_a_live_log(spark, logdir, tmp_path):
     last = sorted((root / "orders-0").glob("*.log"))[-1]
     whole = last.read_bytes()
     with open(last, "ab") as f:
-        f.write(whole[:40])                         # the first 40 bytes of a copy of a batch
+        f.write(whole[:40])  # the first 40 bytes of a copy of a batch
     assert spark.read.format("seglog").load(str(root)).count() == 60
 
 
 # -- planning and reading without Spark (the same functions the Spark reader calls) ------------
+
 
 def _read_all(root, **opts):
     import seglog.bindings.spark as sp
@@ -120,13 +137,14 @@ def _damage_header(seg, which, how):
     if how == "magic":
         data[h.position + 16] = 7
     else:
-        struct.pack_into(">i", data, h.position + 8, 3)   # a length below any batch's
+        struct.pack_into(">i", data, h.position + 8, 3)  # a length below any batch's
     seg.write_bytes(bytes(data))
     return h
 
 
-@pytest.mark.parametrize("where,how", [("middle", "magic"), ("middle", "length"),
-                                       ("last", "magic"), ("last", "length")])
+@pytest.mark.parametrize(
+    "where,how", [("middle", "magic"), ("middle", "length"), ("last", "magic"), ("last", "length")]
+)
 def test_malformed_batch_header_fails_the_read(logdir, tmp_path, caplog, where, how):
     """A malformed header used to end the header walk quietly: the rest of the segment was
     left out of the read. Now failOnDataLoss=true (the default) fails naming file and byte;
@@ -151,8 +169,9 @@ def test_malformed_batch_header_fails_the_read(logdir, tmp_path, caplog, where, 
     rows = _read_all(root, failOnDataLoss="false")
     lost = {o for o in range(60)} - {o for _, o in rows}
     assert h.base_offset in lost and len(rows) == 60 - len(lost)
-    assert any("skipping the rest of the segment" in r.getMessage() and str(seg) in r.getMessage()
-               for r in caplog.records)
+    assert any(
+        "skipping the rest of the segment" in r.getMessage() and str(seg) in r.getMessage() for r in caplog.records
+    )
 
 
 def test_internal_topics_only_when_named(tmp_path):
@@ -178,8 +197,11 @@ def test_batch_refuses_latest_start():
     import seglog.bindings.spark as sp
     from seglog.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"^seglog option startingOffsets: 'latest' is not a valid start "
-                                          r"for a batch query"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^seglog option startingOffsets: 'latest' is not a valid start "
+        r"for a batch query",
+    ):
         sp.parse_read_options({"path": "/x", "startingOffsets": "latest"})
     with pytest.raises(ConfigError, match=r"offset -1 \(latest\) for t-1 is not a valid start for a batch"):
         sp.parse_read_options({"path": "/x", "startingOffsets": '{"t": {"0": 5, "1": -1}}'})
@@ -222,8 +244,10 @@ def test_malformed_header_through_spark(spark, logdir, tmp_path):
     seg = sorted((root / "orders-0").glob("*.log"))[0]
     h = _damage_header(seg, 1, "magic")
     line = load_error(spark, str(root))
-    assert line == (f"seglog: unknown magic byte 7 (known: 0, 1, 2); set failOnDataLoss=false to skip "
-                    f"the rest of the segment (in {seg}, at byte {h.position})")
+    assert line == (
+        f"seglog: unknown magic byte 7 (known: 0, 1, 2); set failOnDataLoss=false to skip "
+        f"the rest of the segment (in {seg}, at byte {h.position})"
+    )
     assert spark.read.format("seglog").option("failOnDataLoss", "false").load(str(root)).count() < 60
     line = load_error(spark, str(root), startingOffsets="latest")
     assert line.startswith("seglog option startingOffsets: 'latest' is not a valid start for a batch query")

@@ -1,5 +1,6 @@
 """Planning: no record data on the driver, Kafka's range splitting, pushed filters (checked
 in the plan, not only in the rows), high watermarks, column options."""
+
 from __future__ import annotations
 
 import math
@@ -8,8 +9,8 @@ import re
 import pytest
 
 import seglog.bindings.spark as sp
-from tests.spark.conftest import requires_pushdown
 from tests.conftest import T0
+from tests.spark.conftest import requires_pushdown
 from tests.spark.helpers import expected_rows, oracle, patch_spark_modules, sample_batches, spark_rows, write_log
 
 
@@ -36,10 +37,11 @@ def test_planning_reads_no_record_data(logs, monkeypatch):
     patch_spark_modules(monkeypatch, "decode_records", None)
     parts = sp.plan_batch(options(root, maxBytesPerPartition=1), sp.Constraints())
     n_segments = len(list((root / "orders-0").glob("*.log"))) + len(list((root / "orders-1").glob("*.log")))
-    assert len(parts) == n_segments > 10             # one task per segment here
-    assert len(opened) == 2                          # only each partition's last segment
+    assert len(parts) == n_segments > 10  # one task per segment here
+    assert len(opened) == 2  # only each partition's last segment
     assert sorted(b for _, b in opened) == sorted(
-        max(s for p in parts if p.partition == k for s in p.segments) for k in (0, 1))
+        max(s for p in parts if p.partition == k for s in p.segments) for k in (0, 1)
+    )
 
 
 def test_segments_are_grouped_up_to_max_bytes(logs):
@@ -52,15 +54,17 @@ def test_segments_are_grouped_up_to_max_bytes(logs):
     zero = [p for p in parts if p.partition == 0]
     assert 3 <= len(zero) <= 4 and zero[0].start == 0 and zero[-1].end == 400
     assert all(a.end == b.start == b.segments[0] for a, b in zip(zero, zero[1:]))
-    for a, b in zip(zero, zero[1:]):   # each group is as large as the limit allows
+    for a, b in zip(zero, zero[1:]):  # each group is as large as the limit allows
         assert sum(sizes[s] for s in a.segments) <= limit < sum(sizes[s] for s in a.segments) + sizes[b.segments[0]]
 
 
 def kafka_split_model(sizes, min_partitions):
     """Spark's KafkaOffsetRangeCalculator, written out independently for the test."""
     total = sum(sizes)
+
     def count(size, tot, parts):
         return max(int(math.floor(size / tot * parts + 0.5)), 1)
+
     unsplit = [i for i, s in enumerate(sizes) if count(s, total, min_partitions) == 1]
     rest_total = total - sum(sizes[i] for i in unsplit)
     budget = max(min_partitions - len(unsplit), 1)
@@ -88,8 +92,7 @@ def test_max_records_per_partition(logs):
 
 def test_split_reads_every_record_once(spark, logs):
     root, rows = logs
-    df = spark.read.format("seglog").option("minPartitions", "7").option("maxRecordsPerPartition", "33") \
-        .load(str(root))
+    df = spark.read.format("seglog").option("minPartitions", "7").option("maxRecordsPerPartition", "33").load(str(root))
     assert df.rdd.getNumPartitions() >= 14
     assert spark_rows(df) == expected_rows(rows)
 
@@ -110,7 +113,7 @@ def test_pushed_filters_narrow_the_plan(spark, logs):
     everything = load().rdd.getNumPartitions()
     q = load().where("partition = 0 AND offset >= 250 AND offset < 300 AND topic = 'orders'")
     plan = executed_plan(q)
-    assert filter_nodes(plan) == [], plan                  # all four handled by the source
+    assert filter_nodes(plan) == [], plan  # all four handled by the source
     assert q.rdd.getNumPartitions() < everything / 3
     want = [r for r in rows if r["partition"] == 0 and 250 <= r["offset"] < 300]
     assert spark_rows(q) == expected_rows(want)
@@ -130,7 +133,7 @@ def test_filters_same_rows_without_pushdown(spark, logs):
     where = "partition IN (1) OR offset < 3"
     q1 = spark.read.format("seglog").load(str(root)).where(where)
     q2 = spark.read.format("seglog").option("pushFilters", "false").load(str(root)).where(where)
-    assert filter_nodes(executed_plan(q1))                  # an OR is never pushed
+    assert filter_nodes(executed_plan(q1))  # an OR is never pushed
     assert spark_rows(q1) == spark_rows(q2)
     q3 = spark.read.format("seglog").load(str(root)).where("offset IN (5, 77, 399) AND partition = 0")
     assert [r["offset"] for r in spark_rows(q3)] == [5, 77, 399]
@@ -140,9 +143,15 @@ def test_filters_same_rows_without_pushdown(spark, logs):
 def test_push_filters_in_process():
     from pyspark.sql.datasource import EqualTo, GreaterThan, In, IsNotNull, LessThanOrEqual, StringStartsWith
 
-    fs = [IsNotNull(("offset",)), In(("partition",), [0, 2]), GreaterThan(("offset",), 9),
-          LessThanOrEqual(("offset",), 20), StringStartsWith(("topic",), "ord"),
-          EqualTo(("value",), b"x"), In(("offset",), [12, 15])]
+    fs = [
+        IsNotNull(("offset",)),
+        In(("partition",), [0, 2]),
+        GreaterThan(("offset",), 9),
+        LessThanOrEqual(("offset",), 20),
+        StringStartsWith(("topic",), "ord"),
+        EqualTo(("value",), b"x"),
+        In(("offset",), [12, 15]),
+    ]
     c, rest = sp.push_filters(fs)
     assert rest == [fs[5], fs[6]] and all(a is b for a, b in zip(rest, [fs[5], fs[6]]))
     assert (c.offset_lo, c.offset_hi) == (12, 16)
@@ -167,11 +176,11 @@ def test_high_watermark_bounds_reads(spark, tmp_path):
     write_log(tmp_path / "t-0", sample_batches(0, 5, 10))
     write_log(tmp_path / "t-1", sample_batches(1, 5, 10))
     read = lambda **o: spark.read.format("seglog").options(**o).load(str(tmp_path)).count()  # noqa: E731
-    assert read() == 100                                    # no checkpoint: the log ends
+    assert read() == 100  # no checkpoint: the log ends
     with pytest.raises(Exception, match="readUpTo=highWatermark, but .*replication-offset-checkpoint"):
         read(readUpTo="highWatermark")
     (tmp_path / "replication-offset-checkpoint").write_text("0\n1\nt 0 23\n")
-    assert read() == 23                                     # t-1 is not in the file: nothing committed
+    assert read() == 23  # t-1 is not in the file: nothing committed
     assert read(readUpTo="highWatermark") == 23
     assert read(readUpTo="logEnd") == 100
 

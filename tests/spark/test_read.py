@@ -1,4 +1,5 @@
 """Batch reads: Spark's rows equal kafka-python's decode of the same segment files."""
+
 from __future__ import annotations
 
 import inspect
@@ -38,18 +39,32 @@ def test_discovery_without_register(spark):
 
 def test_schema_matches_kafka_source(spark, ours):
     from pyspark.sql.types import (
-        ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType, TimestampType)
+        ArrayType,
+        BinaryType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
 
     root, _ = ours
     df = spark.read.format("seglog").option("includeHeaders", "true").load(str(root))
-    assert df.schema == StructType([
-        StructField("key", BinaryType()), StructField("value", BinaryType()),
-        StructField("topic", StringType()), StructField("partition", IntegerType()),
-        StructField("offset", LongType()), StructField("timestamp", TimestampType()),
-        StructField("timestampType", IntegerType()),
-        StructField("headers", ArrayType(StructType([StructField("key", StringType()),
-                                                     StructField("value", BinaryType())]))),
-    ])
+    assert df.schema == StructType(
+        [
+            StructField("key", BinaryType()),
+            StructField("value", BinaryType()),
+            StructField("topic", StringType()),
+            StructField("partition", IntegerType()),
+            StructField("offset", LongType()),
+            StructField("timestamp", TimestampType()),
+            StructField("timestampType", IntegerType()),
+            StructField(
+                "headers", ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
+            ),
+        ]
+    )
 
 
 def test_arrow_schema_is_what_spark_expects():
@@ -76,8 +91,7 @@ def test_batch_size_does_not_change_rows(spark, ours, rows):
     """Batches cut below and far above a Kafka batch (so topic/partition columns of many
     sizes) give the same rows."""
     root, expected = ours
-    df = (spark.read.format("seglog").option("includeHeaders", "true")
-          .option("maxRowsPerBatch", rows).load(str(root)))
+    df = spark.read.format("seglog").option("includeHeaders", "true").option("maxRowsPerBatch", rows).load(str(root))
     assert spark_rows(df, headers=True) == expected_rows(expected, headers=True)
 
 
@@ -89,8 +103,9 @@ def test_builder_constant_columns_across_sizes():
 
     b = ArrowBatchBuilder(KAFKA_COLUMNS, topic="orders", partition=5)
     for n in (3, 9, 1, 9, 4, 12):
-        cols = decode_columns(encode_batch([b"v%d" % i for i in range(n)], keys=[b"k"] * n,
-                                           timestamps=T0), **b.decode_flags)
+        cols = decode_columns(
+            encode_batch([b"v%d" % i for i in range(n)], keys=[b"k"] * n, timestamps=T0), **b.decode_flags
+        )
         rb = b.build(cols)
         rb.validate(full=True)
         assert rb.schema == b.schema
@@ -134,18 +149,28 @@ def test_partition_dir_glob_and_list_paths(spark, ours):
 def test_topic_selection(spark, ours):
     root, _ = ours
     assert spark.read.format("seglog").option("topics", "audit").load(str(root)).count() == 75
-    assert (spark.read.format("seglog").option("subscribePattern", "ord.*").load(str(root)).count()
-            == 19 * 25)
-    assert (spark.read.format("seglog").option("assign", '{"orders": [1]}').load(str(root))
-            .select("partition").distinct().collect()[0][0]) == 1
+    assert spark.read.format("seglog").option("subscribePattern", "ord.*").load(str(root)).count() == 19 * 25
+    assert (
+        (
+            spark.read.format("seglog")
+            .option("assign", '{"orders": [1]}')
+            .load(str(root))
+            .select("partition")
+            .distinct()
+            .collect()[0][0]
+        )
+        == 1
+    )
 
 
 def test_offset_ranges(spark, ours):
     root, rows = ours
-    df = (spark.read.format("seglog")
-          .option("startingOffsets", '{"orders": {"0": 30, "1": -2}, "audit": {"0": -2}}')
-          .option("endingOffsets", '{"orders": {"0": 151, "1": -1}, "audit": {"0": 0}}')
-          .load(str(root)))
+    df = (
+        spark.read.format("seglog")
+        .option("startingOffsets", '{"orders": {"0": 30, "1": -2}, "audit": {"0": -2}}')
+        .option("endingOffsets", '{"orders": {"0": 151, "1": -1}, "audit": {"0": 0}}')
+        .load(str(root))
+    )
     want = [r for r in rows if (r["topic"], r["partition"]) == ("orders", 0) and 30 <= r["offset"] < 151]
     want += [r for r in rows if (r["topic"], r["partition"]) == ("orders", 1)]
     assert spark_rows(df) == expected_rows(want)

@@ -1,5 +1,6 @@
 """Structured Streaming follows growing logs: records appended between runs are read exactly
 once, micro-batches respect maxRecordsPerTrigger (PySpark >= 4.2), new partitions are found."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,9 +16,15 @@ def run_available_now(spark, root, checkpoint, **opts):
     def collect(df, batch_id):
         batches.append(sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect()))
 
-    q = (spark.readStream.format("seglog").options(**opts).load(str(root))
-         .writeStream.foreachBatch(collect).option("checkpointLocation", str(checkpoint))
-         .trigger(availableNow=True).start())
+    q = (
+        spark.readStream.format("seglog")
+        .options(**opts)
+        .load(str(root))
+        .writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
     q.awaitTermination(120)
     assert q.exception() is None, q.exception()
     return [b for b in batches if b]
@@ -32,8 +39,8 @@ def test_stream_reads_appends_exactly_once(spark, tmp_path):
     assert [len(b) for b in first] == [40, 40, 20]
     assert sorted(x for b in first for x in b) == [(0, o) for o in range(100)]
 
-    write_log(root / "s-0", sample_batches(0, 3, 10))       # 30 more records
-    write_log(root / "s-1", sample_batches(1, 2, 10))       # a new partition: read from its start
+    write_log(root / "s-0", sample_batches(0, 3, 10))  # 30 more records
+    write_log(root / "s-1", sample_batches(1, 2, 10))  # a new partition: read from its start
     second = run_available_now(spark, root, ckpt, startingOffsets="earliest", maxRecordsPerTrigger="40")
     got = sorted(x for b in second for x in b)
     assert got == [(0, o) for o in range(100, 130)] + [(1, o) for o in range(20)]

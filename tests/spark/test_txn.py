@@ -1,5 +1,6 @@
 """isolation.level=read_committed: aborted transactions are left out, reads stop at the last
 stable offset; aborted ranges come from .txnindex files when a segment has one."""
+
 from __future__ import annotations
 
 import struct
@@ -17,9 +18,14 @@ ABORT, COMMIT = 0, 1
 
 def data(n, pid=-1, tag=b"v"):
     txn = pid >= 0
-    return encode_batch([tag + b"%d" % i for i in range(n)], timestamps=T0, producer_id=pid,
-                        producer_epoch=0 if txn else -1, base_sequence=0 if txn else -1,
-                        is_transactional=txn)
+    return encode_batch(
+        [tag + b"%d" % i for i in range(n)],
+        timestamps=T0,
+        producer_id=pid,
+        producer_epoch=0 if txn else -1,
+        base_sequence=0 if txn else -1,
+        is_transactional=txn,
+    )
 
 
 def marker(kind, pid):
@@ -38,7 +44,7 @@ def txlog(tmp_path_factory):
     root = tmp_path_factory.mktemp("txn")
     lg = Log.open(str(root / "tx-0"), {"segment.bytes": 300})
     for b in LOG:
-        lg.append(b, origin="coordinator")    # markers: the coordinator's writes
+        lg.append(b, origin="coordinator")  # markers: the coordinator's writes
     lg.close()
     return root
 
@@ -49,7 +55,7 @@ def offsets(spark, root, **opts):
 
 
 def test_read_committed_skips_aborted_and_open_transactions(spark, txlog):
-    assert len(list((txlog / "tx-0").glob("*.log"))) >= 3    # markers and data span segments
+    assert len(list((txlog / "tx-0").glob("*.log"))) >= 3  # markers and data span segments
     assert offsets(spark, txlog) == UNCOMMITTED
     assert offsets(spark, txlog, **{"isolation.level": "read_committed"}) == COMMITTED
     assert offsets(spark, txlog, **{"isolation.level": "read_committed", "minPartitions": "5"}) == COMMITTED
@@ -70,8 +76,8 @@ def test_transaction_state_from_headers(txlog, tmp_path, monkeypatch):
         ro = sp.parse_read_options({"path": str(where)})
         (info,) = sp.load_partitions(ro)
         assert sp.transaction_state(info, 0) == ([(7, 3, 8)], 12)
-        assert sp.transaction_state(info, 9) == ([], 12)       # starting after the abort
-    patch_spark_modules(monkeypatch, "decode_records", None)            # the index spares the decode
+        assert sp.transaction_state(info, 9) == ([], 12)  # starting after the abort
+    patch_spark_modules(monkeypatch, "decode_records", None)  # the index spares the decode
     (info,) = sp.load_partitions(sp.parse_read_options({"path": str(txlog)}))
     assert sp.transaction_state(info, 0) == ([(7, 3, 8)], 12)
 
@@ -91,7 +97,7 @@ def test_txnindex_is_used_when_present(txlog, tmp_path, monkeypatch):
     (root / "tx-0" / f"{seg:020d}.txnindex").write_bytes(entry)
     ro = sp.parse_read_options({"path": str(root)})
     (info,) = sp.load_partitions(ro)
-    patch_spark_modules(monkeypatch, "decode_records", None)     # decoding a marker would fail
+    patch_spark_modules(monkeypatch, "decode_records", None)  # decoding a marker would fail
     aborted, lso = sp.transaction_state(info, 0)
     assert aborted == [(7, 3, 8)] and lso == 12
     # The index is believed: an entry there is an abort even where the marker says otherwise.

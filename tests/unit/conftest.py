@@ -10,7 +10,6 @@ import pytest
 
 from seglog import Store
 from seglog.util.clock import ManualClock
-
 from tests.conftest import T0
 
 

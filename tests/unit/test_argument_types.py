@@ -3,14 +3,14 @@ expected, not whatever the first operation on the value happens to raise."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
 
 from seglog import Store
-from seglog.util.clock import ManualClock
 from seglog.storage.log import Log
 from seglog.storage.records import (
     batch_headers,
@@ -21,7 +21,7 @@ from seglog.storage.records import (
     iter_records,
     validate_batches,
 )
-
+from seglog.util.clock import ManualClock
 from tests.conftest import T0
 
 
@@ -43,42 +43,83 @@ CASES: list[tuple[str, Callable[[Any, Any, Any], Any], str]] = [
     ("log.read upper_bound", lambda s, p, lg: lg.read(0, upper_bound=1.5), r"upper_bound must be an int"),
     ("log.append batches str", lambda s, p, lg: lg.append("str"), r"batches must be a bytes-like object .* not str"),
     ("log.append batches int", lambda s, p, lg: lg.append(5), r"batches must be a bytes-like object .* not int"),
-    ("log.append leader_epoch", lambda s, p, lg: lg.append(encode_batch([b"a"]), leader_epoch="1"),
-     r"leader_epoch must be an int, not str"),
+    (
+        "log.append leader_epoch",
+        lambda s, p, lg: lg.append(encode_batch([b"a"]), leader_epoch="1"),
+        r"leader_epoch must be an int, not str",
+    ),
     ("log.truncate_to", lambda s, p, lg: lg.truncate_to("1"), r"offset must be an int, not str"),
-    ("log.truncate_fully_and_start_at", lambda s, p, lg: lg.truncate_fully_and_start_at(None),
-     r"offset must be an int, not NoneType"),
+    (
+        "log.truncate_fully_and_start_at",
+        lambda s, p, lg: lg.truncate_fully_and_start_at(None),
+        r"offset must be an int, not NoneType",
+    ),
     ("log.delete_records", lambda s, p, lg: lg.delete_records(b"1"), r"before_offset must be an int, not bytes"),
     ("log.offset_for_timestamp", lambda s, p, lg: lg.offset_for_timestamp("1"), r"timestamp must be an int, not str"),
     ("store.create_topic name", lambda s, p, lg: s.create_topic(5), r"topic must be a str, not int"),
     ("store.create_topic partitions", lambda s, p, lg: s.create_topic("x", "3"), r"partitions must be an int, not str"),
-    ("store.create_topic partitions bool", lambda s, p, lg: s.create_topic("x", True), r"partitions must be an int, not bool"),
+    (
+        "store.create_topic partitions bool",
+        lambda s, p, lg: s.create_topic("x", True),
+        r"partitions must be an int, not bool",
+    ),
     ("store.create_topic config", lambda s, p, lg: s.create_topic("y", 1, 5), r"config must be a mapping .* not int"),
-    ("store.append partition", lambda s, p, lg: s.append("t", "0", encode_batch([b"a"])), r"partition must be an int, not str"),
-    ("store.append records", lambda s, p, lg: s.append("t", 0, "str"), r"records must be a bytes-like object .* not str"),
+    (
+        "store.append partition",
+        lambda s, p, lg: s.append("t", "0", encode_batch([b"a"])),
+        r"partition must be an int, not str",
+    ),
+    (
+        "store.append records",
+        lambda s, p, lg: s.append("t", 0, "str"),
+        r"records must be a bytes-like object .* not str",
+    ),
     ("producer.send topic", lambda s, p, lg: p.send(5, b"v"), r"'topic'.*expected str, got int"),
     ("producer.send value", lambda s, p, lg: p.send("t", "str value"), r"record value is a str"),
     ("producer.send key", lambda s, p, lg: p.send("t", b"v", key=5), r"record key must be bytes-like or None, not int"),
-    ("producer.send timestamp", lambda s, p, lg: p.send("t", b"v", timestamp="1"),
-     r"timestamp must be an int \(milliseconds\) or None, not str"),
-    ("producer.send partition", lambda s, p, lg: p.send("t", b"v", partition="0"), r"partition must be an int or None, not str"),
+    (
+        "producer.send timestamp",
+        lambda s, p, lg: p.send("t", b"v", timestamp="1"),
+        r"timestamp must be an int \(milliseconds\) or None, not str",
+    ),
+    (
+        "producer.send partition",
+        lambda s, p, lg: p.send("t", b"v", partition="0"),
+        r"partition must be an int or None, not str",
+    ),
     ("producer.send headers", lambda s, p, lg: p.send("t", b"v", headers="h"), r"headers must be a list"),
     ("producer.send_batch values", lambda s, p, lg: p.send_batch("t", [1, 2]), r"values\[0\] is a int, not bytes-like"),
-    ("producer.send_batch keys", lambda s, p, lg: p.send_batch("t", [b"a", b"b"], keys=[b"k", 7]),
-     r"keys\[1\] .*bytes-like"),
+    (
+        "producer.send_batch keys",
+        lambda s, p, lg: p.send_batch("t", [b"a", b"b"], keys=[b"k", 7]),
+        r"keys\[1\] .*bytes-like",
+    ),
     ("encode_batch values", lambda s, p, lg: encode_batch([1, 2]), r"values\[0\] is a int, not bytes-like"),
     ("encode_batch keys", lambda s, p, lg: encode_batch([b"a"], keys=[1]), r"keys\[0\] is a int"),
-    ("encode_batch timestamps str", lambda s, p, lg: encode_batch([b"a"], timestamps="x"),
-     r"timestamps must be None, an int .* not str"),
-    ("encode_batch timestamps float", lambda s, p, lg: encode_batch([b"a"], timestamps=1.5),
-     r"timestamps must be None, an int .* not float"),
-    ("encode_batch compression", lambda s, p, lg: encode_batch([b"a"], compression=5.0),
-     r"compression must be a codec name .* not float"),
+    (
+        "encode_batch timestamps str",
+        lambda s, p, lg: encode_batch([b"a"], timestamps="x"),
+        r"timestamps must be None, an int .* not str",
+    ),
+    (
+        "encode_batch timestamps float",
+        lambda s, p, lg: encode_batch([b"a"], timestamps=1.5),
+        r"timestamps must be None, an int .* not float",
+    ),
+    (
+        "encode_batch compression",
+        lambda s, p, lg: encode_batch([b"a"], compression=5.0),
+        r"compression must be a codec name .* not float",
+    ),
     ("decode_records", lambda s, p, lg: decode_records("abc"), r"buf must be a bytes-like object .* not str"),
     ("decode_columns", lambda s, p, lg: decode_columns(5), r"buf must be a bytes-like object .* not int"),
     ("batch_headers", lambda s, p, lg: batch_headers(None), r"buf must be a bytes-like object .* not NoneType"),
     ("first_at_or_after", lambda s, p, lg: first_at_or_after("x", 0), r"buf must be a bytes-like object .* not str"),
-    ("validate_batches", lambda s, p, lg: validate_batches(1, "t-0", now=T0), r"buf must be a bytes-like object .* not int"),
+    (
+        "validate_batches",
+        lambda s, p, lg: validate_batches(1, "t-0", now=T0),
+        r"buf must be a bytes-like object .* not int",
+    ),
     ("iter_records", lambda s, p, lg: iter_records("abc"), r"buf must be a bytes-like object .* not str"),
 ]
 
@@ -127,9 +168,16 @@ CONSUMER_CASES: list[tuple[str, Callable[[Any, Any], Any], str]] = [
     ("subscribe int", lambda c, tp: c.subscribe(5), r"topics must be a list of names, not int"),
     ("subscribe item", lambda c, tp: c.subscribe([5]), r"topics must hold str names, not int"),
     ("subscribe pattern", lambda c, tp: c.subscribe(pattern=5), r"pattern must be a str or a compiled"),
-    ("assign item", lambda c, tp: c.assign([5]), r"partition must be a TopicPartition or a \(topic, partition\) pair, not int"),
-    ("assign partition number", lambda c, tp: c.assign([("t", "0")]),
-     r"partition \('t', '0'\): the partition number must be an int, not str"),
+    (
+        "assign item",
+        lambda c, tp: c.assign([5]),
+        r"partition must be a TopicPartition or a \(topic, partition\) pair, not int",
+    ),
+    (
+        "assign partition number",
+        lambda c, tp: c.assign([("t", "0")]),
+        r"partition \('t', '0'\): the partition number must be an int, not str",
+    ),
     ("seek offset", lambda c, tp: (c.assign([tp]), c.seek(tp, "0")), r"offset must be an int, not str"),
     ("seek partition", lambda c, tp: c.seek(5, 0), r"partition must be a TopicPartition"),
     ("position", lambda c, tp: c.position(3.5), r"partition must be a TopicPartition"),
@@ -138,7 +186,11 @@ CONSUMER_CASES: list[tuple[str, Callable[[Any, Any], Any], str]] = [
     ("poll_columns max_records", lambda c, tp: c.poll_columns(1.5), r"max_records must be an int or None, not float"),
     ("commit offsets", lambda c, tp: c.commit(5), r"offsets must be a mapping of partition to offset, not int"),
     ("commit offset value", lambda c, tp: c.commit({tp: "1"}), r"the offset for t-0 must be an int, not str"),
-    ("offsets_for_times", lambda c, tp: c.offsets_for_times({tp: "1"}), r"the timestamp for t-0 must be an int, not str"),
+    (
+        "offsets_for_times",
+        lambda c, tp: c.offsets_for_times({tp: "1"}),
+        r"the timestamp for t-0 must be an int, not str",
+    ),
     ("committed", lambda c, tp: c.committed(None), r"partition must be a TopicPartition"),
     ("pause", lambda c, tp: c.pause("t"), r"partition must be a TopicPartition"),
 ]

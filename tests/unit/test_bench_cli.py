@@ -13,33 +13,53 @@ from typing import Any
 import pytest
 
 from seglog.benchmarks import BENCHMARKS, Benchmark, Contender, Goal, Work, cases, summarize
-from seglog.benchmarks.runner import (SCHEMA, Options, Progress, SelectionError, measure, render_table,
-                                      report_benchmark, run, select)
+from seglog.benchmarks.runner import (
+    SCHEMA,
+    Options,
+    Progress,
+    SelectionError,
+    measure,
+    render_table,
+    report_benchmark,
+    run,
+    select,
+)
 from seglog.cli import main
 
 
-def _fake(name: str = "fake", goals: tuple[Goal, ...] = (), extra: tuple[Contender, ...] = (),
-          fail: bool = False) -> Benchmark:
+def _fake(
+    name: str = "fake", goals: tuple[Goal, ...] = (), extra: tuple[Contender, ...] = (), fail: bool = False
+) -> Benchmark:
     def prepare(p: Mapping[str, int], base: Path, available: frozenset[str]) -> Work:
         if fail:
             raise RuntimeError("prepare broke")
         data = bytes(p["n"])
-        return Work(items=len(data), nbytes=len(data),
-                    calls={"ours": lambda: bytes(data), "peer": lambda: bytearray(data),
-                           "limit": lambda: data[:]})
+        return Work(
+            items=len(data),
+            nbytes=len(data),
+            calls={"ours": lambda: bytes(data), "peer": lambda: bytearray(data), "limit": lambda: data[:]},
+        )
 
-    return Benchmark(name=name, title="a fake benchmark", unit="bytes",
-                     contenders=(Contender("ours", "seglog"), Contender("peer", "peer"), *extra,
-                                 Contender("limit", "limit")),
-                     goals=goals, prepare=prepare, quick={"n": 1000}, full={"n": 2000})
+    return Benchmark(
+        name=name,
+        title="a fake benchmark",
+        unit="bytes",
+        contenders=(Contender("ours", "seglog"), Contender("peer", "peer"), *extra, Contender("limit", "limit")),
+        goals=goals,
+        prepare=prepare,
+        quick={"n": 1000},
+        full={"n": 2000},
+    )
 
 
 # -------------------------------------------------------------------------------------------------
 # Arguments
 # -------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("argv", [["bench", "--rounds", "0"], ["bench", "--rounds", "x"],
-                                  ["bench", "--records", "-5"], ["bench", "--bogus"]])
+
+@pytest.mark.parametrize(
+    "argv", [["bench", "--rounds", "0"], ["bench", "--rounds", "x"], ["bench", "--records", "-5"], ["bench", "--bogus"]]
+)
 def test_bad_arguments_are_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main(argv)
@@ -92,12 +112,20 @@ def test_registry_is_consistent() -> None:
             assert (g.subject or b.primary) in names, (b.name, g)
             assert g.kind != "ratio" or g.versus in names, (b.name, g)
     goals = {(b.name, g.text) for b in BENCHMARKS for g in b.goals}
-    for expected in [("crc32c-1MiB", "≥0.9× crc32c package"), ("encode-100B", "≥5× aiokafka"),
-                     ("columns-100B", "≥10× aiokafka"), ("append-batches", "≥0.8× plain write()"),
-                     ("append-100B", "≥15× sqlite3"), ("append-100B", "≥10× LMDB"),
-                     ("read-100B", "≥10× sqlite3"), ("lookup-offset", "<2 µs per lookup"),
-                     ("send", "≥1.5 M records/s"), ("send_batch", "≥0.7× raw append"),
-                     ("poll_columns", "≥10 M records/s"), ("spark-aggregate", "full row ≥0.9× Parquet")]:
+    for expected in [
+        ("crc32c-1MiB", "≥0.9× crc32c package"),
+        ("encode-100B", "≥5× aiokafka"),
+        ("columns-100B", "≥10× aiokafka"),
+        ("append-batches", "≥0.8× plain write()"),
+        ("append-100B", "≥15× sqlite3"),
+        ("append-100B", "≥10× LMDB"),
+        ("read-100B", "≥10× sqlite3"),
+        ("lookup-offset", "<2 µs per lookup"),
+        ("send", "≥1.5 M records/s"),
+        ("send_batch", "≥0.7× raw append"),
+        ("poll_columns", "≥10 M records/s"),
+        ("spark-aggregate", "full row ≥0.9× Parquet"),
+    ]:
         assert expected in goals
     assert cases("send")[0] == ("send", "Producer.send")
 
@@ -106,23 +134,43 @@ def test_registry_names_and_order() -> None:
     """The names ``seglog bench`` runs and writes to results.json, in its order, with each
     benchmark's group (results from earlier runs are compared by these names)."""
     assert [(b.name, b.group) for b in BENCHMARKS] == [
-        ("crc32c-100B", "crc32c"), ("crc32c-4KiB", "crc32c"), ("crc32c-1MiB", "crc32c"),
-        ("encode-100B", "records"), ("decode-100B", "records"), ("columns-100B", "records"),
-        ("encode-1KiB", "records"), ("decode-1KiB", "records"), ("columns-1KiB", "records"),
-        ("append-batches", "log"), ("append-100B", "log"), ("read-100B", "log"),
-        ("append-1KiB", "log"), ("read-1KiB", "log"), ("lookup-offset", "log"),
-        ("lookup-timestamp", "log"), ("send", "store"), ("send_batch", "store"),
-        ("poll_columns", "store"), ("spark-count", "spark"), ("spark-aggregate", "spark"),
-        ("replication", "replication"), ("replication-zookeeper", "replication"),
-        ("kafka-produce-confluent-kafka", "kafka"), ("kafka-consume-confluent-kafka", "kafka"),
-        ("kafka-produce-kafka-python", "kafka"), ("kafka-consume-kafka-python", "kafka"),
-        ("kafka-produce-aiokafka", "kafka"), ("kafka-consume-aiokafka", "kafka"),
-        ("kafka-serve-start", "kafka")]
+        ("crc32c-100B", "crc32c"),
+        ("crc32c-4KiB", "crc32c"),
+        ("crc32c-1MiB", "crc32c"),
+        ("encode-100B", "records"),
+        ("decode-100B", "records"),
+        ("columns-100B", "records"),
+        ("encode-1KiB", "records"),
+        ("decode-1KiB", "records"),
+        ("columns-1KiB", "records"),
+        ("append-batches", "log"),
+        ("append-100B", "log"),
+        ("read-100B", "log"),
+        ("append-1KiB", "log"),
+        ("read-1KiB", "log"),
+        ("lookup-offset", "log"),
+        ("lookup-timestamp", "log"),
+        ("send", "store"),
+        ("send_batch", "store"),
+        ("poll_columns", "store"),
+        ("spark-count", "spark"),
+        ("spark-aggregate", "spark"),
+        ("replication", "replication"),
+        ("replication-zookeeper", "replication"),
+        ("kafka-produce-confluent-kafka", "kafka"),
+        ("kafka-consume-confluent-kafka", "kafka"),
+        ("kafka-produce-kafka-python", "kafka"),
+        ("kafka-consume-kafka-python", "kafka"),
+        ("kafka-produce-aiokafka", "kafka"),
+        ("kafka-consume-aiokafka", "kafka"),
+        ("kafka-serve-start", "kafka"),
+    ]
 
 
 # -------------------------------------------------------------------------------------------------
 # Arithmetic
 # -------------------------------------------------------------------------------------------------
+
 
 def test_summary_quartiles() -> None:
     s = summarize([4.0, 1.0, 3.0, 2.0, 100.0], items=10)
@@ -136,16 +184,20 @@ def test_summary_quartiles() -> None:
 
 
 def test_ratios_and_goals_on_a_fake_entry() -> None:
-    goals = (Goal("≥1.5× peer", "ratio", 1.5, "peer"), Goal("≥3× peer", "ratio", 3.0, "peer"),
-             Goal("≤20 ms per byte", "max_seconds_per_item", 0.02),
-             Goal("≥150 bytes/s", "min_items_per_second", 150.0),
-             Goal("≥1× the missing one", "ratio", 1.0, "absent"),
-             Goal("limit ≥ 1.5× ours", "ratio", 1.5, "ours", subject="limit"))
-    bench = _fake(goals=goals, extra=(Contender("slow peer", "peer"),
-                                      Contender("absent", "peer", ("no_such_module_here",), "absent-pkg")))
+    goals = (
+        Goal("≥1.5× peer", "ratio", 1.5, "peer"),
+        Goal("≥3× peer", "ratio", 3.0, "peer"),
+        Goal("≤20 ms per byte", "max_seconds_per_item", 0.02),
+        Goal("≥150 bytes/s", "min_items_per_second", 150.0),
+        Goal("≥1× the missing one", "ratio", 1.0, "absent"),
+        Goal("limit ≥ 1.5× ours", "ratio", 1.5, "ours", subject="limit"),
+    )
+    bench = _fake(
+        goals=goals,
+        extra=(Contender("slow peer", "peer"), Contender("absent", "peer", ("no_such_module_here",), "absent-pkg")),
+    )
     work = Work(items=100, calls={}, nbytes=1000)
-    samples = {"ours": [1.0, 1.1, 0.9], "peer": [2.0, 2.0, 2.0], "slow peer": [4.0, 4.0, 4.0],
-               "limit": [0.5, 0.5, 0.5]}
+    samples = {"ours": [1.0, 1.1, 0.9], "peer": [2.0, 2.0, 2.0], "slow peer": [4.0, 4.0, 4.0], "limit": [0.5, 0.5, 0.5]}
     doc = report_benchmark(bench, {"n": 100}, work, samples, {}, {"absent": "not found"}, {})
     by = {c["name"]: c for c in doc["contenders"]}
     assert by["ours"]["items_per_s"] == 100.0 and by["ours"]["bytes_per_s"] == 1000.0
@@ -155,13 +207,31 @@ def test_ratios_and_goals_on_a_fake_entry() -> None:
     assert by["ours"]["median_s"] == 1.0 and by["ours"]["min_s"] == 0.9 and by["ours"]["max_s"] == 1.1
     assert by["absent"]["status"] == "not installed" and by["absent"]["pip"] == "absent-pkg"
     verdicts = [(g["text"], g["measured"], g["met"]) for g in doc["goals"]]
-    assert verdicts == [("≥1.5× peer", 2.0, True), ("≥3× peer", 2.0, False),
-                        ("≤20 ms per byte", 0.01, True), ("≥150 bytes/s", 100.0, False),
-                        ("≥1× the missing one", None, None), ("limit ≥ 1.5× ours", 2.0, True)]
-    table = render_table({"mode": "quick", "rounds": 3, "load_average_start": [1.0], "load_average_end": [1.0],
-                          "machine": {"cpu": "cpu", "cores": 2, "memory": "1 GiB", "kernel": "k", "python": "p",
-                                      "crc32c_implementation": "x"},
-                          "benchmarks": [doc]})
+    assert verdicts == [
+        ("≥1.5× peer", 2.0, True),
+        ("≥3× peer", 2.0, False),
+        ("≤20 ms per byte", 0.01, True),
+        ("≥150 bytes/s", 100.0, False),
+        ("≥1× the missing one", None, None),
+        ("limit ≥ 1.5× ours", 2.0, True),
+    ]
+    table = render_table(
+        {
+            "mode": "quick",
+            "rounds": 3,
+            "load_average_start": [1.0],
+            "load_average_end": [1.0],
+            "machine": {
+                "cpu": "cpu",
+                "cores": 2,
+                "memory": "1 GiB",
+                "kernel": "k",
+                "python": "p",
+                "crc32c_implementation": "x",
+            },
+            "benchmarks": [doc],
+        }
+    )
     assert "not installed (pip install absent-pkg)" in table
     assert "goal ≥3× peer: 2.00× (ours) — NOT met" in table
     assert "goal ≥1.5× peer: 2.00× (ours) — met" in table
@@ -180,10 +250,17 @@ def test_rounds_alternate_contenders() -> None:
 # A run: JSON, table, chart
 # -------------------------------------------------------------------------------------------------
 
+
 def _run(tmp_path: Path, benches: list[Benchmark]) -> tuple[dict[str, Any], str, str]:
     out, err = io.StringIO(), io.StringIO()
-    doc = run(benches, Options(quick=True, rounds=2, min_sample=0.001), tmp_path / "out",
-              progress=Progress(len(benches), err), argv=["seglog", "bench", "--quick"], stdout=out)
+    doc = run(
+        benches,
+        Options(quick=True, rounds=2, min_sample=0.001),
+        tmp_path / "out",
+        progress=Progress(len(benches), err),
+        argv=["seglog", "bench", "--quick"],
+        stdout=out,
+    )
     return doc, out.getvalue(), err.getvalue()
 
 
@@ -203,9 +280,13 @@ def test_json_schema(tmp_path: Path) -> None:
     fake, broken = doc["benchmarks"]
     assert fake["status"] == "ok" and fake["items_per_call"] == 1000 and fake["params"] == {"n": 1000}
     by = {c["name"]: c for c in fake["contenders"]}
-    assert by["missing peer"] == {"name": "missing peer", "role": "peer", "status": "not installed",
-                                  "pip": "no-such-pkg",
-                                  "reason": "module 'no_such_module_here' not found (pip install no-such-pkg)"}
+    assert by["missing peer"] == {
+        "name": "missing peer",
+        "role": "peer",
+        "status": "not installed",
+        "pip": "no-such-pkg",
+        "reason": "module 'no_such_module_here' not found (pip install no-such-pkg)",
+    }
     for name in ("ours", "peer", "limit"):
         c = by[name]
         assert c["status"] == "ok" and len(c["samples_s"]) == 2 and c["calls_per_sample"] >= 1
@@ -215,7 +296,11 @@ def test_json_schema(tmp_path: Path) -> None:
     assert all(c["status"] == "error" and "prepare broke" in c["reason"] for c in broken["contenders"])
     assert "fake — a fake benchmark" in out and "results:" in out
     md = (tmp_path / "out" / "results.md").read_text()
-    assert "| fake | ours |" in md and "| broken | error: RuntimeError: prepare broke |" in md and "seglog bench --quick" in md
+    assert (
+        "| fake | ours |" in md
+        and "| broken | error: RuntimeError: prepare broke |" in md
+        and "seglog bench --quick" in md
+    )
     assert "broken: error: RuntimeError: prepare broke" in err
     assert "[2/2] broken done" in err  # not a terminal: one line per benchmark
 
@@ -245,13 +330,23 @@ def test_cli_runs_a_real_benchmark(tmp_path: Path, capsys: pytest.CaptureFixture
     assert b["name"] == "crc32c-100B" and b["unit"] == "bytes"
     roles = {c["name"]: (c["role"], c["status"]) for c in b["contenders"]}
     assert roles["seglog"] == ("seglog", "ok") and roles["memcpy"] == ("limit", "ok")
-    assert doc["command"] == ["seglog", "bench", "--quick", "--rounds", "2", "--only", "crc32c-100B",
-                              "--out", str(tmp_path)]
+    assert doc["command"] == [
+        "seglog",
+        "bench",
+        "--quick",
+        "--rounds",
+        "2",
+        "--only",
+        "crc32c-100B",
+        "--out",
+        str(tmp_path),
+    ]
     assert "crc32c-100B — CRC-32C of a 100B buffer" in capsys.readouterr().out
 
 
-def test_cli_fails_when_a_benchmark_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_fails_when_a_benchmark_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     import seglog.benchmarks
 
     monkeypatch.setattr(seglog.benchmarks, "BENCHMARKS", (_fake(), _fake("broken", fail=True)))

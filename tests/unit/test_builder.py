@@ -24,12 +24,20 @@ def test_builder_bytes_equal_encode_batch(records, base_offset, epoch) -> None: 
     b = ProducerBatch(1 << 30)
     for ts, k, v, h in records:
         assert b.try_append(ts, k, v, h) is not None
-    built = bytes(b.build(base_offset=base_offset, partition_leader_epoch=epoch, producer_id=5,
-                          producer_epoch=1, base_sequence=3))
-    ref = encode_batch([r[2] for r in records], keys=[r[1] for r in records],
-                       timestamps=[r[0] for r in records], headers=[r[3] or None for r in records],
-                       base_offset=base_offset, partition_leader_epoch=epoch, producer_id=5,
-                       producer_epoch=1, base_sequence=3)
+    built = bytes(
+        b.build(base_offset=base_offset, partition_leader_epoch=epoch, producer_id=5, producer_epoch=1, base_sequence=3)
+    )
+    ref = encode_batch(
+        [r[2] for r in records],
+        keys=[r[1] for r in records],
+        timestamps=[r[0] for r in records],
+        headers=[r[3] or None for r in records],
+        base_offset=base_offset,
+        partition_leader_epoch=epoch,
+        producer_id=5,
+        producer_epoch=1,
+        base_sequence=3,
+    )
     assert built == ref
 
 
@@ -44,7 +52,9 @@ def test_kafka_python_reads_builder_output() -> None:
     assert batch.validate_crc()
     recs = list(batch)
     assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in recs] == [
-        (42, 1_700_000_000_000, b"k", b"v", [("h", b"1")]), (43, 1_700_000_000_007, None, b"w", [])]
+        (42, 1_700_000_000_000, b"k", b"v", [("h", b"1")]),
+        (43, 1_700_000_000_007, None, b"w", []),
+    ]
 
 
 def test_limit_and_try_append() -> None:
@@ -126,8 +136,7 @@ def test_explicit_deltas_and_delete_horizon() -> None:
     assert (h.base_offset, h.last_offset, h.records_count) == (10, 19, 2)
     assert h.attributes & 0x40 and h.base_timestamp == 5_000 and h.max_timestamp == 1_200
     recs = decode_records(data)
-    assert [(r.offset, r.timestamp, r.key, r.value) for r in recs] == \
-        [(10, 1_000, b"a", b"1"), (14, 1_200, b"b", None)]
+    assert [(r.offset, r.timestamp, r.key, r.value) for r in recs] == [(10, 1_000, b"a", b"1"), (14, 1_200, b"b", None)]
     from kafka.record.default_records import DefaultRecordBatch
 
     kp = list(DefaultRecordBatch(data))

@@ -11,8 +11,8 @@ import pytest
 
 from seglog import Log, Store
 from seglog.storage.cleaner import Cleaner
-from seglog.util.clock import ManualClock
 from seglog.storage.records import batch_headers, decode_records
+from seglog.util.clock import ManualClock
 
 
 @pytest.fixture
@@ -26,17 +26,16 @@ def _records(store: Store, topic: str = "c") -> list[Any]:
     return decode_records(lg.read(lg.log_start_offset, 1 << 30).to_bytes())
 
 
-def _expected(written: list[tuple[int, bytes | None, bytes | None]], end: int,
-              drop_tombstones: bool = False) -> list[tuple[int, bytes | None, bytes | None]]:
+def _expected(
+    written: list[tuple[int, bytes | None, bytes | None]], end: int, drop_tombstones: bool = False
+) -> list[tuple[int, bytes | None, bytes | None]]:
     last: dict[bytes, int] = {}
     for off, k, _ in written:
         if off < end and k is not None:
             last[k] = off
     out = []
     for off, k, v in written:
-        if off >= end:
-            out.append((off, k, v))
-        elif k is not None and last[k] == off and not (drop_tombstones and v is None):
+        if off >= end or (k is not None and last[k] == off and not (drop_tombstones and v is None)):
             out.append((off, k, v))
     return out
 
@@ -76,8 +75,12 @@ def test_latest_per_key_survives(store: Store, clock: ManualClock, seed: int) ->
     for s in lg.segments:
         for h in s.batches():
             orig = before_heads[h.base_offset]
-            assert (h.last_offset, h.producer_id, h.producer_epoch, h.base_sequence) == \
-                (orig.last_offset, orig.producer_id, orig.producer_epoch, orig.base_sequence)
+            assert (h.last_offset, h.producer_id, h.producer_epoch, h.base_sequence) == (
+                orig.last_offset,
+                orig.producer_id,
+                orig.producer_epoch,
+                orig.base_sequence,
+            )
     # A consumer reads the same thing, and nothing needs cleaning now.
     c = store.consumer(auto_offset_reset="earliest")
     c.assign([("c", 0)])
@@ -89,8 +92,7 @@ def test_latest_per_key_survives(store: Store, clock: ManualClock, seed: int) ->
 
 
 def test_tombstones_go_after_delete_retention(store: Store, clock: ManualClock) -> None:
-    store.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": 1024,
-                                "delete.retention.ms": 60_000})
+    store.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": 1024, "delete.retention.ms": 60_000})
     p = store.producer()
     written = []
     for i in range(30):
@@ -112,13 +114,22 @@ def test_tombstones_go_after_delete_retention(store: Store, clock: ManualClock) 
     clock.advance(1)
     r3 = cleaner.clean(lg, None, force=True)
     assert r3 is not None and r3.tombstones_removed == 10
-    assert [(r.offset, r.key, r.value) for r in _records(store)] == \
-        _expected(written, r1.first_dirty_offset, drop_tombstones=True)
+    assert [(r.offset, r.key, r.value) for r in _records(store)] == _expected(
+        written, r1.first_dirty_offset, drop_tombstones=True
+    )
 
 
 def test_dirty_ratio_and_compaction_lag(store: Store, clock: ManualClock) -> None:
-    store.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": 1024,
-                                "min.cleanable.dirty.ratio": 0.9, "min.compaction.lag.ms": 10_000})
+    store.create_topic(
+        "c",
+        1,
+        {
+            "cleanup.policy": "compact",
+            "segment.bytes": 1024,
+            "min.cleanable.dirty.ratio": 0.9,
+            "min.compaction.lag.ms": 10_000,
+        },
+    )
     p = store.producer()
     for i in range(100):
         p.send("c", b"v" * 30, key=b"k%d" % (i % 10), timestamp=clock.time_ms())
@@ -171,8 +182,11 @@ def test_fully_obsolete_segments_are_emptied(store: Store, clock: ManualClock) -
 
 
 def test_compact_delete_policy_also_expires(store: Store, clock: ManualClock) -> None:
-    store.create_topic("c", 1, {"cleanup.policy": "compact,delete", "segment.bytes": 500,
-                                "retention.ms": 1000, "file.delete.delay.ms": 0})
+    store.create_topic(
+        "c",
+        1,
+        {"cleanup.policy": "compact,delete", "segment.bytes": 500, "retention.ms": 1000, "file.delete.delay.ms": 0},
+    )
     p = store.producer()
     for i in range(20):
         p.send("c", b"v" * 50, key=b"k%d" % (i % 2))
@@ -229,8 +243,9 @@ def test_empty_cleaned_segments_go_with_retention(store: Store, clock: ManualClo
     # Kafka's retention deletes an empty segment like any other, only the last one is kept;
     # an empty segment has no timestamp, so its modification time (the last cleaned segment's)
     # stands in for it.
-    lg = _three_keys_ten_times(store, **{"cleanup.policy": "compact,delete", "retention.ms": 10_000_000,
-                                         "file.delete.delay.ms": 0})
+    lg = _three_keys_ten_times(
+        store, **{"cleanup.policy": "compact,delete", "retention.ms": 10_000_000, "file.delete.delay.ms": 0}
+    )
     Cleaner(clock).clean(lg, None, force=True)
     empty = [s for s in lg.segments[:-1] if s.size == 0]
     assert empty and lg.log_start_offset == 0

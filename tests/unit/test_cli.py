@@ -94,8 +94,16 @@ def test_describe(tmp_path: Path, capsys: Any, fixtures_dir: Path) -> None:
     rc, out, _ = run(capsys, "describe", str(fixtures_dir / LDI))
     assert rc == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["TOPIC", "PARTITION", "LOG-START", "HIGH-WATERMARK", "LOG-END",
-                                "RECOVERY-POINT", "SEGMENTS", "SIZE"]
+    assert lines[0].split() == [
+        "TOPIC",
+        "PARTITION",
+        "LOG-START",
+        "HIGH-WATERMARK",
+        "LOG-END",
+        "RECOVERY-POINT",
+        "SEGMENTS",
+        "SIZE",
+    ]
     assert lines[1].split()[:5] == ["TestTopicPatient", "0", "0", "3", "3"]
     rc, out, _ = run(capsys, "describe", str(fixtures_dir / LDI), "--internal")
     assert "__consumer_offsets" in out and "13" in out
@@ -125,8 +133,13 @@ def test_dump_index_files(capsys: Any, fixtures_dir: Path) -> None:
     assert "offset: 3 position: 4730" in out and "offset: 7 position: 9571" in out
     rc, out, _ = run(capsys, "dump", str(d / "00000000000000000000.timeindex"))
     assert rc == 0 and "offset: 12" in out
-    rc, out, _ = run(capsys, "dump", "--verify-index-only", str(d / "00000000000000000000.index"),
-                     str(d / "00000000000000000000.timeindex"))
+    rc, out, _ = run(
+        capsys,
+        "dump",
+        "--verify-index-only",
+        str(d / "00000000000000000000.index"),
+        str(d / "00000000000000000000.timeindex"),
+    )
     assert rc == 0 and out.count("index matches the log") == 2
     rc, out, _ = run(capsys, "dump", str(d / "00000000000000000013.snapshot"), str(d / "leader-epoch-checkpoint"))
     assert rc == 0 and "0\n1\n0 0\n" in out
@@ -173,8 +186,19 @@ def test_dump_errors(tmp_path: Path, capsys: Any) -> None:
 def test_produce_and_consume(tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
     d = str(tmp_path / "s")
     lines = b"".join(b"user-%d=event %d\n" % (i % 3, i) for i in range(20))
-    rc, _, err = run(capsys, "produce", d, "events", "--create", "--partitions", "2",
-                     "--key-separator", "=", stdin=lines, monkeypatch=monkeypatch)
+    rc, _, err = run(
+        capsys,
+        "produce",
+        d,
+        "events",
+        "--create",
+        "--partitions",
+        "2",
+        "--key-separator",
+        "=",
+        stdin=lines,
+        monkeypatch=monkeypatch,
+    )
     assert rc == 0 and "produced 20 record(s)" in err
     rc, out, _ = run(capsys, "consume", d, "events", "--format", "json")
     rows = [json.loads(line) for line in out.splitlines()]
@@ -182,8 +206,21 @@ def test_produce_and_consume(tmp_path: Path, capsys: Any, monkeypatch: Any) -> N
     assert {r["key"] for r in rows} == {"user-0", "user-1", "user-2"}
     assert all(r["topic"] == "events" and r["partition"] in (0, 1) for r in rows)
     p0 = [r for r in rows if r["partition"] == 0]
-    rc, out, _ = run(capsys, "consume", d, "events", "--partition", "0", "--offset", "1",
-                     "--max-messages", "2", "--print-key", "--key-separator", "|")
+    rc, out, _ = run(
+        capsys,
+        "consume",
+        d,
+        "events",
+        "--partition",
+        "0",
+        "--offset",
+        "1",
+        "--max-messages",
+        "2",
+        "--print-key",
+        "--key-separator",
+        "|",
+    )
     assert out.splitlines() == [f"{r['key']}|{r['value']}" for r in p0[1:3]]
     ts = max(r["timestamp"] for r in rows)  # the records may straddle a millisecond
     rc, out, _ = run(capsys, "consume", d, "events", "--timestamp", str(ts + 1))
@@ -206,8 +243,9 @@ def test_produce_and_consume_errors(tmp_path: Path, capsys: Any, monkeypatch: An
     rc, _, err = run(capsys, "produce", d, "t", stdin=b"x\n", monkeypatch=monkeypatch)
     assert rc == 1 and "no such" not in err
     one_line_error(err)
-    rc, _, err = run(capsys, "produce", d, "t", "--create", "--key-separator", ":", stdin=b"nokey\n",
-                     monkeypatch=monkeypatch)
+    rc, _, err = run(
+        capsys, "produce", d, "t", "--create", "--key-separator", ":", stdin=b"nokey\n", monkeypatch=monkeypatch
+    )
     assert rc == 1 and "line 1" in err
     one_line_error(err)
     rc, _, err = run(capsys, "produce", d, "t", "--file", str(tmp_path / "missing"))
@@ -256,7 +294,9 @@ def test_consume_offset_past_the_end_starts_at_the_end(tmp_path: Path, capsys: A
     run(capsys, "produce", d, "ev", "--create", stdin=b"a\nb\nc\n", monkeypatch=monkeypatch)
     rc, out, err = run(capsys, "consume", d, "ev", "--offset", "10")
     assert rc == 0 and out == "", "an offset past the end does not replay from 0"
-    assert err == "seglog consume: --offset 10 is past the end: ev-0 holds offsets 0 to 2; starting at its end, offset 3\n"
+    assert (
+        err == "seglog consume: --offset 10 is past the end: ev-0 holds offsets 0 to 2; starting at its end, offset 3\n"
+    )
     rc, out, err = run(capsys, "consume", d, "ev", "--offset", "3")  # the end itself: no note
     assert (rc, out, err) == (0, "", "")
     rc, out, err = run(capsys, "consume", d, "ev", "--offset", "1")
@@ -269,8 +309,19 @@ def test_consume_offset_past_the_end_starts_at_the_end(tmp_path: Path, capsys: A
 
 def test_consume_new_group_says_it_starts_at_the_end(tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
     d = str(tmp_path / "s")
-    run(capsys, "produce", d, "ev", "--create", "--partitions", "2", "--partition", "1",
-        stdin=b"a\nb\n", monkeypatch=monkeypatch)
+    run(
+        capsys,
+        "produce",
+        d,
+        "ev",
+        "--create",
+        "--partitions",
+        "2",
+        "--partition",
+        "1",
+        stdin=b"a\nb\n",
+        monkeypatch=monkeypatch,
+    )
     rc, out, err = run(capsys, "consume", d, "ev", "--group", "g")
     assert rc == 0 and out == ""
     assert err.count("\n") == 1 and "group 'g' has no committed offset yet: starting at the end" in err
@@ -295,9 +346,11 @@ def test_dump_of_random_bytes_talks_about_the_content(tmp_path: Path, capsys: An
     log.write_bytes(bytes(data))
     rc, out, err = run(capsys, "dump", str(log))
     assert rc == 1 and "Traceback" not in err
-    assert ("Not a Kafka log segment: the first batch, at position 0, declares length 5000000 "
-            "(only 2988 bytes follow) and magic 77 (Kafka's are 0, 1 and 2); none of its 3000 bytes "
-            "read as record batches") in out
+    assert (
+        "Not a Kafka log segment: the first batch, at position 0, declares length 5000000 "
+        "(only 2988 bytes follow) and magic 77 (Kafka's are 0, 1 and 2); none of its 3000 bytes "
+        "read as record batches"
+    ) in out
     data[16] = 2
     data[8:12] = (100).to_bytes(4, "big")
     data[23:27] = (-5).to_bytes(4, "big", signed=True)  # lastOffsetDelta
@@ -349,11 +402,14 @@ def test_demo_ctrl_c_exits_with_one_line_and_removes_its_data(tmp_path: Path, af
     tmp.mkdir()
     proc = subprocess.Popen(
         [sys.executable, "-m", "seglog.cli", "demo", "--single", "--records", "3000000"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env={**os.environ, "TMPDIR": str(tmp)},
         # A shell without job control starts background commands with SIGINT ignored; a
         # terminal's Ctrl-C reaches a foreground process with the default disposition.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         assert proc.stdout is not None
         seen = []
@@ -395,8 +451,19 @@ def test_compression_names_are_kafkas_in_every_command(tmp_path: Path, capsys: A
     for name in ("demo", "produce"):
         (opt,) = [a for a in commands[name]._actions if a.dest == "compression"]
         assert list(opt.choices) == kafka and opt.default == "none"
-    rc, out, err = run(capsys, "demo", "--single", "--dir", str(tmp_path), "--records", "500",
-                       "--partitions", "1", "--compression", "zstd")
+    rc, out, err = run(
+        capsys,
+        "demo",
+        "--single",
+        "--dir",
+        str(tmp_path),
+        "--records",
+        "500",
+        "--partitions",
+        "1",
+        "--compression",
+        "zstd",
+    )
     assert rc == 0, err
     rc, out, _ = run(capsys, "dump", str(tmp_path / "store" / "demo-events-0" / "00000000000000000000.log"))
     codecs = {line.split("compresscodec: ")[1].split()[0] for line in out.splitlines() if "compresscodec" in line}
@@ -439,13 +506,13 @@ def test_verify_index_only_checks_each_entry_against_its_batch(tmp_path: Path, c
     lg = Log.open(d, {"index.interval.bytes": 300})
     t0 = 1_700_000_000_000
     buf = b"".join(encode_batch([b"v" * 100] * 2, timestamps=t0 + i) for i in range(40))
-    lg.append(buf)                    # one append of 40 batches
+    lg.append(buf)  # one append of 40 batches
     lg.append(buf)
     lg.close()
     idx, tidx = d / "00000000000000000000.index", d / "00000000000000000000.timeindex"
     rc, out, _ = run(capsys, "dump", "--verify-index-only", str(idx), str(tidx))
     assert rc == 0 and out.count("index matches the log") == 2, out
-    entries = [struct.unpack(">ii", idx.read_bytes()[i:i + 8]) for i in range(0, len(idx.read_bytes()), 8)]
+    entries = [struct.unpack(">ii", idx.read_bytes()[i : i + 8]) for i in range(0, len(idx.read_bytes()), 8)]
     assert len(entries) > 10  # batch by batch, not one entry per append
     heads = {h.position: h for h in batch_headers((d / "00000000000000000000.log").read_bytes())}
     assert all(heads[pos].last_offset == rel for rel, pos in entries)

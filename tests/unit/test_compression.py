@@ -1,5 +1,6 @@
 """seglog._native.compression against Kafka's own bytes, kafka-python's codec functions and
 the reference libraries (gzip, lz4.frame, zstandard, cramjam) as independent oracles."""
+
 from __future__ import annotations
 
 import gzip
@@ -11,9 +12,10 @@ import struct
 import threading
 import warnings
 import zlib
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import cramjam
 import lz4.frame
@@ -26,7 +28,6 @@ from hypothesis import strategies as st
 import seglog  # noqa: F401  (installs the engine's error classes into the native table)
 from seglog._native import compression as C
 from seglog.errors import CorruptRecordError
-
 from tests.logkit import zigzag_bytes
 
 with warnings.catch_warnings():
@@ -41,6 +42,7 @@ NAMES = {C.GZIP: "gzip", C.SNAPPY: "snappy", C.LZ4: "lz4", C.ZSTD: "zstd"}
 # --------------------------------------------------------------------------------------
 # payloads and a legacy message-set parser written from docs/kafka-format.md §4
 
+
 def records(total: int, value_size: int = 100, seed: int = 1) -> bytes:
     """Concatenated v2 records with JSON-like values, cut to ``total`` bytes."""
     rng = random.Random(seed)
@@ -53,8 +55,16 @@ def records(total: int, value_size: int = 100, seed: int = 1) -> bytes:
         while len(value) < value_size:
             value += b'"%s":"%s-%d",' % (rng.choice(words), rng.choice(words), rng.randrange(99999))
         value = value[:value_size]
-        body = (b"\x00" + zigzag_bytes(rng.randrange(50)) + zigzag_bytes(i)
-                + zigzag_bytes(len(key)) + key + zigzag_bytes(len(value)) + value + zigzag_bytes(0))
+        body = (
+            b"\x00"
+            + zigzag_bytes(rng.randrange(50))
+            + zigzag_bytes(i)
+            + zigzag_bytes(len(key))
+            + key
+            + zigzag_bytes(len(value))
+            + value
+            + zigzag_bytes(0)
+        )
         out += zigzag_bytes(len(body)) + body
         i += 1
     return bytes(out[:total])
@@ -76,15 +86,15 @@ def legacy_messages(buf: bytes) -> Iterator[tuple[int, int, int, bytes | None, b
         offset, size = struct.unpack_from(">qi", buf, pos)
         crc, magic, attributes = struct.unpack_from(">IBB", buf, pos + 12)
         assert magic in (0, 1)
-        assert zlib.crc32(buf[pos + 16:pos + 12 + size]) == crc
+        assert zlib.crc32(buf[pos + 16 : pos + 12 + size]) == crc
         q = pos + 18 + (8 if magic == 1 else 0)
         (klen,) = struct.unpack_from(">i", buf, q)
         q += 4
-        key = None if klen < 0 else buf[q:q + klen]
+        key = None if klen < 0 else buf[q : q + klen]
         q += max(klen, 0)
         (vlen,) = struct.unpack_from(">i", buf, q)
         q += 4
-        value = None if vlen < 0 else buf[q:q + vlen]
+        value = None if vlen < 0 else buf[q : q + vlen]
         q += max(vlen, 0)
         assert q == pos + 12 + size
         yield offset, magic, attributes, key, value
@@ -97,7 +107,7 @@ def v2_batches(buf: bytes) -> Iterator[bytes]:
     while pos + 17 <= len(buf):
         (length,) = struct.unpack_from(">i", buf, pos + 8)
         assert buf[pos + 16] == 2
-        yield buf[pos:pos + 12 + length]
+        yield buf[pos : pos + 12 + length]
         pos += 12 + length
     assert pos == len(buf)
 
@@ -135,14 +145,24 @@ def raises_corrupt(codec: int, data: Any, **kw: Any) -> CorruptRecordError:
 # --------------------------------------------------------------------------------------
 # names, ids, levels
 
+
 def test_codec_ids_match_kafka_attributes() -> None:
     assert (C.NONE, C.GZIP, C.SNAPPY, C.LZ4, C.ZSTD) == (0, 1, 2, 3, 4)
 
 
-@pytest.mark.parametrize("name,codec", [
-    ("none", 0), ("uncompressed", 0), ("gzip", 1), ("snappy", 2), ("lz4", 3), ("zstd", 4),
-    ("GZIP", 1), ("Zstd", 4),
-])
+@pytest.mark.parametrize(
+    "name,codec",
+    [
+        ("none", 0),
+        ("uncompressed", 0),
+        ("gzip", 1),
+        ("snappy", 2),
+        ("lz4", 3),
+        ("zstd", 4),
+        ("GZIP", 1),
+        ("Zstd", 4),
+    ],
+)
 def test_codec_from_name(name: str, codec: int) -> None:
     assert C.codec_from_name(name) == codec
 
@@ -163,19 +183,40 @@ def test_codec_name() -> None:
         C.codec_name(5)
 
 
-@pytest.mark.parametrize("codec,level", [
-    (C.GZIP, -1), (C.GZIP, 1), (C.GZIP, 9), (C.LZ4, 1), (C.LZ4, 9), (C.LZ4, 17),
-    (C.ZSTD, -5), (C.ZSTD, 1), (C.ZSTD, 3), (C.ZSTD, 19),
-])
+@pytest.mark.parametrize(
+    "codec,level",
+    [
+        (C.GZIP, -1),
+        (C.GZIP, 1),
+        (C.GZIP, 9),
+        (C.LZ4, 1),
+        (C.LZ4, 9),
+        (C.LZ4, 17),
+        (C.ZSTD, -5),
+        (C.ZSTD, 1),
+        (C.ZSTD, 3),
+        (C.ZSTD, 19),
+    ],
+)
 def test_valid_levels_round_trip(codec: int, level: int) -> None:
     data = records(100_000)
     assert bytes(C.decompress(codec, C.compress(codec, data, level))) == data
 
 
-@pytest.mark.parametrize("codec,level", [
-    (C.GZIP, 0), (C.GZIP, 10), (C.GZIP, -2), (C.LZ4, 0), (C.LZ4, 18), (C.ZSTD, 23),
-    (C.ZSTD, -131073), (C.SNAPPY, 1), (C.NONE, 1),
-])
+@pytest.mark.parametrize(
+    "codec,level",
+    [
+        (C.GZIP, 0),
+        (C.GZIP, 10),
+        (C.GZIP, -2),
+        (C.LZ4, 0),
+        (C.LZ4, 18),
+        (C.ZSTD, 23),
+        (C.ZSTD, -131073),
+        (C.SNAPPY, 1),
+        (C.NONE, 1),
+    ],
+)
 def test_invalid_levels(codec: int, level: int) -> None:
     with pytest.raises(ValueError, match="level"):
         C.compress(codec, b"abc", level)
@@ -217,6 +258,7 @@ def test_bad_arguments() -> None:
 # --------------------------------------------------------------------------------------
 # Kafka's vectors (kafka-clients 3.9.1)
 
+
 @pytest.mark.parametrize("name", ["v2_gzip", "v2_snappy", "v2_lz4", "v2_zstd"])
 def test_v2_vectors(vectors: dict[str, bytes], name: str) -> None:
     batch = vectors[name]
@@ -226,10 +268,15 @@ def test_v2_vectors(vectors: dict[str, bytes], name: str) -> None:
     assert bytes(C.decompress(codec, batch[61:])) == records_region
 
 
-@pytest.mark.parametrize("name,inner", [
-    ("v1_gzip", "v1_none"), ("v1_snappy", "v1_none"), ("v1_lz4", "v1_none"),
-    ("v0_lz4_brokenhc", "v0_none"),
-])
+@pytest.mark.parametrize(
+    "name,inner",
+    [
+        ("v1_gzip", "v1_none"),
+        ("v1_snappy", "v1_none"),
+        ("v1_lz4", "v1_none"),
+        ("v0_lz4_brokenhc", "v0_none"),
+    ],
+)
 def test_legacy_wrapper_vectors(vectors: dict[str, bytes], name: str, inner: str) -> None:
     ((offset, magic, attributes, key, value),) = legacy_messages(vectors[name])
     assert offset == 2 and key is None and value is not None
@@ -265,8 +312,7 @@ def test_segment_file_batches(fixtures_dir: Path) -> None:
 
 def test_our_lz4_frame_is_kafkas(vectors: dict[str, bytes]) -> None:
     # The three records do not compress, so both writers store one block: byte-identical.
-    assert bytes(C.compress(C.LZ4, vectors["v2_none_create_base0_ple0"][61:])) == \
-        vectors["v2_lz4"][61:]
+    assert bytes(C.compress(C.LZ4, vectors["v2_none_create_base0_ple0"][61:])) == vectors["v2_lz4"][61:]
     ((_, _, _, _, broken),) = legacy_messages(vectors["v0_lz4_brokenhc"])
     ours = bytes(C.compress(C.LZ4, vectors["v0_none"], magic=0))
     assert ours[:7] == broken[:7]
@@ -275,6 +321,7 @@ def test_our_lz4_frame_is_kafkas(vectors: dict[str, bytes]) -> None:
 
 # --------------------------------------------------------------------------------------
 # real broker-written logs
+
 
 @pytest.mark.parametrize("kind", ["gzip", "snappy"])
 def test_kafkalite_magic0_wrappers(fixtures_dir: Path, kind: str) -> None:
@@ -310,8 +357,7 @@ def test_real_v2_lz4_batches(fixtures_dir: Path) -> None:
 # --------------------------------------------------------------------------------------
 # round trips and written layouts
 
-SIZES = [0, 1, 7, 16, 100, 4095, 32767, 32768, 32769, 65535, 65536, 65537, 200_003,
-         1 << 20, 2 << 20]
+SIZES = [0, 1, 7, 16, 100, 4095, 32767, 32768, 32769, 65535, 65536, 65537, 200_003, 1 << 20, 2 << 20]
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -325,7 +371,7 @@ def test_round_trip(codec: int, kind: str, size: int) -> None:
     assert memoryview(out).nbytes == size and bytes(out) == data
     if size:
         err = raises_corrupt(codec, packed, max_size=size - 1)
-        assert f"max_size={size - 1}" in str(err) and getattr(err, "limit") == size - 1
+        assert f"max_size={size - 1}" in str(err) and err.limit == size - 1
 
 
 @pytest.mark.parametrize("codec", CODECS, ids=NAMES.get)
@@ -382,11 +428,11 @@ def test_lz4_written_layout(kind: str) -> None:
 def test_snappy_written_layout() -> None:
     data = records(100_000)
     stream = bytes(C.compress(C.SNAPPY, data))
-    assert stream[:16] == bytes.fromhex("82534e415050590000000001" "00000001")
+    assert stream[:16] == bytes.fromhex("82534e41505059000000000100000001")
     pos, chunks = 16, []
     while pos < len(stream):
         (n,) = struct.unpack_from(">i", stream, pos)
-        chunks.append(bytes(cramjam.snappy.decompress_raw(stream[pos + 4:pos + 4 + n])))
+        chunks.append(bytes(cramjam.snappy.decompress_raw(stream[pos + 4 : pos + 4 + n])))
         pos += 4 + n
     assert [len(c) for c in chunks] == [32768, 32768, 32768, 100_000 - 3 * 32768]
     assert b"".join(chunks) == data
@@ -436,6 +482,7 @@ def test_we_decode_kafka_python(size: int) -> None:
 
 # --------------------------------------------------------------------------------------
 # what other writers produce
+
 
 def test_gzip_members_and_trailing_bytes() -> None:
     a, b = records(50_000, seed=1), records(30_000, seed=2)
@@ -495,15 +542,18 @@ def test_snappy_malformed() -> None:
     raises_corrupt(C.SNAPPY, b"")
 
 
-@pytest.mark.parametrize("options", [
-    {},
-    {"block_checksum": True},
-    {"content_checksum": True},
-    {"store_size": True, "content_checksum": True, "block_checksum": True},
-    {"block_size": lz4.frame.BLOCKSIZE_MAX256KB},
-    {"block_size": lz4.frame.BLOCKSIZE_MAX1MB, "compression_level": 9},
-    {"block_size": lz4.frame.BLOCKSIZE_MAX4MB},
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"block_checksum": True},
+        {"content_checksum": True},
+        {"store_size": True, "content_checksum": True, "block_checksum": True},
+        {"block_size": lz4.frame.BLOCKSIZE_MAX256KB},
+        {"block_size": lz4.frame.BLOCKSIZE_MAX1MB, "compression_level": 9},
+        {"block_size": lz4.frame.BLOCKSIZE_MAX4MB},
+    ],
+)
 def test_lz4_frames_from_lz4_frame(options: dict[str, Any]) -> None:
     data = records(3 << 20)
     frame = lz4.frame.compress(data, block_linked=False, **options)
@@ -514,8 +564,7 @@ def test_lz4_malformed() -> None:
     data = records(150_000)
     linked = lz4.frame.compress(data, block_linked=True)
     assert "dependent" in str(raises_corrupt(C.LZ4, linked))
-    checked = bytearray(lz4.frame.compress(data, block_linked=False, block_checksum=True,
-                                           content_checksum=True))
+    checked = bytearray(lz4.frame.compress(data, block_linked=False, block_checksum=True, content_checksum=True))
     block_ck = bytearray(checked)
     block_ck[20] ^= 0x40
     assert "block checksum" in str(raises_corrupt(C.LZ4, bytes(block_ck)))
@@ -589,6 +638,7 @@ def test_empty_input_is_corrupt(codec: int) -> None:
 # --------------------------------------------------------------------------------------
 # decompression bombs
 
+
 @pytest.mark.parametrize("codec", CODECS, ids=NAMES.get)
 def test_bomb_is_refused_early(codec: int) -> None:
     data = bytes(32 << 20)
@@ -624,17 +674,19 @@ def test_zstd_threads() -> None:
 # --------------------------------------------------------------------------------------
 # fuzz: only the corrupt-record error, never a crash, a hang or a library exception
 
+
 def _samples() -> dict[int, list[bytes]]:
     a, b = records(3000, seed=7), bytes(5000) + os.urandom(200)
-    lz4_checked = lz4.frame.compress(a, block_linked=False, block_checksum=True,
-                                     content_checksum=True, store_size=True)
+    lz4_checked = lz4.frame.compress(a, block_linked=False, block_checksum=True, content_checksum=True, store_size=True)
     return {
         C.GZIP: [bytes(C.compress(C.GZIP, a)), gzip.compress(a) + gzip.compress(b)],
         C.SNAPPY: [bytes(C.compress(C.SNAPPY, a + b)), bytes(cramjam.snappy.compress_raw(a))],
         C.LZ4: [bytes(C.compress(C.LZ4, a + b)), lz4_checked, bytes(C.compress(C.LZ4, b))],
-        C.ZSTD: [bytes(C.compress(C.ZSTD, a)),
-                 _zstd_streamed(a, write_checksum=True) + bytes(C.compress(C.ZSTD, b)),
-                 struct.pack("<II", 0x184D2A50, 2) + b"zz" + _zstd_streamed(b)],
+        C.ZSTD: [
+            bytes(C.compress(C.ZSTD, a)),
+            _zstd_streamed(a, write_checksum=True) + bytes(C.compress(C.ZSTD, b)),
+            struct.pack("<II", 0x184D2A50, 2) + b"zz" + _zstd_streamed(b),
+        ],
     }
 
 
@@ -651,13 +703,20 @@ def _check(codec: int, data: bytes, magic: int, max_size: int | None) -> None:
 
 
 # SEGLOG_FUZZ_EXAMPLES raises the example count for a long local run.
-FUZZ = settings(max_examples=int(os.environ.get("SEGLOG_FUZZ_EXAMPLES", "300")), deadline=None,
-                suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=int(os.environ.get("SEGLOG_FUZZ_EXAMPLES", "300")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 @FUZZ
-@given(codec=st.integers(0, 7), data=st.binary(max_size=600), magic=st.integers(0, 2),
-       max_size=st.none() | st.integers(0, 1 << 16))
+@given(
+    codec=st.integers(0, 7),
+    data=st.binary(max_size=600),
+    magic=st.integers(0, 2),
+    max_size=st.none() | st.integers(0, 1 << 16),
+)
 def test_fuzz_random_input(codec: int, data: bytes, magic: int, max_size: int | None) -> None:
     _check(codec, data, magic, max_size)
 
@@ -678,9 +737,9 @@ def mutated(draw: st.DrawFn) -> tuple[int, bytes]:
         elif op == "insert":
             buf[i:i] = draw(st.binary(min_size=1, max_size=8))
         elif op == "drop":
-            del buf[i:i + draw(st.integers(1, 16))]
+            del buf[i : i + draw(st.integers(1, 16))]
         elif op == "dup":
-            buf[i:i] = buf[i:i + draw(st.integers(1, 64))]
+            buf[i:i] = buf[i : i + draw(st.integers(1, 64))]
     return codec, bytes(buf)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from seglog.config import (
     CONFIG_KEYS,
     INT_MAX,
@@ -24,8 +25,8 @@ from seglog.config import (
     parse_properties,
 )
 from seglog.errors import ConfigError
-
 from tests.conftest import ROOT
+
 CLASSES: dict[str, Any] = {
     "topic": LogConfig,
     "broker": BrokerConfig,
@@ -460,9 +461,7 @@ def test_direct_construction_parses_and_validates() -> None:
 
 def test_nullable_keys() -> None:
     assert BrokerConfig(log_roll_ms=None).log_roll_ms is None
-    assert BrokerConfig.from_dict(
-        {"zookeeper.connect": "zk1:2181,zk2:2181/seglog"}
-    ).zookeeper_connect
+    assert BrokerConfig.from_dict({"zookeeper.connect": "zk1:2181,zk2:2181/seglog"}).zookeeper_connect
     assert ProducerConfig(acks=1).acks == "1"  # type: ignore[arg-type]
 
 
@@ -491,9 +490,7 @@ def test_nullable_keys() -> None:
         (ConsumerConfig, "compression.type", None, "topic, broker and producer key"),
     ],
 )
-def test_unknown_keys_name_the_nearest(
-    cls: Any, key: str, suggestion: str | None, fragment: str
-) -> None:
+def test_unknown_keys_name_the_nearest(cls: Any, key: str, suggestion: str | None, fragment: str) -> None:
     with pytest.raises(ConfigError) as info:
         cls.from_dict({key: "1"})
     message = str(info.value)
@@ -623,9 +620,7 @@ def test_roll_and_flush_synonyms() -> None:
     assert cfg.topic_config().segment_ms == 1234
     cfg = BrokerConfig.from_dict({"log.flush.scheduler.interval.ms": 2000})
     assert cfg.topic_config().flush_ms == 2000
-    cfg = BrokerConfig.from_dict(
-        {"log.flush.scheduler.interval.ms": 2000, "log.flush.interval.ms": 50}
-    )
+    cfg = BrokerConfig.from_dict({"log.flush.scheduler.interval.ms": 2000, "log.flush.interval.ms": 50})
     assert cfg.topic_config().flush_ms == 50
     assert cfg.log_flush_scheduler_interval_ms == 2000
 
@@ -793,9 +788,7 @@ def test_log_config_helpers() -> None:
     cfg = LogConfig()
     assert (cfg.compact, cfg.delete, cfg.init_file_size) == (False, True, 0)
     assert cfg.max_segment_ms == cfg.segment_ms
-    cfg = LogConfig.from_dict(
-        {"cleanup.policy": "compact", "max.compaction.lag.ms": 1000, "preallocate": "true"}
-    )
+    cfg = LogConfig.from_dict({"cleanup.policy": "compact", "max.compaction.lag.ms": 1000, "preallocate": "true"})
     assert (cfg.compact, cfg.delete, cfg.max_segment_ms) == (True, False, 1000)
     assert cfg.init_file_size == cfg.segment_bytes
     assert cfg.random_segment_jitter(random.Random(1)) == 0
@@ -1051,16 +1044,21 @@ def test_parser_agrees_with_java(java_properties: Any) -> None:
 def test_docs_are_current() -> None:
     path = ROOT / "docs" / "configuration.md"
     assert path.read_text(encoding="utf-8") == configuration_markdown(), (
-        "docs/configuration.md is stale; regenerate it with "
-        "`python -m seglog.config > docs/configuration.md`"
+        "docs/configuration.md is stale; regenerate it with `python -m seglog.config > docs/configuration.md`"
     )
 
 
 def test_python_m_seglog_config_prints_the_docs() -> None:
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "seglog.config"], capture_output=True, text=True,
-                         encoding="utf-8", timeout=120, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "seglog.config"],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+        check=True,
+    ).stdout
     assert out == (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
 
 
@@ -1069,17 +1067,43 @@ def test_the_package_exports_every_public_name() -> None:
 
     # What seglog.config has always exported, and the tables other layers use.
     for name in (
-        "CONFIG_KEYS", "BrokerConfig", "ConfigKey", "ConsumerConfig", "LogConfig", "ProducerConfig",
-        "Range", "RangeOr", "ValidList", "ValidString", "Validator", "configuration_markdown",
-        "format_properties", "parse_properties", "ConfigType", "Scope", "Importance", "SHORT_MIN",
-        "SHORT_MAX", "INT_MIN", "INT_MAX", "LONG_MIN", "LONG_MAX", "KEYS_BY_SCOPE",
-        "TOPIC_CONFIG_SYNONYMS", "format_value", "parse_properties_entries", "read_properties_text",
+        "CONFIG_KEYS",
+        "BrokerConfig",
+        "ConfigKey",
+        "ConsumerConfig",
+        "LogConfig",
+        "ProducerConfig",
+        "Range",
+        "RangeOr",
+        "ValidList",
+        "ValidString",
+        "Validator",
+        "configuration_markdown",
+        "format_properties",
+        "parse_properties",
+        "ConfigType",
+        "Scope",
+        "Importance",
+        "SHORT_MIN",
+        "SHORT_MAX",
+        "INT_MIN",
+        "INT_MAX",
+        "LONG_MIN",
+        "LONG_MAX",
+        "KEYS_BY_SCOPE",
+        "TOPIC_CONFIG_SYNONYMS",
+        "format_value",
+        "parse_properties_entries",
+        "read_properties_text",
     ):
         assert name in seglog.config.__all__ and hasattr(seglog.config, name), name
     assert len(set(seglog.config.__all__)) == len(seglog.config.__all__)
     assert seglog.config.KEYS_BY_SCOPE["broker"]["log.retention.hours"].topic_key == "retention.ms"
     assert [k.name for k in seglog.config.TOPIC_CONFIG_SYNONYMS["retention.ms"]] == [
-        "log.retention.ms", "log.retention.minutes", "log.retention.hours"]
+        "log.retention.ms",
+        "log.retention.minutes",
+        "log.retention.hours",
+    ]
     assert seglog.config.format_value(("compact", "delete")) == "compact,delete"
     assert seglog.config.format_value(False) == "false"
 

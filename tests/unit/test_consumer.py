@@ -12,11 +12,11 @@ import pyarrow as pa
 import pytest
 
 from seglog import Store, TopicPartition
-from seglog.util.clock import ManualClock
 from seglog.client.consumer import ConsumerRebalanceListener, NoOffsetForPartitionError, OffsetAndTimestamp
 from seglog.errors import OffsetOutOfRangeError
 from seglog.storage.group_offsets import OffsetAndMetadata
 from seglog.storage.records import encode_batch, encode_control_batch
+from seglog.util.clock import ManualClock
 
 TP = TopicPartition("t", 0)
 
@@ -25,9 +25,13 @@ def _fill(store: Store, n: int, topic: str = "t", partitions: int = 1, **kw: Any
     store.create_topic(topic, partitions, kw or None)
     p = store.producer()
     for part in range(partitions):
-        p.send_batch(topic, [b"%s-%d-%d" % (topic.encode(), part, i) for i in range(n)],
-                     keys=[b"k%d" % i for i in range(n)], partition=part,
-                     timestamps=[1_700_000_000_000 + 10 * i for i in range(n)])
+        p.send_batch(
+            topic,
+            [b"%s-%d-%d" % (topic.encode(), part, i) for i in range(n)],
+            keys=[b"k%d" % i for i in range(n)],
+            partition=part,
+            timestamps=[1_700_000_000_000 + 10 * i for i in range(n)],
+        )
 
 
 def test_assign_poll_seek_position(store: Store) -> None:
@@ -74,8 +78,7 @@ def test_several_partitions_and_fetch_limits(store: Store) -> None:
     for i in range(300):
         for part in range(3):
             p.send("t", b"value-%05d" % i, partition=part)  # one batch each
-    c = store.consumer(auto_offset_reset="earliest", max_partition_fetch_bytes=1024,
-                       fetch_max_bytes=2048)
+    c = store.consumer(auto_offset_reset="earliest", max_partition_fetch_bytes=1024, fetch_max_bytes=2048)
     c.assign([TopicPartition("t", p) for p in range(3)])
     seen: dict[int, list[int]] = {0: [], 1: [], 2: []}
     rounds = 0
@@ -126,8 +129,15 @@ def test_offsets_for_times_against_a_scan(store: Store) -> None:
     c = store.consumer(auto_offset_reset="earliest")
     c.assign([TP])
     all_recs = list(c.poll(max_records=1000))
-    for target in (0, 1_700_000_000_000, 1_700_000_000_005, 1_700_000_000_990, 1_700_000_001_990,
-                   1_700_000_001_991, 1_800_000_000_000):
+    for target in (
+        0,
+        1_700_000_000_000,
+        1_700_000_000_005,
+        1_700_000_000_990,
+        1_700_000_001_990,
+        1_700_000_001_991,
+        1_800_000_000_000,
+    ):
         expect = next(((r.offset, r.timestamp) for r in all_recs if r.timestamp >= target), None)
         got = c.offsets_for_times({TP: target})[TP]
         assert (None if got is None else (got.offset, got.timestamp)) == expect
@@ -143,20 +153,49 @@ def test_poll_columns_matches_poll(store: Store) -> None:
     expect = []
     while recs := rows.poll(max_records=10_000):
         for tp, rs in recs.items():
-            expect.extend((r.key, r.value, tp.topic, tp.partition, r.offset, r.timestamp,
-                           r.timestamp_type, [{"key": k, "value": v} for k, v in r.headers]) for r in rs)
+            expect.extend(
+                (
+                    r.key,
+                    r.value,
+                    tp.topic,
+                    tp.partition,
+                    r.offset,
+                    r.timestamp,
+                    r.timestamp_type,
+                    [{"key": k, "value": v} for k, v in r.headers],
+                )
+                for r in rs
+            )
     cols = store.consumer(auto_offset_reset="earliest")
     cols.assign([TopicPartition("t", 0), TopicPartition("t", 1)])
     tables = []
     while (t := cols.poll_columns(headers=True)).num_rows:
         tables.append(t)
     table = pa.concat_tables(tables)
-    assert table.schema.names == ["key", "value", "topic", "partition", "offset", "timestamp",
-                                  "timestampType", "headers"]
+    assert table.schema.names == [
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "timestampType",
+        "headers",
+    ]
     assert table.schema.field("timestamp").type == pa.timestamp("ms", tz="UTC")
-    got = [(r["key"], r["value"], r["topic"], r["partition"], r["offset"],
-            r["timestamp"].timestamp() * 1000, r["timestampType"], r["headers"])
-           for r in table.to_pylist()]
+    got = [
+        (
+            r["key"],
+            r["value"],
+            r["topic"],
+            r["partition"],
+            r["offset"],
+            r["timestamp"].timestamp() * 1000,
+            r["timestampType"],
+            r["headers"],
+        )
+        for r in table.to_pylist()
+    ]
     got = [g[:5] + (int(round(g[5])),) + g[6:] for g in got]
     assert sorted(got, key=lambda x: (x[3], x[4])) == sorted(expect, key=lambda x: (x[3], x[4]))
     assert cols.position(TopicPartition("t", 1)) == 501
@@ -299,6 +338,7 @@ def test_pause_resume(store: Store) -> None:
 # Long polling
 # -------------------------------------------------------------------------------------------------
 
+
 def test_long_poll_on_the_manual_clock_runs_the_linger_timer(store: Store, clock: ManualClock) -> None:
     store.create_topic("t", 1)
     p = store.producer(linger_ms=300)
@@ -346,14 +386,29 @@ def test_long_poll_with_the_system_clock_wakes_on_append(tmp_path: Path) -> None
 # read_committed
 # -------------------------------------------------------------------------------------------------
 
+
 def _txn(store: Store, pid: int, values: list[bytes], seq: int) -> None:
-    store.append("t", 0, encode_batch(values, timestamps=1_700_000_000_000, producer_id=pid,
-                                      producer_epoch=0, base_sequence=seq, is_transactional=True))
+    store.append(
+        "t",
+        0,
+        encode_batch(
+            values,
+            timestamps=1_700_000_000_000,
+            producer_id=pid,
+            producer_epoch=0,
+            base_sequence=seq,
+            is_transactional=True,
+        ),
+    )
 
 
 def _marker(store: Store, pid: int, commit: bool) -> None:
-    store.append("t", 0, encode_control_batch(1 if commit else 0, timestamp=1_700_000_000_000,
-                                              producer_id=pid, producer_epoch=0), origin="coordinator")
+    store.append(
+        "t",
+        0,
+        encode_control_batch(1 if commit else 0, timestamp=1_700_000_000_000, producer_id=pid, producer_epoch=0),
+        origin="coordinator",
+    )
 
 
 def _values(c: Any) -> list[bytes]:
@@ -369,18 +424,18 @@ def test_read_committed_skips_aborted_and_stops_at_open_transactions(store: Stor
     p.send("t", b"plain-1")
     _txn(store, 100, [b"a1", b"a2"], 0)
     _txn(store, 200, [b"b1"], 0)
-    _marker(store, 100, commit=False)          # abort producer 100
+    _marker(store, 100, commit=False)  # abort producer 100
     _txn(store, 200, [b"b2"], 1)
-    _marker(store, 200, commit=True)           # commit producer 200
+    _marker(store, 200, commit=True)  # commit producer 200
     p.send("t", b"plain-2")
-    _txn(store, 300, [b"c1"], 0)               # still open
+    _txn(store, 300, [b"c1"], 0)  # still open
     p.send("t", b"plain-3")
 
     committed = store.consumer(auto_offset_reset="earliest", isolation_level="read_committed")
     committed.assign([TP])
     assert _values(committed) == [b"plain-1", b"b1", b"b2", b"plain-2"]
     lso = committed.end_offsets([TP])[TP]
-    assert committed.position(TP) == lso == 8   # the open transaction's first offset
+    assert committed.position(TP) == lso == 8  # the open transaction's first offset
 
     uncommitted = store.consumer(auto_offset_reset="earliest")
     uncommitted.assign([TP])
@@ -390,8 +445,7 @@ def test_read_committed_skips_aborted_and_stops_at_open_transactions(store: Stor
     assert _values(committed) == [b"plain-3"]
     cols = store.consumer(auto_offset_reset="earliest", isolation_level="read_committed")
     cols.assign([TP])
-    assert cols.poll_columns().column("value").to_pylist() == \
-        [b"plain-1", b"b1", b"b2", b"plain-2", b"plain-3"]
+    assert cols.poll_columns().column("value").to_pylist() == [b"plain-1", b"b1", b"b2", b"plain-2", b"plain-3"]
 
 
 def test_read_committed_after_restart_rebuilds_from_the_log(tmp_path: Path, clock: ManualClock) -> None:

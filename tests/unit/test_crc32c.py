@@ -37,8 +37,25 @@ POOL = RNG.randbytes(4 << 20)
 BOUNDARY_LENGTHS = sorted(
     {
         n + d
-        for n in (8, 16, 767, 768, 3 * 768, 24576, 24576 + 768, 2 * 24576, 24576 + 767,
-                  1024, 1024 + 64, 1024 + 192, 1280, 1280 + 63, 4096, 4096 + 255, 65536 + 128)
+        for n in (
+            8,
+            16,
+            767,
+            768,
+            3 * 768,
+            24576,
+            24576 + 768,
+            2 * 24576,
+            24576 + 767,
+            1024,
+            1024 + 64,
+            1024 + 192,
+            1280,
+            1280 + 63,
+            4096,
+            4096 + 255,
+            65536 + 128,
+        )
         for d in (-9, -8, -1, 0, 1, 7, 8, 9)
     }
 )
@@ -71,9 +88,7 @@ def check_all(length: int) -> None:
 
 
 def test_kafka_vectors(fixtures_dir: Path) -> None:
-    vec = json.loads((fixtures_dir / "kafka-clients-generated" / "vectors.json").read_text())[
-        "crc32c"
-    ]
+    vec = json.loads((fixtures_dir / "kafka-clients-generated" / "vectors.json").read_text())["crc32c"]
     inputs = {
         "123456789": b"123456789",
         "zeros32": bytes(32),
@@ -242,9 +257,7 @@ def test_threads_with_gil_released() -> None:
                 if fn(b) != w:
                     errors.append(f"{fn} mismatch")
 
-    threads = [
-        threading.Thread(target=work, args=(f,)) for f in (crc32c, crc32c, native._crc32c_portable)
-    ]
+    threads = [threading.Thread(target=work, args=(f,)) for f in (crc32c, crc32c, native._crc32c_portable)]
     for t in threads:
         t.start()
     for t in threads:
@@ -291,8 +304,9 @@ def _run_python(args: list[str], env: dict[str, str | None], timeout_s: float) -
             environ.pop(name, None)
         else:
             environ[name] = value
-    return subprocess.run([sys.executable, *args], env=environ, capture_output=True, text=True,
-                          timeout=timeout_s, check=False)
+    return subprocess.run(
+        [sys.executable, *args], env=environ, capture_output=True, text=True, timeout=timeout_s, check=False
+    )
 
 
 @pytest.mark.parametrize("impl", ["table", "sse4.2"])

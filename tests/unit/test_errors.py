@@ -5,6 +5,7 @@ import pickle
 import warnings
 
 import pytest
+
 from seglog import errors
 from seglog._native import _errors as native_errors
 from seglog.errors import (
@@ -281,9 +282,7 @@ def test_rendering_exact() -> None:
     exc = CorruptRecordError("batch CRC mismatch", path="t-0/0.log", offset=42, position=4096)
     assert str(exc) == "batch CRC mismatch (in t-0/0.log, offset 42, at byte 4096)"
     assert str(CorruptRecordError("plain")) == "plain"
-    assert "limit 1048588" in str(
-        errors.RecordTooLargeError("batch of 2000000 bytes", limit=1048588)
-    )
+    assert "limit 1048588" in str(errors.RecordTooLargeError("batch of 2000000 bytes", limit=1048588))
     assert repr(CorruptRecordError("m", offset=1)) == "CorruptRecordError('m', offset=1)"
 
 

@@ -1,6 +1,7 @@
 """The fetch loop (``seglog._native.fetch``) against a plain-Python reading of its rules: whole
 batches, at least one when asked, across segments, never past the upper bound, one shared limit
 for several partitions."""
+
 from __future__ import annotations
 
 import os
@@ -11,7 +12,6 @@ import pytest
 from seglog._native.fetch import fetch_many, fetch_partition
 from seglog._native.segment import Segment
 from seglog.storage.records import decode_records
-
 from tests.logkit import batch
 
 
@@ -108,7 +108,7 @@ def test_across_segments_and_gaps(log3):
     assert [segments.index(s.segment) for s in everything] == [0, 1, 2, 3]
     offsets = [r.offset for s in everything for r in decode_records(s.view())]
     last_of = {m[0]: m[2] for m in model}
-    gap_start = last_of[1] + 1          # segment 2 starts 5 offsets later
+    gap_start = last_of[1] + 1  # segment 2 starts 5 offsets later
     assert offsets == [o for o in range(model[-1][2] + 1) if not gap_start <= o < gap_start + 5]
     # Starting inside the gap reads from the next segment.
     got = fetch_partition(segments, gap_start + 2, 10**9, 10**9, True)
@@ -120,7 +120,7 @@ def test_across_segments_and_gaps(log3):
 def test_upper_bound_high_watermark_vs_log_end(log3):
     segments, model = log3
     leo = model[-1][2] + 1
-    hw = model[len(model) // 2][1]        # a batch boundary, as a high watermark is
+    hw = model[len(model) // 2][1]  # a batch boundary, as a high watermark is
     consumer = fetch_partition(segments, 0, 10**9, hw, True)
     follower = fetch_partition(segments, 0, 10**9, leo, True)
     assert max(r.offset for s in consumer for r in decode_records(s.view())) == hw - 1
@@ -187,7 +187,7 @@ def test_fetch_many_shares_one_limit(tmp_path):
         # Only the first partition that returns data may exceed the limits.
         first = next((i for i, n in enumerate(fetched) if n), None)
         if first is not None:
-            assert sum(fetched[first + 1:]) <= max(total - fetched[first], 0)
+            assert sum(fetched[first + 1 :]) <= max(total - fetched[first], 0)
     for segments, _ in parts:
         for s in segments:
             s.close()

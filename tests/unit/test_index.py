@@ -1,6 +1,7 @@
 """OffsetIndex / TimeIndex: Kafka's file format, append rules, lookups, truncation, crash-left and
 corrupt files, view counting. Byte-level expectations are built with ``struct`` (big-endian), not
 with the code under test."""
+
 from __future__ import annotations
 
 import bisect
@@ -37,6 +38,7 @@ def kafka_dir(fixtures_dir: Path) -> Path:
 
 
 # ---- Kafka's own files ---------------------------------------------------------------------
+
 
 def test_reads_kafka_offset_index(kafka_dir: Path) -> None:
     with OffsetIndex(kafka_dir / "00000000000000000000.index", 0, writable=False) as idx:
@@ -78,7 +80,7 @@ def test_continues_a_copy_of_kafka_index(kafka_dir: Path, tmp_path: Path) -> Non
     dst = tmp_path / src.name
     shutil.copy(src, dst)
     with OffsetIndex(dst, 0) as idx:
-        assert idx.is_full                      # a trimmed file maps only its entries
+        assert idx.is_full  # a trimmed file maps only its entries
         assert idx.resize(4096)
         idx.append(12, 14000)
         assert idx.lookup(100) == (12, 14000)
@@ -87,17 +89,18 @@ def test_continues_a_copy_of_kafka_index(kafka_dir: Path, tmp_path: Path) -> Non
 
 # ---- creation and file format --------------------------------------------------------------
 
+
 @pytest.mark.parametrize("cls,size", [(OffsetIndex, 8), (TimeIndex, 12)])
 def test_new_file_is_preallocated_kafka_style(tmp_path: Path, cls: type, size: int) -> None:
     path = tmp_path / "x"
-    idx = cls(path, 0)                        # default segment.index.bytes
-    assert idx.ENTRY_SIZE == size
+    idx = cls(path, 0)  # default segment.index.bytes
+    assert size == idx.ENTRY_SIZE
     assert os.path.getsize(path) == (10485760 // size) * size
     assert idx.max_entries == 10485760 // size
     assert len(idx) == 0 and idx.entries == 0 and not idx.is_full
     assert idx.zero_tail_at_open == 0
     idx.close()
-    assert os.path.getsize(path) == 0        # trimmed on close
+    assert os.path.getsize(path) == 0  # trimmed on close
     small = cls(tmp_path / "y", 5, max_index_size=100)
     assert os.path.getsize(tmp_path / "y") == (100 // size) * size
     small.close()
@@ -141,6 +144,7 @@ def test_time_index_bytes_are_kafka_format(tmp_path: Path) -> None:
 
 # ---- append rules --------------------------------------------------------------------------
 
+
 def test_offset_append_rules(tmp_path: Path) -> None:
     with OffsetIndex(tmp_path / "i", 100, max_index_size=32) as idx:
         with pytest.raises(ValueError, match="offset 99 does not fit"):
@@ -156,7 +160,7 @@ def test_offset_append_rules(tmp_path: Path) -> None:
             idx.append(104, 9000)
         with pytest.raises(ValueError, match="position 3999"):
             idx.append(106, 3999)
-        idx.append(106, 4000)                       # equal positions are not rejected
+        idx.append(106, 4000)  # equal positions are not rejected
         idx.append(110, 8000)
         idx.append(111, 9000)
         assert idx.is_full
@@ -188,7 +192,7 @@ def test_offset_append_errors_use_error_table(tmp_path: Path, monkeypatch: pytes
 
 def test_offset_append_base_zero_pair_is_implicit(tmp_path: Path) -> None:
     with OffsetIndex(tmp_path / "i", 50, max_index_size=64) as idx:
-        idx.append(50, 0)                           # what lookup answers anyway
+        idx.append(50, 0)  # what lookup answers anyway
         assert len(idx) == 0 and idx.lookup(60) == (50, 0)
         idx.append(50, 10)
         assert all_entries(idx) == [(50, 10)]
@@ -196,18 +200,18 @@ def test_offset_append_base_zero_pair_is_implicit(tmp_path: Path) -> None:
 
 def test_time_append_rules(tmp_path: Path) -> None:
     with TimeIndex(tmp_path / "t", 100, max_index_size=36) as idx:
-        assert not idx.maybe_append(-1, 100)        # no timestamp: never indexed
+        assert not idx.maybe_append(-1, 100)  # no timestamp: never indexed
         assert not idx.maybe_append(-5, 100)
         with pytest.raises(ValueError, match="offset 99 does not fit"):
             idx.maybe_append(10, 99)
         assert idx.maybe_append(1000, 103)
-        assert not idx.maybe_append(1000, 103)      # equal timestamp: silently skipped
+        assert not idx.maybe_append(1000, 103)  # equal timestamp: silently skipped
         assert not idx.maybe_append(1000, 150)
         with pytest.raises(ValueError, match="timestamp 999 .* \\(1000\\)"):
             idx.maybe_append(999, 150)
         with pytest.raises(ValueError, match="offset 102 .* \\(103\\)"):
             idx.maybe_append(2000, 102)
-        assert idx.maybe_append(1001, 103)          # same offset, larger timestamp
+        assert idx.maybe_append(1001, 103)  # same offset, larger timestamp
         assert idx.maybe_append(1500, 200)
         assert idx.is_full
         with pytest.raises(ValueError, match="full index"):
@@ -238,16 +242,17 @@ def test_time_final_entry_grows_an_empty_trimmed_file(tmp_path: Path) -> None:
 def test_time_append_for_base_offset_raises_last_timestamp(tmp_path: Path) -> None:
     path = tmp_path / "t"
     with TimeIndex(path, 100, max_index_size=120) as idx:
-        assert not idx.maybe_append(0, 100)         # all-zero entry: never stored
+        assert not idx.maybe_append(0, 100)  # all-zero entry: never stored
         assert len(idx) == 0 and idx.last_entry == (-1, 100)
         assert idx.maybe_append(5, 100)
-        assert idx.maybe_append(9, 100)             # replaces (5, 100): a second rel-0 entry would read as tail
+        assert idx.maybe_append(9, 100)  # replaces (5, 100): a second rel-0 entry would read as tail
         assert all_entries(idx) == [(9, 100)]
         assert idx.maybe_append(12, 101)
     assert path.read_bytes() == tentries((9, 0), (12, 1))
 
 
 # ---- lookups -------------------------------------------------------------------------------
+
 
 def test_lookup_empty(tmp_path: Path) -> None:
     with OffsetIndex(tmp_path / "i", 7, max_index_size=64) as o, TimeIndex(tmp_path / "t", 7, max_index_size=64) as t:
@@ -299,18 +304,21 @@ def test_entry_indexing(tmp_path: Path) -> None:
 
 # ---- truncation, trimming, resizing --------------------------------------------------------
 
+
 def test_offset_truncate_to_kafka_semantics(tmp_path: Path) -> None:
     path = tmp_path / "i"
     with OffsetIndex(path, 100, max_index_size=800) as idx:
+
         def fill() -> None:
             idx.truncate()
             for off in (110, 120, 130, 140):
                 idx.append(off, off * 10)
+
         fill()
-        idx.truncate_to(130)                       # exact entry: removed with everything above
+        idx.truncate_to(130)  # exact entry: removed with everything above
         assert all_entries(idx) == [(110, 1100), (120, 1200)]
         fill()
-        idx.truncate_to(125)                       # between: entries above removed
+        idx.truncate_to(125)  # between: entries above removed
         assert all_entries(idx) == [(110, 1100), (120, 1200)]
         fill()
         idx.truncate_to(141)
@@ -320,11 +328,11 @@ def test_offset_truncate_to_kafka_semantics(tmp_path: Path) -> None:
         idx.truncate_to(110)
         assert len(idx) == 0
         fill()
-        idx.truncate_to(5)                         # below the base offset
+        idx.truncate_to(5)  # below the base offset
         assert len(idx) == 0
         fill()
         idx.truncate_to(125)
-        idx.append(121, 1250)                      # appending after a truncation
+        idx.append(121, 1250)  # appending after a truncation
         assert all_entries(idx) == [(110, 1100), (120, 1200), (121, 1250)]
         idx.close(trim=False)
     # removed entries were zeroed: after a crash the file reads back as exactly these entries
@@ -342,9 +350,9 @@ def test_time_truncate_to_removes_offsets_at_and_above(tmp_path: Path) -> None:
         assert all_entries(idx) == [(10, 5), (20, 5), (30, 8)]
         idx.truncate_to(6)
         assert all_entries(idx) == [(10, 5), (20, 5)]
-        idx.truncate_to(5)                          # both entries for offset 5 go
+        idx.truncate_to(5)  # both entries for offset 5 go
         assert len(idx) == 0 and idx.last_entry == (-1, 0)
-        assert idx.maybe_append(5, 3)               # timestamps restart after truncation
+        assert idx.maybe_append(5, 3)  # timestamps restart after truncation
 
 
 def test_trim_and_resize(tmp_path: Path) -> None:
@@ -360,7 +368,7 @@ def test_trim_and_resize(tmp_path: Path) -> None:
         idx.resize(16)
     with pytest.raises(ValueError, match="negative"):
         idx.resize(-8)
-    assert idx.resize(1005) is True                 # rounded down to whole entries
+    assert idx.resize(1005) is True  # rounded down to whole entries
     assert os.path.getsize(path) == 1000 and idx.max_entries == 125
     assert idx.resize(1007) is False
     idx.append(4, 400)
@@ -390,6 +398,7 @@ def test_empty_file_opens_unmapped(tmp_path: Path) -> None:
 
 # ---- crash-left and corrupt files ----------------------------------------------------------
 
+
 @pytest.mark.parametrize("cls", [OffsetIndex, TimeIndex])
 def test_crash_left_all_zero_file_is_empty(tmp_path: Path, cls: type) -> None:
     path = tmp_path / "x"
@@ -397,7 +406,7 @@ def test_crash_left_all_zero_file_is_empty(tmp_path: Path, cls: type) -> None:
     with cls(path, 42) as idx:
         idx.sanity_check()
         assert len(idx) == 0 and idx.zero_tail_at_open == 500
-    path.write_bytes(bytes(cls.ENTRY_SIZE))         # one zero slot, trimmed
+    path.write_bytes(bytes(cls.ENTRY_SIZE))  # one zero slot, trimmed
     with cls(path, 42, writable=False) as idx:
         idx.sanity_check()
         assert len(idx) == 0
@@ -430,7 +439,7 @@ def test_crash_simulation_drop_without_close(tmp_path: Path) -> None:
     for i in range(1, 50):
         idx.append(i * 2, i * 4097)
     idx.flush()
-    del idx                                         # no close: no trim, like a crash
+    del idx  # no close: no trim, like a crash
     assert os.path.getsize(path) == 4096
     with OffsetIndex(path, 0, max_index_size=4096) as again:
         again.sanity_check()
@@ -454,8 +463,8 @@ def test_length_not_a_multiple(tmp_path: Path, cls: type) -> None:
     path.write_bytes(good + b"\x00\x01\x02")
     idx = cls(path, 0)
     _expect_corrupt(idx, f"file length {len(good) + 3} is not a multiple of the entry size {cls.ENTRY_SIZE}")
-    assert len(idx) == 2                            # the valid prefix is still readable
-    idx.truncate()                                  # recovery: reset, re-expand, rebuild
+    assert len(idx) == 2  # the valid prefix is still readable
+    idx.truncate()  # recovery: reset, re-expand, rebuild
     idx.resize(cls.ENTRY_SIZE * 10)
     idx.sanity_check()
     idx.close()
@@ -511,13 +520,13 @@ def test_junk_after_the_zero_tail(tmp_path: Path, cls: type) -> None:
     head = oentries((3, 100), (5, 200)) if cls is OffsetIndex else tentries((10, 3), (20, 5))
     tail = oentries((90, 9000)) if cls is OffsetIndex else tentries((90, 90))
     data = bytearray(head + bytes(es * 2000))
-    data[es * 1502: es * 1503] = tail
+    data[es * 1502 : es * 1503] = tail
     path.write_bytes(bytes(data))
     idx = cls(path, 0)
     first_junk = es * 1502 + min(i for i, b in enumerate(tail) if b)
     _expect_corrupt(idx, f"byte {first_junk} (entry 1502)", "end at entry 2")
     assert len(idx) == 2 and idx.zero_tail_at_open == 0
-    idx.truncate()                                 # zeroes the junk too
+    idx.truncate()  # zeroes the junk too
     idx.sanity_check()
     idx.close(trim=False)
     assert Path(path).read_bytes() == bytes(len(data))
@@ -564,6 +573,7 @@ def test_error_table_has_index_kinds() -> None:
 
 # ---- views, read-only mode, lifecycle -------------------------------------------------------
 
+
 def test_views_are_counted_and_block_remapping(tmp_path: Path) -> None:
     path = tmp_path / "i"
     idx = OffsetIndex(path, 0, max_index_size=800)
@@ -577,9 +587,9 @@ def test_views_are_counted_and_block_remapping(tmp_path: Path) -> None:
     for action in (lambda: idx.resize(80), idx.trim_to_valid_size, idx.close, idx.delete):
         with pytest.raises(BufferError, match=f"{path}: 2 exported views still alive"):
             action()
-    idx.append(5, 300)                              # appends and lookups are fine
+    idx.append(5, 300)  # appends and lookups are fine
     assert idx.lookup(5) == (5, 300) and v.nbytes == 16
-    idx.truncate_to(4)                              # truncation does not unmap: the view sees zeros
+    idx.truncate_to(4)  # truncation does not unmap: the view sees zeros
     assert bytes(v) == oentries((3, 100)) + bytes(8)
     del w
     with pytest.raises(BufferError, match="1 exported view still alive"):
@@ -595,7 +605,7 @@ def test_writable_view_refused(tmp_path: Path) -> None:
 
     get_buffer = ctypes.pythonapi.PyObject_GetBuffer
     get_buffer.argtypes = [ctypes.py_object, ctypes.c_void_p, ctypes.c_int]
-    py_buffer = ctypes.create_string_buffer(256)          # larger than a Py_buffer
+    py_buffer = ctypes.create_string_buffer(256)  # larger than a Py_buffer
     PyBUF_WRITABLE = 0x0001
     with OffsetIndex(tmp_path / "i", 0, max_index_size=64) as idx:
         with pytest.raises(BufferError, match="read-only"):
@@ -607,13 +617,18 @@ def test_read_only_index_refuses_writes(tmp_path: Path) -> None:
     path = tmp_path / "i"
     path.write_bytes(oentries((3, 100)) + bytes(16))
     idx = OffsetIndex(path, 0, writable=False)
-    for action in (lambda: idx.append(9, 200), lambda: idx.truncate_to(0), idx.truncate,
-                   lambda: idx.resize(8), idx.trim_to_valid_size):
+    for action in (
+        lambda: idx.append(9, 200),
+        lambda: idx.truncate_to(0),
+        idx.truncate,
+        lambda: idx.resize(8),
+        idx.trim_to_valid_size,
+    ):
         with pytest.raises(OSError, match="read-only"):
             action()
     idx.flush()
     idx.close()
-    assert os.path.getsize(path) == 24              # not trimmed
+    assert os.path.getsize(path) == 24  # not trimmed
     t = TimeIndex(tmp_path / "t", 0, max_index_size=24)
     t.close()
     t = TimeIndex(tmp_path / "t", 0, writable=False)
@@ -627,10 +642,17 @@ def test_closed_index(tmp_path: Path) -> None:
     idx = OffsetIndex(path, 0, max_index_size=64)
     idx.append(1, 10)
     idx.close()
-    idx.close()                                      # idempotent
+    idx.close()  # idempotent
     assert idx.closed and len(idx) == 0 and "closed" in repr(idx)
-    for action in (lambda: idx.lookup(1), lambda: idx.append(2, 20), lambda: idx.entry(0),
-                   idx.sanity_check, idx.flush, idx.view, lambda: idx.resize(8)):
+    for action in (
+        lambda: idx.lookup(1),
+        lambda: idx.append(2, 20),
+        lambda: idx.entry(0),
+        idx.sanity_check,
+        idx.flush,
+        idx.view,
+        lambda: idx.resize(8),
+    ):
         with pytest.raises(ValueError, match="closed"):
             action()
     assert idx.delete() is True and not path.exists()
@@ -661,8 +683,7 @@ def test_remaps_survive_garbage_collection(tmp_path: Path) -> None:
 
     idx = OffsetIndex(tmp_path / "i", 0, max_index_size=16)
     idx.append(1, 10)
-    for step in (idx.trim_to_valid_size, lambda: idx.resize(64), lambda: idx.resize(8),
-                 lambda: idx.close(trim=False)):
+    for step in (idx.trim_to_valid_size, lambda: idx.resize(64), lambda: idx.resize(8), lambda: idx.close(trim=False)):
         step()
         gc.collect()
     assert (tmp_path / "i").read_bytes() == oentries((1, 10))
@@ -684,7 +705,7 @@ def test_lookups_from_another_thread_while_appending(tmp_path: Path) -> None:
                 bad.append((t, got))
 
     old_interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)                     # switch threads often
+    sys.setswitchinterval(1e-5)  # switch threads often
     th = threading.Thread(target=reader)
     th.start()
     try:
@@ -707,8 +728,8 @@ def test_resize_refuses_a_replaced_file(tmp_path: Path) -> None:
     path = tmp_path / "i"
     idx = OffsetIndex(path, 0, max_index_size=800)
     idx.append(1, 10)
-    os.replace(path, tmp_path / "moved")           # renamed behind our back
-    path.write_bytes(b"other")                      # and something else put at the old name
+    os.replace(path, tmp_path / "moved")  # renamed behind our back
+    path.write_bytes(b"other")  # and something else put at the old name
     with pytest.raises(OSError, match="no longer the file this index mapped"):
         idx.trim_to_valid_size()
     with pytest.raises(OSError, match="no longer the file"):
@@ -718,5 +739,5 @@ def test_resize_refuses_a_replaced_file(tmp_path: Path) -> None:
     assert os.path.getsize(tmp_path / "moved") == 800
     gone = OffsetIndex(tmp_path / "gone", 0, max_index_size=80)
     os.unlink(tmp_path / "gone")
-    gone.close()                                    # removed by someone else: still closes
+    gone.close()  # removed by someone else: still closes
     assert gone.closed

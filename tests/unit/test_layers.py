@@ -221,12 +221,19 @@ def test_no_private_names_from_other_packages() -> None:
     known = modules()
     bad = []
     for e in all_imports():
-        own_package = e.source.rsplit(".", 1)[0] if e.source in known and not known[e.source].endswith(
-            "__init__.py") else e.source
+        own_package = (
+            e.source.rsplit(".", 1)[0]
+            if e.source in known and not known[e.source].endswith("__init__.py")
+            else e.source
+        )
         target_package = e.target.rsplit(".", 1)[0]
         for name in e.names:
-            if name.startswith("_") and not name.startswith("__") and target_package != own_package \
-                    and e.target != own_package:
+            if (
+                name.startswith("_")
+                and not name.startswith("__")
+                and target_package != own_package
+                and e.target != own_package
+            ):
                 bad.append(f"{_where(e)}: {e.source} imports {name} from {e.target}")
         # a private module of another package (seglog._native is the native layer's own name)
         tail = e.target.split(".")

@@ -1,15 +1,14 @@
 """The partition log (``seglog.storage.log.Log``): offsets and epochs, roll rules, flush policy and
 checkpoints, reads under the high watermark, lookups by time, truncation, DeleteRecords,
 retention, close/reopen, and opening the directories a Kafka broker wrote."""
+
 from __future__ import annotations
 
-import bisect
 import os
 import shutil
 
 import pytest
 
-from seglog.util.clock import Clock, ManualClock, Scheduler
 from seglog.errors import (
     InvalidRecordError,
     KafkaStorageError,
@@ -19,7 +18,7 @@ from seglog.errors import (
 )
 from seglog.storage.log import Log, parse_partition_dir
 from seglog.storage.records import batch_headers, decode_records, encode_batch
-
+from seglog.util.clock import Clock, ManualClock, Scheduler
 from tests.conftest import T0
 from tests.logkit import (
     CONSUMER_OFFSETS_6,
@@ -88,7 +87,10 @@ def test_new_log_layout(tmp_path):
     assert (log.log_start_offset, log.high_watermark, log.log_end_offset) == (0, 0, 0)
     log.close()
     assert sorted(os.listdir(tmp_path / "t-0")) == [
-        "00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.timeindex"]
+        "00000000000000000000.index",
+        "00000000000000000000.log",
+        "00000000000000000000.timeindex",
+    ]
     assert (tmp_path / "recovery-point-offset-checkpoint").read_text() == "0\n1\nt 0 0\n"
     assert (tmp_path / "log-start-offset-checkpoint").read_text() == "0\n0\n"
     with pytest.raises(TypeError, match="Log.open"):
@@ -102,8 +104,15 @@ def test_append_assigns_offsets_and_returns_info(tmp_path):
     log = open_log(tmp_path)
     a = log.append(batch(3, ts=[T0, T0 + 9, T0 + 1]))
     b = log.append(batch(2, ts=T0 + 2) + batch(1, ts=T0 + 3))
-    assert (a.first_offset, a.last_offset, a.records, a.batches, a.max_timestamp,
-            a.offset_of_max_timestamp, a.log_append_time) == (0, 2, 3, 1, T0 + 9, 2, -1)
+    assert (
+        a.first_offset,
+        a.last_offset,
+        a.records,
+        a.batches,
+        a.max_timestamp,
+        a.offset_of_max_timestamp,
+        a.log_append_time,
+    ) == (0, 2, 3, 1, T0 + 9, 2, -1)
     assert (b.first_offset, b.last_offset, b.records, b.batches) == (3, 5, 3, 2)
     assert log.log_end_offset == log.high_watermark == 6
     assert [o for o, _ in values(log)] == list(range(6))
@@ -148,7 +157,7 @@ def test_timestamp_validation_and_log_append_time(tmp_path):
 def test_leader_epoch_written_into_batches_and_checkpointed(tmp_path):
     log = open_log(tmp_path)
     log.append(batch(2), leader_epoch=0)
-    log.append(batch(1))                       # defaults to the latest epoch
+    log.append(batch(1))  # defaults to the latest epoch
     log.append(batch(3), leader_epoch=4)
     with pytest.raises(InvalidRecordError, match="older than"):
         log.append(batch(1), leader_epoch=3)
@@ -181,7 +190,7 @@ def test_roll_on_segment_bytes_exactly_as_kafka(tmp_path):
     log = open_log(tmp_path, {"segment.bytes": 3 * n})
     for _ in range(3):
         log.append(b)
-    assert len(log.segments) == 1 and log.active.size == 3 * n    # size > segment.bytes - size rolls
+    assert len(log.segments) == 1 and log.active.size == 3 * n  # size > segment.bytes - size rolls
     log.append(b)
     assert [s.base_offset for s in log.segments] == [0, 3]
     log.close()
@@ -191,9 +200,12 @@ def test_roll_on_segment_bytes_exactly_as_kafka(tmp_path):
     assert [s.base_offset for s in log.segments] == [0, 2]
     # A batch larger than segment.bytes is refused as Kafka refuses it; nothing is written.
     big = batch(1, size=5 * n)
-    with pytest.raises(RecordListTooLargeError, match=rf"Message batch size is {len(big)} bytes in "
-                       rf"append to partition u-0, which exceeds the maximum configured segment "
-                       rf"size of {3 * n - 1}"):
+    with pytest.raises(
+        RecordListTooLargeError,
+        match=rf"Message batch size is {len(big)} bytes in "
+        rf"append to partition u-0, which exceeds the maximum configured segment "
+        rf"size of {3 * n - 1}",
+    ):
         log.append(big)
     assert log.log_end_offset == 3
     log.append(b)
@@ -207,7 +219,7 @@ def test_roll_on_segment_ms_by_batch_timestamp(tmp_path):
     clock = ManualClock(T0)
     log = open_log(tmp_path, {"segment.ms": 1000}, clock=clock)
     log.append(batch(1, ts=T0))
-    log.append(batch(1, ts=T0 + 1000))          # waited exactly segment.ms: no roll
+    log.append(batch(1, ts=T0 + 1000))  # waited exactly segment.ms: no roll
     assert len(log.segments) == 1
     log.append(batch(1, ts=T0 + 1001))
     assert [s.base_offset for s in log.segments] == [0, 2]
@@ -259,7 +271,7 @@ def test_roll_on_relative_offset_overflow(tmp_path):
 
 def test_explicit_roll_and_empty_active_segment(tmp_path):
     log = open_log(tmp_path)
-    log.roll()                                   # empty: nothing to roll
+    log.roll()  # empty: nothing to roll
     assert len(log.segments) == 1
     log.append(batch(2))
     seg = log.roll()
@@ -296,12 +308,12 @@ def test_new_segment_files_are_durable_at_once(tmp_path, monkeypatch):
     monkeypatch.setattr(seglog.storage.log, "fsync_dir", lambda p: (synced.append(p), real(p)))
     log = open_log(tmp_path, {"segment.bytes": 300})
     d = str(tmp_path / "t-0")
-    assert synced == [str(tmp_path), d]               # the partition directory, its first segment
+    assert synced == [str(tmp_path), d]  # the partition directory, its first segment
     fill(log, 1)
     log.flush()
     assert synced[2:] == []
     fill(log, 20)
-    assert synced[2:] == [d] * (len(log.segments) - 1)   # one per roll
+    assert synced[2:] == [d] * (len(log.segments) - 1)  # one per roll
     log.close()
 
 
@@ -310,10 +322,10 @@ def test_truncation_keeps_counting_unflushed_messages(tmp_path):
     log.append(batch(2))
     log.flush()
     log.append(batch(3))
-    log.append(batch(1))          # 4 unflushed: 2..5
-    log.truncate_to(5)            # 2..4 are still unflushed
+    log.append(batch(1))  # 4 unflushed: 2..5
+    log.truncate_to(5)  # 2..4 are still unflushed
     assert log.unflushed_messages == 3
-    log.append(batch(2))          # 5 unflushed now: flushed by the policy
+    log.append(batch(2))  # 5 unflushed now: flushed by the policy
     assert log.recovery_point == 7 and log.unflushed_messages == 0
     log.close()
 
@@ -346,7 +358,7 @@ def test_flush_ms_on_a_standalone_log_flushes_on_time(tmp_path):
     clock.advance(1)
     assert log.recovery_point == 2 and log.unflushed_messages == 0
     log.close()
-    clock.advance(10_000)           # the log's own flusher is gone with it
+    clock.advance(10_000)  # the log's own flusher is gone with it
     # The system clock: a daemon thread flushes, and close() stops it.
     import threading
     import time
@@ -393,16 +405,16 @@ def test_read_upper_bounds_and_range(tmp_path):
     log = open_log(tmp_path, replicated=True)
     fill(log, 20, per_batch=2)
     assert log.high_watermark == 0
-    assert not log.read(0)                                     # consumers see nothing yet
+    assert not log.read(0)  # consumers see nothing yet
     assert len(log.read(0, upper_bound="log_end").to_bytes()) > 0
     log.update_high_watermark(10)
     assert [o for o, _ in values(log, upper_bound="high_watermark")] == list(range(10))
     assert [o for o, _ in values(log, upper_bound=26)] == list(range(26))
-    assert [o for o, _ in values(log, upper_bound=25)] == list(range(24))   # not half a batch
+    assert [o for o, _ in values(log, upper_bound=25)] == list(range(24))  # not half a batch
     assert values(log, 4, upper_bound=4) == []
     r = log.read(3, 1)
     assert (r.start_offset, r.high_watermark, r.log_start_offset, r.log_end_offset) == (3, 10, 0, 40)
-    assert [x.offset for x in decode_records(r.to_bytes())] == [2, 3]     # the whole batch
+    assert [x.offset for x in decode_records(r.to_bytes())] == [2, 3]  # the whole batch
     assert r.size == sum(v.nbytes for v in r.views())
     assert log.update_high_watermark(99) == 40
     assert not log.maybe_increment_high_watermark(30)
@@ -434,7 +446,7 @@ def test_offset_for_timestamp(tmp_path):
     log = open_log(tmp_path, {"segment.bytes": 400}, replicated=True)
     stamps = []
     for k in range(40):
-        ts = [T0 + 10 * k + d for d in (5, 0, 7)]          # not sorted inside a batch
+        ts = [T0 + 10 * k + d for d in (5, 0, 7)]  # not sorted inside a batch
         log.append(batch(3, ts=ts, tag=k))
         stamps += ts
     log.update_high_watermark(len(stamps))
@@ -451,7 +463,7 @@ def test_offset_for_timestamp(tmp_path):
     log.update_high_watermark(60)
     assert log.offset_for_timestamp(-1) == (60, -1)
     assert log.offset_for_timestamp(T0 + 250) is None
-    assert log.offset_for_timestamp(-3) is None          # the max record is above it
+    assert log.offset_for_timestamp(-3) is None  # the max record is above it
     assert log.offset_for_timestamp(T0 + 196) == (59, T0 + 197)
     # The max-timestamp record is found after a reopen (time index last entries).
     log.close()
@@ -482,7 +494,7 @@ def test_truncate_to_across_segments(tmp_path):
     nseg = len(log.segments)
     assert log.truncate_to(61) is False
     assert log.truncate_to(25) is True
-    assert log.log_end_offset == 24                   # the batch 24..25 goes whole
+    assert log.log_end_offset == 24  # the batch 24..25 goes whole
     assert (log.high_watermark, log.recovery_point) == (24, 24)
     assert len(log.segments) < nseg
     assert log.active.next_offset == 24
@@ -520,7 +532,7 @@ def test_truncate_into_a_batch_straddling_the_log_start(tmp_path):
     log = open_log(tmp_path)
     log.append(batch(3))
     log.delete_records(2)
-    assert log.truncate_to(2) is True         # the batch 0..2 holds offset 2: it goes whole
+    assert log.truncate_to(2) is True  # the batch 0..2 holds offset 2: it goes whole
     assert (log.log_start_offset, log.high_watermark, log.log_end_offset) == (0, 0, 0)
     assert (tmp_path / "log-start-offset-checkpoint").read_text() == "0\n0\n"
     assert log.append(batch(1)).first_offset == 0
@@ -564,12 +576,13 @@ def test_delete_records(tmp_path):
 
 def test_retention_by_time_never_at_or_above_the_high_watermark(tmp_path):
     clock = ManualClock(T0)
-    log = open_log(tmp_path, {"segment.bytes": 300, "retention.ms": 1000, "file.delete.delay.ms": 0},
-                   clock=clock, replicated=True)
+    log = open_log(
+        tmp_path, {"segment.bytes": 300, "retention.ms": 1000, "file.delete.delay.ms": 0}, clock=clock, replicated=True
+    )
     fill(log, 30, ts=lambda k: T0 + 10 * k)
     bases = [s.base_offset for s in log.segments]
-    log.update_high_watermark(bases[3] + 1)           # inside segment 3
-    clock.advance(10_000)                             # everything is expired
+    log.update_high_watermark(bases[3] + 1)  # inside segment 3
+    clock.advance(10_000)  # everything is expired
     assert log.delete_old_segments() == 3
     assert log.log_start_offset == bases[3]
     assert [s.base_offset for s in log.segments] == bases[3:]
@@ -587,7 +600,7 @@ def test_retention_by_time_keeps_young_segments(tmp_path):
     clock = ManualClock(T0)
     log = open_log(tmp_path, {"segment.bytes": 300, "retention.ms": 1000}, clock=clock)
     fill(log, 30, ts=lambda k: T0 + 100 * k)
-    clock.advance(2000)   # now = T0 + 2000: records with ts < T0 + 1000 are expired
+    clock.advance(2000)  # now = T0 + 2000: records with ts < T0 + 1000 are expired
     bases = [s.base_offset for s in log.segments]
     maxes = [s.largest_timestamp for s in log.segments]
     want = 0
@@ -602,8 +615,12 @@ def test_retention_by_time_keeps_young_segments(tmp_path):
 def test_retention_by_bytes_and_delayed_file_deletion(tmp_path):
     clock = ManualClock(T0)
     sched = Scheduler(clock)
-    log = open_log(tmp_path, {"segment.bytes": 300, "retention.bytes": 700, "file.delete.delay.ms": 5000},
-                   clock=clock, scheduler=sched)
+    log = open_log(
+        tmp_path,
+        {"segment.bytes": 300, "retention.bytes": 700, "file.delete.delay.ms": 5000},
+        clock=clock,
+        scheduler=sched,
+    )
     fill(log, 40)
     sizes = [s.size for s in log.segments]
     total = sum(sizes)
@@ -620,7 +637,7 @@ def test_retention_by_bytes_and_delayed_file_deletion(tmp_path):
     assert len(deleted) == 3 * n
     clock.advance(5000)
     assert not [x for x in os.listdir(d) if x.endswith(".deleted")]
-    assert (tmp_path / "log-start-offset-checkpoint").read_text() == "0\n0\n"   # = first base
+    assert (tmp_path / "log-start-offset-checkpoint").read_text() == "0\n0\n"  # = first base
     log.close()
     sched.shutdown()
 
@@ -632,9 +649,10 @@ def test_retention_off_and_compact_policy(tmp_path):
     clock.advance(10**9)
     assert log.delete_old_segments() == 0
     log.close()
-    log = open_log(tmp_path, {"segment.bytes": 300, "retention.ms": 1, "cleanup.policy": "compact"},
-                   name="c-0", clock=clock)
-    for k in range(20):     # a compacted log takes keyed records only
+    log = open_log(
+        tmp_path, {"segment.bytes": 300, "retention.ms": 1, "cleanup.policy": "compact"}, name="c-0", clock=clock
+    )
+    for k in range(20):  # a compacted log takes keyed records only
         log.append(encode_batch([b"v".ljust(40, b".")], keys=[b"k%d" % k], timestamps=clock.time_ms()))
     clock.advance(10**6)
     assert log.delete_old_segments() == 0
@@ -653,7 +671,7 @@ def test_close_and_reopen_keeps_everything(tmp_path):
     bases = [s.base_offset for s in log.segments]
     log.close()
     assert log.closed
-    log.close()                                       # idempotent
+    log.close()  # idempotent
     d = tmp_path / "t-0"
     for b in bases[:-1]:
         seg_idx = read_offset_index(d / f"{b:020d}.index", b)
@@ -705,7 +723,7 @@ def test_leftover_files_are_cleaned_on_open(tmp_path):
     fill(log, 10)
     log.close()
     d = tmp_path / "t-0"
-    (d / "00000000000000000099.index").write_bytes(b"")         # orphan index
+    (d / "00000000000000000099.index").write_bytes(b"")  # orphan index
     (d / "00000000000000000098.log.deleted").write_bytes(b"x")
     (d / "leader-epoch-checkpoint.tmp").write_bytes(b"junk")
     log = open_log(tmp_path, {"segment.bytes": 300})
@@ -749,11 +767,14 @@ def test_read_only_open_of_kafka_consumer_offsets(tmp_path):
     assert {p.name: p.read_bytes() for p in CONSUMER_OFFSETS_6.iterdir()} == before
 
 
-@pytest.mark.parametrize("rel,n", [
-    ("LDI-POC/TestTopicPatient-0", 3),
-    ("kafkalite/hamlet-gzip-0", 5382),
-    ("kafka-connect-spooldir/_confluent-command-0", 2),
-])
+@pytest.mark.parametrize(
+    "rel,n",
+    [
+        ("LDI-POC/TestTopicPatient-0", 3),
+        ("kafkalite/hamlet-gzip-0", 5382),
+        ("kafka-connect-spooldir/_confluent-command-0", 2),
+    ],
+)
 def test_read_only_open_of_other_kafka_dirs(rel, n):
     src = KAFKA_REAL / rel
     heads = batch_headers((src / "00000000000000000000.log").read_bytes())

@@ -22,8 +22,9 @@ def test_abandon_keeps_written_data_and_forces_recovery(tmp_path: os.PathLike[st
     try:
         assert again.recovery_summary.segments_recovered == 1
         assert again.log_end_offset == 5
-        assert [r.value for r in decode_records(again.read(0, upper_bound="log_end").to_bytes())] == \
-            [b"v%d" % i for i in range(5)]
+        assert [r.value for r in decode_records(again.read(0, upper_bound="log_end").to_bytes())] == [
+            b"v%d" % i for i in range(5)
+        ]
     finally:
         again.close()
 

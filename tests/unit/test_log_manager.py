@@ -9,8 +9,8 @@ import pytest
 
 import seglog
 from seglog.storage.log_manager import LogManager
-from seglog.storage.topic import StoredPartition
 from seglog.storage.records import decode_records, encode_batch
+from seglog.storage.topic import StoredPartition
 from seglog.store import Store
 
 
@@ -37,7 +37,7 @@ def test_the_store_is_the_log_manager_with_its_clients(tmp_path: Path) -> None:
         consumer = store.consumer(auto_offset_reset="earliest")
         consumer.assign([seglog.TopicPartition("t", 0)])
         assert [r.value for r in consumer.poll(timeout_ms=100)] == [b"x"]
-    with LogManager.open(tmp_path) as logs:           # the same dir, through the storage layer
+    with LogManager.open(tmp_path) as logs:  # the same dir, through the storage layer
         assert logs.log("t", 0).log_end_offset == 1
     with pytest.raises(TypeError, match=r"use Store.open\(directory\)"):
         Store()

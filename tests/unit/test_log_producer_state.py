@@ -20,8 +20,7 @@ T0 = 1_700_000_000_000
 
 
 def idem(seq: int, *values: bytes, pid: int = 7, epoch: int = 0) -> bytes:
-    return encode_batch(list(values) or [b"v"], timestamps=T0, producer_id=pid, producer_epoch=epoch,
-                        base_sequence=seq)
+    return encode_batch(list(values) or [b"v"], timestamps=T0, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
 
 
 def open_log(path: Path, **kw: object) -> Log:

@@ -4,6 +4,7 @@ read_committed reads checked against the committed records and against kafka-pyt
 (its ``PartitionRecords``, which applies a fetch response's aborted transactions as Kafka's does).
 
 No public fixture holds a .txnindex (docs/kafka-format.md §12) and kafka-python reads no index files."""
+
 from __future__ import annotations
 
 import collections
@@ -13,22 +14,22 @@ from pathlib import Path
 
 import pytest
 
-from seglog.util.clock import ManualClock
 from seglog.storage.log import Log
 from seglog.storage.records import batch_headers, decode_records, encode_batch, encode_control_batch
 from seglog.storage.txnindex import AbortedTxn
-
+from seglog.util.clock import ManualClock
 from tests.conftest import T0
 from tests.logkit import txnindex_entry as entry
 
 ABORT, COMMIT = 0, 1
-P1, P2, P3 = 1001, 1002, 1003       # transactional producers
-N = 77                              # an idempotent, non-transactional producer
+P1, P2, P3 = 1001, 1002, 1003  # transactional producers
+N = 77  # an idempotent, non-transactional producer
 
 
 def txn(pid: int, *values: bytes, seq: int = 0) -> bytes:
-    return encode_batch(list(values), timestamps=T0, producer_id=pid, producer_epoch=0,
-                        base_sequence=seq, is_transactional=True)
+    return encode_batch(
+        list(values), timestamps=T0, producer_id=pid, producer_epoch=0, base_sequence=seq, is_transactional=True
+    )
 
 
 def plain(*values: bytes, pid: int = N) -> bytes:
@@ -41,8 +42,9 @@ def marker(kind: int, pid: int) -> bytes:
 
 def open_log(tmp_path: Path, config: dict | None = None, **kw) -> Log:
     kw.setdefault("clock", ManualClock(T0))
-    return Log.open(tmp_path / "t-0", {"index.interval.bytes": 100, "segment.index.bytes": 4096,
-                                       **(config or {})}, **kw)
+    return Log.open(
+        tmp_path / "t-0", {"index.interval.bytes": 100, "segment.index.bytes": 4096, **(config or {})}, **kw
+    )
 
 
 def txnindex_files(tmp_path: Path) -> dict[str, bytes]:
@@ -51,8 +53,11 @@ def txnindex_files(tmp_path: Path) -> dict[str, bytes]:
 
 
 def state(log: Log) -> tuple:
-    return (log.ongoing_transactions, log.last_stable_offset,
-            log.collect_aborted_transactions(log.log_start_offset, log.log_end_offset + 1))
+    return (
+        log.ongoing_transactions,
+        log.last_stable_offset,
+        log.collect_aborted_transactions(log.log_start_offset, log.log_end_offset + 1),
+    )
 
 
 def read_committed(log: Log, start: int) -> list[tuple[int, bytes]]:
@@ -63,12 +68,11 @@ def read_committed(log: Log, start: int) -> list[tuple[int, bytes]]:
     upper = log.last_stable_offset
     if start >= upper:
         return []
-    aborted = collections.deque(sorted(log.collect_aborted_transactions(start, upper),
-                                       key=lambda t: t.first_offset))
+    aborted = collections.deque(sorted(log.collect_aborted_transactions(start, upper), key=lambda t: t.first_offset))
     data = log.read(start, 1 << 30, upper_bound=upper).to_bytes()
     out, aborted_pids = [], set()
     for h in batch_headers(data):
-        recs = decode_records(data[h.position:h.position + h.size], include_control=True)
+        recs = decode_records(data[h.position : h.position + h.size], include_control=True)
         if h.producer_id >= 0:
             while aborted and aborted[0].first_offset <= h.last_offset:
                 aborted_pids.add(aborted.popleft().producer_id)
@@ -95,9 +99,13 @@ def kafka_python_read_committed(log: Log, start: int) -> list[tuple[int, bytes]]
     Aborted = collections.namedtuple("Aborted", "producer_id first_offset")
     aborted = [Aborted(t.producer_id, t.first_offset) for t in log.collect_aborted_transactions(start, upper)]
     data = log.read(start, 1 << 30, upper_bound=upper).to_bytes()
-    pr = Fetcher.PartitionRecords(start, TopicPartition("t", 0), MemoryRecords(data),
-                                  isolation_level=IsolationLevel.READ_COMMITTED,
-                                  aborted_transactions=aborted)
+    pr = Fetcher.PartitionRecords(
+        start,
+        TopicPartition("t", 0),
+        MemoryRecords(data),
+        isolation_level=IsolationLevel.READ_COMMITTED,
+        aborted_transactions=aborted,
+    )
     return [(r.offset, r.value) for r in pr.take() if r.offset < upper]
 
 
@@ -108,30 +116,31 @@ def scenario(log: Log) -> list[int]:
     """P1 and P2 interleaved with N's plain data; P2 aborts while P1 is open, P1 commits.
     Returns the LSO after each append."""
     lsos = []
-    for b in (txn(P1, b"a0", b"a1"),       # 0-1   P1 opens at 0
-              plain(b"n0"),                # 2
-              txn(P2, b"b0"),              # 3     P2 opens at 3
-              txn(P1, b"a2", seq=2),       # 4
-              plain(b"n1", b"n2"),         # 5-6
-              txn(P2, b"b1", b"b2", seq=1),  # 7-8
-              marker(ABORT, P2),           # 9     P2 aborted; P1 still open at 0
-              plain(b"n3"),                # 10
-              marker(COMMIT, P1),          # 11    P1 committed; nothing open
-              plain(b"n4")):               # 12
+    for b in (
+        txn(P1, b"a0", b"a1"),  # 0-1   P1 opens at 0
+        plain(b"n0"),  # 2
+        txn(P2, b"b0"),  # 3     P2 opens at 3
+        txn(P1, b"a2", seq=2),  # 4
+        plain(b"n1", b"n2"),  # 5-6
+        txn(P2, b"b1", b"b2", seq=1),  # 7-8
+        marker(ABORT, P2),  # 9     P2 aborted; P1 still open at 0
+        plain(b"n3"),  # 10
+        marker(COMMIT, P1),  # 11    P1 committed; nothing open
+        plain(b"n4"),
+    ):  # 12
         log.append(b, origin="coordinator")
         lsos.append(log.last_stable_offset)
     return lsos
 
 
-COMMITTED = [(0, b"a0"), (1, b"a1"), (2, b"n0"), (4, b"a2"), (5, b"n1"), (6, b"n2"), (10, b"n3"),
-             (12, b"n4")]
+COMMITTED = [(0, b"a0"), (1, b"a1"), (2, b"n0"), (4, b"a2"), (5, b"n1"), (6, b"n2"), (10, b"n3"), (12, b"n4")]
 
 
 def test_abort_is_indexed_with_offsets_and_lso(tmp_path):
     log = open_log(tmp_path)
     lsos = scenario(log)
     assert lsos == [0, 0, 0, 0, 0, 0, 0, 0, 12, 13]
-    want = AbortedTxn(P2, 3, 9, 0)        # LSO after P2's abort: P1's first offset
+    want = AbortedTxn(P2, 3, 9, 0)  # LSO after P2's abort: P1's first offset
     assert log.collect_aborted_transactions(0, 13) == [want]
     assert log.ongoing_transactions == {} and log.last_stable_offset == log.high_watermark == 13
     assert txnindex_files(tmp_path) == {"00000000000000000000.txnindex": entry(P2, 3, 9, 0)}
@@ -153,27 +162,26 @@ def test_commit_only_writes_no_txnindex(tmp_path):
 
 def test_lso_follows_the_oldest_open_transaction_and_the_high_watermark(tmp_path):
     log = open_log(tmp_path, replicated=True)
-    log.append(plain(b"n"))                  # 0
-    log.append(txn(P1, b"a"))                # 1
-    log.append(txn(P2, b"b"))                # 2
-    log.append(txn(P3, b"c"))                # 3
-    assert log.last_stable_offset == 0      # the high watermark has not moved
+    log.append(plain(b"n"))  # 0
+    log.append(txn(P1, b"a"))  # 1
+    log.append(txn(P2, b"b"))  # 2
+    log.append(txn(P3, b"c"))  # 3
+    assert log.last_stable_offset == 0  # the high watermark has not moved
     log.update_high_watermark(2)
     assert log.last_stable_offset == 1
     log.update_high_watermark(log.log_end_offset)
-    log.append(marker(COMMIT, P2), origin="coordinator")           # 4: P1 still the oldest
+    log.append(marker(COMMIT, P2), origin="coordinator")  # 4: P1 still the oldest
     log.update_high_watermark(log.log_end_offset)
     assert log.last_stable_offset == 1
-    log.append(marker(ABORT, P1), origin="coordinator")            # 5: P3 now the oldest
+    log.append(marker(ABORT, P1), origin="coordinator")  # 5: P3 now the oldest
     log.update_high_watermark(log.log_end_offset)
     assert log.last_stable_offset == 3
-    log.append(marker(ABORT, P3), origin="coordinator")            # 6: none open
-    assert log.last_stable_offset == 6      # capped by the high watermark (6), the end is 7
+    log.append(marker(ABORT, P3), origin="coordinator")  # 6: none open
+    assert log.last_stable_offset == 6  # capped by the high watermark (6), the end is 7
     log.update_high_watermark(log.log_end_offset)
     assert log.last_stable_offset == 7
     assert log.collect_aborted_transactions(0, 7) == [AbortedTxn(P1, 1, 5, 3), AbortedTxn(P3, 3, 6, 7)]
-    assert txnindex_files(tmp_path)["00000000000000000000.txnindex"] == (entry(P1, 1, 5, 3)
-                                                                         + entry(P3, 3, 6, 7))
+    assert txnindex_files(tmp_path)["00000000000000000000.txnindex"] == (entry(P1, 1, 5, 3) + entry(P3, 3, 6, 7))
     log.close()
 
 
@@ -190,8 +198,8 @@ def test_abort_without_an_open_transaction_covers_the_marker(tmp_path):
 
 def test_several_batches_in_one_append_and_follower_appends(tmp_path):
     leader = open_log(tmp_path)
-    leader.append(txn(P1, b"a") + plain(b"n0", b"n1") + txn(P2, b"b"))     # 0, 1-2, 3
-    leader.append(marker(ABORT, P1) + txn(P3, b"c") + marker(ABORT, P2), origin="coordinator")    # 4, 5, 6
+    leader.append(txn(P1, b"a") + plain(b"n0", b"n1") + txn(P2, b"b"))  # 0, 1-2, 3
+    leader.append(marker(ABORT, P1) + txn(P3, b"c") + marker(ABORT, P2), origin="coordinator")  # 4, 5, 6
     assert leader.ongoing_transactions == {P3: 5}
     assert leader.collect_aborted_transactions(0, 7) == [AbortedTxn(P1, 0, 4, 3), AbortedTxn(P2, 3, 6, 5)]
     data = leader.read(0, 1 << 20, upper_bound="log_end").to_bytes()
@@ -243,16 +251,20 @@ def test_multi_segment_indexes_and_clean_reopen(tmp_path):
     log, _ = multi_segment_log(tmp_path)
     assert len(log.segments) > 4
     files = txnindex_files(tmp_path)
-    assert len(files) >= 2                                   # aborts landed in several segments
+    assert len(files) >= 2  # aborts landed in several segments
     # Each entry sits in the segment holding its marker.
     for seg in log.segments:
         for t in log.transaction_index(seg).all_entries():
             assert seg.base_offset <= t.last_offset < seg.next_offset
-            (rec,) = decode_records(log.read(t.last_offset, 1, upper_bound="log_end").to_bytes(),
-                                    include_control=True, min_offset=t.last_offset, max_offset=t.last_offset + 1)
+            (rec,) = decode_records(
+                log.read(t.last_offset, 1, upper_bound="log_end").to_bytes(),
+                include_control=True,
+                min_offset=t.last_offset,
+                max_offset=t.last_offset + 1,
+            )
             assert rec.is_control and rec.control_type == ABORT
     before = state(log)
-    assert before[0]                                         # some transactions left open
+    assert before[0]  # some transactions left open
     log.close()
     (tmp_path / ".kafka_cleanshutdown").write_text("")
     log = open_log(tmp_path, {"segment.bytes": 400})
@@ -260,7 +272,7 @@ def test_multi_segment_indexes_and_clean_reopen(tmp_path):
     assert state(log) == before and txnindex_files(tmp_path) == files
     log.close()
     os.unlink(tmp_path / ".kafka_cleanshutdown")
-    (tmp_path / "recovery-point-offset-checkpoint").write_text("0\n0\n")   # recover everything
+    (tmp_path / "recovery-point-offset-checkpoint").write_text("0\n0\n")  # recover everything
     log = open_log(tmp_path, {"segment.bytes": 400})
     assert log.recovery_summary.segments_recovered == len(log.segments)
     assert state(log) == before and txnindex_files(tmp_path) == files
@@ -292,7 +304,7 @@ def test_crash_cut_reopen_matches_a_log_that_never_crashed(tmp_path):
     cut = heads[-1].position + 30
     with open(log_path, "r+b") as f:
         f.truncate(cut)
-    survivors = heads[-1].base_offset           # offsets below this survive
+    survivors = heads[-1].base_offset  # offsets below this survive
     log = open_log(tmp_path, {"segment.bytes": 400})
     assert log.log_end_offset == survivors and log.recovery_summary.bytes_truncated == 30
     oracle = oracle_log(tmp_path, batches, survivors)
@@ -319,7 +331,7 @@ def test_damaged_txnindex_on_a_clean_open_is_rebuilt(tmp_path, damage):
     path = tmp_path / "t-0" / name
     if damage == "torn":
         path.write_bytes(files[name] + b"\x00" * 7)
-    elif damage == "stale":                  # an entry past the segment's data
+    elif damage == "stale":  # an entry past the segment's data
         path.write_bytes(files[name] + entry(P1, 0, 10**9, 10**9 + 1))
     else:
         path.write_bytes(b"\x00\x01" + files[name][2:])
@@ -332,20 +344,19 @@ def test_damaged_txnindex_on_a_clean_open_is_rebuilt(tmp_path, damage):
 def test_truncate_across_a_marker(tmp_path):
     log = open_log(tmp_path)
     scenario(log)
-    log.truncate_to(9)                       # removes P2's ABORT (9) and what follows
+    log.truncate_to(9)  # removes P2's ABORT (9) and what follows
     assert log.log_end_offset == 9
     assert log.ongoing_transactions == {P1: 0, P2: 3} and log.last_stable_offset == 0
     assert log.collect_aborted_transactions(0, 9) == []
     assert txnindex_files(tmp_path) == {"00000000000000000000.txnindex": b""}
     # The follower now learns P2 committed, and P1 aborted.
-    log.append(marker(COMMIT, P2), origin="coordinator")           # 9
-    log.append(marker(ABORT, P1), origin="coordinator")            # 10
+    log.append(marker(COMMIT, P2), origin="coordinator")  # 9
+    log.append(marker(ABORT, P1), origin="coordinator")  # 10
     assert log.collect_aborted_transactions(0, 11) == [AbortedTxn(P1, 0, 10, 11)]
     assert txnindex_files(tmp_path) == {"00000000000000000000.txnindex": entry(P1, 0, 10, 11)}
     assert read_committed(log, 0) == [(2, b"n0"), (3, b"b0"), (5, b"n1"), (6, b"n2"), (7, b"b1"), (8, b"b2")]
     log.truncate_to(10)
-    assert log.ongoing_transactions == {P1: 0} and txnindex_files(tmp_path)[
-        "00000000000000000000.txnindex"] == b""
+    assert log.ongoing_transactions == {P1: 0} and txnindex_files(tmp_path)["00000000000000000000.txnindex"] == b""
     log.close()
 
 
@@ -353,7 +364,7 @@ def test_truncate_drops_later_segments_and_their_txnindex(tmp_path):
     log, batches = multi_segment_log(tmp_path)
     entries = [(seg.base_offset, t) for seg in log.segments for t in log.transaction_index(seg).all_entries()]
     assert len(entries) >= 2
-    cut = entries[0][1].last_offset          # the first ABORT marker goes
+    cut = entries[0][1].last_offset  # the first ABORT marker goes
     log.truncate_to(cut)
     assert all(not t for t in txnindex_files(tmp_path).values())
     oracle = oracle_log(tmp_path, batches, log.log_end_offset)
@@ -413,7 +424,8 @@ def test_read_committed_drops_aborted_and_control_records(tmp_path):
         assert read_committed(log, start) == want, start
         assert kafka_python_read_committed(log, start) == want, start
     # Without the aborted transactions the filter would keep aborted records: the check can fail.
-    assert any(v.startswith(b"p") and (o, v) not in committed
-               for o, v in ((r.offset, r.value) for r in decode_records(
-                   log.read(0, 1 << 30, upper_bound=lso).to_bytes())))
+    assert any(
+        v.startswith(b"p") and (o, v) not in committed
+        for o, v in ((r.offset, r.value) for r in decode_records(log.read(0, 1 << 30, upper_bound=lso).to_bytes()))
+    )
     log.close()

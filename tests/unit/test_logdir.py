@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 from seglog import Log, Store
-from seglog.storage.checkpoints import OffsetCheckpointFile
-from seglog.util.clock import ManualClock
 from seglog.errors import KafkaStorageError, LogDirectoryLockedError
+from seglog.storage.checkpoints import OffsetCheckpointFile
 from seglog.storage.group_offsets import OFFSETS_TOPIC, partition_for_group
 from seglog.storage.logdir import LogDir
 from seglog.storage.records import encode_batch
+from seglog.util.clock import ManualClock
 from tests.conftest import ROOT, T0, make_kafka_broker_dir, run_python, snapshot_tree
 
 
@@ -56,9 +56,14 @@ class _Holder:
     """
 
     def __init__(self, kind: str, path: Path) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(self.CODE), kind, str(path)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, cwd=str(ROOT))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(self.CODE), kind, str(path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=str(ROOT),
+        )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().strip()
         if line != "held":
@@ -80,8 +85,10 @@ class _Holder:
 # A second writer is refused
 # -------------------------------------------------------------------------------------------------
 
-def test_log_open_inside_a_store_dir_is_refused_and_the_store_keeps_its_data(tmp_path: Path,
-                                                                            clock: ManualClock) -> None:
+
+def test_log_open_inside_a_store_dir_is_refused_and_the_store_keeps_its_data(
+    tmp_path: Path, clock: ManualClock
+) -> None:
     with Store.open(tmp_path, clock=clock) as store:
         store.create_topic("t", 1)
         p = store.producer()
@@ -188,7 +195,7 @@ def test_a_forked_child_does_not_inherit_the_claims(tmp_path: Path) -> None:
             q.put("opened")
         except LogDirectoryLockedError as exc:
             q.put(f"refused: {exc}")
-        go.wait(60)   # alive, with its copies of the parent's descriptors, until told
+        go.wait(60)  # alive, with its copies of the parent's descriptors, until told
 
     lg = Log.open(tmp_path / "t-0")
     with LogDir.open(tmp_path / "owned"):
@@ -239,6 +246,7 @@ def test_a_replica_node_dir_refuses_other_writers(tmp_path: Path) -> None:
 # The Spark writer goes through the same lock
 # -------------------------------------------------------------------------------------------------
 
+
 def _spark_writer(log_dir: Path, topic: str = "t") -> Any:
     spark = pytest.importorskip("seglog.bindings.spark")
     spec = spark.parse_write_options({"path": str(log_dir), "topic": topic})
@@ -253,10 +261,10 @@ def test_spark_write_into_a_store_dir_is_refused(tmp_path: Path, clock: ManualCl
         store.producer().send("t", b"ours", partition=0)
         spark, writer = _spark_writer(tmp_path)
         with pytest.raises(LogDirectoryLockedError):
-            spark.init_high_watermarks(str(tmp_path))   # the driver, at save()
+            spark.init_high_watermarks(str(tmp_path))  # the driver, at save()
         rows = pa.RecordBatch.from_pydict({"value": [b"theirs"]})
         with pytest.raises(LogDirectoryLockedError):
-            writer.write(iter([rows]))                   # a task
+            writer.write(iter([rows]))  # a task
         store.producer().send("t", b"ours too", partition=0)
     with Store.open(tmp_path, read_only=True) as ro:
         assert ro.log("t", 0).log_end_offset == 2
@@ -270,7 +278,7 @@ def test_spark_tasks_of_one_partition_take_turns_and_commit(tmp_path: Path) -> N
     spark, writer = _spark_writer(tmp_path)
     spark.init_high_watermarks(str(tmp_path))
     rows = pa.RecordBatch.from_pydict({"value": [b"a", b"b"], "partition": [0, 0]})
-    held = Log.open(tmp_path / "t-0")   # another writer of the partition, for a moment
+    held = Log.open(tmp_path / "t-0")  # another writer of the partition, for a moment
     import threading
 
     threading.Timer(0.3, held.close).start()
@@ -278,13 +286,14 @@ def test_spark_tasks_of_one_partition_take_turns_and_commit(tmp_path: Path) -> N
     m2 = writer.write(iter([rows]))
     writer.commit([m1, m2])
     assert OffsetCheckpointFile(str(tmp_path / HW_NAME)).read() == {("t", 0): 4}
-    with Store.open(tmp_path) as store:   # no claim left behind
+    with Store.open(tmp_path) as store:  # no claim left behind
         assert store.log("t", 0).log_end_offset == 4
 
 
 # -------------------------------------------------------------------------------------------------
 # Reading writes nothing
 # -------------------------------------------------------------------------------------------------
+
 
 def _read_everything(d: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Every reader: a read-only Store, the CLI's describe, dump and consume (no group), and
@@ -314,8 +323,9 @@ def _read_everything(d: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize("state", ["clean", "unclean"])
-def test_reading_a_broker_dir_changes_no_byte(kafka_broker_dir: Path, capsys: pytest.CaptureFixture[str],
-                                              state: str) -> None:
+def test_reading_a_broker_dir_changes_no_byte(
+    kafka_broker_dir: Path, capsys: pytest.CaptureFixture[str], state: str
+) -> None:
     if state == "unclean":
         # What a killed broker leaves: no marker, a deletion and a compaction under way, a
         # torn write at the end of a segment. A writable open would clean all of it up.
@@ -331,30 +341,30 @@ def test_reading_a_broker_dir_changes_no_byte(kafka_broker_dir: Path, capsys: py
     assert snapshot_tree(kafka_broker_dir) == before
 
 
-def test_reading_a_dir_a_broker_runs_on_changes_no_byte(kafka_broker_dir: Path,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_reading_a_dir_a_broker_runs_on_changes_no_byte(
+    kafka_broker_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from seglog.cli import main
 
     with _Holder("broker", kafka_broker_dir):
         before = snapshot_tree(kafka_broker_dir)
         _read_everything(kafka_broker_dir, capsys)
         # A commit needs the dir: refused, saying why, with nothing written.
-        assert main(["consume", str(kafka_broker_dir), "TestTopicPatient", "--group", "g",
-                     "--timeout-ms", "10"]) == 1
+        assert main(["consume", str(kafka_broker_dir), "TestTopicPatient", "--group", "g", "--timeout-ms", "10"]) == 1
         err = capsys.readouterr().err
         assert "cannot commit the offsets of group 'g'" in err and "locked by another process" in err
         assert "without --group" in err
         assert snapshot_tree(kafka_broker_dir) == before
 
 
-def test_consume_with_a_group_creates_only_its_offsets_partition(kafka_broker_dir: Path,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_consume_with_a_group_creates_only_its_offsets_partition(
+    kafka_broker_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from seglog.cli import main
 
     d = kafka_broker_dir
     before = snapshot_tree(d)
-    assert main(["consume", str(d), "TestTopicPatient", "--group", "g1", "--from-beginning",
-                 "--timeout-ms", "10"]) == 0
+    assert main(["consume", str(d), "TestTopicPatient", "--group", "g1", "--from-beginning", "--timeout-ms", "10"]) == 0
     after = snapshot_tree(d)
     n = partition_for_group("g1", 50)
     assert n != 6
@@ -452,16 +462,22 @@ def test_a_read_only_copy_reads_without_writing(fixtures_dir: Path, who: str) ->
         prefix = [] if who == "nobody" else _NO_DAC
         code = textwrap.dedent(_READ_ONLY_READER)
         argv = [str(d), str(ROOT), who]
-        probe = subprocess.run([*prefix, sys.executable, "-c", code.split("from seglog import Store")[0]
-                                + "import seglog\n", *argv], capture_output=True, text=True, timeout=60)
+        probe = subprocess.run(
+            [*prefix, sys.executable, "-c", code.split("from seglog import Store")[0] + "import seglog\n", *argv],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         if probe.returncode != 0:
             pytest.skip(f"seglog cannot be imported as {who}: " + probe.stderr.strip().splitlines()[-1])
-        out = subprocess.run([*prefix, sys.executable, "-c", code, *argv], capture_output=True, text=True,
-                             timeout=120, cwd=str(base))
+        out = subprocess.run(
+            [*prefix, sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120, cwd=str(base)
+        )
         assert out.returncode == 0 and "READ-OK" in out.stdout, out.stderr[-2000:]
         # The group's commit cannot take the dir's lock and says so.
-        assert "seglog consume: error: cannot commit the offsets of group 'g': cannot open the lock file" \
-            in out.stderr, out.stderr[-2000:]
+        assert (
+            "seglog consume: error: cannot commit the offsets of group 'g': cannot open the lock file" in out.stderr
+        ), out.stderr[-2000:]
         assert snapshot_tree(d) == before
     finally:
         subprocess.run(["chmod", "-R", "u+w", str(base)], check=False)
@@ -472,12 +488,19 @@ def test_a_read_only_copy_reads_without_writing(fixtures_dir: Path, who: str) ->
 # No half-made state
 # -------------------------------------------------------------------------------------------------
 
+
 def _state(d: Path) -> tuple[list[str], dict[str, Any], list[dict[tuple[str, int], int]]]:
     names = sorted(p.name for p in d.iterdir())
     meta = json.loads((d / "seglog-metadata.json").read_text())["topics"]
-    ckpts = [OffsetCheckpointFile(str(d / n)).read() for n in
-             ("recovery-point-offset-checkpoint", "replication-offset-checkpoint",
-              "log-start-offset-checkpoint", "cleaner-offset-checkpoint")]
+    ckpts = [
+        OffsetCheckpointFile(str(d / n)).read()
+        for n in (
+            "recovery-point-offset-checkpoint",
+            "replication-offset-checkpoint",
+            "log-start-offset-checkpoint",
+            "cleaner-offset-checkpoint",
+        )
+    ]
     return names, meta, ckpts
 
 
@@ -495,9 +518,9 @@ def test_create_topic_with_a_bad_index_size_leaves_nothing(tmp_path: Path, clock
 
 
 @pytest.mark.parametrize("fail_at", [0, 2, 4])
-def test_create_topic_failing_at_the_nth_partition_leaves_nothing(tmp_path: Path, clock: ManualClock,
-                                                                 monkeypatch: pytest.MonkeyPatch,
-                                                                 fail_at: int) -> None:
+def test_create_topic_failing_at_the_nth_partition_leaves_nothing(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch, fail_at: int
+) -> None:
     store = Store.open(tmp_path, clock=clock)
     store.create_topic("keep", 2)
     before = _state(tmp_path)
@@ -529,8 +552,9 @@ def test_create_topic_failing_at_the_nth_partition_leaves_nothing(tmp_path: Path
         assert again.topics() == ["keep", "t"] and again.partitions_for("t") == 5
 
 
-def test_create_topic_whose_metadata_write_fails_leaves_nothing(tmp_path: Path, clock: ManualClock,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_create_topic_whose_metadata_write_fails_leaves_nothing(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import seglog.storage.store_metadata
 
     with Store.open(tmp_path, clock=clock) as store:
@@ -560,8 +584,7 @@ def test_create_topic_on_a_full_disk_leaves_nothing(tmp_path: Path, clock: Manua
         pytest.skip(reason)
     with Tmpfs(str(tmp_path / "mnt"), size="2m") as fs:
         d = tmp_path / "mnt" / "logs"
-        with Store.open(d, {"log.segment.bytes": 65536, "log.index.size.max.bytes": 4096},
-                        clock=clock) as store:
+        with Store.open(d, {"log.segment.bytes": 65536, "log.index.size.max.bytes": 4096}, clock=clock) as store:
             store.create_topic("keep", 1)
             store.producer().send("keep", b"x" * 1000, partition=0)
             store.flush()
@@ -582,8 +605,8 @@ def test_a_symlink_leads_around_no_lock(tmp_path: Path, clock: ManualClock) -> N
     store_dir = tmp_path / "store"
     with Store.open(store_dir, clock=clock) as store:
         store.create_topic("t", 1)
-        (tmp_path / "t-0").symlink_to(store_dir / "t-0")          # a partition of the store
-        (tmp_path / "alias").symlink_to(store_dir)                # the store's dir
+        (tmp_path / "t-0").symlink_to(store_dir / "t-0")  # a partition of the store
+        (tmp_path / "alias").symlink_to(store_dir)  # the store's dir
         with pytest.raises(LogDirectoryLockedError):
             Log.open(tmp_path / "t-0")
         with pytest.raises(LogDirectoryLockedError):
@@ -598,8 +621,9 @@ def test_a_symlink_leads_around_no_lock(tmp_path: Path, clock: ManualClock) -> N
     lg.close()
 
 
-def test_cli_produce_into_an_owned_dir_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_produce_into_an_owned_dir_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     import io
 
     from seglog.cli import main
@@ -612,8 +636,11 @@ def test_cli_produce_into_an_owned_dir_is_refused(tmp_path: Path, capsys: pytest
         assert "already open for writing in this process" in capsys.readouterr().err
         assert snapshot_tree(tmp_path) == before
     with _Holder("store", tmp_path):
-        out = run_python("import sys\nfrom seglog.cli import main\nsys.exit(main(['produce', sys.argv[1], 't']))",
-                         str(tmp_path), timeout=60)
+        out = run_python(
+            "import sys\nfrom seglog.cli import main\nsys.exit(main(['produce', sys.argv[1], 't']))",
+            str(tmp_path),
+            timeout=60,
+        )
         assert out.returncode == 1 and "locked by another process" in out.stderr, out.stderr
 
 
@@ -647,9 +674,9 @@ def test_a_crash_in_the_middle_of_create_topic_leaves_nothing_at_the_next_open(t
     d = tmp_path / "store"
     out = run_python(_CRASH_MID_CREATE, str(d), "topic", timeout=60)
     assert out.returncode == 9, out.stderr
-    assert (d / "t-0").is_dir() and (d / "t-1").is_dir()        # what the crash left
+    assert (d / "t-0").is_dir() and (d / "t-1").is_dir()  # what the crash left
     before = snapshot_tree(d)
-    with Store.open(d, read_only=True) as ro:                    # a reader ignores it, touching nothing
+    with Store.open(d, read_only=True) as ro:  # a reader ignores it, touching nothing
         assert ro.topics() == ["keep"]
     assert snapshot_tree(d) == before
     with Store.open(d) as store:
@@ -666,5 +693,7 @@ def test_a_crash_in_the_middle_of_create_topic_leaves_nothing_at_the_next_open(t
         assert store.log("keep", 1).log_end_offset == 1
     assert not (d / "keep-2").exists()
     assert json.loads((d / "seglog-metadata.json").read_text())["topics"]["keep"] == {
-        "config": {}, "partitions": 2, "topic_id": json.loads((d / "seglog-metadata.json").read_text())
-        ["topics"]["keep"]["topic_id"]}
+        "config": {},
+        "partitions": 2,
+        "topic_id": json.loads((d / "seglog-metadata.json").read_text())["topics"]["keep"]["topic_id"],
+    }

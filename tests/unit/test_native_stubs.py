@@ -34,9 +34,17 @@ def test_stubs_match_the_compiled_modules(tmp_path: Path) -> None:
     missing = [m for m in MODULES if not (NATIVE_DIR / f"{m}.pyi").exists()]
     assert not missing, f"native modules without a stub: {missing}"
     env = dict(os.environ, MYPYPATH=str(stub_root(tmp_path)))
-    cmd = [sys.executable, "-m", "mypy.stubtest", *(f"seglog._native.{m}" for m in MODULES),
-           "--allowlist", str(NATIVE_DIR / "stubtest-allowlist.txt"), "--ignore-unused-allowlist",
-           "--mypy-config-file", str(tmp_path / "none.ini")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mypy.stubtest",
+        *(f"seglog._native.{m}" for m in MODULES),
+        "--allowlist",
+        str(NATIVE_DIR / "stubtest-allowlist.txt"),
+        "--ignore-unused-allowlist",
+        "--mypy-config-file",
+        str(tmp_path / "none.ini"),
+    ]
     (tmp_path / "none.ini").write_text("[mypy]\n")
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr

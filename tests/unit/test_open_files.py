@@ -14,9 +14,8 @@ import pytest
 from seglog import Log, Store
 from seglog._native.segment import open_segment_limit, open_segments
 from seglog.storage.cleaner import Cleaner
-from seglog.util.clock import ManualClock
 from seglog.storage.records import decode_records, encode_batch
-
+from seglog.util.clock import ManualClock
 from tests.conftest import T0, run_python
 
 
@@ -86,7 +85,7 @@ def test_a_viewed_segment_is_never_closed_under_its_reader(tmp_path: Path, limit
         first = lg.segments[0]
         views = lg.read(0, 100).views()
         head = bytes(views[0][:40])
-        for offset in range(6, 90, 6):            # opens one older segment after another
+        for offset in range(6, 90, 6):  # opens one older segment after another
             lg.read(offset, 100)
         assert first.files_open and first.live_views() == 1
         assert bytes(views[0][:40]) == head
@@ -98,19 +97,18 @@ def test_a_viewed_segment_is_never_closed_under_its_reader(tmp_path: Path, limit
         assert open_segments() <= 1
 
 
-def test_a_lazily_opened_segment_with_a_bad_index_is_rebuilt_on_first_use(tmp_path: Path,
-                                                                           limit: Any) -> None:
+def test_a_lazily_opened_segment_with_a_bad_index_is_rebuilt_on_first_use(tmp_path: Path, limit: Any) -> None:
     cfg = {"segment.bytes": 2000, "index.interval.bytes": 100}
     values = _fill(tmp_path / "t-0", 60, **cfg)
     index = sorted((tmp_path / "t-0").glob("*.index"))[2]
     data = bytearray(index.read_bytes())
     assert len(data) >= 16
-    data[8:16] = data[0:8]                         # entry 1 no longer follows entry 0
+    data[8:16] = data[0:8]  # entry 1 no longer follows entry 0
     index.write_bytes(bytes(data))
     limit(2)
     with Log.open(tmp_path / "t-0", cfg, clean_shutdown=True) as lg:
         seg = next(s for s in lg.segments if s.offset_index.path == str(index))
-        seg.sanity_check()                          # rebuilt when its files were opened
+        seg.sanity_check()  # rebuilt when its files were opened
         assert _read_all(lg, lg.log_end_offset) == values
 
 
@@ -166,16 +164,15 @@ def test_compaction_swaps_segments_whose_files_are_closed(tmp_path: Path, limit:
         assert res is not None
         data = lg.read(lg.log_start_offset, 1 << 24, upper_bound="log_end").to_bytes()
         latest = {r.key: r.value for r in decode_records(data)}
-        assert latest == {b"k%d" % k: b"v%d" % i + b"x" * 60
-                          for i, k in ((115 + k, k) for k in range(5))}
+        assert latest == {b"k%d" % k: b"v%d" % i + b"x" * 60 for i, k in ((115 + k, k) for k in range(5))}
         # The segments read last stay open while their views live; the next look closes them.
         limit(0)
         assert open_segments() == 0
 
 
-def test_too_many_partitions_for_the_file_limit_are_refused_before_anything_is_created(
-        tmp_path: Path) -> None:
-    proc = run_python(f"""
+def test_too_many_partitions_for_the_file_limit_are_refused_before_anything_is_created(tmp_path: Path) -> None:
+    proc = run_python(
+        f"""
         import json, os, resource
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
         from seglog import Store
@@ -201,7 +198,9 @@ def test_too_many_partitions_for_the_file_limit_are_refused_before_anything_is_c
         except OSError as exc:
             print("OPEN FAILED", exc)
         print("FDS", len(os.listdir("/proc/self/fd")))
-    """, timeout=300)
+    """,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr + proc.stdout
     refusals = [line for line in proc.stdout.splitlines() if line.startswith("REFUSED")]
     assert len(refusals) == 2, proc.stdout
@@ -217,10 +216,10 @@ def test_too_many_partitions_for_the_file_limit_are_refused_before_anything_is_c
     assert set(meta["topics"]) == {"small"} and meta["topics"]["small"]["partitions"] == 10
 
 
-def test_out_of_descriptors_idle_segments_are_closed_then_the_error_names_the_limit(
-        tmp_path: Path) -> None:
+def test_out_of_descriptors_idle_segments_are_closed_then_the_error_names_the_limit(tmp_path: Path) -> None:
     values = _fill(tmp_path / "t-0", 60)
-    proc = run_python(f"""
+    proc = run_python(
+        f"""
         import os, resource
         from seglog import Log
         from seglog.errors import StorageError
@@ -247,7 +246,9 @@ def test_out_of_descriptors_idle_segments_are_closed_then_the_error_names_the_li
         except StorageError as exc:
             print("HELD", len(held))
             print("ERROR", exc)
-    """, timeout=300)
+    """,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr + proc.stdout
     assert f"READ {len(values)} " in proc.stdout, proc.stdout
     error = next(line for line in proc.stdout.splitlines() if line.startswith("ERROR"))
@@ -289,7 +290,8 @@ def test_a_store_with_thousands_of_partitions_opens_under_a_low_file_limit(tmp_p
     meta = json.loads((d / "seglog-metadata.json").read_text())
     meta["topics"]["t"]["partitions"] = PARTITIONS
     (d / "seglog-metadata.json").write_text(json.dumps(meta))
-    proc = run_python(f"""
+    proc = run_python(
+        f"""
         import os, resource, time
         resource.setrlimit(resource.RLIMIT_NOFILE, (16500, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
         from seglog import Store
@@ -313,7 +315,9 @@ def test_a_store_with_thousands_of_partitions_opens_under_a_low_file_limit(tmp_p
         assert open_segments() <= open_segment_limit()
         print("READ", len(os.listdir("/proc/self/fd")), open_segments())
         store.close()
-    """, timeout=600)
+    """,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout
     assert "READ" in proc.stdout, proc.stdout
 
@@ -327,8 +331,7 @@ def test_threads_reading_while_the_cache_closes_segments(tmp_path: Path, limit: 
     values = _fill(tmp_path / "a-0", 60)
     _fill(tmp_path / "b-0", 60)
     limit(1)
-    logs = [Log.open(tmp_path / name, {"segment.bytes": 700}, clean_shutdown=True)
-            for name in ("a-0", "b-0")]
+    logs = [Log.open(tmp_path / name, {"segment.bytes": 700}, clean_shutdown=True) for name in ("a-0", "b-0")]
     errors: list[BaseException] = []
 
     def reader(lg: Log, seed: int) -> None:
@@ -351,15 +354,14 @@ def test_threads_reading_while_the_cache_closes_segments(tmp_path: Path, limit: 
     assert not errors, errors[0]
 
 
-def test_a_read_only_log_opens_only_its_active_segment_even_without_index_files(
-        tmp_path: Path, limit: Any) -> None:
+def test_a_read_only_log_opens_only_its_active_segment_even_without_index_files(tmp_path: Path, limit: Any) -> None:
     values = _fill(tmp_path / "t-0", 60)
     for index in sorted((tmp_path / "t-0").glob("*.index"))[:3]:
-        index.unlink()                       # a broker's dir may lack them: scanned instead
+        index.unlink()  # a broker's dir may lack them: scanned instead
     limit(2)
     before = _fds()
     with Log.open(tmp_path / "t-0", read_only=True) as lg:
-        assert _fds() - before <= 3                  # an empty index file is not mapped
+        assert _fds() - before <= 3  # an empty index file is not mapped
         assert not any(s.files_open for s in lg.segments[:-1])
         assert _read_all(lg, lg.log_end_offset) == values
         assert _fds() - before <= 3 * (2 + 1)
@@ -368,11 +370,12 @@ def test_a_read_only_log_opens_only_its_active_segment_even_without_index_files(
 
 
 def test_a_failure_closing_a_segment_does_not_fail_the_read_that_made_room(
-        tmp_path: Path, limit: Any, caplog: Any) -> None:
+    tmp_path: Path, limit: Any, caplog: Any
+) -> None:
     values = _fill(tmp_path / "t-0", 60)
     index = sorted((tmp_path / "t-0").glob("*.index"))[1]
     with open(index, "ab") as f:
-        f.write(bytes(80))                   # a zero tail: not trimmed, as a crash leaves it
+        f.write(bytes(80))  # a zero tail: not trimmed, as a crash leaves it
     limit(1)
     with Log.open(tmp_path / "t-0", {"segment.bytes": 700}, clean_shutdown=True) as lg:
         seg = lg.segments[1]
@@ -383,7 +386,7 @@ def test_a_failure_closing_a_segment_does_not_fail_the_read_that_made_room(
         copy.write_bytes(index.read_bytes())
         os.replace(copy, index)
         with caplog.at_level("WARNING", logger="seglog.segment"):
-            assert _read_all_from(lg, lg.segments[3].base_offset) == values[lg.segments[3].base_offset:]
+            assert _read_all_from(lg, lg.segments[3].base_offset) == values[lg.segments[3].base_offset :]
         assert not seg.files_open
         assert any("no longer the file" in r.getMessage() for r in caplog.records)
         assert _read_all(lg, lg.log_end_offset) == values

@@ -35,8 +35,7 @@ def test_a_process_that_exits_in_time_is_only_waited_for() -> None:
 
 
 def test_a_process_that_outstays_the_wait_is_killed_with_its_whole_group() -> None:
-    p = subprocess.Popen([sys.executable, "-c", STUBBORN], stdout=subprocess.PIPE,
-                         start_new_session=True, text=True)
+    p = subprocess.Popen([sys.executable, "-c", STUBBORN], stdout=subprocess.PIPE, start_new_session=True, text=True)
     assert p.stdout is not None
     grandchild = int(p.stdout.readline())
     p.send_signal(signal.SIGTERM)  # ignored
@@ -49,4 +48,3 @@ def test_a_process_that_outstays_the_wait_is_killed_with_its_whole_group() -> No
         time.sleep(0.05)
     assert not _alive(grandchild)
     p.stdout.close()
-

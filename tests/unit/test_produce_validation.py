@@ -10,7 +10,6 @@ import pytest
 
 from seglog import Store
 from seglog._native.crc32c import crc32c
-from seglog.util.clock import ManualClock
 from seglog.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -19,16 +18,20 @@ from seglog.errors import (
 )
 from seglog.storage.log import Log
 from seglog.storage.records import decode_records, encode_batch, encode_control_batch, validate_batches
-
+from seglog.util.clock import ManualClock
 from tests.conftest import T0
 from tests.logkit import zigzag_bytes as varint
-
 
 # -- a hand-made encoder, so every field can be wrong ---------------------------------------------
 
 
-def record(delta: int, ts_delta: int = 0, key: bytes | None = b"k", value: bytes | None = b"v",
-           headers: list[tuple[bytes, bytes | None]] = ()) -> bytes:
+def record(
+    delta: int,
+    ts_delta: int = 0,
+    key: bytes | None = b"k",
+    value: bytes | None = b"v",
+    headers: list[tuple[bytes, bytes | None]] = (),
+) -> bytes:
     body = b"\x00" + varint(ts_delta) + varint(delta)
     body += varint(-1) if key is None else varint(len(key)) + key
     body += varint(-1) if value is None else varint(len(value)) + value
@@ -38,9 +41,20 @@ def record(delta: int, ts_delta: int = 0, key: bytes | None = b"k", value: bytes
     return varint(len(body)) + body
 
 
-def raw_batch(records: bytes, *, count: int, last_delta: int | None = None, base_ts: int = T0,
-              max_ts: int | None = None, attrs: int = 0, pid: int = -1, epoch: int = -1,
-              seq: int = -1, base_offset: int = 0, magic: int = 2) -> bytes:
+def raw_batch(
+    records: bytes,
+    *,
+    count: int,
+    last_delta: int | None = None,
+    base_ts: int = T0,
+    max_ts: int | None = None,
+    attrs: int = 0,
+    pid: int = -1,
+    epoch: int = -1,
+    seq: int = -1,
+    base_offset: int = 0,
+    magic: int = 2,
+) -> bytes:
     """A v2 batch around ``records`` (already encoded) with a correct CRC."""
     last_delta = count - 1 if last_delta is None else last_delta
     max_ts = base_ts if max_ts is None else max_ts
@@ -59,7 +73,7 @@ def refused(log: Log, data: bytes, exc: type[BaseException], match: str | None) 
     size = log.size
     with pytest.raises(exc, match=match) as info:
         log.append(data)
-    assert log.log_end_offset == end and log.size == size     # nothing was written
+    assert log.log_end_offset == end and log.size == size  # nothing was written
     return info.value
 
 
@@ -76,15 +90,18 @@ def test_valid_crc_with_garbage_records_is_refused_and_the_log_stays_readable(tm
     assert [r.value for r in decode_records(log.read(0).to_bytes())] == [b"before", b"after"]
 
 
-@pytest.mark.parametrize("records,count,what", [
-    (record(0)[:-1], 1, "record length"),                                 # body runs past the end
-    (b"\xff\xff\xff\xff\xff\xff" + record(0), 1, "record length varint"),  # over-long varint
-    (record(0) + record(1) + b"\x00" * 7, 3, "record 2"),                 # fewer records than count
-    (record(0) + record(1) + b"\x00", 2, "bytes left after the 2 records"),
-    (record(0) + record(1), 1, "bytes left after the 1 records"),         # more records than count
-    (varint(3) + b"\x00\x00\x00" + b"\x00" * 6, 1, "key length"),          # body too short
-    (record(0, headers=[(b"h", b"x")])[:-2] + b"\x02", 1, "record"),
-])
+@pytest.mark.parametrize(
+    "records,count,what",
+    [
+        (record(0)[:-1], 1, "record length"),  # body runs past the end
+        (b"\xff\xff\xff\xff\xff\xff" + record(0), 1, "record length varint"),  # over-long varint
+        (record(0) + record(1) + b"\x00" * 7, 3, "record 2"),  # fewer records than count
+        (record(0) + record(1) + b"\x00", 2, "bytes left after the 2 records"),
+        (record(0) + record(1), 1, "bytes left after the 1 records"),  # more records than count
+        (varint(3) + b"\x00\x00\x00" + b"\x00" * 6, 1, "key length"),  # body too short
+        (record(0, headers=[(b"h", b"x")])[:-2] + b"\x02", 1, "record"),
+    ],
+)
 def test_malformed_records_are_corrupt(tmp_path, records, count, what):
     log = open_log(tmp_path)
     exc = refused(log, raw_batch(records, count=count, last_delta=count - 1), CorruptRecordError, what)
@@ -93,7 +110,7 @@ def test_malformed_records_are_corrupt(tmp_path, records, count, what):
 
 def test_negative_lengths_inside_a_record_are_corrupt(tmp_path):
     log = open_log(tmp_path)
-    body = b"\x00" + varint(0) + varint(0) + varint(-2) + b"\x00" * 4     # key length -2
+    body = b"\x00" + varint(0) + varint(0) + varint(-2) + b"\x00" * 4  # key length -2
     refused(log, raw_batch(varint(len(body)) + body, count=1), CorruptRecordError, "bad key length")
     hdr = b"\x00" + varint(0) + varint(0) + varint(-1) + varint(-1) + varint(1) + varint(-1) + b"\x00"
     refused(log, raw_batch(varint(len(hdr)) + hdr, count=1), CorruptRecordError, "header key")
@@ -104,17 +121,25 @@ def test_negative_lengths_inside_a_record_are_corrupt(tmp_path):
 
 def test_offset_deltas_must_number_records_from_zero(tmp_path):
     log = open_log(tmp_path)
-    exc = refused(log, raw_batch(record(0) + record(5) + record(2), count=3), InvalidRecordError,
-                  r"record 1 has offsetDelta 5; a producer batch numbers its records 0..2 "
-                  r"\(batch at byte 0, base offset 0, in the append to t-0\)")
+    exc = refused(
+        log,
+        raw_batch(record(0) + record(5) + record(2), count=3),
+        InvalidRecordError,
+        r"record 1 has offsetDelta 5; a producer batch numbers its records 0..2 "
+        r"\(batch at byte 0, base offset 0, in the append to t-0\)",
+    )
     assert exc.code == 87
     refused(log, raw_batch(record(1) + record(2), count=2), InvalidRecordError, "record 0 has offsetDelta 1")
 
 
 def test_last_offset_delta_and_count_must_agree(tmp_path):
     log = open_log(tmp_path)
-    refused(log, raw_batch(record(0) + record(1), count=2, last_delta=5), InvalidRecordError,
-            "lastOffsetDelta 5 is inconsistent with recordsCount 2")
+    refused(
+        log,
+        raw_batch(record(0) + record(1), count=2, last_delta=5),
+        InvalidRecordError,
+        "lastOffsetDelta 5 is inconsistent with recordsCount 2",
+    )
     refused(log, raw_batch(b"", count=0, last_delta=0), InvalidRecordError, "invalid recordsCount 0")
 
 
@@ -139,11 +164,14 @@ def test_store_append_refuses_control_batches_from_clients(tmp_path):
         assert store.append("t", 0, marker, origin="coordinator").first_offset == 0
 
 
-@pytest.mark.parametrize("fields,match", [
-    (dict(pid=5, epoch=0, seq=-1), r"invalid baseSequence -1 in a batch with producerId 5"),
-    (dict(pid=5, epoch=-1, seq=0), r"invalid producerEpoch -1 in a batch with producerId 5"),
-    (dict(attrs=0x10), r"a transactional batch needs a producerId, got -1"),
-])
+@pytest.mark.parametrize(
+    "fields,match",
+    [
+        (dict(pid=5, epoch=0, seq=-1), r"invalid baseSequence -1 in a batch with producerId 5"),
+        (dict(pid=5, epoch=-1, seq=0), r"invalid producerEpoch -1 in a batch with producerId 5"),
+        (dict(attrs=0x10), r"a transactional batch needs a producerId, got -1"),
+    ],
+)
 def test_producer_fields_must_be_sane(tmp_path, fields, match):
     log = open_log(tmp_path)
     refused(log, raw_batch(record(0), count=1, **fields), InvalidRecordError, match)
@@ -168,17 +196,25 @@ def test_legacy_magic_is_refused(tmp_path):
 
 def test_every_record_timestamp_is_checked_not_only_the_header(tmp_path):
     clock = ManualClock(T0)
-    log = open_log(tmp_path, {"message.timestamp.before.max.ms": 1000,
-                              "message.timestamp.after.max.ms": 1000}, clock=clock)
+    log = open_log(
+        tmp_path, {"message.timestamp.before.max.ms": 1000, "message.timestamp.after.max.ms": 1000}, clock=clock
+    )
     # base and max timestamps are in range; the middle record is an hour old.
-    data = raw_batch(record(0) + record(1, ts_delta=-3_600_000) + record(2, ts_delta=10), count=3,
-                     max_ts=T0 + 10)
-    exc = refused(log, data, InvalidTimestampError,
-                  rf"timestamp {T0 - 3_600_000} of record 1 is out of range: it must lie within "
-                  rf"\[{T0 - 1000}, {T0 + 1000}\]")
+    data = raw_batch(record(0) + record(1, ts_delta=-3_600_000) + record(2, ts_delta=10), count=3, max_ts=T0 + 10)
+    exc = refused(
+        log,
+        data,
+        InvalidTimestampError,
+        rf"timestamp {T0 - 3_600_000} of record 1 is out of range: it must lie within "
+        rf"\[{T0 - 1000}, {T0 + 1000}\]",
+    )
     assert exc.code == 32
-    refused(log, encode_batch([b"a", b"b"], timestamps=[T0, T0 + 1001]), InvalidTimestampError,
-            "of record 1 is out of range")
+    refused(
+        log,
+        encode_batch([b"a", b"b"], timestamps=[T0, T0 + 1001]),
+        InvalidTimestampError,
+        "of record 1 is out of range",
+    )
     # -1 is "no timestamp" and is not range-checked; the bounds themselves are inclusive.
     log.append(encode_batch([b"a", b"b", b"c"], timestamps=[-1, T0 - 1000, T0 + 1000]))
     assert log.log_end_offset == 3
@@ -193,14 +229,18 @@ def test_extreme_timestamps_do_not_overflow_the_bounds(tmp_path):
 def test_max_timestamp_must_be_the_largest_record_timestamp(tmp_path):
     log = open_log(tmp_path)
     data = raw_batch(record(0) + record(1, ts_delta=50), count=2, max_ts=T0)
-    refused(log, data, InvalidRecordError, rf"maxTimestamp {T0} differs from the largest record "
-                                           rf"timestamp {T0 + 50}")
+    refused(
+        log,
+        data,
+        InvalidRecordError,
+        rf"maxTimestamp {T0} differs from the largest record "
+        rf"timestamp {T0 + 50}",
+    )
 
 
 def test_log_append_time_topics_do_not_check_producer_timestamps(tmp_path):
-    log = open_log(tmp_path, {"message.timestamp.type": "LogAppendTime",
-                              "message.timestamp.before.max.ms": 1})
-    info = log.append(raw_batch(record(0, ts_delta=-10**9), count=1, max_ts=0))
+    log = open_log(tmp_path, {"message.timestamp.type": "LogAppendTime", "message.timestamp.before.max.ms": 1})
+    info = log.append(raw_batch(record(0, ts_delta=-(10**9)), count=1, max_ts=0))
     assert info.log_append_time == T0
 
 
@@ -209,10 +249,18 @@ def test_log_append_time_topics_do_not_check_producer_timestamps(tmp_path):
 
 def test_compacted_logs_refuse_keyless_records(tmp_path):
     log = open_log(tmp_path, {"cleanup.policy": "compact"})
-    refused(log, raw_batch(record(0) + record(1, key=None), count=2), InvalidRecordError,
-            "record 1 has no key; a compacted topic cannot accept a record without a key")
-    refused(log, encode_batch([b"a"], keys=[None], timestamps=T0, compression="lz4"),
-            InvalidRecordError, "record 0 has no key")
+    refused(
+        log,
+        raw_batch(record(0) + record(1, key=None), count=2),
+        InvalidRecordError,
+        "record 1 has no key; a compacted topic cannot accept a record without a key",
+    )
+    refused(
+        log,
+        encode_batch([b"a"], keys=[None], timestamps=T0, compression="lz4"),
+        InvalidRecordError,
+        "record 0 has no key",
+    )
 
 
 def test_batch_over_max_message_bytes_is_refused_before_its_records_are_read(tmp_path):
@@ -264,7 +312,7 @@ def _mutate(rng: random.Random, data: bytes) -> bytes:
             b[i] = rng.randrange(256)
         elif kind < 0.8:
             i = rng.randrange(61, len(b))
-            del b[i:i + rng.randint(1, 3)]
+            del b[i : i + rng.randint(1, 3)]
         else:
             i = rng.randrange(61, len(b) + 1)
             b[i:i] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 3)))
@@ -276,11 +324,14 @@ def _mutate(rng: random.Random, data: bytes) -> bytes:
 @pytest.mark.parametrize("codec", ["none", "lz4"])
 def test_fuzz_whatever_is_acknowledged_decodes(tmp_path, codec):
     rng = random.Random(20240611 + len(codec))
-    log = open_log(tmp_path, {"message.timestamp.before.max.ms": 10**9,
-                              "message.timestamp.after.max.ms": 10**9})
-    seed = encode_batch([b"v%d" % i * 3 for i in range(4)], keys=[b"k", None, b"kk", b""],
-                        timestamps=[T0, T0 + 5, T0 - 5, T0 + 1], headers=[None, [("h", b"x")], None, [("a", None)]],
-                        compression=codec)
+    log = open_log(tmp_path, {"message.timestamp.before.max.ms": 10**9, "message.timestamp.after.max.ms": 10**9})
+    seed = encode_batch(
+        [b"v%d" % i * 3 for i in range(4)],
+        keys=[b"k", None, b"kk", b""],
+        timestamps=[T0, T0 + 5, T0 - 5, T0 + 1],
+        headers=[None, [("h", b"x")], None, [("a", None)]],
+        compression=codec,
+    )
     accepted = refused_n = 0
     for _ in range(1500):
         data = _mutate(rng, seed)
@@ -350,21 +401,23 @@ def test_uncompressed_validation_allocates_nothing_per_record():
 
     small = encode_batch([b"v" * 20] * 10, keys=[b"k"] * 10, timestamps=T0)
     large = encode_batch([b"v" * 20] * 10_000, keys=[b"k"] * 10_000, timestamps=T0)
-    validate_batches(small, "t-0", now=T0)       # warm up
+    validate_batches(small, "t-0", now=T0)  # warm up
     peaks = []
     for data in (small, large):
         tracemalloc.start()
         validate_batches(data, "t-0", now=T0)
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
-    assert peaks[1] <= peaks[0] + 256, peaks      # one header object either way
+    assert peaks[1] <= peaks[0] + 256, peaks  # one header object either way
 
 
 def test_validate_batches_returns_the_headers():
     data = encode_batch([b"a"], timestamps=T0) + encode_batch([b"b", b"c"], timestamps=T0 + 1, base_offset=1)
     heads = validate_batches(data, "t-0", now=T0)
     assert [(h.position, h.base_offset, h.records_count, h.max_timestamp) for h in heads] == [
-        (0, 0, 1, T0), (heads[1].position, 1, 2, T0 + 1)]
+        (0, 0, 1, T0),
+        (heads[1].position, 1, 2, T0 + 1),
+    ]
     assert validate_batches(b"", "t-0", now=T0) == []
     with pytest.raises(ValueError, match="timestamp bounds must be >= 0"):
         validate_batches(data, "t-0", now=T0, before_max_ms=-1)
@@ -376,8 +429,7 @@ def test_produce_request_rules_for_a_future_produce_handler():
     with pytest.raises(InvalidRecordError, match="one record batch per partition; another starts at byte"):
         validate_batches(one + one, "t-0", now=T0, produce_request=True)
     with pytest.raises(InvalidRecordError, match="baseOffset of a produced batch must be 0, not 5"):
-        validate_batches(encode_batch([b"a"], timestamps=T0, base_offset=5), "t-0", now=T0,
-                         produce_request=True)
+        validate_batches(encode_batch([b"a"], timestamps=T0, base_offset=5), "t-0", now=T0, produce_request=True)
     with pytest.raises(InvalidRecordError, match="no record batch at all"):
         validate_batches(b"", "t-0", now=T0, produce_request=True)
 
@@ -411,12 +463,15 @@ def test_segment_bytes_limits_each_batch_not_a_multi_batch_append(tmp_path):
 
     one = encode_batch([b"x" * 100], timestamps=T0)
     log = open_log(tmp_path, {"segment.bytes": 3 * len(one)})
-    info = log.append(one * 5)          # several batches: more than a segment, each fits
+    info = log.append(one * 5)  # several batches: more than a segment, each fits
     assert (info.first_offset, info.last_offset) == (0, 4)
     big = encode_batch([b"x" * 600], timestamps=T0)
-    with pytest.raises(RecordListTooLargeError, match=rf"Message batch size is {len(big)} bytes in "
-                       rf"append to partition t-0, which exceeds the maximum configured segment "
-                       rf"size of {3 * len(one)}") as exc:
+    with pytest.raises(
+        RecordListTooLargeError,
+        match=rf"Message batch size is {len(big)} bytes in "
+        rf"append to partition t-0, which exceeds the maximum configured segment "
+        rf"size of {3 * len(one)}",
+    ) as exc:
         log.append(one + big)
     assert exc.value.position == len(one) and log.log_end_offset == 5
     # A follower cannot be handed one either.

@@ -11,7 +11,8 @@ import pyarrow as pa
 import pytest
 
 from seglog import Store, TopicPartition
-from seglog.util.clock import ManualClock
+from seglog.client.partitioner import partition_for_key
+from seglog.client.producer import RecordFuture, RecordMetadata
 from seglog.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
@@ -21,9 +22,8 @@ from seglog.errors import (
     RecordTooLargeError,
     UnknownTopicOrPartitionError,
 )
-from seglog.client.partitioner import partition_for_key
-from seglog.client.producer import RecordFuture, RecordMetadata
 from seglog.storage.records import batch_headers, decode_records, encode_batch
+from seglog.util.clock import ManualClock
 
 
 def _all(store: Store, topic: str) -> dict[int, list[Any]]:
@@ -45,12 +45,14 @@ def test_send_without_linger_returns_metadata(store: Store, clock: ManualClock) 
     p = store.producer()
     mds = [p.send("t", b"v%d" % i, key=b"k", headers=[("h", b"x")]) for i in range(3)]
     assert all(isinstance(m, RecordMetadata) for m in mds)
-    assert [(m.topic, m.partition, m.offset, m.timestamp) for m in mds] == \
-        [("t", 0, i, clock.time_ms()) for i in range(3)]
+    assert [(m.topic, m.partition, m.offset, m.timestamp) for m in mds] == [
+        ("t", 0, i, clock.time_ms()) for i in range(3)
+    ]
     assert mds[0].serialized_key_size == 1 and mds[0].serialized_value_size == 2
     recs = _all(store, "t")[0]
-    assert [(r.offset, r.key, r.value, r.headers) for r in recs] == \
-        [(i, b"k", b"v%d" % i, [("h", b"x")]) for i in range(3)]
+    assert [(r.offset, r.key, r.value, r.headers) for r in recs] == [
+        (i, b"k", b"v%d" % i, [("h", b"x")]) for i in range(3)
+    ]
     assert len(_batches(store, "t", 0)) == 3  # one batch per send
 
 
@@ -193,6 +195,7 @@ def test_compression_from_producer_and_topic(store: Store) -> None:
 # send_batch
 # -------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("form", ["list", "tuple", "numpy", "arrow"])
 def test_send_batch_column_forms(store: Store, form: str) -> None:
     store.create_topic("t", 5)
@@ -249,7 +252,11 @@ def test_send_batch_with_headers_and_null_keys(store: Store) -> None:
     p.send_batch("t", [b"1", b"2", b"3", b"4"], keys=keys, headers=headers)
     got = [r for recs in _all(store, "t").values() for r in recs]
     assert sorted((r.value, r.key, r.headers) for r in got) == [
-        (b"1", b"a", [("h", b"1")]), (b"2", None, []), (b"3", b"b", []), (b"4", None, [("x", None)])]
+        (b"1", b"a", [("h", b"1")]),
+        (b"2", None, []),
+        (b"3", b"b", []),
+        (b"4", None, [("x", None)]),
+    ]
 
 
 def test_send_batch_preserves_order_after_lingering_sends(store: Store) -> None:
@@ -280,6 +287,7 @@ def test_send_batch_errors(store: Store) -> None:
 # Idempotence
 # -------------------------------------------------------------------------------------------------
 
+
 def test_idempotent_batches_carry_producer_fields(store: Store) -> None:
     store.create_topic("t", 1)
     p = store.producer(linger_ms=100)
@@ -289,8 +297,10 @@ def test_idempotent_batches_carry_producer_fields(store: Store) -> None:
     p.flush()
     p.send_batch("t", [b"x", b"y"], partition=0)
     heads = _batches(store, "t", 0)
-    assert [(h.producer_id, h.producer_epoch, h.base_sequence) for h in heads] == \
-        [(p.producer_id, 0, 0), (p.producer_id, 0, 5)]
+    assert [(h.producer_id, h.producer_epoch, h.base_sequence) for h in heads] == [
+        (p.producer_id, 0, 0),
+        (p.producer_id, 0, 5),
+    ]
     np_ = store.producer(enable_idempotence=False)
     assert np_.producer_id == -1
     np_.send("t", b"z")
@@ -306,8 +316,13 @@ def test_producer_ids_are_never_reused(tmp_path: Path, clock: ManualClock) -> No
 
 
 def _idem_batch(pid: int, seq: int, n: int = 2, epoch: int = 0) -> bytes:
-    return encode_batch([b"v%d" % (seq + i) for i in range(n)], timestamps=1_700_000_000_000,
-                        producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+    return encode_batch(
+        [b"v%d" % (seq + i) for i in range(n)],
+        timestamps=1_700_000_000_000,
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+    )
 
 
 def test_duplicates_of_the_last_five_batches_get_their_original_offsets(store: Store) -> None:
@@ -479,8 +494,9 @@ def test_topic_admin_and_sends_from_other_threads_do_not_deadlock(tmp_path: Path
 
 @pytest.mark.parametrize("linger", [0, 10])
 @pytest.mark.parametrize("codec", ["none", "lz4"])
-def test_timestamp_out_of_bounds_reports_invalid_timestamp(store: Store, clock: ManualClock,
-                                                           linger: int, codec: str) -> None:
+def test_timestamp_out_of_bounds_reports_invalid_timestamp(
+    store: Store, clock: ManualClock, linger: int, codec: str
+) -> None:
     store.create_topic("t", 1, {"message.timestamp.before.max.ms": 1000})
     p = store.producer(linger_ms=linger, compression_type=codec)
     now = clock.time_ms()
@@ -501,8 +517,7 @@ def test_timestamp_out_of_bounds_reports_invalid_timestamp(store: Store, clock: 
 
 
 @pytest.mark.parametrize("linger", [0, 10])
-def test_full_disk_reports_the_storage_error(store: Store, clock: ManualClock, monkeypatch: Any,
-                                             linger: int) -> None:
+def test_full_disk_reports_the_storage_error(store: Store, clock: ManualClock, monkeypatch: Any, linger: int) -> None:
     import errno
 
     from seglog.storage.log import Log
@@ -515,8 +530,9 @@ def test_full_disk_reports_the_storage_error(store: Store, clock: ManualClock, m
         """The active segment on a full disk: its write fails as pwritev's ENOSPC does."""
 
         def append(self, *args: Any) -> Any:
-            raise KafkaStorageError(f"write to {lg.dir} failed at position 0: "
-                                    f"{os.strerror(errno.ENOSPC)} (append rolled back)")
+            raise KafkaStorageError(
+                f"write to {lg.dir} failed at position 0: {os.strerror(errno.ENOSPC)} (append rolled back)"
+            )
 
     monkeypatch.setattr(Log, "_maybe_roll", lambda self, *a: FullDisk())
     p = store.producer(linger_ms=linger)

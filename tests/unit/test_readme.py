@@ -1,4 +1,5 @@
 """The README's examples run as written."""
+
 import re
 
 from tests.conftest import ROOT
@@ -15,8 +16,7 @@ def test_readme_example_runs(capsys):
     store_out, log_out, cluster_out, served_out = outputs
     # The store: the future's offset, then every record of the three partitions.
     assert store_out[0] == "0"
-    assert sorted(store_out[1:]) == ["0 b'order-17' b'created'", "0 b'x' b'a'", "0 b'z' b'c'",
-                                     "1 b'y' b'b'"]
+    assert sorted(store_out[1:]) == ["0 b'order-17' b'created'", "0 b'x' b'a'", "0 b'z' b'c'", "1 b'y' b'b'"]
     # The replicated cluster: the acknowledged record survives its leader's death.
     assert cluster_out == ["[b'created']"]
     # `seglog serve`: kafka-python through the store's Kafka listener.

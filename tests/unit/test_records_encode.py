@@ -1,4 +1,5 @@
 """encode_batch: every accepted column form gives the same bytes; bad input is refused clearly."""
+
 from __future__ import annotations
 
 import array
@@ -10,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seglog.storage.records import batch_headers, decode_columns, decode_records, encode_batch
-
 from tests.conftest import T0 as T
 
 VALUES = [b"alpha", None, b"", b"\x00\x01\x02", b"x" * 300]
@@ -34,8 +34,17 @@ def reference() -> bytes:
         pa.array([b"pad"] + VALUES, type=pa.binary()).slice(1),
         iter(VALUES),
     ],
-    ids=["tuple", "bytearray", "memoryview", "numpy-object", "arrow", "arrow-large", "arrow-chunked",
-         "arrow-sliced", "iterator"],
+    ids=[
+        "tuple",
+        "bytearray",
+        "memoryview",
+        "numpy-object",
+        "arrow",
+        "arrow-large",
+        "arrow-chunked",
+        "arrow-sliced",
+        "iterator",
+    ],
 )
 def test_value_column_forms_agree(values):
     assert encode_batch(values, keys=KEYS, timestamps=T) == reference()
@@ -110,13 +119,25 @@ def test_headers_round_trip():
     headers = [[("é-key", b"\xff"), ("n", None)], None, [], [(b"raw", b"")], [("a", b"1"), ("a", b"2")]]
     recs = decode_records(encode_batch(VALUES, headers=headers, timestamps=T))
     assert [r.headers for r in recs] == [
-        [("é-key", b"\xff"), ("n", None)], [], [], [("raw", b"")], [("a", b"1"), ("a", b"2")],
+        [("é-key", b"\xff"), ("n", None)],
+        [],
+        [],
+        [("raw", b"")],
+        [("a", b"1"), ("a", b"2")],
     ]
 
 
 def test_producer_fields():
-    buf = encode_batch([b"a", b"b"], timestamps=T, producer_id=42, producer_epoch=7, base_sequence=2**31 - 1,
-                       is_transactional=True, partition_leader_epoch=9, base_offset=1000)
+    buf = encode_batch(
+        [b"a", b"b"],
+        timestamps=T,
+        producer_id=42,
+        producer_epoch=7,
+        base_sequence=2**31 - 1,
+        is_transactional=True,
+        partition_leader_epoch=9,
+        base_offset=1000,
+    )
     (h,) = batch_headers(buf)
     assert (h.producer_id, h.producer_epoch, h.base_sequence, h.partition_leader_epoch) == (42, 7, 2**31 - 1, 9)
     assert h.is_transactional and not h.is_control
@@ -178,16 +199,19 @@ def test_iter_records_is_lazy_and_equal():
 # around the one/two/three-digit boundaries of CPython's ints, both signs.
 _LENGTHS = st.sampled_from([0, 1, 7, 8, 63, 64, 65, 100, 8191, 8192, 8193])
 _STAMPS = st.one_of(
-    st.sampled_from([0, 1, -1, T, -T, 2**30 - 1, 2**30, -(2**30), 2**60 - 1, 2**60, -(2**60),
-                     2**62, 2**63 - 1, -(2**63)]),
-    st.integers(-(2**63), 2**63 - 1))
+    st.sampled_from(
+        [0, 1, -1, T, -T, 2**30 - 1, 2**30, -(2**30), 2**60 - 1, 2**60, -(2**60), 2**62, 2**63 - 1, -(2**63)]
+    ),
+    st.integers(-(2**63), 2**63 - 1),
+)
 
 
 @st.composite
 def _columns(draw):
     n = draw(st.sampled_from([1, 2, 5, 63, 64, 65, 200]))
-    values = [None if draw(st.booleans()) and draw(st.booleans()) else bytes([i % 251]) * draw(_LENGTHS)
-              for i in range(n)]
+    values = [
+        None if draw(st.booleans()) and draw(st.booleans()) else bytes([i % 251]) * draw(_LENGTHS) for i in range(n)
+    ]
     keys = draw(st.one_of(st.none(), st.just([None if i % 3 == 0 else b"k%d" % i for i in range(n)])))
     ts = draw(st.one_of(st.none(), _STAMPS, st.lists(_STAMPS, min_size=n, max_size=n)))
     return values, keys, T if ts is None else ts
@@ -201,8 +225,9 @@ def test_list_fast_path_equals_general_path(cols, as_tuple):
     values, keys, ts = cols
     fast_values = tuple(values) if as_tuple else values
     fast = encode_batch(fast_values, keys=keys, timestamps=ts, allow_negative_timestamps=True)
-    general = encode_batch([None if v is None else bytearray(v) for v in values], keys=keys, timestamps=ts,
-                           allow_negative_timestamps=True)
+    general = encode_batch(
+        [None if v is None else bytearray(v) for v in values], keys=keys, timestamps=ts, allow_negative_timestamps=True
+    )
     assert fast == general
     recs = decode_records(fast)
     assert [r.value for r in recs] == values
@@ -222,8 +247,9 @@ def test_list_fast_path_grows_its_buffer_and_compresses_like_the_general_path(co
     for values in cases:
         keys = [b"k%d" % i for i in range(len(values))]
         fast = encode_batch(values, keys=keys, timestamps=T, compression=compression)
-        general = encode_batch([None if v is None else bytearray(v) for v in values], keys=keys,
-                               timestamps=T, compression=compression)
+        general = encode_batch(
+            [None if v is None else bytearray(v) for v in values], keys=keys, timestamps=T, compression=compression
+        )
         assert fast == general
         assert [r.value for r in decode_records(fast)] == values
 
@@ -233,8 +259,10 @@ def test_int_timestamps_of_every_width_and_subclass():
         pass
 
     ts = [0, 1, -1, T, -T, 2**60, -(2**60) - 5, 2**63 - 1, -(2**63), True, Stamp(T + 1)]
-    got = [r.timestamp for r in decode_records(encode_batch([b"v"] * len(ts), timestamps=ts,
-                                                            allow_negative_timestamps=True))]
+    got = [
+        r.timestamp
+        for r in decode_records(encode_batch([b"v"] * len(ts), timestamps=ts, allow_negative_timestamps=True))
+    ]
     assert got == [int(t) for t in ts]
     with pytest.raises(OverflowError):
         encode_batch([b"v"], timestamps=[2**63])

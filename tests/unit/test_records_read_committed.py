@@ -4,6 +4,7 @@ The oracle decides each transactional batch's fate the way Kafka's transaction c
 does: by the type of the next marker its producer writes after it. The decoder instead gets
 Kafka's ``(producer_id, first_offset, last_offset)`` ranges, which the test derives separately.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seglog.storage.records import decode_columns, decode_records, encode_batch, encode_control_batch
-
 from tests.conftest import T0 as T
 
 ABORT, COMMIT = 0, 1
@@ -27,15 +27,21 @@ def build(ops):
         if op[0] == "data":
             _, pid, n = op
             txn = pid >= 0
-            parts.append(encode_batch([b"v%d" % (offset + i) for i in range(n)], timestamps=T,
-                                      base_offset=offset, producer_id=pid if txn else -1,
-                                      producer_epoch=0 if txn else -1, is_transactional=txn))
+            parts.append(
+                encode_batch(
+                    [b"v%d" % (offset + i) for i in range(n)],
+                    timestamps=T,
+                    base_offset=offset,
+                    producer_id=pid if txn else -1,
+                    producer_epoch=0 if txn else -1,
+                    is_transactional=txn,
+                )
+            )
             batches.append(("data", pid, offset, offset + n - 1))
             offset += n
         else:
             _, pid, kind = op
-            parts.append(encode_control_batch(kind, base_offset=offset, timestamp=T, producer_id=pid,
-                                              producer_epoch=0))
+            parts.append(encode_control_batch(kind, base_offset=offset, timestamp=T, producer_id=pid, producer_epoch=0))
             batches.append(("marker", pid, offset, kind))
             offset += 1
     # Fate of each data batch: the next marker of its producer (none yet = still open, kept
@@ -47,7 +53,7 @@ def build(ops):
         _, pid, first, last = b
         fate = COMMIT
         if pid >= 0:
-            for later in batches[i + 1:]:
+            for later in batches[i + 1 :]:
                 if later[0] == "marker" and later[1] == pid:
                     fate = later[3]
                     break
@@ -71,10 +77,18 @@ def offsets(cols):
 
 
 def test_aborted_transaction_is_dropped():
-    buf, expected, ranges = build([
-        ("data", 7, 3), ("data", -1, 2), ("data", 8, 2), ("marker", 7, ABORT), ("data", 8, 1),
-        ("marker", 8, COMMIT), ("data", 7, 2), ("marker", 7, COMMIT),
-    ])
+    buf, expected, ranges = build(
+        [
+            ("data", 7, 3),
+            ("data", -1, 2),
+            ("data", 8, 2),
+            ("marker", 7, ABORT),
+            ("data", 8, 1),
+            ("marker", 8, COMMIT),
+            ("data", 7, 2),
+            ("marker", 7, COMMIT),
+        ]
+    )
     assert ranges == [(7, 0, 7)]
     assert expected == [3, 4, 5, 6, 8, 10, 11]
     assert offsets(decode_columns(buf, aborted=ranges)) == expected
@@ -92,13 +106,16 @@ def test_aborted_needs_triples():
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(
-    st.one_of(
-        st.tuples(st.just("data"), st.integers(-1, 3), st.integers(1, 4)),
-        st.tuples(st.just("marker"), st.integers(0, 3), st.sampled_from([ABORT, COMMIT])),
-    ),
-    min_size=1, max_size=30,
-))
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("data"), st.integers(-1, 3), st.integers(1, 4)),
+            st.tuples(st.just("marker"), st.integers(0, 3), st.sampled_from([ABORT, COMMIT])),
+        ),
+        min_size=1,
+        max_size=30,
+    )
+)
 def test_aborted_matches_marker_model(ops):
     buf, expected, ranges = build(ops)
     if not buf:

@@ -1,4 +1,5 @@
 """Every Kafka-generated vector: uncompressed ones encode byte-exactly, all decode to their inputs."""
+
 from __future__ import annotations
 
 import pytest
@@ -25,7 +26,11 @@ ENCODE_ARGS = {
         base_offset=100, partition_leader_epoch=2, producer_id=1000, producer_epoch=3, base_sequence=7
     ),
     "v2_none_txn_base200": dict(
-        base_offset=200, partition_leader_epoch=2, producer_id=2000, producer_epoch=1, base_sequence=0,
+        base_offset=200,
+        partition_leader_epoch=2,
+        producer_id=2000,
+        producer_epoch=1,
+        base_sequence=0,
         is_transactional=True,
     ),
 }
@@ -40,8 +45,13 @@ def test_encode_byte_exact(name):
 @pytest.mark.parametrize("control_type,name", [(1, "v2_commit_marker_off203"), (0, "v2_abort_marker_off203")])
 def test_encode_control_marker_byte_exact(control_type, name):
     got = encode_control_batch(
-        control_type, base_offset=203, timestamp=T0 + 1000, producer_id=2000, producer_epoch=1,
-        coordinator_epoch=7, partition_leader_epoch=2,
+        control_type,
+        base_offset=203,
+        timestamp=T0 + 1000,
+        producer_id=2000,
+        producer_epoch=1,
+        coordinator_epoch=7,
+        partition_leader_epoch=2,
     )
     assert got == vector(name)
 
@@ -86,7 +96,11 @@ def test_every_vector_decodes_to_its_inputs(name):
         assert [r.timestamp for r in recs] == [-1, -1, -1]
         assert {r.timestamp_type for r in recs} == {NO_TIMESTAMP_TYPE}
     if name == "v2_none_idempotent_base100":
-        assert [(r.producer_id, r.producer_epoch, r.sequence) for r in recs] == [(1000, 3, 7), (1000, 3, 8), (1000, 3, 9)]
+        assert [(r.producer_id, r.producer_epoch, r.sequence) for r in recs] == [
+            (1000, 3, 7),
+            (1000, 3, 8),
+            (1000, 3, 9),
+        ]
     if name == "v2_none_txn_base200":
         assert all(r.is_transactional for r in recs)
 

@@ -1,6 +1,7 @@
 """One segment (``seglog._native.segment.Segment``): append with offset and epoch assignment,
 Kafka's index rule, lookups against plain-Python answers, recovery, truncation, counted views,
 file life (trim on close, suffix change, delete) and read-only opening of broker-written files."""
+
 from __future__ import annotations
 
 import bisect
@@ -14,8 +15,8 @@ from kafka.record.memory_records import MemoryRecords
 from seglog._native.crc32c import crc32c
 from seglog._native.segment import Segment, filename_prefix
 from seglog.errors import CorruptRecordError, InvalidRecordError
-from seglog.storage.records import CODEC_NAMES as CODECS, batch_headers, decode_records, encode_batch
-
+from seglog.storage.records import CODEC_NAMES as CODECS
+from seglog.storage.records import batch_headers, decode_records, encode_batch
 from tests.conftest import T0
 from tests.logkit import (
     CONSUMER_OFFSETS_6,
@@ -55,7 +56,10 @@ def test_file_names_are_kafkas(tmp_path):
     seg = new_segment(tmp_path, 1234)
     seg.close()
     assert sorted(os.listdir(tmp_path)) == [
-        "00000000000000001234.index", "00000000000000001234.log", "00000000000000001234.timeindex"]
+        "00000000000000001234.index",
+        "00000000000000001234.log",
+        "00000000000000001234.timeindex",
+    ]
 
 
 def test_create_refuses_existing_and_open_refuses_missing(tmp_path):
@@ -85,11 +89,10 @@ def test_append_assigns_offsets_and_epoch_in_header_crc_still_verifies(tmp_path)
     data = file_bytes(seg)
     assert len(data) == 2 * len(src) == seg.size
     heads = batch_headers(data, verify_crc=True)
-    assert [(h.base_offset, h.last_offset, h.partition_leader_epoch) for h in heads] == [
-        (100, 102, 7), (103, 105, 8)]
+    assert [(h.base_offset, h.last_offset, h.partition_leader_epoch) for h in heads] == [(100, 102, 7), (103, 105, 8)]
     # Only baseOffset and partitionLeaderEpoch differ from what was sent; the CRC is unchanged.
     for i, h in enumerate(heads):
-        on_disk = data[h.position:h.position + h.size]
+        on_disk = data[h.position : h.position + h.size]
         assert on_disk[16:] == src[16:]
         assert struct.unpack_from(">qii", on_disk) == (100 + 3 * i, len(src) - 12, 7 + i)
         assert struct.unpack_from(">I", on_disk, 17)[0] == crc32c(on_disk[21:])
@@ -97,8 +100,7 @@ def test_append_assigns_offsets_and_epoch_in_header_crc_still_verifies(tmp_path)
     kp = kafka_python_batches(data)
     assert all(b.validate_crc() for b in kp)
     assert [r.offset for b in kp for r in b] == list(range(100, 106))
-    assert [(r.offset, r.timestamp) for r in decode_records(data)][:3] == [
-        (100, T0), (101, T0 + 5), (102, T0 + 2)]
+    assert [(r.offset, r.timestamp) for r in decode_records(data)][:3] == [(100, T0), (101, T0 + 5), (102, T0 + 2)]
     seg.close()
 
 
@@ -117,10 +119,9 @@ def test_append_several_batches_in_one_buffer_gets_contiguous_offsets(tmp_path):
 def test_follower_append_keeps_offsets_and_epoch(tmp_path):
     seg = new_segment(tmp_path, 10)
     seg.append(batch(2, base_offset=10, epoch=3))
-    seg.append(batch(1, base_offset=15, epoch=4))   # gaps are allowed (compacted leader)
+    seg.append(batch(1, base_offset=15, epoch=4))  # gaps are allowed (compacted leader)
     heads = batch_headers(file_bytes(seg), verify_crc=True)
-    assert [(h.base_offset, h.last_offset, h.partition_leader_epoch) for h in heads] == [
-        (10, 11, 3), (15, 15, 4)]
+    assert [(h.base_offset, h.last_offset, h.partition_leader_epoch) for h in heads] == [(10, 11, 3), (15, 15, 4)]
     assert seg.next_offset == 16
     size = seg.size
     with pytest.raises(InvalidRecordError, match="out-of-order offsets"):
@@ -142,7 +143,7 @@ def test_append_validates_everything_before_writing(tmp_path):
         seg.append(good + good[:30], assign_from=0)
     with pytest.raises(ValueError, match="empty"):
         seg.append(b"", assign_from=0)
-    legacy = bytes.fromhex("0000000000000000" "0000000e" "00000000" "00" "00" "ffffffff" "ffffffff")
+    legacy = bytes.fromhex("00000000000000000000000e000000000000ffffffffffffffff")
     with pytest.raises(InvalidRecordError, match="magic 0"):
         seg.append(legacy)
     assert seg.size == 0 and os.path.getsize(seg.log_path) == 0 and seg.next_offset == 0
@@ -205,22 +206,32 @@ def test_recover_rebuilds_the_same_indexes_as_single_batch_appends(tmp_path):
     rng = random.Random(5)
     seg = new_segment(tmp_path, 0, index_interval_bytes=200, max_index_size=4096)
     for k in range(80):
-        seg.append(batch(rng.randint(1, 3), ts=T0 + rng.randint(0, 1000), size=rng.randint(5, 90), tag=k),
-                   assign_from=seg.next_offset)
+        seg.append(
+            batch(rng.randint(1, 3), ts=T0 + rng.randint(0, 1000), size=rng.randint(5, 90), tag=k),
+            assign_from=seg.next_offset,
+        )
     want_off = [seg.offset_index.entry(i) for i in range(seg.offset_index.entries)]
     want_time = [seg.time_index.entry(i) for i in range(seg.time_index.entries)]
-    state = (seg.next_offset, seg.max_timestamp_so_far, seg.offset_of_max_timestamp,
-             seg.bytes_since_last_index_entry)
+    state = (seg.next_offset, seg.max_timestamp_so_far, seg.offset_of_max_timestamp, seg.bytes_since_last_index_entry)
     res = seg.recover()
     assert (res.valid_bytes, res.truncated_bytes, res.batches, res.next_offset, res.reason) == (
-        seg.size, 0, 80, seg.next_offset, None)
+        seg.size,
+        0,
+        80,
+        seg.next_offset,
+        None,
+    )
     assert [seg.offset_index.entry(i) for i in range(seg.offset_index.entries)] == want_off
     # Recovery ends with the max-timestamp entry, as close does.
     got_time = [seg.time_index.entry(i) for i in range(seg.time_index.entries)]
-    assert got_time[:len(want_time)] == want_time
-    assert got_time[len(want_time):] in ([], [(seg.max_timestamp_so_far, seg.offset_of_max_timestamp)])
-    assert (seg.next_offset, seg.max_timestamp_so_far, seg.offset_of_max_timestamp,
-            seg.bytes_since_last_index_entry) == state
+    assert got_time[: len(want_time)] == want_time
+    assert got_time[len(want_time) :] in ([], [(seg.max_timestamp_so_far, seg.offset_of_max_timestamp)])
+    assert (
+        seg.next_offset,
+        seg.max_timestamp_so_far,
+        seg.offset_of_max_timestamp,
+        seg.bytes_since_last_index_entry,
+    ) == state
     # Appends after recovery continue the same rule.
     seg.append(batch(1), assign_from=seg.next_offset)
     seg.close()
@@ -234,7 +245,7 @@ def filled(tmp_path):
     """A segment at base 500 with 60 batches of 1-5 records, small index interval."""
     rng = random.Random(11)
     seg = new_segment(tmp_path, 500, index_interval_bytes=150)
-    model = []      # (base, last, position, size, max_ts, [record timestamps])
+    model = []  # (base, last, position, size, max_ts, [record timestamps])
     for k in range(60):
         n = rng.randint(1, 5)
         ts = [T0 + rng.randint(0, 3000) for _ in range(n)]
@@ -255,7 +266,11 @@ def test_translate_offset_matches_bisect(filled):
             assert got is None
             continue
         assert (got.position, got.base_offset, got.last_offset, got.size) == (
-            model[i][2], model[i][0], model[i][1], model[i][3])
+            model[i][2],
+            model[i][0],
+            model[i][1],
+            model[i][3],
+        )
 
 
 def test_read_whole_batches_within_limits(filled):
@@ -268,9 +283,9 @@ def test_read_whole_batches_within_limits(filled):
             j = i
             while j < len(model) and model[j][2] + model[j][3] - model[i][2] <= max_bytes:
                 j += 1
-            j = max(j, i + 1)        # min_one_batch
+            j = max(j, i + 1)  # min_one_batch
             assert v.nbytes == model[j - 1][2] + model[j - 1][3] - model[i][2]
-            assert bytes(v) == file_bytes(seg)[model[i][2]:model[i][2] + v.nbytes]
+            assert bytes(v) == file_bytes(seg)[model[i][2] : model[i][2] + v.nbytes]
             v.release()
             v = seg.read(off, max_bytes, min_one_batch=False)
             if max_bytes < model[i][3]:
@@ -291,7 +306,8 @@ def test_batches_and_batch_end(filled):
     seg, model = filled
     infos = seg.batches(verify_crc=True)
     assert [(b.position, b.base_offset, b.last_offset, b.max_timestamp) for b in infos] == [
-        (m[2], m[0], m[1], m[4]) for m in model]
+        (m[2], m[0], m[1], m[4]) for m in model
+    ]
     assert seg.batches(model[5][2])[0].base_offset == model[5][0]
     assert seg.batch_end(0, 0, -1, True) == model[0][3]
     assert seg.batch_end(0, 0, -1, False) == 0
@@ -317,7 +333,7 @@ def test_first_at_or_after_matches_the_records(tmp_path, codecs):
     any codec among uncompressed ones are decoded on the way."""
     rng = random.Random(5)
     seg = new_segment(tmp_path, 500, index_interval_bytes=150)
-    records = []        # (offset, timestamp) of every record
+    records = []  # (offset, timestamp) of every record
     for k in range(80):
         n = rng.randint(1, 6)
         ts = [T0 + rng.randint(0, 3000) for _ in range(n)]
@@ -326,8 +342,9 @@ def test_first_at_or_after_matches_the_records(tmp_path, codecs):
         info = seg.append(data, assign_from=seg.next_offset)
         records += zip(range(info.first_offset, info.last_offset + 1), ts)
     try:
-        for target in [0, T0, T0 + 1, T0 + 1500, T0 + 2999, T0 + 3000, T0 + 3001] + \
-                [rng.choice(records)[1] for _ in range(20)]:
+        for target in [0, T0, T0 + 1, T0 + 1500, T0 + 2999, T0 + 3000, T0 + 3001] + [
+            rng.choice(records)[1] for _ in range(20)
+        ]:
             for start in (0, 500, records[100][0], records[100][0] + 1, records[-1][0], seg.next_offset):
                 for bound in (seg.next_offset, records[200][0], start):
                     want = next(((o, t) for o, t in records if start <= o < bound and t >= target), None)
@@ -416,7 +433,7 @@ def test_recover_collects_leader_epoch_starts(tmp_path):
 def test_truncate_to_removes_whole_batches_and_index_entries(filled):
     seg, model = filled
     k = 37
-    cut = model[k][0] + 1 if model[k][1] > model[k][0] else model[k][0]   # inside batch k if possible
+    cut = model[k][0] + 1 if model[k][1] > model[k][0] else model[k][0]  # inside batch k if possible
     removed = seg.truncate_to(cut)
     assert removed == model[-1][2] + model[-1][3] - model[k][2]
     assert seg.size == model[k][2] == os.path.getsize(seg.log_path)
@@ -465,7 +482,7 @@ def test_views_survive_a_remap_and_still_count(tmp_path):
     seg.append(batch(1), assign_from=0)
     v = seg.view()
     first = bytes(v)
-    for k in range(100):       # grows far past the reservation: new mappings
+    for k in range(100):  # grows far past the reservation: new mappings
         seg.append(batch(3, size=100, tag=k), assign_from=seg.next_offset)
     assert bytes(v) == first
     assert seg.live_views() == 1
@@ -495,8 +512,7 @@ def test_close_trims_and_close_without_trim_keeps_preallocation(tmp_path):
     assert read_offset_index(tmp_path / "00000000000000000000.index", 0) == [(1, n), (2, 2 * n), (3, 3 * n)]
     assert os.path.getsize(tmp_path / "00000000000000000000.index") == 24
     # Close appended the max-timestamp entry (T0 + 3 at offset 3).
-    assert read_time_index(tmp_path / "00000000000000000000.timeindex", 0) == [
-        (T0 + 1, 1), (T0 + 2, 2), (T0 + 3, 3)]
+    assert read_time_index(tmp_path / "00000000000000000000.timeindex", 0) == [(T0 + 1, 1), (T0 + 2, 2), (T0 + 3, 3)]
 
 
 # -- blocks allocated ahead of the end of file (ext4) ---------------------------------------------
@@ -519,15 +535,15 @@ def allocating_segment(tmp_path, **kw):
 def test_appends_allocate_blocks_ahead_and_roll_gives_them_back(tmp_path):
     seg = allocating_segment(tmp_path, segment_bytes=1 << 30)
     assert seg.allocate_step == 4 * MIB and seg.allocated_to == 0
-    big = batch(1000, size=1000)                      # ~1 MiB
+    big = batch(1000, size=1000)  # ~1 MiB
     seg.append(big, assign_from=0)
     assert seg.allocated_to == 4 * MIB
-    assert allocated_bytes(seg) >= 4 * MIB            # the blocks exist...
-    assert os.path.getsize(seg.log_path) == seg.size == len(big)   # ...past an unchanged length
+    assert allocated_bytes(seg) >= 4 * MIB  # the blocks exist...
+    assert os.path.getsize(seg.log_path) == seg.size == len(big)  # ...past an unchanged length
     while seg.size + len(big) <= 4 * MIB:
         seg.append(big, assign_from=seg.next_offset)
     assert seg.allocated_to == 4 * MIB
-    seg.append(big, assign_from=seg.next_offset)      # crosses 4 MiB: the next step
+    seg.append(big, assign_from=seg.next_offset)  # crosses 4 MiB: the next step
     assert seg.allocated_to == 8 * MIB and allocated_bytes(seg) >= 8 * MIB
     size = seg.size
     seg.on_become_inactive()
@@ -542,7 +558,7 @@ def test_allocation_stops_at_segment_bytes_and_close_gives_it_back(tmp_path):
     seg = allocating_segment(tmp_path, segment_bytes=100_000)
     seg.append(batch(10, size=100), assign_from=0)
     assert seg.allocated_to == 100_000
-    one = batch(1, size=200_000)                      # one batch over segment.bytes: exactly it
+    one = batch(1, size=200_000)  # one batch over segment.bytes: exactly it
     seg.append(one, assign_from=seg.next_offset)
     assert seg.allocated_to == seg.size
     seg.close()
@@ -554,8 +570,10 @@ def test_allocated_blocks_change_no_byte_and_survive_a_crash(tmp_path):
     (files closed untrimmed) the log opens at its true length and goes on."""
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    segs = [allocating_segment(tmp_path / "a", max_index_size=4096),
-            new_segment(tmp_path / "b", 0, max_index_size=4096, allocate_ahead=0)]
+    segs = [
+        allocating_segment(tmp_path / "a", max_index_size=4096),
+        new_segment(tmp_path / "b", 0, max_index_size=4096, allocate_ahead=0),
+    ]
     assert segs[1].allocate_step == 0
     for seg in segs:
         for k in range(20):
@@ -565,13 +583,13 @@ def test_allocated_blocks_change_no_byte_and_survive_a_crash(tmp_path):
         seg.close_without_trim()
     seg = Segment(tmp_path / "a", 0, max_index_size=4096)
     assert seg.size == os.path.getsize(seg.log_path) == os.path.getsize(segs[1].log_path)
-    assert allocated_bytes(seg) >= 4 * MIB            # what the crash left past the end
+    assert allocated_bytes(seg) >= 4 * MIB  # what the crash left past the end
     res = seg.recover()
     assert res.truncated_bytes == 0 and res.next_offset == 1000
     other = Segment(tmp_path / "b", 0, max_index_size=4096, allocate_ahead=0)
     other.recover()
     for s in (seg, other):
-        for idx in (s.offset_index, s.time_index):    # the active segment's, as the log does
+        for idx in (s.offset_index, s.time_index):  # the active segment's, as the log does
             idx.resize(4096)
         s.append(batch(1, tag=99), assign_from=1000)
         s.close()
@@ -589,7 +607,7 @@ def test_truncation_gives_allocated_blocks_back(tmp_path):
     seg.truncate_to(500)
     assert seg.allocated_to == seg.size == os.path.getsize(seg.log_path)
     assert allocated_bytes(seg) < seg.size + 64 * 1024
-    seg.append(batch(1), assign_from=500)             # and allocation goes on
+    seg.append(batch(1), assign_from=500)  # and allocation goes on
     assert seg.allocated_to == 4 * MIB
     seg.close()
 
@@ -609,7 +627,7 @@ def test_no_allocation_when_off_on_tmpfs_or_read_only(tmp_path):
         os.makedirs(d, exist_ok=True)
         try:
             seg = Segment(d, 0, create=True)
-            assert seg.allocate_step == 0         # tmpfs: fallocate would write real pages
+            assert seg.allocate_step == 0  # tmpfs: fallocate would write real pages
             seg.delete()
         finally:
             os.rmdir(d)
@@ -629,9 +647,11 @@ def test_change_suffix_then_delete(filled, tmp_path):
     seg, _ = filled
     seg.change_suffix("", ".deleted")
     assert sorted(os.listdir(tmp_path)) == [
-        "00000000000000000500.index.deleted", "00000000000000000500.log.deleted",
-        "00000000000000000500.timeindex.deleted"]
-    v = seg.read(500, 10)      # still readable through the open files
+        "00000000000000000500.index.deleted",
+        "00000000000000000500.log.deleted",
+        "00000000000000000500.timeindex.deleted",
+    ]
+    v = seg.read(500, 10)  # still readable through the open files
     assert v.nbytes > 0
     with pytest.raises(BufferError):
         seg.delete()
@@ -691,7 +711,7 @@ def test_writable_open_of_a_kafka_copy_continues_its_log(tmp_path):
     seg = Segment(d, 0, max_index_size=1024)
     seg.sanity_check()
     assert seg.next_offset == 13
-    assert seg.index_full      # trimmed by Kafka's clean shutdown: the log re-expands the active one
+    assert seg.index_full  # trimmed by Kafka's clean shutdown: the log re-expands the active one
     seg.offset_index.resize(1024)
     seg.time_index.resize(1024)
     info = seg.append(encode_batch([b"x"], timestamps=1769793578177), assign_from=13, leader_epoch=0)
@@ -705,8 +725,7 @@ def test_writable_open_of_a_kafka_copy_continues_its_log(tmp_path):
     seg.append(big, assign_from=15, leader_epoch=0)
     assert seg.offset_index.entry(-1) == (15, 13751 + info.size + len(big))
     seg.close()
-    assert read_time_index(d / "00000000000000000000.timeindex", 0)[-2:] == [
-        (1769793578176, 12), (1769793578178, 14)]
+    assert read_time_index(d / "00000000000000000000.timeindex", 0)[-2:] == [(1769793578176, 12), (1769793578178, 14)]
 
 
 def test_allocates_ahead_says_what_a_segment_there_does(tmp_path):

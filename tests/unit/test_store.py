@@ -13,8 +13,6 @@ from pathlib import Path
 import pytest
 
 from seglog import Store, TopicPartition
-from seglog.storage.checkpoints import OffsetCheckpointFile
-from seglog.util.clock import ManualClock
 from seglog.errors import (
     ConfigError,
     InvalidPartitionsError,
@@ -25,7 +23,9 @@ from seglog.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from seglog.storage.checkpoints import OffsetCheckpointFile
 from seglog.storage.topic import validate_topic_name
+from seglog.util.clock import ManualClock
 
 
 def _open(path: Path, clock: ManualClock, **kw: object) -> Store:
@@ -36,17 +36,43 @@ def _open(path: Path, clock: ManualClock, **kw: object) -> Store:
 # Topic names (Kafka's Topic.validate)
 # -------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", ["a", "orders", "a.b-c_D9", "x" * 249, "__private", "-", "..."])
 def test_valid_topic_names(name: str) -> None:
     assert validate_topic_name(name) == name
 
 
-@pytest.mark.parametrize("name", ["", ".", "..", "x" * 250, "a/b", "../etc", "a b", "tópico",
-                                  "a\\b", "a\x00b", "a:b",
-                                  # The whole name, not a prefix: "$" in a regex accepts a trailing
-                                  # newline, "\\d" and str.isdigit accept non-ASCII digits.
-                                  "a\n", "orders\n", "\n", "x" * 248 + "\n", "a\r", "a\t", "\na",
-                                  "\u0661", "t\u0660", "\uff4frders", "a\u200b", "\u01c5", "ß"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        ".",
+        "..",
+        "x" * 250,
+        "a/b",
+        "../etc",
+        "a b",
+        "tópico",
+        "a\\b",
+        "a\x00b",
+        "a:b",
+        # The whole name, not a prefix: "$" in a regex accepts a trailing
+        # newline, "\\d" and str.isdigit accept non-ASCII digits.
+        "a\n",
+        "orders\n",
+        "\n",
+        "x" * 248 + "\n",
+        "a\r",
+        "a\t",
+        "\na",
+        "\u0661",
+        "t\u0660",
+        "\uff4frders",
+        "a\u200b",
+        "\u01c5",
+        "ß",
+    ],
+)
 def test_invalid_topic_names(name: str, tmp_path: Path, clock: ManualClock) -> None:
     with pytest.raises(InvalidTopicError):
         validate_topic_name(name)
@@ -86,14 +112,14 @@ def test_non_string_topic_name(tmp_path: Path, clock: ManualClock) -> None:
 # Topics
 # -------------------------------------------------------------------------------------------------
 
+
 def test_create_describe_delete(tmp_path: Path, clock: ManualClock) -> None:
     with _open(tmp_path, clock) as store:
         desc = store.create_topic("orders", 3, {"retention.ms": 1000, "segment.bytes": 1 << 20})
         assert desc.name == "orders" and len(desc.partitions) == 3 and not desc.internal
         assert desc.config_overrides == {"retention.ms": 1000, "segment.bytes": 1 << 20}
         assert len(desc.topic_id or "") == 22
-        assert sorted(p for p in os.listdir(tmp_path) if p.startswith("orders")) == \
-            ["orders-0", "orders-1", "orders-2"]
+        assert sorted(p for p in os.listdir(tmp_path) if p.startswith("orders")) == ["orders-0", "orders-1", "orders-2"]
         meta = (tmp_path / "orders-1" / "partition.metadata").read_text()
         assert meta == f"version: 0\ntopic_id: {desc.topic_id}"
         assert store.topic_config("orders").retention_ms == 1000
@@ -208,6 +234,7 @@ def test_closed_store_refuses_work(tmp_path: Path, clock: ManualClock) -> None:
 # The lock and the clean-shutdown marker
 # -------------------------------------------------------------------------------------------------
 
+
 def test_second_open_in_process_is_refused(tmp_path: Path, clock: ManualClock) -> None:
     store = _open(tmp_path, clock)
     try:
@@ -273,6 +300,7 @@ def test_corrupt_metadata_is_reported(tmp_path: Path, clock: ManualClock) -> Non
 # Dir-level checkpoints
 # -------------------------------------------------------------------------------------------------
 
+
 def _ckpt(path: Path, name: str) -> dict[tuple[str, int], int]:
     return OffsetCheckpointFile(str(path / name)).read()
 
@@ -317,8 +345,7 @@ def test_periodic_checkpoint_flushes_rolled_segments(tmp_path: Path, clock: Manu
 def test_retention_task_runs_on_the_clock(tmp_path: Path, clock: ManualClock) -> None:
     cfg = {"log.retention.check.interval.ms": 10_000}
     with _open(tmp_path, clock, config=cfg) as store:
-        store.create_topic("t", 1, {"segment.bytes": 500, "retention.ms": 60_000,
-                                    "file.delete.delay.ms": 0})
+        store.create_topic("t", 1, {"segment.bytes": 500, "retention.ms": 60_000, "file.delete.delay.ms": 0})
         p = store.producer()
         for _ in range(5):
             p.send_batch("t", [b"y" * 50] * 10, partition=0)
@@ -364,6 +391,7 @@ def test_cleaner_task_and_checkpoint(tmp_path: Path, clock: ManualClock) -> None
 # -------------------------------------------------------------------------------------------------
 # Read-only open of a Kafka broker's log dir
 # -------------------------------------------------------------------------------------------------
+
 
 def test_read_only_open_of_kafka_fixture(fixtures_dir: Path) -> None:
     src = fixtures_dir / "kafka-real" / "LDI-POC"

@@ -1,5 +1,6 @@
 """The opt-in wall-clock shift of node processes (``SEGLOG_WALL_CLOCK_OFFSET_FILE``, the F9
 fault hook): only the wall reading moves, by what the file says, noticed within 50 ms."""
+
 from __future__ import annotations
 
 import time
@@ -17,7 +18,7 @@ def _settle(clock: OffsetWallClock) -> None:
 
 def test_offset_moves_the_wall_reading_only(tmp_path: Path) -> None:
     path = tmp_path / "offset"
-    clock = OffsetWallClock(str(path))                 # no file yet: no shift
+    clock = OffsetWallClock(str(path))  # no file yet: no shift
     assert abs(clock.time_ms() - time.time() * 1000) < 1000
     path.write_text("3600000\n")
     _settle(clock)
@@ -27,7 +28,7 @@ def test_offset_moves_the_wall_reading_only(tmp_path: Path) -> None:
     path.write_text("-3600000")
     _settle(clock)
     assert abs(clock.time_ms() - (time.time() * 1000 - 3_600_000)) < 1000
-    assert clock.monotonic_ms() >= mono0               # the monotonic reading never jumped
+    assert clock.monotonic_ms() >= mono0  # the monotonic reading never jumped
     path.write_text("not a number")
     _settle(clock)
     assert clock.offset_ms == 0
