@@ -25,7 +25,7 @@ WRITE = "write()"
 READ = "read()"
 
 
-class Columns:
+class BatchPool:
     """``records`` records as POOL distinct batches of PER_BATCH records, cycled: batch ``b``
     holds offsets ``b*PER_BATCH...``, with the values/keys of pool entry ``b % POOL`` and
     timestamps ``T0 + offset``."""

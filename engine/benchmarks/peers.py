@@ -3,7 +3,7 @@ code (aiokafka, kafka-python) and other ways to keep a log on disk (sqlite3 in W
 a length-prefixed file, Parquet). Each peer's module is imported only when it is used, so that
 a missing one only removes its own contender.
 
-A *sink* appends the records of :class:`~seglog.benchmarks.inputs.Columns` batch by batch
+A *sink* appends the records of :class:`~seglog.benchmarks.inputs.BatchPool` batch by batch
 (``write(first offset, values, keys, timestamps)``, ``close()``); a *reader* reads them all
 back into columns.
 """

@@ -152,7 +152,7 @@ def load_average() -> list[float]:
 # -------------------------------------------------------------------------------------------------
 
 
-class Progress:
+class BenchProgress:
     """A one-line bar on stderr, redrawn in place on a terminal; on a pipe (CI) one line per
     benchmark instead, so logs stay readable."""
 
@@ -359,7 +359,7 @@ def run(
     benchmarks: Sequence[Benchmark],
     opts: Options,
     out_dir: Path,
-    progress: Progress | None = None,
+    progress: BenchProgress | None = None,
     argv: Sequence[str] | None = None,
     stdout: TextIO | None = None,
 ) -> dict[str, Any]:
@@ -380,7 +380,7 @@ def run(
         "load_average_start": load_start,
         "benchmarks": [],
     }
-    prog = progress if progress is not None else Progress(len(benchmarks))
+    prog = progress if progress is not None else BenchProgress(len(benchmarks))
     # Each benchmark's own scratch directory, removed after it.
     root = Path(tempfile.mkdtemp(prefix="seglog-bench-", dir=opts.work_dir or os.environ.get("SEGLOG_BENCH_DIR")))
     json_path = out_dir / "results.json"
@@ -417,7 +417,7 @@ def run(
     return doc
 
 
-def _run_one(bench: Benchmark, opts: Options, root: Path, prog: Progress) -> dict[str, Any]:
+def _run_one(bench: Benchmark, opts: Options, root: Path, prog: BenchProgress) -> dict[str, Any]:
     params = bench.sizes(opts.quick, opts.records)
     reason = bench.unavailable() if bench.unavailable is not None else None
     load = load_average()

@@ -18,7 +18,7 @@ from seglog._native.segment import ALLOCATE_AHEAD, allocates_ahead
 from seglog.storage.log import Log
 from seglog.storage.records import decode_columns, encode_batch
 
-from .inputs import READ, SEGLOG, T0, WRITE, Columns, Fresh, FreshCalls, FreshFile, read_files, workdir
+from .inputs import READ, SEGLOG, T0, WRITE, BatchPool, Fresh, FreshCalls, FreshFile, read_files, workdir
 from .peers import (
     LMDB,
     PARQUET,
@@ -50,7 +50,7 @@ class SeglogSink:
         self.log.close()
 
 
-def _sinks(cols: Columns, available: frozenset[str]) -> dict[str, Callable[[Path], Any]]:
+def _sinks(cols: BatchPool, available: frozenset[str]) -> dict[str, Callable[[Path], Any]]:
     out: dict[str, Callable[[Path], Any]] = {SEGLOG: SeglogSink}
     if "sqlite3 WAL" in available:
         out["sqlite3 WAL"] = SqliteSink
@@ -63,7 +63,7 @@ def _sinks(cols: Columns, available: frozenset[str]) -> dict[str, Callable[[Path
     return out
 
 
-def fill(sink: Any, cols: Columns) -> None:
+def fill(sink: Any, cols: BatchPool) -> None:
     """Every record of ``cols`` into ``sink``, batch by batch."""
     for base, vals, keys, stamps in cols:
         sink.write(base, vals, keys, stamps)
@@ -72,7 +72,7 @@ def fill(sink: Any, cols: Columns) -> None:
         flush()
 
 
-def _encoded_pool(cols: Columns) -> list[bytes]:
+def _encoded_pool(cols: BatchPool) -> list[bytes]:
     pool = []
     for i, (_base, vals, keys, stamps) in enumerate(cols):
         if i >= len(cols.values):
@@ -101,7 +101,7 @@ def _block_allocator(base: Path) -> Callable[[int, int, int], int] | None:
 
 
 def _prepare_append(p: Mapping[str, int], base: Path, available: frozenset[str]) -> Work:
-    cols = Columns(p["records"], p["value"])
+    cols = BatchPool(p["records"], p["value"])
     fc = FreshCalls(base, "append")
     for name, opener in _sinks(cols, available).items():
         fc.add(name, opener, lambda sink: fill(sink, cols), teardown=True)
@@ -169,7 +169,7 @@ READERS: dict[str, Callable[[Path], Callable[[], int]]] = {
 
 
 def _prepare_read(p: Mapping[str, int], base: Path, available: frozenset[str]) -> Work:
-    cols = Columns(p["records"], p["value"])
+    cols = BatchPool(p["records"], p["value"])
     calls: dict[str, Callable[[], object]] = {}
     closers: list[Callable[[], None]] = []
     dirs: dict[str, Path] = {}
@@ -299,7 +299,7 @@ def append_batches_bench() -> Benchmark:
 
 
 def _prepare_lookup(p: Mapping[str, int], base: Path, available: frozenset[str], by_time: bool) -> Work:
-    cols = Columns(p["records"], 100)
+    cols = BatchPool(p["records"], 100)
     d = workdir(base, "lookup")
     sink = SeglogSink(d)
     fill(sink, cols)

@@ -10,7 +10,7 @@ from typing import IO
 
 from seglog.storage.records import CODEC_NAMES
 
-__all__ = ["CliError", "Progress", "check_log_dir", "codec_names", "note"]
+__all__ = ["CliError", "RecordProgress", "check_log_dir", "codec_names", "note"]
 
 
 class CliError(Exception):
@@ -42,7 +42,7 @@ def check_log_dir(path: str, *, create: bool = False, create_option: str | None 
         raise CliError(f"{path}: the log directory does not exist{hint}")
 
 
-class Progress:
+class RecordProgress:
     """A progress bar on a terminal; a line every 10 % otherwise."""
 
     def __init__(self, label: str, total: int, stream: IO[str], unit: str = "records") -> None:

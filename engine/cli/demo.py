@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from seglog.cli.common import CliError, Progress
+from seglog.cli.common import CliError, RecordProgress
 from seglog.cli.topics import print_describe
 from seglog.storage.topic import TopicPartition
 from seglog.store import Store
@@ -45,7 +45,7 @@ def _single_demo(args: argparse.Namespace) -> int:
         )
         producer = store.producer(compression_type=args.compression)
         chunk = 50_000
-        bar = Progress("produce", n, out)
+        bar = RecordProgress("produce", n, out)
         sent = 0
         while sent < n:
             m = min(chunk, n - sent)
@@ -66,7 +66,7 @@ def _single_demo(args: argparse.Namespace) -> int:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        bar = Progress("consume", n, out)
+        bar = RecordProgress("consume", n, out)
         got = 0
         numbers = []
         while got < n:
@@ -205,7 +205,7 @@ def _cluster_demo(args: argparse.Namespace) -> int:
         producer = cluster.producer(acks="all", enable_idempotence=True)
 
         def produce(label: str, start: int, count: int) -> None:
-            bar = Progress(label, count, out)
+            bar = RecordProgress(label, count, out)
             chunk = 20_000
             done = 0
             while done < count:
@@ -257,7 +257,7 @@ def _cluster_demo(args: argparse.Namespace) -> int:
         total = len(acked)
         consumer = cluster.consumer()
         consumer.assign([(topic, 0)])
-        bar = Progress("consume", total, out)
+        bar = RecordProgress("consume", total, out)
         seen = [-1] * total
         got = dups = stray = 0
         while got < total:

@@ -15,8 +15,8 @@ import pytest
 from seglog.benchmarks import BENCHMARKS, Benchmark, Contender, Goal, Work, cases, summarize
 from seglog.benchmarks.runner import (
     SCHEMA,
+    BenchProgress,
     Options,
-    Progress,
     SelectionError,
     measure,
     render_table,
@@ -257,7 +257,7 @@ def _run(tmp_path: Path, benches: list[Benchmark]) -> tuple[dict[str, Any], str,
         benches,
         Options(quick=True, rounds=2, min_sample=0.001),
         tmp_path / "out",
-        progress=Progress(len(benches), err),
+        progress=BenchProgress(len(benches), err),
         argv=["seglog", "bench", "--quick"],
         stdout=out,
     )
