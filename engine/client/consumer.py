@@ -60,10 +60,10 @@ from seglog.storage.group_offsets import OffsetAndMetadata
 from seglog.storage.records import Record, batch_headers, decode_records
 from seglog.storage.topic import TopicPartition
 from seglog.util.args import int_arg
+from seglog.util.closing import Closeable
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from typing_extensions import Self
 
     from seglog.storage.log import LogReadResult
     from seglog.storage.log_manager import LogManager
@@ -163,7 +163,7 @@ class _Fetched:
         self.end = end
 
 
-class Consumer:
+class Consumer(Closeable):
     """Create with :meth:`seglog.Store.consumer`."""
 
     def __init__(
@@ -719,12 +719,6 @@ class Consumer:
             self._closed = True
             self._leave_group()
             self._store._forget_client(self)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def _check_open(self) -> None:
         if self._closed:

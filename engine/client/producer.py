@@ -69,6 +69,7 @@ from seglog.errors import (
 )
 from seglog.storage.records import codec_id, encode_batch
 from seglog.util.clock import Clock
+from seglog.util.closing import Closeable
 
 if TYPE_CHECKING:
     from seglog.storage.log_manager import LogManager
@@ -94,7 +95,7 @@ class BatchResult:
     log_append_time: int = -1
 
 
-class Producer:
+class Producer(Closeable):
     """Create with :meth:`seglog.Store.producer`."""
 
     def __init__(
@@ -474,12 +475,6 @@ class Producer:
                     self._linger_task = None
                 self._topics.clear()
                 self._store._forget_client(self)
-
-    def __enter__(self) -> Producer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return (

@@ -16,14 +16,12 @@ import abc
 import os
 import tempfile
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from seglog.cluster.consumer import ClusterConsumer
 from seglog.cluster.metadata import PartitionState, ReplicaConfig, state_path
 from seglog.cluster.producer import ClusterProducer
-
-if TYPE_CHECKING:
-    from typing_extensions import Self  # typing.Self is Python 3.11+
+from seglog.util.closing import Closeable
 
 __all__ = ["LOCAL_REPLICA_CONFIG", "ClusterBase", "node_dirs"]
 
@@ -45,7 +43,7 @@ def node_dirs(root: str, i: int, n: int) -> list[str]:
     return [first] + [f"{first}.dir{k}" for k in range(1, n)]
 
 
-class ClusterBase(abc.ABC):
+class ClusterBase(abc.ABC, Closeable):
     """A cluster of ``ids`` nodes in the directory ``dir`` (see module docs)."""
 
     coordinator: Any
@@ -167,9 +165,3 @@ class ClusterBase(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Stop every node and what the cluster started; a directory it made is removed."""
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -31,7 +31,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from seglog.cluster.consumer import ClusterConsumer
 from seglog.cluster.messages import MetadataResponse
@@ -41,10 +41,8 @@ from seglog.cluster.producer import ClusterProducer
 from seglog.cluster.tcp import TcpTransport
 from seglog.errors import KafkaError
 from seglog.util.clock import Clock
+from seglog.util.closing import Closeable
 from seglog.util.loop import LoopOwner
-
-if TYPE_CHECKING:
-    from typing_extensions import Self
 
 _BOOTSTRAP_BASE = -100  # bootstrap addresses get ids -100, -101, ... until metadata names the nodes
 
@@ -63,7 +61,7 @@ def parse_bootstrap(bootstrap: str | Sequence[str]) -> list[str]:
     return out
 
 
-class ClusterClient(LoopOwner):
+class ClusterClient(LoopOwner, Closeable):
     """A connection to a cluster of node processes (see module docs)."""
 
     _what = "client"
@@ -205,12 +203,6 @@ class ClusterClient(LoopOwner):
             self._thread.join(timeout=10)
             if not self._thread.is_alive():
                 self.loop.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def format_describe(partitions: Sequence[PartitionInfo]) -> str:

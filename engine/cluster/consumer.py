@@ -11,16 +11,14 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from seglog.cluster.messages import CONSUMER_REPLICA_ID, NONE, FetchPartition, FetchRequest, FetchResponse
 from seglog.cluster.network import ClientHost, kafka_keys
 from seglog.config import ConsumerConfig
 from seglog.errors import SeglogError
 from seglog.storage.records import decode_records
-
-if TYPE_CHECKING:
-    from typing_extensions import Self
+from seglog.util.closing import Closeable
 
 __all__ = ["ClusterConsumer", "ConsumerRecord"]
 
@@ -44,7 +42,7 @@ class ConsumerRecord:
     serving_leader_epoch: int = -1
 
 
-class ClusterConsumer:
+class ClusterConsumer(Closeable):
     """Reads committed records (below each leader's high watermark) of assigned partitions.
 
     With :attr:`name_leader_epoch` set, every fetch names the leader epoch the consumer's
@@ -167,9 +165,3 @@ class ClusterConsumer:
         if not self._closed:
             self._closed = True
             self._c.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -14,7 +14,7 @@ import concurrent.futures
 import dataclasses
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from seglog._native.partition import group_by_partition
 from seglog.client.columns import as_key_list, records_per_batch, slice_column, take
@@ -41,9 +41,7 @@ from seglog.errors import (
     error_for_code,
 )
 from seglog.storage.records import encode_batch
-
-if TYPE_CHECKING:
-    from typing_extensions import Self
+from seglog.util.closing import Closeable
 
 __all__ = ["ClusterProducer", "ClusterRecordMetadata", "PendingRecord"]
 
@@ -67,7 +65,7 @@ class PendingRecord:
     future: concurrent.futures.Future[ClusterRecordMetadata]
 
 
-class ClusterProducer:
+class ClusterProducer(Closeable):
     """Sends records to partition leaders (see :meth:`seglog.cluster.local.LocalCluster.producer`,
     :meth:`seglog.cluster.client.ClusterClient.producer`).
 
@@ -209,12 +207,6 @@ class ClusterProducer:
         finally:
             self._closed = True
             self._c.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- loop thread -----------------------------------------------------------------------------
 

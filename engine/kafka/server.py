@@ -57,10 +57,9 @@ from seglog.kafka.groups import GroupCoordinator
 from seglog.kafka.security import AuthenticationClosed, ListenerSecurity
 from seglog.storage.log import LogReadResult
 from seglog.storage.topic import INTERNAL_TOPICS, validate_topic_name
+from seglog.util.closing import Closeable
 
 if TYPE_CHECKING:
-    from typing_extensions import Self
-
     from seglog.storage.log_manager import LogManager
 
 __all__ = ["API_VERSIONS", "DEFAULT_MAX_REQUEST_BYTES", "KafkaServer"]
@@ -952,7 +951,7 @@ def _hold_records(responses: list[Any]) -> None:
             out["records"] = FileRegions(regions)
 
 
-class ServerHandle:
+class ServerHandle(Closeable):
     """A :class:`KafkaServer` running on an event loop of its own thread (what
     :meth:`seglog.Store.serve` returns). ``bootstrap_servers`` is ``"host:port"``; ``close()``
     (or leaving a ``with`` block, or closing the store) stops it."""
@@ -996,12 +995,6 @@ class ServerHandle:
         self._thread.join(30)
         if not self._thread.is_alive():
             self._loop.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "serving"

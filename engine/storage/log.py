@@ -94,6 +94,7 @@ from seglog.storage.segment_files import (
 from seglog.storage.txnindex import AbortedTxn, TransactionIndex
 from seglog.util.args import bytes_arg, int_arg
 from seglog.util.clock import Clock, Scheduler
+from seglog.util.closing import Closeable
 
 #: Fault injection (opt-in): when set, every change of a log's recovery point (the offset below
 #: which its data is fsynced) is appended to this file as ``<log dir>\t<recovery point>`` lines,
@@ -182,7 +183,7 @@ class RecoverySummary:
     records_removed: int = 0
 
 
-class Log:
+class Log(Closeable):
     """A partition log directory. Create with :meth:`open`."""
 
     _dir_checkpoints: bool
@@ -1409,12 +1410,6 @@ class Log:
                     pass
             self._closed = True
             self._release_claim()
-
-    def __enter__(self) -> Log:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     @property
     def closed(self) -> bool:

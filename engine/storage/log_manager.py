@@ -98,6 +98,7 @@ from seglog.storage.topic import (
 )
 from seglog.util.args import bytes_arg, int_arg
 from seglog.util.clock import Clock, ManualClock, Scheduler
+from seglog.util.closing import Closeable
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -122,7 +123,7 @@ class AppendResult:
     duplicate: bool = False
 
 
-class LogManager:
+class LogManager(Closeable):
     """A Kafka-layout log directory. Create with :meth:`open`."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -974,12 +975,6 @@ class LogManager:
                 raise KafkaStorageError(
                     f"{len(errors)} log(s) of {self.dir} failed to close; the first error: {errors[0]}", path=self.dir
                 ) from errors[0]
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     @property
     def closed(self) -> bool:

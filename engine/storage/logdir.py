@@ -46,6 +46,7 @@ from typing import Any
 
 from seglog.errors import LogDirectoryLockedError, StorageError
 from seglog.storage.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, atomic_write, fsync_dir
+from seglog.util.closing import Closeable
 
 log = logging.getLogger("seglog.storage.logdir")
 
@@ -281,7 +282,7 @@ def claim_partition(
 # -------------------------------------------------------------------------------------------------
 
 
-class LogDir:
+class LogDir(Closeable):
     """One log directory, opened by its owner (writable: locked until :meth:`close`) or read-only
     (no lock, no file written). Create with :meth:`open`."""
 
@@ -404,12 +405,6 @@ class LogDir:
         key, self._key = self._key, None
         if key is not None and self._pid == os.getpid():  # a forked child's copy holds nothing
             _release(key)
-
-    def __enter__(self) -> LogDir:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"LogDir({self.path!r}, {'read-only' if self.read_only else 'locked' if self._key else 'closed'})"
