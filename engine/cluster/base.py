@@ -13,6 +13,7 @@ coordinator, the source of truth.
 from __future__ import annotations
 
 import abc
+import functools
 import os
 import tempfile
 from collections.abc import Mapping
@@ -138,7 +139,6 @@ class ClusterBase(abc.ABC, Closeable):
     def pause(self, node: int, seconds: float) -> None:
         """Freeze ``node`` for ``seconds`` (returns at once)."""
 
-    @abc.abstractmethod
     def create_topic(
         self,
         name: str,
@@ -148,7 +148,21 @@ class ClusterBase(abc.ABC, Closeable):
         *,
         timeout_s: float = 30,
     ) -> None:
-        """Create a topic and wait until every partition has a leader."""
+        """Create a topic (placement by Kafka's rule) and wait until every partition has a leader."""
+        self._request_topic(name, partitions, replication_factor, config, timeout_s)
+        for p in range(partitions):
+            self.wait_for(functools.partial(self._is_led, name, p), timeout_s, f"a leader for {name}-{p}")
+
+    @abc.abstractmethod
+    def _request_topic(
+        self, name: str, partitions: int, replication_factor: int, config: Mapping[str, Any] | None, timeout_s: float
+    ) -> None:
+        """Ask the controller to create the topic (what :meth:`create_topic` waits on next)."""
+
+    def _is_led(self, topic: str, partition: int) -> bool:
+        """Whether the partition's state names a leader (:meth:`create_topic` waits for it)."""
+        st = self._state(topic, partition)
+        return st is not None and st.leader >= 0
 
     @abc.abstractmethod
     def elect_preferred_leader(self, topic: str, partition: int = 0) -> int:

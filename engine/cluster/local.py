@@ -370,34 +370,25 @@ class LocalCluster(LoopOwner, ClusterBase):
     def _learn(self, resp: MetadataResponse) -> None:
         """Clients of an in-process cluster know where every node is already."""
 
-    def create_topic(
-        self,
-        name: str,
-        partitions: int = 1,
-        replication_factor: int = 3,
-        config: Mapping[str, Any] | None = None,
-        *,
-        timeout_s: float = 30,
+    def _request_topic(
+        self, name: str, partitions: int, replication_factor: int, config: Mapping[str, Any] | None, timeout_s: float
     ) -> None:
-        """Create a topic (placement by Kafka's rule) and wait until every partition leads."""
         self.wait_for(lambda: self._controller() is not None, timeout_s, "a controller")
         client = self._client()
         try:
             client.create_topic(name, partitions, replication_factor, config, timeout_s)
         finally:
             client.close()
-        for p in range(partitions):
-            self.wait_for(
-                lambda p=p: (
-                    (st := self._state(name, p)) is not None
-                    and st.leader >= 0
-                    and (n := self.nodes.get(st.leader)) is not None
-                    and (q := n.partitions.get((name, p))) is not None
-                    and q.is_leader
-                ),
-                timeout_s,
-                f"a leader for {name}-{p}",
-            )
+
+    def _is_led(self, topic: str, partition: int) -> bool:
+        """The state names a leader and that node's replica leads already."""
+        return (
+            (st := self._state(topic, partition)) is not None
+            and st.leader >= 0
+            and (n := self.nodes.get(st.leader)) is not None
+            and (q := n.partitions.get((topic, partition))) is not None
+            and q.is_leader
+        )
 
     def elect_preferred_leader(self, topic: str, partition: int = 0) -> int:
         client = self._client()

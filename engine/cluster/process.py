@@ -404,23 +404,10 @@ class ProcessCluster(ClusterBase):
     def bootstrap_servers(self) -> str:
         return ",".join(self.address(i) for i in self.ids)
 
-    def create_topic(
-        self,
-        name: str,
-        partitions: int = 1,
-        replication_factor: int = 3,
-        config: Mapping[str, Any] | None = None,
-        *,
-        timeout_s: float = 30,
+    def _request_topic(
+        self, name: str, partitions: int, replication_factor: int, config: Mapping[str, Any] | None, timeout_s: float
     ) -> None:
         self.client.create_topic(name, partitions, replication_factor, config, timeout_s=timeout_s)
-        for p in range(partitions):
-
-            def led(p: int = p) -> bool:
-                st = self._state(name, p)
-                return st is not None and st.leader >= 0
-
-            self.wait_for(led, timeout_s, f"a leader for {name}-{p}")
 
     def elect_preferred_leader(self, topic: str, partition: int = 0) -> int:
         return int(self.client.elect_preferred_leader(topic, partition))
