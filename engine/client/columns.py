@@ -11,7 +11,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-__all__ = ["as_key_list", "has_null", "item_size", "records_per_batch", "slice_column", "take"]
+__all__ = ["as_key_list", "has_null", "item_size", "records_per_batch", "slice_column", "slice_columns", "take"]
 
 
 def _module(col: Any) -> str:
@@ -29,6 +29,18 @@ def slice_column(col: Any, start: int, end: int) -> Any:
     if _module(col).startswith("pyarrow"):
         return col.slice(start, end - start)
     return col[start:end]
+
+
+def slice_columns(
+    start: int, end: int, values: Any, keys: Any, timestamps: Any, headers: Any
+) -> tuple[Any, Any, Any, Any]:
+    """:func:`slice_column` of each of a batch's record columns, in the same order."""
+    return (
+        slice_column(values, start, end),
+        slice_column(keys, start, end),
+        slice_column(timestamps, start, end),
+        slice_column(headers, start, end),
+    )
 
 
 def take(col: Any, idx: Any) -> Any:

@@ -58,7 +58,7 @@ from seglog._native.accumulator import (
     TopicSlots,
 )
 from seglog._native.partition import group_by_partition
-from seglog.client.columns import as_key_list, has_null, records_per_batch, slice_column, take
+from seglog.client.columns import as_key_list, has_null, records_per_batch, slice_columns, take
 from seglog.client.partitioner import partitions_for_keys
 from seglog.config import ProducerConfig
 from seglog.errors import (
@@ -363,15 +363,7 @@ class Producer(Closeable):
         start = 0
         while start < n:
             end = min(n, start + per)
-            self._write_range(
-                st,
-                st.sticky,
-                slice_column(values, start, end),
-                slice_column(keys, start, end),
-                slice_column(timestamps, start, end),
-                slice_column(headers, start, end),
-                results,
-            )
+            self._write_range(st, st.sticky, *slice_columns(start, end, values, keys, timestamps, headers), results)
             if st.num_partitions > 1:
                 st.sticky = (st.sticky + 1 + self._rng.randrange(st.num_partitions - 1)) % st.num_partitions
             start = end
@@ -392,15 +384,7 @@ class Producer(Closeable):
         while start < n:
             end = min(n, start + per)
             try:
-                self._write_one(
-                    st,
-                    partition,
-                    slice_column(values, start, end),
-                    slice_column(keys, start, end),
-                    slice_column(timestamps, start, end),
-                    slice_column(headers, start, end),
-                    results,
-                )
+                self._write_one(st, partition, *slice_columns(start, end, values, keys, timestamps, headers), results)
             except RecordTooLargeError:
                 if end - start == 1:
                     raise
