@@ -15,6 +15,24 @@ def _timed(h: History, t: float) -> None:
     h.t0 = h.t0 - (t - h.now())  # move the recorder's clock to ``t``
 
 
+def _observe_leader(h: History, hw: int, isr: list[int]) -> None:
+    """The observer sees node 2 lead safe-0 (epoch 1, replicas 1-3) with this ``hw`` and ISR."""
+    h.event(
+        "observer",
+        "observe",
+        {
+            "topic": "safe",
+            "partition": 0,
+            "node": 2,
+            "role": "leader",
+            "epoch": 1,
+            "hw": hw,
+            "isr": isr,
+            "replicas": [1, 2, 3],
+        },
+    )
+
+
 def test_percentile() -> None:
     assert percentile([], 50) is None
     assert percentile([3.0, 1.0, 2.0], 50) == 2.0
@@ -25,20 +43,7 @@ def test_latencies_from_known_timings() -> None:
     h = History()
     _timed(h, 10.0)
     h.invoke("nemesis", "nemesis", {"fault": "kill", "target": 1, "role": "leader", "led": [["safe", 0]]})
-    h.event(
-        "observer",
-        "observe",
-        {
-            "topic": "safe",
-            "partition": 0,
-            "node": 2,
-            "role": "leader",
-            "epoch": 1,
-            "hw": 0,
-            "isr": [2, 3],
-            "replicas": [1, 2, 3],
-        },
-    )
+    _observe_leader(h, hw=0, isr=[2, 3])
     _timed(h, 11.0)
     s = h.invoke("p0", "send", {"topic": "safe", "partition": 0, "value": "p0:0"})
     _timed(h, 12.5)
@@ -46,37 +51,11 @@ def test_latencies_from_known_timings() -> None:
     _timed(h, 20.0)
     h.invoke("nemesis", "nemesis", {"fault": "pause", "target": 3, "role": "follower", "led": []})
     _timed(h, 24.0)
-    h.event(
-        "observer",
-        "observe",
-        {
-            "topic": "safe",
-            "partition": 0,
-            "node": 2,
-            "role": "leader",
-            "epoch": 1,
-            "hw": 1,
-            "isr": [2],
-            "replicas": [1, 2, 3],
-        },
-    )  # shrink: 4.0
+    _observe_leader(h, hw=1, isr=[2])  # shrink: 4.0
     _timed(h, 30.0)
     h.invoke("nemesis", "nemesis", {"fault": "heal"})
     _timed(h, 33.0)
-    h.event(
-        "observer",
-        "observe",
-        {
-            "topic": "safe",
-            "partition": 0,
-            "node": 2,
-            "role": "leader",
-            "epoch": 1,
-            "hw": 1,
-            "isr": [1, 2, 3],
-            "replicas": [1, 2, 3],
-        },
-    )  # expand: 3.0
+    _observe_leader(h, hw=1, isr=[1, 2, 3])  # expand: 3.0
     lat = latencies(h.ops)
     assert lat["failover_s"]["p50"] == 2.5
     assert lat["isr_shrink_s"]["p50"] == 4.0

@@ -12,6 +12,7 @@ import json
 import signal
 import sys
 from collections.abc import Callable
+from typing import Any
 
 stop = False
 
@@ -48,20 +49,29 @@ def member(
             emit({"assigned": now})
 
 
+def python_client_config(group: str, session_ms: int) -> dict[str, Any]:
+    """What the kafka-python and aiokafka members are configured with alike (the two take the
+    same keyword names): manual commits from the earliest offset, heartbeats at a fifth of the
+    session timeout, short waits and backoffs."""
+    return {
+        "group_id": group,
+        "enable_auto_commit": False,
+        "auto_offset_reset": "earliest",
+        "session_timeout_ms": session_ms,
+        "heartbeat_interval_ms": max(session_ms // 5, 50),
+        "fetch_max_wait_ms": 100,
+        "retry_backoff_ms": 50,
+    }
+
+
 def kafka_python(bootstrap: str, topic: str, group: str, session_ms: int) -> None:
     from kafka import KafkaConsumer
 
     c = KafkaConsumer(
         topic,
         bootstrap_servers=bootstrap,
-        group_id=group,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        session_timeout_ms=session_ms,
-        heartbeat_interval_ms=max(session_ms // 5, 50),
-        fetch_max_wait_ms=100,
         reconnect_backoff_ms=50,
-        retry_backoff_ms=50,
+        **python_client_config(group, session_ms),
     )
     try:
         member(
@@ -113,13 +123,7 @@ def aiokafka_member(bootstrap: str, topic: str, group: str, session_ms: int) -> 
         c = AIOKafkaConsumer(
             topic,
             bootstrap_servers=bootstrap,
-            group_id=group,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            session_timeout_ms=session_ms,
-            heartbeat_interval_ms=max(session_ms // 5, 50),
-            fetch_max_wait_ms=100,
-            retry_backoff_ms=50,
+            **python_client_config(group, session_ms),
         )
         await c.start()
         return c

@@ -106,17 +106,17 @@ def new_topic(broker: Any, partitions: int = 1, config: dict[str, Any] | None = 
 
 def raw_produce(client: RawClient, topic: str, records: bytes, acks: int = 1, version: int = 9) -> dict:
     """A Produce request of ``records`` to partition 0 of ``topic``; the response."""
-    return client.request(
-        "Produce",
-        0,
-        version,
-        {
-            "transactional_id": None,
-            "acks": acks,
-            "timeout_ms": 1000,
-            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}],
-        },
-    )
+    return client.request("Produce", 0, version, produce_body(topic, records, acks))
+
+
+def produce_body(topic: str, records: bytes, acks: int = 1) -> dict:
+    """A Produce request body (v9 fields) of ``records`` to partition 0 of ``topic``."""
+    return {
+        "transactional_id": None,
+        "acks": acks,
+        "timeout_ms": 1000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}],
+    }
 
 
 def fetch_body(topic: str, offset: int = 0, **kw: Any) -> dict:

@@ -14,7 +14,7 @@ from seglog.kafka import codec
 from seglog.kafka.server import API_VERSIONS
 from seglog.storage.records import encode_batch
 
-from .conftest import RawClient, assert_idle_connection_closed, fetch_body, new_topic, raw_produce
+from .conftest import RawClient, assert_idle_connection_closed, fetch_body, new_topic, produce_body, raw_produce
 
 
 def test_api_versions_lists_the_served_ranges(raw):
@@ -109,19 +109,7 @@ def test_acks_zero_gets_no_response_but_is_written(broker, raw):
     topic = new_topic(broker)
     header = struct.pack(">hhih", 0, 9, 77, -1) + b"\x00"
     raw.send_frame(
-        header
-        + codec.encode_to_bytes(
-            "ProduceRequest",
-            9,
-            {
-                "transactional_id": None,
-                "acks": 0,
-                "timeout_ms": 1000,
-                "topic_data": [
-                    {"name": topic, "partition_data": [{"index": 0, "records": encode_batch([b"a", b"b"])}]}
-                ],
-            },
-        )
+        header + codec.encode_to_bytes("ProduceRequest", 9, produce_body(topic, encode_batch([b"a", b"b"]), 0))
     )
     # The next request's answer is the first frame back.
     msg = raw.request(
@@ -246,24 +234,8 @@ def test_idle_connections_are_closed(tmp_path):
 
 def test_acks_zero_failure_closes_the_connection(broker, raw):
     header = struct.pack(">hhih", 0, 9, 78, -1) + b"\x00"
-    raw.send_frame(
-        header
-        + codec.encode_to_bytes(
-            "ProduceRequest",
-            9,
-            {
-                "transactional_id": None,
-                "acks": 0,
-                "timeout_ms": 1000,
-                "topic_data": [
-                    {
-                        "name": "missing-" + uuid.uuid4().hex[:6],
-                        "partition_data": [{"index": 0, "records": encode_batch([b"a"])}],
-                    }
-                ],
-            },
-        )
-    )
+    missing = "missing-" + uuid.uuid4().hex[:6]
+    raw.send_frame(header + codec.encode_to_bytes("ProduceRequest", 9, produce_body(missing, encode_batch([b"a"]), 0)))
     assert raw.closed_by_peer()
 
 
