@@ -417,6 +417,13 @@ cdef class Segment:
                 _cache_shrink(None)
         return 0
 
+    cdef int _touch_files(self) except -1:
+        """Open a parked segment's files for a moment (the cache may park it again later)."""
+        if self._parked:
+            self._enter()
+            self._leave()
+        return 0
+
     cdef int _unpark(self) except -1:
         cdef bint first = not self._state_loaded
         if self.closed:
@@ -481,9 +488,7 @@ cdef class Segment:
                 _cache_add(self)
         else:
             _cache_remove(self)
-            if self._parked:
-                self._enter()
-                self._leave()
+            self._touch_files()
 
     @property
     def files_open(self):
@@ -491,9 +496,8 @@ cdef class Segment:
         return not self.closed and not self._parked
 
     cdef int _need_state(self) except -1:
-        if not self._state_loaded and self._parked:
-            self._enter()
-            self._leave()
+        if not self._state_loaded:
+            self._touch_files()
         return 0
 
     @property
@@ -520,17 +524,13 @@ cdef class Segment:
     @property
     def offset_index(self):
         """The ``.index`` (opens a parked segment's files)."""
-        if self._parked:
-            self._enter()
-            self._leave()
+        self._touch_files()
         return self._oidx
 
     @property
     def time_index(self):
         """The ``.timeindex`` (opens a parked segment's files)."""
-        if self._parked:
-            self._enter()
-            self._leave()
+        self._touch_files()
         return self._tidx
 
     # -- mapping -------------------------------------------------------------------------------
