@@ -849,10 +849,7 @@ class SimProducer(SimClient):
         self.pid_in_flight = True
 
         def done(resp: Any, err: BaseException | None) -> None:
-            self.pid_in_flight = False
-            if isinstance(resp, InitProducerIdResponse) and resp.error == NONE:
-                self.pid, self.epoch = resp.producer_id, resp.producer_epoch
-                self.seq = 0
+            if self.took_pid(resp):
                 if self.current is not None:
                     self.current_seq = 0
             else:
@@ -860,6 +857,16 @@ class SimProducer(SimClient):
                 self.next_at = self.c.clock.monotonic_ms() + 100
 
         self.c.net.request(self.id, ctrl, InitProducerIdRequest(self.pid, self.epoch), done, 1000)
+
+    def took_pid(self, resp: Any) -> bool:
+        """An InitProducerId answer is in: whether it gave a producer id and epoch, which are
+        then this producer's, its sequence starting again at 0."""
+        self.pid_in_flight = False
+        if not (isinstance(resp, InitProducerIdResponse) and resp.error == NONE):
+            return False
+        self.pid, self.epoch = resp.producer_id, resp.producer_epoch
+        self.seq = 0
+        return True
 
     def send(self, leader: int) -> None:
         s = self.current
@@ -915,10 +922,7 @@ class SimProducer(SimClient):
                 self.pid_in_flight = True
 
                 def bumped(r: Any, e: BaseException | None) -> None:
-                    self.pid_in_flight = False
-                    if isinstance(r, InitProducerIdResponse) and r.error == NONE:
-                        self.pid, self.epoch = r.producer_id, r.producer_epoch
-                        self.seq = 0
+                    if self.took_pid(r):
                         self.current_seq = 0
 
                 ctrl = self.controller_id if self.controller_id >= 0 else leader
