@@ -41,7 +41,8 @@ import pytest
 from seglog import Store
 from seglog.benchmarks import cases
 from seglog.benchmarks.replication import paced_latencies_ms
-from seglog.cluster.local import LocalCluster
+from seglog.cluster import start_cluster
+from seglog.cluster.base import ClusterBase
 from seglog.cluster.zkserver import unavailable_reason
 
 N = 20_000
@@ -54,19 +55,19 @@ T0 = 1_700_000_000_000
 MODES = {"loop": {}, "threads": {"node_threads": True}, "processes": {"coordinator": "zookeeper", "processes": True}}
 
 
-def _started(mode: str) -> LocalCluster:
+def _started(mode: str) -> ClusterBase:
     if mode == "processes" and (why := unavailable_reason()) is not None:
         pytest.skip(f"no ZooKeeper: {why}")
-    c = LocalCluster(nodes=3, **MODES[mode])  # type: ignore[arg-type]
+    c = start_cluster(nodes=3, **MODES[mode])
     c.create_topic("rf3", 1, 3, {"min.insync.replicas": 2})
     c.create_topic("rf1", 1, 1)
     return c
 
 
 @pytest.fixture(scope="module")
-def clusters() -> Iterator[dict[str, LocalCluster]]:
+def clusters() -> Iterator[dict[str, ClusterBase]]:
     """Clusters by mode, each started when a benchmark first asks for it."""
-    running: dict[str, LocalCluster] = {}
+    running: dict[str, ClusterBase] = {}
     try:
         yield running
     finally:
@@ -75,7 +76,7 @@ def clusters() -> Iterator[dict[str, LocalCluster]]:
 
 
 @pytest.fixture(scope="module")
-def cluster(clusters: dict[str, LocalCluster]) -> LocalCluster:
+def cluster(clusters: dict[str, ClusterBase]) -> ClusterBase:
     if "loop" not in clusters:
         clusters["loop"] = _started("loop")
     return clusters["loop"]
@@ -104,7 +105,7 @@ def _store_send_batch_sized() -> tuple[float, int]:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def _cluster_send_batch(cluster: LocalCluster, topic: str, acks: str) -> float:
+def _cluster_send_batch(cluster: ClusterBase, topic: str, acks: str) -> float:
     with cluster.producer(acks=acks) as p:
         t = time.perf_counter()
         p.send_batch(topic, COLUMN, timestamps=T0, partition=0)
@@ -115,7 +116,7 @@ def _cluster_send_batch(cluster: LocalCluster, topic: str, acks: str) -> float:
 @pytest.mark.parametrize("topic,acks", [("rf3", "all"), ("rf3", "1"), ("rf1", "all")])
 def test_send_batch_vs_single_store(
     benchmark,
-    clusters: dict[str, LocalCluster],
+    clusters: dict[str, ClusterBase],
     mode: str,
     topic: str,  # type: ignore[no-untyped-def]
     acks: str,
@@ -159,7 +160,7 @@ def test_send_batch_vs_single_store(
     )
 
 
-def _produce(cluster: LocalCluster, topic: str, acks: str, n: int = N) -> None:
+def _produce(cluster: ClusterBase, topic: str, acks: str, n: int = N) -> None:
     with cluster.producer(acks=acks, batch_size=64 * 1024) as p:
         futures = [p.send(topic, VALUE, partition=0) for _ in range(n)]
         p.flush(120)
@@ -177,7 +178,7 @@ def test_cluster_throughput(bench_run: Callable[[str, str], None], name: str, co
     bench_run(name, contender)
 
 
-def test_acks_all_latency_at_half_peak(benchmark, cluster: LocalCluster) -> None:  # type: ignore[no-untyped-def]
+def test_acks_all_latency_at_half_peak(benchmark, cluster: ClusterBase) -> None:  # type: ignore[no-untyped-def]
     t0 = time.perf_counter()
     _produce(cluster, "rf3", "all", N)
     peak = N / (time.perf_counter() - t0)
