@@ -186,7 +186,8 @@ class SeglogError(Exception):
         # A field already spelled out in the message (the native layer writes "at byte N")
         # is not repeated.
         for fragment in (
-            None if self.path is None else f"in {self.path}",
+            # the path, unless the message already names it ("the log directory /x is locked")
+            None if self.path is None or self.path in message else f"in {self.path}",
             None if self.offset is None else f"offset {self.offset}",
             None if self.position is None else f"at byte {self.position}",
             None if self.limit is None else f"limit {self.limit}",

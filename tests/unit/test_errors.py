@@ -364,3 +364,14 @@ def test_native_extra_fields_fall_back_to_attributes() -> None:
     assert isinstance(exc, CorruptRecordError)
     assert (exc.position, exc.expected, exc.actual) == (4, 1, 2)  # type: ignore[attr-defined]
     assert str(exc) == "crc (at byte 4)"
+
+
+def test_a_path_the_message_names_is_not_repeated() -> None:
+    err = errors.LogDirectoryLockedError(
+        "the log directory /data/kafka is locked by another process", path="/data/kafka"
+    )
+    assert str(err) == "the log directory /data/kafka is locked by another process"
+    # a message that does not name it still gets it
+    assert str(errors.CorruptRecordError("batch CRC mismatch", path="t-0/a.log", offset=4)) == (
+        "batch CRC mismatch (in t-0/a.log, offset 4)"
+    )
