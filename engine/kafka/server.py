@@ -32,6 +32,7 @@ import asyncio
 import base64
 import logging
 import os
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -167,9 +168,11 @@ class KafkaServer:
     async def start(self) -> None:
         self._appended = asyncio.Event()
         self.groups.start()
-        self._server = await asyncio.start_server(
-            self._connection, self.host, self.port, limit=1 << 16, ssl=self.security.ssl_context
-        )
+        # TLS is started by each connection's task (below), not by the listener: a listener's
+        # handshake runs before any task exists, so a connection closed by the server mid-handshake
+        # was never ended and its socket leaked (Python 3.11's Server.close leaves accepted
+        # connections open). Here every accepted socket belongs to a task from the first byte.
+        self._server = await asyncio.start_server(self._connection, self.host, self.port, limit=1 << 16)
         sock = self._server.sockets[0].getsockname()
         self.port = sock[1]
 
@@ -212,7 +215,13 @@ class KafkaServer:
         self._connections[task] = writer
         peer = writer.get_extra_info("peername")
         state = ConnState(peer, writer.get_extra_info("sockname"))
+        # Whether the stream's protocol hears of the socket's end: not while a TLS handshake is
+        # unfinished (the TLS layer keeps it to itself), so then nothing waits for it.
+        streams = self.security.ssl_context is None
         try:
+            if not streams:
+                await self._start_tls(writer, state)
+                streams = True
             await self._serve_connection(reader, writer, state)
         except CloseConnection as exc:
             state.warn(f"closing the connection: {exc}")
@@ -224,13 +233,28 @@ class KafkaServer:
             log.exception("Kafka connection from %s failed", peer)
         finally:
             self._connections.pop(task, None)
-            writer.close()
-            try:
-                await writer.wait_closed()
-            except (ConnectionError, asyncio.CancelledError):
-                pass
-            except Exception:  # noqa: BLE001
-                pass
+            if not streams:
+                writer.transport.abort()
+            else:
+                writer.close()
+                try:
+                    await writer.wait_closed()
+                except (ConnectionError, asyncio.CancelledError):
+                    pass
+                except Exception:  # noqa: BLE001
+                    pass
+
+    async def _start_tls(self, writer: asyncio.StreamWriter, state: ConnState) -> None:
+        """The server side of the TLS handshake, within ``connections.max.idle.ms``. Nothing was
+        read from the socket yet: the connection's task runs before its first read."""
+        try:
+            await writer.start_tls(self.security.ssl_context, ssl_handshake_timeout=self.idle_ms / 1000.0)
+        except ssl.SSLError as exc:
+            raise CloseConnection(f"the TLS handshake failed: {exc.reason or exc}") from None
+        except (asyncio.TimeoutError, TimeoutError):
+            raise CloseConnection(
+                f"the TLS handshake did not finish within connections.max.idle.ms={self.idle_ms}"
+            ) from None
 
     async def _serve_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, state: ConnState

@@ -5,6 +5,7 @@ authentication, wrong password, unknown mechanism, the KIP-43 v0 flow)."""
 from __future__ import annotations
 
 import base64
+import gc
 import hashlib
 import hmac
 import logging
@@ -171,6 +172,44 @@ def test_client_certificate_required(store, tls):
         producer.close()
     assert "nocert" not in store.topics()
     assert [r.value for r in _records(store, "withcert")] == [b"x"]
+
+
+def test_closing_a_tls_listener_ends_connections_still_in_their_handshake(store, tls):
+    """A client that connected but has not finished (here: not begun) its TLS handshake is
+    disconnected when the listener closes, not left open until garbage collection."""
+    broker = store.serve(security_protocol="SSL", ssl_context=_ssl_keys(tls))
+    host, port = broker.bootstrap_servers.rsplit(":", 1)
+    silent = socket.create_connection((host, int(port)), timeout=10)  # sends no ClientHello
+    halfway = socket.create_connection((host, int(port)), timeout=10)
+    # The client's first flight only: the server answers and waits for the client's next one.
+    tls_client = ssl.create_default_context(cafile=str(tls.ca)).wrap_bio(
+        ssl.MemoryBIO(), outgoing := ssl.MemoryBIO(), server_hostname="localhost"
+    )
+    with pytest.raises(ssl.SSLWantReadError):
+        tls_client.do_handshake()
+    halfway.sendall(outgoing.read())
+    assert halfway.recv(65536)  # the ServerHello and the rest of the server's flight
+    with silent, halfway:
+        broker.close()
+        gc.collect()  # a socket the server dropped unclosed would warn here, failing the test
+        for raw in (silent, halfway):
+            assert raw.recv(65536) == b""  # the server closed its end
+
+
+def test_a_failed_tls_handshake_is_logged_once_and_the_listener_serves_on(store, tls, caplog):
+    caplog.set_level(logging.DEBUG, logger="seglog.kafka")
+    with store.serve(security_protocol="SSL", ssl_context=_ssl_keys(tls)) as broker:
+        host, port = broker.bootstrap_servers.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as raw:
+            raw.sendall(b"\x00\x00\x00\x10not a ClientHello")  # a PLAINTEXT client on a TLS port
+            while raw.recv(4096):  # a TLS alert at most, then the close
+                pass
+        ctx = ssl.create_default_context(cafile=str(tls.ca))
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            with ctx.wrap_socket(sock, server_hostname="localhost") as tls_sock:
+                assert tls_sock.version() is not None
+    failed = [r for r in caplog.records if r.name == "seglog.kafka" and "TLS handshake failed" in r.getMessage()]
+    assert len(failed) == 1 and failed[0].levelno == logging.WARNING
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
