@@ -93,11 +93,15 @@ def test_produced_batches_are_read_by_kafka_python(store):
         first, second = _run(go())
         assert (first.base_offset, second.base_offset) == (0, 3)
         consumer = kafka.KafkaConsumer(
-            bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest", consumer_timeout_ms=5000
+            bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest", consumer_timeout_ms=10000
         )
         try:
             consumer.assign([kafka.TopicPartition(topic, 1)])
-            got = [(m.offset, m.key, m.value, m.headers) for m in consumer]
+            got = []
+            for m in consumer:  # the four records, then stop (the timeout only ends a shorter stream)
+                got.append((m.offset, m.key, m.value, m.headers))
+                if m.offset == 3:
+                    break
         finally:
             consumer.close()
     assert got == [
