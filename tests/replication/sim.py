@@ -30,6 +30,8 @@ from seglog.cluster.messages import (
     NONE,
     CreateTopicRequest,
     CreateTopicResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     ElectLeadersRequest,
     FetchPartition,
     FetchRequest,
@@ -47,6 +49,7 @@ from seglog.cluster.partition import Partition, Role
 from seglog.cluster.transport import GuardedScheduler, InMemoryNetwork
 from seglog.errors import (
     NotEnoughReplicasError,
+    OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     error_for_code,
 )
@@ -505,6 +508,7 @@ def batch_fingerprints(p: Partition) -> list[tuple[int, int, int, int, int, int,
             b.records_count,
         )
         for b in p.log.batches()
+        if b.last_offset >= p.log.log_start_offset  # whole segments go: where they end may differ
     ]
 
 
@@ -541,6 +545,9 @@ class Checker:
         self.hw_seen: dict[tuple[int, tuple[str, int], int], int] = {}
         self.duplicates_allowed = 0
         self.counts: dict[str, int] = {}
+        #: The highest offset a DeleteRecords request named, per partition (answered or not, the
+        #: leader's log start moved): records below it may be gone.
+        self.delete_requested: dict[tuple[str, int], int] = {}
 
     def fail(self, text: str) -> None:
         raise SimulationFailure(f"{text}\n{self.c.describe()}")
@@ -640,6 +647,20 @@ class Checker:
                                 )
             if self.strict_truncation and n.stats.get("truncations_below_hw", 0):
                 self.fail(f"node {i} truncated below its high watermark")
+        # No replica's log start passes the leader's high watermark (records are deleted only
+        # below it, and followers take the leader's log start after its high watermark).
+        tps = {tp for i in c.running() if (n := c.nodes[i]) is not None for tp in n.partitions}
+        for tp in sorted(tps):
+            lp = c.leader_replica(tp)
+            if lp is None:
+                continue
+            for i in c.running():
+                q = c.replica(i, tp)
+                if q is not None and not q.log.closed and q.log.log_start_offset > lp.high_watermark:
+                    self.fail(
+                        f"{tp}: node {i} log start {q.log.log_start_offset} above the high watermark "
+                        f"{lp.high_watermark} of leader {lp.host.node_id}"
+                    )
         # ISR admission clears the lost-tail mark.
         for r, tps in c.lost_tail.items():
             for tp in list(tps):
@@ -649,6 +670,29 @@ class Checker:
                     q = c.replica(r, tp)
                     if q is not None and q.log_end_offset >= lp.high_watermark:
                         tps.discard(tp)
+
+    def on_deleted(self, tp: tuple[str, int], offset: int, leader: int, low_watermark: int) -> None:
+        """A DeleteRecords request completed: every replica the leader counts as alive (running
+        with the broker epoch the leader knows) has moved its log start to ``offset``."""
+        c = self.c
+        if low_watermark < offset:
+            self.fail(f"{tp}: DeleteRecords to {offset} answered with the low watermark {low_watermark}")
+        ln = c.nodes[leader]
+        if ln is None:
+            return
+        for r in c.ids:
+            n = c.nodes[r]
+            if n is None or ln.live_brokers.get(r, -1) != n.broker_epoch:
+                continue
+            q = c.replica(r, tp)
+            if q is None or q.log.closed:
+                continue
+            if q.log.log_start_offset < offset:
+                self.fail(
+                    f"{tp}: DeleteRecords to {offset} completed on leader {leader} (low watermark "
+                    f"{low_watermark}), but live replica {r} starts at {q.log.log_start_offset}"
+                )
+        self.count("deletes_completed")
 
     # -- final checks -----------------------------------------------------------------------------
 
@@ -672,6 +716,12 @@ class Checker:
                         self.fail(
                             f"{tp}: replica {q.host.node_id} hw {q.high_watermark} leo "
                             f"{q.log_end_offset}, leader leo {lp.log_end_offset} after quiescence"
+                        )
+                    if q.log.log_start_offset < lp.log.log_start_offset:
+                        self.fail(
+                            f"{tp}: replica {q.host.node_id} starts at {q.log.log_start_offset}, below the "
+                            f"log start {lp.log.log_start_offset} of leader {lp.host.node_id}: it keeps "
+                            "records the leader deleted"
                         )
                     fp = batch_fingerprints(q)
                     if fp != ref:
@@ -709,11 +759,14 @@ class Checker:
                     seen_vals[v] = off
                     if s is not None and s.status == "fail":
                         self.fail(f"aborted read: {v!r} at {tp} offset {off} is from a send that definitely failed")
+                gone = min(self.delete_requested.get(tp, 0), lp.log.log_start_offset)
                 for s in self.sends:
                     if s.tp != tp or s.status != "ok":
                         continue
                     for k, v in enumerate(s.values):
                         off = s.first_offset + k
+                        if off < gone:
+                            continue  # deleted on request
                         if final.get(off) != v:
                             report["lost"] += 1
                             if topic in allow_loss:
@@ -724,14 +777,14 @@ class Checker:
                                     f"the final log holds {final.get(off)!r}"
                                 )
                 for off, v in self.polled.get(tp, {}).items():
-                    if final.get(off) != v and topic not in allow_loss:
+                    if off >= gone and final.get(off) != v and topic not in allow_loss:
                         self.fail(
                             f"read then vanish: {v!r} polled at {tp} offset {off}, final log holds {final.get(off)!r}"
                         )
                 polled = self.polled.get(tp, {})
                 if topic not in allow_loss:
                     for off, v in self.acked.get(tp, {}).items():
-                        if off not in polled:
+                        if off not in polled and off >= gone:
                             report["unseen"] += 1
         return report
 
@@ -994,11 +1047,20 @@ class SimConsumer(SimClient):
                 self.refresh_metadata()
                 return
             pr = resp.partitions[0]
+            if pr.error == OffsetOutOfRangeError.code and 0 <= self.position < pr.log_start_offset:
+                # Deleted below the position: auto.offset.reset=earliest, the leader's log start.
+                self.position = pr.log_start_offset
+                return
             if pr.error != NONE:
                 self.refresh_metadata()
                 return
             if not pr.records:
                 return
+            if self.position < pr.log_start_offset:
+                self.checker.fail(
+                    f"consumer {self.id} on {self.tp}: served at {self.position}, below the leader's log start "
+                    f"{pr.log_start_offset}"
+                )
             for r in decode_records(pr.records):
                 if r.offset < self.position:
                     continue
@@ -1235,6 +1297,8 @@ class Simulation:
             self.later(self.rng.randint(500, 5000), c.heal, "heal")
         elif kind == "failover_during_catch_up":
             self._failover_during_catch_up()
+        elif kind == "delete_records":
+            self._delete_records()
         elif kind == "preferred":
             tps = [(t.name, p) for t in self.cfg.topics for p in range(t.partitions)]
             tp = self.rng.choice(tps)
@@ -1242,6 +1306,31 @@ class Simulation:
             if ctrl >= 0 and ctrl not in c.paused:
                 c.request(ctrl, ElectLeadersRequest(tp[0], tp[1]))
                 c.event(f"preferred election {tp}")
+
+    def _delete_records(self) -> None:
+        """DeleteRecords to a random offset in [log start, HW] of a partition's leader; the
+        checker looks at the replicas when it completes."""
+        c = self.c
+        tps = [(t.name, p) for t in self.cfg.topics for p in range(t.partitions)]
+        tp = self.rng.choice(tps)
+        lp = c.leader_replica(tp)
+        if lp is None or lp.host.node_id in c.paused:
+            return
+        leader = lp.host.node_id
+        offset = self.rng.randint(lp.log.log_start_offset, lp.high_watermark)
+        timeout = self.rng.choice((500, 3000, 10_000))
+        c.event(f"delete records of {tp} before {offset} on leader {leader} (timeout {timeout} ms)")
+        self.checker.delete_requested[tp] = max(self.checker.delete_requested.get(tp, 0), offset)
+
+        def done(resp: Any, err: BaseException | None) -> None:
+            if err is not None or not isinstance(resp, DeleteRecordsResponse):
+                return
+            if resp.error == NONE:
+                self.checker.on_deleted(tp, offset, leader, resp.low_watermark)
+            else:
+                self.checker.count(f"delete_error_{error_for_code(resp.error).error_name}")
+
+        c.net.request(ADMIN, leader, DeleteRecordsRequest(tp[0], tp[1], offset, timeout), done, timeout + 2000)
 
     def _failover_during_catch_up(self) -> None:
         """A follower leaves the ISR (paused), comes back and catches up one batch per fetch;
@@ -1369,6 +1458,7 @@ class Simulation:
                 "faults": sum(self.faults_done.values()),
                 "power_losses": c.power_losses,
                 "messages": c.net.delivered,
+                "deletes_completed": self.checker.counts.get("deletes_completed", 0),
             }
         )
         if report["unseen"]:
