@@ -75,6 +75,45 @@ class SimulationFailure(AssertionError):
     pass
 
 
+class TappedNetwork(InMemoryNetwork):
+    """The in-memory network with a tap on the follower fetches: ``fetch_tap(node, request,
+    response, applied)`` runs after a node has applied a fetch response, ``applied`` naming the
+    partitions whose replica was ready to take it (a follower in the epoch the fetch named, its
+    log still ending at the fetch offset)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fetch_tap: Callable[[int, FetchRequest, FetchResponse, set[tuple[str, int]]], None] | None = None
+        self.nodes: dict[int, ReplicaNode | None] = {}
+
+    def request(self, src: int, dst: int, message: Any, callback: Any, timeout_ms: int) -> None:
+        tap = self.fetch_tap
+        if tap is None or not isinstance(message, FetchRequest) or message.replica_id < 0:
+            super().request(src, dst, message, callback, timeout_ms)
+            return
+
+        def tapped(resp: Any, err: BaseException | None) -> None:
+            n = self.nodes.get(src)
+            ready: set[tuple[str, int]] = set()
+            if n is not None and n.running and err is None and isinstance(resp, FetchResponse):
+                for fp in message.partitions:
+                    q = n.partitions.get((fp.topic, fp.partition))
+                    if (
+                        q is not None
+                        and q.role is Role.FOLLOWER
+                        and q.leader_epoch == fp.current_leader_epoch
+                        and q.log_end_offset == fp.fetch_offset
+                    ):
+                        ready.add((fp.topic, fp.partition))
+            errors = n.stats.get("fetch_apply_errors", 0) if n is not None else 0
+            callback(resp, err)
+            # Not after an append that failed part-way: the fetcher backs off and asks again.
+            if ready and n is not None and n.running and n.stats.get("fetch_apply_errors", 0) == errors:
+                tap(src, message, resp, ready)
+
+        super().request(src, dst, message, tapped, timeout_ms)
+
+
 class NotReached(SimulationFailure):
     """``run_until`` gave up waiting."""
 
@@ -110,10 +149,11 @@ class SimCluster:
         self.clock = ManualClock()
         self.errors: list[tuple[str, BaseException]] = []
         self.scheduler = Scheduler(self.clock, on_error=lambda n, e: self.errors.append((n, e)))
-        self.net = InMemoryNetwork(self.scheduler, random.Random(seed * 31 + 7), delay_ms=net_delay)
+        self.net = TappedNetwork(self.scheduler, random.Random(seed * 31 + 7), delay_ms=net_delay)
         self.coord = InMemoryCoordinator(self.clock, self.scheduler, session_timeout_ms=config.session_timeout_ms)
         self.ids = list(range(nodes))
         self.nodes: dict[int, ReplicaNode | None] = dict.fromkeys(self.ids)
+        self.net.nodes = self.nodes
         self._gs: dict[int, GuardedScheduler] = {}
         self.paused: set[int] = set()
         self.lost_tail: dict[int, set[tuple[str, int]]] = {i: set() for i in self.ids}
@@ -548,6 +588,7 @@ class Checker:
         #: The highest offset a DeleteRecords request named, per partition (answered or not, the
         #: leader's log start moved): records below it may be gone.
         self.delete_requested: dict[tuple[str, int], int] = {}
+        cluster.net.fetch_tap = self.on_follower_fetch
 
     def fail(self, text: str) -> None:
         raise SimulationFailure(f"{text}\n{self.c.describe()}")
@@ -670,6 +711,27 @@ class Checker:
                     q = c.replica(r, tp)
                     if q is not None and q.log_end_offset >= lp.high_watermark:
                         tps.discard(tp)
+
+    def on_follower_fetch(self, i: int, req: FetchRequest, resp: FetchResponse, ready: set[tuple[str, int]]) -> None:
+        """A follower applied a fetch response: each partition it took without an error or a
+        divergence now starts at or after the leader's log start in it — the first fetch after
+        a node comes back included (records deleted while it was away are gone)."""
+        n = self.c.nodes[i]
+        if n is None:
+            return
+        for pr in resp.partitions:
+            tp = (pr.topic, pr.partition)
+            if tp not in ready or pr.error != NONE or pr.diverging_epoch >= 0 or pr.diverging_end_offset >= 0:
+                continue
+            q = n.partitions.get(tp)
+            if q is None or q.log.closed:
+                continue
+            if q.log.log_start_offset < pr.log_start_offset:
+                self.fail(
+                    f"node {i} {tp}: starts at {q.log.log_start_offset} after a fetch response giving the "
+                    f"leader's log start {pr.log_start_offset}: it keeps records the leader deleted"
+                )
+            self.count("follower_fetches_checked")
 
     def on_deleted(self, tp: tuple[str, int], offset: int, leader: int, low_watermark: int) -> None:
         """A DeleteRecords request completed: every replica the leader counts as alive (running
