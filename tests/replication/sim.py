@@ -690,18 +690,23 @@ class Checker:
                 self.fail(f"node {i} truncated below its high watermark")
         # No replica's log start passes the leader's high watermark (records are deleted only
         # below it, and followers take the leader's log start after its high watermark).
-        tps = {tp for i in c.running() if (n := c.nodes[i]) is not None for tp in n.partitions}
-        for tp in sorted(tps):
-            lp = c.leader_replica(tp)
-            if lp is None:
-                continue
-            for i in c.running():
-                q = c.replica(i, tp)
-                if q is not None and not q.log.closed and q.log.log_start_offset > lp.high_watermark:
-                    self.fail(
-                        f"{tp}: node {i} log start {q.log.log_start_offset} above the high watermark "
-                        f"{lp.high_watermark} of leader {lp.host.node_id}"
-                    )
+        # The leader: the replica leading in the highest epoch (no coordinator read per step).
+        leaders: dict[tuple[str, int], Partition] = {}
+        replicas: list[tuple[int, Partition]] = []
+        for i in c.running():
+            for tp, p in c.nodes[i].partitions.items():  # type: ignore[union-attr]
+                if p.log.closed:
+                    continue
+                replicas.append((i, p))
+                if p.role is Role.LEADER and (tp not in leaders or p.leader_epoch > leaders[tp].leader_epoch):
+                    leaders[tp] = p
+        for i, q in replicas:
+            lp = leaders.get(q.tp)
+            if lp is not None and q.log.log_start_offset > lp.high_watermark:
+                self.fail(
+                    f"{q.tp}: node {i} log start {q.log.log_start_offset} above the high watermark "
+                    f"{lp.high_watermark} of leader {lp.host.node_id}"
+                )
         # ISR admission clears the lost-tail mark.
         for r, tps in c.lost_tail.items():
             for tp in list(tps):
