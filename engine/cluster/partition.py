@@ -309,7 +309,12 @@ class Partition:
                 NotLeaderOrFollowerAfterAppendError(
                     f"node {self.host.node_id} lost the leadership of {self.topic}-{self.partition} "
                     f"(epoch {st.leader_epoch} is led by {st.leader}); the records may or may not survive"
-                )
+                ),
+                NotLeaderOrFollowerError(
+                    f"node {self.host.node_id} lost the leadership of {self.topic}-{self.partition} "
+                    f"(epoch {st.leader_epoch} is led by {st.leader}) before the low watermark reached "
+                    "the offset; the records are deleted on it, ask the new leader again"
+                ),
             )
         self.role = Role.FOLLOWER
         self.leader = st.leader
@@ -329,7 +334,8 @@ class Partition:
         self.fail_delayed(
             NotLeaderOrFollowerAfterAppendError(
                 f"node {self.host.node_id} stopped serving {self.topic}-{self.partition}"
-            )
+            ),
+            NotLeaderOrFollowerError(f"node {self.host.node_id} stopped serving {self.topic}-{self.partition}"),
         )
         self.role = Role.NONE
 
@@ -444,14 +450,16 @@ class Partition:
                 keep.append(d)
         self.delayed = keep
 
-    def fail_delayed(self, err: KafkaError) -> None:
+    def fail_delayed(self, err: KafkaError, delete_err: KafkaError | None = None) -> None:
+        """Fail the waiting acks=all produces with ``err``, the waiting DeleteRecords requests
+        with ``delete_err`` (default ``err``): their records are gone on this replica already."""
         deletes, self.delayed_deletes = self.delayed_deletes, []
         for dd in deletes:
             if not dd.done:
                 dd.done = True
                 if dd.timer is not None:
                     self.host.cancel(dd.timer)
-                dd.respond(-1, err)
+                dd.respond(-1, delete_err or err)
         delayed, self.delayed = self.delayed, []
         for d in delayed:
             if d.done:
