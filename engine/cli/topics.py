@@ -65,9 +65,10 @@ def run_describe(args: argparse.Namespace) -> int:
 
         with ClusterClient(args.bootstrap, metadata_timeout_s=args.timeout) as client:
             parts = client.describe_topics([args.topic] if args.topic else None)
+            marks = {p.tp: client.watermarks(p.topic, p.partition) for p in parts}
         if args.topic and not parts:
             raise CliError(f"topic {args.topic!r} does not exist in the cluster at {args.bootstrap}")
-        sys.stdout.write(format_describe(parts))
+        sys.stdout.write(format_describe(parts, marks))
         return 0
     if not args.dir:
         raise CliError("give a log directory, or --bootstrap HOST:PORT for a running cluster")

@@ -169,6 +169,15 @@ class ClusterBase(abc.ABC, Closeable):
         """Move the partition's leadership to its preferred replica; returns the leader."""
 
     @abc.abstractmethod
+    def delete_records(self, topic: str, partition: int, offset: int, *, timeout_ms: int = 30_000) -> int:
+        """DeleteRecords on the partition's leader; the low watermark reached (see
+        :meth:`seglog.cluster.network.NetworkClient.delete_records`)."""
+
+    @abc.abstractmethod
+    def watermarks(self, topic: str, partition: int = 0) -> tuple[int, int, int] | None:
+        """``(log start, high watermark, low watermark)`` from the partition's leader now."""
+
+    @abc.abstractmethod
     def producer(self, **config: Any) -> ClusterProducer:
         """A :class:`~seglog.cluster.producer.ClusterProducer` of this cluster."""
 

@@ -176,6 +176,20 @@ class ClusterClient(LoopOwner, Closeable):
     def elect_preferred_leader(self, topic: str, partition: int = 0) -> int:
         return self._admin.elect_preferred_leader(topic, partition)
 
+    def delete_records(self, topic: str, partition: int, offset: int, *, timeout_ms: int = 30_000) -> int:
+        """DeleteRecords: records of ``topic``-``partition`` below ``offset`` (-1: the high
+        watermark) are deleted on the leader at once; returns the low watermark once every live
+        replica has moved its log start there. Raises ``OffsetOutOfRangeError`` above the high
+        watermark, ``RequestTimedOutError`` after ``timeout_ms`` (its ``offset``: the low
+        watermark reached)."""
+        return self._admin.delete_records(topic, partition, offset, timeout_ms)
+
+    def watermarks(self, topic: str, partition: int = 0) -> tuple[int, int, int] | None:
+        """``(log start, high watermark, low watermark)`` of the partition, from its leader now
+        (None when no leader answers); the low watermark is -1 until every live follower has
+        fetched from the current leader."""
+        return self._admin.watermarks(topic, partition)
+
     def producer(self, **config: Any) -> ClusterProducer:
         """A :class:`~seglog.cluster.producer.ClusterProducer`; keywords are Kafka producer keys
         with '_' for '.' (``acks="all"``, ``enable_idempotence=True``, ``delivery_timeout_ms=...``)."""
@@ -205,8 +219,11 @@ class ClusterClient(LoopOwner, Closeable):
                 self.loop.close()
 
 
-def format_describe(partitions: Sequence[PartitionInfo]) -> str:
-    """``kafka-topics.sh --describe``'s layout: a topic line, then one line per partition."""
+def format_describe(
+    partitions: Sequence[PartitionInfo], watermarks: Mapping[tuple[str, int], tuple[int, int, int] | None] | None = None
+) -> str:
+    """``kafka-topics.sh --describe``'s layout: a topic line, then one line per partition; with
+    ``watermarks`` ((log start, HW, LW) per partition, from its leader) those three after the ISR."""
     by_topic: dict[str, list[PartitionInfo]] = {}
     for p in partitions:
         by_topic.setdefault(p.topic, []).append(p)
@@ -221,5 +238,15 @@ def format_describe(partitions: Sequence[PartitionInfo]) -> str:
                 f"\tTopic: {topic}\tPartition: {p.partition}\tLeader: {leader}\t"
                 f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.state.isr))}"
                 + (f"\tElr: {','.join(map(str, p.state.elr))}" if p.state.elr else "")
+                + _marks((watermarks or {}).get(p.tp), watermarks is not None)
             )
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+def _marks(marks: tuple[int, int, int] | None, wanted: bool) -> str:
+    if not wanted:
+        return ""
+    if marks is None:
+        return "\tLogStart: ?\tHighWatermark: ?\tLowWatermark: ?"
+    start, hw, lw = marks
+    return f"\tLogStart: {start}\tHighWatermark: {hw}\tLowWatermark: {lw if lw >= 0 else '?'}"

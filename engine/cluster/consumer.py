@@ -16,7 +16,7 @@ from typing import Any
 from seglog.cluster.messages import CONSUMER_REPLICA_ID, NONE, FetchPartition, FetchRequest, FetchResponse
 from seglog.cluster.network import ClientHost, kafka_keys
 from seglog.config import ConsumerConfig
-from seglog.errors import SeglogError
+from seglog.errors import OffsetOutOfRangeError, SeglogError
 from seglog.storage.records import decode_records
 from seglog.util.closing import Closeable
 
@@ -131,6 +131,9 @@ class ClusterConsumer(Closeable):
                     continue
                 for pr in resp.partitions:
                     tp = (pr.topic, pr.partition)
+                    if pr.error == OffsetOutOfRangeError.code and pr.log_start_offset >= 0:
+                        self._reset(tp, pr.log_start_offset, pr.log_end_offset)
+                        continue
                     if pr.error != NONE:
                         await self._c.refresh_metadata()
                         continue
@@ -160,6 +163,22 @@ class ClusterConsumer(Closeable):
             if out or time.monotonic() >= deadline:
                 return out
             await asyncio.sleep(0.01)
+
+    def _reset(self, tp: tuple[str, int], log_start: int, log_end: int) -> None:
+        """The position is out of the leader's range (records deleted below it, or past the
+        end): ``auto.offset.reset`` decides (earliest: the leader's log start; latest: its end)."""
+        pos = self._positions[tp]
+        policy = self.config.auto_offset_reset
+        if policy == "earliest":
+            self._positions[tp] = log_start
+        elif policy == "latest" and log_end >= 0:
+            self._positions[tp] = log_end
+        else:
+            raise OffsetOutOfRangeError(
+                f"position {pos} of {tp[0]}-{tp[1]} is outside the leader's [{log_start}, {log_end}] "
+                f"and auto.offset.reset is {policy!r}",
+                offset=pos,
+            )
 
     def close(self) -> None:
         if not self._closed:

@@ -397,6 +397,28 @@ class LocalCluster(LoopOwner, ClusterBase):
         finally:
             client.close()
 
+    def delete_records(self, topic: str, partition: int, offset: int, *, timeout_ms: int = 30_000) -> int:
+        """DeleteRecords: records of ``topic``-``partition`` below ``offset`` (-1: the high
+        watermark) are deleted on the leader at once; returns the low watermark once every live
+        replica has moved its log start there. Raises ``OffsetOutOfRangeError`` above the high
+        watermark, ``RequestTimedOutError`` after ``timeout_ms`` (its ``offset``: the low
+        watermark reached)."""
+        client = self._client()
+        try:
+            return client.delete_records(topic, partition, offset, timeout_ms)
+        finally:
+            client.close()
+
+    def watermarks(self, topic: str, partition: int = 0) -> tuple[int, int, int] | None:
+        """``(log start, high watermark, low watermark)`` of the partition, from its leader now
+        (None when no leader answers); the low watermark is -1 until every live follower has
+        fetched from the current leader."""
+        client = self._client()
+        try:
+            return client.watermarks(topic, partition)
+        finally:
+            client.close()
+
     def producer(self, **config: Any) -> ClusterProducer:
         """A producer; keywords are Kafka producer keys with '_' for '.' (``acks="all"``,
         ``linger_ms=5``, ``enable_idempotence=True``, ``delivery_timeout_ms=...``)."""

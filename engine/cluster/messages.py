@@ -138,6 +138,33 @@ class MetadataResponse:
     live_brokers: tuple[tuple[int, int], ...]
     addresses: tuple[tuple[int, str], ...] = ()
     error: int = NONE
+    #: (topic, partition, log start offset, high watermark, low watermark) of every partition
+    #: the answering node leads; the low watermark is -1 until every live follower has fetched
+    #: in the current leader epoch.
+    watermarks: tuple[tuple[str, int, int, int, int], ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeleteRecordsRequest:
+    """Move the partition's log start to ``offset`` (Kafka's DeleteRecords); sent to its leader.
+    ``offset`` -1 means the high watermark."""
+
+    topic: str
+    partition: int
+    offset: int
+    timeout_ms: int = 30_000
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeleteRecordsResponse:
+    """The low watermark the partition reached: at or above the requested offset on success,
+    below it with REQUEST_TIMED_OUT."""
+
+    topic: str
+    partition: int
+    error: int = NONE
+    low_watermark: int = -1
+    message: str = ""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -232,6 +259,8 @@ MESSAGE_TYPES: tuple[type, ...] = (
     PartitionState,
     ControlledShutdownRequest,
     ControlledShutdownResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
 )
 _BY_NAME: dict[str, type] = {t.__name__: t for t in MESSAGE_TYPES}
 

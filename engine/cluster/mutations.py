@@ -20,6 +20,7 @@ DEDUPE_OFF = "dedupe_off"  # duplicates appended again
 OOS_INSTEAD_OF_DEDUPE = "oos_instead_of_dedupe"  # duplicates refused as out of order (Redpanda #3039)
 EPOCH_CACHE_NO_FSYNC = "epoch_cache_no_fsync"  # epoch cache entries lost with the page cache
 EPOCH_START_OFF_BY_ONE = "epoch_start_off_by_one"  # inclusive/exclusive end offset mix
+FOLLOWER_IGNORES_LOG_START = "follower_ignores_log_start"  # followers keep records the leader deleted
 
 ALL = frozenset(
     {
@@ -35,6 +36,7 @@ ALL = frozenset(
         OOS_INSTEAD_OF_DEDUPE,
         EPOCH_CACHE_NO_FSYNC,
         EPOCH_START_OFF_BY_ONE,
+        FOLLOWER_IGNORES_LOG_START,
     }
 )
 

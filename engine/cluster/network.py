@@ -17,13 +17,21 @@ from seglog.cluster.messages import (
     NONE,
     CreateTopicRequest,
     CreateTopicResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
     MetadataRequest,
     MetadataResponse,
 )
 from seglog.cluster.tcp import TcpTransport
-from seglog.errors import RequestTimedOutError, SeglogError, error_for_code
+from seglog.errors import (
+    NotLeaderOrFollowerError,
+    RequestTimedOutError,
+    SeglogError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+)
 from seglog.util.clock import Clock
 
 __all__ = ["ClientHost", "NetworkClient", "kafka_keys"]
@@ -187,3 +195,74 @@ class NetworkClient:
         if resp.error != NONE:
             raise error_for_code(resp.error)(resp.message)
         return resp.leader
+
+    async def _leader_of(self, topic: str, partition: int) -> int:
+        """The partition's leader as the metadata names it (refreshed when it names none), or
+        -1; raises when no node knows the partition."""
+        leader = self.metadata.get((topic, partition), (-1, -1))[0]
+        if leader < 0:
+            await self.refresh_metadata(topic)
+            if (topic, partition) not in self.metadata and self.partitions:
+                raise UnknownTopicOrPartitionError(f"the cluster has no partition {topic}-{partition}")
+            leader = self.metadata.get((topic, partition), (-1, -1))[0]
+        return leader
+
+    def delete_records(self, topic: str, partition: int, offset: int, timeout_ms: int) -> int:
+        """DeleteRecords on the partition's leader: records below ``offset`` (-1: the high
+        watermark) go. Returns the low watermark once it reaches ``offset``; raises the leader's
+        error otherwise — ``OffsetOutOfRangeError`` for an offset above the high watermark,
+        ``RequestTimedOutError`` after ``timeout_ms`` with the low watermark reached as its
+        ``offset`` (the leader's records are gone already). A change of leader is retried."""
+        if offset < -1:
+            raise ValueError(f"DeleteRecords needs an offset >= 0 (or -1 for the high watermark), got {offset}")
+
+        async def call() -> int:
+            deadline = time.monotonic() + timeout_ms / 1000
+            last = ""
+            while True:
+                left = int((deadline - time.monotonic()) * 1000)
+                leader = await self._leader_of(topic, partition)
+                if leader >= 0 and left > 0:
+                    req = DeleteRecordsRequest(topic, partition, offset, left)
+                    try:
+                        resp = await self.request(leader, req, left + 5000)
+                    except SeglogError as exc:
+                        resp, last = None, str(exc)
+                    if isinstance(resp, DeleteRecordsResponse):
+                        if resp.error == NONE:
+                            return resp.low_watermark
+                        if resp.error != NotLeaderOrFollowerError.code:
+                            lw = resp.low_watermark if resp.low_watermark >= 0 else None
+                            raise error_for_code(resp.error)(resp.message, offset=lw)
+                        last = resp.message
+                if time.monotonic() >= deadline:
+                    raise RequestTimedOutError(
+                        f"DeleteRecords on {topic}-{partition} before {offset}: no leader completed it "
+                        f"within {timeout_ms} ms" + (f" (last: {last})" if last else "")
+                    )
+                await asyncio.sleep(0.05)
+                await self.refresh_metadata(topic)
+
+        return int(self.cluster._call(call(), timeout_ms / 1000 + 10))
+
+    def watermarks(self, topic: str, partition: int) -> tuple[int, int, int] | None:
+        """``(log start, high watermark, low watermark)`` from the partition's leader now, or
+        None when no leader answers for it."""
+
+        async def call() -> tuple[int, int, int] | None:
+            leader = await self._leader_of(topic, partition)
+            if leader < 0:
+                return None
+            try:
+                resp = await self.request(leader, MetadataRequest((topic,)), 3000)
+            except SeglogError:
+                return None
+            if not isinstance(resp, MetadataResponse):
+                return None
+            for t, p, start, hw, lw in resp.watermarks:
+                if (t, p) == (topic, partition):
+                    return start, hw, lw
+            return None
+
+        result: tuple[int, int, int] | None = self.cluster._call(call(), 10)
+        return result

@@ -73,6 +73,8 @@ from seglog.cluster.messages import (
     ControlledShutdownResponse,
     CreateTopicRequest,
     CreateTopicResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
     ErrorResponse,
@@ -109,6 +111,7 @@ from seglog.errors import (
     LogDirectoryLockedError,
     NotControllerError,
     NotLeaderOrFollowerBeforeAppendError,
+    NotLeaderOrFollowerError,
     SeglogError,
     StaleBrokerEpochError,
     StaleControllerEpochError,
@@ -604,6 +607,8 @@ class ReplicaNode:
                 self.fetches.handle(src, msg, reply)
             elif isinstance(msg, ProduceRequest):
                 self._handle_produce(msg, reply)
+            elif isinstance(msg, DeleteRecordsRequest):
+                self._handle_delete_records(msg, reply)
             elif isinstance(msg, LeaderAndIsrRequest):
                 reply(self._handle_leader_and_isr(msg))
             elif isinstance(msg, MetadataRequest):
@@ -710,6 +715,7 @@ class ReplicaNode:
         if old_live != self.live_brokers:
             for p in self.partitions.values():
                 p.maybe_increment_high_watermark()
+                p.complete_delayed_deletes()  # a node gone no longer holds the low watermark
         self.fetchers.update()
         if not self._offline_reported:
             self._report_offline()
@@ -834,6 +840,37 @@ class ReplicaNode:
             p.park_produce(res, respond, req.timeout_ms)
         else:
             respond(res.first_offset, res.last_offset, res.log_append_time, None, res.duplicate)
+
+    def _handle_delete_records(self, req: DeleteRecordsRequest, reply: Reply) -> None:
+        tp = (req.topic, req.partition)
+        p = self.partitions.get(tp)
+
+        def respond(lw: int, err: KafkaError | None) -> None:
+            if err is None:
+                reply(DeleteRecordsResponse(req.topic, req.partition, NONE, lw))
+            else:
+                reply(DeleteRecordsResponse(req.topic, req.partition, code_for_exception(err), lw, str(err)))
+
+        if p is None:
+            if tp in self.offline_partitions:
+                respond(-1, self.offline_error(tp))
+            elif tp in self.metadata:
+                respond(-1, NotLeaderOrFollowerError(f"node {self.node_id} does not host {req.topic}-{req.partition}"))
+            else:
+                respond(
+                    -1,
+                    UnknownTopicOrPartitionError(f"node {self.node_id} knows no partition {req.topic}-{req.partition}"),
+                )
+            return
+        try:
+            p.delete_records(req.offset, req.timeout_ms, respond)
+        except KafkaError as exc:
+            respond(-1, exc)
+            if isinstance(exc, KafkaStorageError):
+                self.maybe_log_dir_failure(p, exc)
+        except OSError as exc:
+            respond(-1, KafkaStorageError(f"node {self.node_id}: {exc}"))
+            self.maybe_log_dir_failure(p, exc)
 
     def on_log_appended(self, partition: Partition) -> None:
         # New data wakes parked follower fetches (and consumers reading to the log end).
@@ -1030,8 +1067,17 @@ class ReplicaNode:
             for tp, info in sorted(self.metadata.items())
             if req is None or not req.topics or info.topic in req.topics
         )
+        marks = tuple(
+            (p.topic, p.partition, p.log.log_start_offset, p.high_watermark, p.low_watermark)
+            for tp, p in sorted(self.partitions.items())
+            if p.is_leader and not p.log.closed and (req is None or not req.topics or p.topic in req.topics)
+        )
         return MetadataResponse(
-            self.controller_id, parts, tuple(sorted(self.live_brokers.items())), tuple(sorted(self.addresses.items()))
+            self.controller_id,
+            parts,
+            tuple(sorted(self.live_brokers.items())),
+            tuple(sorted(self.addresses.items())),
+            watermarks=marks,
         )
 
     def partition(self, topic: str, partition: int) -> Partition | None:

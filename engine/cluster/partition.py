@@ -22,13 +22,22 @@ Leader
       min.insync.replicas, else NOT_ENOUGH_REPLICAS_AFTER_APPEND), times out, or fails with
       NOT_LEADER_OR_FOLLOWER (after append) when leadership moves.
     * Idempotence: duplicates answer with the original offsets and still wait for HW.
+    * Per follower also its log start offset, from each fetch request. The low watermark (LW)
+      is the minimum log start over this replica and every follower whose node is alive (-1
+      while such a follower has not fetched in this leader epoch).
+    * DeleteRecords: only below (or at) HW; the leader's log start moves at once, and the
+      request waits until LW reaches the offset, times out (REQUEST_TIMED_OUT, with the LW
+      reached), or fails with NOT_LEADER_OR_FOLLOWER when leadership moves.
 
 Follower
     * Fetches from its LEO with its latest epoch (KAFKA-10554); when the leader answers with a
       diverging epoch it truncates to the leader's end offset for the epoch they share,
       iterating while the leader names an epoch it does not have (KIP-101, KIP-279). It never
       truncates to its own HW.
-    * HW = min(leader HW, own LEO).
+    * HW = min(leader HW, own LEO), then log start = max(own log start, leader's log start)
+      from every fetch response, in that order (Kafka's ``processPartitionData``): it never
+      keeps records the leader deleted. A log that ends below the leader's log start restarts
+      empty there (the OFFSET_OUT_OF_RANGE answer).
     * Producer state (the log's: ``Log.producer_state``) is updated from every replicated batch
       and rebuilt after truncation.
 """
@@ -128,6 +137,16 @@ class IsrState:
 
 
 @dataclasses.dataclass(slots=True)
+class DelayedDeleteRecords:
+    """A DeleteRecords request waiting for the low watermark (Kafka's ``DelayedDeleteRecords``)."""
+
+    offset: int
+    respond: Callable[[int, KafkaError | None], None]
+    timer: Any = None
+    done: bool = False
+
+
+@dataclasses.dataclass(slots=True)
 class DelayedProduce:
     required_offset: int
     first_offset: int
@@ -185,6 +204,7 @@ class Partition:
         self.leader_epoch_start_offset = -1
         self.remotes: dict[int, RemoteReplica] = {}
         self.delayed: list[DelayedProduce] = []
+        self.delayed_deletes: list[DelayedDeleteRecords] = []
         self._first_follow = True
         self._divergence_checks = True
         self.truncations: list[tuple[int, int, int]] = []  # (from LEO, to, HW then)
@@ -289,7 +309,12 @@ class Partition:
                 NotLeaderOrFollowerAfterAppendError(
                     f"node {self.host.node_id} lost the leadership of {self.topic}-{self.partition} "
                     f"(epoch {st.leader_epoch} is led by {st.leader}); the records may or may not survive"
-                )
+                ),
+                NotLeaderOrFollowerError(
+                    f"node {self.host.node_id} lost the leadership of {self.topic}-{self.partition} "
+                    f"(epoch {st.leader_epoch} is led by {st.leader}) before the low watermark reached "
+                    "the offset; the records are deleted on it, ask the new leader again"
+                ),
             )
         self.role = Role.FOLLOWER
         self.leader = st.leader
@@ -309,7 +334,8 @@ class Partition:
         self.fail_delayed(
             NotLeaderOrFollowerAfterAppendError(
                 f"node {self.host.node_id} stopped serving {self.topic}-{self.partition}"
-            )
+            ),
+            NotLeaderOrFollowerError(f"node {self.host.node_id} stopped serving {self.topic}-{self.partition}"),
         )
         self.role = Role.NONE
 
@@ -424,7 +450,16 @@ class Partition:
                 keep.append(d)
         self.delayed = keep
 
-    def fail_delayed(self, err: KafkaError) -> None:
+    def fail_delayed(self, err: KafkaError, delete_err: KafkaError | None = None) -> None:
+        """Fail the waiting acks=all produces with ``err``, the waiting DeleteRecords requests
+        with ``delete_err`` (default ``err``): their records are gone on this replica already."""
+        deletes, self.delayed_deletes = self.delayed_deletes, []
+        for dd in deletes:
+            if not dd.done:
+                dd.done = True
+                if dd.timer is not None:
+                    self.host.cancel(dd.timer)
+                dd.respond(-1, delete_err or err)
         delayed, self.delayed = self.delayed, []
         for d in delayed:
             if d.done:
@@ -539,6 +574,96 @@ class Partition:
             self.maybe_increment_high_watermark()
 
     # ---------------------------------------------------------------------------------------------
+    # Leader: log start, low watermark, DeleteRecords
+    # ---------------------------------------------------------------------------------------------
+
+    @property
+    def low_watermark(self) -> int:
+        """The leader's LW (Kafka's ``lowWatermarkIfLeader``): the minimum log start over this
+        replica and every follower whose node is alive, as their fetches reported it; -1 on a
+        replica that does not lead, or while a live follower has not fetched in this epoch."""
+        if self.role is not Role.LEADER:
+            return -1
+        lw = self.log.log_start_offset
+        for r in self.remotes.values():
+            if self.host.broker_epoch_of(r.replica_id) >= 0 and r.log_start_offset < lw:
+                lw = r.log_start_offset
+        return lw
+
+    def delete_records(self, offset: int, timeout_ms: int, respond: Callable[[int, KafkaError | None], None]) -> None:
+        """Move the log start to ``offset`` (-1: the high watermark) now, then call
+        ``respond(low watermark, error)`` once the LW reaches it, after ``timeout_ms`` with
+        REQUEST_TIMED_OUT, or when leadership moves. Raises before anything changes when this
+        replica does not lead or ``offset`` is not in ``[0, HW]``."""
+        if self.role is not Role.LEADER:
+            raise NotLeaderOrFollowerError(
+                f"node {self.host.node_id} is not the leader of {self.topic}-{self.partition} "
+                f"(leader {self.leader}, epoch {self.leader_epoch})"
+            )
+        hw = self.log.high_watermark
+        if offset == -1:
+            offset = hw
+        if offset < 0 or offset > hw:
+            raise OffsetOutOfRangeError(
+                f"cannot delete the records of {self.topic}-{self.partition} before offset {offset}: "
+                f"it must be in [0, {hw}] (the high watermark), or -1 for the high watermark"
+            )
+        start = self.log.delete_records(offset)
+        log.info(
+            "%s-%d: leader %d deletes records before %d (log start %d, low watermark %d)",
+            self.topic,
+            self.partition,
+            self.host.node_id,
+            offset,
+            start,
+            self.low_watermark,
+        )
+        dd = DelayedDeleteRecords(offset, respond)
+        if self._try_complete_delete(dd):
+            return
+        dd.timer = self.host.schedule(
+            f"delete records timeout {self.topic}-{self.partition}", lambda: self._expire_delete(dd), timeout_ms
+        )
+        self.delayed_deletes.append(dd)
+
+    def _try_complete_delete(self, dd: DelayedDeleteRecords) -> bool:
+        lw = self.low_watermark
+        if self.role is not Role.LEADER or lw < dd.offset:
+            return False
+        dd.done = True
+        if dd.timer is not None:
+            self.host.cancel(dd.timer)
+        dd.respond(lw, None)
+        return True
+
+    def _expire_delete(self, dd: DelayedDeleteRecords) -> None:
+        if dd.done:
+            return
+        dd.done = True
+        if dd in self.delayed_deletes:
+            self.delayed_deletes.remove(dd)
+        lw = self.low_watermark
+        lagging = sorted(
+            r.replica_id
+            for r in self.remotes.values()
+            if self.host.broker_epoch_of(r.replica_id) >= 0 and r.log_start_offset < dd.offset
+        )
+        dd.respond(
+            lw,
+            RequestTimedOutError(
+                f"the low watermark of {self.topic}-{self.partition} reached {lw}, not {dd.offset}: "
+                f"replicas {lagging} have not moved their log start there yet (the leader's is "
+                f"{self.log.log_start_offset})"
+            ),
+        )
+
+    def complete_delayed_deletes(self) -> None:
+        """Answer the DeleteRecords requests the low watermark has now reached (after a
+        follower's fetch, or when the live nodes change)."""
+        if self.delayed_deletes:
+            self.delayed_deletes = [d for d in self.delayed_deletes if not d.done and not self._try_complete_delete(d)]
+
+    # ---------------------------------------------------------------------------------------------
     # Leader: fetches
     # ---------------------------------------------------------------------------------------------
 
@@ -620,6 +745,7 @@ class Partition:
         remote.update_fetch_state(fp.fetch_offset, fp.log_start_offset, leo, self._now(), broker_epoch)
         self._maybe_expand_isr(remote)
         self.maybe_increment_high_watermark()
+        self.complete_delayed_deletes()
         return self.read(fp.fetch_offset, min(fp.max_bytes, max_bytes), ISOLATION_LOG_END)
 
     def fetch_for_consumer(self, fp: FetchPartition, max_bytes: int, isolation: str) -> FetchPartitionResponse:
@@ -688,13 +814,51 @@ class Partition:
             return False
         data = resp.records
         if data:
-            self.log.append_as_follower(data)
+            self._append_as_follower(data)
         leo = self.log.log_end_offset
         if mut.FOLLOWER_HW_UNCAPPED in self.host.mutants:
             self.log._high_watermark = max(resp.high_watermark, self.log.log_start_offset)
         else:
             self.log.update_high_watermark(min(resp.high_watermark, leo))
+        # After the high watermark (which the leader's log start never passes), as Kafka's
+        # replica fetcher does: records the leader deleted go here too.
+        if (
+            resp.log_start_offset > self.log.log_start_offset
+            and mut.FOLLOWER_IGNORES_LOG_START not in self.host.mutants
+        ):
+            before = self.log.log_start_offset
+            self.log.delete_records(resp.log_start_offset)
+            log.info(
+                "%s-%d: node %d moves its log start from %d to the leader's %d",
+                self.topic,
+                self.partition,
+                self.host.node_id,
+                before,
+                resp.log_start_offset,
+            )
         return False
+
+    def _append_as_follower(self, data: Any) -> None:
+        leo = self.log.log_end_offset
+        if leo == self.log.log_start_offset:
+            # An empty log starting inside the leader's first batch: the leader's log start was
+            # moved into the middle of a batch (DeleteRecords), and the whole batch comes back.
+            # The log restarts at the batch's base offset; the leader's log start is taken next.
+            buf = data if isinstance(data, (bytes, bytearray, memoryview)) else data.to_bytes()
+            heads = batch_headers(buf, verify_crc=False)
+            if heads and heads[0].base_offset < leo <= heads[0].last_offset:
+                log.info(
+                    "%s-%d: node %d restarts its empty log at %d, the base offset of the leader's batch "
+                    "holding its log start %d",
+                    self.topic,
+                    self.partition,
+                    self.host.node_id,
+                    heads[0].base_offset,
+                    leo,
+                )
+                self.log.truncate_fully_and_start_at(heads[0].base_offset)
+                data = buf
+        self.log.append_as_follower(data)
 
     def _on_diverging(self, leader_epoch: int, leader_end: int) -> None:
         leo = self.log.log_end_offset

@@ -412,6 +412,20 @@ class ProcessCluster(ClusterBase):
     def elect_preferred_leader(self, topic: str, partition: int = 0) -> int:
         return int(self.client.elect_preferred_leader(topic, partition))
 
+    def delete_records(self, topic: str, partition: int, offset: int, *, timeout_ms: int = 30_000) -> int:
+        """DeleteRecords: records of ``topic``-``partition`` below ``offset`` (-1: the high
+        watermark) are deleted on the leader at once; returns the low watermark once every live
+        replica has moved its log start there. Raises ``OffsetOutOfRangeError`` above the high
+        watermark, ``RequestTimedOutError`` after ``timeout_ms`` (its ``offset``: the low
+        watermark reached)."""
+        return self.client.delete_records(topic, partition, offset, timeout_ms=timeout_ms)
+
+    def watermarks(self, topic: str, partition: int = 0) -> tuple[int, int, int] | None:
+        """``(log start, high watermark, low watermark)`` of the partition, from its leader now
+        (None when no leader answers); the low watermark is -1 until every live follower has
+        fetched from the current leader."""
+        return self.client.watermarks(topic, partition)
+
     def producer(self, **config: Any) -> ClusterProducer:
         return self.client.producer(**config)
 

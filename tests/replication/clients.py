@@ -23,3 +23,36 @@ def consume_all(
     finally:
         consumer.close()
     return got
+
+
+def delete_records_with_a_paused_follower(cluster: Any, topic: str = "t", records: int = 100, offset: int = 60) -> int:
+    """On a three-node ``cluster`` (a ``ProcessCluster``: pausing is SIGSTOP): ``records``
+    records in ``topic``-0, then DeleteRecords before ``offset`` while a follower is paused —
+    it must time out with the low watermark still at 0 — and again once it is resumed, when it
+    must complete. Returns the paused follower."""
+    from seglog.errors import RequestTimedOutError
+
+    cluster.create_topic(topic, partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
+    producer = cluster.producer(acks="all")
+    for k in range(records):
+        producer.send(topic, b"v%04d" % k, partition=0)
+    producer.flush(30)
+    producer.close()
+    cluster.wait_for(lambda: cluster.watermarks(topic) == (0, records, 0), 20, f"HW {records}, LW 0")
+    leader = cluster.leader(topic)
+    follower = next(i for i in cluster.ids if i != leader)
+    cluster.pause(follower)
+    try:
+        try:
+            cluster.delete_records(topic, 0, offset, timeout_ms=1000)
+        except RequestTimedOutError as exc:
+            assert exc.offset == 0, f"the low watermark reached should be 0: {exc}"
+            assert f"replicas [{follower}]" in str(exc), exc
+        else:
+            raise AssertionError(f"DeleteRecords completed while follower {follower} was paused")
+        assert cluster.watermarks(topic) == (offset, records, 0)
+    finally:
+        cluster.resume(follower)
+    lw = cluster.delete_records(topic, 0, offset, timeout_ms=15_000)
+    assert lw >= offset, lw
+    return int(follower)

@@ -30,6 +30,8 @@ from seglog.cluster.messages import (
     NONE,
     CreateTopicRequest,
     CreateTopicResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     ElectLeadersRequest,
     FetchPartition,
     FetchRequest,
@@ -47,6 +49,7 @@ from seglog.cluster.partition import Partition, Role
 from seglog.cluster.transport import GuardedScheduler, InMemoryNetwork
 from seglog.errors import (
     NotEnoughReplicasError,
+    OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     error_for_code,
 )
@@ -70,6 +73,45 @@ FAST = ReplicaConfig(
 
 class SimulationFailure(AssertionError):
     pass
+
+
+class TappedNetwork(InMemoryNetwork):
+    """The in-memory network with a tap on the follower fetches: ``fetch_tap(node, request,
+    response, applied)`` runs after a node has applied a fetch response, ``applied`` naming the
+    partitions whose replica was ready to take it (a follower in the epoch the fetch named, its
+    log still ending at the fetch offset)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fetch_tap: Callable[[int, FetchRequest, FetchResponse, set[tuple[str, int]]], None] | None = None
+        self.nodes: dict[int, ReplicaNode | None] = {}
+
+    def request(self, src: int, dst: int, message: Any, callback: Any, timeout_ms: int) -> None:
+        tap = self.fetch_tap
+        if tap is None or not isinstance(message, FetchRequest) or message.replica_id < 0:
+            super().request(src, dst, message, callback, timeout_ms)
+            return
+
+        def tapped(resp: Any, err: BaseException | None) -> None:
+            n = self.nodes.get(src)
+            ready: set[tuple[str, int]] = set()
+            if n is not None and n.running and err is None and isinstance(resp, FetchResponse):
+                for fp in message.partitions:
+                    q = n.partitions.get((fp.topic, fp.partition))
+                    if (
+                        q is not None
+                        and q.role is Role.FOLLOWER
+                        and q.leader_epoch == fp.current_leader_epoch
+                        and q.log_end_offset == fp.fetch_offset
+                    ):
+                        ready.add((fp.topic, fp.partition))
+            errors = n.stats.get("fetch_apply_errors", 0) if n is not None else 0
+            callback(resp, err)
+            # Not after an append that failed part-way: the fetcher backs off and asks again.
+            if ready and n is not None and n.running and n.stats.get("fetch_apply_errors", 0) == errors:
+                tap(src, message, resp, ready)
+
+        super().request(src, dst, message, tapped, timeout_ms)
 
 
 class NotReached(SimulationFailure):
@@ -107,10 +149,11 @@ class SimCluster:
         self.clock = ManualClock()
         self.errors: list[tuple[str, BaseException]] = []
         self.scheduler = Scheduler(self.clock, on_error=lambda n, e: self.errors.append((n, e)))
-        self.net = InMemoryNetwork(self.scheduler, random.Random(seed * 31 + 7), delay_ms=net_delay)
+        self.net = TappedNetwork(self.scheduler, random.Random(seed * 31 + 7), delay_ms=net_delay)
         self.coord = InMemoryCoordinator(self.clock, self.scheduler, session_timeout_ms=config.session_timeout_ms)
         self.ids = list(range(nodes))
         self.nodes: dict[int, ReplicaNode | None] = dict.fromkeys(self.ids)
+        self.net.nodes = self.nodes
         self._gs: dict[int, GuardedScheduler] = {}
         self.paused: set[int] = set()
         self.lost_tail: dict[int, set[tuple[str, int]]] = {i: set() for i in self.ids}
@@ -505,6 +548,7 @@ def batch_fingerprints(p: Partition) -> list[tuple[int, int, int, int, int, int,
             b.records_count,
         )
         for b in p.log.batches()
+        if b.last_offset >= p.log.log_start_offset  # whole segments go: where they end may differ
     ]
 
 
@@ -541,6 +585,10 @@ class Checker:
         self.hw_seen: dict[tuple[int, tuple[str, int], int], int] = {}
         self.duplicates_allowed = 0
         self.counts: dict[str, int] = {}
+        #: The highest offset a DeleteRecords request named, per partition (answered or not, the
+        #: leader's log start moved): records below it may be gone.
+        self.delete_requested: dict[tuple[str, int], int] = {}
+        cluster.net.fetch_tap = self.on_follower_fetch
 
     def fail(self, text: str) -> None:
         raise SimulationFailure(f"{text}\n{self.c.describe()}")
@@ -640,6 +688,25 @@ class Checker:
                                 )
             if self.strict_truncation and n.stats.get("truncations_below_hw", 0):
                 self.fail(f"node {i} truncated below its high watermark")
+        # No replica's log start passes the leader's high watermark (records are deleted only
+        # below it, and followers take the leader's log start after its high watermark).
+        # The leader: the replica leading in the highest epoch (no coordinator read per step).
+        leaders: dict[tuple[str, int], Partition] = {}
+        replicas: list[tuple[int, Partition]] = []
+        for i in c.running():
+            for tp, p in c.nodes[i].partitions.items():  # type: ignore[union-attr]
+                if p.log.closed:
+                    continue
+                replicas.append((i, p))
+                if p.role is Role.LEADER and (tp not in leaders or p.leader_epoch > leaders[tp].leader_epoch):
+                    leaders[tp] = p
+        for i, q in replicas:
+            lp = leaders.get(q.tp)
+            if lp is not None and q.log.log_start_offset > lp.high_watermark:
+                self.fail(
+                    f"{q.tp}: node {i} log start {q.log.log_start_offset} above the high watermark "
+                    f"{lp.high_watermark} of leader {lp.host.node_id}"
+                )
         # ISR admission clears the lost-tail mark.
         for r, tps in c.lost_tail.items():
             for tp in list(tps):
@@ -649,6 +716,50 @@ class Checker:
                     q = c.replica(r, tp)
                     if q is not None and q.log_end_offset >= lp.high_watermark:
                         tps.discard(tp)
+
+    def on_follower_fetch(self, i: int, req: FetchRequest, resp: FetchResponse, ready: set[tuple[str, int]]) -> None:
+        """A follower applied a fetch response: each partition it took without an error or a
+        divergence now starts at or after the leader's log start in it — the first fetch after
+        a node comes back included (records deleted while it was away are gone)."""
+        n = self.c.nodes[i]
+        if n is None:
+            return
+        for pr in resp.partitions:
+            tp = (pr.topic, pr.partition)
+            if tp not in ready or pr.error != NONE or pr.diverging_epoch >= 0 or pr.diverging_end_offset >= 0:
+                continue
+            q = n.partitions.get(tp)
+            if q is None or q.log.closed:
+                continue
+            if q.log.log_start_offset < pr.log_start_offset:
+                self.fail(
+                    f"node {i} {tp}: starts at {q.log.log_start_offset} after a fetch response giving the "
+                    f"leader's log start {pr.log_start_offset}: it keeps records the leader deleted"
+                )
+            self.count("follower_fetches_checked")
+
+    def on_deleted(self, tp: tuple[str, int], offset: int, leader: int, low_watermark: int) -> None:
+        """A DeleteRecords request completed: every replica the leader counts as alive (running
+        with the broker epoch the leader knows) has moved its log start to ``offset``."""
+        c = self.c
+        if low_watermark < offset:
+            self.fail(f"{tp}: DeleteRecords to {offset} answered with the low watermark {low_watermark}")
+        ln = c.nodes[leader]
+        if ln is None:
+            return
+        for r in c.ids:
+            n = c.nodes[r]
+            if n is None or ln.live_brokers.get(r, -1) != n.broker_epoch:
+                continue
+            q = c.replica(r, tp)
+            if q is None or q.log.closed:
+                continue
+            if q.log.log_start_offset < offset:
+                self.fail(
+                    f"{tp}: DeleteRecords to {offset} completed on leader {leader} (low watermark "
+                    f"{low_watermark}), but live replica {r} starts at {q.log.log_start_offset}"
+                )
+        self.count("deletes_completed")
 
     # -- final checks -----------------------------------------------------------------------------
 
@@ -672,6 +783,12 @@ class Checker:
                         self.fail(
                             f"{tp}: replica {q.host.node_id} hw {q.high_watermark} leo "
                             f"{q.log_end_offset}, leader leo {lp.log_end_offset} after quiescence"
+                        )
+                    if q.log.log_start_offset < lp.log.log_start_offset:
+                        self.fail(
+                            f"{tp}: replica {q.host.node_id} starts at {q.log.log_start_offset}, below the "
+                            f"log start {lp.log.log_start_offset} of leader {lp.host.node_id}: it keeps "
+                            "records the leader deleted"
                         )
                     fp = batch_fingerprints(q)
                     if fp != ref:
@@ -709,11 +826,14 @@ class Checker:
                     seen_vals[v] = off
                     if s is not None and s.status == "fail":
                         self.fail(f"aborted read: {v!r} at {tp} offset {off} is from a send that definitely failed")
+                gone = min(self.delete_requested.get(tp, 0), lp.log.log_start_offset)
                 for s in self.sends:
                     if s.tp != tp or s.status != "ok":
                         continue
                     for k, v in enumerate(s.values):
                         off = s.first_offset + k
+                        if off < gone:
+                            continue  # deleted on request
                         if final.get(off) != v:
                             report["lost"] += 1
                             if topic in allow_loss:
@@ -724,14 +844,14 @@ class Checker:
                                     f"the final log holds {final.get(off)!r}"
                                 )
                 for off, v in self.polled.get(tp, {}).items():
-                    if final.get(off) != v and topic not in allow_loss:
+                    if off >= gone and final.get(off) != v and topic not in allow_loss:
                         self.fail(
                             f"read then vanish: {v!r} polled at {tp} offset {off}, final log holds {final.get(off)!r}"
                         )
                 polled = self.polled.get(tp, {})
                 if topic not in allow_loss:
                     for off, v in self.acked.get(tp, {}).items():
-                        if off not in polled:
+                        if off not in polled and off >= gone:
                             report["unseen"] += 1
         return report
 
@@ -994,11 +1114,20 @@ class SimConsumer(SimClient):
                 self.refresh_metadata()
                 return
             pr = resp.partitions[0]
+            if pr.error == OffsetOutOfRangeError.code and 0 <= self.position < pr.log_start_offset:
+                # Deleted below the position: auto.offset.reset=earliest, the leader's log start.
+                self.position = pr.log_start_offset
+                return
             if pr.error != NONE:
                 self.refresh_metadata()
                 return
             if not pr.records:
                 return
+            if self.position < pr.log_start_offset:
+                self.checker.fail(
+                    f"consumer {self.id} on {self.tp}: served at {self.position}, below the leader's log start "
+                    f"{pr.log_start_offset}"
+                )
             for r in decode_records(pr.records):
                 if r.offset < self.position:
                     continue
@@ -1235,6 +1364,8 @@ class Simulation:
             self.later(self.rng.randint(500, 5000), c.heal, "heal")
         elif kind == "failover_during_catch_up":
             self._failover_during_catch_up()
+        elif kind == "delete_records":
+            self._delete_records()
         elif kind == "preferred":
             tps = [(t.name, p) for t in self.cfg.topics for p in range(t.partitions)]
             tp = self.rng.choice(tps)
@@ -1242,6 +1373,31 @@ class Simulation:
             if ctrl >= 0 and ctrl not in c.paused:
                 c.request(ctrl, ElectLeadersRequest(tp[0], tp[1]))
                 c.event(f"preferred election {tp}")
+
+    def _delete_records(self) -> None:
+        """DeleteRecords to a random offset in [log start, HW] of a partition's leader; the
+        checker looks at the replicas when it completes."""
+        c = self.c
+        tps = [(t.name, p) for t in self.cfg.topics for p in range(t.partitions)]
+        tp = self.rng.choice(tps)
+        lp = c.leader_replica(tp)
+        if lp is None or lp.host.node_id in c.paused:
+            return
+        leader = lp.host.node_id
+        offset = self.rng.randint(lp.log.log_start_offset, lp.high_watermark)
+        timeout = self.rng.choice((500, 3000, 10_000))
+        c.event(f"delete records of {tp} before {offset} on leader {leader} (timeout {timeout} ms)")
+        self.checker.delete_requested[tp] = max(self.checker.delete_requested.get(tp, 0), offset)
+
+        def done(resp: Any, err: BaseException | None) -> None:
+            if err is not None or not isinstance(resp, DeleteRecordsResponse):
+                return
+            if resp.error == NONE:
+                self.checker.on_deleted(tp, offset, leader, resp.low_watermark)
+            else:
+                self.checker.count(f"delete_error_{error_for_code(resp.error).error_name}")
+
+        c.net.request(ADMIN, leader, DeleteRecordsRequest(tp[0], tp[1], offset, timeout), done, timeout + 2000)
 
     def _failover_during_catch_up(self) -> None:
         """A follower leaves the ISR (paused), comes back and catches up one batch per fetch;
@@ -1369,6 +1525,7 @@ class Simulation:
                 "faults": sum(self.faults_done.values()),
                 "power_losses": c.power_losses,
                 "messages": c.net.delivered,
+                "deletes_completed": self.checker.counts.get("deletes_completed", 0),
             }
         )
         if report["unseen"]:

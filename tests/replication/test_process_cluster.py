@@ -18,7 +18,7 @@ import pytest
 
 from seglog.cluster import start_cluster
 from seglog.storage.log import CLEAN_SHUTDOWN_FILE
-from tests.replication.clients import consume_all
+from tests.replication.clients import consume_all, delete_records_with_a_paused_follower
 
 pytestmark = pytest.mark.cluster
 
@@ -168,11 +168,14 @@ def test_describe_bootstrap_prints_kafka_topics_layout(cluster: Any) -> None:
     assert lines[0] == "Topic: desc\tPartitionCount: 2\tReplicationFactor: 3"
     for p in (0, 1):
         st = cluster.state("desc", p)
-        assert (
+        line = (
             f"\tTopic: desc\tPartition: {p}\tLeader: {st.leader}\tReplicas: "
             f"{','.join(map(str, cluster.client.describe_topics(['desc'])[p].replicas))}\t"
             f"Isr: {','.join(map(str, st.isr))}"
-        ) in lines
+            # From the leader: the low watermark is 0 once both followers have fetched.
+            "\tLogStart: 0\tHighWatermark: 0\tLowWatermark: "
+        )
+        assert any(x in (line + "0", line + "?") for x in lines), (line, lines)
 
 
 def test_zookeeper_restart_keeps_the_cluster(tmp_path: Any) -> None:
@@ -224,3 +227,19 @@ def test_advertised_listener_set_per_node(cluster: Any) -> None:
     cluster.wait_for(lambda: sorted(cluster.isr("adv")) == [0, 1, 2], 30, "a full ISR")
     with pytest.raises(Exception, match="advertised.listeners|listener"):
         cluster.set_node_config(1, {"advertised.listeners": "nonsense"})
+
+
+def test_delete_records_waits_for_a_paused_follower(zookeeper_chroot: str, tmp_path: Any) -> None:
+    """DeleteRecords while a follower is SIGSTOPped (within its session timeout, so it still
+    counts) times out with the low watermark it reached; after SIGCONT it completes, and every
+    node's log starts at the offset."""
+    with start_cluster(
+        nodes=3,
+        dir=tmp_path / "cluster",
+        coordinator="zookeeper",
+        processes=True,
+        zookeeper=zookeeper_chroot,
+        replica_config={"session.timeout.ms": 10_000},
+    ) as cluster:
+        delete_records_with_a_paused_follower(cluster)
+        assert cluster.watermarks("t") == (60, 100, 60)

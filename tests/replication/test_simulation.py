@@ -33,6 +33,8 @@ PROFILES: dict[str, tuple[frozenset[str], bool]] = {
     "unclean": (frozenset({"kill", "partition", "leader_isolation", "pause"}), True),
     # KAFKA-7128's window: a follower catching up while two leaders die in a row.
     "catch_up": (frozenset({"failover_during_catch_up"}), False),
+    # DeleteRecords while followers die, restart and pause: the low watermark and log starts.
+    "delete": (frozenset({"delete_records", "kill", "restart", "pause"}), False),
 }
 
 
@@ -54,7 +56,15 @@ def _run(
 
 @pytest.mark.parametrize(
     "profile,seeds",
-    [("all", (2, 3)), ("crash", (1,)), ("network", (1,)), ("power", (1, 2)), ("unclean", (1,)), ("catch_up", (1,))],
+    [
+        ("all", (2, 3)),
+        ("crash", (1,)),
+        ("network", (1,)),
+        ("power", (1, 2)),
+        ("unclean", (1,)),
+        ("catch_up", (1,)),
+        ("delete", (1,)),
+    ],
 )
 def test_invariants_hold(tmp_path: Path, profile: str, seeds: tuple[int, ...]) -> None:
     control_losses = 0
@@ -63,6 +73,8 @@ def test_invariants_hold(tmp_path: Path, profile: str, seeds: tuple[int, ...]) -
         assert report["acked"] > 500, report
         assert report["faults"] > 10, report
         assert report["unseen"] == 0
+        if profile == "delete":
+            assert report["deletes_completed"] > 0, report
         if profile == "power":
             assert report["power_losses"] > 0, report
         control_losses += report.get("lost_control", 0)
@@ -86,6 +98,7 @@ MUTANT_PROFILES = {
     mut.OOS_INSTEAD_OF_DEDUPE: "all",
     mut.EPOCH_CACHE_NO_FSYNC: "power",
     mut.EPOCH_START_OFF_BY_ONE: "all",
+    mut.FOLLOWER_IGNORES_LOG_START: "delete",
 }
 MAX_SEEDS = 10
 

@@ -1,0 +1,39 @@
+"""Spark over the log dirs of a running three-node cluster (node processes on ZooKeeper): once
+a DeleteRecords request has completed (the low watermark passed its offset), no node's
+directory yields a record below the offset."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from seglog.cluster import start_cluster
+from tests.replication.clients import delete_records_with_a_paused_follower
+
+pytestmark = pytest.mark.cluster
+
+
+def test_no_node_dir_yields_a_record_below_the_deleted_offset(spark: Any, zookeeper_chroot: str, tmp_path: Any) -> None:
+    with start_cluster(
+        nodes=3,
+        dir=tmp_path / "cluster",
+        coordinator="zookeeper",
+        processes=True,
+        zookeeper=zookeeper_chroot,
+        replica_config={"session.timeout.ms": 10_000},
+    ) as cluster:
+        delete_records_with_a_paused_follower(cluster, records=100, offset=60)
+        for i in cluster.ids:
+            # Read while the node runs; its high watermark checkpoint (what Spark reads up to)
+            # is written every second.
+            deadline = time.monotonic() + 15
+            while True:
+                rows = spark.read.format("seglog").load(cluster.node_dir(i)).where("topic = 't'").select("offset")
+                offsets = sorted(r.offset for r in rows.collect())
+                assert not offsets or offsets[0] >= 60, f"node {i} yields offsets from {offsets[0]}"
+                if offsets == list(range(60, 100)):
+                    break
+                assert time.monotonic() < deadline, f"node {i} yields {offsets[:3]}..{offsets[-3:]}"
+                time.sleep(0.5)
