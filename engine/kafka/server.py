@@ -15,6 +15,9 @@ nothing is written for a request that was refused. A connection idle for
 slow reader holds back only its own connection. These limits, and the consumer groups'
 ``group.*`` keys, come from the store's broker config unless given as options.
 
+Fetch sessions (KIP-227, ``seglog.kafka.fetch_sessions``): a full fetch at epoch 0 opens one;
+incremental fetches read the session's partitions and answer only those that changed.
+
 Data paths: produced records reach ``Store.append`` as views of the request frame; fetched
 record data of ``SENDFILE_MIN`` bytes or more is sent from the segment files (``os.sendfile``,
 or blocks read into buffers where the transport cannot); appends that wait for the disk and
@@ -54,6 +57,7 @@ from seglog.kafka import admin, codec
 from seglog.kafka.apis import API_NAMES, API_VERSIONS, api_versions_response
 from seglog.kafka.codec import FileRegions, Message
 from seglog.kafka.connection import INT32, REQUEST_HEADER, CloseConnection, ConnState, fmt_peer, skip_tagged
+from seglog.kafka.fetch_sessions import FetchSessionCache
 from seglog.kafka.groups import GroupCoordinator
 from seglog.kafka.security import AuthenticationClosed, ListenerSecurity
 from seglog.storage.log import LogReadResult
@@ -131,6 +135,8 @@ class KafkaServer:
             cfg.group_min_session_timeout_ms if group_min_session_timeout_ms is None else group_min_session_timeout_ms,
             cfg.group_max_session_timeout_ms if group_max_session_timeout_ms is None else group_max_session_timeout_ms,
         )
+        #: Incremental fetch sessions (``max.incremental.fetch.session.cache.slots``).
+        self.fetch_sessions = FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots)
         #: Each connection's task and writer.
         self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         self._appended: asyncio.Event | None = None
@@ -529,19 +535,22 @@ class KafkaServer:
     # -- Fetch ----------------------------------------------------------------------------------
 
     async def _fetch(self, version: int, req: Message, state: ConnState) -> Message:
-        if req.get("session_id", 0) != 0:
-            # No fetch sessions are kept: a client's session is unknown, it starts over with a
-            # full fetch (session id 0).
-            return {"throttle_time_ms": 0, "error_code": 70, "session_id": 0, "responses": []}
+        # The partitions to read: the request's, or its incremental fetch session's (KIP-227).
+        context = self.fetch_sessions.new_context(req)
+        if context.error:
+            log.debug("Kafka client %s: Fetch: %s", fmt_peer(state.peer), context.message)
+            return {"throttle_time_ms": 0, "error_code": context.error, "session_id": 0, "responses": []}
+        topics = context.topics
         deadline = time.monotonic() + max(req["max_wait_ms"], 0) / 1000.0
         min_bytes = req["min_bytes"]
         while True:
             event = self._appended
-            responses, total, error = self._read_fetch(req)
+            responses, total, error = self._read_fetch(req, topics)
             remaining = deadline - time.monotonic()
             if total >= min_bytes or error or remaining <= 0:
+                code, session_id, responses = context.respond(responses)
                 _hold_records(responses)
-                return {"throttle_time_ms": 0, "error_code": _NONE, "session_id": 0, "responses": responses}
+                return {"throttle_time_ms": 0, "error_code": code, "session_id": session_id, "responses": responses}
             # Long poll: woken by a produce through this server, and re-checked every 50 ms
             # for appends made to the store by other means.
             assert event is not None
@@ -550,14 +559,14 @@ class KafkaServer:
             except asyncio.TimeoutError:
                 pass
 
-    def _read_fetch(self, req: Message) -> tuple[list[Any], int, bool]:
+    def _read_fetch(self, req: Message, topics: list[Message]) -> tuple[list[Any], int, bool]:
         store = self.store
         budget = req.get("max_bytes", 0x7FFFFFFF)
         committed = req.get("isolation_level", 0) == 1
         responses = []
         total = 0
         error = False
-        for topic in req["topics"]:
+        for topic in topics:
             name = topic["topic"]
             parts = []
             for fp in topic["partitions"]:
