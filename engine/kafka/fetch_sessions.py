@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from seglog.errors import FetchSessionIdNotFoundError, InvalidFetchSessionEpochError
+from seglog.errors import FetchSessionIdNotFoundError, FetchSessionTopicIdError, InvalidFetchSessionEpochError
 
 __all__ = [
     "DEFAULT_EVICTION_MS",
@@ -122,10 +122,15 @@ class FetchSession:
         "last_used_ms",
         "partitions",
         "privileged",
+        "uses_topic_ids",
     )
 
-    def __init__(self, session_id: int, privileged: bool, partitions: dict[Key, CachedPartition], now: int) -> None:
+    def __init__(
+        self, session_id: int, privileged: bool, partitions: dict[Key, CachedPartition], now: int, uses_topic_ids: bool
+    ) -> None:
         self.id = session_id
+        #: Made by a Fetch v13+ (topics named by id): only such requests may use it.
+        self.uses_topic_ids = uses_topic_ids
         #: A follower's session (Fetch from a replica id >= 0), which consumers cannot evict.
         self.privileged = privileged
         self.partitions = partitions
@@ -197,14 +202,16 @@ class FetchSessionCache:
         session.evictable_by_privileged = (not session.privileged) or old
         session.evictable_by_all = old
 
-    def maybe_create(self, privileged: bool, partitions: dict[Key, CachedPartition]) -> int:
+    def maybe_create(
+        self, privileged: bool, partitions: dict[Key, CachedPartition], uses_topic_ids: bool = False
+    ) -> int:
         """A new session over ``partitions`` if there is room (or room is made): its id, else
         ``INVALID_SESSION_ID``."""
         now = self._clock()
         if len(self.sessions) >= self.max_entries and not self._try_evict(privileged, len(partitions), now):
             return INVALID_SESSION_ID
         session_id = self._new_id()
-        session = FetchSession(session_id, privileged, partitions, now)
+        session = FetchSession(session_id, privileged, partitions, now, uses_topic_ids)
         self.sessions[session_id] = session
         self.touch(session, now)
         return session_id
@@ -239,16 +246,23 @@ class FetchSessionCache:
 
     # -- one Fetch request ----------------------------------------------------------------------
 
-    def new_context(self, req: dict[str, Any]) -> FetchContext:
-        """The context of a Fetch request (decoded body): which partitions it reads, and how
-        its response is made (:meth:`FetchContext.respond`)."""
+    def new_context(self, req: dict[str, Any], uses_topic_ids: bool = False) -> FetchContext:
+        """The context of a Fetch request (decoded body; ``uses_topic_ids``: v13+, whose
+        topics the caller has named from their ids): which partitions it reads, and how its
+        response is made (:meth:`FetchContext.respond`)."""
         session_id = req.get("session_id", INVALID_SESSION_ID)
         epoch = req.get("session_epoch", FINAL_EPOCH)
         listed = list(_listed(req))
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             if session_id != INVALID_SESSION_ID:
                 self.remove(session_id)  # a full fetch closes the session it names
-            return FetchContext(self, listed, create=epoch == INITIAL_EPOCH, privileged=req.get("replica_id", -1) >= 0)
+            return FetchContext(
+                self,
+                listed,
+                create=epoch == INITIAL_EPOCH,
+                privileged=_replica_id(req) >= 0,
+                uses_topic_ids=uses_topic_ids,
+            )
         session = self.sessions.get(session_id)
         if session is None:
             return FetchContext.failed(
@@ -260,6 +274,13 @@ class FetchSessionCache:
                 InvalidFetchSessionEpochError.code,
                 f"fetch session {session_id} is at epoch {session.epoch}, the request has epoch {epoch}",
             )
+        if session.uses_topic_ids != uses_topic_ids:
+            return FetchContext.failed(
+                self,
+                FetchSessionTopicIdError.code,
+                f"fetch session {session_id} names topics {'by id' if session.uses_topic_ids else 'by name'}, "
+                f"the request {'by id' if uses_topic_ids else 'by name'}",
+            )
         session.update(listed, _forgotten(req))
         if not session.partitions:
             # Every partition forgotten: the session ends, the fetch is answered without one.
@@ -269,6 +290,14 @@ class FetchSessionCache:
         session.epoch = next_epoch(session.epoch)
         self.incremental_fetches += 1
         return FetchContext(self, [], session=session, request_epoch=epoch)
+
+
+def _replica_id(req: dict[str, Any]) -> int:
+    """The fetching replica's id (-1: a consumer); v15+ carry it in ``replica_state``."""
+    state = req.get("replica_state")
+    if state:
+        return int(state.get("replica_id", -1))
+    return int(req.get("replica_id", -1))
 
 
 def _listed(req: dict[str, Any]) -> Iterable[tuple[Key, dict[str, Any]]]:
@@ -291,7 +320,7 @@ class FetchContext:
     what was read. :attr:`error` is set when the request's session is unusable (nothing is
     read)."""
 
-    __slots__ = ("_cache", "_create", "_listed", "_privileged", "_request_epoch", "error", "message", "session")
+    __slots__ = ("_cache", "_create", "_ids", "_listed", "_privileged", "_request_epoch", "error", "message", "session")
 
     def __init__(
         self,
@@ -302,8 +331,10 @@ class FetchContext:
         privileged: bool = False,
         session: FetchSession | None = None,
         request_epoch: int = FINAL_EPOCH,
+        uses_topic_ids: bool = False,
     ) -> None:
         self._cache = cache
+        self._ids = uses_topic_ids
         self._listed = listed
         self._create = create
         self._privileged = privileged
@@ -355,7 +386,7 @@ class FetchContext:
                     cached.high_watermark = out["high_watermark"]
                     cached.log_start_offset = out["log_start_offset"]
                     partitions[key] = cached
-            return 0, self._cache.maybe_create(self._privileged, partitions), responses
+            return 0, self._cache.maybe_create(self._privileged, partitions, self._ids), responses
         if session.epoch != next_epoch(self._request_epoch):
             # Another request used the session while this one waited (a duplicate request).
             return InvalidFetchSessionEpochError.code, session.id, []

@@ -49,6 +49,7 @@ from seglog.errors import (
     NotEnoughReplicasError,
     OffsetOutOfRangeError,
     SeglogError,
+    UnknownTopicIdError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
     code_for_exception,
@@ -79,6 +80,8 @@ DEFAULT_IDLE_MS = 600000
 _NONE = 0
 _LONG_MAX = 2**63 - 1
 _TXN_ERROR = UnsupportedVersionError.code
+#: Starts the stand-in name of a topic id the store does not know (no topic name has it).
+_UNKNOWN_ID = "\x00"
 _TXN_MESSAGE = "transactions are not supported by this seglog broker"
 
 
@@ -135,6 +138,8 @@ class KafkaServer:
             cfg.group_min_session_timeout_ms if group_min_session_timeout_ms is None else group_min_session_timeout_ms,
             cfg.group_max_session_timeout_ms if group_max_session_timeout_ms is None else group_max_session_timeout_ms,
         )
+        #: Topic names by topic id (16 bytes), for requests that name topics by id.
+        self._topic_names: dict[bytes, str] = {}
         #: Incremental fetch sessions (``max.incremental.fetch.session.cache.slots``).
         self.fetch_sessions = FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots)
         #: Each connection's task and writer.
@@ -390,17 +395,28 @@ class KafkaServer:
     async def _metadata(self, version: int, req: Message, state: ConnState) -> Message:
         store = self.store
         wanted = req.get("topics")
-        names: Sequence[str | None]  # a request by topic id names no topic (None)
+        names: Sequence[str]
         if wanted is None or (version == 0 and not wanted):
             names = store.topics()
         else:
-            names = [t["name"] for t in wanted]
+            # A topic asked for by id (v10+, no name): named from the id, or UNKNOWN_TOPIC_ID.
+            names = [
+                t["name"] if t["name"] is not None else self._topic_name(t.get("topic_id") or bytes(16)) for t in wanted
+            ]
         auto = req.get("allow_auto_topic_creation", True)
         host, port = state.advertised(self.host, self.port)
         topics: list[Message] = []
         for name in names:
-            if name is None:
-                topics.append({"error_code": UnknownTopicOrPartitionError.code, "name": None, "partitions": []})
+            if name.startswith(_UNKNOWN_ID):
+                topics.append(
+                    {
+                        "error_code": UnknownTopicIdError.code,
+                        "name": None,
+                        "topic_id": bytes.fromhex(name[1:]),
+                        "is_internal": False,
+                        "partitions": [],
+                    }
+                )
                 continue
             try:
                 if auto:
@@ -535,8 +551,11 @@ class KafkaServer:
     # -- Fetch ----------------------------------------------------------------------------------
 
     async def _fetch(self, version: int, req: Message, state: ConnState) -> Message:
+        ids = version >= 13  # topics named by id
+        if ids:
+            self._name_topics(req)
         # The partitions to read: the request's, or its incremental fetch session's (KIP-227).
-        context = self.fetch_sessions.new_context(req)
+        context = self.fetch_sessions.new_context(req, ids)
         if context.error:
             log.debug("Kafka client %s: Fetch: %s", fmt_peer(state.peer), context.message)
             return {"throttle_time_ms": 0, "error_code": context.error, "session_id": 0, "responses": []}
@@ -549,6 +568,8 @@ class KafkaServer:
             remaining = deadline - time.monotonic()
             if total >= min_bytes or error or remaining <= 0:
                 code, session_id, responses = context.respond(responses)
+                if ids:
+                    self._id_topics(responses)
                 _hold_records(responses)
                 return {"throttle_time_ms": 0, "error_code": code, "session_id": session_id, "responses": responses}
             # Long poll: woken by a produce through this server, and re-checked every 50 ms
@@ -558,6 +579,49 @@ class KafkaServer:
                 await asyncio.wait_for(event.wait(), min(remaining, 0.05))
             except asyncio.TimeoutError:
                 pass
+
+    def _topic_name(self, topic_id: bytes) -> str:
+        """The name of the topic whose id is ``topic_id``, or (no such topic) a name no topic
+        can have that keeps the id, for :meth:`_id_topics` to answer UNKNOWN_TOPIC_ID."""
+        name = self._topic_names.get(topic_id)
+        if name is not None:
+            try:
+                if _topic_id(self.store.topic_id(name)) == topic_id:
+                    return name
+            except UnknownTopicOrPartitionError:
+                pass
+        # A topic made or deleted since: the map again.
+        self._topic_names = {_topic_id(t): n for n, t in self.store.topic_ids().items() if t}
+        return self._topic_names.get(topic_id) or _UNKNOWN_ID + topic_id.hex()
+
+    def _name_topics(self, req: Message) -> None:
+        """Fetch v13+: each topic's (and forgotten topic's) name from its id."""
+        for topic in req["topics"]:
+            topic["topic"] = self._topic_name(topic["topic_id"])
+        for topic in req.get("forgotten_topics_data") or ():
+            topic["topic"] = self._topic_name(topic["topic_id"])
+
+    def _id_topics(self, responses: list[Message]) -> None:
+        """Fetch v13+: each response topic's id; UNKNOWN_TOPIC_ID where the store has no topic
+        of that id (any more)."""
+        for topic in responses:
+            name = topic["topic"]
+            tid = None
+            if not name.startswith(_UNKNOWN_ID):
+                try:
+                    tid = _topic_id(self.store.topic_id(name))
+                except UnknownTopicOrPartitionError:
+                    pass
+            if tid is None:
+                tid = (
+                    bytes.fromhex(name[1:])
+                    if name.startswith(_UNKNOWN_ID)
+                    else next((i for i, n in self._topic_names.items() if n == name), bytes(16))
+                )
+                for out in topic["partitions"]:
+                    if out["error_code"] in (_NONE, UnknownTopicOrPartitionError.code):
+                        out["error_code"] = UnknownTopicIdError.code
+            topic["topic_id"] = tid
 
     def _read_fetch(self, req: Message, topics: list[Message]) -> tuple[list[Any], int, bool]:
         store = self.store

@@ -1,10 +1,12 @@
 """Incremental fetch sessions (KIP-227): raw Fetch requests through the session's life (open,
 incremental fetches that answer only what changed, forgotten partitions, epochs, errors), the
-cache's limit and eviction (``seglog.kafka.fetch_sessions`` with a clock of its own), and the
-clients that use sessions reading everything through them."""
+cache's limit and eviction (``seglog.kafka.fetch_sessions`` with a clock of its own), the
+clients that use sessions reading everything through them; and Fetch v13+ and Metadata naming
+topics by id."""
 
 from __future__ import annotations
 
+import base64
 import subprocess
 import threading
 import time
@@ -308,3 +310,57 @@ def test_java_consumer_reads_everything_through_a_session(tmp_path):
                 proc.communicate()
         assert out.split() == ["v%d" % i for i in range(0, 600, 2)]
         assert cache.incremental_fetches > 10, cache.incremental_fetches
+
+
+def _topic_id(broker: Any, topic: str) -> bytes:
+    """The topic's id as the 16 bytes of its UUID (the store keeps Kafka's base64 text)."""
+    return base64.urlsafe_b64decode(broker.store.topic_id(topic) + "==")
+
+
+@pytest.mark.parametrize("version", [13, 15, 16, 17])
+def test_fetch_by_topic_id(broker, raw, version):
+    topic = new_topic(broker, partitions=2)
+    tid = _topic_id(broker, topic)
+    broker.store.append(topic, 0, encode_batch([b"a"]))
+    unknown = bytes(range(16))
+    body = fetch_body(topic, session_epoch=0, topics=_two_partitions(topic))
+    body["topics"][0]["topic_id"] = tid
+    body["topics"].append(
+        {"topic_id": unknown, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1}]}
+    )
+    full = _fetch(raw, body, version)
+    by_id = {t["topic_id"]: {p["partition_index"]: p for p in t["partitions"]} for t in full["responses"]}
+    assert [r.value for r in decode_records(bytes(by_id[tid][0]["records"]))] == [b"a"]
+    assert by_id[tid][1]["error_code"] == 0
+    assert by_id[unknown][0]["error_code"] == 100  # UNKNOWN_TOPIC_ID
+    session = full["session_id"]
+    assert session != 0
+    # The session names topics by id: an incremental fetch by name (v12) is refused, one by
+    # id goes on (the unknown id is sent again: it is an error).
+    refused = _fetch(raw, fetch_body(topic, session_id=session, session_epoch=1, topics=[]), 12)
+    assert (refused["error_code"], refused["session_id"]) == (106, 0)  # FETCH_SESSION_TOPIC_ID_ERROR
+    broker.store.append(topic, 1, encode_batch([b"b"]))
+    inc = _fetch(raw, fetch_body(topic, session_id=session, session_epoch=1, topics=[]), version)
+    got = {(t["topic_id"], p["partition_index"]): p for t in inc["responses"] for p in t["partitions"]}
+    assert set(got) == {(tid, 0), (tid, 1), (unknown, 0)}  # partition 0 still from offset 0
+    assert [r.value for r in decode_records(bytes(got[(tid, 1)]["records"]))] == [b"b"]
+    # Forgetting by id.
+    forget = [{"topic_id": unknown, "partitions": [0]}, {"topic_id": tid, "partitions": [0, 1]}]
+    inc = _fetch(
+        raw, fetch_body(topic, session_id=session, session_epoch=2, topics=[], forgotten_topics_data=forget), version
+    )
+    assert (inc["error_code"], inc["session_id"], inc["responses"]) == (0, 0, [])
+
+
+def test_metadata_by_topic_id(broker, raw):
+    topic = new_topic(broker)
+    tid = _topic_id(broker, topic)
+    body = {
+        "topics": [{"name": None, "topic_id": tid}, {"name": None, "topic_id": bytes(range(16))}],
+        "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False,
+    }
+    found, unknown = raw.request("Metadata", 3, 12, body)["topics"]
+    assert (found["error_code"], found["name"], found["topic_id"]) == (0, topic, tid)
+    assert [p["partition_index"] for p in found["partitions"]] == [0]
+    assert (unknown["error_code"], unknown["name"], unknown["topic_id"]) == (100, None, bytes(range(16)))
