@@ -23,7 +23,7 @@ import re
 import sys
 from typing import Any
 
-#: The messages seglog's Kafka listener understands (request and response of each).
+#: The messages seglog encodes and decodes (request and response of each).
 MESSAGES = [
     "Produce",
     "Fetch",
@@ -52,6 +52,12 @@ MESSAGES = [
     "CreatePartitions",
     "IncrementalAlterConfigs",
     "SaslAuthenticate",
+    # Between the nodes of a cluster: follower truncation, and the controller's requests.
+    "OffsetForLeaderEpoch",
+    "LeaderAndIsr",
+    "StopReplica",
+    "UpdateMetadata",
+    "AlterPartition",
 ]
 
 _MAX = 0x7FFF

@@ -36,6 +36,7 @@ import base64
 import logging
 import os
 import ssl
+import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -74,6 +75,9 @@ log = logging.getLogger("seglog.kafka")
 
 #: Kafka's ``socket.request.max.bytes`` default.
 DEFAULT_MAX_REQUEST_BYTES = 104857600
+#: Whether TLS starts in each connection's task (``StreamWriter.start_tls``, Python 3.11+).
+_TLS_IN_TASK = sys.version_info >= (3, 11)
+
 #: Kafka's ``connections.max.idle.ms`` default.
 DEFAULT_IDLE_MS = 600000
 
@@ -179,11 +183,18 @@ class KafkaServer:
     async def start(self) -> None:
         self._appended = asyncio.Event()
         self.groups.start()
-        # TLS is started by each connection's task (below), not by the listener: a listener's
-        # handshake runs before any task exists, so a connection closed by the server mid-handshake
-        # was never ended and its socket leaked (Python 3.11's Server.close leaves accepted
-        # connections open). Here every accepted socket belongs to a task from the first byte.
-        self._server = await asyncio.start_server(self._connection, self.host, self.port, limit=1 << 16)
+        # From Python 3.11 TLS is started by each connection's task (below), not by the listener:
+        # a listener's handshake runs before any task exists, so a connection the server closed
+        # mid-handshake was never ended and its socket was left to the garbage collector
+        # (Server.close leaves accepted connections open). So every accepted socket belongs to a
+        # task from its first byte. Python 3.10 has no StreamWriter.start_tls: the listener's.
+        self._server = await asyncio.start_server(
+            self._connection,
+            self.host,
+            self.port,
+            limit=1 << 16,
+            ssl=None if _TLS_IN_TASK else self.security.ssl_context,
+        )
         sock = self._server.sockets[0].getsockname()
         self.port = sock[1]
 
@@ -228,7 +239,7 @@ class KafkaServer:
         state = ConnState(peer, writer.get_extra_info("sockname"))
         # Whether the stream's protocol hears of the socket's end: not while a TLS handshake is
         # unfinished (the TLS layer keeps it to itself), so then nothing waits for it.
-        streams = self.security.ssl_context is None
+        streams = self.security.ssl_context is None or not _TLS_IN_TASK
         try:
             if not streams:
                 await self._start_tls(writer, state)
@@ -259,7 +270,9 @@ class KafkaServer:
         """The server side of the TLS handshake, within ``connections.max.idle.ms``. Nothing was
         read from the socket yet: the connection's task runs before its first read."""
         try:
-            await writer.start_tls(self.security.ssl_context, ssl_handshake_timeout=self.idle_ms / 1000.0)
+            await writer.start_tls(  # type: ignore[attr-defined,unused-ignore]  # Python 3.11+
+                self.security.ssl_context, ssl_handshake_timeout=self.idle_ms / 1000.0
+            )
         except ssl.SSLError as exc:
             raise CloseConnection(f"the TLS handshake failed: {exc.reason or exc}") from None
         except (asyncio.TimeoutError, TimeoutError):
