@@ -82,7 +82,7 @@ for pyx in sorted(glob.glob(os.path.join("_native", "*.pyx"))):
         )
     )
 
-DISCOVERY_DIR = os.path.join(here, "discovery")
+DISCOVERY_DIR = os.path.join(here, "bindings", "toplevel")
 cmdclass = {}
 
 if _editable_wheel is not None and hasattr(_editable_wheel, "_select_strategy"):

@@ -5,7 +5,7 @@ Run by the interpreter seglog is installed in, from outside the source tree (so 
 imported from it): ``python /path/to/.ci/check_install.py /path/to/source-tree``. Checks that
 
 - every Python module of the source tree (``engine/`` as ``seglog``, ``bindings/`` as
-  ``seglog.bindings``, ``_native/*.py`` as ``seglog._native``, ``discovery/`` top-level), every
+  ``seglog.bindings``, ``_native/*.py`` as ``seglog._native``, ``bindings/toplevel/`` top-level), every
   native module (``_native/*.pyx``, built), every ``.pyi`` stub and ``py.typed`` is installed;
 - every native module imports, from the installed copy;
 - ``seglog`` imports and its ``__version__`` is the installed distribution's version.
@@ -22,7 +22,7 @@ import sys
 from importlib.machinery import EXTENSION_SUFFIXES
 
 # Source folder -> installed folder (pyproject.toml's package-dir).
-FOLDERS = {"engine": "seglog", "bindings": "seglog/bindings", "_native": "seglog/_native", "discovery": ""}
+FOLDERS = {"engine": "seglog", "bindings": "seglog/bindings", "_native": "seglog/_native", "bindings/toplevel": ""}
 
 
 def expected_files(source: str) -> tuple[list[str], list[str]]:
@@ -32,11 +32,16 @@ def expected_files(source: str) -> tuple[list[str], list[str]]:
     for folder, installed in FOLDERS.items():
         base = os.path.join(source, folder)
         for dirpath, dirnames, filenames in os.walk(base):
-            dirnames[:] = [d for d in dirnames if d not in ("__pycache__", "include")]
             rel = os.path.relpath(dirpath, base)
+            # Skip caches, C includes, and a folder mapped on its own (bindings/toplevel/).
+            dirnames[:] = [
+                d
+                for d in dirnames
+                if d not in ("__pycache__", "include") and os.path.normpath(os.path.join(folder, rel, d)) not in FOLDERS
+            ]
             target = installed if rel == "." else os.path.join(installed, rel)
             for name in filenames:
-                if name.endswith((".py", ".pyi")):
+                if name.endswith((".py", ".pyi")) and ".egg-info" not in dirpath:
                     files.append(os.path.join(target, name))
                 elif name.endswith(".pyx"):
                     natives.append(f"seglog._native.{name[:-4]}")

@@ -2,7 +2,7 @@
 """Run mypy over the package's sources under their import names.
 
 The sources are laid out by role (``engine/`` is ``seglog``, ``_native/`` is ``seglog._native``,
-``bindings/`` is ``seglog.bindings``, ``discovery/`` holds top-level modules; pyproject.toml's
+``bindings/`` is ``seglog.bindings``, ``bindings/toplevel/`` holds top-level modules; pyproject.toml's
 ``[tool.setuptools] package-dir``), which mypy cannot map by itself: it names a module after its
 folder, and follows neither setuptools' editable-install import hook nor the package-dir table.
 So this script lays a tree of symbolic links under ``build/typecheck/`` that has the installed
@@ -12,7 +12,7 @@ source file is seen at once, and the tree is refreshed on every run so new modul
 mypy reports paths inside the link tree; they are written back as the source paths.
 
 Usage: ``python .ci/typecheck.py [mypy options]``: unless ``-p``/``-m`` name packages or modules,
-the whole Python layer is checked (``-p seglog`` and the top-level modules in ``discovery/``).
+the whole Python layer is checked (``-p seglog`` and the top-level modules in ``bindings/toplevel/``).
 
 The native modules' ``.pyi`` stubs are checked against the built modules by
 ``tests/unit/test_native_stubs.py`` (mypy's stubtest), in the test suite.

@@ -131,7 +131,7 @@ class KafkaServer:
         self.security = ListenerSecurity(
             security_protocol, ssl_context=ssl_context, sasl_mechanisms=sasl_mechanisms, users=users
         )
-        self._server: asyncio.AbstractServer | None = None
+        self._server: asyncio.Server | None = None
         self._closing = False
         # The group.* keys of the store's config unless given.
         self.groups = GroupCoordinator(
@@ -148,6 +148,8 @@ class KafkaServer:
         self.fetch_sessions = FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots)
         #: Each connection's task and writer.
         self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
+        #: Every accepted socket's transport until the connection is lost.
+        self._transports: set[asyncio.Transport] = set()
         self._appended: asyncio.Event | None = None
         self._handlers: dict[int, Callable[[int, Message, ConnState], Awaitable[Message | None]]] = {
             0: self._produce,
@@ -188,12 +190,13 @@ class KafkaServer:
         # mid-handshake was never ended and its socket was left to the garbage collector
         # (Server.close leaves accepted connections open). So every accepted socket belongs to a
         # task from its first byte. Python 3.10 has no StreamWriter.start_tls: the listener's.
-        self._server = await asyncio.start_server(
-            self._connection,
-            self.host,
-            self.port,
-            limit=1 << 16,
-            ssl=None if _TLS_IN_TASK else self.security.ssl_context,
+        loop = asyncio.get_running_loop()
+
+        def protocol() -> _Connection:
+            return _Connection(asyncio.StreamReader(limit=1 << 16, loop=loop), self)
+
+        self._server = await loop.create_server(
+            protocol, self.host, self.port, ssl=None if _TLS_IN_TASK else self.security.ssl_context
         )
         sock = self._server.sockets[0].getsockname()
         self.port = sock[1]
@@ -206,6 +209,7 @@ class KafkaServer:
     async def close(self) -> None:
         if self._server is not None:
             self._closing = True
+            await self._stop_accepting()
             self._server.close()
             # Connections accepted just before the close start on the next loop rounds (and
             # close themselves, seeing _closing); the others are ended here.
@@ -218,9 +222,30 @@ class KafkaServer:
                 writer.transport.abort()
             if self._connections:
                 await asyncio.gather(*self._connections, return_exceptions=True)
+            # Sockets whose task never ran (cancelled before its first step when the loop winds
+            # down) or that were accepted as the listener closed: ended here, not left to the
+            # garbage collector.
+            for transport in list(self._transports):
+                transport.abort()
+            await asyncio.sleep(0)  # their connection_lost, which closes the sockets
             await self._server.wait_closed()
             self._server = None
         await self.groups.close()
+
+    async def _stop_accepting(self) -> None:
+        """Stop taking connections, then let those already accepted start (and close, seeing
+        ``_closing``). On Python 3.11 a connection accepted just before ``Server.close`` but set
+        up after it fails inside asyncio (the server refuses to attach it) and its socket is left
+        open for the garbage collector; so no connection is set up after the close."""
+        assert self._server is not None
+        loop = asyncio.get_running_loop()
+        for sock in self._server.sockets:
+            try:
+                loop.remove_reader(sock.fileno())
+            except (NotImplementedError, ValueError, OSError):  # a loop without readers
+                return
+        for _ in range(3):
+            await asyncio.sleep(0)
 
     async def serve_forever(self) -> None:
         assert self._server is not None
@@ -1059,6 +1084,30 @@ def _hold_records(responses: list[Any]) -> None:
                 out["records"] = b""
                 continue
             out["records"] = FileRegions(regions)
+
+
+class _Connection(asyncio.StreamReaderProtocol):
+    """A connection's protocol: ``asyncio``'s stream protocol running
+    :meth:`KafkaServer._connection`, with the transport known to the server from the moment the
+    socket is accepted until it is lost, and ended at once if the server is closing."""
+
+    def __init__(self, reader: asyncio.StreamReader, server: KafkaServer) -> None:
+        super().__init__(reader, server._connection)
+        self._owner = server
+        self._tracked: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        assert isinstance(transport, asyncio.Transport)
+        self._tracked = transport
+        self._owner._transports.add(transport)
+        if self._owner._closing:
+            transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._tracked is not None:
+            self._owner._transports.discard(self._tracked)
+        super().connection_lost(exc)
 
 
 class ServerHandle(Closeable):

@@ -22,6 +22,7 @@ from seglog.kafka import apis, codec
 from seglog.kafka.client import EARLIEST, LATEST, BrokerConnection, KafkaClient
 from seglog.storage.records import decode_records, encode_batch
 
+from .conftest import fetch_body
 from .tls import make_tls
 
 
@@ -247,34 +248,8 @@ def test_requests_waiting_when_the_broker_goes_fail_at_once(store):
     async def go():
         conn = await BrokerConnection.open(broker.bootstrap_servers)
         try:
-            body = {
-                "replica_id": -1,
-                "max_wait_ms": 20000,
-                "min_bytes": 1,
-                "max_bytes": 1 << 20,
-                "isolation_level": 0,
-                "session_id": 0,
-                "session_epoch": -1,
-                "topics": [
-                    {
-                        "topic": "w",
-                        # Fetch v13+ names the topic by its id (the store keeps it as base64).
-                        "topic_id": base64.urlsafe_b64decode(store.topic_id("w") + "=="),
-                        "partitions": [
-                            {
-                                "partition": 0,
-                                "current_leader_epoch": -1,
-                                "fetch_offset": 0,
-                                "last_fetched_epoch": -1,
-                                "log_start_offset": -1,
-                                "partition_max_bytes": 1 << 20,
-                            }
-                        ],
-                    }
-                ],
-                "forgotten_topics_data": [],
-                "rack_id": "",
-            }
+            # Fetch v13+ (which the connection picks) names the topic by its id.
+            body = fetch_body("w", max_wait_ms=20000, topic_id=base64.urlsafe_b64decode(store.topic_id("w") + "=="))
             waiting = asyncio.ensure_future(conn.request("Fetch", body))  # a long poll: no records yet
             await asyncio.sleep(0.3)
             started = time.monotonic()
