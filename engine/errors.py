@@ -69,6 +69,7 @@ __all__ = [
     "EligibleLeadersNotAvailableError",
     "FencedLeaderEpochError",
     "FetchSessionIdNotFoundError",
+    "FetchSessionTopicIdError",
     "IllegalGenerationError",
     "IllegalSaslStateError",
     "InconsistentTopicIdError",
@@ -709,6 +710,10 @@ class UnknownTopicIdError(KafkaError, code=100, name="UNKNOWN_TOPIC_ID", retriab
 
 class InconsistentTopicIdError(KafkaError, code=103, name="INCONSISTENT_TOPIC_ID", retriable=True):
     description = "The log's topic id does not match the one in the request."
+
+
+class FetchSessionTopicIdError(KafkaError, code=106, name="FETCH_SESSION_TOPIC_ID_ERROR", retriable=True):
+    description = "The fetch session names topics by id and the request by name, or the other way round."
 
 
 class IneligibleReplicaError(KafkaError, code=107, name="INELIGIBLE_REPLICA", retriable=False):

@@ -71,13 +71,13 @@ class NullBroker(KafkaServer):
         self._next_offset[key] = base + record_count(records)
         return out
 
-    def _read_fetch(self, req: Message) -> tuple[list[Any], int, bool]:
+    def _read_fetch(self, req: Message, topics: list[Message]) -> tuple[list[Any], int, bool]:
         budget = req.get("max_bytes", 0x7FFFFFFF)
         size = len(self.batch)
         responses = []
         total = 0
         error = False
-        for topic in req["topics"]:
+        for topic in topics:
             parts = []
             for fp in topic["partitions"]:
                 out = {

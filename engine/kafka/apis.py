@@ -46,11 +46,10 @@ API_NAMES = {
 }
 
 #: api key -> (lowest, highest) version served. Floors are Kafka 4.0's (KIP-896); ceilings are
-#: the highest versions of Kafka's definitions whose fields the server fills in (Fetch stops
-#: before v13, which names topics by id).
+#: the highest versions of Kafka's definitions whose fields the server fills in.
 API_VERSIONS: dict[int, tuple[int, int]] = {
     0: (3, 11),  # Produce
-    1: (4, 12),  # Fetch
+    1: (4, 17),  # Fetch
     2: (1, 10),  # ListOffsets
     3: (0, 12),  # Metadata
     8: (2, 8),  # OffsetCommit (v9 is for KIP-848 consumer groups)

@@ -361,6 +361,8 @@ class KafkaClient:
         self.brokers: dict[int, str] = {}
         #: (topic, partition) -> its leader, from the last metadata.
         self.partitions: dict[tuple[str, int], PartitionLeader] = {}
+        #: Topic ids (16 bytes) from the metadata, for requests that name topics by id (Fetch v13+).
+        self.topic_ids: dict[str, bytes] = {}
         self._connections: dict[str, BrokerConnection] = {}
         self._last_address = self.bootstrap[0]  # the broker that gave the last metadata
         self._closed = False
@@ -414,6 +416,8 @@ class KafkaClient:
         for t in resp["topics"]:
             if t["error_code"]:
                 continue
+            if t.get("topic_id"):
+                self.topic_ids[t["name"]] = t["topic_id"]
             for p in t["partitions"]:
                 self.partitions[(t["name"], p["partition_index"])] = PartitionLeader(
                     p["leader_id"],
@@ -523,7 +527,7 @@ class KafkaClient:
                 "topics": [
                     {
                         "topic": topic,
-                        "topic_id": bytes(16),
+                        "topic_id": self.topic_ids.get(topic, bytes(16)),
                         "partitions": [
                             {
                                 "partition": partition,

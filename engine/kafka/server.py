@@ -15,6 +15,9 @@ nothing is written for a request that was refused. A connection idle for
 slow reader holds back only its own connection. These limits, and the consumer groups'
 ``group.*`` keys, come from the store's broker config unless given as options.
 
+Fetch sessions (KIP-227, ``seglog.kafka.fetch_sessions``): a full fetch at epoch 0 opens one;
+incremental fetches read the session's partitions and answer only those that changed.
+
 Data paths: produced records reach ``Store.append`` as views of the request frame; fetched
 record data of ``SENDFILE_MIN`` bytes or more is sent from the segment files (``os.sendfile``,
 or blocks read into buffers where the transport cannot); appends that wait for the disk and
@@ -47,6 +50,7 @@ from seglog.errors import (
     NotEnoughReplicasError,
     OffsetOutOfRangeError,
     SeglogError,
+    UnknownTopicIdError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
     code_for_exception,
@@ -55,6 +59,7 @@ from seglog.kafka import admin, codec
 from seglog.kafka.apis import API_NAMES, API_VERSIONS, api_versions_response
 from seglog.kafka.codec import FileRegions, Message
 from seglog.kafka.connection import INT32, REQUEST_HEADER, CloseConnection, ConnState, fmt_peer, skip_tagged
+from seglog.kafka.fetch_sessions import FetchSessionCache
 from seglog.kafka.groups import GroupCoordinator
 from seglog.kafka.security import AuthenticationClosed, ListenerSecurity
 from seglog.storage.log import LogReadResult
@@ -79,6 +84,8 @@ DEFAULT_IDLE_MS = 600000
 _NONE = 0
 _LONG_MAX = 2**63 - 1
 _TXN_ERROR = UnsupportedVersionError.code
+#: Starts the stand-in name of a topic id the store does not know (no topic name has it).
+_UNKNOWN_ID = "\x00"
 _TXN_MESSAGE = "transactions are not supported by this seglog broker"
 
 
@@ -135,6 +142,10 @@ class KafkaServer:
             cfg.group_min_session_timeout_ms if group_min_session_timeout_ms is None else group_min_session_timeout_ms,
             cfg.group_max_session_timeout_ms if group_max_session_timeout_ms is None else group_max_session_timeout_ms,
         )
+        #: Topic names by topic id (16 bytes), for requests that name topics by id.
+        self._topic_names: dict[bytes, str] = {}
+        #: Incremental fetch sessions (``max.incremental.fetch.session.cache.slots``).
+        self.fetch_sessions = FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots)
         #: Each connection's task and writer.
         self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         #: Every accepted socket's transport until the connection is lost.
@@ -422,17 +433,28 @@ class KafkaServer:
     async def _metadata(self, version: int, req: Message, state: ConnState) -> Message:
         store = self.store
         wanted = req.get("topics")
-        names: Sequence[str | None]  # a request by topic id names no topic (None)
+        names: Sequence[str]
         if wanted is None or (version == 0 and not wanted):
             names = store.topics()
         else:
-            names = [t["name"] for t in wanted]
+            # A topic asked for by id (v10+, no name): named from the id, or UNKNOWN_TOPIC_ID.
+            names = [
+                t["name"] if t["name"] is not None else self._topic_name(t.get("topic_id") or bytes(16)) for t in wanted
+            ]
         auto = req.get("allow_auto_topic_creation", True)
         host, port = state.advertised(self.host, self.port)
         topics: list[Message] = []
         for name in names:
-            if name is None:
-                topics.append({"error_code": UnknownTopicOrPartitionError.code, "name": None, "partitions": []})
+            if name.startswith(_UNKNOWN_ID):
+                topics.append(
+                    {
+                        "error_code": UnknownTopicIdError.code,
+                        "name": None,
+                        "topic_id": bytes.fromhex(name[1:]),
+                        "is_internal": False,
+                        "partitions": [],
+                    }
+                )
                 continue
             try:
                 if auto:
@@ -567,19 +589,27 @@ class KafkaServer:
     # -- Fetch ----------------------------------------------------------------------------------
 
     async def _fetch(self, version: int, req: Message, state: ConnState) -> Message:
-        if req.get("session_id", 0) != 0:
-            # No fetch sessions are kept: a client's session is unknown, it starts over with a
-            # full fetch (session id 0).
-            return {"throttle_time_ms": 0, "error_code": 70, "session_id": 0, "responses": []}
+        ids = version >= 13  # topics named by id
+        if ids:
+            self._name_topics(req)
+        # The partitions to read: the request's, or its incremental fetch session's (KIP-227).
+        context = self.fetch_sessions.new_context(req, ids)
+        if context.error:
+            log.debug("Kafka client %s: Fetch: %s", fmt_peer(state.peer), context.message)
+            return {"throttle_time_ms": 0, "error_code": context.error, "session_id": 0, "responses": []}
+        topics = context.topics
         deadline = time.monotonic() + max(req["max_wait_ms"], 0) / 1000.0
         min_bytes = req["min_bytes"]
         while True:
             event = self._appended
-            responses, total, error = self._read_fetch(req)
+            responses, total, error = self._read_fetch(req, topics)
             remaining = deadline - time.monotonic()
             if total >= min_bytes or error or remaining <= 0:
+                code, session_id, responses = context.respond(responses)
+                if ids:
+                    self._id_topics(responses)
                 _hold_records(responses)
-                return {"throttle_time_ms": 0, "error_code": _NONE, "session_id": 0, "responses": responses}
+                return {"throttle_time_ms": 0, "error_code": code, "session_id": session_id, "responses": responses}
             # Long poll: woken by a produce through this server, and re-checked every 50 ms
             # for appends made to the store by other means.
             assert event is not None
@@ -588,14 +618,57 @@ class KafkaServer:
             except asyncio.TimeoutError:
                 pass
 
-    def _read_fetch(self, req: Message) -> tuple[list[Any], int, bool]:
+    def _topic_name(self, topic_id: bytes) -> str:
+        """The name of the topic whose id is ``topic_id``, or (no such topic) a name no topic
+        can have that keeps the id, for :meth:`_id_topics` to answer UNKNOWN_TOPIC_ID."""
+        name = self._topic_names.get(topic_id)
+        if name is not None:
+            try:
+                if _topic_id(self.store.topic_id(name)) == topic_id:
+                    return name
+            except UnknownTopicOrPartitionError:
+                pass
+        # A topic made or deleted since: the map again.
+        self._topic_names = {_topic_id(t): n for n, t in self.store.topic_ids().items() if t}
+        return self._topic_names.get(topic_id) or _UNKNOWN_ID + topic_id.hex()
+
+    def _name_topics(self, req: Message) -> None:
+        """Fetch v13+: each topic's (and forgotten topic's) name from its id."""
+        for topic in req["topics"]:
+            topic["topic"] = self._topic_name(topic["topic_id"])
+        for topic in req.get("forgotten_topics_data") or ():
+            topic["topic"] = self._topic_name(topic["topic_id"])
+
+    def _id_topics(self, responses: list[Message]) -> None:
+        """Fetch v13+: each response topic's id; UNKNOWN_TOPIC_ID where the store has no topic
+        of that id (any more)."""
+        for topic in responses:
+            name = topic["topic"]
+            tid = None
+            if not name.startswith(_UNKNOWN_ID):
+                try:
+                    tid = _topic_id(self.store.topic_id(name))
+                except UnknownTopicOrPartitionError:
+                    pass
+            if tid is None:
+                tid = (
+                    bytes.fromhex(name[1:])
+                    if name.startswith(_UNKNOWN_ID)
+                    else next((i for i, n in self._topic_names.items() if n == name), bytes(16))
+                )
+                for out in topic["partitions"]:
+                    if out["error_code"] in (_NONE, UnknownTopicOrPartitionError.code):
+                        out["error_code"] = UnknownTopicIdError.code
+            topic["topic_id"] = tid
+
+    def _read_fetch(self, req: Message, topics: list[Message]) -> tuple[list[Any], int, bool]:
         store = self.store
         budget = req.get("max_bytes", 0x7FFFFFFF)
         committed = req.get("isolation_level", 0) == 1
         responses = []
         total = 0
         error = False
-        for topic in req["topics"]:
+        for topic in topics:
             name = topic["topic"]
             parts = []
             for fp in topic["partitions"]:

@@ -240,7 +240,10 @@ class Log(Closeable):
         append updates it. With ``producer_snapshots`` (a replica's log) it is loaded at open
         from the latest ``.snapshot`` file and the batches after it, written to a snapshot
         file at every roll, and reloaded after a truncation; without (a store's log, whose
-        producer ids are never reused), it lives in memory and starts empty.
+        producer ids are never reused), it lives in memory and is rebuilt from the active
+        segment's batches before the first idempotent append after the open: a producer that
+        outlives the store's restart (a Kafka client retrying a batch whose answer the restart
+        lost) is answered as a duplicate, not written twice.
         """
         self = object.__new__(cls)
         self._init(os.fspath(directory), config, clock or Clock(), scheduler, read_only, replicated, producer_snapshots)
@@ -261,6 +264,8 @@ class Log(Closeable):
             self._load(recovery_point, log_start_offset, clean_shutdown, high_watermark)
             if producer_snapshots and not read_only:
                 self.producer_state.load(self)
+            elif not read_only:
+                self._producers_from = self.active.base_offset
         except OSError as exc:
             self._release_claim()
             if exc.errno in (errno.EMFILE, errno.ENFILE) and not isinstance(exc, KafkaStorageError):
@@ -324,6 +329,9 @@ class Log(Closeable):
         self.producer_state = ProducerStateManager(
             self.dir if producer_snapshots else None, name=os.path.basename(self.dir)
         )
+        #: Without snapshots: the offset from which the producer state is still to be rebuilt
+        #: (the active segment's base at the open), None once it was.
+        self._producers_from: int | None = None
 
     def _segment_kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = dict(
@@ -806,6 +814,11 @@ class Log(Closeable):
         ``InvalidProducerEpochError`` or ``OutOfOrderSequenceError``. In a request of several
         batches, each of a producer's batches must continue the one before it."""
         ps = self.producer_state
+        if self._producers_from is not None:
+            # The first idempotent append since the open (a log without snapshots): the state
+            # from the active segment on, as it was at the open, and every append since.
+            ps.rebuild(self, self._producers_from)
+            self._producers_from = None
         if len(heads) == 1:
             # The common case (a producer's one batch), without the bookkeeping of several.
             h = heads[0]

@@ -572,6 +572,17 @@ class LogManager(Closeable):
         with self._lock:
             return sorted(n for n, t in self._topics.items() if internal or not t.internal)
 
+    def topic_id(self, topic: str) -> str | None:
+        """``topic``'s id (Kafka's text form; None if it has none); UnknownTopicOrPartitionError
+        if it does not exist."""
+        return self._topic(topic).topic_id
+
+    def topic_ids(self) -> dict[str, str | None]:
+        """Every topic's id (Kafka's text form, as in ``partition.metadata``; None where a
+        topic has none), internal topics included."""
+        with self._lock:
+            return {n: t.topic_id for n, t in self._topics.items()}
+
     def partitions_for(self, topic: str) -> int:
         """Number of partitions of ``topic`` (UnknownTopicOrPartitionError if it does not exist).
         __consumer_offsets counts all its partitions, also those no group has committed to yet

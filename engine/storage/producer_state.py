@@ -21,7 +21,10 @@ Followers apply their batches without checks (replication origin), so a newly el
 answers retries of batches its predecessor replicated with the original offsets.
 
 Persistence. The store's logs keep no snapshots (``ProducerStateManager(name=...)``): the store
-allocates producer ids that are never reused, so the state of earlier sessions is never needed.
+allocates producer ids that are never reused, so the state of earlier sessions is needed only
+for a producer that outlives a restart of the store (a Kafka client retrying a batch whose
+answer was lost): the log rebuilds the state from its active segment's batches
+(:meth:`ProducerStateManager.rebuild`) before its first idempotent append after the open.
 A replica's log (``Log.open(..., producer_snapshots=True)``, ``ProducerStateManager(partition_dir)``)
 writes snapshot files ``<offset %020d>.snapshot``
 (``ProducerSnapshot`` v1, big-endian; the offset is the log offset the state reflects, i.e. the
@@ -343,6 +346,13 @@ class ProducerStateManager:
     def truncate_and_reload(self, log: Any) -> None:
         """The log was truncated (or its start moved): rebuild from the snapshots and the log."""
         self.load(log)
+
+    def rebuild(self, log: Any, from_offset: int) -> None:
+        """Forget every producer and apply ``log``'s batches from ``from_offset`` on (a state
+        without snapshots, rebuilt from the tail of the log after an open)."""
+        self.producers.clear()
+        self.map_end_offset = from_offset
+        self._replay(log, from_offset)
 
     def _replay(self, log: Any, from_offset: int) -> None:
         segs = log.segments

@@ -119,9 +119,9 @@ def produce_body(topic: str, records: bytes, acks: int = 1) -> dict:
     }
 
 
-def fetch_body(topic: str, offset: int = 0, **kw: Any) -> dict:
-    """A Fetch request body (v12 fields) for partition 0 of ``topic`` from ``offset``; ``kw``
-    replaces top-level fields."""
+def fetch_body(topic: str, offset: int = 0, *, topic_id: bytes = bytes(16), **kw: Any) -> dict:
+    """A Fetch request body (v12 fields, and ``topic_id`` for v13+) for partition 0 of
+    ``topic`` from ``offset``; ``kw`` replaces top-level fields."""
     body = {
         "replica_id": -1,
         "max_wait_ms": 0,
@@ -131,7 +131,11 @@ def fetch_body(topic: str, offset: int = 0, **kw: Any) -> dict:
         "session_id": 0,
         "session_epoch": -1,
         "topics": [
-            {"topic": topic, "partitions": [{"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}
+            {
+                "topic": topic,
+                "topic_id": topic_id,
+                "partitions": [{"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}],
+            }
         ],
     }
     body.update(kw)

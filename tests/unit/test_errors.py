@@ -99,6 +99,7 @@ KAFKA_ERRORS = {
     90: ("PRODUCER_FENCED", "ProducerFencedError"),
     100: ("UNKNOWN_TOPIC_ID", "UnknownTopicIdError"),
     103: ("INCONSISTENT_TOPIC_ID", "InconsistentTopicIdError"),
+    106: ("FETCH_SESSION_TOPIC_ID_ERROR", "FetchSessionTopicIdError"),
     107: ("INELIGIBLE_REPLICA", "IneligibleReplicaError"),
     108: ("NEW_LEADER_ELECTED", "NewLeaderElectedError"),
 }
@@ -130,6 +131,7 @@ KAFKA_RETRIABLE = {
     89,
     100,
     103,
+    106,
 }
 
 # kafka-python 3.0 still uses some pre-rename protocol names, and classes CORRUPT_MESSAGE

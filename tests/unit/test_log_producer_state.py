@@ -110,3 +110,20 @@ def test_a_store_log_keeps_no_snapshots_and_its_state_is_the_logs(tmp_path: Path
         state = store.log("t", 0).producer_state
         assert state.producers[7].last_seq == seq - 1 and state.dir is None
         assert not [n for n in os.listdir(store.log("t", 0).dir) if n.endswith(".snapshot")]
+
+
+def test_a_store_log_answers_a_retry_across_a_restart_from_its_active_segment(tmp_path: Path) -> None:
+    # A Kafka client retries a batch whose answer a restart of the store lost: the reopened log
+    # rebuilds its producers from the active segment's batches before the first idempotent append.
+    with Store.open(tmp_path) as store:
+        store.create_topic("t", 1)
+        store.append("t", 0, encode_batch([b"plain"]))
+        for seq in range(3):
+            store.append("t", 0, idem(seq, b"v%d" % seq))
+    with Store.open(tmp_path) as store:
+        again = store.append("t", 0, idem(2, b"v2"))
+        assert (again.first_offset, again.duplicate) == (3, True)
+        with pytest.raises(OutOfOrderSequenceError, match="expected 3"):
+            store.append("t", 0, idem(5, b"v5"))
+        assert not store.append("t", 0, idem(3, b"v3")).duplicate
+        assert store.log("t", 0).log_end_offset == 5
