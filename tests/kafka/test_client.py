@@ -280,3 +280,17 @@ def test_a_response_over_the_limit_closes_the_connection(store):
                 await conn.close()
 
         _run(go())
+
+
+def test_fetch_falls_back_to_names_when_the_metadata_gives_no_topic_id(store):
+    store.create_topic("noid", 1)
+    with store.serve() as broker:
+
+        async def go():
+            async with await KafkaClient.open(broker.bootstrap_servers) as client:
+                await client.produce("noid", 0, encode_batch([b"by name"]))
+                assert any(client.topic_ids["noid"])
+                del client.topic_ids["noid"]  # as from a broker whose Metadata carries no ids
+                return (await client.fetch("noid", 0, 0)).records
+
+        assert [r.value for r in decode_records(_run(go()))] == [b"by name"]
