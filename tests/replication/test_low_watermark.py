@@ -199,3 +199,42 @@ def test_delete_records_through_a_local_clusters_client_api(tmp_path: Path) -> N
         assert state is not None
         text = format_describe([PartitionInfo("t", 0, (0, 1, 2), state)], {("t", 0): cluster.watermarks("t")})
         assert "LogStart: 70\tHighWatermark: 100\tLowWatermark: 70" in text
+
+
+def test_a_waiting_delete_fails_with_not_leader_when_leadership_moves(tmp_path: Path) -> None:
+    """A DeleteRecords waiting for a paused follower is answered NOT_LEADER_OR_FOLLOWER as soon
+    as its leader hands leadership over (here: a preferred-leader election), not left to time
+    out. The caller retries on the new leader, whose log start is its own (here still 0: it had
+    not fetched since the delete), as in Kafka."""
+    c = SimCluster(str(tmp_path / "c"), nodes=4, seed=7)
+    try:
+        ctrl = c.wait_controller()
+        a, b, d = [i for i in c.ids if i != ctrl]
+        c.create_topic("t", 1, 3, {"min.insync.replicas": 2}, assignment=((a, b, d),))
+        for k in range(5):
+            c.produce_ok(TP, [b"v%03d" % (10 * k + j) for j in range(10)])
+        c.run_until(lambda: all((q := c.replica(i, TP)) is not None and q.high_watermark == 50 for i in (a, b, d)))
+        # Leadership away from the preferred replica a: it goes down, b leads, a comes back.
+        c.crash(a)
+        c.run_until(lambda: (st := c.state(TP)) is not None and st.leader == b, 30_000, 10, "b leading")
+        c.start_node(a)
+        c.run_until(lambda: (st := c.state(TP)) is not None and a in st.isr, 30_000, 10, "a back in the ISR")
+        c.pause(d)  # holds the low watermark at 0
+        box = c.request(b, DeleteRecordsRequest(TP[0], TP[1], 30, 60_000), 61_000)
+        c.run_until(lambda: _start(c, b) == 30, 100, 1, "the leader's log start")
+        assert not box
+        c.elect_preferred(TP)
+        c.run_until(lambda: bool(box), 5000, 5, "the DeleteRecords answer")
+        resp, err = box[0]
+        assert err is None and resp.error == NotLeaderOrFollowerError.code, resp
+        st = c.state(TP)
+        assert st is not None and st.leader == a
+        assert _start(c, b) == 30 and _start(c, a) == 0
+        c.resume(d)
+        # The new leader's high watermark catches up once its followers fetch; then the retry.
+        c.run_until(lambda: (q := c.replica(a, TP)) is not None and q.high_watermark == 50, 10_000, 5, "a's HW")
+        resp2 = _delete(c, a, 30, 10_000)
+        assert resp2.error == NONE and resp2.low_watermark >= 30, resp2
+        c.run_until(lambda: all(_start(c, i) >= 30 for i in (a, b, d)), 10_000, 5, "every log start at 30")
+    finally:
+        c.close()
