@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import struct
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -158,3 +160,131 @@ def read_files(paths: list[Path]) -> Callable[[], int]:
         return total
 
     return read_all
+
+
+# -------------------------------------------------------------------------------------------------
+# Streams: millions of distinct records, as users send them
+# -------------------------------------------------------------------------------------------------
+
+STREAM_POOL = 64 << 20  # random bytes the values are cut from
+STREAM_CHUNK = 16 << 20  # payload bytes materialised at a time, untimed (beyond the L2 cache)
+
+
+def producer_batch_size() -> int:
+    """The producer's default ``batch.size`` (Kafka's 16 KiB): how large the batches it builds are."""
+    from seglog.config.producer import ProducerConfig
+
+    return int(ProducerConfig().batch_size)
+
+
+class Stream:
+    """``records`` distinct records of ``value_size``-byte values, in batches of as many records as
+    the producer's default ``batch.size`` holds, never reused between batches.
+
+    Record ``i`` has the 8-byte big-endian key ``i``, timestamp ``T0 + i`` and as value the
+    ``value_size`` bytes of a seeded random pool that follow those of record ``i - 1``; each pass
+    over the pool starts one byte further in, so no two records of a stream shorter than the
+    pool's length in records share an offset (equal values would take the random bytes to
+    repeat). Only one chunk of about :data:`STREAM_CHUNK` payload bytes exists as Python objects
+    at a time: :meth:`chunks` makes each one just before it is handed out (the caller times only
+    its own work on it), so the harness holds tens of MB, not the GBs of the whole stream.
+    :meth:`prime` makes the first chunk ahead (in a round's untimed set-up), so that the memory
+    the harness's chunks take is already there when a contender's run starts."""
+
+    def __init__(self, records: int, value_size: int) -> None:
+        from seglog.storage.records import encode_batch
+
+        if value_size < 1:
+            raise ValueError(f"stream values must be at least 1 byte, got {value_size}")
+        self.records = records
+        self.value_size = value_size
+        self.per_pass = STREAM_POOL // value_size
+        self.pool = random.Random(value_size).randbytes(self.per_pass * value_size + value_size)
+        one = len(encode_batch([bytes(value_size)], keys=[bytes(8)], timestamps=T0))
+        two = len(encode_batch([bytes(value_size)] * 2, keys=[bytes(8)] * 2, timestamps=T0))
+        limit = producer_batch_size()
+        self.per_batch = max(1, min(records, 1 + (limit - one) // (two - one)))
+        while self.per_batch > 1 and len(self._encode(self._batch(0, self.per_batch))) > limit:
+            self.per_batch -= 1
+        self.batches = -(-records // self.per_batch)
+        self.batches_per_chunk = max(1, STREAM_CHUNK // (self.per_batch * (value_size + 16)))
+        self._primed: tuple[bool, list[Any]] | None = None
+
+    @staticmethod
+    def _encode(b: tuple[int, list[bytes], list[bytes], list[int]]) -> bytes:
+        from seglog.storage.records import encode_batch
+
+        return encode_batch(b[1], keys=b[2], timestamps=b[3])
+
+    def _batch(self, base: int, n: int) -> tuple[int, list[bytes], list[bytes], list[int]]:
+        size, per_pass, pool = self.value_size, self.per_pass, self.pool
+        vals: list[bytes] = []
+        lo, left = base, n
+        while left:
+            p, j = divmod(lo, per_pass)
+            k = min(left, per_pass - j)
+            start = p % size + j * size
+            blob = pool[start : start + k * size]
+            vals += [blob[x : x + size] for x in range(0, k * size, size)]
+            lo += k
+            left -= k
+        kb = struct.pack(f">{n}Q", *range(base, base + n))
+        keys = [kb[x : x + 8] for x in range(0, 8 * n, 8)]
+        return base, vals, keys, list(range(T0 + base, T0 + base + n))
+
+    def _chunk(self, c: int, encoded: bool) -> list[Any]:
+        out: list[Any] = []
+        first = c * self.batches_per_chunk
+        for b in range(first, min(self.batches, first + self.batches_per_chunk)):
+            base = b * self.per_batch
+            batch = self._batch(base, min(self.per_batch, self.records - base))
+            out.append((*batch, self._encode(batch)) if encoded else batch)
+        return out
+
+    @property
+    def n_chunks(self) -> int:
+        return -(-self.batches // self.batches_per_chunk)
+
+    def prime(self, encoded: bool = False) -> None:
+        """Make the first chunk now (untimed), for the next :meth:`chunks`."""
+        self._primed = (encoded, self._chunk(0, encoded))
+
+    def chunks(self, limit: int | None = None, encoded: bool = False) -> Iterator[list[Any]]:
+        """Each chunk in turn (the first ``limit`` only, if given): a list of batches
+        ``(first offset, values, keys, timestamps)``, with the batch's encoding (seglog's
+        ``encode_batch``) appended with ``encoded``."""
+        for c in range(self.n_chunks if limit is None else min(limit, self.n_chunks)):
+            if c == 0 and self._primed is not None and self._primed[0] == encoded:
+                chunk, self._primed = self._primed[1], None
+            else:
+                chunk = self._chunk(c, encoded)
+            yield chunk
+            del chunk
+
+    def timed(
+        self, consume: Callable[[Any], object], encoded: bool = False, finish: Callable[[], object] | None = None
+    ) -> Callable[[int | None], float]:
+        """``run(limit=None) -> seconds``: ``consume(batch)`` for every batch of the stream (of its
+        first ``limit`` chunks), then ``finish()``; only those calls are timed, not the making
+        of the chunks."""
+
+        def run(limit: int | None = None) -> float:
+            total = 0.0
+            clock = time.perf_counter
+            for chunk in self.chunks(limit, encoded):
+                t = clock()
+                for batch in chunk:
+                    consume(batch)
+                total += clock() - t
+                del chunk, batch  # before the next chunk is made: one chunk alive at a time
+            if finish is not None:
+                t = clock()
+                finish()
+                total += clock() - t
+            return total
+
+        return run
+
+    @property
+    def nbytes(self) -> int:
+        return self.records * (self.value_size + 16)

@@ -69,7 +69,11 @@ class Work:
     untimed after it (that store removed, so that no contender runs beside the page cache
     another one filled). ``repeatable`` calls may be
     run several times per sample to reach a measurable duration. ``close`` releases what
-    prepare made (files, sessions)."""
+    prepare made (files, sessions).
+
+    ``timed_inside`` calls time their own work and return its seconds (a stream's calls make
+    each chunk of their inputs untimed between the timed parts); ``warmup[name]()``, when
+    present, is the untimed warm-up instead of a whole call (the first chunk of a stream)."""
 
     items: int
     calls: dict[str, Callable[[], object]]
@@ -79,6 +83,8 @@ class Work:
     nbytes: int = 0
     close: Callable[[], None] | None = None
     params: dict[str, object] = field(default_factory=dict)
+    timed_inside: bool = False
+    warmup: dict[str, Callable[[], object]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +102,9 @@ class Benchmark:
     unavailable: Callable[[], str | None] | None = None
     # Rough seconds per round of the full run on a 2-core machine, for the time estimate.
     full_round_seconds: float = 1.0
+    # "stream": millions of distinct records; "hot batch": the same input every call (hot in the
+    # CPU cache); "": neither applies.
+    variant: str = ""
 
     def contender(self, name: str) -> Contender:
         for c in self.contenders:

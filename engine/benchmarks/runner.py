@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import suite
+from . import memory, suite
 from .registry import Benchmark, Work, judge, ratios, summarize
 
 SCHEMA = "seglog-bench/1"
@@ -231,9 +231,12 @@ def measure(
     rounds: int,
     min_sample: float,
     tick: Callable[[str, float], None] = lambda label, frac: None,
+    rss: dict[str, list[int]] | None = None,
 ) -> tuple[dict[str, list[float]], dict[str, int]]:
     """Seconds per call of each contender in ``order`` (those in ``work.calls``), ``rounds``
-    samples each, the order rotated each round; and the calls per sample used."""
+    samples each, the order rotated each round; and the calls per sample used. With ``rss``,
+    the peak resident set above its size at the start of each timed sample of a call that is
+    not repeatable goes into ``rss[name]`` (bytes; none where the kernel does not say)."""
     names = [n for n in order if n in work.calls]
     steps = max(1, len(names) * (rounds + 1))
     step = 0
@@ -243,10 +246,10 @@ def measure(
         step += 1
         if name in work.setup:
             work.setup[name]()
-        if work.repeatable:
+        if work.repeatable and not work.timed_inside:
             loops[name] = _loops(work.calls[name], min_sample)
         else:
-            work.calls[name]()
+            work.warmup.get(name, work.calls[name])()
             loops[name] = 1
         if name in work.teardown:
             work.teardown[name]()
@@ -260,10 +263,20 @@ def measure(
             if name in work.setup:
                 work.setup[name]()
             n = loops[name]
-            t = time.perf_counter()
-            for _ in range(n):
-                fn()
-            samples[name].append((time.perf_counter() - t) / n)
+            watch = rss is not None and (n == 1 or not work.repeatable)
+            base = memory.start() if watch else None
+            if work.timed_inside:
+                seconds = fn()
+                if not isinstance(seconds, float):
+                    raise TypeError(f"{name}: a timed_inside call must return its seconds, got {seconds!r}")
+                samples[name].append(seconds)
+            else:
+                t = time.perf_counter()
+                for _ in range(n):
+                    fn()
+                samples[name].append((time.perf_counter() - t) / n)
+            if rss is not None and base is not None and (top := memory.peak()) is not None:
+                rss.setdefault(name, []).append(max(0, top - base))
             if name in work.teardown:
                 work.teardown[name]()
     return samples, loops
@@ -277,9 +290,11 @@ def report_benchmark(
     loops: Mapping[str, int],
     missing: Mapping[str, str],
     errors: Mapping[str, str],
+    rss: Mapping[str, list[int]] | None = None,
 ) -> dict[str, Any]:
     """The JSON record of one benchmark: every contender (measured, not installed or failed),
-    its summary and ratios, and the goals with their verdicts."""
+    its summary and ratios, its peak resident set above the start of its timed calls (the
+    highest over the rounds, where measured), and the goals with their verdicts."""
     items = work.items if work is not None else 0
     roles = {c.name: c.role for c in bench.contenders}
     summaries = {n: summarize(s, items) for n, s in samples.items() if s}
@@ -310,6 +325,8 @@ def report_benchmark(
                 bytes_per_s=(work.nbytes / s.median if work is not None and work.nbytes and s.median else None),
                 **rel[c.name],
             )
+            if rss and rss.get(c.name):
+                entry.update(peak_rss_above_start_bytes=max(rss[c.name]), peak_rss_samples_bytes=rss[c.name])
         else:
             entry.update(status="not run", reason="the work for this contender was not prepared")
         contenders.append(entry)
@@ -331,6 +348,7 @@ def report_benchmark(
         "name": bench.name,
         "title": bench.title,
         "group": bench.group,
+        "variant": bench.variant or None,
         "unit": bench.unit,
         "params": dict(params),
         "items_per_call": items,
@@ -452,6 +470,7 @@ def _run_one(bench: Benchmark, opts: Options, root: Path, prog: BenchProgress) -
     errors: dict[str, str] = {}
     samples: dict[str, list[float]] = {}
     loops: dict[str, int] = {}
+    rss: dict[str, list[int]] = {}
     try:
         work = bench.prepare(params, work_dir, available)
         order = [c.name for c in bench.contenders]
@@ -461,6 +480,7 @@ def _run_one(bench: Benchmark, opts: Options, root: Path, prog: BenchProgress) -
             opts.n_rounds,
             opts.sample_seconds,
             lambda label, frac: prog.update(f"{bench.name}: {label}", partial=frac),
+            rss,
         )
     except Exception as exc:  # noqa: BLE001 - a failing benchmark is reported, the run goes on
         tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
@@ -473,7 +493,7 @@ def _run_one(bench: Benchmark, opts: Options, root: Path, prog: BenchProgress) -
                 work.close()
             except Exception:  # noqa: BLE001
                 pass
-    entry = report_benchmark(bench, params, work, samples, loops, missing, errors)
+    entry = report_benchmark(bench, params, work, samples, loops, missing, errors, rss)
     entry["seconds"] = round(time.monotonic() - t0, 2)
     entry["load_average"] = load
     prog.update(bench.name, 1)
@@ -502,6 +522,10 @@ def _dur(s: float) -> str:
     if s >= 1e-6:
         return f"{s * 1e6:.2f} µs"
     return f"{s * 1e9:.0f} ns"
+
+
+def _mb(x: int | None) -> str:
+    return "–" if x is None else f"{x / 1e6:.1f} MB"
 
 
 def _ratio(x: float | None) -> str:
@@ -539,12 +563,14 @@ def render_table(doc: Mapping[str, Any]) -> str:
     ]
     header = f"  {'contender':34} {'median/call':>12} {'spread':>7} {'rate':>16} {'vs best peer':>13} {'vs limit':>9}"
     for b in doc["benchmarks"]:
-        lines.append(f"{b['name']} — {b['title']}")
+        variant = f" [{b['variant']}]" if b.get("variant") else ""
+        lines.append(f"{b['name']}{variant} — {b['title']}")
         if b["status"] == "skipped":
             lines.append(f"  skipped: {b['reason']}")
             lines.append("")
             continue
-        lines.append(header)
+        with_rss = any("peak_rss_above_start_bytes" in c for c in b["contenders"])
+        lines.append(header + (f" {'peak RSS +':>10}" if with_rss else ""))
         for c in b["contenders"]:
             name = c["name"] + (" *" if c["role"] == "limit" else "")
             if c["status"] != "ok":
@@ -562,13 +588,15 @@ def render_table(doc: Mapping[str, Any]) -> str:
             lines.append(
                 f"  {name:34} {_dur(c['median_s']):>12} {spread:6.1f}% {rate:>16} "
                 f"{_ratio(c.get('vs_best_peer')):>13} {_ratio(c.get('vs_limit')):>9}"
+                + (f" {_mb(c.get('peak_rss_above_start_bytes')):>10}" if with_rss else "")
             )
         for g in b["goals"]:
             lines.append("  " + goal_text(g))
         lines.append("")
     lines.append(
         "* the machine's limit for the same work (memcpy, write(), read() of the same bytes; bisect on an in-memory list for lookups); ratios are rates "
-        "(higher is faster)."
+        "(higher is faster). peak RSS +: the most the process's resident set grew above its size at the "
+        "start of one timed call (the page cache aside; a file mapped into memory counts)."
     )
     return "\n".join(lines) + "\n"
 
@@ -586,13 +614,15 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
             f"the start, {doc.get('load_average_end')} at the end."
         ),
         "",
-        "| benchmark | seglog | rate | best peer | its rate | ÷ best peer | ÷ limit | goal |",
-        "|---|---|---|---|---|---|---|---|",
+        "| benchmark | seglog | rate | best peer | its rate | ÷ best peer | ÷ limit | peak RSS + (seglog / best peer) | goal |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for b in doc["benchmarks"]:
+    # The streams lead: they are what users run; hot-batch rows follow, then the rest.
+    rank = {"stream": 0, "hot batch": 1}
+    for b in sorted(doc["benchmarks"], key=lambda b: rank.get(b.get("variant") or "", 2)):
         if b["status"] != "ok":
             why = b.get("reason") or next((c.get("reason") for c in b["contenders"] if c.get("reason")), "")
-            out.append(f"| {b['name']} | {b['status']}: {why} | | | | | | |")
+            out.append(f"| {b['name']} | {b['status']}: {why} | | | | | | | |")
             continue
         by = {c["name"]: c for c in b["contenders"]}
         prim = next((c for c in b["contenders"] if c["role"] == "seglog" and c["status"] == "ok"), None)
@@ -607,9 +637,14 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
             )
             or "–"
         )
+        mem = "–"
+        if "peak_rss_above_start_bytes" in prim:
+            theirs = by[peer].get("peak_rss_above_start_bytes") if peer else None
+            mem = f"{_mb(prim['peak_rss_above_start_bytes'])} / {_mb(theirs)}"
+        label = f"{b['name']} ({b['variant']})" if b.get("variant") else b["name"]
         out.append(
-            f"| {b['name']} | {prim['name']} | {_si(prim['items_per_s'], unit)} | {peer or '–'} | "
-            f"{peer_rate} | {_ratio(prim.get('vs_best_peer'))} | {_ratio(prim.get('vs_limit'))} | {goals} |"
+            f"| {label} | {prim['name']} | {_si(prim['items_per_s'], unit)} | {peer or '–'} | "
+            f"{peer_rate} | {_ratio(prim.get('vs_best_peer'))} | {_ratio(prim.get('vs_limit'))} | {mem} | {goals} |"
         )
     return "\n".join(out) + "\n"
 

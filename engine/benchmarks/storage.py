@@ -11,6 +11,7 @@ import os
 import random
 import shutil
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from seglog._native.segment import ALLOCATE_AHEAD, allocates_ahead
 from seglog.storage.log import Log
 from seglog.storage.records import decode_columns, encode_batch
 
-from .inputs import READ, SEGLOG, T0, WRITE, BatchPool, Fresh, FreshCalls, FreshFile, read_files, workdir
+from .inputs import READ, SEGLOG, T0, WRITE, BatchPool, Fresh, FreshCalls, FreshFile, Stream, read_files, workdir
 from .peers import (
     LMDB,
     PARQUET,
@@ -50,7 +51,7 @@ class SeglogSink:
         self.log.close()
 
 
-def _sinks(cols: BatchPool, available: frozenset[str]) -> dict[str, Callable[[Path], Any]]:
+def _sinks(cols: BatchPool | Stream, available: frozenset[str]) -> dict[str, Callable[[Path], Any]]:
     out: dict[str, Callable[[Path], Any]] = {SEGLOG: SeglogSink}
     if "sqlite3 WAL" in available:
         out["sqlite3 WAL"] = SqliteSink
@@ -228,7 +229,177 @@ def _prepare_append_batches(p: Mapping[str, int], base: Path, available: frozens
     )
 
 
+# -------------------------------------------------------------------------------------------------
+# Streams: every record distinct, in the producer's batches
+# -------------------------------------------------------------------------------------------------
+
+
+def _prepare_append_stream(p: Mapping[str, int], base: Path, available: frozenset[str]) -> Work:
+    stream = Stream(p["records"], p["value"])
+    fc = FreshCalls(base, "append-stream")
+    warmup: dict[str, Callable[[], object]] = {}
+    setup: dict[str, Callable[[], object]] = {}
+    calls: dict[str, Callable[[], object]] = {}
+    for name, opener in _sinks(stream, available).items():
+        fc.add(name, opener, lambda sink: None, teardown=True)
+        f = fc.fresh[-1]
+
+        def write(b: Any, f: Fresh = f) -> None:
+            f.obj.write(b[0], b[1], b[2], b[3])
+
+        def finish(f: Fresh = f) -> None:
+            flush = getattr(f.obj, "flush", None)
+            if flush is not None:
+                flush()
+
+        def fresh(f: Fresh = f) -> None:
+            f.setup()
+            stream.prime()
+
+        run = stream.timed(write, finish=finish)
+        calls[name] = partial(run, None)
+        warmup[name] = partial(run, 1)
+        setup[name] = fresh
+    # The floor: write() of the very bytes seglog writes, already encoded (made with each chunk,
+    # untimed), into disk blocks allocated ahead as seglog allocates them (where it does).
+    plain = FreshFile(base, "append-stream-write")
+    allocate = _block_allocator(base)
+    at = [0, 0]  # bytes written, bytes allocated
+
+    def write_one(b: Any) -> None:
+        data = b[4]
+        at[0] += len(data)
+        if allocate is not None and at[0] > at[1]:
+            at[1] = allocate(plain.obj, at[1], at[0])
+        os.write(plain.obj, data)
+
+    def plain_setup() -> None:
+        plain.setup()
+        at[:] = [0, 0]
+        stream.prime(encoded=True)
+
+    run_w = stream.timed(write_one, encoded=True)
+    calls[WRITE] = partial(run_w, None)
+    warmup[WRITE] = partial(run_w, 1)
+    setup[WRITE] = plain_setup
+    fc.teardown[WRITE] = plain.close
+
+    def close() -> None:
+        fc.close()
+        plain.close()
+
+    return Work(
+        items=stream.records,
+        calls=calls,
+        setup=setup,
+        teardown=fc.teardown,
+        warmup=warmup,
+        repeatable=False,
+        timed_inside=True,
+        nbytes=stream.nbytes,
+        close=close,
+        params={"records_per_batch": stream.per_batch, "batches": stream.batches},
+    )
+
+
+def _prepare_read_stream(p: Mapping[str, int], base: Path, available: frozenset[str]) -> Work:
+    stream = Stream(p["records"], p["value"])
+    readers: dict[str, Callable[[], int]] = {}
+    closers: list[Callable[[], None]] = []
+    dirs: dict[str, Path] = {}
+    for i, (name, opener) in enumerate(_sinks(stream, available).items()):
+        d = workdir(base, f"read-stream-{i}")
+        dirs[name] = d
+        sink = opener(d)
+        for chunk in stream.chunks():
+            for b in chunk:
+                sink.write(b[0], b[1], b[2], b[3])
+        del chunk
+        sink.close()
+        run = READERS[name](d)
+        closers.append(getattr(run, "close", lambda: None))
+        readers[name] = run
+
+    def counted(name: str, run: Callable[[], int]) -> Callable[[], int]:
+        def check() -> int:
+            got = run()
+            if got != stream.records:
+                raise AssertionError(f"{name} read {got} records, want {stream.records}")
+            return got
+
+        return check
+
+    calls: dict[str, Callable[[], object]] = {n: counted(n, r) for n, r in readers.items()}
+    calls[READ] = read_files(sorted((dirs[SEGLOG] / "t-0").glob("*.log")))
+
+    def close() -> None:
+        for c in closers:
+            c()
+        for d in dirs.values():
+            shutil.rmtree(d, ignore_errors=True)
+
+    return Work(
+        items=stream.records,
+        calls=calls,
+        repeatable=False,
+        nbytes=stream.nbytes,
+        close=close,
+        params={"records_per_batch": stream.per_batch, "batches": stream.batches},
+    )
+
+
 STORE_PEERS = (SQLITE, LMDB, PLAIN, PARQUET)
+
+
+def stream_storage_benches(label: str, value: int) -> list[Benchmark]:
+    quick = {"records": 1_000_000, "value": value}
+    full = {"records": 10_000_000, "value": value}
+    append_s, read_s = (150.0, 120.0) if value <= 100 else (400.0, 250.0)
+    each = f"distinct {label} records in the producer's default 16 KiB batches"
+    return [
+        Benchmark(
+            name=f"append-{label}-stream",
+            group="log",
+            unit="records",
+            variant="stream",
+            title=f"encode + append a stream of {each} from Python lists",
+            contenders=(
+                Contender(SEGLOG, "seglog"),
+                *STORE_PEERS,
+                Contender(
+                    WRITE,
+                    "limit",
+                    note="write() of the same batches pre-encoded, into blocks allocated as seglog's",
+                ),
+            ),
+            goals=(
+                Goal("≥15× sqlite3", "ratio", 15.0, "sqlite3 WAL"),
+                Goal("≥10× LMDB", "ratio", 10.0, "LMDB"),
+                Goal("≥0.8× floor (within 1.25×)", "ratio", 0.8, WRITE),
+            ),
+            prepare=_prepare_append_stream,
+            quick=quick,
+            full=full,
+            full_round_seconds=append_s,
+        ),
+        Benchmark(
+            name=f"read-{label}-stream",
+            group="log",
+            unit="records",
+            variant="stream",
+            title=f"sequential read of a stream of {each} into columns",
+            contenders=(
+                Contender(SEGLOG, "seglog"),
+                *STORE_PEERS,
+                Contender(READ, "limit", note="read() of seglog's segment files"),
+            ),
+            goals=(Goal("≥10× sqlite3", "ratio", 10.0, "sqlite3 WAL"),),
+            prepare=_prepare_read_stream,
+            quick=quick,
+            full=full,
+            full_round_seconds=read_s,
+        ),
+    ]
 
 
 def storage_benches(label: str, value: int) -> list[Benchmark]:
@@ -242,7 +413,8 @@ def storage_benches(label: str, value: int) -> list[Benchmark]:
             name=f"append-{label}",
             group="log",
             unit="records",
-            title=f"encode + append {label} records from Python lists, batches of 1,000",
+            variant="hot batch",
+            title=f"encode + append {label} records from Python lists, batches of 1,000 cycled from 16 (hot batches)",
             contenders=(
                 Contender(SEGLOG, "seglog"),
                 *STORE_PEERS,
@@ -263,7 +435,8 @@ def storage_benches(label: str, value: int) -> list[Benchmark]:
             name=f"read-{label}",
             group="log",
             unit="records",
-            title=f"sequential read of every {label} record into columns",
+            variant="hot batch",
+            title=f"sequential read of every {label} record into columns (written as 16 batches of 1,000 cycled)",
             contenders=(
                 Contender(SEGLOG, "seglog"),
                 *STORE_PEERS,

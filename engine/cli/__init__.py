@@ -203,7 +203,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser(
         "bench", help="the benchmark suite: seglog beside its peers, as a table, a JSON file and a chart"
     )
-    bench.add_argument("--quick", action="store_true", help="small sizes, about a minute (what CI runs)")
+    bench.add_argument(
+        "--quick",
+        action="store_true",
+        help="small sizes (1 M records for the streams), about ten minutes (what CI runs)",
+    )
     bench.add_argument(
         "--only",
         nargs="+",

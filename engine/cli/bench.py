@@ -37,16 +37,16 @@ def run_bench(args: argparse.Namespace) -> int:
         raise CliError(f"--work-dir {args.work_dir}: no such directory")
     est = estimate_seconds(chosen, opts)
     if args.quick:
-        mode = "--quick: small sizes, about a minute plus Spark's start-up"
+        mode = "--quick: small sizes, 1 M records for the streams; about ten minutes plus Spark's start-up"
     else:
         sizes = (
             f"{args.records:,} records where sized in records"
             if args.records
-            else "10 M records for append/read/poll_columns/Spark"
+            else "10 M records for the streams, append/read/poll_columns and Spark"
         )
         mode = (
             f"full sizes ({sizes}): roughly {max(1, round(est / 60))} min (as measured on a "
-            "shared 2-core machine); --quick runs in about a minute"
+            "shared 2-core machine); --quick runs in about ten minutes"
         )
     sys.stderr.write(f"seglog bench: {len(chosen)} benchmarks, {opts.n_rounds} rounds; {mode}\n")
     argv = ["seglog", *(args.argv or ["bench"])]

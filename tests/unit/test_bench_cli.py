@@ -19,6 +19,7 @@ from seglog.benchmarks.runner import (
     Options,
     SelectionError,
     measure,
+    render_markdown,
     render_table,
     report_benchmark,
     run,
@@ -86,7 +87,13 @@ def test_out_must_be_a_directory(capsys: pytest.CaptureFixture[str], tmp_path: P
 
 
 def test_select_names_groups_and_patterns() -> None:
-    assert [b.name for b in select(BENCHMARKS, ["encode-*"])] == ["encode-100B", "encode-1KiB"]
+    assert [b.name for b in select(BENCHMARKS, ["encode-*"])] == [
+        "encode-100B-stream",
+        "encode-1KiB-stream",
+        "encode-100B",
+        "encode-1KiB",
+    ]
+    assert [b.name for b in select(BENCHMARKS, ["*-stream"])][-2:] == ["append-1KiB-stream", "read-1KiB-stream"]
     assert [b.name for b in select(BENCHMARKS, ["spark"])] == ["spark-count", "spark-aggregate"]
     # registry order, duplicates once
     assert [b.name for b in select(BENCHMARKS, ["send", "crc32c-1MiB", "send"])] == ["crc32c-1MiB", "send"]
@@ -115,6 +122,9 @@ def test_registry_is_consistent() -> None:
     for expected in [
         ("crc32c-1MiB", "≥0.9× crc32c package"),
         ("encode-100B", "≥5× aiokafka"),
+        ("encode-100B-stream", "≥5× aiokafka"),
+        ("columns-100B-stream", "≥10× aiokafka"),
+        ("append-100B-stream", "≥0.8× floor (within 1.25×)"),
         ("columns-100B", "≥10× aiokafka"),
         ("append-batches", "≥0.8× plain write()"),
         ("append-100B", "≥15× sqlite3"),
@@ -137,12 +147,22 @@ def test_registry_names_and_order() -> None:
         ("crc32c-100B", "crc32c"),
         ("crc32c-4KiB", "crc32c"),
         ("crc32c-1MiB", "crc32c"),
+        ("encode-100B-stream", "records"),
+        ("decode-100B-stream", "records"),
+        ("columns-100B-stream", "records"),
+        ("encode-1KiB-stream", "records"),
+        ("decode-1KiB-stream", "records"),
+        ("columns-1KiB-stream", "records"),
         ("encode-100B", "records"),
         ("decode-100B", "records"),
         ("columns-100B", "records"),
         ("encode-1KiB", "records"),
         ("decode-1KiB", "records"),
         ("columns-1KiB", "records"),
+        ("append-100B-stream", "log"),
+        ("read-100B-stream", "log"),
+        ("append-1KiB-stream", "log"),
+        ("read-1KiB-stream", "log"),
         ("append-batches", "log"),
         ("append-100B", "log"),
         ("read-100B", "log"),
@@ -244,6 +264,80 @@ def test_rounds_alternate_contenders() -> None:
     assert seen == list("ABC") + list("ABC") + list("BCA") + list("CAB")  # warm-up, then rotated rounds
     assert {k: len(v) for k, v in samples.items()} == {"A": 3, "B": 3, "C": 3}
     assert loops == {"A": 1, "B": 1, "C": 1}
+
+
+def test_timed_inside_calls_report_their_own_seconds_and_warm_up_apart() -> None:
+    seen: list[str] = []
+
+    def call(name: str) -> float:
+        seen.append(name)
+        return 0.25
+
+    work = Work(
+        items=1,
+        calls={"A": lambda: call("A"), "B": lambda: call("B")},
+        warmup={"A": lambda: seen.append("warm A")},
+        repeatable=False,
+        timed_inside=True,
+    )
+    samples, _ = measure(work, ["A", "B"], rounds=2, min_sample=0.0)
+    assert samples == {"A": [0.25, 0.25], "B": [0.25, 0.25]}
+    assert seen == ["warm A", "B", "A", "B", "B", "A"]
+
+
+def test_peak_rss_is_per_contender() -> None:
+    """A contender that holds 64 MB at its peak is charged about that; one beside it that
+    allocates nothing is charged next to nothing (the peak is reset before each call)."""
+    from seglog.benchmarks import memory
+
+    if memory.start() is None:
+        pytest.skip("no /proc/self/clear_refs here")
+
+    def big() -> int:
+        block = bytearray(64 << 20)
+        block[::4096] = b"x" * len(block[::4096])  # touch every page
+        return len(block)
+
+    work = Work(items=1, calls={"big": big, "small": lambda: 1}, repeatable=False)
+    rss: dict[str, list[int]] = {}
+    measure(work, ["big", "small"], rounds=2, min_sample=0.0, rss=rss)
+    assert all(x > 60 << 20 for x in rss["big"]), rss
+    assert all(x < 8 << 20 for x in rss["small"]), rss
+
+
+def test_stream_inputs_are_distinct_and_in_producer_batches() -> None:
+    from seglog.benchmarks.inputs import T0, Stream, producer_batch_size
+    from seglog.storage.records import decode_columns, encode_batch
+
+    stream = Stream(5_000, 100)
+    assert producer_batch_size() == 16_384
+    seen_values: set[bytes] = set()
+    offsets: list[int] = []
+    stream.prime(encoded=True)
+    for chunk in stream.chunks(encoded=True):
+        for base, vals, keys, stamps, enc in chunk:
+            assert len(enc) <= 16_384 and len(vals) <= stream.per_batch
+            assert enc == encode_batch(vals, keys=keys, timestamps=stamps)
+            assert decode_columns(enc, headers=False).count == len(vals)
+            assert all(len(v) == 100 for v in vals)
+            assert keys == [i.to_bytes(8, "big") for i in range(base, base + len(vals))]
+            assert stamps == list(range(T0 + base, T0 + base + len(vals)))
+            seen_values.update(vals)
+            offsets.extend(range(base, base + len(vals)))
+    assert offsets == list(range(5_000)) and len(seen_values) == 5_000
+    # The producer's batch is full: one more record would not fit in 16 KiB.
+    more = stream.per_batch + 1
+    assert len(encode_batch([bytes(100)] * more, keys=[bytes(8)] * more, timestamps=T0)) > 16_384
+    assert stream.n_chunks >= 1 and sum(len(c) for c in stream.chunks()) == stream.batches
+
+
+def test_markdown_leads_with_the_streams(tmp_path: Path) -> None:
+    doc, _, _ = _run(tmp_path, [_fake("hot"), _fake("other"), _fake("streamed")])
+    variants = {"hot": "hot batch", "streamed": "stream"}
+    for b in doc["benchmarks"]:
+        b["variant"] = variants.get(b["name"])
+    rows = [line.split("|")[1].strip() for line in render_markdown(doc).splitlines() if line.startswith("| ")]
+    assert rows[1:] == ["streamed (stream)", "hot (hot batch)", "other"]
 
 
 # -------------------------------------------------------------------------------------------------
