@@ -562,9 +562,12 @@ class GroupCoordinator:
             code = UNKNOWN_MEMBER_ID
         elif generation != group.generation:
             code = ILLEGAL_GENERATION
-        elif group.state in (PREPARING, COMPLETING):
+        elif group.state == COMPLETING:
+            # The member has its new generation but not yet its assignment.
             code = REBALANCE_IN_PROGRESS
         else:
+            # Stable, or PreparingRebalance: a member commits what it consumed as its partitions
+            # are revoked (the rebalance it learns of from a heartbeat), as Kafka accepts.
             code = NONE
             member.last_seen = time.monotonic()
         offsets: dict[tuple[str, int], OffsetAndMetadata] = {}

@@ -254,6 +254,63 @@ def test_group_api_errors_and_listing(broker):
         raw.close()
 
 
+def test_commits_are_taken_while_a_rebalance_is_prepared_and_refused_while_it_completes(broker):
+    """As Kafka's coordinator: a member commits with its generation while the group prepares a
+    rebalance (what it consumed, as its partitions are revoked) and the commit is kept; once the
+    new generation is formed but not yet synced, a commit gets REBALANCE_IN_PROGRESS (27)."""
+
+    topic = new_topic(broker, 1)
+    group = "prep-" + uuid.uuid4().hex[:6]
+    a, b = RawClient(broker.bootstrap_servers), RawClient(broker.bootstrap_servers)
+    try:
+        first = _join(a, group)
+        gen, me = first["generation_id"], first["member_id"]
+        sync = {
+            "group_id": group,
+            "generation_id": gen,
+            "member_id": me,
+            "group_instance_id": None,
+            "protocol_type": "consumer",
+            "protocol_name": "range",
+            "assignments": [{"member_id": me, "assignment": b"all"}],
+        }
+        assert a.request("SyncGroup", 14, 5, sync)["error_code"] == 0
+        joined_b: list[dict] = []
+        t = threading.Thread(target=lambda: joined_b.append(_join(b, group)))
+        t.start()  # b's join holds the group in PreparingRebalance until a joins again
+        hb = {"group_id": group, "generation_id": gen, "member_id": me, "group_instance_id": None}
+        deadline = time.monotonic() + 10
+        while a.request("Heartbeat", 12, 4, hb)["error_code"] != 27:
+            assert time.monotonic() < deadline, "the group never began to rebalance"
+            time.sleep(0.02)
+
+        def commit(generation: int, offset: int) -> int:
+            body = {
+                "group_id": group,
+                "generation_id_or_member_epoch": generation,
+                "member_id": me,
+                "group_instance_id": None,
+                "topics": [
+                    {
+                        "name": topic,
+                        "partitions": [{"partition_index": 0, "committed_offset": offset, "committed_metadata": ""}],
+                    }
+                ],
+            }
+            return int(a.request("OffsetCommit", 8, 8, body)["topics"][0]["partitions"][0]["error_code"])
+
+        assert commit(gen, 7) == 0  # PreparingRebalance: taken
+        second = _join(a, group, me)
+        assert second["error_code"] == 0 and second["generation_id"] == gen + 1
+        assert commit(gen + 1, 9) == 27  # CompletingRebalance: refused
+        t.join(10)
+        assert joined_b and joined_b[0]["error_code"] == 0
+        assert broker.store.group_offsets.committed(group, topic, 0).offset == 7
+    finally:
+        a.close()
+        b.close()
+
+
 def test_silent_member_expires_and_the_group_rebalances(tmp_path):
     from seglog import Store
 
