@@ -177,3 +177,20 @@ def test_create_and_delete_topics_answer_each_failure_with_its_code_and_message(
     logged = [r.getMessage() for r in caplog.records if r.name == "seglog.kafka"]
     assert any(f"CreateTopics {name} failed" in m for m in logged)
     assert any(f"DeleteTopics {missing} failed" in m for m in logged)
+
+
+def test_librdkafka_admin_creates_describes_and_deletes_topics(broker):
+    ck = pytest.importorskip("confluent_kafka.admin")
+    name = "ck-" + uuid.uuid4().hex[:8]
+    client = ck.AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    client.create_topics([ck.NewTopic(name, 4, 1, config={"cleanup.policy": "compact"})])[name].result(10)
+    assert broker.store.partitions_for(name) == 4
+    assert broker.store.topic_config(name).cleanup_policy == ("compact",)
+    meta = client.list_topics(name, timeout=10)
+    assert sorted(meta.topics[name].partitions) == [0, 1, 2, 3]
+    with pytest.raises(ck.KafkaException, match="TOPIC_ALREADY_EXISTS"):
+        client.create_topics([ck.NewTopic(name, 1, 1)])[name].result(10)
+    client.delete_topics([name])[name].result(10)
+    assert name not in broker.store.topics()
+    with pytest.raises(ck.KafkaException, match="UNKNOWN_TOPIC_OR_PART"):
+        client.delete_topics([name])[name].result(10)

@@ -104,3 +104,34 @@ def test_kcat_produce_and_consume(broker):
         ["kcat", "-b", broker.bootstrap_servers, "-L", "-t", topic], capture_output=True, text=True, timeout=30
     )
     assert listing.returncode == 0 and f'topic "{topic}" with 1 partitions' in listing.stdout
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_kcat_acks_codecs_headers_idempotence_and_offsets_by_timestamp(broker, codec):
+    topic = new_topic(broker)
+    for acks in ("0", "1", "all"):
+        extra = ["-X", "enable.idempotence=true"] if acks == "all" else []
+        produced = subprocess.run(
+            ["kcat", "-b", broker.bootstrap_servers, "-t", topic, "-P", "-K:", "-z", codec, "-H", f"acks={acks}"]
+            + ["-X", f"acks={acks}", *extra],
+            input="".join(f"k{i}:{acks}-{i}\n" for i in range(5)),
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert produced.returncode == 0, produced.stderr
+    records = decode_records(broker.store.log(topic, 0).read(0).to_bytes())
+    assert [r.value.decode() for r in records] == [f"{a}-{i}" for a in ("0", "1", "all") for i in range(5)]
+    assert {r.headers[0][1] for r in records} == {b"0", b"1", b"all"}
+    ts = records[5].timestamp  # the first record produced with acks=1
+    consumed = subprocess.run(
+        ["kcat", "-b", broker.bootstrap_servers, "-t", topic, "-C", "-o", f"s@{ts}", "-e", "-f", "%o %s %h\\n"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert consumed.returncode == 0, consumed.stderr
+    lines = consumed.stdout.splitlines()
+    first = next(r.offset for r in records if r.timestamp >= ts)
+    assert lines[0].startswith(f"{first} ") and len(lines) == 15 - first
+    assert lines[-1] == "14 all-4 acks=all"
