@@ -76,6 +76,18 @@ def _prepare_decode(p: Mapping[str, int], base: Path, available: frozenset[str])
 
 
 SEGLOG_VIEWS = "seglog views"
+#: Who decodes to columns, and the goals, in the hot-batch and the stream rows alike.
+COLUMNS_CONTENDERS = (
+    Contender(SEGLOG, "seglog"),
+    Contender("seglog → Arrow", "seglog", ("pyarrow",), "pyarrow"),
+    Contender(SEGLOG_VIEWS, "seglog", note="decode_columns(views=True): Arrow binary_view into the input"),
+    AIOKAFKA,
+    Contender(MEMCPY, "limit"),
+)
+COLUMNS_GOALS = (
+    Goal("≥10× aiokafka", "ratio", 10.0, "aiokafka"),
+    Goal("≥10× aiokafka (views)", "ratio", 10.0, "aiokafka", SEGLOG_VIEWS),
+)
 
 
 def _prepare_columns(p: Mapping[str, int], base: Path, available: frozenset[str]) -> Work:
@@ -195,17 +207,8 @@ def _stream_benches(label: str, value: int) -> list[Benchmark]:
             unit="records",
             variant="stream",
             title=f"decode a stream of {each} to columns (offset, timestamp, key, value)",
-            contenders=(
-                Contender(SEGLOG, "seglog"),
-                Contender("seglog → Arrow", "seglog", ("pyarrow",), "pyarrow"),
-                Contender(SEGLOG_VIEWS, "seglog", note="decode_columns(views=True): Arrow binary_view into the input"),
-                AIOKAFKA,
-                Contender(MEMCPY, "limit"),
-            ),
-            goals=(
-                Goal("≥10× aiokafka", "ratio", 10.0, "aiokafka"),
-                Goal("≥10× aiokafka (views)", "ratio", 10.0, "aiokafka", SEGLOG_VIEWS),
-            ),
+            contenders=COLUMNS_CONTENDERS,
+            goals=COLUMNS_GOALS,
             prepare=_prepare_columns_stream,
             quick=quick,
             full=full,
@@ -248,17 +251,8 @@ def _codec_benches(label: str, value: int) -> list[Benchmark]:
             unit="records",
             variant="hot batch",
             title=f"decode a ~1 MiB batch of {label} records to columns (offset, timestamp, key, value), the same batch every call",
-            contenders=(
-                Contender(SEGLOG, "seglog"),
-                Contender("seglog → Arrow", "seglog", ("pyarrow",), "pyarrow"),
-                Contender(SEGLOG_VIEWS, "seglog", note="decode_columns(views=True): Arrow binary_view into the input"),
-                AIOKAFKA,
-                Contender(MEMCPY, "limit"),
-            ),
-            goals=(
-                Goal("≥10× aiokafka", "ratio", 10.0, "aiokafka"),
-                Goal("≥10× aiokafka (views)", "ratio", 10.0, "aiokafka", SEGLOG_VIEWS),
-            ),
+            contenders=COLUMNS_CONTENDERS,
+            goals=COLUMNS_GOALS,
             prepare=_prepare_columns,
             quick=sizes,
             full=sizes,
