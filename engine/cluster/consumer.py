@@ -131,7 +131,8 @@ class ClusterConsumer(Closeable):
                     continue
                 for pr in resp.partitions:
                     tp = (pr.topic, pr.partition)
-                    if pr.error == OffsetOutOfRangeError.code and pr.log_start_offset >= 0:
+                    if pr.error == OffsetOutOfRangeError.code and 0 <= self._positions[tp] < pr.log_start_offset:
+                        # Records deleted below the position (retention, DeleteRecords).
                         self._reset(tp, pr.log_start_offset, pr.log_end_offset)
                         continue
                     if pr.error != NONE:
@@ -165,8 +166,11 @@ class ClusterConsumer(Closeable):
             await asyncio.sleep(0.01)
 
     def _reset(self, tp: tuple[str, int], log_start: int, log_end: int) -> None:
-        """The position is out of the leader's range (records deleted below it, or past the
-        end): ``auto.offset.reset`` decides (earliest: the leader's log start; latest: its end)."""
+        """The position is below the leader's log start (its records were deleted):
+        ``auto.offset.reset`` decides (earliest: the leader's log start; latest: its end). A
+        position past the leader's end (records lost with a leader, then written anew) is not
+        reset: the consumer asks again until the log reaches it, as before; detecting that
+        truncation (KIP-320's OffsetForLeaderEpoch check) is not done yet."""
         pos = self._positions[tp]
         policy = self.config.auto_offset_reset
         if policy == "earliest":
