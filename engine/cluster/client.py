@@ -164,7 +164,9 @@ class ClusterClient(LoopOwner, Closeable):
         self._admin.create_topic(name, partitions, replication_factor, config, timeout_s)
         deadline = time.monotonic() + timeout_s
         while True:
-            self.refresh()
+            # From a node that knows the new topic: the first node to answer may not have heard
+            # of it yet, and its answer would hide the leader another node already reports.
+            self._call(self._admin.refresh_metadata(name))
             if all(
                 (p := self.partitions.get((name, i))) is not None and p.state.leader >= 0 for i in range(partitions)
             ):
