@@ -147,6 +147,24 @@ def _join(raw: RawClient, group: str, member_id: str = "", session: int = 10000)
     return out
 
 
+def _sync_alone(raw: RawClient, group: str, generation: int, member_id: str, assignment: bytes) -> dict:
+    """SyncGroup v5 from the group's leader, assigning ``assignment`` to itself alone."""
+    return raw.request(
+        "SyncGroup",
+        14,
+        5,
+        {
+            "group_id": group,
+            "generation_id": generation,
+            "member_id": member_id,
+            "group_instance_id": None,
+            "protocol_type": "consumer",
+            "protocol_name": "range",
+            "assignments": [{"member_id": member_id, "assignment": assignment}],
+        },
+    )
+
+
 def test_join_without_member_id_gets_member_id_required(tmp_path):
     from seglog import Store
 
@@ -198,20 +216,7 @@ def test_group_api_errors_and_listing(broker):
         assert joined["members"][0]["metadata"] == b"meta"
         gen, me = joined["generation_id"], joined["member_id"]
         hb = {"group_id": group, "generation_id": gen, "member_id": me, "group_instance_id": None}
-        synced = raw.request(
-            "SyncGroup",
-            14,
-            5,
-            {
-                "group_id": group,
-                "generation_id": gen,
-                "member_id": me,
-                "group_instance_id": None,
-                "protocol_type": "consumer",
-                "protocol_name": "range",
-                "assignments": [{"member_id": me, "assignment": b"mine"}],
-            },
-        )
+        synced = _sync_alone(raw, group, gen, me, b"mine")
         assert synced["error_code"] == 0 and synced["assignment"] == b"mine"
         assert raw.request("Heartbeat", 12, 4, hb)["error_code"] == 0
         assert raw.request("Heartbeat", 12, 4, {**hb, "generation_id": gen + 5})["error_code"] == 22
@@ -265,16 +270,7 @@ def test_commits_are_taken_while_a_rebalance_is_prepared_and_refused_while_it_co
     try:
         first = _join(a, group)
         gen, me = first["generation_id"], first["member_id"]
-        sync = {
-            "group_id": group,
-            "generation_id": gen,
-            "member_id": me,
-            "group_instance_id": None,
-            "protocol_type": "consumer",
-            "protocol_name": "range",
-            "assignments": [{"member_id": me, "assignment": b"all"}],
-        }
-        assert a.request("SyncGroup", 14, 5, sync)["error_code"] == 0
+        assert _sync_alone(a, group, gen, me, b"all")["error_code"] == 0
         joined_b: list[dict] = []
         t = threading.Thread(target=lambda: joined_b.append(_join(b, group)))
         t.start()  # b's join holds the group in PreparingRebalance until a joins again
