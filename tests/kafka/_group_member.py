@@ -3,12 +3,14 @@
 ``python _group_member.py CLIENT BOOTSTRAP TOPIC GROUP SESSION_MS`` (CLIENT: kafka-python,
 confluent-kafka or aiokafka) subscribes, prints one JSON line per record consumed (``[partition, offset]``)
 and ``{"assigned": [...]}`` whenever its assignment changes, commits synchronously after each
-poll that returned records, and on SIGTERM closes cleanly (leaving the group) and exits.
+poll that returned records, and on SIGTERM closes cleanly (leaving the group) and exits. The client library's log (INFO:
+joins, syncs, assignments, errors) goes to stderr, which the test keeps for its failure messages.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import sys
 from collections.abc import Callable
@@ -145,6 +147,9 @@ def aiokafka_member(bootstrap: str, topic: str, group: str, session_ms: int) -> 
 
 
 if __name__ == "__main__":
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    for name in ("kafka.coordinator", "aiokafka.consumer.group_coordinator"):
+        logging.getLogger(name).setLevel(logging.INFO)
     signal.signal(signal.SIGTERM, _stop)
     client, bootstrap, topic, group, session = sys.argv[1:6]
     {"kafka-python": kafka_python, "confluent-kafka": confluent, "aiokafka": aiokafka_member}[client](

@@ -30,8 +30,12 @@ CONFIG = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms":
 class Member:
     """A consumer group member process and what it printed."""
 
-    def __init__(self, client: str, bootstrap: str, topic: str, group: str, java_classpath: str | None = None) -> None:
+    def __init__(
+        self, client: str, bootstrap: str, topic: str, group: str, log: Path, java_classpath: str | None = None
+    ) -> None:
         self.kcat = client == "kcat"
+        #: The client's own log (its stderr), quoted when the test fails.
+        self.log = log
         if self.kcat:
             # kcat's balanced consumer itself: "partition offset" per record on stdout, its
             # rebalances on stderr; offsets committed every 100 ms and when it closes (SIGTERM).
@@ -46,12 +50,10 @@ class Member:
             argv = ["java", "-cp", java_classpath, "GroupMember", bootstrap, topic, group, str(SESSION_MS)]
         else:
             argv = [sys.executable, MEMBER, client, bootstrap, topic, group, str(SESSION_MS)]
-        self.proc = subprocess.Popen(
-            argv,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE if self.kcat else subprocess.DEVNULL,
-            text=True,
-        )
+        with open(log, "w") as err:
+            self.proc = subprocess.Popen(
+                argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE if self.kcat else err, text=True
+            )
         self.records: list[tuple[int, int]] = []
         self.assigned: list[int] = []
         self.lock = threading.Lock()
@@ -81,6 +83,8 @@ class Member:
         ``...: revoked: ...`` give the assignment."""
         assert self.proc.stderr is not None
         for line in self.proc.stderr:
+            with open(self.log, "a") as f:
+                f.write(line)
             if "rebalanced" not in line:
                 continue
             with self.lock:
@@ -88,6 +92,14 @@ class Member:
                     self.assigned = sorted(int(p) for p in re.findall(r"\[(\d+)\]", line.split("assigned:", 1)[1]))
                 elif "revoked:" in line:
                     self.assigned = []
+
+    def tail(self, lines: int = 12) -> str:
+        """What the member is doing: its exit status, assignment and the end of its log."""
+        try:
+            text = self.log.read_text(errors="replace").splitlines()[-lines:]
+        except OSError as exc:
+            text = [f"(no log: {exc})"]
+        return f"pid {self.proc.pid} exit {self.proc.poll()} assigned {self.assigned}:\n  " + "\n  ".join(text)
 
     def stop(self, kill: bool = False) -> None:
         if self.proc.poll() is None:
@@ -149,7 +161,11 @@ def test_a_killed_member_s_partitions_move_and_commits_resume_after_restart(tmp_
     with Store.open(tmp_path / "data", CONFIG) as store, store.serve() as handle:
         store.create_topic("events", partitions)
         _produce(store, "events", partitions, 50)
-        members = [Member(client, handle.bootstrap_servers, "events", "g", java) for _ in range(3)]
+        logs = tmp_path / "logs"
+        logs.mkdir()
+        members = [
+            Member(client, handle.bootstrap_servers, "events", "g", logs / f"member{i}.log", java) for i in range(3)
+        ]
         try:
             group = lambda: handle.server.groups.groups.get("g")  # noqa: E731
             # Three members share the six partitions and read what is there.
@@ -163,10 +179,7 @@ def test_a_killed_member_s_partitions_move_and_commits_resume_after_restart(tmp_
                     and sorted(p for m in members for p in m.assigned) == list(range(partitions))
                 ),
                 60,
-                lambda: (
-                    group() and (group().state, len(group().members)),
-                    [(m.assigned, m.proc.poll()) for m in members],
-                ),
+                lambda: "\n".join([f"group {group() and (group().state, len(group().members))}"] + [m.tail() for m in members]),
             )
             _wait(
                 "the first records consumed",
@@ -182,6 +195,7 @@ def test_a_killed_member_s_partitions_move_and_commits_resume_after_restart(tmp_
                 "the survivors owning every partition",
                 lambda: sorted(p for m in survivors for p in m.assigned) == list(range(partitions)),
                 30,
+                lambda: "\n".join(m.tail() for m in survivors),
             )
             _wait(
                 "every record consumed",
@@ -194,7 +208,10 @@ def test_a_killed_member_s_partitions_move_and_commits_resume_after_restart(tmp_
             assert committed == {p: store.log("events", p).high_watermark for p in range(partitions)}
             # The consumers restart: they resume at the committed offsets.
             _produce(store, "events", partitions, 10)
-            members = [Member(client, handle.bootstrap_servers, "events", "g", java) for _ in range(3)]
+            members = [
+                Member(client, handle.bootstrap_servers, "events", "g", logs / f"restarted{i}.log", java)
+                for i in range(3)
+            ]
             _wait(
                 "the new records consumed after the restart",
                 lambda: (
