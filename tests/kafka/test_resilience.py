@@ -179,7 +179,9 @@ def test_a_killed_member_s_partitions_move_and_commits_resume_after_restart(tmp_
                     and sorted(p for m in members for p in m.assigned) == list(range(partitions))
                 ),
                 60,
-                lambda: "\n".join([f"group {group() and (group().state, len(group().members))}"] + [m.tail() for m in members]),
+                lambda: "\n".join(
+                    [f"group {group() and (group().state, len(group().members))}"] + [m.tail() for m in members]
+                ),
             )
             _wait(
                 "the first records consumed",
