@@ -79,14 +79,19 @@ API_VERSIONS: dict[int, tuple[int, int]] = {
 
 
 def api_versions_response(
-    frame: memoryview, pos: int, version: int, correlation_id: int, state: ConnState
+    frame: memoryview,
+    pos: int,
+    version: int,
+    correlation_id: int,
+    state: ConnState,
+    versions: dict[int, tuple[int, int]] = API_VERSIONS,
 ) -> list[Any]:
     """The response frame's parts for an ApiVersions request (``frame``, its body from
-    ``pos``). Always response header v0; a version not served is answered in v0 with
+    ``pos``), listing ``versions`` (api key -> lowest and highest version served). Always response header v0; a version not served is answered in v0 with
     UNSUPPORTED_VERSION and the versions served (KIP-511). Raises :class:`CloseConnection` for
     a body that does not parse."""
-    keys = [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(API_VERSIONS.items())]
-    lo, hi = API_VERSIONS[18]
+    keys = [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(versions.items())]
+    lo, hi = versions[18]
     out: list[Any] = [bytearray(INT32.pack(correlation_id))]  # always response header v0
     if not lo <= version <= hi:
         # KIP-511: an unknown version is answered in v0 with the versions served.

@@ -1,19 +1,9 @@
 """A one-node Kafka broker on a :class:`seglog.Store`: Kafka's wire protocol over asyncio.
 
-Framing: every request and response is a 4-byte big-endian size and that many bytes. A request
-starts with Kafka's request header (v1: api key, api version, correlation id, client id; v2 adds
-tagged fields, for flexible versions); a response with the response header (v0: correlation id;
-v1 adds tagged fields; ApiVersions responses always use v0). Requests of a connection are
-answered in order, one at a time, as a Kafka broker does (a long-polling Fetch holds the
-connection's later requests back until it is answered).
-
-Bad input: a frame over ``socket.request.max.bytes``, a header or body that does not parse, an
-unknown API key or a version outside the served range (other than ApiVersions, which answers
-UNSUPPORTED_VERSION in a v0 response, KIP-511) closes that connection only, logged once;
-nothing is written for a request that was refused. A connection idle for
-``connections.max.idle.ms`` is closed. Writes wait for the client to read (``drain``), so a
-slow reader holds back only its own connection. These limits, and the consumer groups'
-``group.*`` keys, come from the store's broker config unless given as options.
+The listener itself (framing, bad frames, idle connections, TLS and SASL, sending record data
+from the files) is :class:`seglog.kafka.listener.KafkaListener`; this module answers the
+requests. Its limits (``socket.request.max.bytes``, ``connections.max.idle.ms``) and the
+consumer groups' ``group.*`` keys come from the store's broker config unless given as options.
 
 Fetch sessions (KIP-227, ``seglog.kafka.fetch_sessions``): a full fetch at epoch 0 opens one;
 incremental fetches read the session's partitions and answer only those that changed.
@@ -22,9 +12,6 @@ Data paths: produced records reach ``Store.append`` as views of the request fram
 record data of ``SENDFILE_MIN`` bytes or more is sent from the segment files (``os.sendfile``,
 or blocks read into buffers where the transport cannot); appends that wait for the disk and
 OffsetCommit's fsync run on a worker thread (``_may_block``).
-
-Security (``seglog.kafka.security``): the listener may be TLS (``asyncio``'s ``ssl=``) and/or
-require SASL, which runs on a new connection before the request loop below.
 
 See ``docs/kafka-protocol.md`` for the APIs and versions served (``seglog.kafka.apis``).
 """
@@ -35,14 +22,11 @@ import asyncio
 import base64
 import logging
 import os
-import ssl
-import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from seglog.errors import (
-    IllegalSaslStateError,
     InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidRequiredAcksError,
@@ -55,13 +39,13 @@ from seglog.errors import (
     UnsupportedVersionError,
     code_for_exception,
 )
-from seglog.kafka import admin, codec
-from seglog.kafka.apis import API_NAMES, API_VERSIONS, api_versions_response
+from seglog.kafka import admin
+from seglog.kafka.apis import API_VERSIONS
 from seglog.kafka.codec import FileRegions, Message
-from seglog.kafka.connection import INT32, REQUEST_HEADER, CloseConnection, ConnState, fmt_peer, skip_tagged
+from seglog.kafka.connection import INT32, CloseConnection, ConnState, fmt_peer
 from seglog.kafka.fetch_sessions import FetchSessionCache
 from seglog.kafka.groups import GroupCoordinator
-from seglog.kafka.security import AuthenticationClosed, ListenerSecurity
+from seglog.kafka.listener import DEFAULT_IDLE_MS, DEFAULT_MAX_REQUEST_BYTES, KafkaListener
 from seglog.storage.log import LogReadResult
 from seglog.storage.topic import INTERNAL_TOPICS, validate_topic_name
 from seglog.util.closing import Closeable
@@ -69,17 +53,9 @@ from seglog.util.closing import Closeable
 if TYPE_CHECKING:
     from seglog.storage.log_manager import LogManager
 
-__all__ = ["API_VERSIONS", "DEFAULT_MAX_REQUEST_BYTES", "KafkaServer"]
+__all__ = ["API_VERSIONS", "DEFAULT_IDLE_MS", "DEFAULT_MAX_REQUEST_BYTES", "KafkaServer"]
 
 log = logging.getLogger("seglog.kafka")
-
-#: Kafka's ``socket.request.max.bytes`` default.
-DEFAULT_MAX_REQUEST_BYTES = 104857600
-#: Whether TLS starts in each connection's task (``StreamWriter.start_tls``, Python 3.11+).
-_TLS_IN_TASK = sys.version_info >= (3, 11)
-
-#: Kafka's ``connections.max.idle.ms`` default.
-DEFAULT_IDLE_MS = 600000
 
 _NONE = 0
 _LONG_MAX = 2**63 - 1
@@ -89,7 +65,7 @@ _UNKNOWN_ID = "\x00"
 _TXN_MESSAGE = "transactions are not supported by this seglog broker"
 
 
-class KafkaServer:
+class KafkaServer(KafkaListener):
     """Serve ``store`` on ``host:port`` (port 0: any free port). ``await start()``, then
     ``bootstrap_servers``; ``await close()`` stops listening and closes every connection.
     ``security_protocol``, ``ssl_context``, ``sasl_mechanisms`` and ``users``: see
@@ -113,26 +89,24 @@ class KafkaServer:
         sasl_mechanisms: Any = None,
         users: Any = None,
     ) -> None:
-        self.store = store
-        self.host = host
-        self.port = port
         cfg = store.config
+        super().__init__(
+            host,
+            port,
+            max_request_bytes=cfg.socket_request_max_bytes if max_request_bytes is None else max_request_bytes,
+            idle_ms=cfg.connections_max_idle_ms if idle_ms is None else idle_ms,
+            security_protocol=security_protocol,
+            ssl_context=ssl_context,
+            sasl_mechanisms=sasl_mechanisms,
+            users=users,
+        )
+        self.store = store
         if node_id is None:
             node_id = cfg.node_id if cfg.node_id >= 0 else (cfg.broker_id if cfg.broker_id >= 0 else 1)
         self.node_id = node_id
-        #: ``socket.request.max.bytes`` of the store's config unless given.
-        self.max_request_bytes = cfg.socket_request_max_bytes if max_request_bytes is None else max_request_bytes
-        #: ``connections.max.idle.ms`` of the store's config unless given.
-        self.idle_ms = cfg.connections_max_idle_ms if idle_ms is None else idle_ms
         self.cluster_id = cluster_id or "seglog-" + base64.urlsafe_b64encode(store.dir.encode()[-12:]).decode().rstrip(
             "="
         )
-        #: The listener's security (``seglog.kafka.security``): TLS context, SASL users.
-        self.security = ListenerSecurity(
-            security_protocol, ssl_context=ssl_context, sasl_mechanisms=sasl_mechanisms, users=users
-        )
-        self._server: asyncio.Server | None = None
-        self._closing = False
         # The group.* keys of the store's config unless given.
         self.groups = GroupCoordinator(
             store,
@@ -146,287 +120,46 @@ class KafkaServer:
         self._topic_names: dict[bytes, str] = {}
         #: Incremental fetch sessions (``max.incremental.fetch.session.cache.slots``).
         self.fetch_sessions = FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots)
-        #: Each connection's task and writer.
-        self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
-        #: Every accepted socket's transport until the connection is lost.
-        self._transports: set[asyncio.Transport] = set()
         self._appended: asyncio.Event | None = None
-        self._handlers: dict[int, Callable[[int, Message, ConnState], Awaitable[Message | None]]] = {
-            0: self._produce,
-            1: self._fetch,
-            2: self._list_offsets,
-            3: self._metadata,
-            8: self._offset_commit,
-            9: self._offset_fetch,
-            10: self._find_coordinator,
-            11: self._join_group,
-            12: self._heartbeat,
-            13: self._leave_group,
-            14: self._sync_group,
-            15: self._describe_groups,
-            16: self._list_groups,
-            21: self._delete_records,
-            32: self._describe_configs,
-            37: self._create_partitions,
-            44: self._incremental_alter_configs,
-            19: self._create_topics,
-            20: self._delete_topics,
-            22: self._init_producer_id,
-            24: self._add_partitions_to_txn,
-            25: self._add_offsets_to_txn,
-            26: self._end_txn,
-            28: self._txn_offset_commit,
-            17: self._sasl_handshake,
-            36: self._sasl_authenticate,
-        }
+        self._handlers.update(
+            {
+                0: self._produce,
+                1: self._fetch,
+                2: self._list_offsets,
+                3: self._metadata,
+                8: self._offset_commit,
+                9: self._offset_fetch,
+                10: self._find_coordinator,
+                11: self._join_group,
+                12: self._heartbeat,
+                13: self._leave_group,
+                14: self._sync_group,
+                15: self._describe_groups,
+                16: self._list_groups,
+                21: self._delete_records,
+                32: self._describe_configs,
+                37: self._create_partitions,
+                44: self._incremental_alter_configs,
+                19: self._create_topics,
+                20: self._delete_topics,
+                22: self._init_producer_id,
+                24: self._add_partitions_to_txn,
+                25: self._add_offsets_to_txn,
+                26: self._end_txn,
+                28: self._txn_offset_commit,
+            }
+        )
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
         self._appended = asyncio.Event()
         self.groups.start()
-        # From Python 3.11 TLS is started by each connection's task (below), not by the listener:
-        # a listener's handshake runs before any task exists, so a connection the server closed
-        # mid-handshake was never ended and its socket was left to the garbage collector
-        # (Server.close leaves accepted connections open). So every accepted socket belongs to a
-        # task from its first byte. Python 3.10 has no StreamWriter.start_tls: the listener's.
-        loop = asyncio.get_running_loop()
-
-        def protocol() -> _Connection:
-            return _Connection(asyncio.StreamReader(limit=1 << 16, loop=loop), self)
-
-        self._server = await loop.create_server(
-            protocol, self.host, self.port, ssl=None if _TLS_IN_TASK else self.security.ssl_context
-        )
-        sock = self._server.sockets[0].getsockname()
-        self.port = sock[1]
-
-    @property
-    def bootstrap_servers(self) -> str:
-        host = self.host if self.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
-        return f"{host}:{self.port}"
+        await super().start()
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._closing = True
-            await self._stop_accepting()
-            self._server.close()
-            # Connections accepted just before the close start on the next loop rounds (and
-            # close themselves, seeing _closing); the others are ended here.
-            for _ in range(3):
-                await asyncio.sleep(0)
-            for task, writer in list(self._connections.items()):
-                task.cancel()
-                # Also end the socket: on Python 3.11 a cancellation that meets a read completing
-                # at the same moment inside wait_for is lost, and the task would read on.
-                writer.transport.abort()
-            if self._connections:
-                await asyncio.gather(*self._connections, return_exceptions=True)
-            # Sockets whose task never ran (cancelled before its first step when the loop winds
-            # down) or that were accepted as the listener closed: ended here, not left to the
-            # garbage collector.
-            for transport in list(self._transports):
-                transport.abort()
-            await asyncio.sleep(0)  # their connection_lost, which closes the sockets
-            await self._server.wait_closed()
-            self._server = None
+        await super().close()
         await self.groups.close()
-
-    async def _stop_accepting(self) -> None:
-        """Stop taking connections, then let those already accepted start (and close, seeing
-        ``_closing``). On Python 3.11 a connection accepted just before ``Server.close`` but set
-        up after it fails inside asyncio (the server refuses to attach it) and its socket is left
-        open for the garbage collector; so no connection is set up after the close."""
-        assert self._server is not None
-        loop = asyncio.get_running_loop()
-        for sock in self._server.sockets:
-            try:
-                loop.remove_reader(sock.fileno())
-            except (NotImplementedError, ValueError, OSError):  # a loop without readers
-                return
-        for _ in range(3):
-            await asyncio.sleep(0)
-
-    async def serve_forever(self) -> None:
-        assert self._server is not None
-        await self._server.serve_forever()
-
-    # -- connections ----------------------------------------------------------------------------
-
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        if self._closing:
-            writer.transport.abort()
-            return
-        self._connections[task] = writer
-        peer = writer.get_extra_info("peername")
-        state = ConnState(peer, writer.get_extra_info("sockname"))
-        # Whether the stream's protocol hears of the socket's end: not while a TLS handshake is
-        # unfinished (the TLS layer keeps it to itself), so then nothing waits for it.
-        streams = self.security.ssl_context is None or not _TLS_IN_TASK
-        try:
-            if not streams:
-                await self._start_tls(writer, state)
-                streams = True
-            await self._serve_connection(reader, writer, state)
-        except CloseConnection as exc:
-            state.warn(f"closing the connection: {exc}")
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        except asyncio.CancelledError:
-            pass
-        except Exception:  # one connection's failure must not stop the server
-            log.exception("Kafka connection from %s failed", peer)
-        finally:
-            self._connections.pop(task, None)
-            if not streams:
-                writer.transport.abort()
-            else:
-                writer.close()
-                try:
-                    await writer.wait_closed()
-                except (ConnectionError, asyncio.CancelledError):
-                    pass
-                except Exception:  # noqa: BLE001
-                    pass
-
-    async def _start_tls(self, writer: asyncio.StreamWriter, state: ConnState) -> None:
-        """The server side of the TLS handshake, within ``connections.max.idle.ms``. Nothing was
-        read from the socket yet: the connection's task runs before its first read."""
-        try:
-            await writer.start_tls(  # type: ignore[attr-defined,unused-ignore]  # Python 3.11+
-                self.security.ssl_context, ssl_handshake_timeout=self.idle_ms / 1000.0
-            )
-        except ssl.SSLError as exc:
-            raise CloseConnection(f"the TLS handshake failed: {exc.reason or exc}") from None
-        except (asyncio.TimeoutError, TimeoutError):
-            raise CloseConnection(
-                f"the TLS handshake did not finish within connections.max.idle.ms={self.idle_ms}"
-            ) from None
-
-    async def _serve_connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, state: ConnState
-    ) -> None:
-        idle = self.idle_ms / 1000.0
-        if self.security.sasl:
-            try:
-                user = await self.security.authenticate(reader, writer, state, self.idle_ms)
-            except AuthenticationClosed as exc:
-                raise CloseConnection(str(exc)) from None
-            log.debug("Kafka client %s (client id %r) authenticated as %r", fmt_peer(state.peer), state.client_id, user)
-        while True:
-            try:
-                head = await asyncio.wait_for(reader.readexactly(4), idle)
-            except asyncio.TimeoutError:
-                raise CloseConnection(f"idle for connections.max.idle.ms={self.idle_ms}") from None
-            except asyncio.IncompleteReadError as exc:
-                if exc.partial:
-                    raise CloseConnection(
-                        f"the connection closed inside a frame's size ({len(exc.partial)} of 4 bytes)"
-                    ) from None
-                return
-            (size,) = INT32.unpack(head)
-            if size < 0 or size > self.max_request_bytes:
-                raise CloseConnection(
-                    f"a frame of {size} bytes is over socket.request.max.bytes={self.max_request_bytes}"
-                    if size > 0
-                    else f"a negative frame size {size}"
-                )
-            if size < REQUEST_HEADER.size:
-                raise CloseConnection(f"a frame of {size} bytes is too short for a request header")
-            try:
-                frame = await reader.readexactly(size)
-            except asyncio.IncompleteReadError as exc:
-                raise CloseConnection(
-                    f"the connection closed inside a frame: {len(exc.partial)} of {size} bytes arrived"
-                ) from None
-            response = await self._request(memoryview(frame), state)
-            if response is not None:
-                await self._send(writer, response)
-
-    async def _send(self, writer: asyncio.StreamWriter, response: list[Any]) -> None:
-        """Write one response frame. Record data held as :class:`codec.FileRegions` goes from
-        the segment files: ``os.sendfile`` on a plain socket, read in blocks into fresh buffers
-        on a transport that cannot (TLS); its descriptors are closed afterwards."""
-        total = 0
-        files = False
-        for part in response:
-            if type(part) is FileRegions:
-                total += part.nbytes
-                files = True
-            else:
-                total += memoryview(part).nbytes
-        if not files:
-            writer.write(INT32.pack(total))
-            writer.writelines(response)
-            await writer.drain()
-            return
-        try:
-            loop = asyncio.get_running_loop()
-            pending: list[Any] = [INT32.pack(total)]
-            for part in response:
-                if type(part) is not FileRegions:
-                    pending.append(part)
-                    continue
-                writer.writelines(pending)
-                pending = []
-                for fd, pos, n in part.regions:
-                    sent = await _send_region(loop, writer, fd, pos, n)
-                    if sent != n:
-                        # The segment file was truncated under us: the frame cannot be completed.
-                        writer.transport.abort()
-                        raise CloseConnection(f"sent {sent} of {n} bytes of a segment file region")
-            writer.writelines(pending)
-            await writer.drain()
-        finally:
-            for part in response:
-                if type(part) is FileRegions:
-                    part.close()
-
-    async def _request(self, frame: memoryview, state: ConnState) -> list[Any] | None:
-        api_key, version, correlation_id, client_len = REQUEST_HEADER.unpack_from(frame, 0)
-        pos = REQUEST_HEADER.size
-        if client_len > 0:
-            if pos + client_len > len(frame):
-                raise CloseConnection(
-                    f"request header's client id of {client_len} bytes runs past the {len(frame)}-byte frame"
-                )
-            state.client_id = str(frame[pos : pos + client_len], "utf-8", "replace")
-            pos += client_len
-        name = API_NAMES.get(api_key)
-        served = API_VERSIONS.get(api_key)
-        if name is None or served is None:
-            raise CloseConnection(f"unknown API key {api_key} (correlation id {correlation_id})")
-        if api_key == 18:
-            return api_versions_response(frame, pos, version, correlation_id, state)
-        if not served[0] <= version <= served[1]:
-            raise CloseConnection(f"{name} v{version} is not served (versions {served[0]}-{served[1]})")
-        flexible = codec.is_flexible(name + "Request", version)
-        if flexible:
-            pos = skip_tagged(frame, pos)
-        try:
-            request, end = codec.decode(name + "Request", version, frame, pos)
-        except InvalidRequestError as exc:
-            raise CloseConnection(str(exc)) from None
-        if end != len(frame):
-            raise CloseConnection(f"{name} v{version} request has {len(frame) - end} bytes past its end")
-        body = await self._handlers[api_key](version, request, state)
-        if body is None:
-            return None
-        out: list[Any] = [bytearray(INT32.pack(correlation_id))]
-        if flexible:
-            out[0].append(0)
-        if api_key != 1:
-            return codec.encode(name + "Response", version, body, out)
-        try:
-            return codec.encode(name + "Response", version, body, out)
-        except BaseException:
-            for topic in body["responses"]:  # the file regions' descriptors
-                for part in topic["partitions"]:
-                    if type(part["records"]) is FileRegions:
-                        part["records"].close()
-            raise
 
     # -- Metadata -------------------------------------------------------------------------------
 
@@ -915,24 +648,6 @@ class KafkaServer:
     async def _incremental_alter_configs(self, version: int, req: Message, state: ConnState) -> Message:
         return admin.incremental_alter_configs(self.store, version, req)
 
-    # -- SASL after authentication (seglog.kafka.security runs it before) ---------------------
-
-    async def _sasl_handshake(self, version: int, req: Message, state: ConnState) -> Message:
-        return {"error_code": IllegalSaslStateError.code, "mechanisms": self.security.mechanisms}
-
-    async def _sasl_authenticate(self, version: int, req: Message, state: ConnState) -> Message:
-        why = (
-            "the connection has authenticated already"
-            if self.security.sasl
-            else f"this is a {self.security.protocol} listener"
-        )
-        return {
-            "error_code": IllegalSaslStateError.code,
-            "error_message": f"SaslAuthenticate outside SASL authentication: {why}",
-            "auth_bytes": b"",
-            "session_lifetime_ms": 0,
-        }
-
     # -- Producer ids and transactions ---------------------------------------------------------
 
     async def _init_producer_id(self, version: int, req: Message, state: ConnState) -> Message:
@@ -1000,34 +715,6 @@ def record_count(records: Any) -> int:
     return n
 
 
-#: Block size of the buffered path for transports that cannot sendfile.
-_SEND_BLOCK = 256 * 1024
-
-
-async def _send_region(loop: asyncio.AbstractEventLoop, writer: asyncio.StreamWriter, fd: int, pos: int, n: int) -> int:
-    """Send ``n`` bytes of the file ``fd`` from ``pos``: ``os.sendfile`` where the transport is
-    a plain socket, else (TLS, or any other transport) read in blocks into fresh buffers that
-    the transport may keep, each written once the previous one drained. Returns the bytes sent
-    (fewer only if the file ends first)."""
-    with os.fdopen(fd, "rb", closefd=False) as f:
-        try:
-            return await loop.sendfile(writer.transport, f, pos, n, fallback=False)
-        except (RuntimeError, asyncio.SendfileNotAvailableError):
-            # Raised before anything was sent: this transport cannot sendfile.
-            if writer.transport.is_closing():
-                raise ConnectionError("the connection is closing") from None
-    sent = 0
-    while sent < n:
-        buf = bytearray(min(_SEND_BLOCK, n - sent))
-        got = os.preadv(fd, [buf], pos + sent)
-        if got <= 0:
-            break
-        writer.write(buf if got == len(buf) else memoryview(buf)[:got])
-        sent += got
-        await writer.drain()
-    return sent
-
-
 def _topic_id(text: str | None) -> bytes:
     """A store topic id (URL-safe base64, Kafka's text form) as the 16 bytes of a UUID."""
     if not text:
@@ -1084,30 +771,6 @@ def _hold_records(responses: list[Any]) -> None:
                 out["records"] = b""
                 continue
             out["records"] = FileRegions(regions)
-
-
-class _Connection(asyncio.StreamReaderProtocol):
-    """A connection's protocol: ``asyncio``'s stream protocol running
-    :meth:`KafkaServer._connection`, with the transport known to the server from the moment the
-    socket is accepted until it is lost, and ended at once if the server is closing."""
-
-    def __init__(self, reader: asyncio.StreamReader, server: KafkaServer) -> None:
-        super().__init__(reader, server._connection)
-        self._owner = server
-        self._tracked: asyncio.Transport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        super().connection_made(transport)
-        assert isinstance(transport, asyncio.Transport)
-        self._tracked = transport
-        self._owner._transports.add(transport)
-        if self._owner._closing:
-            transport.abort()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._tracked is not None:
-            self._owner._transports.discard(self._tracked)
-        super().connection_lost(exc)
 
 
 class ServerHandle(Closeable):

@@ -1,0 +1,415 @@
+"""A Kafka protocol listener: the socket, framing, security and dispatch that every seglog
+server speaking Kafka's protocol shares; what a request does is the subclass's (the one-node
+broker on a store, :class:`seglog.kafka.server.KafkaServer`).
+
+Framing: every request and response is a 4-byte big-endian size and that many bytes. A request
+starts with Kafka's request header (v1: api key, api version, correlation id, client id; v2 adds
+tagged fields, for flexible versions); a response with the response header (v0: correlation id;
+v1 adds tagged fields; ApiVersions responses always use v0). Requests of a connection are
+answered in order, one at a time, as a Kafka broker does (a long-polling Fetch holds the
+connection's later requests back until it is answered).
+
+Bad input: a frame over ``socket.request.max.bytes``, a header or body that does not parse, an
+unknown API key or a version outside the served range (other than ApiVersions, which answers
+UNSUPPORTED_VERSION in a v0 response, KIP-511) closes that connection only, logged once;
+nothing is written for a request that was refused. A connection idle for
+``connections.max.idle.ms`` is closed. Writes wait for the client to read (``drain``), so a
+slow reader holds back only its own connection.
+
+Responses may carry record data as :class:`seglog.kafka.codec.FileRegions`: it is sent from the
+files (``os.sendfile``, or blocks read into buffers where the transport cannot, as under TLS).
+
+Security (``seglog.kafka.security``): the listener may be TLS and/or require SASL, which runs on
+a new connection before the request loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import ssl
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from seglog.errors import IllegalSaslStateError, InvalidRequestError
+from seglog.kafka import codec
+from seglog.kafka.apis import API_NAMES, API_VERSIONS, api_versions_response
+from seglog.kafka.codec import FileRegions, Message
+from seglog.kafka.connection import INT32, REQUEST_HEADER, CloseConnection, ConnState, fmt_peer, skip_tagged
+from seglog.kafka.security import AuthenticationClosed, ListenerSecurity
+
+__all__ = ["DEFAULT_IDLE_MS", "DEFAULT_MAX_REQUEST_BYTES", "Handler", "KafkaListener"]
+
+log = logging.getLogger("seglog.kafka")
+
+#: Kafka's ``socket.request.max.bytes`` default.
+DEFAULT_MAX_REQUEST_BYTES = 104857600
+#: Kafka's ``connections.max.idle.ms`` default.
+DEFAULT_IDLE_MS = 600000
+#: Whether TLS starts in each connection's task (``StreamWriter.start_tls``, Python 3.11+).
+_TLS_IN_TASK = sys.version_info >= (3, 11)
+
+#: A request handler: (api version, decoded request, the connection's state) -> the response
+#: body, or None for no response (Produce with acks=0).
+Handler = Callable[[int, Message, ConnState], Awaitable[Message | None]]
+
+
+class KafkaListener:
+    """Listen on ``host:port`` (port 0: any free port) and answer each request with the handler
+    registered for its API key in ``_handlers`` (SaslHandshake and SaslAuthenticate are the
+    listener's own). ``await start()``, then ``bootstrap_servers``; ``await close()`` stops
+    listening and closes every connection. ``api_versions``: api key -> (lowest, highest)
+    version served, as ApiVersions answers. ``security_protocol``, ``ssl_context``,
+    ``sasl_mechanisms`` and ``users``: see :class:`seglog.kafka.security.ListenerSecurity`."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 9092,
+        *,
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        idle_ms: int = DEFAULT_IDLE_MS,
+        security_protocol: str = "PLAINTEXT",
+        ssl_context: Any = None,
+        sasl_mechanisms: Any = None,
+        users: Any = None,
+        api_versions: dict[int, tuple[int, int]] = API_VERSIONS,
+    ) -> None:
+        self.host = host
+        self.port = port
+        #: ``socket.request.max.bytes``.
+        self.max_request_bytes = max_request_bytes
+        #: ``connections.max.idle.ms``.
+        self.idle_ms = idle_ms
+        self.api_versions = api_versions
+        #: The listener's security (``seglog.kafka.security``): TLS context, SASL users.
+        self.security = ListenerSecurity(
+            security_protocol, ssl_context=ssl_context, sasl_mechanisms=sasl_mechanisms, users=users
+        )
+        self._server: asyncio.Server | None = None
+        self._closing = False
+        #: Each connection's task and writer.
+        self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
+        #: Every accepted socket's transport until the connection is lost.
+        self._transports: set[asyncio.Transport] = set()
+        self._handlers: dict[int, Handler] = {17: self._sasl_handshake, 36: self._sasl_authenticate}
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        # From Python 3.11 TLS is started by each connection's task (below), not by the listener:
+        # a listener's handshake runs before any task exists, so a connection the server closed
+        # mid-handshake was never ended and its socket was left to the garbage collector
+        # (Server.close leaves accepted connections open). So every accepted socket belongs to a
+        # task from its first byte. Python 3.10 has no StreamWriter.start_tls: the listener's.
+        loop = asyncio.get_running_loop()
+
+        def protocol() -> _Connection:
+            return _Connection(asyncio.StreamReader(limit=1 << 16, loop=loop), self)
+
+        self._server = await loop.create_server(
+            protocol, self.host, self.port, ssl=None if _TLS_IN_TASK else self.security.ssl_context
+        )
+        sock = self._server.sockets[0].getsockname()
+        self.port = sock[1]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        host = self.host if self.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+        return f"{host}:{self.port}"
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._closing = True
+            await self._stop_accepting()
+            self._server.close()
+            # Connections accepted just before the close start on the next loop rounds (and
+            # close themselves, seeing _closing); the others are ended here.
+            for _ in range(3):
+                await asyncio.sleep(0)
+            for task, writer in list(self._connections.items()):
+                task.cancel()
+                # Also end the socket: on Python 3.11 a cancellation that meets a read completing
+                # at the same moment inside wait_for is lost, and the task would read on.
+                writer.transport.abort()
+            if self._connections:
+                await asyncio.gather(*self._connections, return_exceptions=True)
+            # Sockets whose task never ran (cancelled before its first step when the loop winds
+            # down) or that were accepted as the listener closed: ended here, not left to the
+            # garbage collector.
+            for transport in list(self._transports):
+                transport.abort()
+            await asyncio.sleep(0)  # their connection_lost, which closes the sockets
+            await self._server.wait_closed()
+            self._server = None
+
+    async def _stop_accepting(self) -> None:
+        """Stop taking connections, then let those already accepted start (and close, seeing
+        ``_closing``). On Python 3.11 a connection accepted just before ``Server.close`` but set
+        up after it fails inside asyncio (the server refuses to attach it) and its socket is left
+        open for the garbage collector; so no connection is set up after the close."""
+        assert self._server is not None
+        loop = asyncio.get_running_loop()
+        for sock in self._server.sockets:
+            try:
+                loop.remove_reader(sock.fileno())
+            except (NotImplementedError, ValueError, OSError):  # a loop without readers
+                return
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+    async def serve_forever(self) -> None:
+        assert self._server is not None
+        await self._server.serve_forever()
+
+    # -- connections ----------------------------------------------------------------------------
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        if self._closing:
+            writer.transport.abort()
+            return
+        self._connections[task] = writer
+        peer = writer.get_extra_info("peername")
+        state = ConnState(peer, writer.get_extra_info("sockname"))
+        # Whether the stream's protocol hears of the socket's end: not while a TLS handshake is
+        # unfinished (the TLS layer keeps it to itself), so then nothing waits for it.
+        streams = self.security.ssl_context is None or not _TLS_IN_TASK
+        try:
+            if not streams:
+                await self._start_tls(writer, state)
+                streams = True
+            await self._serve_connection(reader, writer, state)
+        except CloseConnection as exc:
+            state.warn(f"closing the connection: {exc}")
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # one connection's failure must not stop the server
+            log.exception("Kafka connection from %s failed", peer)
+        finally:
+            self._connections.pop(task, None)
+            if not streams:
+                writer.transport.abort()
+            else:
+                writer.close()
+                try:
+                    await writer.wait_closed()
+                except (ConnectionError, asyncio.CancelledError):
+                    pass
+                except Exception:  # noqa: BLE001
+                    pass
+
+    async def _start_tls(self, writer: asyncio.StreamWriter, state: ConnState) -> None:
+        """The server side of the TLS handshake, within ``connections.max.idle.ms``. Nothing was
+        read from the socket yet: the connection's task runs before its first read."""
+        try:
+            await writer.start_tls(  # type: ignore[attr-defined,unused-ignore]  # Python 3.11+
+                self.security.ssl_context, ssl_handshake_timeout=self.idle_ms / 1000.0
+            )
+        except ssl.SSLError as exc:
+            raise CloseConnection(f"the TLS handshake failed: {exc.reason or exc}") from None
+        except (asyncio.TimeoutError, TimeoutError):
+            raise CloseConnection(
+                f"the TLS handshake did not finish within connections.max.idle.ms={self.idle_ms}"
+            ) from None
+
+    async def _serve_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, state: ConnState
+    ) -> None:
+        idle = self.idle_ms / 1000.0
+        if self.security.sasl:
+            try:
+                user = await self.security.authenticate(reader, writer, state, self.idle_ms)
+            except AuthenticationClosed as exc:
+                raise CloseConnection(str(exc)) from None
+            log.debug("Kafka client %s (client id %r) authenticated as %r", fmt_peer(state.peer), state.client_id, user)
+        while True:
+            try:
+                head = await asyncio.wait_for(reader.readexactly(4), idle)
+            except asyncio.TimeoutError:
+                raise CloseConnection(f"idle for connections.max.idle.ms={self.idle_ms}") from None
+            except asyncio.IncompleteReadError as exc:
+                if exc.partial:
+                    raise CloseConnection(
+                        f"the connection closed inside a frame's size ({len(exc.partial)} of 4 bytes)"
+                    ) from None
+                return
+            (size,) = INT32.unpack(head)
+            if size < 0 or size > self.max_request_bytes:
+                raise CloseConnection(
+                    f"a frame of {size} bytes is over socket.request.max.bytes={self.max_request_bytes}"
+                    if size > 0
+                    else f"a negative frame size {size}"
+                )
+            if size < REQUEST_HEADER.size:
+                raise CloseConnection(f"a frame of {size} bytes is too short for a request header")
+            try:
+                frame = await reader.readexactly(size)
+            except asyncio.IncompleteReadError as exc:
+                raise CloseConnection(
+                    f"the connection closed inside a frame: {len(exc.partial)} of {size} bytes arrived"
+                ) from None
+            response = await self._request(memoryview(frame), state)
+            if response is not None:
+                await self._send(writer, response)
+
+    async def _send(self, writer: asyncio.StreamWriter, response: list[Any]) -> None:
+        """Write one response frame. Record data held as :class:`codec.FileRegions` goes from
+        the segment files: ``os.sendfile`` on a plain socket, read in blocks into fresh buffers
+        on a transport that cannot (TLS); its descriptors are closed afterwards."""
+        total = 0
+        files = False
+        for part in response:
+            if type(part) is FileRegions:
+                total += part.nbytes
+                files = True
+            else:
+                total += memoryview(part).nbytes
+        if not files:
+            writer.write(INT32.pack(total))
+            writer.writelines(response)
+            await writer.drain()
+            return
+        try:
+            loop = asyncio.get_running_loop()
+            pending: list[Any] = [INT32.pack(total)]
+            for part in response:
+                if type(part) is not FileRegions:
+                    pending.append(part)
+                    continue
+                writer.writelines(pending)
+                pending = []
+                for fd, pos, n in part.regions:
+                    sent = await _send_region(loop, writer, fd, pos, n)
+                    if sent != n:
+                        # The segment file was truncated under us: the frame cannot be completed.
+                        writer.transport.abort()
+                        raise CloseConnection(f"sent {sent} of {n} bytes of a segment file region")
+            writer.writelines(pending)
+            await writer.drain()
+        finally:
+            for part in response:
+                if type(part) is FileRegions:
+                    part.close()
+
+    async def _request(self, frame: memoryview, state: ConnState) -> list[Any] | None:
+        api_key, version, correlation_id, client_len = REQUEST_HEADER.unpack_from(frame, 0)
+        pos = REQUEST_HEADER.size
+        if client_len > 0:
+            if pos + client_len > len(frame):
+                raise CloseConnection(
+                    f"request header's client id of {client_len} bytes runs past the {len(frame)}-byte frame"
+                )
+            state.client_id = str(frame[pos : pos + client_len], "utf-8", "replace")
+            pos += client_len
+        name = API_NAMES.get(api_key)
+        served = self.api_versions.get(api_key)
+        if name is None or served is None:
+            raise CloseConnection(f"unknown API key {api_key} (correlation id {correlation_id})")
+        if api_key == 18:
+            return api_versions_response(frame, pos, version, correlation_id, state, self.api_versions)
+        if not served[0] <= version <= served[1]:
+            raise CloseConnection(f"{name} v{version} is not served (versions {served[0]}-{served[1]})")
+        flexible = codec.is_flexible(name + "Request", version)
+        if flexible:
+            pos = skip_tagged(frame, pos)
+        try:
+            request, end = codec.decode(name + "Request", version, frame, pos)
+        except InvalidRequestError as exc:
+            raise CloseConnection(str(exc)) from None
+        if end != len(frame):
+            raise CloseConnection(f"{name} v{version} request has {len(frame) - end} bytes past its end")
+        handler = self._handlers.get(api_key)
+        if handler is None:  # served in ApiVersions' table but not by this listener
+            raise CloseConnection(f"{name} is not served by this listener")
+        body = await handler(version, request, state)
+        if body is None:
+            return None
+        out: list[Any] = [bytearray(INT32.pack(correlation_id))]
+        if flexible:
+            out[0].append(0)
+        if api_key != 1:
+            return codec.encode(name + "Response", version, body, out)
+        try:
+            return codec.encode(name + "Response", version, body, out)
+        except BaseException:
+            for topic in body["responses"]:  # the file regions' descriptors
+                for part in topic["partitions"]:
+                    if type(part["records"]) is FileRegions:
+                        part["records"].close()
+            raise
+
+    # -- SASL after authentication (seglog.kafka.security runs it before) ---------------------
+
+    async def _sasl_handshake(self, version: int, req: Message, state: ConnState) -> Message:
+        return {"error_code": IllegalSaslStateError.code, "mechanisms": self.security.mechanisms}
+
+    async def _sasl_authenticate(self, version: int, req: Message, state: ConnState) -> Message:
+        why = (
+            "the connection has authenticated already"
+            if self.security.sasl
+            else f"this is a {self.security.protocol} listener"
+        )
+        return {
+            "error_code": IllegalSaslStateError.code,
+            "error_message": f"SaslAuthenticate outside SASL authentication: {why}",
+            "auth_bytes": b"",
+            "session_lifetime_ms": 0,
+        }
+
+
+#: Block size of the buffered path for transports that cannot sendfile.
+_SEND_BLOCK = 256 * 1024
+
+
+async def _send_region(loop: asyncio.AbstractEventLoop, writer: asyncio.StreamWriter, fd: int, pos: int, n: int) -> int:
+    """Send ``n`` bytes of the file ``fd`` from ``pos``: ``os.sendfile`` where the transport is
+    a plain socket, else (TLS, or any other transport) read in blocks into fresh buffers that
+    the transport may keep, each written once the previous one drained. Returns the bytes sent
+    (fewer only if the file ends first)."""
+    with os.fdopen(fd, "rb", closefd=False) as f:
+        try:
+            return await loop.sendfile(writer.transport, f, pos, n, fallback=False)
+        except (RuntimeError, asyncio.SendfileNotAvailableError):
+            # Raised before anything was sent: this transport cannot sendfile.
+            if writer.transport.is_closing():
+                raise ConnectionError("the connection is closing") from None
+    sent = 0
+    while sent < n:
+        buf = bytearray(min(_SEND_BLOCK, n - sent))
+        got = os.preadv(fd, [buf], pos + sent)
+        if got <= 0:
+            break
+        writer.write(buf if got == len(buf) else memoryview(buf)[:got])
+        sent += got
+        await writer.drain()
+    return sent
+
+
+class _Connection(asyncio.StreamReaderProtocol):
+    """A connection's protocol: ``asyncio``'s stream protocol running
+    :meth:`KafkaListener._connection`, with the transport known to the server from the moment the
+    socket is accepted until it is lost, and ended at once if the server is closing."""
+
+    def __init__(self, reader: asyncio.StreamReader, server: KafkaListener) -> None:
+        super().__init__(reader, server._connection)
+        self._owner = server
+        self._tracked: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        assert isinstance(transport, asyncio.Transport)
+        self._tracked = transport
+        self._owner._transports.add(transport)
+        if self._owner._closing:
+            transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._tracked is not None:
+            self._owner._transports.discard(self._tracked)
+        super().connection_lost(exc)
