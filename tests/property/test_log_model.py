@@ -30,6 +30,7 @@ from hypothesis.stateful import (
 )
 
 import seglog.storage.checkpoints
+import seglog.storage.local_log
 import seglog.storage.log
 from seglog.errors import RecordListTooLargeError
 from seglog.storage.log import Log
@@ -62,13 +63,15 @@ def observe_dir_fsyncs():
         if cb is not None:
             cb(sorted(os.listdir(path)))
 
-    saved = (seglog.storage.log.fsync_dir, seglog.storage.checkpoints.fsync_dir)
-    seglog.storage.log.fsync_dir = observed
-    seglog.storage.checkpoints.fsync_dir = observed
+    modules = (seglog.storage.log, seglog.storage.local_log, seglog.storage.checkpoints)
+    saved = [m.fsync_dir for m in modules]
+    for m in modules:
+        m.fsync_dir = observed
     try:
         yield
     finally:
-        seglog.storage.log.fsync_dir, seglog.storage.checkpoints.fsync_dir = saved
+        for m, f in zip(modules, saved):
+            m.fsync_dir = f
 
 
 class ObservedLog(Log):

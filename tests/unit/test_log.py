@@ -301,11 +301,13 @@ def test_flush_messages_moves_the_recovery_point(tmp_path):
 
 
 def test_new_segment_files_are_durable_at_once(tmp_path, monkeypatch):
+    import seglog.storage.local_log
     import seglog.storage.log
 
     synced = []
     real = seglog.storage.log.fsync_dir
-    monkeypatch.setattr(seglog.storage.log, "fsync_dir", lambda p: (synced.append(p), real(p)))
+    for module in (seglog.storage.log, seglog.storage.local_log):  # the partition dir, the segments
+        monkeypatch.setattr(module, "fsync_dir", lambda p: (synced.append(p), real(p)))
     log = open_log(tmp_path, {"segment.bytes": 300})
     d = str(tmp_path / "t-0")
     assert synced == [str(tmp_path), d]  # the partition directory, its first segment
