@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -17,12 +18,15 @@ from typing import Any
 
 import pytest
 
+from seglog.cluster.coordinator import InMemoryCoordinator
 from seglog.cluster.messages import NONE, FetchPartition, FetchRequest, FetchResponse
 from seglog.cluster.metadata import LOG_DIR_EVENT_PATH, broker_path, loads
 from seglog.cluster.node import HW_CHECKPOINT_FILE, ReplicaNode
+from seglog.cluster.transport import InMemoryNetwork
 from seglog.errors import KafkaStorageError, StorageError
 from seglog.storage.checkpoints import OffsetCheckpointFile
-from seglog.storage.log import CLEAN_SHUTDOWN_FILE, LOG_START_FILE, RECOVERY_POINT_FILE
+from seglog.storage.logdir import CLEAN_SHUTDOWN_FILE, LOG_START_FILE, RECOVERY_POINT_FILE
+from seglog.util.clock import ManualClock, Scheduler
 from tests.replication.sim import SimCluster
 
 TOPIC = "t"
@@ -103,7 +107,11 @@ def test_each_dir_checkpoints_its_own_partitions_and_a_restart_reloads_both(sim:
         10,
         "every replica holding every record, below its high watermark",
     )
-    home = {tp: sim.node(0).dir_of(*tp) for tp in TPS}
+    home: dict[tuple[str, int], str] = {}
+    for tp in TPS:
+        d = sim.node(0).dir_of(*tp)
+        assert d is not None, tp
+        home[tp] = d
     sim.shutdown(0)
     for d in sim.node_dirs(0):
         mine = {tp for tp in TPS if home[tp] == d}
@@ -167,15 +175,17 @@ def test_a_dir_locked_by_another_process_is_refused(sim: SimCluster) -> None:
 
 
 def test_duplicate_dirs_are_refused(tmp_path: Path) -> None:
+    clock = ManualClock()
+    scheduler = Scheduler(clock)
     with pytest.raises(ValueError, match="listed twice"):
         ReplicaNode(
             0,
             [str(tmp_path / "a"), str(tmp_path / "b"), str(tmp_path / "a") + "/"],
-            coordinator=None,
-            transport=None,
-            clock=None,
-            scheduler=None,
-        )  # type: ignore[arg-type]
+            coordinator=InMemoryCoordinator(clock, scheduler),
+            transport=InMemoryNetwork(scheduler, random.Random(0)),
+            clock=clock,
+            scheduler=scheduler,
+        )
 
 
 def _fail_writes(sim: SimCluster, i: int, d: str) -> None:
@@ -260,7 +270,7 @@ def test_the_last_dir_failing_calls_on_log_dir_failure(sim: SimCluster) -> None:
     _fail_writes(sim, 0, second)
     box = sim.produce((TOPIC, 1), [b"a"], acks=-1)
     sim.run_until(lambda: bool(box), 5000, 1, "the produce answer")
-    assert not halted and not node.log_dir_failed
+    assert not halted and node.offline_dirs.keys() == {second}
     _fail_writes(sim, 0, first)
     box = sim.produce((TOPIC, 0), [b"b"], acks=-1)
     sim.run_until(lambda: bool(halted), 5000, 1, "the halt callback")
