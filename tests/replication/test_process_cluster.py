@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from seglog.cluster import start_cluster
-from seglog.storage.log import CLEAN_SHUTDOWN_FILE
+from seglog.storage.logdir import CLEAN_SHUTDOWN_FILE
 from tests.replication.clients import consume_all, delete_records_with_a_paused_follower
 
 pytestmark = pytest.mark.cluster
@@ -92,7 +92,7 @@ def test_sigkill_leader_loses_no_acknowledged_record(cluster: Any) -> None:
 
 
 def test_sigterm_moves_leadership_first_and_leaves_the_marker(cluster: Any) -> None:
-    from kazoo.client import KazooClient
+    from kazoo.client import KazooClient  # type: ignore[import-untyped]  # kazoo ships no type information
 
     cluster.create_topic("ctl", partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
     producer = cluster.producer(acks="all")
