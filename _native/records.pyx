@@ -1014,6 +1014,7 @@ cdef class _Decoder:
                            f"(batch at offset {h.base_offset})", pos)
         if self.cols is not None:
             self.cols.reserve(h.count)
+            self.cols.reserve_data(rend - p)
             self.cols.from_input = codec == 0
         for i in range(h.count):
             p = _parse_record(p, rend, &r, &err)
@@ -1579,12 +1580,16 @@ cdef struct GBuf:
     Py_ssize_t cap
 
 
-cdef int _gbuf_reserve(GBuf *b, Py_ssize_t extra) except -1:
-    cdef Py_ssize_t need = b.len + extra
-    if need <= b.cap:
-        return 0
+cdef int _gbuf_grow(GBuf *b, Py_ssize_t need) except -1:
     b.data = <char *>grow_buffer(b.data, &b.cap, need, "a column buffer")
     return 0
+
+
+cdef inline int _gbuf_reserve(GBuf *b, Py_ssize_t extra) except -1:
+    # Inline: called per record; the growth itself is out of line.
+    if b.len + extra <= b.cap:
+        return 0
+    return _gbuf_grow(b, b.len + extra)
 
 
 cdef inline void _gbuf_put(GBuf *b, const void *src, Py_ssize_t n) noexcept:
@@ -1603,6 +1608,28 @@ cdef NativeBuffer _take(GBuf *b, bytes fmt, Py_ssize_t itemsize):
     return nb
 
 
+cdef inline void _valid_bit(GBuf *valid, Py_ssize_t i, bint ok) noexcept:
+    """Bit ``i`` of an LSB-first validity bitmap (appended in order; room reserved)."""
+    if (i & 7) == 0:
+        valid.data[valid.len] = 0
+        valid.len += 1
+    if ok:
+        valid.data[i >> 3] |= <char>(1 << (i & 7))
+
+
+cdef int _valid_first_null(GBuf *valid, Py_ssize_t *nulls, Py_ssize_t i, Py_ssize_t upto) except -1:
+    """Element ``i`` of a column is null. Until a column's first null its bitmap is not written
+    (Arrow: no bitmap when nothing is null); at the first one the bits of elements 0..i-1 are
+    set, bit ``i`` cleared and room made for bits up to element ``upto`` (the batch's end)."""
+    if nulls[0] == 0:
+        _gbuf_reserve(valid, upto // 8 + 2 - valid.len)
+        memset(valid.data, 0xFF, i >> 3)
+        valid.data[i >> 3] = <char>((1 << (i & 7)) - 1)
+        valid.len = (i >> 3) + 1
+    nulls[0] += 1
+    return 0
+
+
 @cython.final
 cdef class _ColumnBuilder:
     cdef Py_ssize_t n
@@ -1614,6 +1641,7 @@ cdef class _ColumnBuilder:
     cdef GBuf val_off, val_data, val_valid
     cdef GBuf hdr_off, hk_off, hk_data, hv_off, hv_data, hv_valid
     cdef Py_ssize_t key_nulls, val_nulls, hv_nulls, nh
+    cdef Py_ssize_t batch_end    # self.n after the records of the batch being added
     # views mode: keys and values as Arrow binary_view entries (16 bytes each) pointing into
     # variadic buffer 0 = the input (uncompressed records, no copy) or 1 = ``spill`` (records
     # of compressed batches, copied out of the decompressed area, which does not outlive it).
@@ -1643,8 +1671,11 @@ cdef class _ColumnBuilder:
         free(self.val_views.data)
         free(self.spill.data)
 
-    cdef int start(self) except -1:
+    cdef int start(self, Py_ssize_t hint) except -1:
+        """Room for ``hint`` records in every fixed-width column (one allocation each, instead of
+        growing from nothing), and the leading 0 of every offsets column (Arrow: count + 1)."""
         cdef int32_t zero = 0
+        self.reserve(hint)
         if self.values_on and not self.views:
             _gbuf_reserve(&self.val_off, 4)
             _gbuf_put(&self.val_off, &zero, 4)
@@ -1661,36 +1692,50 @@ cdef class _ColumnBuilder:
         return 0
 
     cdef int reserve(self, Py_ssize_t count) except -1:
-        """Room for ``count`` more records in every fixed-width column."""
+        """Room for ``count`` more records in every fixed-width column. A validity bitmap is
+        only kept once its column has a null (:func:`_valid_first_null`)."""
+        self.batch_end = self.n + count
         _gbuf_reserve(&self.offsets, 8 * count)
         _gbuf_reserve(&self.timestamps, 8 * count)
         _gbuf_reserve(&self.ts_types, count)
         _gbuf_reserve(&self.epochs, 4 * count)
         if self.values_on:
             _gbuf_reserve(&self.val_views if self.views else &self.val_off, (16 if self.views else 4) * count)
-            _gbuf_reserve(&self.val_valid, count // 8 + 2)
+            if self.val_nulls:
+                _gbuf_reserve(&self.val_valid, count // 8 + 2)
         if self.keys_on:
             _gbuf_reserve(&self.key_views if self.views else &self.key_off, (16 if self.views else 4) * count)
-            _gbuf_reserve(&self.key_valid, count // 8 + 2)
+            if self.key_nulls:
+                _gbuf_reserve(&self.key_valid, count // 8 + 2)
         if self.headers_on:
             _gbuf_reserve(&self.hdr_off, 4 * count)
         return 0
 
+    cdef int reserve_data(self, Py_ssize_t area) except -1:
+        """Room for the key and value bytes of a batch whose records take ``area`` bytes (they
+        cannot take more), so that the records' copies never grow a buffer."""
+        if area > INT32_MAX:
+            area = INT32_MAX
+        if not self.views:
+            if self.keys_on:
+                _gbuf_reserve(&self.key_data, area)
+            if self.values_on:
+                _gbuf_reserve(&self.val_data, area)
+        return 0
+
     cdef inline int _bin(self, GBuf *off, GBuf *data, GBuf *valid, Py_ssize_t *nulls,
-                         Py_ssize_t i, const uint8_t *p, int32_t n) except -1:
+                         Py_ssize_t i, Py_ssize_t upto, const uint8_t *p, int32_t n) except -1:
         cdef int32_t end
-        if (i & 7) == 0:
-            valid.data[valid.len] = 0
-            valid.len += 1
+        if nulls[0]:
+            _valid_bit(valid, i, n >= 0)
         if n >= 0:
-            valid.data[i >> 3] |= <char>(1 << (i & 7))
             if n > 0:
                 if data.len + n > INT32_MAX:
                     raise OverflowError("column data exceeds 2 GiB; decode fewer batches at once")
                 _gbuf_reserve(data, n)
                 _gbuf_put(data, p, n)
         else:
-            nulls[0] += 1
+            _valid_first_null(valid, nulls, i, upto)
         end = <int32_t>data.len
         _gbuf_put(off, &end, 4)
         return 0
@@ -1702,15 +1747,13 @@ cdef class _ColumnBuilder:
         cdef char *v = views.data + views.len
         cdef Py_ssize_t at
         cdef int32_t index, off
-        if (i & 7) == 0:
-            valid.data[valid.len] = 0
-            valid.len += 1
+        if nulls[0]:
+            _valid_bit(valid, i, n >= 0)
         memset(v, 0, 16)
         views.len += 16
         if n < 0:
-            nulls[0] += 1
+            _valid_first_null(valid, nulls, i, self.batch_end)
             return 0
-        valid.data[i >> 3] |= <char>(1 << (i & 7))
         memcpy(v, &n, 4)
         if n <= 12:
             memcpy(v + 4, p, n)
@@ -1749,10 +1792,10 @@ cdef class _ColumnBuilder:
         else:
             if self.keys_on:
                 self._bin(&self.key_off, &self.key_data, &self.key_valid, &self.key_nulls, i,
-                          r.key, r.key_len)
+                          self.batch_end, r.key, r.key_len)
             if self.values_on:
                 self._bin(&self.val_off, &self.val_data, &self.val_valid, &self.val_nulls, i,
-                          r.value, r.value_len)
+                          self.batch_end, r.value, r.value_len)
         if self.headers_on:
             self._headers(r)
         self.n += 1
@@ -1765,7 +1808,8 @@ cdef class _ColumnBuilder:
             p = kb_read_varint(p, r.end, &hk)
             _gbuf_reserve(&self.hk_off, 4)
             _gbuf_reserve(&self.hv_off, 4)
-            _gbuf_reserve(&self.hv_valid, 2)
+            if self.hv_nulls:
+                _gbuf_reserve(&self.hv_valid, 2)
             if kb_utf8_valid(p, hk):
                 _gbuf_reserve(&self.hk_data, hk)
                 _gbuf_put(&self.hk_data, p, hk)
@@ -1780,7 +1824,7 @@ cdef class _ColumnBuilder:
             p += hk
             p = kb_read_varint(p, r.end, &hv)
             self._bin(&self.hv_off, &self.hv_data, &self.hv_valid, &self.hv_nulls, self.nh,
-                      p, hv)
+                      self.nh + 1, p, hv)
             if hv > 0:
                 p += hv
             self.nh += 1
@@ -1872,6 +1916,26 @@ cdef class Columns:
         return pa.RecordBatch.from_arrays(arrays, names=names)
 
 
+cdef Py_ssize_t _records_hint(const uint8_t *buf, Py_ssize_t end) noexcept:
+    """About how many records the v2 batches in ``buf`` hold, from their headers (nothing
+    checked: only a size to allocate columns for; each batch's count is capped by what its
+    bytes could hold uncompressed, so a corrupt count cannot ask for much)."""
+    cdef Py_ssize_t pos = 0, total = 0, room
+    cdef int64_t length
+    cdef int32_t count
+    while end - pos >= V2_HEADER:
+        length = kb_load_i32(buf + pos + 8)
+        if length < V2_HEADER - LOG_OVERHEAD or length > end - pos - LOG_OVERHEAD:
+            break
+        if buf[pos + 16] == 2:
+            count = kb_load_i32(buf + pos + 57)
+            room = (length + LOG_OVERHEAD - V2_HEADER) // MIN_RECORD_SIZE
+            if count > 0:
+                total += count if count < room else room
+        pos += length + LOG_OVERHEAD
+    return total
+
+
 def decode_columns(object buf, *, bint keys=True, bint headers=True,
                    bint verify_crc=True, bint include_control=False, bint allow_truncated=False,
                    min_offset=None, max_offset=None,
@@ -1901,7 +1965,7 @@ def decode_columns(object buf, *, bint keys=True, bint headers=True,
     b.views = views
     b.from_input = True
     b.input_base = d.buf
-    b.start()
+    b.start(_records_hint(d.buf, d.end))
     if not views:
         # Uncompressed values can never exceed the input: one allocation up front avoids the
         # copies of repeated growth (pages are only touched as they are written).
@@ -1976,7 +2040,7 @@ def first_at_or_after(object buf, int64_t timestamp, *, min_offset=None,
     cdef _Decoder d = _decoder(mv_, verify_crc, False, False, min_offset, max_offset,
                                max_decompressed, None)
     cdef _ColumnBuilder b = _ColumnBuilder.__new__(_ColumnBuilder)
-    b.start()
+    b.start(_records_hint(d.buf, d.end))
     d.cols = b
     _walk(d, d.buf, 0, d.end)
     cdef const int64_t *ts = <const int64_t *>b.timestamps.data
