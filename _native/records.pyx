@@ -844,8 +844,8 @@ cdef struct RecView:
     const uint8_t *end
 
 
-cdef const uint8_t *_parse_record(const uint8_t *p, const uint8_t *end, RecView *r,
-                                  const char **err) noexcept nogil:
+cdef inline const uint8_t *_parse_record(const uint8_t *p, const uint8_t *end, RecView *r,
+                                         const char **err) noexcept nogil:
     """Parse and validate one record as DefaultRecord.readFrom does; NULL + ``err`` on error."""
     cdef int32_t length, hk, hv, _i
     cdef const uint8_t *body_end
@@ -999,10 +999,14 @@ cdef class _Decoder:
             return 0
         if self.ab_n and not control and (h.attrs & ATTR_TRANSACTIONAL) and self.aborted(h):
             return 0
-        cdef _Source src = _records_area(b, pos, h.length + LOG_OVERHEAD, codec, 2, V2_HEADER,
-                                         self.max_decompressed, h.base_offset)
-        cdef const uint8_t *p = src.start
-        cdef const uint8_t *rend = src.end
+        cdef _Source src = None
+        cdef const uint8_t *p = b + V2_HEADER
+        cdef const uint8_t *rend = b + h.length + LOG_OVERHEAD
+        if codec != 0:
+            src = _records_area(b, pos, h.length + LOG_OVERHEAD, codec, 2, V2_HEADER,
+                                self.max_decompressed, h.base_offset)
+            p = src.start
+            rend = src.end
         cdef RecView r
         cdef const char *err = NULL
         cdef int32_t i
@@ -1250,11 +1254,19 @@ cdef int _walk(_Decoder d, const uint8_t *buf, Py_ssize_t start, Py_ssize_t end)
 cdef _Decoder _decoder(const uint8_t[::1] buf, bint verify_crc, bint include_control,
                        bint allow_truncated, object min_offset, object max_offset,
                        Py_ssize_t max_decompressed, object aborted=None):
+    return _decoder_at(&buf[0] if buf.shape[0] else _EMPTY, buf.shape[0], verify_crc,
+                       include_control, allow_truncated, min_offset, max_offset, max_decompressed,
+                       aborted)
+
+
+cdef _Decoder _decoder_at(const uint8_t *buf, Py_ssize_t size, bint verify_crc,
+                          bint include_control, bint allow_truncated, object min_offset,
+                          object max_offset, Py_ssize_t max_decompressed, object aborted):
     cdef _Decoder d = _Decoder.__new__(_Decoder)
     if aborted is not None:
         _set_aborted(d, aborted)
-    d.buf = &buf[0] if buf.shape[0] else _EMPTY
-    d.end = buf.shape[0]
+    d.buf = buf
+    d.end = size
     d.verify_crc = verify_crc
     d.include_control = include_control
     d.allow_truncated = allow_truncated
@@ -1483,9 +1495,17 @@ def decode_records(object buf, *, bint verify_crc=True, bint include_control=Fal
     aborted transactions: a transactional data batch of that producer whose base offset lies in
     ``[first_offset, last_offset]`` is left out, as Kafka's consumer drops it.
     """
-    cdef const uint8_t[::1] mv_ = _bytes_arg(buf, "buf")
-    cdef _Decoder d = _decoder(mv_, verify_crc, include_control, allow_truncated, min_offset,
-                               max_offset, max_decompressed, aborted)
+    # bytes (what a stream of batches is) without the memoryview of other buffers.
+    cdef const uint8_t[::1] mv_
+    cdef _Decoder d
+    if PyBytes_CheckExact(buf):
+        d = _decoder_at(<const uint8_t *>PyBytes_AS_STRING(buf), PyBytes_GET_SIZE(buf), verify_crc,
+                        include_control, allow_truncated, min_offset, max_offset, max_decompressed,
+                        aborted)
+    else:
+        mv_ = _bytes_arg(buf, "buf")
+        d = _decoder(mv_, verify_crc, include_control, allow_truncated, min_offset, max_offset,
+                     max_decompressed, aborted)
     d.out = []
     _walk(d, d.buf, 0, d.end)
     return d.out
@@ -1952,12 +1972,26 @@ def decode_columns(object buf, *, bint keys=True, bint headers=True,
     ``buf`` alive and exported, so it must not be changed while the columns are in use.
     ``buf`` is then limited to 2 GiB (view offsets are int32).
     """
-    cdef const uint8_t[::1] mv_ = _bytes_arg(buf, "buf")
-    if views and mv_.shape[0] > INT32_MAX:
+    # bytes (what a stream of batches is) without the memoryview of other buffers; the input
+    # (``owner``) is the first data buffer of views.
+    cdef const uint8_t[::1] mv_
+    cdef object owner
+    cdef const uint8_t *data
+    cdef Py_ssize_t size
+    if PyBytes_CheckExact(buf):
+        owner = buf
+        data = <const uint8_t *>PyBytes_AS_STRING(buf)
+        size = PyBytes_GET_SIZE(buf)
+    else:
+        mv_ = _bytes_arg(buf, "buf")
+        owner = <object>mv_
+        size = mv_.shape[0]
+        data = &mv_[0] if size else _EMPTY
+    if views and size > INT32_MAX:
         raise ValueError(f"decode_columns(views=True) takes at most {INT32_MAX} bytes (Arrow view "
-                         f"offsets are int32), got {mv_.shape[0]}")
-    cdef _Decoder d = _decoder(mv_, verify_crc, include_control, allow_truncated, min_offset,
-                               max_offset, max_decompressed, aborted)
+                         f"offsets are int32), got {size}")
+    cdef _Decoder d = _decoder_at(data, size, verify_crc, include_control, allow_truncated,
+                                  min_offset, max_offset, max_decompressed, aborted)
     cdef _ColumnBuilder b = _ColumnBuilder.__new__(_ColumnBuilder)
     b.keys_on = keys
     b.values_on = values
@@ -1969,7 +2003,7 @@ def decode_columns(object buf, *, bint keys=True, bint headers=True,
     if not views:
         # Uncompressed values can never exceed the input: one allocation up front avoids the
         # copies of repeated growth (pages are only touched as they are written).
-        _gbuf_reserve(&b.val_data, min(mv_.shape[0], 1 << 30))
+        _gbuf_reserve(&b.val_data, min(size, 1 << 30))
     d.cols = b
     _walk(d, d.buf, 0, d.end)
     cdef Columns c = Columns.__new__(Columns)
@@ -1979,7 +2013,7 @@ def decode_columns(object buf, *, bint keys=True, bint headers=True,
     c.timestamp_types = _take(&b.ts_types, b"b", 1)
     c.leader_epochs = _take(&b.epochs, b"i", 4)
     if views:
-        c.view_buffers = (<object>mv_, _take(&b.spill, b"B", 1))
+        c.view_buffers = (owner, _take(&b.spill, b"B", 1))
         if values:
             c.value_views = _take(&b.val_views, b"16s", 16)
             c.value_validity = _take(&b.val_valid, b"B", 1) if b.val_nulls else None
