@@ -1016,10 +1016,13 @@ cdef class _Decoder:
         if codec != 0 and h.count > (rend - p) // MIN_RECORD_SIZE:
             _raise_corrupt(f"record count {h.count} cannot fit in {rend - p} decompressed bytes "
                            f"(batch at offset {h.base_offset})", pos)
+        cdef bint plain = False
+        cdef int8_t tt = 1 if log_append else 0
         if self.cols is not None:
             self.cols.reserve(h.count)
             self.cols.reserve_data(rend - p)
             self.cols.from_input = codec == 0
+            plain = self.cols.plain_ok(rend - p)
         for i in range(h.count):
             p = _parse_record(p, rend, &r, &err)
             if p == NULL:
@@ -1030,7 +1033,11 @@ cdef class _Decoder:
                 continue
             ts = h.max_ts if log_append else kb_wrap_add(h.base_ts, r.ts_delta)
             if self.cols is not None:
-                self.cols.add(offset, ts, 1 if log_append else 0, h.ple, &r)
+                if plain and r.key_len >= 0 and r.value_len >= 0 and not self.cols.key_nulls \
+                        and not self.cols.val_nulls:
+                    self.cols.add_plain(offset, ts, tt, h.ple, &r)
+                else:
+                    self.cols.add(offset, ts, tt, h.ple, &r)
                 continue
             rec = Record.__new__(Record)
             rec.offset = offset
@@ -1794,6 +1801,37 @@ cdef class _ColumnBuilder:
         memcpy(v + 8, &index, 4)
         memcpy(v + 12, &off, 4)
         return 0
+
+    cdef inline bint plain_ok(self, Py_ssize_t area) noexcept:
+        """Whether the records of a batch whose records take ``area`` bytes may go through
+        add_plain: keys and values copied (not views), no header column, and room reserved
+        (reserve, reserve_data) with the data columns staying under 2 GiB."""
+        return (self.keys_on and self.values_on and not self.views and not self.headers_on
+                and self.key_data.len + area <= INT32_MAX and self.val_data.len + area <= INT32_MAX)
+
+    cdef inline void add_plain(self, int64_t offset, int64_t ts, int8_t tt, int32_t epoch,
+                               const RecView *r) noexcept:
+        """add() of a record with a key and a value, while neither column has had a null,
+        in a batch plain_ok() accepted: the stores alone."""
+        cdef Py_ssize_t i = self.n
+        cdef int32_t end
+        (<int64_t *>self.offsets.data)[i] = offset
+        (<int64_t *>self.timestamps.data)[i] = ts
+        (<int8_t *>self.ts_types.data)[i] = tt
+        (<int32_t *>self.epochs.data)[i] = epoch
+        self.offsets.len += 8
+        self.timestamps.len += 8
+        self.ts_types.len += 1
+        self.epochs.len += 4
+        memcpy(self.key_data.data + self.key_data.len, r.key, r.key_len)
+        self.key_data.len += r.key_len
+        end = <int32_t>self.key_data.len
+        _gbuf_put(&self.key_off, &end, 4)
+        memcpy(self.val_data.data + self.val_data.len, r.value, r.value_len)
+        self.val_data.len += r.value_len
+        end = <int32_t>self.val_data.len
+        _gbuf_put(&self.val_off, &end, 4)
+        self.n = i + 1
 
     cdef int add(self, int64_t offset, int64_t ts, int ts_type, int32_t epoch,
                  const RecView *r) except -1:
