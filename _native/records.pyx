@@ -1022,7 +1022,7 @@ cdef class _Decoder:
             self.cols.reserve(h.count)
             self.cols.reserve_data(rend - p)
             self.cols.from_input = codec == 0
-            plain = self.cols.plain_ok(rend - p)
+            plain = self.cols.plain_ok(rend - p) or self.cols.plain_views_ok()
         for i in range(h.count):
             p = _parse_record(p, rend, &r, &err)
             if p == NULL:
@@ -1035,7 +1035,10 @@ cdef class _Decoder:
             if self.cols is not None:
                 if plain and r.key_len >= 0 and r.value_len >= 0 and not self.cols.key_nulls \
                         and not self.cols.val_nulls:
-                    self.cols.add_plain(offset, ts, tt, h.ple, &r)
+                    if self.cols.views:
+                        self.cols.add_plain_views(offset, ts, tt, h.ple, &r)
+                    else:
+                        self.cols.add_plain(offset, ts, tt, h.ple, &r)
                 else:
                     self.cols.add(offset, ts, tt, h.ple, &r)
                 continue
@@ -1644,6 +1647,21 @@ cdef inline void _valid_bit(GBuf *valid, Py_ssize_t i, bint ok) noexcept:
         valid.data[i >> 3] |= <char>(1 << (i & 7))
 
 
+cdef inline void _input_view(char *v, const uint8_t *p, int32_t n, const uint8_t *base) noexcept:
+    """The Arrow binary_view entry (see _ColumnBuilder._view) of ``n`` >= 0 bytes at ``p`` in
+    the input (data buffer 0, which starts at ``base``)."""
+    cdef int32_t zero = 0, off
+    memcpy(v, &n, 4)
+    if n <= 12:
+        memset(v + 4, 0, 12)
+        memcpy(v + 4, p, n)
+        return
+    off = <int32_t>(p - base)
+    memcpy(v + 4, p, 4)
+    memcpy(v + 8, &zero, 4)
+    memcpy(v + 12, &off, 4)
+
+
 cdef int _valid_first_null(GBuf *valid, Py_ssize_t *nulls, Py_ssize_t i, Py_ssize_t upto) except -1:
     """Element ``i`` of a column is null. Until a column's first null its bitmap is not written
     (Arrow: no bitmap when nothing is null); at the first one the bits of elements 0..i-1 are
@@ -1808,6 +1826,31 @@ cdef class _ColumnBuilder:
         (reserve, reserve_data) with the data columns staying under 2 GiB."""
         return (self.keys_on and self.values_on and not self.views and not self.headers_on
                 and self.key_data.len + area <= INT32_MAX and self.val_data.len + area <= INT32_MAX)
+
+    cdef inline bint plain_views_ok(self) noexcept:
+        """Whether add_plain_views may take a batch's records: keys and values as views of
+        an uncompressed batch in the input (nothing to copy), no header column."""
+        return (self.keys_on and self.values_on and self.views and not self.headers_on
+                and self.from_input)
+
+    cdef inline void add_plain_views(self, int64_t offset, int64_t ts, int8_t tt, int32_t epoch,
+                                     const RecView *r) noexcept:
+        """add() of a record with a key and a value, while neither column has had a null, in
+        a batch plain_views_ok() accepted: the stores alone."""
+        cdef Py_ssize_t i = self.n
+        (<int64_t *>self.offsets.data)[i] = offset
+        (<int64_t *>self.timestamps.data)[i] = ts
+        (<int8_t *>self.ts_types.data)[i] = tt
+        (<int32_t *>self.epochs.data)[i] = epoch
+        self.offsets.len += 8
+        self.timestamps.len += 8
+        self.ts_types.len += 1
+        self.epochs.len += 4
+        _input_view(self.key_views.data + self.key_views.len, r.key, r.key_len, self.input_base)
+        self.key_views.len += 16
+        _input_view(self.val_views.data + self.val_views.len, r.value, r.value_len, self.input_base)
+        self.val_views.len += 16
+        self.n = i + 1
 
     cdef inline void add_plain(self, int64_t offset, int64_t ts, int8_t tt, int32_t epoch,
                                const RecView *r) noexcept:
