@@ -1827,6 +1827,18 @@ cdef class _ColumnBuilder:
         return (self.keys_on and self.values_on and not self.views and not self.headers_on
                 and self.key_data.len + area <= INT32_MAX and self.val_data.len + area <= INT32_MAX)
 
+    cdef inline void put_fixed(self, int64_t offset, int64_t ts, int8_t tt, int32_t epoch) noexcept:
+        """The fixed-width columns of record ``self.n`` (room reserved)."""
+        cdef Py_ssize_t i = self.n
+        (<int64_t *>self.offsets.data)[i] = offset
+        (<int64_t *>self.timestamps.data)[i] = ts
+        (<int8_t *>self.ts_types.data)[i] = tt
+        (<int32_t *>self.epochs.data)[i] = epoch
+        self.offsets.len += 8
+        self.timestamps.len += 8
+        self.ts_types.len += 1
+        self.epochs.len += 4
+
     cdef inline bint plain_views_ok(self) noexcept:
         """Whether add_plain_views may take a batch's records: keys and values as views of
         an uncompressed batch in the input (nothing to copy), no header column."""
@@ -1837,35 +1849,19 @@ cdef class _ColumnBuilder:
                                      const RecView *r) noexcept:
         """add() of a record with a key and a value, while neither column has had a null, in
         a batch plain_views_ok() accepted: the stores alone."""
-        cdef Py_ssize_t i = self.n
-        (<int64_t *>self.offsets.data)[i] = offset
-        (<int64_t *>self.timestamps.data)[i] = ts
-        (<int8_t *>self.ts_types.data)[i] = tt
-        (<int32_t *>self.epochs.data)[i] = epoch
-        self.offsets.len += 8
-        self.timestamps.len += 8
-        self.ts_types.len += 1
-        self.epochs.len += 4
+        self.put_fixed(offset, ts, tt, epoch)
         _input_view(self.key_views.data + self.key_views.len, r.key, r.key_len, self.input_base)
         self.key_views.len += 16
         _input_view(self.val_views.data + self.val_views.len, r.value, r.value_len, self.input_base)
         self.val_views.len += 16
-        self.n = i + 1
+        self.n += 1
 
     cdef inline void add_plain(self, int64_t offset, int64_t ts, int8_t tt, int32_t epoch,
                                const RecView *r) noexcept:
         """add() of a record with a key and a value, while neither column has had a null,
         in a batch plain_ok() accepted: the stores alone."""
-        cdef Py_ssize_t i = self.n
         cdef int32_t end
-        (<int64_t *>self.offsets.data)[i] = offset
-        (<int64_t *>self.timestamps.data)[i] = ts
-        (<int8_t *>self.ts_types.data)[i] = tt
-        (<int32_t *>self.epochs.data)[i] = epoch
-        self.offsets.len += 8
-        self.timestamps.len += 8
-        self.ts_types.len += 1
-        self.epochs.len += 4
+        self.put_fixed(offset, ts, tt, epoch)
         memcpy(self.key_data.data + self.key_data.len, r.key, r.key_len)
         self.key_data.len += r.key_len
         end = <int32_t>self.key_data.len
@@ -1874,7 +1870,7 @@ cdef class _ColumnBuilder:
         self.val_data.len += r.value_len
         end = <int32_t>self.val_data.len
         _gbuf_put(&self.val_off, &end, 4)
-        self.n = i + 1
+        self.n += 1
 
     cdef int add(self, int64_t offset, int64_t ts, int ts_type, int32_t epoch,
                  const RecView *r) except -1:
