@@ -153,7 +153,7 @@ from seglog.bindings.spark.planning import (
 )
 from seglog.bindings.spark.reader import SeglogPushdownReader, SeglogReader, read_partition
 from seglog.bindings.spark.schema import spark_schema
-from seglog.bindings.spark.source import NAME, PUSHDOWN_CONF, SeglogDataSource, register
+from seglog.bindings.spark.source import NAME, PUSHDOWN_CONF, SeglogDataSource, local_session, register
 from seglog.bindings.spark.stream import SeglogStreamReader
 from seglog.bindings.spark.timestamps import TsBatch, exact_timestamp_offset, find_timestamp_batch
 from seglog.bindings.spark.transactions import transaction_state
@@ -191,6 +191,7 @@ __all__ = [
     "find_timestamp_batch",
     "init_high_watermarks",
     "load_partitions",
+    "local_session",
     "parse_read_options",
     "parse_write_options",
     "plan",

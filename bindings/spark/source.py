@@ -39,6 +39,37 @@ def register(spark: Any, *, filter_pushdown: bool = True) -> None:
             raise
 
 
+def local_session(
+    app_name: str,
+    *,
+    cores: int = 2,
+    conf: dict[str, str] | None = None,
+    log_level: str = "ERROR",
+    register_source: bool = True,
+) -> Any:
+    """A local Spark session (``local[cores]``) for one program: no web UI, no console progress
+    bar, ``cores`` shuffle partitions, ``conf`` on top, the log level set and (by default) the
+    ``seglog`` source registered. Python workers run this interpreter unless ``PYSPARK_PYTHON``
+    says otherwise."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.master(f"local[{cores}]")
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(cores))
+    )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(log_level)
+    if register_source:
+        register(spark)
+    return spark
+
+
 def _called_for_filter_pushdown() -> bool:
     """True when PySpark's filter-pushdown planner (``data_source_pushdown_filters``) asks for
     the reader. PySpark refuses a reader that defines ``pushFilters`` when the session has

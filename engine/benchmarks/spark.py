@@ -4,9 +4,7 @@ every Spark benchmark of a run (:func:`spark_session`, stopped by :func:`stop_se
 
 from __future__ import annotations
 
-import os
 import shutil
-import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -23,24 +21,10 @@ _SPARK: dict[str, Any] = {}
 def spark_session() -> Any:
     """One local[2] session for every Spark benchmark of a run; :func:`stop_session` stops it."""
     if "session" not in _SPARK:
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         # PySpark (and the Spark binding over it) load only when a Spark benchmark runs.
-        from pyspark.sql import SparkSession
+        from seglog.bindings.spark import local_session
 
-        from seglog.bindings.spark import register
-
-        s = (
-            SparkSession.builder.master("local[2]")
-            .appName("seglog-bench")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.driver.memory", "4g")
-            .config("spark.sql.session.timeZone", "UTC")
-            .getOrCreate()
-        )
-        s.sparkContext.setLogLevel("ERROR")
-        register(s)
+        s = local_session("seglog-bench", conf={"spark.driver.memory": "4g", "spark.sql.session.timeZone": "UTC"})
         _SPARK["session"] = s
     return _SPARK["session"]
 

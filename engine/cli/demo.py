@@ -132,25 +132,13 @@ def _spark_count(node_dirs: Sequence[str], say: Callable[[str], None]) -> dict[s
     if missing is not None:
         say(f"  Spark: skipped, {missing}")
         return None
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # lazy: PySpark (which the Spark binding imports too) is optional and slow to import
-    from pyspark.sql import SparkSession
-
-    from seglog.bindings.spark import register
+    from seglog.bindings.spark import local_session
 
     say("  Spark: starting a local session (local[2]) ...")
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("seglog-demo")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
+    spark = local_session("seglog-demo")
     try:
-        spark.sparkContext.setLogLevel("ERROR")
-        register(spark)
         counts = {}
         for d in node_dirs:
             df = spark.read.format("seglog").option("columns", "offset").load(d)

@@ -55,19 +55,18 @@ def spark_session():
         pytest.skip("no Java runtime: PySpark needs one (java on PATH or JAVA_HOME)")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
+    from seglog.bindings.spark import local_session
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("seglog-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
+    # Registered below, once the source was found without it (test_discovery).
+    spark = local_session(
+        "seglog-tests",
+        conf={
+            "spark.default.parallelism": "2",
+            "spark.sql.session.timeZone": "UTC",
+            "spark.driver.memory": "1g",
+        },
+        register_source=False,
     )
-    spark.sparkContext.setLogLevel("ERROR")
     empty = tempfile.mkdtemp(prefix="seglog-discovery-")
     try:
         discovered: bool | Exception = spark.read.format("seglog").load(empty).count() == 0
