@@ -1,0 +1,219 @@
+"""Kafka clients nobody here wrote (kafka-python, confluent-kafka) against a three-node
+``LocalCluster`` through its nodes' Kafka listeners: ``acks=all`` with
+``min.insync.replicas=2``, consumers assigned from the earliest offset, a producer that knows
+only a follower, and an idempotent producer that keeps going while the leader is killed."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from seglog.cluster.local import LocalCluster
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    with LocalCluster(nodes=3, dir=tmp_path / "cluster") as c:
+        yield c
+
+
+def _topic(cluster: LocalCluster, name: str, partitions: int = 1) -> None:
+    cluster.create_topic(name, partitions=partitions, replication_factor=3, config={"min.insync.replicas": 2})
+    # Every node has heard of the leaders (Metadata is answered from the node's own view).
+    cluster.wait_for(
+        lambda: all(
+            n is not None
+            and all((name, p) in n.metadata and n.metadata[(name, p)].state.leader >= 0 for p in range(partitions))
+            for n in cluster.nodes.values()
+        ),
+        10,
+        f"every node knowing {name}'s leaders",
+    )
+
+
+def _confluent_consume(
+    ck, bootstrap: str, topic: str, partitions: int, count: int, timeout_s: float = 20
+) -> dict[int, list[bytes]]:
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    got: dict[int, list[bytes]] = {}
+    try:
+        consumer.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(partitions)])
+        n = 0
+        deadline = time.monotonic() + timeout_s
+        while n < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            got.setdefault(msg.partition(), []).append(msg.value())
+            n += 1
+    finally:
+        consumer.close()
+    return got
+
+
+def test_kafka_python_acks_all_and_assigned_consumer(cluster: LocalCluster) -> None:
+    kafka = pytest.importorskip("kafka")
+    _topic(cluster, "orders", partitions=2)
+    producer = kafka.KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all", linger_ms=5)
+    sent: dict[int, list[bytes]] = {0: [], 1: []}
+    futures = []
+    for i in range(300):
+        v = b"order-%04d" % i
+        futures.append(producer.send("orders", v, partition=i % 2))
+        sent[i % 2].append(v)
+    producer.flush()
+    for f in futures:
+        md = f.get(10)
+        assert md.offset >= 0
+    producer.close()
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=cluster.bootstrap_servers, enable_auto_commit=False, consumer_timeout_ms=5000
+    )
+    try:
+        tps = [kafka.TopicPartition("orders", p) for p in (0, 1)]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        got: dict[int, list[bytes]] = {0: [], 1: []}
+        for msg in consumer:
+            got[msg.partition].append(msg.value)
+            if sum(map(len, got.values())) == 300:
+                break
+        # Latest offsets from the leaders: the high watermarks.
+        assert consumer.end_offsets(tps) == {tps[0]: 150, tps[1]: 150}
+        assert consumer.beginning_offsets(tps) == {tps[0]: 0, tps[1]: 0}
+    finally:
+        consumer.close()
+    assert got == sent
+    # Every replica holds every record (acks=all with min.insync.replicas=2 reached at least two;
+    # the third catches up).
+    deadline = time.monotonic() + 10
+    while set(cluster.high_watermarks("orders", 0).values()) != {150}:
+        assert time.monotonic() < deadline, cluster.high_watermarks("orders", 0)
+        time.sleep(0.05)
+
+
+def test_confluent_producer_that_knows_only_a_follower(cluster: LocalCluster) -> None:
+    ck = pytest.importorskip("confluent_kafka")
+    _topic(cluster, "events")
+    leader = cluster.leader("events", 0)
+    follower = next(i for i in cluster.ids if i != leader)
+    only = cluster.kafka_listeners[follower].bootstrap_servers
+    producer = ck.Producer({"bootstrap.servers": only, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+    errors: list[object] = []
+    offsets: list[int] = []
+
+    def report(err: object, msg: object) -> None:
+        if err is not None:
+            errors.append(err)
+        else:
+            offsets.append(msg.offset())  # type: ignore[attr-defined]
+
+    values = [b"event-%04d" % i for i in range(200)]
+    for v in values:
+        producer.produce("events", v, partition=0, on_delivery=report)
+    assert producer.flush(20) == 0
+    assert errors == []
+    assert sorted(offsets) == list(range(200))
+    got = _confluent_consume(ck, only, "events", 1, 200)
+    assert got == {0: values}
+
+
+def test_metadata_names_every_node_and_the_leader(cluster: LocalCluster) -> None:
+    ck = pytest.importorskip("confluent_kafka")
+    _topic(cluster, "meta", partitions=3)
+    for i in cluster.ids:
+        client = ck.Consumer({"bootstrap.servers": cluster.kafka_listeners[i].bootstrap_servers, "group.id": "unused"})
+        try:
+            md = client.list_topics("meta", timeout=10)
+        finally:
+            client.close()
+        assert sorted(md.brokers) == cluster.ids
+        assert {b.port for b in md.brokers.values()} == {cluster.kafka_listeners[j].port for j in cluster.ids}
+        parts = md.topics["meta"].partitions
+        for p in range(3):
+            st = cluster._state("meta", p)
+            assert st is not None
+            assert parts[p].leader == st.leader
+            assert sorted(parts[p].isrs) == sorted(st.isr)
+            assert len(parts[p].replicas) == 3
+        assert md.controller_id in cluster.ids
+    # A topic nobody made is not created by asking for it.
+    consumer = ck.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "unused"})
+    try:
+        md = consumer.list_topics("nothere", timeout=10)
+        assert md.topics["nothere"].error is not None
+        assert md.topics["nothere"].error.code() == ck.KafkaError.UNKNOWN_TOPIC_OR_PART
+    finally:
+        consumer.close()
+
+
+def test_idempotent_producer_across_a_leader_kill(cluster: LocalCluster) -> None:
+    ck = pytest.importorskip("confluent_kafka")
+    _topic(cluster, "stream", partitions=2)
+    producer = ck.Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 2,
+            "message.timeout.ms": 25000,
+            "topic.metadata.refresh.interval.ms": 1000,
+            "retry.backoff.ms": 50,
+        }
+    )
+    acked: dict[bytes, tuple[int, int]] = {}
+    failed: list[bytes] = []
+    lock = threading.Lock()
+
+    def report(err: object, msg: object) -> None:
+        with lock:
+            if err is not None:
+                failed.append(msg.value())  # type: ignore[attr-defined]
+            else:
+                acked[msg.value()] = (msg.partition(), msg.offset())  # type: ignore[attr-defined]
+
+    stop = threading.Event()
+    sent: list[bytes] = []
+
+    def stream() -> None:
+        n = 0
+        while not stop.is_set():
+            v = b"rec-%06d" % n
+            producer.produce("stream", v, partition=n % 2, on_delivery=report)
+            sent.append(v)
+            n += 1
+            producer.poll(0)
+            if n % 20 == 0:
+                time.sleep(0.002)
+
+    t = threading.Thread(target=stream)
+    t.start()
+    try:
+        time.sleep(1.0)
+        victim = cluster.leader("stream", 0)
+        assert victim is not None
+        cluster.kill(victim)
+        cluster.wait_for(
+            lambda: (st := cluster._state("stream", 0)) is not None and st.leader not in (-1, victim),
+            15,
+            "a new leader",
+        )
+        time.sleep(1.5)
+    finally:
+        stop.set()
+        t.join()
+    assert producer.flush(30) == 0
+    assert not failed, f"{len(failed)} records failed, e.g. {failed[:3]}"
+    assert len(acked) == len(sent) > 200
+    live = ",".join(cluster.kafka_listeners[i].bootstrap_servers for i in cluster.ids if i != victim)
+    got = _confluent_consume(ck, live, "stream", 2, len(sent), timeout_s=25)
+    for p in (0, 1):
+        mine = [v for v in sent if acked[v][0] == p]
+        # Exactly once, in the order produced, at the offsets acknowledged.
+        assert got.get(p) == mine
+        assert [acked[v][1] for v in mine] == list(range(len(mine)))
