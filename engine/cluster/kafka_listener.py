@@ -192,8 +192,8 @@ class NodeKafkaListener(KafkaListener):
             addr = addresses.get(b)
             if not addr:
                 continue
-            host, _, port = addr.rpartition(":")
-            brokers.append({"node_id": b, "host": host.strip("[]"), "port": int(port), "rack": None})
+            bhost, _, bport = addr.rpartition(":")
+            brokers.append({"node_id": b, "host": bhost.strip("[]"), "port": int(bport), "rack": None})
         served = {b["node_id"] for b in brokers}
         by_topic: dict[str, list[Any]] = {}
         for (t, _), info in sorted(node.metadata.items()):
@@ -267,7 +267,7 @@ class NodeKafkaListener(KafkaListener):
     async def _produce(self, version: int, req: Message, state: ConnState) -> Message | None:
         acks = req["acks"]
         timeout_ms = max(int(req.get("timeout_ms", 30_000)), 0)
-        pending: list[tuple[dict[str, Any], asyncio.Future[Any] | None]] = []
+        pending: list[tuple[str, dict[str, Any], asyncio.Future[Any]]] = []
         responses = []
         for topic in req["topic_data"]:
             name = topic["name"]
@@ -297,7 +297,7 @@ class NodeKafkaListener(KafkaListener):
                     )
                     continue
                 fut = self._ask(ProduceRequest(name, p, records, acks, timeout_ms))
-                pending.append((out, None if acks == 0 else fut))
+                pending.append((name, out, fut))
             responses.append({"name": name, "partition_responses": parts})
         if acks == 0:
             failed = [
@@ -311,10 +311,8 @@ class NodeKafkaListener(KafkaListener):
                 # connection closing.
                 raise CloseConnection(f"acks=0 produce failed ({', '.join(failed)})")
             return None
-        for out, fut in pending:
-            assert fut is not None
+        for topic, out, fut in pending:
             resp = await self._answer(fut, timeout_ms / 1000.0, "a produce")
-            topic = next(r["name"] for r in responses if out in r["partition_responses"])
             self._produce_result(topic, out, resp, state)
         return {"responses": responses, "throttle_time_ms": 0}
 
