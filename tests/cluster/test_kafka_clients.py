@@ -59,18 +59,22 @@ def _confluent_consume(
 def test_kafka_python_acks_all_and_assigned_consumer(cluster: LocalCluster) -> None:
     kafka = pytest.importorskip("kafka")
     _topic(cluster, "orders", partitions=2)
-    producer = kafka.KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all", linger_ms=5)
+    producer = kafka.KafkaProducer(
+        bootstrap_servers=cluster.bootstrap_servers, acks="all", linger_ms=5, max_block_ms=10_000
+    )
     sent: dict[int, list[bytes]] = {0: [], 1: []}
-    futures = []
-    for i in range(300):
-        v = b"order-%04d" % i
-        futures.append(producer.send("orders", v, partition=i % 2))
-        sent[i % 2].append(v)
-    producer.flush()
-    for f in futures:
-        md = f.get(10)
-        assert md.offset >= 0
-    producer.close()
+    try:
+        futures = []
+        for i in range(300):
+            v = b"order-%04d" % i
+            futures.append(producer.send("orders", v, partition=i % 2))
+            sent[i % 2].append(v)
+        producer.flush(timeout=15)
+        for f in futures:
+            md = f.get(1)
+            assert md.offset >= 0
+    finally:
+        producer.close(timeout=5)
     consumer = kafka.KafkaConsumer(
         bootstrap_servers=cluster.bootstrap_servers, enable_auto_commit=False, consumer_timeout_ms=5000
     )
@@ -103,7 +107,15 @@ def test_confluent_producer_that_knows_only_a_follower(cluster: LocalCluster) ->
     leader = cluster.leader("events", 0)
     follower = next(i for i in cluster.ids if i != leader)
     only = cluster.kafka_listeners[follower].bootstrap_servers
-    producer = ck.Producer({"bootstrap.servers": only, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+    producer = ck.Producer(
+        {
+            "bootstrap.servers": only,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.timeout.ms": 15000,
+        }
+    )
     errors: list[object] = []
     offsets: list[int] = []
 
