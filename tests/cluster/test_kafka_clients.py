@@ -229,3 +229,41 @@ def test_idempotent_producer_across_a_leader_kill(cluster: LocalCluster) -> None
         # Exactly once, in the order produced, at the offsets acknowledged.
         assert got.get(p) == mine
         assert [acked[v][1] for v in mine] == list(range(len(mine)))
+
+
+@pytest.mark.cluster
+def test_node_processes_serve_kafka_clients_on_their_second_listener(zookeeper_chroot: str, tmp_path: Path) -> None:
+    """``seglog node`` with ``listeners=PLAINTEXT://...,CLIENT://...`` and
+    ``inter.broker.listener.name=PLAINTEXT``: the nodes replicate on the first, Kafka clients
+    use the second (``ProcessCluster.bootstrap_servers``), produce acks=all from a follower's
+    address only and consume from the earliest offset."""
+    ck = pytest.importorskip("confluent_kafka")
+    from seglog.cluster import start_cluster
+
+    cluster = start_cluster(
+        nodes=3, dir=tmp_path / "cluster", coordinator="zookeeper", processes=True, zookeeper=zookeeper_chroot
+    )
+    try:
+        cluster.create_topic("p", partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
+        leader = cluster.leader("p", 0)
+        follower = next(i for i in cluster.ids if i != leader)
+        assert cluster.kafka_address(follower) in cluster.bootstrap_servers.split(",")
+        assert cluster.kafka_address(follower) != cluster.address(follower)
+        producer = ck.Producer(
+            {
+                "bootstrap.servers": cluster.kafka_address(follower),
+                "acks": "all",
+                "enable.idempotence": True,
+                "message.timeout.ms": 15000,
+            }
+        )
+        errors: list[object] = []
+        values = [b"p-%03d" % i for i in range(100)]
+        for v in values:
+            producer.produce("p", v, partition=0, on_delivery=lambda err, msg: err is not None and errors.append(err))
+        assert producer.flush(20) == 0
+        assert errors == []
+        got = _confluent_consume(ck, cluster.bootstrap_servers, "p", 1, 100)
+        assert got == {0: values}
+    finally:
+        cluster.close()
