@@ -267,3 +267,89 @@ def test_node_processes_serve_kafka_clients_on_their_second_listener(zookeeper_c
         assert got == {0: values}
     finally:
         cluster.close()
+
+
+def test_errors_a_node_answers_over_kafkas_protocol(cluster: LocalCluster) -> None:
+    """Exact codes, byte-level: a follower refuses Produce, Fetch and ListOffsets with
+    NOT_LEADER_OR_FOLLOWER; the leader refuses a leader epoch it does not know and answers ListOffsets from
+    its log start and high watermark; a node that is not the controller still hands out
+    producer ids; an unknown topic is not created by Metadata."""
+    from seglog.storage.records import encode_batch
+    from tests.kafka.conftest import RawClient, fetch_body, produce_body
+
+    _topic(cluster, "raw")
+    leader = cluster.leader("raw", 0)
+    assert leader is not None
+    follower = next(i for i in cluster.ids if i != leader)
+    lead = RawClient(cluster.kafka_listeners[leader].bootstrap_servers)
+    foll = RawClient(cluster.kafka_listeners[follower].bootstrap_servers)
+    try:
+        batch = encode_batch([b"a", b"b", b"c"], timestamps=1_700_000_000_000)
+        r = foll.request("Produce", 0, 9, produce_body("raw", batch, acks=-1))
+        assert r["responses"][0]["partition_responses"][0]["error_code"] == 6  # NOT_LEADER_OR_FOLLOWER
+        r = lead.request("Produce", 0, 9, produce_body("raw", batch, acks=-1))
+        part = r["responses"][0]["partition_responses"][0]
+        assert (part["error_code"], part["base_offset"], part["log_start_offset"]) == (0, 0, 0)
+        r = foll.request("Fetch", 1, 12, fetch_body("raw"))
+        assert r["responses"][0]["partitions"][0]["error_code"] == 6
+        r = lead.request("Fetch", 1, 12, fetch_body("raw"))
+        got = r["responses"][0]["partitions"][0]
+        assert (got["error_code"], got["high_watermark"], got["last_stable_offset"]) == (0, 3, 3)
+        assert len(got["records"]) > 0
+        st = cluster._state("raw", 0)
+        assert st is not None
+        ahead = fetch_body("raw")
+        ahead["topics"][0]["partitions"][0]["current_leader_epoch"] = st.leader_epoch + 1
+        assert lead.request("Fetch", 1, 12, ahead)["responses"][0]["partitions"][0]["error_code"] == 75
+        r = lead.request("Fetch", 1, 12, fetch_body("raw", offset=99))
+        assert r["responses"][0]["partitions"][0]["error_code"] == 1  # OFFSET_OUT_OF_RANGE
+
+        def list_offset(client: RawClient, ts: int) -> dict:
+            body = {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [{"name": "raw", "partitions": [{"partition_index": 0, "timestamp": ts}]}],
+            }
+            return client.request("ListOffsets", 2, 7, body)["topics"][0]["partitions"][0]
+
+        assert list_offset(foll, -1)["error_code"] == 6
+        assert (list_offset(lead, -2)["offset"], list_offset(lead, -1)["offset"]) == (0, 3)
+        assert list_offset(lead, 1_700_000_000_000)["offset"] == 0
+        others = [i for i in cluster.ids if i != cluster._controller()]
+        pid = RawClient(cluster.kafka_listeners[others[0]].bootstrap_servers)
+        try:
+            r = pid.request("InitProducerId", 22, 4, {"transactional_id": None, "transaction_timeout_ms": 60000})
+            assert r["error_code"] == 0 and r["producer_id"] >= 0
+        finally:
+            pid.sock.close()
+        r = foll.request("Metadata", 3, 12, {"topics": [{"name": "nothere", "topic_id": bytes(16)}]})
+        assert r["topics"][0]["error_code"] == 3  # UNKNOWN_TOPIC_OR_PARTITION
+        assert not any(t == "nothere" for t, _ in cluster.nodes[leader].metadata)  # type: ignore[union-attr]
+    finally:
+        lead.sock.close()
+        foll.sock.close()
+
+
+def test_nodes_on_loops_of_their_own(tmp_path: Path) -> None:
+    """``node_threads=True``: each node's Kafka listener runs on that node's own loop."""
+    ck = pytest.importorskip("confluent_kafka")
+    with LocalCluster(nodes=3, dir=tmp_path / "cluster", node_threads=True) as cluster:
+        cluster.create_topic("t", partitions=2, replication_factor=3, config={"min.insync.replicas": 2})
+        cluster.wait_for(
+            lambda: all(
+                cluster._on_node(i, lambda n=n: all(("t", p) in n.metadata for p in (0, 1)))
+                for i, n in cluster.nodes.items()
+                if n is not None
+            ),
+            10,
+            "every node knowing t",
+        )
+        producer = ck.Producer(
+            {"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "message.timeout.ms": 15000}
+        )
+        values = [b"v-%03d" % i for i in range(100)]
+        for i, v in enumerate(values):
+            producer.produce("t", v, partition=i % 2)
+        assert producer.flush(20) == 0
+        got = _confluent_consume(ck, cluster.bootstrap_servers, "t", 2, 100)
+        assert got == {0: values[0::2], 1: values[1::2]}
