@@ -184,7 +184,11 @@ class NodeKafkaListener(KafkaListener):
             ]
         live = set(node.live_brokers) | {node.node_id}
         addresses = dict(node.kafka_addresses)
-        if self.port:
+        # This node as it registered itself (what the other nodes say of it), else the address
+        # the client reached.
+        if node.kafka_address:
+            addresses[node.node_id] = node.kafka_address
+        else:
             host, port = state.advertised(self.host, self.port)
             addresses[node.node_id] = f"{host}:{port}"
         brokers = []

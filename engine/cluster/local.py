@@ -38,6 +38,10 @@ To run every node as its own ``seglog node`` process instead, start the cluster 
 :class:`seglog.cluster.process.ProcessCluster`, with kill/terminate/restart/pause by PID and
 :meth:`~seglog.cluster.process.ProcessCluster.info` (each node's PID, port, log directory).
 
+Every node also has a Kafka listener (:mod:`seglog.cluster.kafka_listener`) for Kafka clients:
+:attr:`LocalCluster.bootstrap_servers` lists them (``kafka_listeners[i]`` is node ``i``'s); a
+killed node's listener closes with it and a restarted one listens on the same port again.
+
 Producers and consumers made here (:mod:`seglog.cluster.producer`,
 :mod:`seglog.cluster.consumer`) are thread-safe; their requests run on the cluster's loop.
 """
