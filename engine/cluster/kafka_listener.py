@@ -122,6 +122,9 @@ class NodeKafkaListener(KafkaListener):
         self.node = node
         self.cluster_id = cluster_id
         self.fetch_sessions = FetchSessionCache(1000)
+        #: Clear while the node is paused (a frozen process): requests wait before reaching it.
+        self._running = asyncio.Event()
+        self._running.set()
         self._handlers.update(
             {
                 0: self._produce,
@@ -131,6 +134,21 @@ class NodeKafkaListener(KafkaListener):
                 22: self._init_producer_id,
             }
         )
+
+    # -- pausing (a frozen node answers nothing) -------------------------------------------------
+
+    def pause(self) -> None:
+        """Hold every request from now on before it reaches the node (the node is frozen, as a
+        SIGSTOPped process; its connections stay open) until :meth:`resume`. On the node's loop."""
+        self._running.clear()
+
+    def resume(self) -> None:
+        self._running.set()
+
+    async def _request(self, frame: memoryview, state: ConnState) -> list[Any] | None:
+        if not self._running.is_set():
+            await self._running.wait()
+        return await super()._request(frame, state)
 
     # -- asking the node ------------------------------------------------------------------------
 

@@ -309,6 +309,9 @@ class LocalCluster(LoopOwner, ClusterBase):
             self._paused.add(node)
             self._gs[node].paused = True
             self._transports[node].pause(node)
+            kafka = self.kafka_listeners.get(node)
+            if kafka is not None:
+                kafka.pause()
             self._node_loops[node].call_later(seconds, thaw)
 
         def thaw() -> None:
@@ -317,6 +320,9 @@ class LocalCluster(LoopOwner, ClusterBase):
             self._paused.discard(node)
             self._transports[node].resume(node)
             self._gs[node].resume()
+            kafka = self.kafka_listeners.get(node)
+            if kafka is not None:
+                kafka.resume()
 
         self._on_node(node, freeze)
 

@@ -353,3 +353,19 @@ def test_nodes_on_loops_of_their_own(tmp_path: Path) -> None:
         assert producer.flush(20) == 0
         got = _confluent_consume(ck, cluster.bootstrap_servers, "t", 2, 100)
         assert got == {0: values[0::2], 1: values[1::2]}
+
+
+def test_a_paused_node_answers_kafka_clients_only_after_it_resumes(cluster: LocalCluster) -> None:
+    from tests.kafka.conftest import RawClient
+
+    _topic(cluster, "frozen")
+    client = RawClient(cluster.kafka_listeners[0].bootstrap_servers)
+    try:
+        assert client.request("Metadata", 3, 12, {"topics": None})["brokers"]
+        cluster.pause(0, 1.5)
+        t0 = time.monotonic()
+        r = client.request("Metadata", 3, 12, {"topics": [{"name": "frozen", "topic_id": bytes(16)}]})
+        assert time.monotonic() - t0 >= 1.0  # held while the node was frozen
+        assert r["topics"][0]["error_code"] == 0
+    finally:
+        client.sock.close()
