@@ -369,3 +369,32 @@ def test_a_paused_node_answers_kafka_clients_only_after_it_resumes(cluster: Loca
         assert r["topics"][0]["error_code"] == 0
     finally:
         client.sock.close()
+
+
+def test_acks_all_below_min_insync_replicas_is_refused(cluster: LocalCluster) -> None:
+    from seglog.storage.records import encode_batch
+    from tests.kafka.conftest import RawClient, produce_body
+
+    cluster.create_topic("few", partitions=1, replication_factor=2, config={"min.insync.replicas": 2})
+    st = cluster._state("few", 0)
+    assert st is not None and len(st.isr) == 2
+    leader = st.leader
+    cluster.kill(next(r for r in st.isr if r != leader))
+    cluster.wait_for(
+        lambda: (
+            (p := cluster.nodes[leader].partitions.get(("few", 0))) is not None  # type: ignore[union-attr]
+            and len(p.isr_state.isr) == 1
+        ),
+        15,
+        "the ISR down to the leader",
+    )
+    batch = encode_batch([b"a"], timestamps=1_700_000_000_000)
+    client = RawClient(cluster.kafka_listeners[leader].bootstrap_servers)
+    try:
+        part = client.request("Produce", 0, 9, produce_body("few", batch, acks=-1))["responses"][0]
+        assert part["partition_responses"][0]["error_code"] == 19  # NOT_ENOUGH_REPLICAS
+        part = client.request("Produce", 0, 9, produce_body("few", batch, acks=1))["responses"][0]
+        assert part["partition_responses"][0]["error_code"] == 0
+        assert part["partition_responses"][0]["base_offset"] == 0  # the refused one left nothing
+    finally:
+        client.sock.close()
