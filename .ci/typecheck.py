@@ -12,7 +12,10 @@ source file is seen at once, and the tree is refreshed on every run so new modul
 mypy reports paths inside the link tree; they are written back as the source paths.
 
 Usage: ``python .ci/typecheck.py [mypy options]``: unless ``-p``/``-m`` name packages or modules,
-the whole Python layer is checked (``-p seglog`` and the top-level modules in ``bindings/toplevel/``).
+the whole Python layer is checked (``-p seglog`` and the top-level modules in ``bindings/toplevel/``)
+and, in the same run, the tests and benchmarks (``-p tests -p bench``, found from the repository
+root). The package is checked with ``--strict``; the tests and benchmarks with pyproject.toml's
+override for them: every function body is checked, but a test needs no annotations.
 
 The native modules' ``.pyi`` stubs are checked against the built modules by
 ``tests/unit/test_native_stubs.py`` (mypy's stubtest), in the test suite.
@@ -33,7 +36,7 @@ MAPPING = [
     ("seglog/bindings/", "bindings/"),
     ("seglog/", "engine/"),
 ]
-DEFAULT_TARGETS = ["-p", "seglog", "-m", "pyspark_seglog", "-m", "_seglog_command"]
+DEFAULT_TARGETS = ["-p", "seglog", "-m", "pyspark_seglog", "-m", "_seglog_command", "-p", "tests", "-p", "bench"]
 
 
 def link_tree() -> str:

@@ -844,8 +844,8 @@ cdef struct RecView:
     const uint8_t *end
 
 
-cdef const uint8_t *_parse_record(const uint8_t *p, const uint8_t *end, RecView *r,
-                                  const char **err) noexcept nogil:
+cdef inline const uint8_t *_parse_record(const uint8_t *p, const uint8_t *end, RecView *r,
+                                         const char **err) noexcept nogil:
     """Parse and validate one record as DefaultRecord.readFrom does; NULL + ``err`` on error."""
     cdef int32_t length, hk, hv, _i
     cdef const uint8_t *body_end
@@ -999,10 +999,14 @@ cdef class _Decoder:
             return 0
         if self.ab_n and not control and (h.attrs & ATTR_TRANSACTIONAL) and self.aborted(h):
             return 0
-        cdef _Source src = _records_area(b, pos, h.length + LOG_OVERHEAD, codec, 2, V2_HEADER,
-                                         self.max_decompressed, h.base_offset)
-        cdef const uint8_t *p = src.start
-        cdef const uint8_t *rend = src.end
+        cdef _Source src = None
+        cdef const uint8_t *p = b + V2_HEADER
+        cdef const uint8_t *rend = b + h.length + LOG_OVERHEAD
+        if codec != 0:
+            src = _records_area(b, pos, h.length + LOG_OVERHEAD, codec, 2, V2_HEADER,
+                                self.max_decompressed, h.base_offset)
+            p = src.start
+            rend = src.end
         cdef RecView r
         cdef const char *err = NULL
         cdef int32_t i
@@ -1012,9 +1016,13 @@ cdef class _Decoder:
         if codec != 0 and h.count > (rend - p) // MIN_RECORD_SIZE:
             _raise_corrupt(f"record count {h.count} cannot fit in {rend - p} decompressed bytes "
                            f"(batch at offset {h.base_offset})", pos)
+        cdef bint plain = False
+        cdef int8_t tt = 1 if log_append else 0
         if self.cols is not None:
             self.cols.reserve(h.count)
+            self.cols.reserve_data(rend - p)
             self.cols.from_input = codec == 0
+            plain = self.cols.plain_ok(rend - p) or self.cols.plain_views_ok()
         for i in range(h.count):
             p = _parse_record(p, rend, &r, &err)
             if p == NULL:
@@ -1025,7 +1033,14 @@ cdef class _Decoder:
                 continue
             ts = h.max_ts if log_append else kb_wrap_add(h.base_ts, r.ts_delta)
             if self.cols is not None:
-                self.cols.add(offset, ts, 1 if log_append else 0, h.ple, &r)
+                if plain and r.key_len >= 0 and r.value_len >= 0 and not self.cols.key_nulls \
+                        and not self.cols.val_nulls:
+                    if self.cols.views:
+                        self.cols.add_plain_views(offset, ts, tt, h.ple, &r)
+                    else:
+                        self.cols.add_plain(offset, ts, tt, h.ple, &r)
+                else:
+                    self.cols.add(offset, ts, tt, h.ple, &r)
                 continue
             rec = Record.__new__(Record)
             rec.offset = offset
@@ -1249,11 +1264,19 @@ cdef int _walk(_Decoder d, const uint8_t *buf, Py_ssize_t start, Py_ssize_t end)
 cdef _Decoder _decoder(const uint8_t[::1] buf, bint verify_crc, bint include_control,
                        bint allow_truncated, object min_offset, object max_offset,
                        Py_ssize_t max_decompressed, object aborted=None):
+    return _decoder_at(&buf[0] if buf.shape[0] else _EMPTY, buf.shape[0], verify_crc,
+                       include_control, allow_truncated, min_offset, max_offset, max_decompressed,
+                       aborted)
+
+
+cdef _Decoder _decoder_at(const uint8_t *buf, Py_ssize_t size, bint verify_crc,
+                          bint include_control, bint allow_truncated, object min_offset,
+                          object max_offset, Py_ssize_t max_decompressed, object aborted):
     cdef _Decoder d = _Decoder.__new__(_Decoder)
     if aborted is not None:
         _set_aborted(d, aborted)
-    d.buf = &buf[0] if buf.shape[0] else _EMPTY
-    d.end = buf.shape[0]
+    d.buf = buf
+    d.end = size
     d.verify_crc = verify_crc
     d.include_control = include_control
     d.allow_truncated = allow_truncated
@@ -1482,9 +1505,17 @@ def decode_records(object buf, *, bint verify_crc=True, bint include_control=Fal
     aborted transactions: a transactional data batch of that producer whose base offset lies in
     ``[first_offset, last_offset]`` is left out, as Kafka's consumer drops it.
     """
-    cdef const uint8_t[::1] mv_ = _bytes_arg(buf, "buf")
-    cdef _Decoder d = _decoder(mv_, verify_crc, include_control, allow_truncated, min_offset,
-                               max_offset, max_decompressed, aborted)
+    # bytes (what a stream of batches is) without the memoryview of other buffers.
+    cdef const uint8_t[::1] mv_
+    cdef _Decoder d
+    if PyBytes_CheckExact(buf):
+        d = _decoder_at(<const uint8_t *>PyBytes_AS_STRING(buf), PyBytes_GET_SIZE(buf), verify_crc,
+                        include_control, allow_truncated, min_offset, max_offset, max_decompressed,
+                        aborted)
+    else:
+        mv_ = _bytes_arg(buf, "buf")
+        d = _decoder(mv_, verify_crc, include_control, allow_truncated, min_offset, max_offset,
+                     max_decompressed, aborted)
     d.out = []
     _walk(d, d.buf, 0, d.end)
     return d.out
@@ -1579,12 +1610,16 @@ cdef struct GBuf:
     Py_ssize_t cap
 
 
-cdef int _gbuf_reserve(GBuf *b, Py_ssize_t extra) except -1:
-    cdef Py_ssize_t need = b.len + extra
-    if need <= b.cap:
-        return 0
+cdef int _gbuf_grow(GBuf *b, Py_ssize_t need) except -1:
     b.data = <char *>grow_buffer(b.data, &b.cap, need, "a column buffer")
     return 0
+
+
+cdef inline int _gbuf_reserve(GBuf *b, Py_ssize_t extra) except -1:
+    # Inline: called per record; the growth itself is out of line.
+    if b.len + extra <= b.cap:
+        return 0
+    return _gbuf_grow(b, b.len + extra)
 
 
 cdef inline void _gbuf_put(GBuf *b, const void *src, Py_ssize_t n) noexcept:
@@ -1603,6 +1638,43 @@ cdef NativeBuffer _take(GBuf *b, bytes fmt, Py_ssize_t itemsize):
     return nb
 
 
+cdef inline void _valid_bit(GBuf *valid, Py_ssize_t i, bint ok) noexcept:
+    """Bit ``i`` of an LSB-first validity bitmap (appended in order; room reserved)."""
+    if (i & 7) == 0:
+        valid.data[valid.len] = 0
+        valid.len += 1
+    if ok:
+        valid.data[i >> 3] |= <char>(1 << (i & 7))
+
+
+cdef inline void _input_view(char *v, const uint8_t *p, int32_t n, const uint8_t *base) noexcept:
+    """The Arrow binary_view entry (see _ColumnBuilder._view) of ``n`` >= 0 bytes at ``p`` in
+    the input (data buffer 0, which starts at ``base``)."""
+    cdef int32_t zero = 0, off
+    memcpy(v, &n, 4)
+    if n <= 12:
+        memset(v + 4, 0, 12)
+        memcpy(v + 4, p, n)
+        return
+    off = <int32_t>(p - base)
+    memcpy(v + 4, p, 4)
+    memcpy(v + 8, &zero, 4)
+    memcpy(v + 12, &off, 4)
+
+
+cdef int _valid_first_null(GBuf *valid, Py_ssize_t *nulls, Py_ssize_t i, Py_ssize_t upto) except -1:
+    """Element ``i`` of a column is null. Until a column's first null its bitmap is not written
+    (Arrow: no bitmap when nothing is null); at the first one the bits of elements 0..i-1 are
+    set, bit ``i`` cleared and room made for bits up to element ``upto`` (the batch's end)."""
+    if nulls[0] == 0:
+        _gbuf_reserve(valid, upto // 8 + 2 - valid.len)
+        memset(valid.data, 0xFF, i >> 3)
+        valid.data[i >> 3] = <char>((1 << (i & 7)) - 1)
+        valid.len = (i >> 3) + 1
+    nulls[0] += 1
+    return 0
+
+
 @cython.final
 cdef class _ColumnBuilder:
     cdef Py_ssize_t n
@@ -1614,6 +1686,7 @@ cdef class _ColumnBuilder:
     cdef GBuf val_off, val_data, val_valid
     cdef GBuf hdr_off, hk_off, hk_data, hv_off, hv_data, hv_valid
     cdef Py_ssize_t key_nulls, val_nulls, hv_nulls, nh
+    cdef Py_ssize_t batch_end    # self.n after the records of the batch being added
     # views mode: keys and values as Arrow binary_view entries (16 bytes each) pointing into
     # variadic buffer 0 = the input (uncompressed records, no copy) or 1 = ``spill`` (records
     # of compressed batches, copied out of the decompressed area, which does not outlive it).
@@ -1643,8 +1716,11 @@ cdef class _ColumnBuilder:
         free(self.val_views.data)
         free(self.spill.data)
 
-    cdef int start(self) except -1:
+    cdef int start(self, Py_ssize_t hint) except -1:
+        """Room for ``hint`` records in every fixed-width column (one allocation each, instead of
+        growing from nothing), and the leading 0 of every offsets column (Arrow: count + 1)."""
         cdef int32_t zero = 0
+        self.reserve(hint)
         if self.values_on and not self.views:
             _gbuf_reserve(&self.val_off, 4)
             _gbuf_put(&self.val_off, &zero, 4)
@@ -1661,36 +1737,50 @@ cdef class _ColumnBuilder:
         return 0
 
     cdef int reserve(self, Py_ssize_t count) except -1:
-        """Room for ``count`` more records in every fixed-width column."""
+        """Room for ``count`` more records in every fixed-width column. A validity bitmap is
+        only kept once its column has a null (:func:`_valid_first_null`)."""
+        self.batch_end = self.n + count
         _gbuf_reserve(&self.offsets, 8 * count)
         _gbuf_reserve(&self.timestamps, 8 * count)
         _gbuf_reserve(&self.ts_types, count)
         _gbuf_reserve(&self.epochs, 4 * count)
         if self.values_on:
             _gbuf_reserve(&self.val_views if self.views else &self.val_off, (16 if self.views else 4) * count)
-            _gbuf_reserve(&self.val_valid, count // 8 + 2)
+            if self.val_nulls:
+                _gbuf_reserve(&self.val_valid, count // 8 + 2)
         if self.keys_on:
             _gbuf_reserve(&self.key_views if self.views else &self.key_off, (16 if self.views else 4) * count)
-            _gbuf_reserve(&self.key_valid, count // 8 + 2)
+            if self.key_nulls:
+                _gbuf_reserve(&self.key_valid, count // 8 + 2)
         if self.headers_on:
             _gbuf_reserve(&self.hdr_off, 4 * count)
         return 0
 
+    cdef int reserve_data(self, Py_ssize_t area) except -1:
+        """Room for the key and value bytes of a batch whose records take ``area`` bytes (they
+        cannot take more), so that the records' copies never grow a buffer."""
+        if area > INT32_MAX:
+            area = INT32_MAX
+        if not self.views:
+            if self.keys_on:
+                _gbuf_reserve(&self.key_data, area)
+            if self.values_on:
+                _gbuf_reserve(&self.val_data, area)
+        return 0
+
     cdef inline int _bin(self, GBuf *off, GBuf *data, GBuf *valid, Py_ssize_t *nulls,
-                         Py_ssize_t i, const uint8_t *p, int32_t n) except -1:
+                         Py_ssize_t i, Py_ssize_t upto, const uint8_t *p, int32_t n) except -1:
         cdef int32_t end
-        if (i & 7) == 0:
-            valid.data[valid.len] = 0
-            valid.len += 1
+        if nulls[0]:
+            _valid_bit(valid, i, n >= 0)
         if n >= 0:
-            valid.data[i >> 3] |= <char>(1 << (i & 7))
             if n > 0:
                 if data.len + n > INT32_MAX:
                     raise OverflowError("column data exceeds 2 GiB; decode fewer batches at once")
                 _gbuf_reserve(data, n)
                 _gbuf_put(data, p, n)
         else:
-            nulls[0] += 1
+            _valid_first_null(valid, nulls, i, upto)
         end = <int32_t>data.len
         _gbuf_put(off, &end, 4)
         return 0
@@ -1702,15 +1792,13 @@ cdef class _ColumnBuilder:
         cdef char *v = views.data + views.len
         cdef Py_ssize_t at
         cdef int32_t index, off
-        if (i & 7) == 0:
-            valid.data[valid.len] = 0
-            valid.len += 1
+        if nulls[0]:
+            _valid_bit(valid, i, n >= 0)
         memset(v, 0, 16)
         views.len += 16
         if n < 0:
-            nulls[0] += 1
+            _valid_first_null(valid, nulls, i, self.batch_end)
             return 0
-        valid.data[i >> 3] |= <char>(1 << (i & 7))
         memcpy(v, &n, 4)
         if n <= 12:
             memcpy(v + 4, p, n)
@@ -1732,6 +1820,58 @@ cdef class _ColumnBuilder:
         memcpy(v + 12, &off, 4)
         return 0
 
+    cdef inline bint plain_ok(self, Py_ssize_t area) noexcept:
+        """Whether the records of a batch whose records take ``area`` bytes may go through
+        add_plain: keys and values copied (not views), no header column, and room reserved
+        (reserve, reserve_data) with the data columns staying under 2 GiB."""
+        return (self.keys_on and self.values_on and not self.views and not self.headers_on
+                and self.key_data.len + area <= INT32_MAX and self.val_data.len + area <= INT32_MAX)
+
+    cdef inline void put_fixed(self, int64_t offset, int64_t ts, int8_t tt, int32_t epoch) noexcept:
+        """The fixed-width columns of record ``self.n`` (room reserved)."""
+        cdef Py_ssize_t i = self.n
+        (<int64_t *>self.offsets.data)[i] = offset
+        (<int64_t *>self.timestamps.data)[i] = ts
+        (<int8_t *>self.ts_types.data)[i] = tt
+        (<int32_t *>self.epochs.data)[i] = epoch
+        self.offsets.len += 8
+        self.timestamps.len += 8
+        self.ts_types.len += 1
+        self.epochs.len += 4
+
+    cdef inline bint plain_views_ok(self) noexcept:
+        """Whether add_plain_views may take a batch's records: keys and values as views of
+        an uncompressed batch in the input (nothing to copy), no header column."""
+        return (self.keys_on and self.values_on and self.views and not self.headers_on
+                and self.from_input)
+
+    cdef inline void add_plain_views(self, int64_t offset, int64_t ts, int8_t tt, int32_t epoch,
+                                     const RecView *r) noexcept:
+        """add() of a record with a key and a value, while neither column has had a null, in
+        a batch plain_views_ok() accepted: the stores alone."""
+        self.put_fixed(offset, ts, tt, epoch)
+        _input_view(self.key_views.data + self.key_views.len, r.key, r.key_len, self.input_base)
+        self.key_views.len += 16
+        _input_view(self.val_views.data + self.val_views.len, r.value, r.value_len, self.input_base)
+        self.val_views.len += 16
+        self.n += 1
+
+    cdef inline void add_plain(self, int64_t offset, int64_t ts, int8_t tt, int32_t epoch,
+                               const RecView *r) noexcept:
+        """add() of a record with a key and a value, while neither column has had a null,
+        in a batch plain_ok() accepted: the stores alone."""
+        cdef int32_t end
+        self.put_fixed(offset, ts, tt, epoch)
+        memcpy(self.key_data.data + self.key_data.len, r.key, r.key_len)
+        self.key_data.len += r.key_len
+        end = <int32_t>self.key_data.len
+        _gbuf_put(&self.key_off, &end, 4)
+        memcpy(self.val_data.data + self.val_data.len, r.value, r.value_len)
+        self.val_data.len += r.value_len
+        end = <int32_t>self.val_data.len
+        _gbuf_put(&self.val_off, &end, 4)
+        self.n += 1
+
     cdef int add(self, int64_t offset, int64_t ts, int ts_type, int32_t epoch,
                  const RecView *r) except -1:
         cdef int8_t tt = <int8_t>ts_type
@@ -1749,10 +1889,10 @@ cdef class _ColumnBuilder:
         else:
             if self.keys_on:
                 self._bin(&self.key_off, &self.key_data, &self.key_valid, &self.key_nulls, i,
-                          r.key, r.key_len)
+                          self.batch_end, r.key, r.key_len)
             if self.values_on:
                 self._bin(&self.val_off, &self.val_data, &self.val_valid, &self.val_nulls, i,
-                          r.value, r.value_len)
+                          self.batch_end, r.value, r.value_len)
         if self.headers_on:
             self._headers(r)
         self.n += 1
@@ -1765,7 +1905,8 @@ cdef class _ColumnBuilder:
             p = kb_read_varint(p, r.end, &hk)
             _gbuf_reserve(&self.hk_off, 4)
             _gbuf_reserve(&self.hv_off, 4)
-            _gbuf_reserve(&self.hv_valid, 2)
+            if self.hv_nulls:
+                _gbuf_reserve(&self.hv_valid, 2)
             if kb_utf8_valid(p, hk):
                 _gbuf_reserve(&self.hk_data, hk)
                 _gbuf_put(&self.hk_data, p, hk)
@@ -1780,7 +1921,7 @@ cdef class _ColumnBuilder:
             p += hk
             p = kb_read_varint(p, r.end, &hv)
             self._bin(&self.hv_off, &self.hv_data, &self.hv_valid, &self.hv_nulls, self.nh,
-                      p, hv)
+                      self.nh + 1, p, hv)
             if hv > 0:
                 p += hv
             self.nh += 1
@@ -1872,6 +2013,26 @@ cdef class Columns:
         return pa.RecordBatch.from_arrays(arrays, names=names)
 
 
+cdef Py_ssize_t _records_hint(const uint8_t *buf, Py_ssize_t end) noexcept:
+    """About how many records the v2 batches in ``buf`` hold, from their headers (nothing
+    checked: only a size to allocate columns for; each batch's count is capped by what its
+    bytes could hold uncompressed, so a corrupt count cannot ask for much)."""
+    cdef Py_ssize_t pos = 0, total = 0, room
+    cdef int64_t length
+    cdef int32_t count
+    while end - pos >= V2_HEADER:
+        length = kb_load_i32(buf + pos + 8)
+        if length < V2_HEADER - LOG_OVERHEAD or length > end - pos - LOG_OVERHEAD:
+            break
+        if buf[pos + 16] == 2:
+            count = kb_load_i32(buf + pos + 57)
+            room = (length + LOG_OVERHEAD - V2_HEADER) // MIN_RECORD_SIZE
+            if count > 0:
+                total += count if count < room else room
+        pos += length + LOG_OVERHEAD
+    return total
+
+
 def decode_columns(object buf, *, bint keys=True, bint headers=True,
                    bint verify_crc=True, bint include_control=False, bint allow_truncated=False,
                    min_offset=None, max_offset=None,
@@ -1888,12 +2049,26 @@ def decode_columns(object buf, *, bint keys=True, bint headers=True,
     ``buf`` alive and exported, so it must not be changed while the columns are in use.
     ``buf`` is then limited to 2 GiB (view offsets are int32).
     """
-    cdef const uint8_t[::1] mv_ = _bytes_arg(buf, "buf")
-    if views and mv_.shape[0] > INT32_MAX:
+    # bytes (what a stream of batches is) without the memoryview of other buffers; the input
+    # (``owner``) is the first data buffer of views.
+    cdef const uint8_t[::1] mv_
+    cdef object owner
+    cdef const uint8_t *data
+    cdef Py_ssize_t size
+    if PyBytes_CheckExact(buf):
+        owner = buf
+        data = <const uint8_t *>PyBytes_AS_STRING(buf)
+        size = PyBytes_GET_SIZE(buf)
+    else:
+        mv_ = _bytes_arg(buf, "buf")
+        owner = <object>mv_
+        size = mv_.shape[0]
+        data = &mv_[0] if size else _EMPTY
+    if views and size > INT32_MAX:
         raise ValueError(f"decode_columns(views=True) takes at most {INT32_MAX} bytes (Arrow view "
-                         f"offsets are int32), got {mv_.shape[0]}")
-    cdef _Decoder d = _decoder(mv_, verify_crc, include_control, allow_truncated, min_offset,
-                               max_offset, max_decompressed, aborted)
+                         f"offsets are int32), got {size}")
+    cdef _Decoder d = _decoder_at(data, size, verify_crc, include_control, allow_truncated,
+                                  min_offset, max_offset, max_decompressed, aborted)
     cdef _ColumnBuilder b = _ColumnBuilder.__new__(_ColumnBuilder)
     b.keys_on = keys
     b.values_on = values
@@ -1901,11 +2076,11 @@ def decode_columns(object buf, *, bint keys=True, bint headers=True,
     b.views = views
     b.from_input = True
     b.input_base = d.buf
-    b.start()
+    b.start(_records_hint(d.buf, d.end))
     if not views:
         # Uncompressed values can never exceed the input: one allocation up front avoids the
         # copies of repeated growth (pages are only touched as they are written).
-        _gbuf_reserve(&b.val_data, min(mv_.shape[0], 1 << 30))
+        _gbuf_reserve(&b.val_data, min(size, 1 << 30))
     d.cols = b
     _walk(d, d.buf, 0, d.end)
     cdef Columns c = Columns.__new__(Columns)
@@ -1915,7 +2090,7 @@ def decode_columns(object buf, *, bint keys=True, bint headers=True,
     c.timestamp_types = _take(&b.ts_types, b"b", 1)
     c.leader_epochs = _take(&b.epochs, b"i", 4)
     if views:
-        c.view_buffers = (<object>mv_, _take(&b.spill, b"B", 1))
+        c.view_buffers = (owner, _take(&b.spill, b"B", 1))
         if values:
             c.value_views = _take(&b.val_views, b"16s", 16)
             c.value_validity = _take(&b.val_valid, b"B", 1) if b.val_nulls else None
@@ -1976,7 +2151,7 @@ def first_at_or_after(object buf, int64_t timestamp, *, min_offset=None,
     cdef _Decoder d = _decoder(mv_, verify_crc, False, False, min_offset, max_offset,
                                max_decompressed, None)
     cdef _ColumnBuilder b = _ColumnBuilder.__new__(_ColumnBuilder)
-    b.start()
+    b.start(_records_hint(d.buf, d.end))
     d.cols = b
     _walk(d, d.buf, 0, d.end)
     cdef const int64_t *ts = <const int64_t *>b.timestamps.data

@@ -69,10 +69,10 @@ def _kafka_python_murmur2() -> Callable[[bytes], int] | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
-            from kafka.partitioner.default import murmur2 as km  # type: ignore[import-untyped]
+            from kafka.partitioner.default import murmur2 as km
     except ImportError:
         return None
-    return km  # type: ignore[no-any-return]
+    return km
 
 
 kafka_python_murmur2 = _kafka_python_murmur2()

@@ -35,6 +35,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -52,7 +53,11 @@ COLUMN = [VALUE] * N_COLUMNS
 T0 = 1_700_000_000_000
 
 
-MODES = {"loop": {}, "threads": {"node_threads": True}, "processes": {"coordinator": "zookeeper", "processes": True}}
+MODES: dict[str, dict[str, Any]] = {
+    "loop": {},
+    "threads": {"node_threads": True},
+    "processes": {"coordinator": "zookeeper", "processes": True},
+}
 
 
 def _started(mode: str) -> ClusterBase:
@@ -118,7 +123,7 @@ def test_send_batch_vs_single_store(
     benchmark,
     clusters: dict[str, ClusterBase],
     mode: str,
-    topic: str,  # type: ignore[no-untyped-def]
+    topic: str,
     acks: str,
 ) -> None:
     # One cluster at a time in this process: node threads and processes of another mode left
@@ -178,7 +183,7 @@ def test_cluster_throughput(bench_run: Callable[[str, str], None], name: str, co
     bench_run(name, contender)
 
 
-def test_acks_all_latency_at_half_peak(benchmark, cluster: ClusterBase) -> None:  # type: ignore[no-untyped-def]
+def test_acks_all_latency_at_half_peak(benchmark, cluster: ClusterBase) -> None:
     t0 = time.perf_counter()
     _produce(cluster, "rf3", "all", N)
     peak = N / (time.perf_counter() - t0)
@@ -293,7 +298,7 @@ def _floor_round(d: str, chunks: int) -> float:
     return seconds
 
 
-def test_acks_all_data_path_floor(benchmark) -> None:  # type: ignore[no-untyped-def]
+def test_acks_all_data_path_floor(benchmark) -> None:
     """The bare three-replica data path beside the single store's ``send_batch``, in MiB/s."""
     chunks = FLOOR_MIB if benchmark.enabled else 8
     store_rates: list[float] = []

@@ -44,6 +44,7 @@ from typing import Any
 import pytest
 
 from seglog.benchmarks import cases
+from seglog.benchmarks.spark import spark_query
 
 pytestmark = pytest.mark.spark
 
@@ -169,24 +170,6 @@ def _frame(spark: Any, data: dict[str, Any], reader: str, query: str) -> Any:
     return spark.range(0, PARTITIONS, 1, PARTITIONS).mapInArrow(decode, schema)
 
 
-def _run(df: Any, query: str) -> Any:
-    from pyspark.sql import functions as F
-
-    if query == "count":
-        return df.count()
-    if query == "sum_length_value":
-        return df.agg(F.sum(F.length("value"))).collect()
-    return df.agg(
-        F.sum(F.length("key")),
-        F.sum(F.length("value")),
-        F.max("topic"),
-        F.sum("partition"),
-        F.max("offset"),
-        F.max("timestamp"),
-        F.sum("timestampType"),
-    ).collect()
-
-
 def _ipc_source() -> Any:
     """A Python data source yielding the saved Arrow batches of each partition (defined in a
     function so that Spark pickles the classes by value for its workers)."""
@@ -236,11 +219,11 @@ def test_read(benchmark, spark, data, reader, query):
     if reader.startswith("mapInArrow"):
         pytest.importorskip("pandas")  # PySpark's mapInArrow insists on it
     df = _frame(spark, data, reader, query)
-    expected = _run(df, query)  # also the warm-up
+    expected = spark_query(df, query)  # also the warm-up
     if query == "count":
         assert expected == data["records"]
     benchmark.extra_info["records"] = data["records"]
-    result = benchmark.pedantic(_run, args=(df, query), rounds=1 if benchmark.disabled else 3, iterations=1)
+    result = benchmark.pedantic(spark_query, args=(df, query), rounds=1 if benchmark.disabled else 3, iterations=1)
     assert result == expected
     if not benchmark.disabled:
         benchmark.extra_info["rows_per_s"] = data["records"] / benchmark.stats.stats.median
@@ -264,7 +247,7 @@ def test_side_by_side(benchmark, spark, data):
         for c in order:
             c0 = _cpu_of_children()
             t = time.perf_counter()
-            _run(frames[c], c[1])
+            spark_query(frames[c], c[1])
             times[c].append(time.perf_counter() - t)
             c1 = _cpu_of_children()
             cpu[c].append((c1[0] - c0[0], c1[1] - c0[1]))

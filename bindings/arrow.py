@@ -111,7 +111,7 @@ class ArrowBatchBuilder:
         self.schema = arrow_schema(self.columns)
         self.topic = topic
         self.partition = partition
-        self.decode_flags = {
+        self.decode_flags: dict[str, Any] = {
             "keys": "key" in self.columns,
             "values": "value" in self.columns,
             "headers": "headers" in self.columns,

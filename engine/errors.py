@@ -52,9 +52,12 @@ these classes there.
 from __future__ import annotations
 
 import os
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypedDict
 
 from seglog._native import _errors as _native_errors
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack is Python 3.11+
 
 __all__ = [
     "ERRORS_BY_CODE",
@@ -94,6 +97,7 @@ __all__ = [
     "KafkaStorageError",
     "LeaderNotAvailableError",
     "ListenerNotFoundError",
+    "Location",
     "LogDirNotFoundError",
     "LogDirectoryLockedError",
     "NetworkError",
@@ -138,6 +142,16 @@ __all__ = [
     "make_error",
     "write_outcome",
 ]
+
+
+class Location(TypedDict, total=False):
+    """The location fields every :class:`SeglogError` takes as keywords (the subclasses pass
+    them on as ``**where``)."""
+
+    path: str | os.PathLike[str] | None
+    offset: int | None
+    position: int | None
+    limit: int | None
 
 
 class SeglogError(Exception):
@@ -239,18 +253,8 @@ class StorageError(SeglogError, OSError):
     travels as ``KAFKA_STORAGE_ERROR`` (56), see :func:`code_for_exception`.
     """
 
-    def __init__(
-        self,
-        message: str = "",
-        *,
-        path: str | os.PathLike[str] | None = None,
-        offset: int | None = None,
-        position: int | None = None,
-        limit: int | None = None,
-    ) -> None:
-        SeglogError.__init__(self, message, path=path, offset=offset, position=position, limit=limit)
-
-    # OSError's own __str__ would ignore the fields.
+    # SeglogError's __init__ comes first in the MRO; OSError's own __str__ would ignore the
+    # fields.
     __str__ = SeglogError.__str__
     __repr__ = SeglogError.__repr__
 
@@ -259,18 +263,10 @@ class LogDirectoryLockedError(StorageError):
     """Another writer holds the log directory (a store, a replica node or a Kafka broker), or the
     partition (another writable ``Log``), in this process or another."""
 
-    def __init__(
-        self,
-        message: str = "",
-        *,
-        path: str | os.PathLike[str] | None = None,
-        offset: int | None = None,
-        position: int | None = None,
-        limit: int | None = None,
-    ) -> None:
+    def __init__(self, message: str = "", **where: Unpack[Location]) -> None:
         if not message:
             message = "the log directory is locked by another process or another open store; close that one first"
-        super().__init__(message, path=path, offset=offset, position=position, limit=limit)
+        super().__init__(message, **where)
 
 
 class ConfigError(SeglogError, ValueError):
@@ -291,12 +287,9 @@ class ConfigError(SeglogError, ValueError):
         key: str | None = None,
         value: Any = None,
         suggestion: str | None = None,
-        path: str | os.PathLike[str] | None = None,
-        offset: int | None = None,
-        position: int | None = None,
-        limit: int | None = None,
+        **where: Unpack[Location],
     ) -> None:
-        SeglogError.__init__(self, message, path=path, offset=offset, position=position, limit=limit)
+        SeglogError.__init__(self, message, **where)
         self.key = key
         self.value = value
         self.suggestion = suggestion
@@ -357,23 +350,8 @@ class KafkaError(SeglogError):
         ERRORS_BY_CODE[code] = cls
         ERRORS_BY_NAME[name] = cls
 
-    def __init__(
-        self,
-        message: str | None = None,
-        *,
-        path: str | os.PathLike[str] | None = None,
-        offset: int | None = None,
-        position: int | None = None,
-        limit: int | None = None,
-    ) -> None:
-        SeglogError.__init__(
-            self,
-            self.description if message is None else message,
-            path=path,
-            offset=offset,
-            position=position,
-            limit=limit,
-        )
+    def __init__(self, message: str | None = None, **where: Unpack[Location]) -> None:
+        SeglogError.__init__(self, self.description if message is None else message, **where)
 
 
 # Codes, names and retriability are Apache Kafka's (clients' protocol/Errors.java and the
@@ -526,22 +504,10 @@ class InvalidConfigError(ConfigError, KafkaError, code=40, name="INVALID_CONFIG"
         key: str | None = None,
         value: Any = None,
         suggestion: str | None = None,
-        path: str | os.PathLike[str] | None = None,
-        offset: int | None = None,
-        position: int | None = None,
-        limit: int | None = None,
+        **where: Unpack[Location],
     ) -> None:
-        ConfigError.__init__(
-            self,
-            self.description if message is None else message,
-            key=key,
-            value=value,
-            suggestion=suggestion,
-            path=path,
-            offset=offset,
-            position=position,
-            limit=limit,
-        )
+        message = self.description if message is None else message
+        ConfigError.__init__(self, message, key=key, value=value, suggestion=suggestion, **where)
 
 
 class NotControllerError(KafkaError, code=41, name="NOT_CONTROLLER", retriable=True):
@@ -606,23 +572,10 @@ class KafkaStorageError(StorageError, KafkaError, code=56, name="KAFKA_STORAGE_E
 
     description = "A disk error occurred while accessing a log file."
 
-    def __init__(
-        self,
-        message: str | None = None,
-        *,
-        path: str | os.PathLike[str] | None = None,
-        offset: int | None = None,
-        position: int | None = None,
-        limit: int | None = None,
-    ) -> None:
-        StorageError.__init__(
-            self,
-            self.description if message is None else message,
-            path=path,
-            offset=offset,
-            position=position,
-            limit=limit,
-        )
+    def __init__(self, message: str | None = None, **where: Unpack[Location]) -> None:
+        # KafkaError's: the description when no message is given (StorageError, whose
+        # __init__ has no such default, comes first in the MRO).
+        KafkaError.__init__(self, message, **where)
 
 
 class SaslAuthenticationError(KafkaError, code=58, name="SASL_AUTHENTICATION_FAILED", retriable=False):

@@ -22,6 +22,12 @@ KAFKA_CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 T0 = 1_700_000_000_000
 
 
+def wrong(value: object) -> Any:
+    """``value``, typed as anything: an argument of the wrong type that a test passes on purpose
+    (to check the error it gets) without telling the type checker otherwise."""
+    return value
+
+
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     if not FIXTURES.is_dir():

@@ -104,11 +104,16 @@ def _spark_data(p: Mapping[str, int], base: Path) -> dict[str, Any]:
     return {"records": records, "logs": str(logs), "parquet": str(parquet), "root": root}
 
 
-def _spark_query(df: Any, query: str) -> Any:
+def spark_query(df: Any, query: str) -> Any:
+    """Run ``query`` over ``df`` and collect it: ``"count"`` (``count()``),
+    ``"sum_length_value"`` (``sum(length(value))``) or anything else: an aggregate over all
+    seven Kafka columns."""
     from pyspark.sql import functions as F
 
     if query == "count":
         return df.count()
+    if query == "sum_length_value":
+        return df.agg(F.sum(F.length("value"))).collect()
     return df.agg(
         F.sum(F.length("key")),
         F.sum(F.length("value")),
@@ -129,12 +134,12 @@ def _prepare_spark(p: Mapping[str, int], base: Path, available: frozenset[str], 
     }
     if query == "count":
         frames["seglog, columns=offset"] = spark.read.format("seglog").option("columns", "offset").load(data["logs"])
-    expected = {name: _spark_query(df, query) for name, df in frames.items()}  # also warms up
+    expected = {name: spark_query(df, query) for name, df in frames.items()}  # also warms up
     if query == "count" and any(v != data["records"] for v in expected.values()):
         raise AssertionError(f"count() disagrees: {expected}")
 
     def runner(df: Any) -> Callable[[], object]:
-        return lambda: _spark_query(df, query)
+        return lambda: spark_query(df, query)
 
     calls: dict[str, Callable[[], object]] = {name: runner(df) for name, df in frames.items()}
     return Work(

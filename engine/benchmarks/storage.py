@@ -349,6 +349,15 @@ def _prepare_read_stream(p: Mapping[str, int], base: Path, available: frozenset[
 
 
 STORE_PEERS = (SQLITE, LMDB, PLAIN, PARQUET)
+#: The append goals of both variants (hot batches and a stream).
+APPEND_GOALS = (Goal("≥15× sqlite3", "ratio", 15.0, "sqlite3 WAL"), Goal("≥10× LMDB", "ratio", 10.0, "LMDB"))
+#: Contenders and goal of both sequential reads (hot batches and a stream).
+READ_CONTENDERS = (
+    Contender(SEGLOG, "seglog"),
+    *STORE_PEERS,
+    Contender(READ, "limit", note="read() of seglog's segment files"),
+)
+READ_GOALS = (Goal("≥10× sqlite3", "ratio", 10.0, "sqlite3 WAL"),)
 
 
 def stream_storage_benches(label: str, value: int) -> list[Benchmark]:
@@ -372,11 +381,7 @@ def stream_storage_benches(label: str, value: int) -> list[Benchmark]:
                     note="write() of the same batches pre-encoded, into blocks allocated as seglog's",
                 ),
             ),
-            goals=(
-                Goal("≥15× sqlite3", "ratio", 15.0, "sqlite3 WAL"),
-                Goal("≥10× LMDB", "ratio", 10.0, "LMDB"),
-                Goal("≥0.8× floor (within 1.25×)", "ratio", 0.8, WRITE),
-            ),
+            goals=(*APPEND_GOALS, Goal("≥0.8× floor (within 1.25×)", "ratio", 0.8, WRITE)),
             prepare=_prepare_append_stream,
             quick=quick,
             full=full,
@@ -388,12 +393,8 @@ def stream_storage_benches(label: str, value: int) -> list[Benchmark]:
             unit="records",
             variant="stream",
             title=f"sequential read of a stream of {each} into columns",
-            contenders=(
-                Contender(SEGLOG, "seglog"),
-                *STORE_PEERS,
-                Contender(READ, "limit", note="read() of seglog's segment files"),
-            ),
-            goals=(Goal("≥10× sqlite3", "ratio", 10.0, "sqlite3 WAL"),),
+            contenders=READ_CONTENDERS,
+            goals=READ_GOALS,
             prepare=_prepare_read_stream,
             quick=quick,
             full=full,
@@ -425,7 +426,7 @@ def storage_benches(label: str, value: int) -> list[Benchmark]:
                     "the same batches pre-encoded, into blocks allocated as seglog's",
                 ),
             ),
-            goals=(Goal("≥15× sqlite3", "ratio", 15.0, "sqlite3 WAL"), Goal("≥10× LMDB", "ratio", 10.0, "LMDB")),
+            goals=APPEND_GOALS,
             prepare=_prepare_append,
             quick=quick,
             full=full,
@@ -437,12 +438,8 @@ def storage_benches(label: str, value: int) -> list[Benchmark]:
             unit="records",
             variant="hot batch",
             title=f"sequential read of every {label} record into columns (written as 16 batches of 1,000 cycled)",
-            contenders=(
-                Contender(SEGLOG, "seglog"),
-                *STORE_PEERS,
-                Contender(READ, "limit", note="read() of seglog's segment files"),
-            ),
-            goals=(Goal("≥10× sqlite3", "ratio", 10.0, "sqlite3 WAL"),),
+            contenders=READ_CONTENDERS,
+            goals=READ_GOALS,
             prepare=_prepare_read,
             quick=quick,
             full=full,

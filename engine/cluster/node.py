@@ -9,23 +9,11 @@ Everything runs on one thread of control: requests, responses and timers are cal
 the transport and the scheduler, so the same code runs inside the deterministic simulation
 (in-memory network, manual clock) and on an asyncio loop over TCP.
 
-On disk a node has one or more Kafka log directories (``log.dirs``, Kafka's JBOD). Each is laid
-out as a Kafka broker lays one out, its files covering only the partitions in it, and owned by
-the node through a :class:`seglog.storage.logdir.LogDir` while it runs::
-
-    <dir>/.lock                            fcntl-locked while the node runs
-    <dir>/<topic>-<partition>/...          partition logs (segments, leader-epoch-checkpoint,
-                                           producer snapshots)
-    <dir>/replication-offset-checkpoint    high watermarks (every
-                                           replica.high.watermark.checkpoint.interval.ms)
-    <dir>/recovery-point-offset-checkpoint written by the logs, as is log-start-offset-checkpoint
-    <dir>/.kafka_cleanshutdown             present only after a clean shutdown
-
-At start every dir is created if missing and locked (a lock held by another process is an error),
-and every partition directory in every dir is found; one partition in two dirs is an error naming
-both. A partition new to the node goes to the healthy dir holding the fewest partitions, ties to
-the one listed first (Kafka's ``LogManager.nextLogDirs``). A dir that cannot be read at start
-starts offline; with every dir offline the node does not start.
+On disk a node has one or more Kafka log directories (``log.dirs``, Kafka's JBOD), kept by
+:mod:`seglog.cluster.log_dirs`: their layout and locks, where each partition lives, the dirs that
+are offline and the high-watermark checkpoints. At start every dir is created if missing and
+locked (a lock held by another process is an error) and every partition in it found; a dir that
+cannot be read at start starts offline; with every dir offline the node does not start.
 
 A log dir fails when writing, flushing or checkpointing in it raises ``OSError`` (ENOSPC, EIO):
 its partitions go offline at once (their files closed unflushed, their requests answered with
@@ -65,6 +53,7 @@ from seglog.cluster.coordinator import (
 )
 from seglog.cluster.fetch_handler import FetchHandler
 from seglog.cluster.fetcher import ReplicaFetchers
+from seglog.cluster.log_dirs import HW_CHECKPOINT_FILE, CheckpointValues, LogDirs, resolve_log_dirs
 from seglog.cluster.messages import (
     NONE,
     AlterPartitionRequest,
@@ -108,41 +97,22 @@ from seglog.errors import (
     InvalidRequestError,
     KafkaError,
     KafkaStorageError,
-    LogDirectoryLockedError,
     NotControllerError,
     NotLeaderOrFollowerBeforeAppendError,
     NotLeaderOrFollowerError,
     SeglogError,
     StaleBrokerEpochError,
     StaleControllerEpochError,
-    StorageError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
     code_for_exception,
 )
-from seglog.storage.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
 from seglog.storage.log import Log, LogAppendInfo
-from seglog.storage.logdir import LOCK_FILE, REPLICATION_OFFSET_FILE, LogDir
 from seglog.util.clock import Clock
 
 log = logging.getLogger("seglog.cluster.node")
 
-HW_CHECKPOINT_FILE = REPLICATION_OFFSET_FILE
-
-
-def _log_dirs(data_dir: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> tuple[str, ...]:
-    raw = [data_dir] if isinstance(data_dir, (str, os.PathLike)) else list(data_dir)
-    dirs = tuple(os.path.abspath(os.fspath(d)) for d in raw)
-    if not dirs:
-        raise ValueError("a node needs at least one log dir")
-    real = [os.path.realpath(d) for d in dirs]
-    for i, r in enumerate(real):
-        if r in real[:i]:
-            raise ValueError(
-                f"log dir {dirs[i]} is listed twice (as {dirs[real.index(r)]}); "
-                "every log dir must be a different directory"
-            )
-    return dirs
+__all__ = ["HW_CHECKPOINT_FILE", "ReplicaNode"]
 
 
 class ReplicaNode:
@@ -165,8 +135,10 @@ class ReplicaNode:
     ) -> None:
         self.node_id = node_id
         #: The log dirs, in the order given (``log.dirs``); :attr:`data_dir` is the first.
-        self.log_dirs = _log_dirs(data_dir)
+        self.log_dirs = resolve_log_dirs(data_dir)
         self.data_dir = self.log_dirs[0]
+        #: Where each partition lives, the offline dirs, the high-watermark checkpoints.
+        self.dirs = LogDirs(node_id, self.log_dirs)
         self.coordinator = coordinator
         self.transport = transport
         self.clock = clock
@@ -196,24 +168,15 @@ class ReplicaNode:
         # runs on restart) and let the session expiry move leadership. None: the node keeps
         # running with every partition offline (the in-process modes).
         self.on_log_dir_failure: Callable[[BaseException], None] | None = None
-        #: Failed log dirs (offline until the node restarts), and the partitions in them.
-        self.offline_dirs: dict[str, str] = {}
+        #: The partitions in failed log dirs (and those a dir offline since the start may hold).
         self.offline_partitions: set[TopicPartition] = set()
         self.running = False
         self.clean_start = False
         self.started_clean = False
-        self._dir_of: dict[TopicPartition, str] = {}
-        self._clean_dirs: set[str] = set()
-        self._held: dict[str, LogDir] = {}  # the log dirs this node owns while it runs
-        self._unscanned_dirs: set[str] = set()  # offline since the start: contents unknown
         self._offline_reported = True
         self.fetchers = ReplicaFetchers(self)
         self.fetches = FetchHandler(self)
         self._tasks: list[Any] = []
-        self._hw_files = {d: OffsetCheckpointFile(os.path.join(d, HW_CHECKPOINT_FILE)) for d in self.log_dirs}
-        self._hw_checkpoint: dict[TopicPartition, int] = {}
-        self._hw_dir: dict[TopicPartition, str] = {}
-        self._unopened: set[TopicPartition] = set()
         self.durable_epoch_files: dict[str, bytes | None] = {}
         #: Runs the periodic checkpoint writes (and their fsyncs) off the caller's thread when set
         #: (a one-worker executor's ``submit``); ``None`` writes them inline, as the simulation does.
@@ -225,67 +188,13 @@ class ReplicaNode:
     # ---------------------------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.offline_dirs = {}
-        self._unscanned_dirs = set()
         self.offline_partitions = set()
         self._offline_reported = True
-        self._dir_of = {}
-        self._clean_dirs = set()
-        self._hw_checkpoint = {}
-        self._hw_dir = {}
-        self._unopened = set()
-        found: dict[TopicPartition, str] = {}
-        markers = []
-        try:
-            for d in self.log_dirs:
-                try:
-                    ld = self._lock_dir(d)
-                    in_dir = ld.partition_dirs()
-                except LogDirectoryLockedError:
-                    raise
-                except OSError as exc:
-                    log.error("node %d: log dir %s is offline from the start: %s", self.node_id, d, exc)
-                    self.offline_dirs[d] = str(exc)
-                    self._unscanned_dirs.add(d)
-                    continue
-                for tp, path in in_dir.items():
-                    if tp in found:
-                        name = os.path.basename(path)
-                        raise StorageError(
-                            f"partition {name} is in two log dirs: {os.path.join(found[tp], name)} and "
-                            f"{path}; delete one of them",
-                            path=path,
-                        )
-                    found[tp] = d
-                # A dir with no logs at all lost nothing, whatever ended the last run.
-                if ld.clean_shutdown or not in_dir:
-                    self._clean_dirs.add(d)
-                markers.append(ld)
-                try:
-                    hws = self._hw_files[d].read()
-                except CorruptCheckpointError as exc:
-                    log.warning("%s; high watermarks in %s start at the log start", exc, d)
-                    hws = {}
-                for tp, hw in hws.items():
-                    self._hw_checkpoint[tp] = hw
-                    self._hw_dir[tp] = d
-            if len(self.offline_dirs) == len(self.log_dirs):
-                raise StorageError(
-                    f"node {self.node_id}: no usable log dir: "
-                    + "; ".join(f"{d}: {e}" for d, e in self.offline_dirs.items()),
-                    path=self.data_dir,
-                )
-        except BaseException:
-            self._unlock_dirs()
-            raise
-        self._dir_of = found
-        self._unopened = set(found)
-        for tp, d in sorted(found.items()):
-            self._snapshot_epoch_file(os.path.join(d, f"{tp[0]}-{tp[1]}"))
-        self.clean_start = not self.offline_dirs and len(self._clean_dirs) == len(self.log_dirs)
+        self.dirs.open()
+        for tp in sorted(self.dirs.unopened):
+            self._snapshot_epoch_file(os.path.join(self._home(tp), f"{tp[0]}-{tp[1]}"))
+        self.clean_start = self.dirs.all_clean
         self.started_clean = self.clean_start
-        for ld in markers:
-            ld.remove_clean_shutdown_marker()
         self.running = True
         self.transport.register(self.node_id, self.handle)
         cfg = self.config
@@ -300,42 +209,19 @@ class ReplicaNode:
         self._every("log flush", self._flush_logs, 100)
         self._connect()
 
-    def _lock_dir(self, d: str) -> LogDir:
-        """Create ``d`` if missing and own it (:class:`seglog.storage.logdir.LogDir`: its ``.lock`` held,
-        as a Kafka broker holds it) until the node stops."""
-        held = self._held.get(d)
-        if held is not None:
-            return held
-        try:
-            ld = LogDir.open(d, holder=f"node {self.node_id}")
-        except LogDirectoryLockedError as exc:
-            if "in this process" in exc.args[0]:
-                raise
-            raise LogDirectoryLockedError(
-                f"log dir {d} is locked by another process (its {LOCK_FILE} is held: another node, a "
-                "store, a Log writing one of its partitions, or a Kafka broker runs on it)",
-                path=os.path.join(d, LOCK_FILE),
-            ) from None
-        self._held[d] = ld
-        self._hw_files[d] = ld.high_watermarks
-        return ld
-
-    def _unlock_dirs(self) -> None:
-        held, self._held = self._held, {}
-        for ld in held.values():
-            try:
-                ld.close()
-            except OSError:
-                pass
+    @property
+    def offline_dirs(self) -> dict[str, str]:
+        """Failed log dirs (offline until the node restarts), with the error."""
+        return self.dirs.offline
 
     @property
     def log_dir_failed(self) -> bool:
         """True once every log dir has failed."""
-        return bool(self.offline_dirs) and len(self.offline_dirs) == len(self.log_dirs)
+        return self.dirs.all_failed
 
     def dir_of(self, topic: str, partition: int) -> str | None:
         """The log dir holding this node's replica of the partition (None: none yet)."""
-        return self._dir_of.get((topic, partition))
+        return self.dirs.home((topic, partition))
 
     def _every(self, name: str, fn: Callable[[], object], period_ms: int) -> None:
         self._tasks.append(
@@ -361,25 +247,17 @@ class ReplicaNode:
             try:
                 p.producer_state.take_snapshot(p.log.log_end_offset)
             except OSError as exc:
-                failed.setdefault(self._dir_of[p.tp], exc)
-        failed.update(self._write_checkpoints(self._checkpoint_values()))
+                failed.setdefault(self._home(p.tp), exc)
+        failed.update(self.dirs.write_checkpoints(self._checkpoint_values()))
         for p in self.partitions.values():
             try:
                 p.log.close()
             except OSError as exc:
-                failed.setdefault(self._dir_of[p.tp], exc)
-        for d in self.log_dirs:
-            if d in self.offline_dirs or d in failed:
-                continue  # no marker: the logs in it recover at the next start
-            if d not in self._clean_dirs and any(self._dir_of[tp] == d for tp in self._unopened):
-                continue  # after an unclean start, logs this run never opened are still unrecovered
-            try:
-                self._held[d].write_clean_shutdown_marker(b"")
-            except OSError as exc:
-                failed[d] = exc
+                failed.setdefault(self._home(p.tp), exc)
+        self.dirs.write_clean_shutdown_markers(failed)
         for d, err in failed.items():
             log.error("node %d: log dir %s failed while shutting down: %s", self.node_id, d, err)
-        self._unlock_dirs()
+        self.dirs.close()
         if deregister and self.session is not None:
             try:
                 self.session.close()
@@ -422,7 +300,7 @@ class ReplicaNode:
         self.wait_for_checkpoint()
         for p in self.partitions.values():
             p.log.abandon()
-        self._unlock_dirs()
+        self.dirs.close()
 
     def _stop_tasks(self) -> None:
         for t in self._tasks:
@@ -707,11 +585,12 @@ class ReplicaNode:
                     p = self._open_partition(info)
                 except (OSError, KafkaError) as exc:
                     log.error("node %d cannot open %s-%d: %s", self.node_id, info.topic, info.partition, exc)
-                    if info.tp in self._dir_of and (
+                    home = self.dirs.home(info.tp)
+                    if home is not None and (
                         isinstance(exc, KafkaStorageError)
                         or (isinstance(exc, OSError) and not isinstance(exc, SeglogError))
                     ):
-                        self._log_dir_failed(self._dir_of[info.tp], exc)
+                        self._log_dir_failed(home, exc)
                     continue
                 if p is None:
                     continue  # offline: its dir failed, or a dir that may hold it is
@@ -732,45 +611,31 @@ class ReplicaNode:
         merged.update(overrides or {})
         return LogConfig.from_dict(merged)
 
-    def _next_log_dir(self) -> str | None:
-        """Where a partition new to this node goes: the healthy dir holding the fewest
-        partitions, ties to the first listed (Kafka's ``LogManager.nextLogDirs``)."""
-        counts = dict.fromkeys((d for d in self.log_dirs if d not in self.offline_dirs), 0)
-        if not counts:
-            return None
-        for d in self._dir_of.values():
-            if d in counts:
-                counts[d] += 1
-        return min(counts, key=lambda d: (counts[d], self.log_dirs.index(d)))
-
     def _open_partition(self, info: PartitionInfo) -> Partition | None:
         """Open (creating it if new) this node's replica; None when it is offline."""
         tp = info.tp
         cfg = self.topic_config(self.topic_configs.get(info.topic))
-        home = self._dir_of.get(tp)
-        if home is None and self._unscanned_dirs:
+        if self.dirs.home(tp) is None and self.dirs.unscanned:
             # A dir offline since the start may hold this partition: creating it elsewhere
             # would fork its history (Kafka refuses to create a log while a dir is offline).
             self.offline_partitions.add(tp)
             self._offline_reported = False  # reported once the whole LeaderAndIsr is applied
             return None
+        home = self.dirs.place(tp)
         if home is None:
-            home = self._next_log_dir()
-            if home is None:
-                return None
-            self._dir_of[tp] = home
+            return None
         d = os.path.join(home, f"{info.topic}-{info.partition}")
         lg = Log.open(
             d,
             cfg,
             clock=self.clock,
             replicated=True,
-            owner=self._held[home],
+            owner=self.dirs.owner(home),
             producer_snapshots=True,
-            high_watermark=self._hw_checkpoint.get(tp),
-            clean_shutdown=home in self._clean_dirs if os.path.isdir(d) else True,
+            high_watermark=self.dirs.checkpointed_high_watermark(tp),
+            clean_shutdown=home in self.dirs.clean if os.path.isdir(d) else True,
         )
-        self._unopened.discard(tp)
+        self.dirs.opened(tp)
         p = Partition(self, info.topic, info.partition, lg, cfg, info.replicas)
         self.partitions[info.tp] = p
         self.stats["producer_snapshots_loaded"] = (
@@ -938,37 +803,13 @@ class ReplicaNode:
         for p in list(self.partitions.values()):
             p.maybe_shrink_isr()
 
-    def _checkpoint_values(self) -> dict[str, tuple[dict[TopicPartition, int], list[Log]]]:
-        """Per healthy dir holding open logs: the high watermarks of its partitions (entries
-        read at start for partitions not opened since are kept) and its open logs."""
-        out: dict[str, tuple[dict[TopicPartition, int], list[Log]]] = {}
-        for tp, p in self.partitions.items():
-            d = self._dir_of[tp]
-            if p.log.closed or d in self.offline_dirs:
-                continue
-            if d not in out:
-                out[d] = (
-                    {t: hw for t, hw in self._hw_checkpoint.items() if self._dir_of.get(t, self._hw_dir.get(t)) == d},
-                    [],
-                )
-            out[d][0][tp] = p.log.high_watermark
-            out[d][1].append(p.log)
-        return out
+    def _home(self, tp: TopicPartition) -> str:
+        home = self.dirs.home(tp)
+        assert home is not None, f"{tp} has a replica here, so it has a log dir"
+        return home
 
-    def _write_checkpoints(
-        self, values: dict[str, tuple[dict[TopicPartition, int], list[Log]]]
-    ) -> dict[str, BaseException]:
-        """Write each dir's checkpoint files; the dirs whose writes failed, with the error."""
-        failed: dict[str, BaseException] = {}
-        for d, (hws, logs) in values.items():
-            try:
-                self._hw_files[d].write(hws)
-                for lg in logs:
-                    if not lg.closed:
-                        lg.checkpoint()
-            except OSError as exc:
-                failed[d] = exc
-        return failed
+    def _checkpoint_values(self) -> CheckpointValues:
+        return self.dirs.checkpoint_values((tp, p.log) for tp, p in self.partitions.items())
 
     def checkpoint_high_watermarks(self) -> None:
         if self._checkpointing is not None:
@@ -980,10 +821,10 @@ class ReplicaNode:
         if not values:
             return
         if self.offload is None or not self.running:
-            for d, exc in self._write_checkpoints(values).items():
+            for d, exc in self.dirs.write_checkpoints(values).items():
                 self._log_dir_failed(d, exc)
         else:
-            self._checkpointing = self.offload(lambda: self._write_checkpoints(values))
+            self._checkpointing = self.offload(lambda: self.dirs.write_checkpoints(values))
 
     def wait_for_checkpoint(self) -> dict[str, BaseException]:
         """Block until an offloaded checkpoint write has finished; the dirs it failed in."""
@@ -1008,19 +849,20 @@ class ReplicaNode:
     def maybe_log_dir_failure(self, p: Any, exc: BaseException) -> None:
         """A storage error from a write to ``p``'s log: its log dir has failed, unless the log
         was closed by this node itself (a shutdown racing a request)."""
-        if p is None or p.log.closed or p.tp not in self._dir_of:
-            return
-        self._log_dir_failed(self._dir_of[p.tp], exc)
+        home = None if p is None or p.log.closed else self.dirs.home(p.tp)
+        if home is not None:
+            self._log_dir_failed(home, exc)
 
     def _log_dir_failed(self, d: str, exc: BaseException) -> None:
         """Take log dir ``d`` offline (Kafka's ``ReplicaManager.handleLogDirFailure``): its
         partitions stop being served and their files are closed unflushed; the controller is
         told. The last healthy dir failing calls :attr:`on_log_dir_failure`."""
-        if not self.running or d in self.offline_dirs:
+        if not self.running:
             return
-        self.offline_dirs[d] = str(exc)
+        tps = self.dirs.fail(d, str(exc))
+        if tps is None:
+            return  # offline already
         self.stats["log_dir_failures"] = self.stats.get("log_dir_failures", 0) + 1
-        tps = sorted(tp for tp, home in self._dir_of.items() if home == d)
         log.error(
             "node %d: log dir %s failed (%s); its partitions are offline: %s",
             self.node_id,
@@ -1033,7 +875,7 @@ class ReplicaNode:
             return
         for tp in tps:
             self.offline_partitions.add(tp)
-            self._unopened.discard(tp)
+            self.dirs.unopened.discard(tp)
             p = self.partitions.pop(tp, None)
             if p is None:
                 continue
@@ -1046,7 +888,7 @@ class ReplicaNode:
 
     def offline_error(self, tp: TopicPartition) -> KafkaStorageError:
         """The error a request for ``tp`` gets while its replica here is offline."""
-        d = self._dir_of.get(tp)
+        d = self.dirs.home(tp)
         where = f"log dir {d} failed" if d is not None else "a log dir that may hold it is offline"
         return KafkaStorageError(f"node {self.node_id}'s replica of {tp[0]}-{tp[1]} is offline: {where}")
 

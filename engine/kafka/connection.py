@@ -3,12 +3,13 @@ connection's state, and the close that ends it.
 
 Every request and response is a 4-byte big-endian size and that many bytes. A request starts
 with Kafka's request header: api key, api version, correlation id, client id (v1), then tagged
-fields (v2, for flexible versions). Both the request loop (``seglog.kafka.server``) and the
-authentication phase before it (``seglog.kafka.security``) read frames this way.
+fields (v2, for flexible versions). Both the request loop (``seglog.kafka.listener``) and the
+authentication phase before it (``seglog.kafka.security``) read frames with :func:`read_frame`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
 from typing import Any
@@ -17,7 +18,7 @@ from seglog.errors import SeglogError, code_for_exception
 from seglog.kafka import codec
 from seglog.kafka.codec import Message
 
-__all__ = ["INT32", "REQUEST_HEADER", "CloseConnection", "ConnState", "fmt_peer", "skip_tagged"]
+__all__ = ["INT32", "REQUEST_HEADER", "CloseConnection", "ConnState", "fmt_peer", "read_frame", "skip_tagged"]
 
 log = logging.getLogger("seglog.kafka")
 
@@ -29,6 +30,52 @@ INT32 = struct.Struct(">i")
 
 class CloseConnection(Exception):
     """The connection must close (a frame or request that cannot be answered)."""
+
+
+async def read_frame(
+    reader: asyncio.StreamReader,
+    idle_ms: int,
+    max_bytes: int,
+    limit_name: str,
+    closed: type[Exception] = CloseConnection,
+    phase: str = "",
+    body_idle: bool = True,
+) -> bytes | None:
+    """The next frame's bytes, or None when the client closed the connection between frames.
+    Raises ``closed`` (the connection must close) when nothing arrives for ``idle_ms``
+    (``connections.max.idle.ms``), the connection ends inside a frame, or the size is negative
+    or over ``max_bytes`` (the key ``limit_name`` sets it). ``phase`` ends each message
+    (" before authenticating"). ``body_idle`` False: a frame whose size arrived may take any time
+    to arrive in full (a large produce over a slow link is not an idle connection)."""
+    idle = idle_ms / 1000.0
+    try:
+        head = await asyncio.wait_for(reader.readexactly(4), idle)
+    except asyncio.TimeoutError:
+        raise closed(f"idle for connections.max.idle.ms={idle_ms}{phase}") from None
+    except asyncio.IncompleteReadError as exc:
+        if exc.partial:
+            raise closed(
+                f"the connection closed inside a frame's size ({len(exc.partial)} of 4 bytes){phase}"
+            ) from None
+        return None
+    (size,) = INT32.unpack(head)
+    if size < 0 or size > max_bytes:
+        raise closed(
+            (
+                f"a frame of {size} bytes is over {limit_name}={max_bytes}"
+                if size > 0
+                else f"a negative frame size {size}"
+            )
+            + phase
+        )
+    try:
+        return await asyncio.wait_for(reader.readexactly(size), idle if body_idle else None)
+    except asyncio.TimeoutError:
+        raise closed(f"idle for connections.max.idle.ms={idle_ms} inside a frame{phase}") from None
+    except asyncio.IncompleteReadError as exc:
+        raise closed(
+            f"the connection closed inside a frame: {len(exc.partial)} of {size} bytes arrived{phase}"
+        ) from None
 
 
 class ConnState:

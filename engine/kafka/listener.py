@@ -37,7 +37,7 @@ from seglog.errors import IllegalSaslStateError, InvalidRequestError
 from seglog.kafka import codec
 from seglog.kafka.apis import API_NAMES, API_VERSIONS, api_versions_response
 from seglog.kafka.codec import FileRegions, Message
-from seglog.kafka.connection import INT32, REQUEST_HEADER, CloseConnection, ConnState, fmt_peer, skip_tagged
+from seglog.kafka.connection import INT32, REQUEST_HEADER, CloseConnection, ConnState, fmt_peer, read_frame, skip_tagged
 from seglog.kafka.security import AuthenticationClosed, ListenerSecurity
 
 __all__ = ["DEFAULT_IDLE_MS", "DEFAULT_MAX_REQUEST_BYTES", "Handler", "KafkaListener"]
@@ -221,7 +221,6 @@ class KafkaListener:
     async def _serve_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, state: ConnState
     ) -> None:
-        idle = self.idle_ms / 1000.0
         if self.security.sasl:
             try:
                 user = await self.security.authenticate(reader, writer, state, self.idle_ms)
@@ -229,31 +228,13 @@ class KafkaListener:
                 raise CloseConnection(str(exc)) from None
             log.debug("Kafka client %s (client id %r) authenticated as %r", fmt_peer(state.peer), state.client_id, user)
         while True:
-            try:
-                head = await asyncio.wait_for(reader.readexactly(4), idle)
-            except asyncio.TimeoutError:
-                raise CloseConnection(f"idle for connections.max.idle.ms={self.idle_ms}") from None
-            except asyncio.IncompleteReadError as exc:
-                if exc.partial:
-                    raise CloseConnection(
-                        f"the connection closed inside a frame's size ({len(exc.partial)} of 4 bytes)"
-                    ) from None
+            frame = await read_frame(
+                reader, self.idle_ms, self.max_request_bytes, "socket.request.max.bytes", body_idle=False
+            )
+            if frame is None:
                 return
-            (size,) = INT32.unpack(head)
-            if size < 0 or size > self.max_request_bytes:
-                raise CloseConnection(
-                    f"a frame of {size} bytes is over socket.request.max.bytes={self.max_request_bytes}"
-                    if size > 0
-                    else f"a negative frame size {size}"
-                )
-            if size < REQUEST_HEADER.size:
-                raise CloseConnection(f"a frame of {size} bytes is too short for a request header")
-            try:
-                frame = await reader.readexactly(size)
-            except asyncio.IncompleteReadError as exc:
-                raise CloseConnection(
-                    f"the connection closed inside a frame: {len(exc.partial)} of {size} bytes arrived"
-                ) from None
+            if len(frame) < REQUEST_HEADER.size:
+                raise CloseConnection(f"a frame of {len(frame)} bytes is too short for a request header")
             response = await self._request(memoryview(frame), state)
             if response is not None:
                 await self._send(writer, response)

@@ -48,7 +48,7 @@ from seglog.errors import (
 from seglog.kafka import codec
 from seglog.kafka.apis import API_NAMES, API_VERSIONS, api_versions_response
 from seglog.kafka.codec import Message
-from seglog.kafka.connection import INT32, REQUEST_HEADER, CloseConnection, ConnState, skip_tagged
+from seglog.kafka.connection import INT32, REQUEST_HEADER, CloseConnection, ConnState, read_frame, skip_tagged
 
 __all__ = [
     "SASL_MECHANISMS",
@@ -58,6 +58,7 @@ __all__ = [
     "ScramCredential",
     "listener_options",
     "read_users_file",
+    "sasl_mechanism_list",
     "server_ssl_context",
 ]
 
@@ -326,16 +327,7 @@ class ListenerSecurity:
                 value=protocol,
             )
         self.ssl_context: ssl.SSLContext | None = ssl_context
-        if isinstance(sasl_mechanisms, str):
-            sasl_mechanisms = sasl_mechanisms.split(",")
-        mechs = [m.strip().upper() for m in (sasl_mechanisms or SASL_MECHANISMS) if m.strip()]
-        bad = [m for m in mechs if m not in SASL_MECHANISMS]
-        if bad:
-            raise ConfigError(
-                f"SASL mechanism {bad[0]!r} is not served (served: {', '.join(SASL_MECHANISMS)})",
-                key="sasl.enabled.mechanisms",
-                value=bad[0],
-            )
+        mechs = sasl_mechanism_list(sasl_mechanisms)
         if not self.sasl and (sasl_mechanisms or users):
             raise ConfigError(
                 f"SASL mechanisms or users given for a {protocol} listener (use SASL_PLAINTEXT or SASL_SSL)",
@@ -392,9 +384,8 @@ class ListenerSecurity:
         phase = "initial"
         mechanism: _Plain | _Scram | None = None
         headers = True
-        idle = idle_ms / 1000.0
         while True:
-            frame = await _read_frame(reader, idle, idle_ms)
+            frame = await _read_frame(reader, idle_ms)
             if mechanism is not None and not headers:
                 # KIP-43 v0: bare tokens after SaslHandshake v0.
                 try:
@@ -504,29 +495,18 @@ def _api_name(api_key: int) -> str:
     return API_NAMES.get(api_key) or f"API key {api_key}"
 
 
-async def _read_frame(reader: asyncio.StreamReader, idle: float, idle_ms: int) -> bytes:
-    try:
-        head = await asyncio.wait_for(reader.readexactly(4), idle)
-    except asyncio.TimeoutError:
-        raise AuthenticationClosed(f"idle for connections.max.idle.ms={idle_ms} before authenticating") from None
-    except asyncio.IncompleteReadError as exc:
-        if exc.partial:
-            raise AuthenticationClosed("the connection closed inside a frame's size") from None
-        raise ConnectionResetError("closed by the client before authenticating") from None
-    (size,) = INT32.unpack(head)
-    if not 0 <= size <= SASL_MAX_RECEIVE_SIZE:
-        raise AuthenticationClosed(
-            f"a frame of {size} bytes before authentication (at most "
-            f"sasl.server.max.receive.size={SASL_MAX_RECEIVE_SIZE})"
-        )
-    try:
-        return await asyncio.wait_for(reader.readexactly(size), idle)
-    except asyncio.TimeoutError:
-        raise AuthenticationClosed(f"idle for connections.max.idle.ms={idle_ms} inside a frame") from None
-    except asyncio.IncompleteReadError as exc:
-        raise AuthenticationClosed(
-            f"the connection closed inside a frame: {len(exc.partial)} of {size} bytes arrived"
-        ) from None
+async def _read_frame(reader: asyncio.StreamReader, idle_ms: int) -> bytes:
+    frame = await read_frame(
+        reader,
+        idle_ms,
+        SASL_MAX_RECEIVE_SIZE,
+        "sasl.server.max.receive.size",
+        AuthenticationClosed,
+        " before authenticating",
+    )
+    if frame is None:
+        raise ConnectionResetError("closed by the client before authenticating")
+    return frame
 
 
 def _encode(name: str, version: int, correlation_id: int, body: Message) -> list[Any]:
@@ -844,6 +824,22 @@ def _load_pem_text(ctx: ssl.SSLContext, chain: str, key: str, password: str | No
 SECURITY_KEYS = ("listener.security.protocol.map", "sasl.enabled.mechanisms", "sasl.users.file", "sasl.jaas.config")
 
 
+def sasl_mechanism_list(mechanisms: str | Iterable[str] | None) -> list[str]:
+    """``sasl.enabled.mechanisms`` (comma-separated, or a list) as upper-case names; empty or
+    None: every mechanism served. A mechanism not served is a :class:`ConfigError` naming it."""
+    if isinstance(mechanisms, str):
+        mechanisms = mechanisms.split(",")
+    mechs = [m.strip().upper() for m in (mechanisms or SASL_MECHANISMS) if m.strip()]
+    bad = [m for m in mechs if m not in SASL_MECHANISMS]
+    if bad:
+        raise ConfigError(
+            f"sasl.enabled.mechanisms: {bad[0]!r} is not served (served: {', '.join(SASL_MECHANISMS)})",
+            key="sasl.enabled.mechanisms",
+            value=bad[0],
+        )
+    return mechs
+
+
 def is_security_key(key: str) -> bool:
     """Whether a broker key belongs to listener security (read here, not by BrokerConfig)."""
     return key.startswith(("ssl.", "sasl.", "listener.name.")) or key in SECURITY_KEYS
@@ -900,19 +896,7 @@ def listener_options(listener: str, props: Mapping[str, str]) -> tuple[str, str,
     if protocol in ("SSL", "SASL_SSL"):
         options["ssl_context"] = server_ssl_context(ssl_keys)
     if protocol.startswith("SASL_"):
-        mechs = [
-            m.strip().upper()
-            for m in (scoped.get("sasl.enabled.mechanisms") or ",".join(SASL_MECHANISMS)).split(",")
-            if m.strip()
-        ]
-        bad = [m for m in mechs if m not in SASL_MECHANISMS]
-        if bad:
-            raise ConfigError(
-                f"sasl.enabled.mechanisms: {bad[0]} is not served (served: {', '.join(SASL_MECHANISMS)})",
-                key="sasl.enabled.mechanisms",
-                value=bad[0],
-            )
-        options["sasl_mechanisms"] = mechs
+        options["sasl_mechanisms"] = sasl_mechanism_list(scoped.get("sasl.enabled.mechanisms") or None)
         users: dict[str, Any] = {}
         jaas = scoped.get("plain.sasl.jaas.config")
         if jaas:

@@ -2,8 +2,10 @@
 
 Built on :mod:`seglog._native` (record batches, segments, indexes). Modules:
 
-- :mod:`~seglog.storage.log` — :class:`~seglog.storage.log.Log`, one partition: segments,
-  recovery, retention, leader epochs, producer state;
+- :mod:`~seglog.storage.log` — :class:`~seglog.storage.log.Log`, one partition (Kafka's
+  ``UnifiedLog``): appends, offsets, retention, leader epochs, producer state; over
+  :mod:`~seglog.storage.local_log` (its segments, Kafka's ``LocalLog``) and
+  :mod:`~seglog.storage.log_loader` (opening and recovery, Kafka's ``LogLoader``);
 - :mod:`~seglog.storage.logdir` — the one owner of a log directory (lock, checkpoint files,
   clean-shutdown marker, discovery);
 - :mod:`~seglog.storage.log_manager` — :class:`~seglog.storage.log_manager.LogManager` (Kafka's

@@ -22,7 +22,7 @@ One cleaning of a log:
 5. Crash safety, Kafka's protocol: each group is written to ``<base>.log.cleaned`` (and
    ``.index.cleaned``, ``.timeindex.cleaned``), fsynced, renamed to ``.swap``; the old
    segments are renamed ``.deleted``; the ``.swap`` files lose their suffix. Loading a log
-   deletes ``.cleaned`` and ``.deleted`` files and completes a ``.swap`` (``Log._load``), so a
+   deletes ``.cleaned`` and ``.deleted`` files and completes a ``.swap`` (``log_loader.load_log``), so a
    crash at any step leaves either the old segments or the cleaned ones. A group none of whose
    records survive is replaced by an empty segment named after its base offset (Kafka's
    ``cleanSegments`` does the same): the log start offset stays where it was; retention or

@@ -1,5 +1,6 @@
-"""One partition log: a directory of segments in Kafka's layout (Kafka's ``UnifiedLog`` +
-``LocalLog`` + ``LogLoader``).
+"""One partition log: a directory of segments in Kafka's layout. :class:`Log` is Kafka's
+``UnifiedLog``, over :mod:`seglog.storage.local_log` (the segments: Kafka's ``LocalLog``) and
+:mod:`seglog.storage.log_loader` (opening and recovery: Kafka's ``LogLoader``).
 
 >>> import tempfile, os
 >>> from seglog import Log
@@ -47,16 +48,14 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import logging
 import os
-import random
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from seglog._native.crc32c import crc32c
 from seglog._native.fetch import FetchSlice, fetch_partition
-from seglog._native.segment import Segment, filename_prefix, out_of_files_error
+from seglog._native.segment import Segment, out_of_files_error
 from seglog._native.segment import open_segment_limit as open_segment_limit  # noqa: F401 (public)
 from seglog._native.segment import open_segments as open_segments  # noqa: F401 (public)
 from seglog.config import LONG_MAX as _LONG_MAX
@@ -69,11 +68,13 @@ from seglog.errors import (
     RecordListTooLargeError,
     RecordTooLargeError,
 )
-from seglog.storage.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, fsync_dir
-from seglog.storage.leader_epoch import LeaderEpochCache
-from seglog.storage.log_transactions import ATTR_CONTROL, ATTR_TXN_OR_CONTROL, LogTransactions
+from seglog.storage.checkpoints import OffsetCheckpointFile, fsync_dir
+from seglog.storage.local_log import LocalLog
+from seglog.storage.log_loader import RecoverySummary as RecoverySummary
+from seglog.storage.log_loader import load_log
+from seglog.storage.log_transactions import ATTR_CONTROL, ATTR_TXN_OR_CONTROL
+from seglog.storage.logdir import CLEAN_SHUTDOWN_FILE as CLEAN_SHUTDOWN_FILE  # public here too
 from seglog.storage.logdir import (
-    CLEAN_SHUTDOWN_FILE,
     LOG_START_FILE,
     RECOVERY_POINT_FILE,
     LogDir,
@@ -83,14 +84,7 @@ from seglog.storage.logdir import (
     parse_partition_dir,
 )
 from seglog.storage.producer_state import ProducerStateManager, last_sequence
-from seglog.storage.records import batch_headers, decode_records, validate_batches
-from seglog.storage.segment_files import (
-    DELETED_SUFFIX,
-    SWAP_SUFFIX,
-    index_missing,
-    remove_temporary_files,
-    segment_bases,
-)
+from seglog.storage.records import batch_headers, validate_batches
 from seglog.storage.txnindex import AbortedTxn, TransactionIndex
 from seglog.util.args import bytes_arg, int_arg
 from seglog.util.clock import Clock, Scheduler
@@ -112,9 +106,6 @@ def _journal_recovery_point(directory: str, recovery_point: int) -> None:
         os.write(fd, f"{os.path.abspath(directory)}\t{recovery_point}\n".encode())
     finally:
         os.close(fd)
-
-
-log = logging.getLogger("seglog.storage.log")
 
 
 EARLIEST_TIMESTAMP = -2
@@ -171,18 +162,6 @@ class LogReadResult:
         return bool(self.slices)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class RecoverySummary:
-    segments_recovered: int
-    bytes_truncated: int
-    segments_deleted: int
-    reasons: tuple[str, ...]
-    #: Everything recovery removed: the invalid tail plus the later segments it deleted, in
-    #: bytes and in records (offsets the segments' readable batches held before recovery).
-    bytes_removed: int = 0
-    records_removed: int = 0
-
-
 class Log(Closeable):
     """A partition log directory. Create with :meth:`open`."""
 
@@ -193,7 +172,7 @@ class Log(Closeable):
         raise TypeError("use Log.open(dir, config) to open a log")
 
     # ---------------------------------------------------------------------------------------------
-    # Opening and loading (Kafka's LogLoader)
+    # Opening (loading: seglog.storage.log_loader)
     # ---------------------------------------------------------------------------------------------
 
     @classmethod
@@ -307,7 +286,10 @@ class Log(Closeable):
         self.read_only = read_only
         self.replicated = replicated
         self._lock = threading.RLock()
-        self._segments: list[Segment] = []
+        #: The segment layer (Kafka's ``LocalLog``); ``_segments`` is its list (the same object
+        #: for the log's lifetime), read directly on the append and read paths.
+        self._local = LocalLog(self.dir, self.config, clock, scheduler, read_only)
+        self._segments: list[Segment] = self._local.segments
         self._closed = False
         self._flush_task: Any = None
         self._own_scheduler: Scheduler | None = None
@@ -319,12 +301,9 @@ class Log(Closeable):
         self._log_start_file = OffsetCheckpointFile(os.path.join(parent, LOG_START_FILE))
         self._unflushed_messages = 0
         self._last_flush_ms = clock.monotonic_ms()
-        self._pending_deletes: list[Segment] = []
-        self._created: dict[int, int] = {}
-        self._jitter: dict[int, int] = {}
-        self._rng = random.Random()
         # The open transactions and the segments' .txnindex files.
-        self._txns = LogTransactions(self.dir, self._segments)
+        self._txns = self._local.txns
+        self._jitter = self._local.roll_jitter  # read by every append's roll check
         #: Idempotent producers' state (Kafka's ``ProducerStateManager``); see :meth:`open`.
         self.producer_state = ProducerStateManager(
             self.dir if producer_snapshots else None, name=os.path.basename(self.dir)
@@ -333,16 +312,6 @@ class Log(Closeable):
         #: (the active segment's base at the open), None once it was.
         self._producers_from: int | None = None
 
-    def _segment_kwargs(self) -> dict[str, Any]:
-        kw: dict[str, Any] = dict(
-            index_interval_bytes=self.config.index_interval_bytes,
-            max_index_size=self.config.segment_index_bytes,
-            segment_bytes=self.config.segment_bytes,
-        )
-        if self.config.preallocate:
-            kw["allocate_ahead"] = self.config.segment_bytes
-        return kw
-
     def _load(
         self,
         recovery_point: int | None,
@@ -350,186 +319,32 @@ class Log(Closeable):
         clean_shutdown: bool | None,
         high_watermark: int | None,
     ) -> None:
-        if not os.path.isdir(self.dir):
-            if self.read_only:
-                raise FileNotFoundError(f"log directory not found: {self.dir}")
-            self._create_dir()
-        parent = os.path.dirname(self.dir)
-        if clean_shutdown is None:
-            clean_shutdown = os.path.exists(os.path.join(parent, CLEAN_SHUTDOWN_FILE))
-        if recovery_point is None:
-            recovery_point = self._read_tp_checkpoint(self._recovery_file, 0) if self._dir_checkpoints else 0
-        if log_start_offset is None:
-            log_start_offset = self._read_tp_checkpoint(self._log_start_file, 0) if self._dir_checkpoints else 0
-        self.epoch_cache = LeaderEpochCache(self.dir, read_only=self.read_only)
-        if not self.read_only:
-            remove_temporary_files(self.dir)
-        bases = segment_bases(self.dir)
-        reasons: list[str] = []
-        recovered = truncated = deleted = removed_bytes = removed_records = 0
-        end_before = 0
-        epoch_starts: list[tuple[int, int]] = []
-        rebuilt: set[int] = set()
-        # Kafka recovers from the segment holding the recovery point (the last based at or
-        # below it) on: a segment's next offset, read from its possibly torn tail, cannot say
-        # whether it holds data past the recovery point.
-        # A segment before that one ends at or below the next one's base, so at or below the
-        # recovery point: it needs no recovery.
-        unflushed_from = max((b for b in bases if b <= recovery_point), default=-1)
-        for i, base in enumerate(bases):
-            missing_index = index_missing(self.dir, base)
-            last = i + 1 == len(bases)
-            needs_recovery = missing_index or (not clean_shutdown and base >= unflushed_from)
-            seg = None
-            if (not needs_recovery or self.read_only) and not last:
-                # An inactive segment opens its files on first use (and checks its indexes
-                # then): opening a log holds no descriptor for it.
-                seg = self._open_segment(base, lazy=True)
-                if not self.read_only:
-                    try:
-                        self._txns.sanity_check(seg, bases[i + 1])
-                    except Exception as exc:  # noqa: BLE001 - any index problem means rebuild
-                        log.warning("rebuilding the indexes of %s: %s", seg.log_path, exc)
-                        needs_recovery = True
-                        seg = None
-            if seg is None:
-                seg = self._open_segment(base)
-            if not needs_recovery and last and not self.read_only:
-                try:
-                    seg.sanity_check()
-                    self._txns.sanity_check(seg)
-                except Exception as exc:  # noqa: BLE001 - any index problem means rebuild
-                    log.warning("rebuilding the indexes of %s: %s", seg.log_path, exc)
-                    needs_recovery = True
-            if needs_recovery and not self.read_only:
-                end_before = seg.next_offset
-                res = seg.recover()
-                recovered += 1
-                rebuilt.add(base)
-                epoch_starts.extend(res.epoch_starts)
-                # Segments are created at the log end, so an unflushed segment ending before
-                # the next one starts lost its tail: what follows would leave a hole. Not in a
-                # compacted log, where the cleaner leaves such gaps (a cleaned segment whose last
-                # records were superseded, or an empty one).
-                lost_tail = (
-                    not clean_shutdown
-                    and not self.config.compact
-                    and i + 1 < len(bases)
-                    and seg.next_offset < bases[i + 1]
-                )
-                if res.truncated_bytes or lost_tail:
-                    truncated += res.truncated_bytes
-                    removed_bytes += res.truncated_bytes
-                    removed_records += max(0, end_before - seg.next_offset)
-                    reason = (
-                        f"{res.reason}; truncated {res.truncated_bytes} bytes"
-                        if res.truncated_bytes
-                        else f"ends at offset {seg.next_offset}, before the next segment's base "
-                        f"offset {bases[i + 1]}: the records between were lost"
-                    )
-                    reasons.append(f"{seg.log_path}: {reason}")
-                    log.warning("recovery of %s: %s", seg.log_path, reason)
-                    self._segments.append(seg)  # the last one now: stays open
-                    # Kafka deletes every later segment once one was cut short.
-                    for later in bases[i + 1 :]:
-                        gone = self._open_segment(later)
-                        removed_bytes += gone.size
-                        removed_records += max(0, gone.next_offset - gone.base_offset)
-                        gone.delete()
-                        deleted += 1
-                    break
-                if not last:
-                    # Recovered: its files join the open-segment cache, which closes them
-                    # when it is full.
-                    seg.evictable = True
-            self._segments.append(seg)
-        # Drop empty non-active segments whose successor starts at the same offset (left by a
-        # crash during a roll) and keep offsets monotonic across segments.
-        self._segments.sort(key=lambda s: s.base_offset)
-        if not self._segments:
-            if self.read_only:
-                self._empty_read_only = True
-            else:
-                self._segments.append(self._create_segment(log_start_offset))
-        self.recovery_summary = RecoverySummary(
-            recovered, truncated, deleted, tuple(reasons), removed_bytes, removed_records
+        loaded = load_log(
+            self._local,
+            compact=self.config.compact,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            clean_shutdown=clean_shutdown,
+            high_watermark=high_watermark,
+            checkpoints=(self._tp, self._recovery_file, self._log_start_file) if self._dir_checkpoints else None,
+            create_dir=self._create_dir,
         )
-        if rebuilt:
-            # The txn indexes of the recovered segments are rebuilt from the state as it
-            # stands before each; otherwise the state is read on first need.
-            self._txns.load(rebuilt, read_only=self.read_only)
+        self.epoch_cache = loaded.epoch_cache
+        self.recovery_summary = loaded.recovery_summary
+        self.log_start_offset = loaded.log_start_offset
+        self.recovery_point = loaded.recovery_point
         leo = self.log_end_offset
-        if log_start_offset > leo:
-            # Kafka: the log start checkpoint is ahead of the data (files removed outside).
-            log.warning("log start offset %d of %s is beyond its end %d", log_start_offset, self.dir, leo)
-            log_start_offset = leo
-            start_moved_back = True
-        else:
-            start_moved_back = False
-        first_base = self._segments[0].base_offset if self._segments else 0
-        self.log_start_offset = max(log_start_offset, first_base)
-        for epoch, start in epoch_starts:
-            # Kafka's LogSegment.recover: only epochs newer than the cache's latest are added;
-            # a recovered segment's first batch is not where an older epoch started.
-            if not self.read_only and epoch > self.epoch_cache.latest_epoch:
-                self.epoch_cache.assign(epoch, start)
-        if not self.read_only:
-            self.epoch_cache.truncate_from_end(leo)
-            self.epoch_cache.truncate_from_start(self.log_start_offset)
-            self.active.offset_index.resize(self.config.segment_index_bytes)
-            self.active.time_index.resize(self.config.segment_index_bytes)
-        self.recovery_point = leo if clean_shutdown else min(recovery_point, leo)
         if self.replicated:
             hw = high_watermark if high_watermark is not None else self.log_start_offset
             self._high_watermark = min(max(hw, self.log_start_offset), leo)
         else:
             self._high_watermark = leo
-        if removed_bytes or removed_records:
-            # One line per log for tools that count what recovery cut (fault-injection reports).
-            log.warning(
-                "%s: recovery truncates to %d (%d records, %d bytes), checkpointed high watermark %d",
-                self.dir,
-                leo,
-                removed_records,
-                removed_bytes,
-                -1 if high_watermark is None else high_watermark,
-            )
-        if start_moved_back and not self.read_only:
+        if loaded.start_moved_back and not self.read_only:
             # Records written from here on are below the old checkpointed start: record the
             # new start now, or the next open would hide them.
             self.checkpoint()
         if not self.read_only:
             self._schedule_flusher()
-
-    def _read_tp_checkpoint(self, f: OffsetCheckpointFile, default: int) -> int:
-        try:
-            return f.read().get(self._tp, default)
-        except CorruptCheckpointError as exc:
-            log.warning("%s; treating it as absent", exc)
-            return default
-
-    def _open_segment(self, base: int, lazy: bool = False) -> Segment:
-        # A missing index file is created empty by opening; _load then rebuilds it (recover).
-        return Segment(self.dir, base, read_only=self.read_only, lazy=lazy, **self._segment_kwargs())
-
-    def _create_segment(self, base: int) -> Segment:
-        path = os.path.join(self.dir, filename_prefix(base) + ".log")
-        if os.path.exists(path):
-            # An empty segment left by a crash during a roll: reuse it if it is empty.
-            seg = Segment(self.dir, base, **self._segment_kwargs())
-            if seg.size:
-                raise KafkaStorageError(
-                    f"cannot roll to a new segment at offset {base}: {path} already exists and holds {seg.size} bytes",
-                    path=path,
-                )
-            return seg
-        self._created[base] = self.clock.time_ms()
-        self._jitter[base] = self.config.random_segment_jitter(self._rng)
-        seg = Segment(self.dir, base, create=True, **self._segment_kwargs())
-        # The new file's name is durable before anything relies on it: once older segments
-        # are deleted (retention, DeleteRecords, truncation), it alone records the log end.
-        fsync_dir(self.dir)
-        return seg
 
     # ---------------------------------------------------------------------------------------------
     # State
@@ -898,7 +713,7 @@ class Log(Closeable):
                 # Kafka's timeWaitedForRoll: the incoming batch's timestamp against the segment's
                 # first batch timestamp, or wall time since creation when there is none.
                 ts = seg.rolling_based_timestamp
-                waited = (max_ts - ts) if ts >= 0 else (self.clock.time_ms() - self._created_ms(seg))
+                waited = (max_ts - ts) if ts >= 0 else (self.clock.time_ms() - self._local.created_ms(seg))
                 if waited > cfg.max_segment_ms - self._jitter.get(seg.base_offset, 0):
                     reason = "age"
         elif not seg.can_convert_to_relative_offset(last) or seg.index_full:
@@ -907,9 +722,6 @@ class Log(Closeable):
             return seg
         return self._roll(first, reason)
 
-    def _created_ms(self, seg: Segment) -> int:
-        return self._created.setdefault(seg.base_offset, self.clock.time_ms())
-
     def roll(self) -> Segment:
         """Start a new active segment at the log end (Kafka's ``roll``)."""
         with self._lock:
@@ -917,20 +729,9 @@ class Log(Closeable):
             return self._roll(self.log_end_offset, "requested")
 
     def _roll(self, base: int, reason: str) -> Segment:
-        old = self.active
-        if old.size == 0 and old.base_offset == base:
-            return old
-        log.debug("rolling %s at offset %d (%s)", self.dir, base, reason)
-        old.on_become_inactive()
-        if old.size == 0:
-            # An empty active segment is replaced, not kept (Kafka deletes it on roll).
-            self._segments.pop()
-            old.delete()
-        else:
-            old.evictable = True
-        seg = self._create_segment(base)
-        self._segments.append(seg)
-        if self.producer_state.dir is not None:
+        old = self._segments[-1]
+        seg = self._local.roll(base, reason)
+        if seg is not old and self.producer_state.dir is not None:
             # Kafka's roll: the producer state as of the new segment's base offset.
             self.producer_state.take_snapshot(base)
         return seg
@@ -948,16 +749,7 @@ class Log(Closeable):
             target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
             if target <= self.recovery_point and self._unflushed_messages == 0:
                 return
-            segs = self._segments
-            for i, seg in enumerate(segs):
-                # An inactive segment ends at or below the next one's base: no need to open a
-                # parked one to learn it holds nothing unflushed.
-                if i + 1 < len(segs) and (
-                    segs[i + 1].base_offset <= self.recovery_point or seg.next_offset <= self.recovery_point
-                ):
-                    continue
-                seg.flush()
-                self._txns.flush(seg)
+            self._local.flush(self.recovery_point)
             if target > self.recovery_point:
                 self.recovery_point = target
                 _journal_recovery_point(self.dir, target)
@@ -1056,6 +848,7 @@ class Log(Closeable):
                 bound = min(upper_bound, leo)
             else:
                 raise ValueError(f"upper_bound must be 'high_watermark', 'log_end' or an offset, got {upper_bound!r}")
+            # Across the segments in one native call, over the segment layer's list.
             slices = fetch_partition(self._segments, offset, max_bytes, bound, min_one_batch)
             return LogReadResult(tuple(slices), offset, self._high_watermark, self.log_start_offset, leo)
 
@@ -1072,51 +865,12 @@ class Log(Closeable):
             if timestamp == LATEST_TIMESTAMP:
                 return hw, -1
             if timestamp == MAX_TIMESTAMP:
-                latest = self._max_timestamp_record()
+                latest = self._local.max_timestamp_record(self.log_start_offset)
                 # As Kafka's ListOffsets: an answer at or above the bound is not served.
                 return latest if latest is not None and latest[0] < hw else None
             if timestamp < 0:
                 raise ValueError(f"invalid timestamp {timestamp}: use >= 0, or -1/-2/-3")
-            segs = self._segments
-            for i, seg in enumerate(segs):
-                if i + 1 < len(segs) and segs[i + 1].base_offset <= self.log_start_offset:
-                    continue
-                if seg.next_offset <= self.log_start_offset:
-                    continue
-                if seg.max_timestamp_so_far < timestamp:
-                    continue
-                found: tuple[int, int] | None = seg.first_at_or_after(timestamp, self.log_start_offset, hw)
-                if found is not None:
-                    return found
-            return None
-
-    def _max_timestamp_record(self) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first readable record with the largest timestamp. Each
-        segment knows its maximum; only in the segment holding the log start can that maximum
-        lie in records below it (DeleteRecords), and there the batches left are read."""
-        start = self.log_start_offset
-        best_ts, best_seg, best_batch = -1, None, None
-        for seg in self._segments:
-            if seg.next_offset <= start or seg.max_timestamp_so_far <= best_ts:
-                continue
-            if seg.base_offset >= start:
-                best_ts, best_seg = seg.max_timestamp_so_far, seg
-                best_batch = seg.translate_offset(seg.offset_of_max_timestamp)
-                continue
-            first = seg.translate_offset(start)
-            for b in seg.batches(first.position if first is not None else seg.size):
-                ts = b.max_timestamp
-                if b.base_offset < start:
-                    recs = decode_records(seg.view(b.position, b.size), min_offset=start)
-                    ts = max((r.timestamp for r in recs), default=-1)
-                if ts > best_ts:
-                    best_ts, best_seg, best_batch = ts, seg, b
-        if best_seg is None or best_batch is None:
-            return None
-        for rec in decode_records(best_seg.view(best_batch.position, best_batch.size), min_offset=start):
-            if rec.timestamp == best_ts:
-                return rec.offset, rec.timestamp
-        return None
+            return self._local.first_at_or_after(timestamp, self.log_start_offset, hw)
 
     def batches(self) -> Iterator[Any]:
         """BatchInfo of every batch, oldest first (headers only)."""
@@ -1172,13 +926,7 @@ class Log(Closeable):
                 return False
             if offset < self.log_start_offset:
                 return self.truncate_fully_and_start_at(offset)
-            self._refuse_if_viewed([s for s in self._segments if s.next_offset > offset], "truncate")
-            while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
-                self._segments.pop().delete()
-            self.active.evictable = False  # the active segment again: its files stay open
-            self.active.truncate_to(offset)
-            leo = self.log_end_offset
-            self._txns.truncate_to(self.active, leo)
+            leo = self._local.truncate_to(offset)
             if self.log_start_offset > leo:
                 # The batch holding ``offset`` began below the log start and went whole.
                 self.log_start_offset = leo
@@ -1186,8 +934,7 @@ class Log(Closeable):
             self._high_watermark = min(self._high_watermark, leo)
             self.recovery_point = min(self.recovery_point, leo)
             _journal_recovery_point(self.dir, self.recovery_point)
-            self.active.offset_index.resize(self.config.segment_index_bytes)
-            self.active.time_index.resize(self.config.segment_index_bytes)
+            self._local.resize_active_indexes()
             # What lies between the recovery point and the new end is still unflushed.
             self._unflushed_messages = leo - self.recovery_point
             # The checkpointed recovery point may now lie past the end: rewritten, it would
@@ -1205,11 +952,7 @@ class Log(Closeable):
         int_arg("offset", offset)
         with self._lock:
             self._check_writable()
-            self._refuse_if_viewed(self._segments, "truncate")
-            for seg in self._segments:
-                seg.delete()
-            self._segments[:] = [self._create_segment(offset)]  # the list LogTransactions reads
-            self._txns.clear()
+            self._local.truncate_fully_and_start_at(offset)
             self.log_start_offset = offset
             self._high_watermark = offset
             self.recovery_point = offset
@@ -1222,17 +965,6 @@ class Log(Closeable):
             else:
                 self.producer_state.truncate_fully_and_start_at(offset)
             return True
-
-    def _refuse_if_viewed(self, segments: Sequence[Segment], action: str) -> None:
-        """Check before changing anything: a segment refuses truncation or deletion while
-        views of its data live, and a refusal half way would leave the log inconsistent."""
-        for seg in segments:
-            n = seg.live_views()
-            if n:
-                raise BufferError(
-                    f"cannot {action} {self.dir}: {n} exported view(s) of "
-                    f"{seg.log_path} are still alive; release them first"
-                )
 
     def delete_records(self, before_offset: int) -> int:
         """Move the log start offset to ``before_offset`` (Kafka's DeleteRecords): records below
@@ -1301,34 +1033,10 @@ class Log(Closeable):
             if nxt is None:
                 self._roll(self.log_end_offset, "retention")
                 nxt = self._segments[1]
-            self._segments.pop(0)
+            self._local.delete_oldest()
             self.log_start_offset = max(self.log_start_offset, nxt.base_offset)
-            self._schedule_delete(seg)
             n += 1
         return n
-
-    def _schedule_delete(self, seg: Segment) -> None:
-        """Rename to ``.deleted`` now; remove after ``file.delete.delay.ms`` (Kafka's async
-        delete), or at once without a scheduler."""
-        seg.change_suffix("", DELETED_SUFFIX)
-        if self.scheduler is None or self.config.file_delete_delay_ms <= 0:
-            self._delete_now(seg)
-            return
-        self._pending_deletes.append(seg)
-        self.scheduler.schedule(
-            f"delete {seg.log_path}", lambda: self._delete_now(seg), delay_ms=self.config.file_delete_delay_ms
-        )
-
-    def _delete_now(self, seg: Segment) -> None:
-        try:
-            seg.delete()
-        except BufferError:
-            # Views of its data are still alive: try again later.
-            if self.scheduler is not None:
-                self.scheduler.schedule(f"delete {seg.log_path}", lambda: self._delete_now(seg), delay_ms=1000)
-            return
-        if seg in self._pending_deletes:
-            self._pending_deletes.remove(seg)
 
     def replace_segments(self, new: Segment, old: Sequence[Segment]) -> None:
         """Put cleaner output in place of ``old`` (Kafka's ``replaceSegments``). ``new`` must
@@ -1339,28 +1047,7 @@ class Log(Closeable):
         not move."""
         with self._lock:
             self._check_writable()
-            if not old:
-                raise ValueError("no segments to replace")
-            try:
-                first = self._segments.index(old[0])
-            except ValueError:
-                raise KafkaStorageError(f"segment {old[0].log_path} is no longer part of {self.dir}") from None
-            if self._segments[first : first + len(old)] != list(old):
-                raise KafkaStorageError(f"the segments to replace in {self.dir} are not consecutive")
-            if first + len(old) >= len(self._segments):
-                raise KafkaStorageError(f"the active segment of {self.dir} cannot be replaced")
-            if new.suffix != SWAP_SUFFIX:
-                raise ValueError(f"the replacement {new.log_path} must carry the {SWAP_SUFFIX} suffix")
-            if new.base_offset != old[0].base_offset:
-                raise ValueError(
-                    f"the replacement {new.log_path} must start at offset "
-                    f"{old[0].base_offset}, the base offset of {old[0].log_path}"
-                )
-            for seg in old:
-                self._schedule_delete(seg)
-            new.change_suffix(SWAP_SUFFIX, "")
-            new.evictable = True
-            self._segments[first : first + len(old)] = [new]
+            self._local.replace_segments(new, old)
 
     # ---------------------------------------------------------------------------------------------
     # Close
@@ -1371,7 +1058,7 @@ class Log(Closeable):
         with self._lock:
             if self._closed:
                 return
-            self._refuse_if_viewed(self._segments, "close")
+            self._local.refuse_if_viewed(self._segments, "close")
             self._stop_flusher()
             # A storage error (a full disk) must not leave files open: close everything, as a
             # crash would leave it if trimming fails, then raise the first error.
@@ -1382,26 +1069,8 @@ class Log(Closeable):
                     self.checkpoint()
                 except OSError as exc:
                     error = exc
-            for seg in self._segments:
-                try:
-                    if not self.read_only:
-                        seg.on_become_inactive()
-                    seg.close()
-                except OSError as exc:
-                    error = error or exc
-                    # No room for the max-timestamp entry: still cut the sparse preallocated
-                    # tails, which some filesystems (tmpfs) cannot even read back when full.
-                    for idx in (seg.offset_index, seg.time_index):
-                        try:
-                            idx.trim_to_valid_size()
-                        except OSError:
-                            pass
-                    seg.close_without_trim()
-            for seg in list(self._pending_deletes):
-                try:
-                    seg.delete()
-                except BufferError:
-                    pass
+            closing_error = self._local.close()  # every segment closed, whatever failed before
+            error = error or closing_error
             self._closed = True
             self._release_claim()
             if error is not None:
@@ -1416,11 +1085,7 @@ class Log(Closeable):
             if self._closed:
                 return
             self._stop_flusher()
-            for seg in self._segments + self._pending_deletes:
-                try:
-                    seg.close_without_trim()
-                except BufferError:
-                    pass
+            self._local.abandon()
             self._closed = True
             self._release_claim()
 

@@ -60,6 +60,7 @@ from typing import Any
 from seglog._native.crc32c import crc32c
 from seglog.errors import InvalidProducerEpochError, KafkaStorageError, OutOfOrderSequenceError
 from seglog.storage.checkpoints import atomic_write
+from seglog.storage.local_log import first_segment_from
 
 log = logging.getLogger("seglog.storage.producer_state")
 
@@ -356,11 +357,7 @@ class ProducerStateManager:
 
     def _replay(self, log: Any, from_offset: int) -> None:
         segs = log.segments
-        for i, seg in enumerate(segs):
-            # A segment ends at or below the next one's base: no need to open an inactive one's
-            # files to see it lies below ``from_offset``.
-            if i + 1 < len(segs) and segs[i + 1].base_offset <= from_offset:
-                continue
+        for seg in segs[first_segment_from(segs, from_offset) :]:
             if seg.next_offset <= from_offset:
                 continue
             for b in seg.batches():

@@ -21,7 +21,8 @@ from typing import Any
 
 from seglog.cluster.process import ProcessCluster
 from seglog.cluster.tcp import LINK_ADDRESSES_ENV
-from seglog.storage.log import FSYNC_JOURNAL_ENV, parse_partition_dir
+from seglog.storage.log import FSYNC_JOURNAL_ENV
+from seglog.storage.logdir import parse_partition_dir
 from seglog.util.clock import WALL_CLOCK_OFFSET_ENV
 from tests.cluster import disk
 from tests.cluster.checker import ReplicaState, read_replica

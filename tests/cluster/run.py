@@ -190,14 +190,14 @@ class Nemesis:
             time.sleep(rng.uniform(2, 6))
             c.set_wall_clock_offset(node, 0)
         elif kind == "zk_expire":
-            node = c.controller()
-            if node is None:
+            ctrl = c.controller()
+            if ctrl is None:
                 self.skipped[kind] = self.skipped.get(kind, 0) + 1
                 return
-            op = c._fault("zk_expire", node, "controller", c.led_by(node, TOPICS))
-            c.hub.set(f"{node}->zk", "blackhole")
+            op = c._fault("zk_expire", ctrl, "controller", c.led_by(ctrl, TOPICS))
+            c.hub.set(f"{ctrl}->zk", "blackhole")
             time.sleep(2.5 * LAG_S)  # past the 3 s session
-            c.hub.set(f"{node}->zk", "pass")
+            c.hub.set(f"{ctrl}->zk", "pass")
         c.fault_done(op, lost or None)
         self.applied[kind] = self.applied.get(kind, 0) + 1
         # One fault at a time: wait for the cluster to be whole before the next (up to 20 s), so

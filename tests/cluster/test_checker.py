@@ -70,7 +70,7 @@ class Run:
         self._extra = getattr(self, "_extra", {})
         self._extra[(tp, node)] = (epochs, hw, epoch_of)
 
-    def check(self, **kw: object):  # type: ignore[no-untyped-def]
+    def check(self, **kw: object):
         reps = {}
         for tp, by_node in self.logs.items():
             out = []
@@ -102,7 +102,7 @@ def clean_run() -> Run:
     return r
 
 
-def only(result, key: str) -> None:  # type: ignore[no-untyped-def]
+def only(result, key: str) -> None:
     bad = result.violations()
     assert key in bad, f"{key} not detected; counts {result.counts}"
     return None

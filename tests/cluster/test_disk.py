@@ -48,7 +48,7 @@ while True:
 """
 
 
-def values(d: Path) -> list[tuple[int, bytes]]:
+def values(d: Path) -> list[tuple[int, bytes | None]]:
     log = Log.open(d, CONFIG)
     try:
         out = []

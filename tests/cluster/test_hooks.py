@@ -97,7 +97,7 @@ def test_truncation_and_recovery_lines_parse_with_records_and_bytes(tmp_path: An
         for _ in range(30):
             log.append(one)  # offsets 0..59, two per batch
         host = SimpleNamespace(node_id=0, clock=Clock(), config=ReplicaConfig(), mutants=frozenset(), stats={})
-        p = Partition(host, "safe", 0, log, LogConfig.from_dict(cfg), (0, 1, 2))  # type: ignore[arg-type]
+        p = Partition(host, "safe", 0, log, LogConfig.from_dict(cfg), (0, 1, 2))
         p._truncate(41, reason="test")  # the batch 40-41 goes whole
         log.update_high_watermark(30)
         p._truncate(20, reason="test")  # below the HW

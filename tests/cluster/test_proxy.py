@@ -35,6 +35,12 @@ class _Server(socketserver.ThreadingTCPServer):
     received = 0
     echo = True
 
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self.server_address[:2]
+        assert isinstance(host, str)
+        return host, port
+
 
 @pytest.fixture
 def echo() -> Iterator[_Server]:
@@ -69,14 +75,14 @@ def _assert_echoed(s: socket.socket, data: bytes) -> None:
 
 
 def test_pass_forwards_both_ways(echo: _Server, hub: ProxyHub) -> None:
-    link = hub.add("a->b", echo.server_address)
+    link = hub.add("a->b", echo.address)
     with _connect(link.port) as s:
         payload = bytes(range(256)) * 400
         _assert_echoed(s, payload)
 
 
 def test_blackhole_reads_but_never_forwards_nor_closes(echo: _Server, hub: ProxyHub) -> None:
-    link = hub.add("a->b", echo.server_address)
+    link = hub.add("a->b", echo.address)
     with _connect(link.port) as s:
         _assert_echoed(s, b"before")
         hub.set("a->b", "blackhole")
@@ -98,7 +104,7 @@ def test_blackhole_reads_but_never_forwards_nor_closes(echo: _Server, hub: Proxy
 
 
 def test_heal_after_blackhole_resets_the_tainted_connection(echo: _Server, hub: ProxyHub) -> None:
-    link = hub.add("a->b", echo.server_address)
+    link = hub.add("a->b", echo.address)
     s = _connect(link.port)
     _assert_echoed(s, b"a")
     hub.set("a->b", "blackhole")
@@ -118,7 +124,7 @@ def test_heal_after_blackhole_resets_the_tainted_connection(echo: _Server, hub: 
 
 
 def test_reset_kills_current_and_new_connections(echo: _Server, hub: ProxyHub) -> None:
-    link = hub.add("a->b", echo.server_address)
+    link = hub.add("a->b", echo.address)
     s = _connect(link.port)
     _assert_echoed(s, b"hi")
     hub.set("a->b", "reset")
@@ -142,7 +148,7 @@ def test_reset_kills_current_and_new_connections(echo: _Server, hub: ProxyHub) -
 
 def test_one_way_drop_forward(echo: _Server, hub: ProxyHub) -> None:
     echo.echo = False
-    link = hub.add("a->b", echo.server_address)
+    link = hub.add("a->b", echo.address)
     with _connect(link.port) as s:
         s.sendall(b"seen")
         time.sleep(0.2)
@@ -154,7 +160,7 @@ def test_one_way_drop_forward(echo: _Server, hub: ProxyHub) -> None:
 
 
 def test_one_way_drop_backward(echo: _Server, hub: ProxyHub) -> None:
-    link = hub.add("a->b", echo.server_address)
+    link = hub.add("a->b", echo.address)
     hub.set("a->b", "drop_backward")
     with _connect(link.port) as s:
         s.sendall(b"request")
@@ -166,7 +172,7 @@ def test_one_way_drop_backward(echo: _Server, hub: ProxyHub) -> None:
 
 
 def test_delay_holds_each_chunk_and_keeps_order(echo: _Server, hub: ProxyHub) -> None:
-    link = hub.add("a->b", echo.server_address)
+    link = hub.add("a->b", echo.address)
     hub.set("a->b", "delay", delay_ms=300)
     with _connect(link.port, timeout=5) as s:
         t0 = time.monotonic()
@@ -181,7 +187,7 @@ def test_delay_holds_each_chunk_and_keeps_order(echo: _Server, hub: ProxyHub) ->
 
 def test_throttle_limits_throughput(echo: _Server, hub: ProxyHub) -> None:
     echo.echo = False
-    link = hub.add("a->b", echo.server_address)
+    link = hub.add("a->b", echo.address)
     hub.set("a->b", "throttle", rate=100_000)
     with _connect(link.port, timeout=10) as s:
         t0 = time.monotonic()
@@ -202,8 +208,8 @@ def test_throttle_limits_throughput(echo: _Server, hub: ProxyHub) -> None:
 
 
 def test_links_are_directed_and_independent(echo: _Server, hub: ProxyHub) -> None:
-    ab = hub.add("a->b", echo.server_address)
-    ba = hub.add("b->a", echo.server_address)
+    ab = hub.add("a->b", echo.address)
+    ba = hub.add("b->a", echo.address)
     hub.set("a->b", "blackhole")
     with _connect(ba.port) as s:
         _assert_echoed(s, b"fine")

@@ -14,7 +14,7 @@ from tests.cluster.run import PROFILES, RunConfig, run
 pytestmark = pytest.mark.cluster
 
 
-def _assert_run(rep: dict, tmp_path: Path) -> None:  # type: ignore[type-arg]
+def _assert_run(rep: dict, tmp_path: Path) -> None:
     where = f"report in {tmp_path / 'run' / 'report.txt'}"
     assert rep["valid"], f"safety violations {rep['safety']}; {where}"
     assert rep["faults"]["total"] > 0, where

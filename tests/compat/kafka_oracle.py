@@ -266,11 +266,11 @@ def kp_records(buf: bytes) -> list[RecTuple]:
 
 def kp_sequence(base_sequence: int, delta: int) -> int:
     """kafka-python's (Kafka's) wrap-around sequence arithmetic."""
-    return KpBatch._increment_sequence(KpBatch, base_sequence, delta)  # type: ignore[arg-type]
+    return KpBatch._increment_sequence(KpBatch, base_sequence, delta)
 
 
 def aio_records(buf: bytes) -> list[RecTuple]:
-    out = []
+    out: list[Any] = []
     mr = AioMemoryRecords(bytes(buf))
     while (b := mr.next_batch()) is not None:
         assert b.validate_crc(), "aiokafka: bad CRC"

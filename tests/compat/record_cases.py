@@ -143,6 +143,7 @@ def check_ours_reads(inp: BatchInput, buf: bytes) -> None:
 
     (h,) = batch_headers(buf, verify_crc=True)
     (kb,) = kp_batches(buf)
+    assert kb.last_offset_delta is not None  # a v2 batch
     assert (h.magic, h.position, h.size) == (2, 0, len(buf))
     assert (h.base_offset, h.last_offset, h.records_count) == (
         kb.base_offset,

@@ -112,7 +112,8 @@ def test_names_after_rolls_are_kafkas(tmp_path):
     heads = batch_headers(src)
     limit = max(h.size for h in heads)  # the largest batch just fits a segment
     log = Log.open(d, {"segment.bytes": limit})
-    expected, size, end = [], 0, 0
+    expected: list[int] = []
+    size, end = 0, 0
     for h in heads:
         log.append(src[h.position : h.position + h.size])
         if not expected or size > limit - h.size:  # Kafka's roll rule

@@ -14,6 +14,7 @@ pytest.importorskip("seglog._native.compression")
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from kafka.record.legacy_records import LegacyRecordBatchBuilder as KpLegacyBuilder  # noqa: E402
 
 from seglog.errors import CorruptRecordError  # noqa: E402
 from seglog.storage.records import (  # noqa: E402
@@ -25,7 +26,6 @@ from seglog.storage.records import (  # noqa: E402
 from tests.compat.kafka_oracle import (  # noqa: E402
     BIG,
     BatchInput,
-    KpLegacyBuilder,
     LegacyInput,
     aio_build_v2,
     aio_records,
@@ -53,7 +53,7 @@ LEGACY_CODECS = {"gzip": 1, "snappy": 2, "lz4": 3}  # zstd needs magic 2
 
 
 def compressible(n: int, seed: int = 0) -> BatchInput:
-    values = [(b"record-%d-" % (i % 7)) * (10 + (i + seed) % 5) for i in range(n)]
+    values: list[bytes | None] = [(b"record-%d-" % (i % 7)) * (10 + (i + seed) % 5) for i in range(n)]
     return BatchInput(
         values=values,
         keys=[b"k%d" % (i % 3) if i % 4 else None for i in range(n)],

@@ -110,7 +110,8 @@ def test_properties_syntax_matches_java(tmp_path: Path) -> None:
     path = tmp_path / "p.properties"
     path.write_text(text)
     assert parse_properties(text) == _java_load(path, tmp_path)
-    assert read_meta_properties(str(path))["cluster.id"] == "abcdef"
+    meta = read_meta_properties(str(path))
+    assert meta is not None and meta["cluster.id"] == "abcdef"
     # And what we write, Java reads back unchanged.
     from seglog.storage.checkpoints import format_properties
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 from kafka.record.memory_records import MemoryRecords
 
-from seglog import Store
+from seglog import Store, TopicPartition
 from seglog.storage.group_offsets import decode_offset_key, decode_offset_value
 from seglog.storage.producer_state import BatchMetadata, ProducerEntry, encode_snapshot
 from seglog.util.clock import ManualClock
 
 
-def _kafka_python_records(path: Path) -> list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes]]]]:
+def _kafka_python_records(path: Path) -> list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]]:
     out = []
     for seg in sorted(path.glob("*.log")):
         records = MemoryRecords(seg.read_bytes())
@@ -28,7 +28,7 @@ def _kafka_python_records(path: Path) -> list[tuple[int, bytes | None, bytes | N
 
 def test_kafka_python_reads_every_api_path(tmp_path: Path) -> None:
     clock = ManualClock()
-    expect: dict[int, list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes]]]]] = {0: [], 1: []}
+    expect: dict[int, list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]]] = {0: [], 1: []}
     with Store.open(tmp_path, clock=clock) as store:
         store.create_topic("t", 2, {"segment.bytes": 2000})
         p = store.producer(linger_ms=5, batch_size=500)
@@ -46,7 +46,7 @@ def test_kafka_python_reads_every_api_path(tmp_path: Path) -> None:
                 expect[tp.partition].extend((r.offset, r.key, r.value, r.headers) for r in rs)
         g = store.consumer(group_id="grp")
         g.assign([("t", 0)])
-        g.commit({("t", 0): 17})
+        g.commit({TopicPartition("t", 0): 17})
     for part in (0, 1):
         got = _kafka_python_records(tmp_path / f"t-{part}")
         assert [(o, k, v, [tuple(h) for h in hs]) for o, k, v, hs in got] == expect[part]
@@ -55,6 +55,7 @@ def test_kafka_python_reads_every_api_path(tmp_path: Path) -> None:
     found = []
     for d in tmp_path.glob("__consumer_offsets-*"):
         for o, k, v, _ in _kafka_python_records(d):
+            assert k is not None and v is not None
             found.append((decode_offset_key(k), decode_offset_value(v).offset))
     assert found == [(("grp", "t", 0), 17)]
     # The dir-level files of a Kafka log dir are all there.
@@ -92,7 +93,7 @@ def test_broker_dirs_read_through_the_consumer(fixtures_dir: Path) -> None:
                 assert expect
                 c = store.consumer(auto_offset_reset="earliest")
                 c.assign([(topic, 0)])
-                got = []
+                got: list[tuple[int, int, bytes | None, bytes | None]] = []
                 while recs := c.poll(max_records=100_000):
                     got.extend((r.offset, r.timestamp, r.key, r.value) for r in recs)
                 assert got == expect, topic

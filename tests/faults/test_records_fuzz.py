@@ -220,7 +220,7 @@ def columns_tuples(c: Any) -> list[tuple]:
 
 def check(buf: bytes, *, verify_crc: bool, use_model: bool = True) -> tuple[str, list[tuple] | None]:
     """Run every entry point on ``buf`` and check them against each other and the model."""
-    kw = dict(verify_crc=verify_crc, include_control=True)
+    kw: dict[str, Any] = {"verify_crc": verify_crc, "include_control": True}
     rec_o, recs = attempt(buf, lambda: [rec_tuple(r) for r in decode_records(buf, **kw)])
     it_o, it = attempt(buf, lambda: [rec_tuple(r) for r in iter_records(buf, **kw)])
     col_o, cols = attempt(buf, lambda: decode_columns(buf, **kw))
@@ -402,7 +402,8 @@ def test_every_truncation(name: str) -> None:
 def unchecked_bytes(buf: bytes) -> set[int]:
     """Bytes outside every checksum: a v2 batch's baseOffset and partitionLeaderEpoch, a legacy
     message's offset."""
-    out, pos = set(), 0
+    out: set[int] = set()
+    pos = 0
     for end in batch_ends(buf):
         out.update(range(pos, pos + 8))
         if buf[pos + 16] == 2:

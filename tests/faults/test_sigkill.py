@@ -41,6 +41,8 @@ def run_round(d, rng, deadline):
     """Start a writer, kill it after a random time; return (start offset, acked offsets)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     p = subprocess.Popen([sys.executable, "-c", CHILD, str(d)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert p.stdout is not None and p.stderr is not None
+    stdout, stderr = p.stdout, p.stderr
     start, acked = None, []
     kill_at = None
     buf = b""
@@ -49,9 +51,9 @@ def run_round(d, rng, deadline):
             now = time.monotonic()
             if (kill_at is not None and now >= kill_at) or now > deadline:
                 break
-            r, _, _ = select.select([p.stdout], [], [], 0.01)
+            r, _, _ = select.select([stdout], [], [], 0.01)
             if r:
-                chunk = os.read(p.stdout.fileno(), 65536)
+                chunk = os.read(stdout.fileno(), 65536)
                 if not chunk:
                     break
                 buf += chunk
@@ -68,13 +70,13 @@ def run_round(d, rng, deadline):
         p.wait()
     # Lines written before the kill count as acknowledged too; a line the kill cut short (no
     # newline yet) names no offset for sure, so it is left out.
-    rest = buf + p.stdout.read()
+    rest = buf + stdout.read()
     for line in rest.split(b"\n")[:-1]:
         if line.startswith(b"ack "):
             acked.append(int(line.split()[1]))
-    err = p.stderr.read().decode()
-    p.stdout.close()
-    p.stderr.close()
+    err = stderr.read().decode()
+    stdout.close()
+    stderr.close()
     assert start is not None, f"the writer did not start: {err}"
     assert "Traceback" not in err, err
     return start, acked
@@ -105,7 +107,7 @@ def test_acknowledged_records_survive_sigkill(tmp_path):
                 recs = decode_records(log.read(off, 1 << 20).to_bytes(), verify_crc=True, min_offset=off)
                 for r in recs:
                     assert r.offset == off + (r.offset - off)
-                    assert r.value.startswith(b"o%d." % r.offset), (r.offset, r.value[:20])
+                    assert r.value is not None and r.value.startswith(b"o%d." % r.offset), (r.offset, r.value)
                 seen += len(recs)
                 off = recs[-1].offset + 1
             assert seen == log.log_end_offset  # contiguous from 0

@@ -30,7 +30,7 @@ def emit(obj: object) -> None:
 
 
 def member(
-    poll: Callable[[], list[tuple[int, int]]], commit: Callable[[], None], assignment: Callable[[], list[int]]
+    poll: Callable[[], list[tuple[int, int]]], commit: Callable[[], object], assignment: Callable[[], list[int]]
 ) -> None:
     """The loop every client runs until SIGTERM: ``poll`` for up to 100 ms, report each
     (partition, offset) consumed, ``commit`` after a poll that returned records, and report
@@ -102,9 +102,19 @@ def confluent(bootstrap: str, topic: str, group: str, session_ms: int) -> None:
         }
     )
     c.subscribe([topic])
+
+    def consumed() -> list[tuple[int, int]]:
+        out = []
+        for m in c.consume(500, 0.1):
+            if m.error() is None:
+                partition, offset = m.partition(), m.offset()
+                assert partition is not None and offset is not None  # set on every record
+                out.append((partition, offset))
+        return out
+
     try:
         member(
-            lambda: [(m.partition(), m.offset()) for m in c.consume(500, 0.1) if m.error() is None],
+            consumed,
             lambda: c.commit(asynchronous=False),
             lambda: [tp.partition for tp in c.assignment()],
         )

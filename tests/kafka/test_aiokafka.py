@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
 import pytest
 
@@ -36,7 +37,7 @@ def test_aiokafka_produce_consume_and_group(broker):
             enable_auto_commit=False,
         )
         await consumer.start()
-        got = []
+        got: list[tuple[Any, Any, list[Any]]] = []
         try:
             while len(got) < 20:
                 batch = await asyncio.wait_for(consumer.getmany(timeout_ms=500), 20)

@@ -68,10 +68,10 @@ def test_small_fetches_are_copied_not_sendfiled(broker, raw, sendfile_calls):
 
 def test_a_transport_without_sendfile_gets_the_data_through_a_buffer(broker, raw, sendfile_calls, monkeypatch):
     """What a TLS transport does: asyncio cannot sendfile to it, the file is read in blocks."""
-    from asyncio import constants, selector_events
+    from asyncio import constants
 
     monkeypatch.setattr(
-        selector_events._SelectorSocketTransport, "_sendfile_compatible", constants._SendfileMode.UNSUPPORTED
+        "asyncio.selector_events._SelectorSocketTransport._sendfile_compatible", constants._SendfileMode.UNSUPPORTED
     )
     topic = "nosf-" + uuid.uuid4().hex[:8]
     data = _fill(broker.store, topic, 4)
@@ -80,7 +80,7 @@ def test_a_transport_without_sendfile_gets_the_data_through_a_buffer(broker, raw
     assert sendfile_calls == []
 
 
-def test_a_fetched_segment_deleted_before_sending_is_still_sent_whole(tmp_path, sendfile_calls):
+def test_a_fetched_segment_deleted_before_sending_is_still_sent_whole(tmp_path, sendfile_calls, monkeypatch):
     """The response holds its own descriptors: retention may delete the segment meanwhile."""
     config = {"log.segment.bytes": 150_000}
     with Store.open(tmp_path, config) as store, store.serve() as handle:
@@ -98,15 +98,13 @@ def test_a_fetched_segment_deleted_before_sending_is_still_sent_whole(tmp_path, 
             results.append(len(lg.segments))
             await real_send(self, writer, response)
 
-        server_mod.KafkaServer._send = delete_then_send
-        try:
+        with monkeypatch.context() as patched:
+            patched.setattr(server_mod.KafkaServer, "_send", delete_then_send)
             client = RawClient(handle.bootstrap_servers)
             try:
                 msg = client.request("Fetch", 1, 12, fetch_body("t", max_bytes=1 << 22))
             finally:
                 client.close()
-        finally:
-            server_mod.KafkaServer._send = real_send
         part = msg["responses"][0]["partitions"][0]
         assert results == [1]
         assert bytes(part["records"]) == data[: len(bytes(part["records"]))]
@@ -235,7 +233,8 @@ def test_a_slow_offset_commit_fsync_does_not_stall_other_connections(tmp_path, m
             t.join(10)
             committer.close()
         assert result["msg"]["topics"][0]["partitions"][0]["error_code"] == 0
-        assert store.group_offsets.committed("g", "t", 0).offset == 5
+        committed = store.group_offsets.committed("g", "t", 0)
+        assert committed is not None and committed.offset == 5
         monkeypatch.undo()
 
 

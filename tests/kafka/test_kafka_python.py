@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Any
 
 import pytest
 
@@ -68,7 +69,7 @@ def test_produce_and_consume_every_codec_and_acks(broker, acks, compression):
     records = decode_records(data)
     assert [(r.key, r.value) for r in records] == [(k, v) for k, v, _, _ in sent]
     # ... and through kafka-python's record codec, on the bytes the store holds.
-    decoded = []
+    decoded: list[tuple[Any, Any]] = []
     mem = MemoryRecords(data)
     while mem.has_next():
         batch = mem.next_batch()
@@ -113,7 +114,7 @@ def test_long_poll_returns_as_soon_as_data_arrives(broker):
         producer.flush()
         producer.close()
         start = time.monotonic()
-        got = []
+        got: list[Any] = []
         while not got and time.monotonic() - start < 10:
             got = consumer.poll(timeout_ms=1000).get(tp, [])
         # Well before the 5 s max wait of the fetch that was waiting.

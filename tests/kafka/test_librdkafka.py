@@ -26,7 +26,7 @@ def test_confluent_producer_and_assigned_consumer(broker, compression):
             "linger.ms": 5,
         }
     )
-    sent = {}
+    sent: dict[bytes, list[bytes]] = {}
     for i in range(300):
         key = b"k%d" % (i % 11)
         producer.produce(topic, b"value-%d" % i, key=key, headers=[("i", str(i).encode())])
@@ -99,7 +99,7 @@ def test_kcat_produce_and_consume(broker):
     assert consumed.returncode == 0, consumed.stderr
     assert consumed.stdout.splitlines() == [f"k{i}={v}" for i, v in enumerate(lines)]
     records = decode_records(broker.store.log(topic, 0).read(0).to_bytes())
-    assert [r.value.decode() for r in records] == lines
+    assert [r.value for r in records] == [line.encode() for line in lines]
     listing = subprocess.run(
         ["kcat", "-b", broker.bootstrap_servers, "-L", "-t", topic], capture_output=True, text=True, timeout=30
     )
@@ -121,7 +121,7 @@ def test_kcat_acks_codecs_headers_idempotence_and_offsets_by_timestamp(broker, c
         )
         assert produced.returncode == 0, produced.stderr
     records = decode_records(broker.store.log(topic, 0).read(0).to_bytes())
-    assert [r.value.decode() for r in records] == [f"{a}-{i}" for a in ("0", "1", "all") for i in range(5)]
+    assert [r.value for r in records] == [f"{a}-{i}".encode() for a in ("0", "1", "all") for i in range(5)]
     assert {r.headers[0][1] for r in records} == {b"0", b"1", b"all"}
     ts = records[5].timestamp  # the first record produced with acks=1
     consumed = subprocess.run(

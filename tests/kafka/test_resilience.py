@@ -167,21 +167,21 @@ def test_a_killed_member_s_partitions_move_and_commits_resume_after_restart(tmp_
             Member(client, handle.bootstrap_servers, "events", "g", logs / f"member{i}.log", java) for i in range(3)
         ]
         try:
-            group = lambda: handle.server.groups.groups.get("g")  # noqa: E731
+
+            def group_state() -> tuple[str, int] | None:
+                g = handle.server.groups.groups.get("g")
+                return None if g is None else (g.state, len(g.members))
+
             # Three members share the six partitions and read what is there.
             _wait(
                 "three members sharing the partitions",
                 lambda: (
-                    group() is not None
-                    and len(group().members) == 3
-                    and group().state == "Stable"
+                    group_state() == ("Stable", 3)
                     and all(m.assigned for m in members)
                     and sorted(p for m in members for p in m.assigned) == list(range(partitions))
                 ),
                 60,
-                lambda: "\n".join(
-                    [f"group {group() and (group().state, len(group().members))}"] + [m.tail() for m in members]
-                ),
+                lambda: "\n".join([f"group {group_state()}"] + [m.tail() for m in members]),
             )
             _wait(
                 "the first records consumed",
@@ -206,7 +206,7 @@ def test_a_killed_member_s_partitions_move_and_commits_resume_after_restart(tmp_
             assert any(p in m.assigned for m in survivors for p in lost)
             for m in survivors:
                 m.stop()
-            committed = {p: store.group_offsets.committed("g", "events", p).offset for p in range(partitions)}
+            committed = {p: _committed(store, "g", "events", p) for p in range(partitions)}
             assert committed == {p: store.log("events", p).high_watermark for p in range(partitions)}
             # The consumers restart: they resume at the committed offsets.
             _produce(store, "events", partitions, 10)
@@ -230,7 +230,13 @@ def test_a_killed_member_s_partitions_move_and_commits_resume_after_restart(tmp_
                 m.stop(kill=True)
 
 
-def _values(store: Store, topic: str) -> list[bytes]:
+def _committed(store: Store, group: str, topic: str, partition: int) -> int:
+    c = store.group_offsets.committed(group, topic, partition)
+    assert c is not None, f"{group} committed nothing for {topic}-{partition}"
+    return c.offset
+
+
+def _values(store: Store, topic: str) -> list[bytes | None]:
     from seglog.storage.records import decode_records
 
     lg = store.log(topic, 0)

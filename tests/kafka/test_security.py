@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
+from typing import Any
 
 import pytest
 
@@ -310,7 +311,7 @@ def test_confluent_produces_and_consumes(store, tls, protocol, mechanism):
         assert producer.flush(20) == 0
         consumer = ck.Consumer({**conf, "group.id": "g", "auto.offset.reset": "earliest"})
         consumer.subscribe([topic])
-        got = []
+        got: list[bytes | None] = []
         deadline = time.monotonic() + 25
         try:
             while len(got) < 50 and time.monotonic() < deadline:
@@ -327,7 +328,7 @@ def test_confluent_produces_and_consumes(store, tls, protocol, mechanism):
 
 def test_confluent_wrong_password_refused_nothing_written(store):
     ck = pytest.importorskip("confluent_kafka")
-    errors = []
+    errors: list[Any] = []
     with store.serve(security_protocol="SASL_PLAINTEXT", users=USERS) as broker:
         conf = _rdkafka_conf(broker.bootstrap_servers, "SASL_PLAINTEXT", "PLAIN", None, password="wrong")
         producer = ck.Producer({**conf, "error_cb": errors.append, "message.timeout.ms": 3000})
@@ -495,7 +496,7 @@ def test_wrong_password_gets_58_then_close_logged_once(store, mechanism, caplog)
 
 def test_scram_unknown_user_gets_a_salt_like_a_known_one(store):
     with store.serve(security_protocol="SASL_PLAINTEXT", users=USERS, sasl_mechanisms=["SCRAM-SHA-256"]) as broker:
-        first = {}
+        first: dict[str, list[str]] = {}
         for user in ("alice", "mallory", "mallory"):
             client = RawClient(broker.bootstrap_servers)
             client.request("SaslHandshake", 17, 1, {"mechanism": "SCRAM-SHA-256"})

@@ -49,9 +49,9 @@ class Written:
     java_skip: str = ""
 
 
-def _values(topic: str) -> list[tuple[bytes, bytes, list[tuple[str, bytes]]]]:
+def _values(topic: str) -> list[tuple[bytes, bytes, list[tuple[str, str | bytes | None]]]]:
     rnd = random.Random(topic)
-    out = []
+    out: list[tuple[bytes, bytes, list[tuple[str, str | bytes | None]]]] = []
     for i in range(PER_TOPIC):
         # Half text, half random bytes: every codec has something to compress.
         value = (
@@ -163,7 +163,7 @@ def _segments(d: Path) -> list[Path]:
 def test_every_batch_is_valid_and_offsets_and_sequences_run_on(written):
     for topic, (client, codec, sent) in written.topics.items():
         total = 0
-        values: set[bytes] = set()
+        values: set[bytes | None] = set()
         for d in _partition_dirs(written, topic):
             next_offset = 0
             sequences: dict[int, int] = {}

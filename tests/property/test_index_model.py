@@ -346,7 +346,7 @@ def index_files(draw: st.DrawFn, es: int) -> bytes:
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data(), base=BASES)
 def test_any_file_opens_as_the_valid_prefix(
-    tmp_path_factory: pytest.TempPathFactory, cls: type, data: st.DataObject, base: int
+    tmp_path_factory: pytest.TempPathFactory, cls: type[OffsetIndex | TimeIndex], data: st.DataObject, base: int
 ) -> None:
     raw = data.draw(index_files(cls.ENTRY_SIZE))
     path = tmp_path_factory.mktemp("fuzz") / "x"

@@ -17,7 +17,9 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -30,6 +32,7 @@ from hypothesis.stateful import (
 )
 
 import seglog.storage.checkpoints
+import seglog.storage.local_log
 import seglog.storage.log
 from seglog.errors import RecordListTooLargeError
 from seglog.storage.log import Log
@@ -49,7 +52,7 @@ CONFIG = {
 SEGMENT_FILE = re.compile(r"^\d{20}\.(log|index|timeindex)$")
 
 # fsync_dir observers: directory path -> callback(listing), set while a machine runs.
-_dir_observers: dict[str, object] = {}
+_dir_observers: dict[str, Callable[[list[str]], None]] = {}
 
 
 @contextmanager
@@ -62,19 +65,22 @@ def observe_dir_fsyncs():
         if cb is not None:
             cb(sorted(os.listdir(path)))
 
-    saved = (seglog.storage.log.fsync_dir, seglog.storage.checkpoints.fsync_dir)
-    seglog.storage.log.fsync_dir = observed
-    seglog.storage.checkpoints.fsync_dir = observed
+    # The storage modules call the name each imported: patch every one.
+    modules: tuple[Any, ...] = (seglog.storage.log, seglog.storage.local_log, seglog.storage.checkpoints)
+    saved = [m.fsync_dir for m in modules]
+    for m in modules:
+        m.fsync_dir = observed
     try:
         yield
     finally:
-        seglog.storage.log.fsync_dir, seglog.storage.checkpoints.fsync_dir = saved
+        for m, f in zip(modules, saved):
+            m.fsync_dir = f
 
 
 class ObservedLog(Log):
     """A Log that reports each completed flush (the moment data becomes durable)."""
 
-    on_flush = None
+    on_flush: Callable[[], None] | None = None
 
     def flush(self, up_to: int | None = None) -> None:
         super().flush(up_to)
@@ -104,6 +110,7 @@ class LogMachine(RuleBasedStateMachine):
 
     def _open(self, **kw) -> ObservedLog:
         log = ObservedLog.open(self.dir, CONFIG, clock=self.clock, replicated=True, high_watermark=self.hw, **kw)
+        assert isinstance(log, ObservedLog)
         log.on_flush = self._flushed
         return log
 
@@ -123,8 +130,8 @@ class LogMachine(RuleBasedStateMachine):
         self.start, self.leo, self.hw = start, leo, hw
         self.durable = min(self.durable, leo)
 
-    def _all(self, upper_bound: object = "log_end") -> list[tuple[int, bytes, int]]:
-        out = []
+    def _all(self, upper_bound: str | int = "log_end") -> list[tuple[int, bytes | None, int]]:
+        out: list[tuple[int, bytes | None, int]] = []
         off = self.log.log_start_offset
         while True:
             r = self.log.read(off, 1 << 20, upper_bound=upper_bound)

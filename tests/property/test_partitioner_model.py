@@ -15,7 +15,7 @@ from seglog.client.partitioner import murmur2, partition_for_key, partitions_for
 with warnings.catch_warnings():
     # kafka-python's protocol package uses a deprecated importlib.resources call on import.
     warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka.partitioner.default import murmur2 as kafka_python_murmur2  # type: ignore[import-untyped]
+    from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
 MASK = 0xFFFFFFFF
 

@@ -155,5 +155,5 @@ TestStoreModel.settings = settings(max_examples=8, stateful_step_count=20, deadl
 
 
 @pytest.mark.slow
-class TestStoreModelLong(StoreModel.TestCase):  # type: ignore[name-defined,misc]
+class TestStoreModelLong(StoreModel.TestCase):  # type: ignore[misc,valid-type]  # Hypothesis types TestCase as a variable
     settings = settings(max_examples=40, stateful_step_count=30, deadline=None)

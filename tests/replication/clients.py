@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 
@@ -23,6 +24,22 @@ def consume_all(
     finally:
         consumer.close()
     return got
+
+
+def paused_follower_cluster(tmp_path: Path, zookeeper: str) -> Any:
+    """Three node processes on ZooKeeper (chroot ``zookeeper``) under ``tmp_path / "cluster"``,
+    for :func:`delete_records_with_a_paused_follower`: a 10 s session timeout, so that the
+    paused follower keeps its session (and its place in the ISR) while DeleteRecords waits."""
+    from seglog.cluster import start_cluster
+
+    return start_cluster(
+        nodes=3,
+        dir=tmp_path / "cluster",
+        coordinator="zookeeper",
+        processes=True,
+        zookeeper=zookeeper,
+        replica_config={"session.timeout.ms": 10_000},
+    )
 
 
 def delete_records_with_a_paused_follower(cluster: Any, topic: str = "t", records: int = 100, offset: int = 60) -> int:

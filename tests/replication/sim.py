@@ -16,12 +16,13 @@ with the seed, the step and the recent events.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import random
 import shutil
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NoReturn
 
 from seglog.cluster import mutations as mut
 from seglog.cluster.coordinator import InMemoryCoordinator
@@ -186,7 +187,7 @@ class SimCluster:
             config=self.config,
             log_defaults=self.log_defaults,
             mutants=self.mutants,
-            coordinator_reachable=lambda i=i: self.net.coordinator_reachable(i),
+            coordinator_reachable=functools.partial(self.net.coordinator_reachable, i),
         )
         self.nodes[i] = n
         n.start()
@@ -386,7 +387,7 @@ class SimCluster:
             raise error_for_code(resp.error)(resp.message)
         for p in range(partitions):
             self.run_until(
-                lambda p=p: self.leader_of((name, p)) >= 0 and self.leader_replica((name, p)) is not None,
+                functools.partial(self._has_leader, (name, p)),
                 10_000,
                 5,
                 f"a leader for {name}-{p}",
@@ -452,6 +453,9 @@ class SimCluster:
         if n is None or not n.running:
             return None
         return n.partitions.get(tp)
+
+    def _has_leader(self, tp: tuple[str, int]) -> bool:
+        return self.leader_of(tp) >= 0 and self.leader_replica(tp) is not None
 
     def leader_replica(self, tp: tuple[str, int]) -> Partition | None:
         st = self.state(tp)
@@ -590,7 +594,7 @@ class Checker:
         self.delete_requested: dict[tuple[str, int], int] = {}
         cluster.net.fetch_tap = self.on_follower_fetch
 
-    def fail(self, text: str) -> None:
+    def fail(self, text: str) -> NoReturn:
         raise SimulationFailure(f"{text}\n{self.c.describe()}")
 
     def count(self, key: str, n: int = 1) -> None:
@@ -1016,6 +1020,7 @@ class SimProducer(SimClient):
                     self.seq = (self.current_seq + len(s.values)) % 2**31
                 self.current = None
                 return
+            exc: BaseException
             if err is None and isinstance(resp, ProduceResponse):
                 exc = error_for_code(resp.error)(resp.message)
             elif err is not None:
@@ -1208,7 +1213,7 @@ class Simulation:
         )
         self.producers: list[SimProducer] = []
         self.consumers: list[SimConsumer] = []
-        self.pending: list[tuple[int, Callable[[], None], str]] = []
+        self.pending: list[tuple[int, Callable[[], object], str]] = []
         self.step = 0
         self.faults_done: dict[str, int] = {}
 
@@ -1271,7 +1276,15 @@ class Simulation:
 
     # -- faults -----------------------------------------------------------------------------------
 
-    def later(self, delay_ms: int, fn: Callable[[], None], what: str) -> None:
+    def _cut_from_coordinator(self, i: int) -> None:
+        self.c.net.cut_coordinator(i)
+        self.c.event(f"cut leader {i} from the coordinator")
+
+    def _restart(self, i: int) -> None:
+        if self.c.nodes[i] is None:
+            self.c.start_node(i)
+
+    def later(self, delay_ms: int, fn: Callable[[], object], what: str) -> None:
         self.pending.append((self.c.clock.monotonic_ms() + delay_ms, fn, what))
 
     def _leader_node(self) -> int:
@@ -1316,13 +1329,13 @@ class Simulation:
             else:
                 c.crash(target, power_loss=kind == "power_loss")
                 delay = self.rng.randint(200, 5000)
-            self.later(delay, lambda t=target: c.start_node(t) if c.nodes[t] is None else None, f"restart {target}")
+            self.later(delay, functools.partial(self._restart, target), f"restart {target}")
         elif kind == "pause":
             if c.nodes[target] is None or target in c.paused:
                 return
             c.pause(target)
             self.later(
-                self.rng.choice((500, 1500, 3000, 6000, 12000)), lambda t=target: c.resume(t), f"resume {target}"
+                self.rng.choice((500, 1500, 3000, 6000, 12000)), functools.partial(c.resume, target), f"resume {target}"
             )
         elif kind == "partition":
             others = [o for o in c.ids if o != target]
@@ -1343,7 +1356,7 @@ class Simulation:
             c.event(f"cut leader {lead} from its followers")
             self.later(
                 self.rng.randint(2000, 8000),
-                lambda: (c.net.cut_coordinator(lead), c.event(f"cut leader {lead} from the coordinator")),
+                functools.partial(self._cut_from_coordinator, lead),
                 "isolate fully",
             )
             self.later(self.rng.randint(9000, 15000), c.heal, "heal")

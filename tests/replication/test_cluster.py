@@ -7,6 +7,7 @@ import threading
 import time
 from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -177,19 +178,19 @@ def test_send_batch_ships_columns_by_key_and_survives_a_leader_kill(tmp_path: Pa
         victim = cluster.leader("events", 0)
         assert victim is not None
         more = [b"late-%06d" % i for i in range(3000)]
-        done: list[object] = []
+        done: list[Any] = []  # what send_batch returned
         t = threading.Thread(target=lambda: done.append(producer.send_batch("events", more, partition=0)))
         t.start()
         cluster.kill(victim)
         t.join(90)
         assert done and not isinstance(done[0], BaseException)
-        late = [o for r in done[0] for o in range(r.first_offset, r.last_offset + 1)]  # type: ignore[attr-defined]
+        late = [o for res in done[0] for o in range(res.first_offset, res.last_offset + 1)]
         assert len(late) == 3000 and late == sorted(late)
         producer.close()
 
-        got = consume_all(cluster, "events", 3, n + 3000, timeout_s=60)
-        by_pos = {(r.partition, r.offset): r for r in got}
-        assert len(by_pos) == len(got) == n + 3000  # nothing duplicated
+        consumed = consume_all(cluster, "events", 3, n + 3000, timeout_s=60)
+        by_pos = {(rec.partition, rec.offset): rec for rec in consumed}
+        assert len(by_pos) == len(consumed) == n + 3000  # nothing duplicated
         for (p, o), i in offsets.items():
             assert by_pos[(p, o)].value == values[i] and by_pos[(p, o)].key == keys[i]
         assert [by_pos[(0, o)].value for o in late] == more  # nothing lost, in order

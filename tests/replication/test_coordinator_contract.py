@@ -52,31 +52,31 @@ def env(request: pytest.FixtureRequest) -> Iterator[Env]:
     if request.param == "memory":
         clock = Clock()
         sched = Scheduler(clock)
-        coord = InMemoryCoordinator(clock, sched, session_timeout_ms=2000, tick_ms=20)
+        mem = InMemoryCoordinator(clock, sched, session_timeout_ms=2000, tick_ms=20)
 
         def expire_mem(s: Any) -> None:
             s._reachable = lambda: False  # no heartbeats arrive: the coordinator expires it
             deadline = time.monotonic() + 5
             while not s.expired and time.monotonic() < deadline:
-                for other in coord.sessions():
+                for other in mem.sessions():
                     if other is not s:
                         other.heartbeat()  # the other sessions stay alive meanwhile
                 time.sleep(0.02)
             s._reachable = None
 
-        e = Env("memory", coord, expire_mem, root)
+        e = Env("memory", mem, expire_mem, root)
         s = e.connect()
         s.create(root, b"")
         yield e
-        coord.close()
+        mem.close()
         sched.shutdown()
     else:
         server = request.getfixturevalue("zookeeper_server")
-        from kazoo.client import KazooClient
+        from kazoo.client import KazooClient  # type: ignore[import-untyped]  # kazoo ships no type information
 
         from seglog.cluster.zookeeper import ZooKeeperCoordinator
 
-        coord = ZooKeeperCoordinator(server.connect_string, session_timeout_ms=2000)
+        zk = ZooKeeperCoordinator(server.connect_string, session_timeout_ms=2000)
 
         def expire_zk(s: Any) -> None:
             # ZooKeeper's own test technique: a second client attaches to the same session and
@@ -97,12 +97,12 @@ def env(request: pytest.FixtureRequest) -> Iterator[Env]:
                 time.sleep(0.02)
             raise AssertionError("the ZooKeeper session did not expire")
 
-        e = Env("zookeeper", coord, expire_zk, root)
+        e = Env("zookeeper", zk, expire_zk, root)
         s = e.connect()
         s.create(root, b"")
         s.close()
         yield e
-        coord.close()
+        zk.close()
 
 
 def _wait(pred: Callable[[], bool], what: str, timeout: float = 10) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -17,12 +18,18 @@ from typing import Any
 
 import pytest
 
+from seglog.cluster.coordinator import InMemoryCoordinator
+from seglog.cluster.log_dirs import LogDirs
 from seglog.cluster.messages import NONE, FetchPartition, FetchRequest, FetchResponse
 from seglog.cluster.metadata import LOG_DIR_EVENT_PATH, broker_path, loads
 from seglog.cluster.node import HW_CHECKPOINT_FILE, ReplicaNode
+from seglog.cluster.transport import InMemoryNetwork
 from seglog.errors import KafkaStorageError, StorageError
 from seglog.storage.checkpoints import OffsetCheckpointFile
-from seglog.storage.log import CLEAN_SHUTDOWN_FILE, LOG_START_FILE, RECOVERY_POINT_FILE
+from seglog.storage.log import Log
+from seglog.storage.logdir import CLEAN_SHUTDOWN_FILE, LOG_START_FILE, RECOVERY_POINT_FILE
+from seglog.storage.records import encode_batch
+from seglog.util.clock import ManualClock, Scheduler
 from tests.replication.sim import SimCluster
 
 TOPIC = "t"
@@ -103,7 +110,11 @@ def test_each_dir_checkpoints_its_own_partitions_and_a_restart_reloads_both(sim:
         10,
         "every replica holding every record, below its high watermark",
     )
-    home = {tp: sim.node(0).dir_of(*tp) for tp in TPS}
+    home: dict[tuple[str, int], str] = {}
+    for tp in TPS:
+        d = sim.node(0).dir_of(*tp)
+        assert d is not None, tp
+        home[tp] = d
     sim.shutdown(0)
     for d in sim.node_dirs(0):
         mine = {tp for tp in TPS if home[tp] == d}
@@ -167,15 +178,17 @@ def test_a_dir_locked_by_another_process_is_refused(sim: SimCluster) -> None:
 
 
 def test_duplicate_dirs_are_refused(tmp_path: Path) -> None:
+    clock = ManualClock()
+    scheduler = Scheduler(clock)
     with pytest.raises(ValueError, match="listed twice"):
         ReplicaNode(
             0,
             [str(tmp_path / "a"), str(tmp_path / "b"), str(tmp_path / "a") + "/"],
-            coordinator=None,
-            transport=None,
-            clock=None,
-            scheduler=None,
-        )  # type: ignore[arg-type]
+            coordinator=InMemoryCoordinator(clock, scheduler),
+            transport=InMemoryNetwork(scheduler, random.Random(0)),
+            clock=clock,
+            scheduler=scheduler,
+        )
 
 
 def _fail_writes(sim: SimCluster, i: int, d: str) -> None:
@@ -260,7 +273,7 @@ def test_the_last_dir_failing_calls_on_log_dir_failure(sim: SimCluster) -> None:
     _fail_writes(sim, 0, second)
     box = sim.produce((TOPIC, 1), [b"a"], acks=-1)
     sim.run_until(lambda: bool(box), 5000, 1, "the produce answer")
-    assert not halted and not node.log_dir_failed
+    assert not halted and node.offline_dirs.keys() == {second}
     _fail_writes(sim, 0, first)
     box = sim.produce((TOPIC, 0), [b"b"], acks=-1)
     sim.run_until(lambda: bool(halted), 5000, 1, "the halt callback")
@@ -304,3 +317,38 @@ def test_a_dir_unusable_at_start_starts_offline(sim: SimCluster) -> None:
     sim.run_until(lambda: full_isr(sim), 20_000, 10, "every replica back in its ISR")
     for tp in TPS:
         assert list(sim.values(0, tp).values())[: len(sent[tp])] == sent[tp]
+
+
+def test_log_dirs_rewrite_keeps_unopened_partitions_and_a_corrupt_file_counts_as_empty(tmp_path: Path) -> None:
+    """The high-watermark checkpoint of a dir is rewritten from its open logs plus the entries
+    read at open for partitions not opened since; a corrupt file reads as empty."""
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    os.makedirs(os.path.join(a, "t-0"))
+    os.makedirs(os.path.join(a, "t-1"))
+    OffsetCheckpointFile(os.path.join(a, HW_CHECKPOINT_FILE)).write({("t", 0): 3, ("t", 1): 7})
+    os.makedirs(b)
+    with open(os.path.join(b, HW_CHECKPOINT_FILE), "w") as f:
+        f.write("0\n5\nnot a checkpoint\n")
+    dirs = LogDirs(0, (a, b))
+    dirs.open()
+    try:
+        assert dirs.unopened == {("t", 0), ("t", 1)} and not dirs.offline
+        assert dirs.checkpointed_high_watermark(("t", 1)) == 7
+        assert dirs.place(("u", 0)) == b  # b holds no partition yet
+        lg = Log.open(
+            os.path.join(a, "t-0"), clock=ManualClock(0), replicated=True, owner=dirs.owner(a), high_watermark=3
+        )
+        try:
+            lg.append(encode_batch([b"x"] * 5, timestamps=0))
+            lg.update_high_watermark(5)
+            dirs.opened(("t", 0))
+            assert dirs.write_checkpoints(dirs.checkpoint_values([(("t", 0), lg)])) == {}
+        finally:
+            lg.close()
+        assert OffsetCheckpointFile(os.path.join(a, HW_CHECKPOINT_FILE)).read() == {("t", 0): 5, ("t", 1): 7}
+        with open(os.path.join(b, HW_CHECKPOINT_FILE)) as f:
+            assert f.read() == "0\n5\nnot a checkpoint\n"  # not rewritten: no open log there
+        assert dirs.fail(a, "disk gone") == [("t", 0), ("t", 1)] and dirs.fail(a, "again") is None
+        assert dirs.place(("v", 0)) == b and not dirs.all_failed
+    finally:
+        dirs.close()

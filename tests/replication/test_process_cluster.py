@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from seglog.cluster import start_cluster
-from seglog.storage.log import CLEAN_SHUTDOWN_FILE
-from tests.replication.clients import consume_all, delete_records_with_a_paused_follower
+from seglog.storage.logdir import CLEAN_SHUTDOWN_FILE
+from tests.replication.clients import consume_all, delete_records_with_a_paused_follower, paused_follower_cluster
 
 pytestmark = pytest.mark.cluster
 
@@ -92,7 +92,7 @@ def test_sigkill_leader_loses_no_acknowledged_record(cluster: Any) -> None:
 
 
 def test_sigterm_moves_leadership_first_and_leaves_the_marker(cluster: Any) -> None:
-    from kazoo.client import KazooClient
+    from kazoo.client import KazooClient  # type: ignore[import-untyped]  # kazoo ships no type information
 
     cluster.create_topic("ctl", partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
     producer = cluster.producer(acks="all")
@@ -233,13 +233,6 @@ def test_delete_records_waits_for_a_paused_follower(zookeeper_chroot: str, tmp_p
     """DeleteRecords while a follower is SIGSTOPped (within its session timeout, so it still
     counts) times out with the low watermark it reached; after SIGCONT it completes, and every
     node's log starts at the offset."""
-    with start_cluster(
-        nodes=3,
-        dir=tmp_path / "cluster",
-        coordinator="zookeeper",
-        processes=True,
-        zookeeper=zookeeper_chroot,
-        replica_config={"session.timeout.ms": 10_000},
-    ) as cluster:
+    with paused_follower_cluster(tmp_path, zookeeper_chroot) as cluster:
         delete_records_with_a_paused_follower(cluster)
         assert cluster.watermarks("t") == (60, 100, 60)

@@ -17,6 +17,7 @@ from seglog.cluster.coordinator import (
     NodeExistsError,
     SessionExpiredError,
     SetData,
+    WatchEvent,
 )
 from seglog.cluster.partition import IsrState, RemoteReplica
 from seglog.errors import (
@@ -157,7 +158,7 @@ def test_sessions_expire_on_the_injected_clock_and_take_their_ephemeral_znodes()
     clock, c = _coord(1000)
     a, b = c.connect(), c.connect(session_timeout_ms=60_000)
     a.create("/eph", b"", ephemeral=True)
-    events = []
+    events: list[WatchEvent] = []
     b.exists("/eph", watch=events.append)
     clock.advance(600)
     a.heartbeat()
@@ -188,7 +189,8 @@ def test_unreachable_sessions_fail_calls_and_miss_heartbeats() -> None:
 def test_ephemeral_create_with_replace_takes_over_and_changes_czxid() -> None:
     _, c = _coord()
     old, new = c.connect(), c.connect()
-    st1 = old.create("/brokers", b"") and old.create("/brokers/1", b"a", ephemeral=True)
+    old.create("/brokers", b"")
+    st1 = old.create("/brokers/1", b"a", ephemeral=True)
     with pytest.raises(NodeExistsError):
         new.create("/brokers/1", b"b", ephemeral=True)
     st2 = new.create("/brokers/1", b"b", ephemeral=True, replace=True)
@@ -201,7 +203,7 @@ def test_ephemeral_create_with_replace_takes_over_and_changes_czxid() -> None:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path):  # type: ignore[no-untyped-def]
+def cluster(tmp_path: Path):
     c = SimCluster(str(tmp_path), seed=3)
     yield c
     c.close()
@@ -219,7 +221,7 @@ def _produce(c: SimCluster, tp: tuple[str, int], value: bytes, acks: int = -1, t
     )
 
 
-def _result(box: list):  # type: ignore[no-untyped-def]
+def _result(box: list):
     from seglog.errors import error_for_code
 
     resp, err = box[0]

@@ -156,7 +156,12 @@ def test_a_wrong_secret_is_refused(loop: asyncio.AbstractEventLoop) -> None:
         intruder.register(9, lambda *a: None)
         got: list[Any] = []
         done = asyncio.Event()
-        intruder.request(9, 1, MetadataRequest(), lambda r, e: (got.append(e or r), done.set()), 2000)
+
+        def answered(resp: Any, err: BaseException | None) -> None:
+            got.append(err or resp)
+            done.set()
+
+        intruder.request(9, 1, MetadataRequest(), answered, 2000)
         await asyncio.wait_for(done.wait(), 5)
         await intruder.close()
         await server.close()

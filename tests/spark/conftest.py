@@ -70,7 +70,7 @@ def spark_session():
     spark.sparkContext.setLogLevel("ERROR")
     empty = tempfile.mkdtemp(prefix="seglog-discovery-")
     try:
-        discovered = spark.read.format("seglog").load(empty).count() == 0
+        discovered: bool | Exception = spark.read.format("seglog").load(empty).count() == 0
     except Exception as exc:  # noqa: BLE001 - recorded, asserted by test_discovery
         discovered = exc
     finally:

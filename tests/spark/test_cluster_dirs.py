@@ -9,21 +9,13 @@ from typing import Any
 
 import pytest
 
-from seglog.cluster import start_cluster
-from tests.replication.clients import delete_records_with_a_paused_follower
+from tests.replication.clients import delete_records_with_a_paused_follower, paused_follower_cluster
 
 pytestmark = pytest.mark.cluster
 
 
 def test_no_node_dir_yields_a_record_below_the_deleted_offset(spark: Any, zookeeper_chroot: str, tmp_path: Any) -> None:
-    with start_cluster(
-        nodes=3,
-        dir=tmp_path / "cluster",
-        coordinator="zookeeper",
-        processes=True,
-        zookeeper=zookeeper_chroot,
-        replica_config={"session.timeout.ms": 10_000},
-    ) as cluster:
+    with paused_follower_cluster(tmp_path, zookeeper_chroot) as cluster:
         delete_records_with_a_paused_follower(cluster, records=100, offset=60)
         for i in cluster.ids:
             # Read while the node runs; its high watermark checkpoint (what Spark reads up to)

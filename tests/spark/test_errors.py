@@ -122,7 +122,7 @@ def _read_all(root, **opts):
     import seglog.bindings.spark as sp
 
     ro = sp.parse_read_options({"path": str(root), **opts})
-    rows = []
+    rows: list[tuple[str, int]] = []
     for part in sp.plan_batch(ro, sp.Constraints()):
         for rb in sp.read_partition(part, ro):
             rows.extend(zip([part.topic] * rb.num_rows, rb.column("offset").to_pylist()))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 import pytest
 
@@ -30,9 +31,14 @@ def options(root, **kw):
 
 def test_planning_reads_no_record_data(logs, monkeypatch):
     root, _ = logs
-    opened = []
+    opened: list[tuple[Any, Any]] = []
     real_open = sp.segments.open_segment
-    patch_spark_modules(monkeypatch, "open_segment", lambda d, b: opened.append((d, b)) or real_open(d, b))
+
+    def open_segment(d: Any, b: Any) -> Any:
+        opened.append((d, b))
+        return real_open(d, b)
+
+    patch_spark_modules(monkeypatch, "open_segment", open_segment)
     patch_spark_modules(monkeypatch, "decode_columns", None)  # any decode would fail
     patch_spark_modules(monkeypatch, "decode_records", None)
     parts = sp.plan_batch(options(root, maxBytesPerPartition=1), sp.Constraints())
@@ -145,12 +151,12 @@ def test_push_filters_in_process():
 
     fs = [
         IsNotNull(("offset",)),
-        In(("partition",), [0, 2]),
+        In(("partition",), (0, 2)),
         GreaterThan(("offset",), 9),
         LessThanOrEqual(("offset",), 20),
         StringStartsWith(("topic",), "ord"),
         EqualTo(("value",), b"x"),
-        In(("offset",), [12, 15]),
+        In(("offset",), (12, 15)),
     ]
     c, rest = sp.push_filters(fs)
     assert rest == [fs[5], fs[6]] and all(a is b for a, b in zip(rest, [fs[5], fs[6]]))

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import inspect
 import pkgutil
+from typing import Any
 
 import pytest
 
+from tests.conftest import T0
 from tests.spark.conftest import DISCOVERY
 from tests.spark.helpers import (
     CODECS,
     REAL,
-    T0,
     copy_real,
     expected_rows,
     oracle,
@@ -74,7 +75,7 @@ def test_arrow_schema_is_what_spark_expects():
     from seglog.bindings.spark import spark_schema
 
     cols = list(COLUMNS)
-    kw = {"timezone": "UTC"} if "timezone" in inspect.signature(to_arrow_schema).parameters else {}
+    kw: dict[str, Any] = {"timezone": "UTC"} if "timezone" in inspect.signature(to_arrow_schema).parameters else {}
     assert arrow_schema(cols).equals(to_arrow_schema(spark_schema(cols), **kw))
 
 

@@ -177,6 +177,7 @@ def test_writer_leaves_the_files_the_store_leaves(tmp_path):
     topic id per topic, ``leader-epoch-checkpoint`` and batches led at epoch 0; the dir gets
     Kafka's ``meta.properties`` (no Spark needed: the writer's methods are called directly)."""
     import pyarrow as pa
+    from pyspark.sql.datasource import WriterCommitMessage
     from pyspark.sql.types import StructType
 
     from seglog import Store
@@ -201,7 +202,10 @@ def test_writer_leaves_the_files_the_store_leaves(tmp_path):
         ],
         names=["key", "value"],
     )
-    msgs = [writer.write(iter([batch.slice(0, 30)])), writer.write(iter([batch.slice(30)]))]
+    msgs: list[WriterCommitMessage | None] = [
+        writer.write(iter([batch.slice(0, 30)])),
+        writer.write(iter([batch.slice(30)])),
+    ]
     writer.commit(msgs)
     ids = set()
     for p in range(3):

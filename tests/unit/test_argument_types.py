@@ -22,7 +22,7 @@ from seglog.storage.records import (
     validate_batches,
 )
 from seglog.util.clock import ManualClock
-from tests.conftest import T0
+from tests.conftest import T0, wrong
 
 
 @pytest.fixture
@@ -108,19 +108,23 @@ CASES: list[tuple[str, Callable[[Any, Any, Any], Any], str]] = [
     ),
     (
         "encode_batch compression",
-        lambda s, p, lg: encode_batch([b"a"], compression=5.0),
+        lambda s, p, lg: encode_batch([b"a"], compression=wrong(5.0)),
         r"compression must be a codec name .* not float",
     ),
-    ("decode_records", lambda s, p, lg: decode_records("abc"), r"buf must be a bytes-like object .* not str"),
-    ("decode_columns", lambda s, p, lg: decode_columns(5), r"buf must be a bytes-like object .* not int"),
-    ("batch_headers", lambda s, p, lg: batch_headers(None), r"buf must be a bytes-like object .* not NoneType"),
-    ("first_at_or_after", lambda s, p, lg: first_at_or_after("x", 0), r"buf must be a bytes-like object .* not str"),
+    ("decode_records", lambda s, p, lg: decode_records(wrong("abc")), r"buf must be a bytes-like object .* not str"),
+    ("decode_columns", lambda s, p, lg: decode_columns(wrong(5)), r"buf must be a bytes-like object .* not int"),
+    ("batch_headers", lambda s, p, lg: batch_headers(wrong(None)), r"buf must be a bytes-like object .* not NoneType"),
+    (
+        "first_at_or_after",
+        lambda s, p, lg: first_at_or_after(wrong("x"), 0),
+        r"buf must be a bytes-like object .* not str",
+    ),
     (
         "validate_batches",
-        lambda s, p, lg: validate_batches(1, "t-0", now=T0),
+        lambda s, p, lg: validate_batches(wrong(1), "t-0", now=T0),
         r"buf must be a bytes-like object .* not int",
     ),
-    ("iter_records", lambda s, p, lg: iter_records("abc"), r"buf must be a bytes-like object .* not str"),
+    ("iter_records", lambda s, p, lg: iter_records(wrong("abc")), r"buf must be a bytes-like object .* not str"),
 ]
 
 

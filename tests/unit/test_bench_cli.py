@@ -3,6 +3,7 @@ ratios and goal verdicts (on fake registry entries with made-up timings), the ch
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import sys
@@ -259,7 +260,7 @@ def test_ratios_and_goals_on_a_fake_entry() -> None:
 
 def test_rounds_alternate_contenders() -> None:
     seen: list[str] = []
-    work = Work(items=1, calls={n: (lambda n=n: seen.append(n)) for n in "ABC"}, repeatable=False)
+    work = Work(items=1, calls={n: functools.partial(seen.append, n) for n in "ABC"}, repeatable=False)
     samples, loops = measure(work, ["A", "B", "C", "D"], rounds=3, min_sample=0.0)
     assert seen == list("ABC") + list("ABC") + list("BCA") + list("CAB")  # warm-up, then rotated rounds
     assert {k: len(v) for k, v in samples.items()} == {"A": 3, "B": 3, "C": 3}

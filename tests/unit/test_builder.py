@@ -20,7 +20,7 @@ _record = st.tuples(st.integers(0, 2**40), _bytes, _bytes, st.lists(_header, max
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(_record, min_size=1, max_size=40), st.integers(0, 2**40), st.integers(-1, 99))
-def test_builder_bytes_equal_encode_batch(records, base_offset, epoch) -> None:  # type: ignore[no-untyped-def]
+def test_builder_bytes_equal_encode_batch(records, base_offset, epoch) -> None:
     b = ProducerBatch(1 << 30)
     for ts, k, v, h in records:
         assert b.try_append(ts, k, v, h) is not None
@@ -74,6 +74,7 @@ def test_futures_and_outcome() -> None:
     b = ProducerBatch(topic="t", partition=3)
     f1 = b.try_append(10, b"k", b"v")
     f2 = b.try_append(20, None, b"vv")
+    assert f1 is not None and f2 is not None
     assert not f1.done()
     with pytest.raises(RuntimeError, match="no sender"):
         f1.get()
@@ -84,10 +85,12 @@ def test_futures_and_outcome() -> None:
     assert (md.serialized_key_size, md.serialized_value_size) == (-1, 2)
     b2 = ProducerBatch()
     f = b2.try_append(1, None, b"a")
+    assert f is not None
     b2.complete(7, log_append_time=555)
     assert f.get().timestamp == 555 and f.get().offset == 7
     b3 = ProducerBatch()
     f = b3.try_append(1, None, b"a")
+    assert f is not None
     b3.fail(ValueError("boom"))
     with pytest.raises(ValueError, match="boom"):
         f.get()
@@ -113,8 +116,9 @@ def test_sealed_and_exported() -> None:
     b = BatchBuilder()
     b.append(1, None, b"a")
     with pytest.raises(BufferError):
-        memoryview(b)
+        memoryview(b)  # type: ignore[arg-type]  # the stub declares __buffer__ for Python >= 3.12 only (PEP 688)
     view = b.build()
+    assert isinstance(view, memoryview)  # uncompressed: a view of the builder's memory
     with pytest.raises(BufferError, match="sealed"):
         b.append(2, None, b"b")
     with pytest.raises(BufferError):

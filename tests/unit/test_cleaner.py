@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ def _records(store: Store, topic: str = "c") -> list[Any]:
 
 
 def _expected(
-    written: list[tuple[int, bytes | None, bytes | None]], end: int, drop_tombstones: bool = False
+    written: Sequence[tuple[int, bytes | None, bytes | None]], end: int, drop_tombstones: bool = False
 ) -> list[tuple[int, bytes | None, bytes | None]]:
     last: dict[bytes, int] = {}
     for off, k, _ in written:
@@ -94,7 +95,7 @@ def test_latest_per_key_survives(store: Store, clock: ManualClock, seed: int) ->
 def test_tombstones_go_after_delete_retention(store: Store, clock: ManualClock) -> None:
     store.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": 1024, "delete.retention.ms": 60_000})
     p = store.producer()
-    written = []
+    written: list[tuple[int, bytes, bytes | None]] = []
     for i in range(30):
         written.append((p.send("c", b"v" * 40, key=b"a%d" % i).offset, b"a%d" % i, b"v" * 40))
     for i in range(0, 30, 3):

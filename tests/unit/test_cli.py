@@ -30,7 +30,10 @@ def one_line_error(err: str) -> None:
 
 
 def test_parser_has_every_command() -> None:
-    names = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    subparsers = build_parser()._subparsers
+    assert subparsers is not None
+    names = subparsers._group_actions[0].choices
+    assert isinstance(names, dict)
     assert {"demo", "describe", "dump", "produce", "consume"} <= set(names)
 
 
@@ -80,8 +83,9 @@ def test_spark_missing_names_the_extra(monkeypatch: Any) -> None:
 def test_demo_three_replicas_with_spark(tmp_path: Path, capsys: Any) -> None:
     from seglog.cli import demo
 
-    if demo._spark_missing():
-        pytest.skip(demo._spark_missing())
+    missing = demo._spark_missing()
+    if missing:
+        pytest.skip(missing)
     rc, out, err = run(capsys, "demo", "--dir", str(tmp_path), "--records", "2000")
     assert rc == 0, err
     _cluster_demo_ok(out, 2000)
@@ -446,7 +450,10 @@ def test_demo_removes_its_temporary_data_unless_keep(tmp_path: Path, capsys: Any
 
 
 def test_compression_names_are_kafkas_in_every_command(tmp_path: Path, capsys: Any) -> None:
-    commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    subparsers = build_parser()._subparsers
+    assert subparsers is not None
+    commands = subparsers._group_actions[0].choices
+    assert isinstance(commands, dict)
     kafka = ["none", "gzip", "snappy", "lz4", "zstd"]
     for name in ("demo", "produce"):
         (opt,) = [a for a in commands[name]._actions if a.dest == "compression"]

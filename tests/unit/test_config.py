@@ -271,7 +271,7 @@ AT_LEAST: dict[tuple[str, str], int] = {
     },
 }
 
-BETWEEN: dict[tuple[str, str], tuple[float, float]] = {
+BETWEEN: dict[tuple[str, str], tuple[int | float, int | float]] = {
     ("topic", "min.cleanable.dirty.ratio"): (0, 1),
     ("broker", "log.cleaner.min.cleanable.ratio"): (0, 1),
     ("producer", "retries"): (0, 2147483647),

@@ -150,7 +150,7 @@ def test_poll_columns_matches_poll(store: Store) -> None:
     store.producer().send("t", b"with headers", key=b"h", headers=[("a", b"1"), ("b", None)], partition=1)
     rows = store.consumer(auto_offset_reset="earliest")
     rows.assign([TopicPartition("t", 0), TopicPartition("t", 1)])
-    expect = []
+    expect: list[tuple[Any, ...]] = []
     while recs := rows.poll(max_records=10_000):
         for tp, rs in recs.items():
             expect.extend(
@@ -284,7 +284,7 @@ def test_subscribe_and_pattern(store: Store) -> None:
     with pytest.raises(ValueError):
         c.subscribe(["a"], pattern="b")
     with pytest.raises(TypeError):
-        c.subscribe("a.x")  # type: ignore[arg-type]
+        c.subscribe("a.x")
     c.unsubscribe()
     assert c.assignment() == set()
 
@@ -411,8 +411,8 @@ def _marker(store: Store, pid: int, commit: bool) -> None:
     )
 
 
-def _values(c: Any) -> list[bytes]:
-    out = []
+def _values(c: Any) -> list[bytes | None]:
+    out: list[bytes | None] = []
     while recs := c.poll(max_records=1000):
         out.extend(r.value for r in recs)
     return out

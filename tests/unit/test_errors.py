@@ -3,6 +3,7 @@ from __future__ import annotations
 import inspect
 import pickle
 import warnings
+from typing import Any
 
 import pytest
 
@@ -167,10 +168,11 @@ def test_retriable_is_kafkas() -> None:
 
 
 def test_codes_agree_with_kafka_python() -> None:
-    theirs = {}
+    theirs: dict[int, Any] = {}  # kafka-python's error classes (untyped)
     for _name, cls in inspect.getmembers(kafka_python_errors, inspect.isclass):
-        if issubclass(cls, kafka_python_errors.BrokerResponseError) and cls.errno is not None:
-            theirs.setdefault(cls.errno, cls)
+        errno = getattr(cls, "errno", None)
+        if issubclass(cls, kafka_python_errors.BrokerResponseError) and errno is not None:
+            theirs.setdefault(errno, cls)
     for code, cls in errors.ERRORS_BY_CODE.items():
         other = theirs[code]
         assert KAFKA_PYTHON_OLD_NAMES.get(code, cls.name) == other.message, code
@@ -237,7 +239,8 @@ def test_indeterminate_classes() -> None:
         assert issubclass(cls, IndeterminateWriteError)
         assert write_outcome(cls()) == "indeterminate"
     before = NotLeaderOrFollowerBeforeAppendError()
-    assert isinstance(before, NotLeaderOrFollowerError) and isinstance(before, NotWrittenError)
+    assert isinstance(before, NotLeaderOrFollowerError)
+    assert isinstance(before, NotWrittenError)
     assert write_outcome(before) == "not_written"
     assert write_outcome(NotLeaderOrFollowerError()) == "indeterminate"
 
@@ -262,7 +265,7 @@ def test_placeholder_signature_still_works() -> None:
     assert (exc.code, exc.position, exc.path, exc.offset, exc.limit) == (2, 3, "p.log", 9, None)
 
 
-@pytest.mark.parametrize("cls", sorted(errors.ERRORS_BY_CODE.values(), key=lambda c: c.code))
+@pytest.mark.parametrize("cls", [cls for _, cls in sorted(errors.ERRORS_BY_CODE.items())])
 def test_every_kafka_error_accepts_and_renders_the_fields(cls: type[KafkaError]) -> None:
     exc = cls("went wrong", path="/d/t-0/00000000000000000042.log", offset=42, position=77, limit=9)
     text = str(exc)
@@ -288,14 +291,15 @@ def test_rendering_exact() -> None:
     assert repr(CorruptRecordError("m", offset=1)) == "CorruptRecordError('m', offset=1)"
 
 
-def test_path_like_is_accepted(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_path_like_is_accepted(tmp_path) -> None:
     exc = StorageError("cannot map", path=tmp_path / "x.index")
     assert exc.path == str(tmp_path / "x.index")
 
 
 def test_storage_errors() -> None:
     exc = StorageError("short read", path="a.log", position=10, limit=20)
-    assert isinstance(exc, OSError) and isinstance(exc, SeglogError)
+    assert isinstance(exc, OSError)
+    assert isinstance(exc, SeglogError)
     assert str(exc) == "short read (in a.log, at byte 10, limit 20)"
     assert code_for_exception(exc) == 56
     assert pickle.loads(pickle.dumps(exc)).position == 10
@@ -303,7 +307,9 @@ def test_storage_errors() -> None:
     assert isinstance(locked, StorageError)
     assert "/data" in str(locked) and "locked" in str(locked)
     kse = KafkaStorageError(path="x")
-    assert isinstance(kse, StorageError) and isinstance(kse, KafkaError) and kse.code == 56
+    assert isinstance(kse, StorageError)
+    assert isinstance(kse, KafkaError)
+    assert kse.code == 56
     assert kse.retriable
 
 
@@ -314,7 +320,8 @@ def test_config_errors() -> None:
     again = pickle.loads(pickle.dumps(exc))
     assert (again.key, again.value) == ("segment.bytes", 3)
     api = InvalidConfigError(key="x")
-    assert isinstance(api, ConfigError) and api.code == 40 and api.key == "x"
+    assert isinstance(api, ConfigError)
+    assert api.code == 40 and api.key == "x"
 
 
 def test_code_for_exception() -> None:
@@ -348,7 +355,7 @@ def test_native_classes_are_installed() -> None:
 def test_native_make_passes_every_field(kind: str) -> None:
     exc = native_errors.make(kind, "boom", path="f.log", offset=1, position=2, limit=3)
     assert isinstance(exc, SeglogError)
-    assert (exc.path, exc.offset, exc.position, exc.limit) == ("f.log", 1, 2, 3)  # type: ignore[attr-defined]
+    assert (exc.path, exc.offset, exc.position, exc.limit) == ("f.log", 1, 2, 3)
     assert str(exc) == "boom (in f.log, offset 1, at byte 2, limit 3)"
 
 

@@ -42,7 +42,8 @@ def build(tmp_path, name, spans, gap_after=(), seed=0):
 def expected(model, start, max_bytes, upper, min_one=True):
     """(segment index, position, length) slices the rules give."""
     rows = [m for m in model if m[2] >= start]
-    taken, total = [], 0
+    taken: list[tuple[int, int, int, int, int]] = []
+    total = 0
     for m in rows:
         if m[2] >= upper or m[1] >= upper:
             break
@@ -50,7 +51,7 @@ def expected(model, start, max_bytes, upper, min_one=True):
             break
         taken.append(m)
         total += m[4]
-    out = []
+    out: list[tuple[int, int, int]] = []
     for m in taken:
         if out and out[-1][0] == m[0] and out[-1][1] + out[-1][2] == m[3]:
             out[-1] = (m[0], out[-1][1], out[-1][2] + m[4])

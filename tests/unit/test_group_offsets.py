@@ -39,6 +39,7 @@ def test_decode_broker_records(fixtures_dir: Path) -> None:
     data = (fixtures_dir / "kafka-real/LDI-POC/__consumer_offsets-6/00000000000000000000.log").read_bytes()
     commits = []
     for r in decode_records(data):
+        assert r.key is not None and r.value is not None  # no tombstones in this segment
         k = decode_offset_key(r.key)
         if k is None:
             assert r.key[:2] == b"\x00\x02"  # group metadata

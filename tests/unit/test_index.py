@@ -91,7 +91,7 @@ def test_continues_a_copy_of_kafka_index(kafka_dir: Path, tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("cls,size", [(OffsetIndex, 8), (TimeIndex, 12)])
-def test_new_file_is_preallocated_kafka_style(tmp_path: Path, cls: type, size: int) -> None:
+def test_new_file_is_preallocated_kafka_style(tmp_path: Path, cls: type[OffsetIndex | TimeIndex], size: int) -> None:
     path = tmp_path / "x"
     idx = cls(path, 0)  # default segment.index.bytes
     assert size == idx.ENTRY_SIZE
@@ -107,7 +107,7 @@ def test_new_file_is_preallocated_kafka_style(tmp_path: Path, cls: type, size: i
 
 
 @pytest.mark.parametrize("cls", [OffsetIndex, TimeIndex])
-def test_bad_arguments(tmp_path: Path, cls: type) -> None:
+def test_bad_arguments(tmp_path: Path, cls: type[OffsetIndex | TimeIndex]) -> None:
     with pytest.raises(ValueError, match="max index size"):
         cls(tmp_path / "a", 0, max_index_size=cls.ENTRY_SIZE - 1)
     with pytest.raises(ValueError, match="max index size"):
@@ -400,7 +400,7 @@ def test_empty_file_opens_unmapped(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("cls", [OffsetIndex, TimeIndex])
-def test_crash_left_all_zero_file_is_empty(tmp_path: Path, cls: type) -> None:
+def test_crash_left_all_zero_file_is_empty(tmp_path: Path, cls: type[OffsetIndex | TimeIndex]) -> None:
     path = tmp_path / "x"
     path.write_bytes(bytes(cls.ENTRY_SIZE * 500))
     with cls(path, 42) as idx:
@@ -457,7 +457,7 @@ def _expect_corrupt(idx: OffsetIndex | TimeIndex, *fragments: str) -> str:
 
 
 @pytest.mark.parametrize("cls", [OffsetIndex, TimeIndex])
-def test_length_not_a_multiple(tmp_path: Path, cls: type) -> None:
+def test_length_not_a_multiple(tmp_path: Path, cls: type[OffsetIndex | TimeIndex]) -> None:
     path = tmp_path / "x"
     good = oentries((3, 100), (5, 200)) if cls is OffsetIndex else tentries((10, 3), (20, 5))
     path.write_bytes(good + b"\x00\x01\x02")
@@ -513,7 +513,7 @@ def test_time_index_corruptions(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("cls", [OffsetIndex, TimeIndex])
-def test_junk_after_the_zero_tail(tmp_path: Path, cls: type) -> None:
+def test_junk_after_the_zero_tail(tmp_path: Path, cls: type[OffsetIndex | TimeIndex]) -> None:
     # a crash that lost a middle page: zeros, then entries again
     path = tmp_path / "x"
     es = cls.ENTRY_SIZE
@@ -580,7 +580,7 @@ def test_views_are_counted_and_block_remapping(tmp_path: Path) -> None:
     idx.append(3, 100)
     idx.append(4, 200)
     v = idx.view()
-    w = memoryview(idx)[8:]
+    w = memoryview(idx)[8:]  # type: ignore[arg-type]  # index.pyi does not declare the buffer protocol
     assert idx.views == 2
     assert v.readonly and v.nbytes == 16 and v.format == "B"
     assert bytes(v) == oentries((3, 100), (4, 200)) and bytes(w) == oentries((4, 200))

@@ -16,7 +16,9 @@ from seglog.errors import (
     RecordListTooLargeError,
     RecordTooLargeError,
 )
-from seglog.storage.log import Log, parse_partition_dir
+from seglog.storage.checkpoints import fsync_dir
+from seglog.storage.log import Log
+from seglog.storage.logdir import parse_partition_dir
 from seglog.storage.records import batch_headers, decode_records, encode_batch
 from seglog.util.clock import Clock, ManualClock, Scheduler
 from tests.conftest import T0
@@ -301,11 +303,17 @@ def test_flush_messages_moves_the_recovery_point(tmp_path):
 
 
 def test_new_segment_files_are_durable_at_once(tmp_path, monkeypatch):
+    import seglog.storage.local_log
     import seglog.storage.log
 
-    synced = []
-    real = seglog.storage.log.fsync_dir
-    monkeypatch.setattr(seglog.storage.log, "fsync_dir", lambda p: (synced.append(p), real(p)))
+    synced: list[str] = []
+
+    def observed(path: str) -> None:
+        synced.append(path)
+        fsync_dir(path)
+
+    for module in (seglog.storage.log, seglog.storage.local_log):  # the partition dir, the segments
+        monkeypatch.setattr(module, "fsync_dir", observed)
     log = open_log(tmp_path, {"segment.bytes": 300})
     d = str(tmp_path / "t-0")
     assert synced == [str(tmp_path), d]  # the partition directory, its first segment

@@ -20,7 +20,8 @@ def test_the_log_manager_holds_topics_without_clients(tmp_path: Path) -> None:
         logs.create_topic("t", 2)
         assert logs.append("t", 1, encode_batch([b"a", b"b"])).last_offset == 1
         part = logs.partition("t", 1)
-        assert isinstance(part, StoredPartition) and part.log is logs.log("t", 1)
+        assert isinstance(part, StoredPartition)
+        assert part.log is logs.log("t", 1)
         assert [r.value for r in decode_records(part.log.read(0).to_bytes())] == [b"a", b"b"]
         for name in ("producer", "consumer", "serve"):
             assert not hasattr(logs, name)

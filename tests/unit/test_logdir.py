@@ -19,7 +19,7 @@ import pytest
 
 from seglog import Log, Store
 from seglog.errors import KafkaStorageError, LogDirectoryLockedError
-from seglog.storage.checkpoints import OffsetCheckpointFile
+from seglog.storage.checkpoints import OffsetCheckpointFile, atomic_write
 from seglog.storage.group_offsets import OFFSETS_TOPIC, partition_for_group
 from seglog.storage.logdir import LogDir
 from seglog.storage.records import encode_batch
@@ -533,7 +533,7 @@ def test_create_topic_failing_at_the_nth_partition_leaves_nothing(
             # What a full disk does once the partition directory is made.
             os.makedirs(directory, exist_ok=True)
             raise KafkaStorageError(f"no space left on device ({errno.ENOSPC})")
-        return real(cls, directory, *args, **kwargs)  # type: ignore[no-any-return]
+        return real(cls, directory, *args, **kwargs)
 
     monkeypatch.setattr(Log, "open", classmethod(flaky))
     with pytest.raises(KafkaStorageError, match="no space"):
@@ -560,7 +560,7 @@ def test_create_topic_whose_metadata_write_fails_leaves_nothing(
     with Store.open(tmp_path, clock=clock) as store:
         store.create_topic("keep", 1)
         before = _state(tmp_path)
-        real = seglog.storage.store_metadata.atomic_write
+        real = atomic_write
         fail = [True]
 
         def full(path: str, data: bytes) -> None:

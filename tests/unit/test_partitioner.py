@@ -39,7 +39,8 @@ def test_generated_vectors_vectorised(fixtures_dir: Path) -> None:
     keys: list[bytes | None] = [bytes.fromhex(v["key_hex"]) for v in vectors]
     for n in (3, 6, 12, 1000):
         got = partitions_for_keys(keys, n)
-        assert isinstance(got, array.array) and got.typecode == "i"
+        assert isinstance(got, array.array)
+        assert got.typecode == "i"
         assert list(got) == [int(v[f"p{n}"]) for v in vectors]
 
 

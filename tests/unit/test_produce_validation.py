@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 import struct
+from collections.abc import Sequence
+from typing import TypeVar
 
 import pytest
 
@@ -30,7 +32,7 @@ def record(
     ts_delta: int = 0,
     key: bytes | None = b"k",
     value: bytes | None = b"v",
-    headers: list[tuple[bytes, bytes | None]] = (),
+    headers: Sequence[tuple[bytes, bytes | None]] = (),
 ) -> bytes:
     body = b"\x00" + varint(ts_delta) + varint(delta)
     body += varint(-1) if key is None else varint(len(key)) + key
@@ -68,7 +70,10 @@ def open_log(tmp_path, config=None, name="t-0", clock=None) -> Log:
     return Log.open(str(tmp_path / name), config or {}, clock=clock or ManualClock(T0))
 
 
-def refused(log: Log, data: bytes, exc: type[BaseException], match: str | None) -> BaseException:
+E = TypeVar("E", bound=BaseException)
+
+
+def refused(log: Log, data: bytes, exc: type[E], match: str | None) -> E:
     end = log.log_end_offset
     size = log.size
     with pytest.raises(exc, match=match) as info:

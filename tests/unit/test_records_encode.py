@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import array
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -153,7 +154,7 @@ def test_columns_skip_keys_and_headers():
     assert cols.to_arrow().column_names == ["offset", "timestamp", "timestampType", "leaderEpoch", "value"]
     assert cols.to_arrow().column("value").to_pylist() == VALUES
     full = decode_columns(buf)
-    assert np.frombuffer(full.offsets, dtype=np.int64).tolist() == [0, 1, 2, 3, 4]
+    assert np.frombuffer(memoryview(full.offsets), dtype=np.int64).tolist() == [0, 1, 2, 3, 4]
     assert full.value_null_count == 1 and full.key_null_count == 1
 
 
@@ -161,7 +162,7 @@ def test_offset_range_filter():
     buf = b"".join(encode_batch([b"v"] * 4, base_offset=b, timestamps=T) for b in (0, 4, 8))
     assert [r.offset for r in decode_records(buf, min_offset=3, max_offset=9)] == [3, 4, 5, 6, 7, 8]
     cols = decode_columns(buf, min_offset=3, max_offset=9)
-    assert np.frombuffer(cols.offsets, dtype=np.int64).tolist() == [3, 4, 5, 6, 7, 8]
+    assert np.frombuffer(memoryview(cols.offsets), dtype=np.int64).tolist() == [3, 4, 5, 6, 7, 8]
 
 
 @pytest.mark.parametrize(
@@ -239,8 +240,8 @@ def test_list_fast_path_equals_general_path(cols, as_tuple):
 def test_list_fast_path_grows_its_buffer_and_compresses_like_the_general_path(compression):
     """encode_seq.h guesses the batch size from the first record (at most 16 MiB) and grows:
     a small first record then large ones, and 20 MiB of equal records, both grow it."""
-    cases = [
-        [None] + [bytes([i % 256]) * 5000 for i in range(300)],
+    cases: list[Sequence[bytes | None]] = [
+        [None, *(bytes([i % 256]) * 5000 for i in range(300))],
         [b""] * 10 + [b"x" * 70_000] * 3 + [b"y"],
         [bytes([i]) * (1 << 20) for i in range(20)],
     ]

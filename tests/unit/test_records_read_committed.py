@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from seglog.storage.records import decode_columns, decode_records, encode_batch, encode_control_batch
 from tests.conftest import T0 as T
+from tests.conftest import wrong
 
 ABORT, COMMIT = 0, 1
 
@@ -22,7 +23,7 @@ def build(ops):
     """ops: ("data", pid, n) with pid -1 for non-transactional, or ("marker", pid, type).
     Returns (bytes, expected offsets under read_committed, aborted ranges)."""
     parts, offset = [], 0
-    batches = []  # (pid or -1, first, last) of data batches, and markers
+    batches: list[tuple[str, int, int, int]] = []  # ("data", pid or -1, first, last) and ("marker", pid, offset, kind)
     for op in ops:
         if op[0] == "data":
             _, pid, n = op
@@ -46,7 +47,7 @@ def build(ops):
             offset += 1
     # Fate of each data batch: the next marker of its producer (none yet = still open, kept
     # here; read_committed's last-stable-offset bound is the caller's business).
-    expected = []
+    expected: list[int] = []
     for i, b in enumerate(batches):
         if b[0] != "data":
             continue
@@ -61,14 +62,15 @@ def build(ops):
             expected.extend(range(first, last + 1))
     # Kafka's aborted-transaction ranges: first offset of the producer's open transaction up to
     # its ABORT marker.
-    ranges, open_first = [], {}
+    ranges: list[tuple[int, int, int]] = []
+    open_first: dict[int, int] = {}
     for b in batches:
         if b[0] == "data" and b[1] >= 0:
             open_first.setdefault(b[1], b[2])
         elif b[0] == "marker":
-            first = open_first.pop(b[1], None)
-            if b[3] == ABORT and first is not None:
-                ranges.append((b[1], first, b[2]))
+            txn_first = open_first.pop(b[1], None)
+            if b[3] == ABORT and txn_first is not None:
+                ranges.append((b[1], txn_first, b[2]))
     return b"".join(parts), expected, ranges
 
 
@@ -101,7 +103,7 @@ def test_aborted_transaction_is_dropped():
 def test_aborted_needs_triples():
     buf, _, _ = build([("data", 1, 1)])
     with pytest.raises(TypeError, match="triples"):
-        decode_columns(buf, aborted=[(1, 2)])
+        decode_columns(buf, aborted=wrong([(1, 2)]))
     assert offsets(decode_columns(buf, aborted=[])) == [0]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from seglog.storage.records import (
@@ -18,7 +20,7 @@ from tests.conftest import T0
 from tests.vectors import common_columns, segment_file, vector, vector_names
 
 # name -> encode_batch keyword arguments that reproduce it (uncompressed vectors only).
-ENCODE_ARGS = {
+ENCODE_ARGS: dict[str, dict[str, Any]] = {
     "v2_none_create_base0_ple0": dict(partition_leader_epoch=0),
     "v2_none_create_base0_ple5": dict(partition_leader_epoch=5),
     "v2_none_logappend": dict(partition_leader_epoch=0, log_append_time=1700000009999),

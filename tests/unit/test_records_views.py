@@ -33,6 +33,7 @@ def test_values_point_into_the_input_and_short_ones_are_inline() -> None:
     buf = encode_batch(VALUES, keys=KEYS, timestamps=T)
     cols = decode_columns(buf, views=True)
     assert cols.value_offsets is None and cols.value_data is None
+    assert cols.view_buffers is not None
     assert bytes(cols.view_buffers[0]) == bytes(buf)
     assert len(cols.view_buffers[1]) == 0  # nothing copied: the batch is uncompressed
     for (length, inline, index, offset), v in zip(entries(cols, "value"), VALUES):
@@ -59,6 +60,7 @@ def test_compressed_records_are_copied_to_the_second_buffer(codec: str) -> None:
     indexes = [e[2] for e in entries(cols, "value")]
     n = len(VALUES)
     assert set(indexes[:n]) <= {-1, 0} and set(indexes[n:]) <= {-1, 1}
+    assert cols.view_buffers is not None
     spill = bytes(cols.view_buffers[1])
     for (length, prefix, index, offset), v in zip(entries(cols, "value")[n:], VALUES):
         if index == 1:

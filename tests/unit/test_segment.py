@@ -333,7 +333,7 @@ def test_first_at_or_after_matches_the_records(tmp_path, codecs):
     any codec among uncompressed ones are decoded on the way."""
     rng = random.Random(5)
     seg = new_segment(tmp_path, 500, index_interval_bytes=150)
-    records = []  # (offset, timestamp) of every record
+    records: list[tuple[int, int]] = []  # (offset, timestamp) of every record
     for k in range(80):
         n = rng.randint(1, 6)
         ts = [T0 + rng.randint(0, 3000) for _ in range(n)]
@@ -365,7 +365,8 @@ def test_reopen_finds_next_offset_and_max_timestamp(filled, tmp_path):
     assert again.offset_of_max_timestamp == next(m[1] for m in model if m[4] == mx)
     assert again.rolling_based_timestamp == model[0][4]
     again.sanity_check()
-    assert again.translate_offset(model[40][0]).position == model[40][2]
+    h = again.translate_offset(model[40][0])
+    assert h is not None and h.position == model[40][2]
     again.close()
 
 
@@ -380,6 +381,7 @@ def test_recover_truncates_a_torn_tail(filled):
     seg.close_without_trim()
     seg = Segment(seg.dir, 500, index_interval_bytes=150, max_index_size=1024)
     res = seg.recover()
+    assert res.reason is not None
     assert res.truncated_bytes == 40 and "torn batch" in res.reason
     assert res.valid_bytes == seg.size == os.path.getsize(seg.log_path) == model[-1][2] + model[-1][3]
     assert seg.next_offset == model[-1][1] + 1
@@ -396,6 +398,7 @@ def test_recover_stops_at_a_flipped_bit_and_reports_it(filled):
         f.write(bytes([b[0] ^ 0x10]))
     seg = Segment(seg.dir, 500, index_interval_bytes=150, max_index_size=1024)
     res = seg.recover()
+    assert res.reason is not None
     assert "CRC mismatch" in res.reason and f"position {model[33][2]}" in res.reason
     assert res.valid_bytes == model[33][2] and res.batches == 33
     assert seg.next_offset == model[33][0]
@@ -413,6 +416,7 @@ def test_recover_refuses_offsets_that_go_backwards(tmp_path):
         f.write(batch(1, base_offset=1))
     seg = Segment(tmp_path, 0, max_index_size=1024)
     res = seg.recover()
+    assert res.reason is not None
     assert "does not follow" in res.reason and res.next_offset == 4 and res.batches == 2
     seg.close()
 
@@ -679,11 +683,14 @@ def test_read_only_open_of_the_kafka_fixture(tmp_path):
     infos = seg.batches(verify_crc=True)
     assert len(infos) == 13 and [b.position for b in infos][:4] == [0, 1780, 1940, 4730]
     for off in range(13):
-        assert seg.translate_offset(off).last_offset == off
+        h = seg.translate_offset(off)
+        assert h is not None and h.last_offset == off
     v = seg.read(3, 10**6)
+    assert v is not None
     assert [r.offset for r in decode_records(v)] == list(range(3, 13))
     v.release()
-    assert seg.find_offset_by_timestamp(1769791783399).last_offset == 3
+    h = seg.find_offset_by_timestamp(1769791783399)
+    assert h is not None and h.last_offset == 3
     with pytest.raises(PermissionError):
         seg.append(batch(1), assign_from=13)
     with pytest.raises(PermissionError):
@@ -700,8 +707,10 @@ def test_read_only_open_without_index_files(tmp_path):
     (d / "00000000000000000000.timeindex").unlink()
     seg = Segment(d, 0, read_only=True)
     assert seg.next_offset == 13
-    assert seg.translate_offset(7).position == 9571
-    assert seg.find_offset_by_timestamp(1769793578176).last_offset == 12
+    h = seg.translate_offset(7)
+    assert h is not None and h.position == 9571
+    h = seg.find_offset_by_timestamp(1769793578176)
+    assert h is not None and h.last_offset == 12
     seg.close()
     assert not (d / "00000000000000000000.index").exists()
 

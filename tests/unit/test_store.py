@@ -413,7 +413,7 @@ def test_read_only_open_of_kafka_fixture(fixtures_dir: Path) -> None:
         recs = list(c.poll())
         assert [r.offset for r in recs] == [0, 1, 2]
         assert [r.producer_id for r in recs] == [1, 2, 3]
-        assert all(r.value.startswith(b"{") for r in recs)
+        assert all(r.value is not None and r.value.startswith(b"{") for r in recs)
         with pytest.raises(KafkaStorageError, match="read-only"):
             store.create_topic("x")
         with pytest.raises(KafkaStorageError, match="read-only"):

@@ -1,0 +1,1 @@
+"""pytest-benchmark timings of the registry's benchmarks (``seglog.benchmarks``) and the byte-level comparisons."""
