@@ -258,9 +258,14 @@ def test_node_processes_serve_kafka_clients_on_their_second_listener(zookeeper_c
             }
         )
         errors: list[object] = []
+
+        def report(err: object, msg: object) -> None:
+            if err is not None:
+                errors.append(err)
+
         values = [b"p-%03d" % i for i in range(100)]
         for v in values:
-            producer.produce("p", v, partition=0, on_delivery=lambda err, msg: err is not None and errors.append(err))
+            producer.produce("p", v, partition=0, on_delivery=report)
         assert producer.flush(20) == 0
         assert errors == []
         got = _confluent_consume(ck, cluster.bootstrap_servers, "p", 1, 100)
