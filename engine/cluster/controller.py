@@ -122,6 +122,8 @@ class BrokerInfo:
     broker_epoch: int
     clean_shutdown: bool
     address: str = ""
+    #: ``host:port`` of the node's Kafka listener ("" when it has none).
+    kafka_address: str = ""
     #: Replicas on the node's failed log dirs (they serve nothing; never leaders, not in ISRs).
     offline_replicas: frozenset[TopicPartition] = frozenset()
     offline_dirs: tuple[str, ...] = ()
@@ -274,6 +276,7 @@ class Controller:
                 stat.czxid,
                 bool(d.get("clean_shutdown", True)),
                 d.get("address", ""),
+                d.get("kafka_address", ""),
                 frozenset((str(t), int(p)) for t, p in d.get("offline_replicas", ())),
                 tuple(d.get("offline_log_dirs", ())),
             )
@@ -503,6 +506,7 @@ class Controller:
             tuple(sorted((b, i.broker_epoch) for b, i in self.brokers.items())),
             tuple(sorted((t, json.dumps(ti.config, sort_keys=True)) for t, ti in self.topics.items())),
             tuple(sorted((b, i.address) for b, i in self.brokers.items() if i.address)),
+            tuple(sorted((b, i.kafka_address) for b, i in self.brokers.items() if i.kafka_address)),
         )
 
     def _publish(self) -> None:

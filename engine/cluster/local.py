@@ -38,6 +38,10 @@ To run every node as its own ``seglog node`` process instead, start the cluster 
 :class:`seglog.cluster.process.ProcessCluster`, with kill/terminate/restart/pause by PID and
 :meth:`~seglog.cluster.process.ProcessCluster.info` (each node's PID, port, log directory).
 
+Every node also has a Kafka listener (:mod:`seglog.cluster.kafka_listener`) for Kafka clients:
+:attr:`LocalCluster.bootstrap_servers` lists them (``kafka_listeners[i]`` is node ``i``'s); a
+killed node's listener closes with it and a restarted one listens on the same port again.
+
 Producers and consumers made here (:mod:`seglog.cluster.producer`,
 :mod:`seglog.cluster.consumer`) are thread-safe; their requests run on the cluster's loop.
 """
@@ -47,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import hashlib
 import itertools
 import logging
 import os
@@ -59,6 +64,7 @@ from typing import Any
 from seglog.cluster.base import ClusterBase
 from seglog.cluster.consumer import ClusterConsumer
 from seglog.cluster.coordinator import InMemoryCoordinator
+from seglog.cluster.kafka_listener import NodeKafkaListener
 from seglog.cluster.messages import MetadataResponse
 from seglog.cluster.metadata import ReplicaConfig
 from seglog.cluster.network import NetworkClient
@@ -104,6 +110,7 @@ class LocalCluster(LoopOwner, ClusterBase):
                 "(a seglog.cluster.process.ProcessCluster)"
             )
         self._lay_out(nodes, dir, replica_config, log_defaults, host, log_dirs, "seglog-cluster-")
+        self._cluster_id = "seglog-" + hashlib.sha256(os.path.abspath(self.dir).encode()).hexdigest()[:16]
         self.zk_server: Any = None
         if coordinator == "zookeeper" and zookeeper is None:
             self.zk_server = ZooKeeperServer().start()
@@ -121,6 +128,9 @@ class LocalCluster(LoopOwner, ClusterBase):
         self._gs: dict[int, GuardedScheduler] = {}
         self._paused: set[int] = set()
         self._ports: dict[int, int] = {}
+        #: Each node's Kafka listener (Kafka clients' way in) and its port, kept across restarts.
+        self.kafka_listeners: dict[int, NodeKafkaListener] = {}
+        self._kafka_ports: dict[int, int] = {}
         self._secret = secret
         # Checkpoint files (and their fsyncs) are written here, not on the loop, so a slow fsync
         # does not stall every node's requests.
@@ -229,9 +239,26 @@ class LocalCluster(LoopOwner, ClusterBase):
         host, port = await transport.listen(i, node.handle, self.host, port)
         self._ports[i] = port
         node.address = f"{host}:{port}"
+        # The Kafka listener first: the node registers its address.
+        kafka = NodeKafkaListener(node, self.host, self._kafka_ports.get(i, 0), cluster_id=self._cluster_id)
+        await kafka.start()
+        self._kafka_ports[i] = kafka.port
+        self.kafka_listeners[i] = kafka
+        node.kafka_address = kafka.bootstrap_servers
         node.offload = self._io.submit
         self.nodes[i] = node
         node.start()
+
+    async def _stop_kafka(self, i: int) -> None:
+        """On node ``i``'s loop: close its Kafka listener and every client connection of it."""
+        kafka = self.kafka_listeners.pop(i, None)
+        if kafka is not None:
+            await kafka.close()
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port,...`` of the nodes' Kafka listeners (for any Kafka client)."""
+        return ",".join(f"{self.host}:{self._kafka_ports[i]}" for i in self.ids if i in self._kafka_ports)
 
     def _reachable(self, i: int) -> bool:
         return i not in self._paused
@@ -265,6 +292,7 @@ class LocalCluster(LoopOwner, ClusterBase):
             self.nodes[node] = None
 
         self._on_node(node, stop)
+        self._on_node_loop(node, self._stop_kafka(node))
 
     def restart(self, node: int) -> None:
         """Start ``node`` again from its directory (after :meth:`kill`, or kill it first)."""
@@ -281,6 +309,9 @@ class LocalCluster(LoopOwner, ClusterBase):
             self._paused.add(node)
             self._gs[node].paused = True
             self._transports[node].pause(node)
+            kafka = self.kafka_listeners.get(node)
+            if kafka is not None:
+                kafka.pause()
             self._node_loops[node].call_later(seconds, thaw)
 
         def thaw() -> None:
@@ -289,6 +320,9 @@ class LocalCluster(LoopOwner, ClusterBase):
             self._paused.discard(node)
             self._transports[node].resume(node)
             self._gs[node].resume()
+            kafka = self.kafka_listeners.get(node)
+            if kafka is not None:
+                kafka.resume()
 
         self._on_node(node, freeze)
 
@@ -300,6 +334,7 @@ class LocalCluster(LoopOwner, ClusterBase):
         coordinator = getattr(self, "coordinator", None)
 
         async def down_node(i: int) -> None:
+            await self._stop_kafka(i)
             n = self.nodes.get(i)
             if n is not None:
                 self._gs[i].kill()

@@ -99,6 +99,8 @@ class LeaderAndIsrRequest:
     live_brokers: tuple[tuple[int, int], ...]  # (node id, broker epoch)
     topic_configs: tuple[tuple[str, str], ...] = ()  # (topic, JSON config overrides)
     addresses: tuple[tuple[int, str], ...] = ()  # (node id, "host:port") when over TCP
+    #: (node id, "host:port") of every live node's Kafka listener (what Metadata names).
+    kafka_addresses: tuple[tuple[int, str], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

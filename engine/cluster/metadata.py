@@ -6,6 +6,7 @@ Coordinator layout (JSON values; Kafka's ZooKeeper layout, simplified)::
     /controller                              ephemeral  {"broker_id": N}
     /controller_epoch                        persistent {"epoch": E}   (its version fences writes)
     /brokers/ids/N                           ephemeral  {"clean_shutdown": bool, "address": ...,
+                                                         "kafka_address": "host:port" or "",
                                                          "offline_log_dirs": [...],
                                                          "offline_replicas": [[T, P], ...]}
                                                         czxid = the node's broker epoch

@@ -147,6 +147,10 @@ class ReplicaNode:
         self.log_defaults = dict(log_defaults or {})
         self.mutants = mut.check(mutants)
         self.address = address
+        #: ``host:port`` of this node's Kafka listener ("" for none), registered with the node;
+        #: :attr:`kafka_addresses` holds every live node's, as the controller sends them.
+        self.kafka_address = ""
+        self.kafka_addresses: dict[int, str] = {}
         self._coordinator_reachable = coordinator_reachable
         self.partitions: dict[TopicPartition, Partition] = {}
         self.metadata: dict[TopicPartition, PartitionInfo] = {}
@@ -341,6 +345,7 @@ class ReplicaNode:
             {
                 "clean_shutdown": self.clean_start,
                 "address": self.address,
+                "kafka_address": self.kafka_address,
                 "pid": os.getpid(),
                 "offline_log_dirs": sorted(self.offline_dirs),
                 "offline_replicas": [list(tp) for tp in sorted(self.offline_partitions)],
@@ -564,6 +569,7 @@ class ReplicaNode:
                 for nid, addr in req.addresses:
                     if nid != self.node_id:
                         learn(nid, addr)
+        self.kafka_addresses = dict(req.kafka_addresses)
         for topic, cfg in req.topic_configs:
             self.topic_configs[topic] = json.loads(cfg)
         metadata = {}

@@ -154,6 +154,7 @@ class ProcessCluster(ClusterBase):
 
             self.coordinator = ZooKeeperCoordinator(zookeeper, session_timeout_ms=10_000)
             self._ports = {i: free_port(host) for i in self.ids}
+            self._kafka_ports = {i: free_port(host) for i in self.ids}
             for i in self.ids:
                 self._write_config(i)
             for i in self.ids:
@@ -223,7 +224,9 @@ class ProcessCluster(ClusterBase):
         props: dict[str, Any] = {
             "node.id": i,
             "log.dirs": self.node_dirs(i),
-            "listeners": f"PLAINTEXT://{self.host}:{self._ports[i]}",
+            # Between nodes (and for the cluster's own clients), then for Kafka clients.
+            "listeners": f"PLAINTEXT://{self.host}:{self._ports[i]},CLIENT://{self.host}:{self._kafka_ports[i]}",
+            "inter.broker.listener.name": "PLAINTEXT",
             "zookeeper.connect": self.zookeeper_connect,
             "zookeeper.connection.timeout.ms": 10_000,
             "controlled.shutdown.retry.backoff.ms": 200,
@@ -401,8 +404,16 @@ class ProcessCluster(ClusterBase):
                 self._client_obj = ClusterClient([self.address(i) for i in self.ids])
             return self._client_obj
 
+    @property
     def bootstrap_servers(self) -> str:
-        return ",".join(self.address(i) for i in self.ids)
+        """``host:port,...`` of the nodes' Kafka listeners (for any Kafka client); the cluster's
+        own clients use :meth:`address`."""
+        return ",".join(f"{self.host}:{self._kafka_ports[i]}" for i in self.ids)
+
+    def kafka_address(self, i: int) -> str:
+        """Node ``i``'s Kafka listener, ``host:port``."""
+        self._check(i)
+        return f"{self.host}:{self._kafka_ports[i]}"
 
     def _request_topic(
         self, name: str, partitions: int, replication_factor: int, config: Mapping[str, Any] | None, timeout_s: float

@@ -5,8 +5,13 @@ The properties file uses Kafka's broker keys (:class:`seglog.config.BrokerConfig
 =====================================  =====================================================
 ``node.id`` (or ``broker.id``)         this node's id (required, >= 0)
 ``log.dirs`` (or ``log.dir``)          its log directories, comma-separated (Kafka's JBOD)
-``listeners``                          ``PLAINTEXT://host:port`` it serves clients and peers on
-``advertised.listeners``               the address others are told (default: the listener)
+``listeners``                          ``NAME://host:port,...``: the one between nodes (the
+                                       cluster's own protocol, its clients too), and any
+                                       others serve Kafka clients (PLAINTEXT)
+``inter.broker.listener.name``         the name of the listener between nodes (default: the
+                                       first listener's)
+``advertised.listeners``               the addresses others are told, by listener name
+                                       (default: the listeners')
 ``zookeeper.connect``                  ``host:port[,host:port...][/chroot]`` (required)
 ``zookeeper.session.timeout.ms``       its session; expiry = this node's death (18000)
 ``zookeeper.connection.timeout.ms``    how long to wait for ZooKeeper (default: the session)
@@ -34,6 +39,7 @@ exit status 0. SIGKILL leaves what a crash leaves; the session then expires afte
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 import signal
@@ -43,6 +49,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from seglog.cluster.kafka_listener import NodeKafkaListener
 from seglog.cluster.metadata import ReplicaConfig, TopicPartition
 from seglog.cluster.node import ReplicaNode
 from seglog.cluster.tcp import LoopScheduler, TcpTransport
@@ -62,6 +69,49 @@ def parse_listener(listener: str) -> tuple[str, int]:
     if not colon or not port.isdigit() or int(port) > 65535:
         raise ConfigError(f"listener {listener!r} has no valid port (0-65535)", key="listeners", value=listener)
     return host.strip("[]"), int(port)
+
+
+def listener_name(listener: str) -> str:
+    """``NAME://host:port`` -> ``NAME``."""
+    return listener.partition("://")[0]
+
+
+def split_listeners(cfg: BrokerConfig) -> tuple[str, list[str]]:
+    """(the listener between nodes, the Kafka client listeners) of a node's ``listeners``,
+    by ``inter.broker.listener.name`` (default: the first listener's name)."""
+    names = [listener_name(x) for x in cfg.listeners]
+    for i, n in enumerate(names):
+        if n in names[:i]:
+            raise ConfigError(
+                f"listeners names {n} twice: every listener needs a name of its own",
+                key="listeners",
+                value=cfg.listeners,
+            )
+    inter = cfg.inter_broker_listener_name or names[0]
+    if inter not in names:
+        raise ConfigError(
+            f"inter.broker.listener.name {inter} is not a listener ({', '.join(names)})",
+            key="inter.broker.listener.name",
+            value=inter,
+        )
+    between = cfg.listeners[names.index(inter)]
+    return between, [x for x in cfg.listeners if x is not between]
+
+
+def _advertised(cfg: BrokerConfig, listener: str, port: int) -> str:
+    """The ``host:port`` others are told for ``listener`` (bound on ``port``): its entry of
+    ``advertised.listeners`` by name (the first entry when names do not match and there is one
+    listener), else the listener's own."""
+    host, _ = parse_listener(listener)
+    name = listener_name(listener)
+    adv = list(cfg.advertised_listeners or ())
+    match = next((a for a in adv if listener_name(a) == name), None)
+    if match is None and len(cfg.listeners) == 1 and adv:
+        match = adv[0]
+    if match is not None:
+        ahost, aport = parse_listener(match)
+        return f"{ahost or socket.getfqdn()}:{aport or port}"
+    return f"{host or socket.getfqdn()}:{port}"
 
 
 def load_config(path: str, overrides: Mapping[str, str] | None = None) -> BrokerConfig:
@@ -87,6 +137,12 @@ def load_config(path: str, overrides: Mapping[str, str] | None = None) -> Broker
             )
     if not cfg.listeners:
         raise ConfigError(f"{path}: listeners is empty", key="listeners", value=cfg.listeners)
+    for listener in cfg.listeners:
+        parse_listener(listener)
+    try:
+        split_listeners(cfg)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc.args[0]}", key=exc.key, value=exc.value) from None
     return cfg
 
 
@@ -123,6 +179,8 @@ class NodeServer:
         self.node.on_log_dir_failure = self._halt_on_log_dir_failure
         self.stopped = asyncio.Event()
         self._stopping = False
+        #: The node's Kafka listeners (every listener but the one between nodes).
+        self.kafka_listeners: list[NodeKafkaListener] = []
 
     def _halt_on_log_dir_failure(self, exc: BaseException) -> None:
         # Kafka halts a broker whose last log dir has failed: nothing more is written (no
@@ -141,14 +199,28 @@ class NodeServer:
         os._exit(1)
 
     async def start(self) -> str:
-        host, port = parse_listener(self.config.listeners[0])
+        between, clients = split_listeners(self.config)
+        host, port = parse_listener(between)
         bound, port = await self.transport.listen(self.node_id, self.node.handle, host or "0.0.0.0", port)
-        if self.config.advertised_listeners:
-            ahost, aport = parse_listener(self.config.advertised_listeners[0])
-            address = f"{ahost or socket.getfqdn()}:{aport or port}"
-        else:
-            address = f"{host or socket.getfqdn()}:{port}"
+        address = _advertised(self.config, between, port)
         self.node.address = address
+        for listener in clients:
+            khost, kport = parse_listener(listener)
+            kafka = NodeKafkaListener(
+                self.node,
+                khost or "0.0.0.0",
+                kport,
+                # The same on every node of the cluster: named after its ZooKeeper.
+                cluster_id="seglog-" + hashlib.sha256((self.config.zookeeper_connect or "").encode()).hexdigest()[:16],
+                max_request_bytes=self.config.socket_request_max_bytes,
+                idle_ms=self.config.connections_max_idle_ms,
+            )
+            await kafka.start()
+            self.kafka_listeners.append(kafka)
+            # The first one's address is what Metadata gives clients for this node.
+            if not self.node.kafka_address:
+                self.node.kafka_address = _advertised(self.config, listener, kafka.port)
+            log.info("node %d: Kafka clients' listener %s on port %d", self.node_id, listener, kafka.port)
         self.node.start()
         log.info(
             "node %d (pid %d) listening on %s:%d, advertised as %s, log dirs %s",
@@ -201,6 +273,8 @@ class NodeServer:
         try:
             if self.config.controlled_shutdown_enable and self.node.running:
                 await self.controlled_shutdown()
+            for kafka in self.kafka_listeners:
+                await kafka.close()
             self.node.shutdown(deregister=True)
             await self.transport.close()
             self.coordinator.close()

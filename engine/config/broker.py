@@ -25,6 +25,7 @@ class BrokerConfig(AbstractConfig):
     broker_id: int = _default("broker", "broker.id")
     listeners: tuple[str, ...] = _default("broker", "listeners")
     advertised_listeners: tuple[str, ...] | None = _default("broker", "advertised.listeners")
+    inter_broker_listener_name: str | None = _default("broker", "inter.broker.listener.name")
     zookeeper_connect: str | None = _default("broker", "zookeeper.connect")
     zookeeper_session_timeout_ms: int = _default("broker", "zookeeper.session.timeout.ms")
     zookeeper_connection_timeout_ms: int | None = _default("broker", "zookeeper.connection.timeout.ms")

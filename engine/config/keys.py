@@ -233,6 +233,12 @@ _BROKER_KEYS = (
         "from listeners (unset: the same as listeners).",
         importance="high",
     ),
+    _broker("inter.broker.listener.name", "string", None,
+        "The name of the listener (in listeners) the nodes use between themselves, on the "
+        "cluster's own protocol; every other listener serves Kafka clients. Unset: the "
+        "first listener's name.",
+        importance="medium",
+    ),
     _broker("zookeeper.connect", "string", None,
         "ZooKeeper connection string, host:port[,host:port...][/chroot]. Unset: the "
         "in-process coordinator is used (one process only).",

@@ -53,7 +53,14 @@ from seglog.util.closing import Closeable
 if TYPE_CHECKING:
     from seglog.storage.log_manager import LogManager
 
-__all__ = ["API_VERSIONS", "DEFAULT_IDLE_MS", "DEFAULT_MAX_REQUEST_BYTES", "KafkaServer"]
+__all__ = [
+    "API_VERSIONS",
+    "DEFAULT_IDLE_MS",
+    "DEFAULT_MAX_REQUEST_BYTES",
+    "SENDFILE_MIN",
+    "KafkaServer",
+    "hold_records",
+]
 
 log = logging.getLogger("seglog.kafka")
 
@@ -341,7 +348,7 @@ class KafkaServer(KafkaListener):
                 code, session_id, responses = context.respond(responses)
                 if ids:
                     self._id_topics(responses)
-                _hold_records(responses)
+                hold_records(responses)
                 return {"throttle_time_ms": 0, "error_code": code, "session_id": session_id, "responses": responses}
             # Long poll: woken by a produce through this server, and re-checked every 50 ms
             # for appends made to the store by other means.
@@ -434,7 +441,7 @@ class KafkaServer(KafkaListener):
                         ]
                     elif committed:
                         out["aborted_transactions"] = []
-                    # Slices of the segment files; _hold_records turns the answer's into bytes
+                    # Slices of the segment files; hold_records turns the answer's into bytes
                     # or file regions once the long poll ends.
                     out["records"] = result if size else b""
                     total += size
@@ -746,7 +753,7 @@ def _fetched_end(result: Any) -> int:
 SENDFILE_MIN = 64 * 1024
 
 
-def _hold_records(responses: list[Any]) -> None:
+def hold_records(responses: list[Any]) -> None:
     """Replace each partition's read (a ``LogReadResult``) by what the response sends: its
     bytes when small, else :class:`codec.FileRegions` over duplicated descriptors of the segment
     files, which stay valid (and keep no view of the mapped data) even if retention deletes or

@@ -10,7 +10,7 @@ import pytest
 from seglog.cli import main
 from seglog.cluster.client import format_describe, parse_bootstrap
 from seglog.cluster.metadata import PartitionInfo, PartitionState
-from seglog.cluster.server import load_config, parse_listener
+from seglog.cluster.server import load_config, parse_listener, split_listeners
 
 
 def _props(tmp_path: Path, text: str) -> str:
@@ -52,6 +52,27 @@ def test_node_config_overrides_and_listeners(tmp_path: Path) -> None:
     )
     with pytest.raises(Exception, match=r"log dir .*/a/ is listed twice"):
         load_config(twice)
+
+
+def test_node_listeners_between_nodes_and_for_kafka_clients(tmp_path: Path) -> None:
+    base = f"node.id=1\nlog.dirs={tmp_path / 'd'}\nzookeeper.connect=h:1\n"
+    one = load_config(_props(tmp_path, base + "listeners=PLAINTEXT://:9092\n"))
+    assert split_listeners(one) == ("PLAINTEXT://:9092", [])
+    two = load_config(_props(tmp_path, base + "listeners=PLAINTEXT://:9092,CLIENT://:9093\n"))
+    assert split_listeners(two) == ("PLAINTEXT://:9092", ["CLIENT://:9093"])  # the first by default
+    named = load_config(
+        _props(
+            tmp_path,
+            base + "listeners=CLIENT://:9093,INTERNAL://:9094\ninter.broker.listener.name=INTERNAL\n",
+        )
+    )
+    assert split_listeners(named) == ("INTERNAL://:9094", ["CLIENT://:9093"])
+    with pytest.raises(Exception, match=r"inter.broker.listener.name NODES is not a listener \(PLAINTEXT, CLIENT\)"):
+        load_config(_props(tmp_path, base + "listeners=PLAINTEXT://:1,CLIENT://:2\ninter.broker.listener.name=NODES\n"))
+    with pytest.raises(Exception, match="listeners names PLAINTEXT twice"):
+        load_config(_props(tmp_path, base + "listeners=PLAINTEXT://:1,PLAINTEXT://:2\n"))
+    with pytest.raises(Exception, match="listener"):
+        load_config(_props(tmp_path, base + "listeners=PLAINTEXT://:1,CLIENT://nope\n"))
 
 
 def test_describe_needs_a_dir_or_a_bootstrap(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 The layers, lowest first (``docs/architecture.md``, "The map"):
 
     seglog._native  <-  seglog.errors, seglog.util  <-  seglog.config  <-  seglog.storage
-        <-  seglog.client  <-  seglog.cluster, seglog.kafka
+        <-  seglog.client  <-  seglog.kafka  <-  seglog.cluster (same layer; one direction)
         <-  seglog (the package's front), seglog.bindings, seglog.cli, seglog.benchmarks,
             seglog.testing
 
@@ -164,6 +164,23 @@ def test_layers_import_downward_only() -> None:
         if layer(e.target) > layer(e.source)
     ]
     assert not upward, "imports that point up a layer:\n" + "\n".join(upward)
+
+
+def test_the_kafka_protocol_does_not_know_the_cluster() -> None:
+    """Within layer 5 one direction only: a cluster node serves Kafka's protocol with
+    ``seglog.kafka`` (its listener, codec, fetch sessions); ``seglog.kafka`` never imports
+    ``seglog.cluster``, not even for type checking."""
+    bad = [
+        f"{_where(e)}: {e.source} imports {e.target}"
+        for e in all_imports()
+        if layer(e.source) == 5
+        and e.source.startswith("seglog.kafka")
+        and (e.target == "seglog.cluster" or e.target.startswith("seglog.cluster."))
+    ]
+    assert not bad, "seglog.kafka imports seglog.cluster:\n" + "\n".join(bad)
+    assert any(
+        e.source.startswith("seglog.cluster.") and e.target.startswith("seglog.kafka.") for e in all_imports()
+    ), "the walk should see seglog.cluster using seglog.kafka"
 
 
 def test_no_import_cycles() -> None:

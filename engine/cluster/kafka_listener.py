@@ -1,0 +1,540 @@
+"""A cluster node's Kafka listener: Kafka clients talk to a :class:`~seglog.cluster.node.ReplicaNode`
+over Kafka's protocol.
+
+The listener (socket, framing, TLS/SASL, sendfile of record data, ApiVersions) is
+:class:`seglog.kafka.listener.KafkaListener`; this subclass runs on the node's asyncio loop (the
+node is single-threaded: it is touched only from that loop) and answers each request by handing
+it to the node's own handling, :meth:`ReplicaNode.handle <seglog.cluster.node.ReplicaNode.handle>`
+with the messages of :mod:`seglog.cluster.messages`, whose reply resolves a future. So what the
+node checks for its own clients holds for Kafka clients too: leadership, ``acks=all`` with
+``min.insync.replicas``, fetches bounded by the high watermark, long polls, the idempotent
+producers' sequence checks.
+
+Served (versions of :data:`seglog.kafka.apis.API_VERSIONS`):
+
+- ApiVersions (the listener's), listing only the APIs below;
+- Metadata: the live nodes that have a Kafka listener, each partition's leader, leader epoch,
+  replicas, ISR and offline replicas (replicas on nodes not alive), the controller. A topic
+  the node does not know is UNKNOWN_TOPIC_OR_PARTITION (no topic is created by a Metadata
+  request). Topic ids are derived from the topic's name (the cluster has no topic deletion, so
+  a name never names two topics);
+- Produce, each partition a :class:`~seglog.cluster.messages.ProduceRequest` carrying a view of
+  the request frame; acks 0, 1 and -1; the node's error codes (NOT_LEADER_OR_FOLLOWER on a node
+  that does not lead the partition, NOT_ENOUGH_REPLICAS, ...);
+- InitProducerId for idempotent producers, forwarded to the controller (as the cluster's own
+  producer gets its producer ids); no transactions;
+- Fetch for consumers (``replica_id`` -1): a :class:`~seglog.cluster.messages.FetchRequest` to
+  the node's fetch handling, with incremental fetch sessions (KIP-227); record data of
+  ``SENDFILE_MIN`` bytes or more is sent from the segment files;
+- ListOffsets (earliest, latest, by timestamp, max timestamp) on the partition's leader.
+
+Not yet served here: consumer groups (FindCoordinator and the group APIs), admin APIs (topics
+are created through the cluster's own client), follower fetches (nodes replicate over the
+cluster's own transport).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from seglog.cluster.messages import (
+    CONSUMER_REPLICA_ID,
+    ISOLATION_HIGH_WATERMARK,
+    NONE,
+    FetchPartition,
+    FetchPartitionResponse,
+    FetchRequest,
+    FetchResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from seglog.errors import (
+    FencedLeaderEpochError,
+    InvalidRequestError,
+    InvalidRequiredAcksError,
+    KafkaError,
+    LeaderNotAvailableError,
+    NotControllerError,
+    NotLeaderOrFollowerError,
+    UnknownLeaderEpochError,
+    UnknownServerError,
+    UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
+)
+from seglog.kafka.apis import API_VERSIONS
+from seglog.kafka.codec import Message
+from seglog.kafka.connection import CloseConnection, ConnState, fmt_peer
+from seglog.kafka.fetch_sessions import FetchSessionCache
+from seglog.kafka.listener import KafkaListener
+from seglog.kafka.server import hold_records
+
+if TYPE_CHECKING:
+    from seglog.cluster.node import ReplicaNode
+
+__all__ = ["NODE_API_VERSIONS", "NodeKafkaListener", "topic_id"]
+
+log = logging.getLogger("seglog.cluster.kafka")
+
+#: The APIs a node's Kafka listener serves, at the versions the store's listener serves them.
+NODE_API_VERSIONS: dict[int, tuple[int, int]] = {k: API_VERSIONS[k] for k in (0, 1, 2, 3, 17, 18, 22, 36)}
+
+#: Kafka's COORDINATOR_NOT_AVAILABLE: what an idempotent producer retries InitProducerId on.
+COORDINATOR_NOT_AVAILABLE = 15
+_NO_OPERATIONS = -2147483648
+#: Starts the stand-in name of a topic id no topic has (no topic name contains it).
+_UNKNOWN_ID = "\x00"
+#: Added to a request's own wait before the listener gives up on the node's answer (a node
+#: that stopped answers nothing; its connections close with it).
+_GRACE_S = 30.0
+
+
+def topic_id(name: str) -> bytes:
+    """The topic id (a version-4-shaped UUID's 16 bytes) a node gives topic ``name``: derived
+    from the name, so every node gives the same one."""
+    raw = bytearray(hashlib.sha256(b"seglog topic id\x00" + name.encode()).digest()[:16])
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    return bytes(raw)
+
+
+class NodeKafkaListener(KafkaListener):
+    """Answer Kafka clients from ``node`` on ``host:port`` (port 0: any free port); start and
+    close it on the node's loop. ``cluster_id`` is what Metadata reports (the same on every
+    node). Security options as :class:`~seglog.kafka.listener.KafkaListener`'s."""
+
+    def __init__(
+        self,
+        node: ReplicaNode,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        cluster_id: str = "seglog-cluster",
+        **options: Any,
+    ) -> None:
+        super().__init__(host, port, api_versions=NODE_API_VERSIONS, **options)
+        self.node = node
+        self.cluster_id = cluster_id
+        self.fetch_sessions = FetchSessionCache(1000)
+        #: Clear while the node is paused (a frozen process): requests wait before reaching it.
+        self._running = asyncio.Event()
+        self._running.set()
+        self._handlers.update(
+            {
+                0: self._produce,
+                1: self._fetch,
+                2: self._list_offsets,
+                3: self._metadata,
+                22: self._init_producer_id,
+            }
+        )
+
+    # -- pausing (a frozen node answers nothing) -------------------------------------------------
+
+    def pause(self) -> None:
+        """Hold every request from now on before it reaches the node (the node is frozen, as a
+        SIGSTOPped process; its connections stay open) until :meth:`resume`. On the node's loop."""
+        self._running.clear()
+
+    def resume(self) -> None:
+        self._running.set()
+
+    async def _request(self, frame: memoryview, state: ConnState) -> list[Any] | None:
+        if not self._running.is_set():
+            await self._running.wait()
+        return await super()._request(frame, state)
+
+    # -- asking the node ------------------------------------------------------------------------
+
+    def _ask(self, msg: Any) -> asyncio.Future[Any]:
+        """Hand ``msg`` to the node; the future resolves with its reply (a node that is not
+        running answers nothing)."""
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def reply(resp: Any) -> None:
+            if not fut.done():
+                fut.set_result(resp)
+
+        self.node.handle(CONSUMER_REPLICA_ID, msg, reply)
+        return fut
+
+    async def _answer(self, fut: asyncio.Future[Any], wait_s: float, what: str) -> Any:
+        try:
+            return await asyncio.wait_for(fut, wait_s + _GRACE_S)
+        except asyncio.TimeoutError:
+            raise CloseConnection(f"node {self.node.node_id} did not answer {what}") from None
+
+    def _names(self) -> list[str]:
+        return sorted({t for t, _ in self.node.metadata})
+
+    def _topic_name(self, tid: bytes) -> str:
+        for name in self._names():
+            if topic_id(name) == tid:
+                return name
+        return _UNKNOWN_ID + tid.hex()
+
+    def _not_served(self, topic: str, partition: int) -> KafkaError:
+        """Why this node does not serve ``topic``-``partition`` as a leader."""
+        node = self.node
+        if (topic, partition) in node.offline_partitions:
+            return node.offline_error((topic, partition))
+        if (topic, partition) in node.metadata:
+            return NotLeaderOrFollowerError(f"node {node.node_id} does not lead {topic}-{partition}")
+        return UnknownTopicOrPartitionError(f"the cluster has no partition {topic}-{partition}")
+
+    # -- Metadata -------------------------------------------------------------------------------
+
+    async def _metadata(self, version: int, req: Message, state: ConnState) -> Message:
+        node = self.node
+        wanted = req.get("topics")
+        names: Sequence[str]
+        if wanted is None or (version == 0 and not wanted):
+            names = self._names()
+        else:
+            names = [
+                t["name"] if t["name"] is not None else self._topic_name(t.get("topic_id") or bytes(16)) for t in wanted
+            ]
+        live = set(node.live_brokers) | {node.node_id}
+        addresses = dict(node.kafka_addresses)
+        # This node as it registered itself (what the other nodes say of it), else the address
+        # the client reached.
+        if node.kafka_address:
+            addresses[node.node_id] = node.kafka_address
+        else:
+            host, port = state.advertised(self.host, self.port)
+            addresses[node.node_id] = f"{host}:{port}"
+        brokers = []
+        for b in sorted(live):
+            addr = addresses.get(b)
+            if not addr:
+                continue
+            bhost, _, bport = addr.rpartition(":")
+            brokers.append({"node_id": b, "host": bhost.strip("[]"), "port": int(bport), "rack": None})
+        served = {b["node_id"] for b in brokers}
+        by_topic: dict[str, list[Any]] = {}
+        for (t, _), info in sorted(node.metadata.items()):
+            by_topic.setdefault(t, []).append(info)
+        topics: list[Message] = []
+        for name in names:
+            if name.startswith(_UNKNOWN_ID):
+                topics.append(
+                    {
+                        "error_code": UnknownTopicIdError.code,
+                        "name": None,
+                        "topic_id": bytes.fromhex(name[1:]),
+                        "is_internal": False,
+                        "partitions": [],
+                    }
+                )
+                continue
+            infos = by_topic.get(name)
+            if not infos:
+                topics.append(
+                    {
+                        "error_code": UnknownTopicOrPartitionError.code,
+                        "name": name,
+                        "topic_id": bytes(16),
+                        "is_internal": False,
+                        "partitions": [],
+                    }
+                )
+                continue
+            parts = []
+            for info in infos:
+                st = info.state
+                leader = st.leader if st.leader in served else -1
+                offline = [
+                    r
+                    for r in info.replicas
+                    if r not in live or (r == node.node_id and info.tp in node.offline_partitions)
+                ]
+                parts.append(
+                    {
+                        "error_code": NONE if leader >= 0 else LeaderNotAvailableError.code,
+                        "partition_index": info.partition,
+                        "leader_id": leader,
+                        "leader_epoch": st.leader_epoch,
+                        "replica_nodes": list(info.replicas),
+                        "isr_nodes": list(st.isr),
+                        "offline_replicas": offline,
+                    }
+                )
+            topics.append(
+                {
+                    "error_code": NONE,
+                    "name": name,
+                    "topic_id": topic_id(name),
+                    "is_internal": False,
+                    "partitions": parts,
+                    "topic_authorized_operations": _NO_OPERATIONS,
+                }
+            )
+        return {
+            "throttle_time_ms": 0,
+            "brokers": brokers,
+            "cluster_id": self.cluster_id,
+            "controller_id": node.controller_id if node.controller_id in served else -1,
+            "topics": topics,
+            "cluster_authorized_operations": _NO_OPERATIONS,
+        }
+
+    # -- Produce --------------------------------------------------------------------------------
+
+    async def _produce(self, version: int, req: Message, state: ConnState) -> Message | None:
+        acks = req["acks"]
+        timeout_ms = max(int(req.get("timeout_ms", 30_000)), 0)
+        pending: list[tuple[str, dict[str, Any], asyncio.Future[Any]]] = []
+        responses = []
+        for topic in req["topic_data"]:
+            name = topic["name"]
+            parts = []
+            for pd in topic["partition_data"]:
+                p, records = pd["index"], pd["records"]
+                out: dict[str, Any] = {
+                    "index": p,
+                    "error_code": NONE,
+                    "base_offset": -1,
+                    "log_append_time_ms": -1,
+                    "log_start_offset": -1,
+                    "record_errors": [],
+                    "error_message": None,
+                }
+                parts.append(out)
+                if acks not in (0, 1, -1):
+                    state.fail(
+                        out,
+                        f"Produce to {name}-{p}",
+                        InvalidRequiredAcksError(f"acks must be 0, 1 or -1 (all), not {acks}"),
+                    )
+                    continue
+                if records is None or len(records) == 0:
+                    state.fail(
+                        out, f"Produce to {name}-{p}", InvalidRequestError(f"produce to {name}-{p} without records")
+                    )
+                    continue
+                fut = self._ask(ProduceRequest(name, p, records, acks, timeout_ms))
+                pending.append((name, out, fut))
+            responses.append({"name": name, "partition_responses": parts})
+        if acks == 0:
+            failed = [
+                f"{r['name']}-{p['index']}: error {p['error_code']}"
+                for r in responses
+                for p in r["partition_responses"]
+                if p["error_code"]
+            ]
+            if failed:
+                # As Kafka: a producer that wants no answer learns of a failure by the
+                # connection closing.
+                raise CloseConnection(f"acks=0 produce failed ({', '.join(failed)})")
+            return None
+        for topic, out, fut in pending:
+            resp = await self._answer(fut, timeout_ms / 1000.0, "a produce")
+            self._produce_result(topic, out, resp, state)
+        return {"responses": responses, "throttle_time_ms": 0}
+
+    def _produce_result(self, topic: str, out: dict[str, Any], resp: Any, state: ConnState) -> None:
+        if not isinstance(resp, ProduceResponse):
+            out["error_code"] = getattr(resp, "error", -1) or -1
+            out["error_message"] = getattr(resp, "message", "") or type(resp).__name__
+            return
+        out["error_code"] = resp.error
+        if resp.error != NONE:
+            out["error_message"] = resp.message or None
+            if resp.error != NotLeaderOrFollowerError.code:
+                log.debug(
+                    "Kafka client %s: produce to %s-%d: %s", fmt_peer(state.peer), topic, out["index"], resp.message
+                )
+            return
+        out["base_offset"] = resp.base_offset
+        out["log_append_time_ms"] = resp.log_append_time
+        p = self.node.partitions.get((topic, out["index"]))
+        if p is not None and not p.log.closed:
+            out["log_start_offset"] = p.log.log_start_offset
+
+    # -- InitProducerId -------------------------------------------------------------------------
+
+    async def _init_producer_id(self, version: int, req: Message, state: ConnState) -> Message:
+        def answer(code: int, pid: int = -1, epoch: int = -1) -> Message:
+            return {"throttle_time_ms": 0, "error_code": code, "producer_id": pid, "producer_epoch": epoch}
+
+        if req.get("transactional_id") is not None:
+            return answer(UnsupportedVersionError.code)
+        node = self.node
+        msg = InitProducerIdRequest(req.get("producer_id", -1), req.get("producer_epoch", -1))
+        timeout_ms = node.config.controller_socket_timeout_ms
+        if node.controller is not None and node.controller.active:
+            fut = self._ask(msg)
+        elif node.controller_id >= 0:
+            fut = asyncio.get_running_loop().create_future()
+
+            def done(resp: Any, err: BaseException | None) -> None:
+                if not fut.done():
+                    fut.set_result(resp if err is None else None)
+
+            node.send(node.controller_id, msg, done, timeout_ms)
+        else:
+            return answer(COORDINATOR_NOT_AVAILABLE)
+        resp = await self._answer(fut, timeout_ms / 1000.0, "InitProducerId")
+        if not isinstance(resp, InitProducerIdResponse):
+            return answer(COORDINATOR_NOT_AVAILABLE)
+        if resp.error != NONE:
+            # No controller, or not one any more: the producer asks again.
+            code = COORDINATOR_NOT_AVAILABLE if resp.error == NotControllerError.code else resp.error
+            return answer(code)
+        return answer(NONE, resp.producer_id, resp.producer_epoch)
+
+    # -- Fetch ----------------------------------------------------------------------------------
+
+    async def _fetch(self, version: int, req: Message, state: ConnState) -> Message:
+        state_ = req.get("replica_state")
+        replica = int(state_.get("replica_id", -1)) if state_ else int(req.get("replica_id", -1))
+        if replica >= 0:
+            return {
+                "throttle_time_ms": 0,
+                "error_code": InvalidRequestError.code,
+                "session_id": 0,
+                "responses": [],
+            }
+        ids = version >= 13
+        if ids:
+            for topic in req["topics"]:
+                topic["topic"] = self._topic_name(topic["topic_id"])
+            for topic in req.get("forgotten_topics_data") or ():
+                topic["topic"] = self._topic_name(topic["topic_id"])
+        context = self.fetch_sessions.new_context(req, ids)
+        if context.error:
+            log.debug("Kafka client %s: Fetch: %s", fmt_peer(state.peer), context.message)
+            return {"throttle_time_ms": 0, "error_code": context.error, "session_id": 0, "responses": []}
+        topics = context.topics
+        committed = req.get("isolation_level", 0) == 1
+        parts = tuple(
+            FetchPartition(
+                t["topic"],
+                fp["partition"],
+                fp["fetch_offset"],
+                fp.get("current_leader_epoch", -1),
+                -1,
+                -1,
+                max(fp["partition_max_bytes"], 0),
+            )
+            for t in topics
+            for fp in t["partitions"]
+        )
+        max_wait = max(req["max_wait_ms"], 0)
+        msg = FetchRequest(
+            CONSUMER_REPLICA_ID,
+            parts,
+            max_wait_ms=max_wait,
+            min_bytes=req["min_bytes"],
+            max_bytes=max(req.get("max_bytes", 0x7FFFFFFF), 0),
+            isolation=ISOLATION_HIGH_WATERMARK,
+        )
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def reply(resp: Any) -> None:
+            # On the loop, as the node answers: the read's segment slices become bytes or file
+            # regions now, before anything else can truncate or delete the segments.
+            if fut.done():
+                return
+            try:
+                fut.set_result(self._fetch_responses(topics, resp, committed, ids))
+            except Exception as exc:  # noqa: BLE001 - the request's own failure
+                fut.set_exception(exc)
+
+        self.node.handle(CONSUMER_REPLICA_ID, msg, reply)
+        responses = await self._answer(fut, max_wait / 1000.0, "a fetch")
+        code, session_id, responses = context.respond(responses)
+        return {"throttle_time_ms": 0, "error_code": code, "session_id": session_id, "responses": responses}
+
+    def _fetch_responses(self, topics: list[Message], resp: Any, committed: bool, ids: bool) -> list[Any]:
+        """The Fetch response's ``responses`` from the node's :class:`FetchResponse` (whose
+        partitions come in the order they were asked for), records held for sending."""
+        got: Sequence[FetchPartitionResponse] = resp.partitions if isinstance(resp, FetchResponse) else ()
+        # A request the node could not handle at all (an ErrorResponse): its code everywhere.
+        err = NONE if isinstance(resp, FetchResponse) else (getattr(resp, "error", 0) or UnknownServerError.code)
+        responses: list[Any] = []
+        i = 0
+        for t in topics:
+            name = t["topic"]
+            parts = []
+            for fp in t["partitions"]:
+                r = got[i] if i < len(got) else None
+                i += 1
+                out: dict[str, Any] = {
+                    "partition_index": fp["partition"],
+                    "error_code": err if r is None else r.error,
+                    "high_watermark": -1 if r is None else r.high_watermark,
+                    "last_stable_offset": -1 if r is None else r.high_watermark,
+                    "log_start_offset": -1 if r is None else r.log_start_offset,
+                    "aborted_transactions": [] if committed else None,
+                    "preferred_read_replica": -1,
+                    "records": b"" if r is None or r.error != NONE else r.records,
+                }
+                if out["error_code"] == UnknownTopicOrPartitionError.code:
+                    if name.startswith(_UNKNOWN_ID):
+                        out["error_code"] = UnknownTopicIdError.code
+                    else:
+                        out["error_code"] = self._not_served(name, fp["partition"]).code
+                parts.append(out)
+            entry: dict[str, Any] = {"topic": name, "partitions": parts}
+            if ids:
+                entry["topic_id"] = bytes.fromhex(name[1:]) if name.startswith(_UNKNOWN_ID) else topic_id(name)
+            responses.append(entry)
+        hold_records(responses)
+        return responses
+
+    # -- ListOffsets ----------------------------------------------------------------------------
+
+    async def _list_offsets(self, version: int, req: Message, state: ConnState) -> Message:
+        topics = []
+        for topic in req["topics"]:
+            name = topic["name"]
+            parts = []
+            for lp in topic["partitions"]:
+                out = {
+                    "partition_index": lp["partition_index"],
+                    "error_code": NONE,
+                    "timestamp": -1,
+                    "offset": -1,
+                    "leader_epoch": -1,
+                }
+                try:
+                    self._list_offset(name, lp, out)
+                except KafkaError as exc:
+                    out["error_code"] = exc.code
+                except ValueError as exc:
+                    out["error_code"] = InvalidRequestError.code
+                    state.note(f"ListOffsets {name}-{lp['partition_index']}", exc)
+                parts.append(out)
+            topics.append({"name": name, "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    def _list_offset(self, name: str, lp: Message, out: dict[str, Any]) -> None:
+        p_ = lp["partition_index"]
+        p = self.node.partitions.get((name, p_))
+        if p is None or p.log.closed or not p.is_leader:
+            raise self._not_served(name, p_)
+        current = lp.get("current_leader_epoch", -1)
+        if current >= 0 and current < p.leader_epoch:
+            raise FencedLeaderEpochError(
+                f"{name}-{p_} is at leader epoch {p.leader_epoch}, the request names {current}"
+            )
+        if current > p.leader_epoch:
+            raise UnknownLeaderEpochError(
+                f"node {self.node.node_id} knows leader epoch {p.leader_epoch} of {name}-{p_}, not {current}"
+            )
+        ts = lp["timestamp"]
+        if ts == -4:  # earliest local: nothing is tiered, so the log start
+            ts = -2
+        if ts == -5:  # latest tiered: nothing is tiered
+            return
+        found = p.log.offset_for_timestamp(ts, upper_bound=p.log.high_watermark)
+        if found is not None:
+            out["offset"], out["timestamp"] = found
+            out["leader_epoch"] = max(p.log.epoch_cache.latest_epoch, 0)

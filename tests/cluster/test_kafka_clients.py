@@ -1,0 +1,405 @@
+"""Kafka clients nobody here wrote (kafka-python, confluent-kafka) against a three-node
+``LocalCluster`` through its nodes' Kafka listeners: ``acks=all`` with
+``min.insync.replicas=2``, consumers assigned from the earliest offset, a producer that knows
+only a follower, and an idempotent producer that keeps going while the leader is killed."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from seglog.cluster.local import LocalCluster
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    with LocalCluster(nodes=3, dir=tmp_path / "cluster") as c:
+        yield c
+
+
+def _topic(cluster: LocalCluster, name: str, partitions: int = 1) -> None:
+    cluster.create_topic(name, partitions=partitions, replication_factor=3, config={"min.insync.replicas": 2})
+    # Every node has heard of the leaders (Metadata is answered from the node's own view).
+    cluster.wait_for(
+        lambda: all(
+            n is not None
+            and all((name, p) in n.metadata and n.metadata[(name, p)].state.leader >= 0 for p in range(partitions))
+            for n in cluster.nodes.values()
+        ),
+        10,
+        f"every node knowing {name}'s leaders",
+    )
+
+
+def _confluent_consume(
+    ck, bootstrap: str, topic: str, partitions: int, count: int, timeout_s: float = 20
+) -> dict[int, list[bytes]]:
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    got: dict[int, list[bytes]] = {}
+    try:
+        consumer.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(partitions)])
+        n = 0
+        deadline = time.monotonic() + timeout_s
+        while n < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            got.setdefault(msg.partition(), []).append(msg.value())
+            n += 1
+    finally:
+        consumer.close()
+    return got
+
+
+def test_kafka_python_acks_all_and_assigned_consumer(cluster: LocalCluster) -> None:
+    kafka = pytest.importorskip("kafka")
+    _topic(cluster, "orders", partitions=2)
+    producer = kafka.KafkaProducer(
+        bootstrap_servers=cluster.bootstrap_servers, acks="all", linger_ms=5, max_block_ms=10_000
+    )
+    sent: dict[int, list[bytes]] = {0: [], 1: []}
+    try:
+        futures = []
+        for i in range(300):
+            v = b"order-%04d" % i
+            futures.append(producer.send("orders", v, partition=i % 2))
+            sent[i % 2].append(v)
+        producer.flush(timeout=15)
+        for f in futures:
+            md = f.get(1)
+            assert md.offset >= 0
+    finally:
+        producer.close(timeout=5)
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=cluster.bootstrap_servers, enable_auto_commit=False, consumer_timeout_ms=5000
+    )
+    try:
+        tps = [kafka.TopicPartition("orders", p) for p in (0, 1)]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        got: dict[int, list[bytes]] = {0: [], 1: []}
+        for msg in consumer:
+            got[msg.partition].append(msg.value)
+            if sum(map(len, got.values())) == 300:
+                break
+        # Latest offsets from the leaders: the high watermarks.
+        assert consumer.end_offsets(tps) == {tps[0]: 150, tps[1]: 150}
+        assert consumer.beginning_offsets(tps) == {tps[0]: 0, tps[1]: 0}
+    finally:
+        consumer.close()
+    assert got == sent
+    # Every replica holds every record (acks=all with min.insync.replicas=2 reached at least two;
+    # the third catches up).
+    deadline = time.monotonic() + 10
+    while set(cluster.high_watermarks("orders", 0).values()) != {150}:
+        assert time.monotonic() < deadline, cluster.high_watermarks("orders", 0)
+        time.sleep(0.05)
+
+
+def test_confluent_producer_that_knows_only_a_follower(cluster: LocalCluster) -> None:
+    ck = pytest.importorskip("confluent_kafka")
+    _topic(cluster, "events")
+    leader = cluster.leader("events", 0)
+    follower = next(i for i in cluster.ids if i != leader)
+    only = cluster.kafka_listeners[follower].bootstrap_servers
+    producer = ck.Producer(
+        {
+            "bootstrap.servers": only,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.timeout.ms": 15000,
+        }
+    )
+    errors: list[object] = []
+    offsets: list[int] = []
+
+    def report(err: object, msg: object) -> None:
+        if err is not None:
+            errors.append(err)
+        else:
+            offsets.append(msg.offset())  # type: ignore[attr-defined]
+
+    values = [b"event-%04d" % i for i in range(200)]
+    for v in values:
+        producer.produce("events", v, partition=0, on_delivery=report)
+    assert producer.flush(20) == 0
+    assert errors == []
+    assert sorted(offsets) == list(range(200))
+    got = _confluent_consume(ck, only, "events", 1, 200)
+    assert got == {0: values}
+
+
+def test_metadata_names_every_node_and_the_leader(cluster: LocalCluster) -> None:
+    ck = pytest.importorskip("confluent_kafka")
+    _topic(cluster, "meta", partitions=3)
+    for i in cluster.ids:
+        client = ck.Consumer({"bootstrap.servers": cluster.kafka_listeners[i].bootstrap_servers, "group.id": "unused"})
+        try:
+            md = client.list_topics("meta", timeout=10)
+        finally:
+            client.close()
+        assert sorted(md.brokers) == cluster.ids
+        assert {b.port for b in md.brokers.values()} == {cluster.kafka_listeners[j].port for j in cluster.ids}
+        parts = md.topics["meta"].partitions
+        for p in range(3):
+            st = cluster._state("meta", p)
+            assert st is not None
+            assert parts[p].leader == st.leader
+            assert sorted(parts[p].isrs) == sorted(st.isr)
+            assert len(parts[p].replicas) == 3
+        assert md.controller_id in cluster.ids
+    # A topic nobody made is not created by asking for it.
+    consumer = ck.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "unused"})
+    try:
+        md = consumer.list_topics("nothere", timeout=10)
+        assert md.topics["nothere"].error is not None
+        assert md.topics["nothere"].error.code() == ck.KafkaError.UNKNOWN_TOPIC_OR_PART
+    finally:
+        consumer.close()
+
+
+def test_idempotent_producer_across_a_leader_kill(cluster: LocalCluster) -> None:
+    ck = pytest.importorskip("confluent_kafka")
+    _topic(cluster, "stream", partitions=2)
+    producer = ck.Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 2,
+            "message.timeout.ms": 25000,
+            "topic.metadata.refresh.interval.ms": 1000,
+            "retry.backoff.ms": 50,
+        }
+    )
+    acked: dict[bytes, tuple[int, int]] = {}
+    failed: list[bytes] = []
+    lock = threading.Lock()
+
+    def report(err: object, msg: object) -> None:
+        with lock:
+            if err is not None:
+                failed.append(msg.value())  # type: ignore[attr-defined]
+            else:
+                acked[msg.value()] = (msg.partition(), msg.offset())  # type: ignore[attr-defined]
+
+    stop = threading.Event()
+    sent: list[bytes] = []
+
+    def stream() -> None:
+        n = 0
+        while not stop.is_set():
+            v = b"rec-%06d" % n
+            producer.produce("stream", v, partition=n % 2, on_delivery=report)
+            sent.append(v)
+            n += 1
+            producer.poll(0)
+            if n % 20 == 0:
+                time.sleep(0.002)
+
+    t = threading.Thread(target=stream)
+    t.start()
+    try:
+        time.sleep(1.0)
+        victim = cluster.leader("stream", 0)
+        assert victim is not None
+        cluster.kill(victim)
+        cluster.wait_for(
+            lambda: (st := cluster._state("stream", 0)) is not None and st.leader not in (-1, victim),
+            15,
+            "a new leader",
+        )
+        time.sleep(1.5)
+    finally:
+        stop.set()
+        t.join()
+    assert producer.flush(30) == 0
+    assert not failed, f"{len(failed)} records failed, e.g. {failed[:3]}"
+    assert len(acked) == len(sent) > 200
+    live = ",".join(cluster.kafka_listeners[i].bootstrap_servers for i in cluster.ids if i != victim)
+    got = _confluent_consume(ck, live, "stream", 2, len(sent), timeout_s=25)
+    for p in (0, 1):
+        mine = [v for v in sent if acked[v][0] == p]
+        # Exactly once, in the order produced, at the offsets acknowledged.
+        assert got.get(p) == mine
+        assert [acked[v][1] for v in mine] == list(range(len(mine)))
+
+
+@pytest.mark.cluster
+def test_node_processes_serve_kafka_clients_on_their_second_listener(zookeeper_chroot: str, tmp_path: Path) -> None:
+    """``seglog node`` with ``listeners=PLAINTEXT://...,CLIENT://...`` and
+    ``inter.broker.listener.name=PLAINTEXT``: the nodes replicate on the first, Kafka clients
+    use the second (``ProcessCluster.bootstrap_servers``), produce acks=all from a follower's
+    address only and consume from the earliest offset."""
+    ck = pytest.importorskip("confluent_kafka")
+    from seglog.cluster import start_cluster
+
+    cluster = start_cluster(
+        nodes=3, dir=tmp_path / "cluster", coordinator="zookeeper", processes=True, zookeeper=zookeeper_chroot
+    )
+    try:
+        cluster.create_topic("p", partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
+        leader = cluster.leader("p", 0)
+        follower = next(i for i in cluster.ids if i != leader)
+        assert cluster.kafka_address(follower) in cluster.bootstrap_servers.split(",")
+        assert cluster.kafka_address(follower) != cluster.address(follower)
+        producer = ck.Producer(
+            {
+                "bootstrap.servers": cluster.kafka_address(follower),
+                "acks": "all",
+                "enable.idempotence": True,
+                "message.timeout.ms": 15000,
+            }
+        )
+        errors: list[object] = []
+
+        def report(err: object, msg: object) -> None:
+            if err is not None:
+                errors.append(err)
+
+        values = [b"p-%03d" % i for i in range(100)]
+        for v in values:
+            producer.produce("p", v, partition=0, on_delivery=report)
+        assert producer.flush(20) == 0
+        assert errors == []
+        got = _confluent_consume(ck, cluster.bootstrap_servers, "p", 1, 100)
+        assert got == {0: values}
+    finally:
+        cluster.close()
+
+
+def test_errors_a_node_answers_over_kafkas_protocol(cluster: LocalCluster) -> None:
+    """Exact codes, byte-level: a follower refuses Produce, Fetch and ListOffsets with
+    NOT_LEADER_OR_FOLLOWER; the leader refuses a leader epoch it does not know and answers ListOffsets from
+    its log start and high watermark; a node that is not the controller still hands out
+    producer ids; an unknown topic is not created by Metadata."""
+    from seglog.storage.records import encode_batch
+    from tests.kafka.conftest import RawClient, fetch_body, produce_body
+
+    _topic(cluster, "raw")
+    leader = cluster.leader("raw", 0)
+    assert leader is not None
+    follower = next(i for i in cluster.ids if i != leader)
+    lead = RawClient(cluster.kafka_listeners[leader].bootstrap_servers)
+    foll = RawClient(cluster.kafka_listeners[follower].bootstrap_servers)
+    try:
+        batch = encode_batch([b"a", b"b", b"c"], timestamps=1_700_000_000_000)
+        r = foll.request("Produce", 0, 9, produce_body("raw", batch, acks=-1))
+        assert r["responses"][0]["partition_responses"][0]["error_code"] == 6  # NOT_LEADER_OR_FOLLOWER
+        r = lead.request("Produce", 0, 9, produce_body("raw", batch, acks=-1))
+        part = r["responses"][0]["partition_responses"][0]
+        assert (part["error_code"], part["base_offset"], part["log_start_offset"]) == (0, 0, 0)
+        r = foll.request("Fetch", 1, 12, fetch_body("raw"))
+        assert r["responses"][0]["partitions"][0]["error_code"] == 6
+        r = lead.request("Fetch", 1, 12, fetch_body("raw"))
+        got = r["responses"][0]["partitions"][0]
+        assert (got["error_code"], got["high_watermark"], got["last_stable_offset"]) == (0, 3, 3)
+        assert len(got["records"]) > 0
+        st = cluster._state("raw", 0)
+        assert st is not None
+        ahead = fetch_body("raw")
+        ahead["topics"][0]["partitions"][0]["current_leader_epoch"] = st.leader_epoch + 1
+        assert lead.request("Fetch", 1, 12, ahead)["responses"][0]["partitions"][0]["error_code"] == 75
+        r = lead.request("Fetch", 1, 12, fetch_body("raw", offset=99))
+        assert r["responses"][0]["partitions"][0]["error_code"] == 1  # OFFSET_OUT_OF_RANGE
+
+        def list_offset(client: RawClient, ts: int) -> dict:
+            body = {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [{"name": "raw", "partitions": [{"partition_index": 0, "timestamp": ts}]}],
+            }
+            return client.request("ListOffsets", 2, 7, body)["topics"][0]["partitions"][0]
+
+        assert list_offset(foll, -1)["error_code"] == 6
+        assert (list_offset(lead, -2)["offset"], list_offset(lead, -1)["offset"]) == (0, 3)
+        assert list_offset(lead, 1_700_000_000_000)["offset"] == 0
+        others = [i for i in cluster.ids if i != cluster._controller()]
+        pid = RawClient(cluster.kafka_listeners[others[0]].bootstrap_servers)
+        try:
+            r = pid.request("InitProducerId", 22, 4, {"transactional_id": None, "transaction_timeout_ms": 60000})
+            assert r["error_code"] == 0 and r["producer_id"] >= 0
+        finally:
+            pid.sock.close()
+        r = foll.request("Metadata", 3, 12, {"topics": [{"name": "nothere", "topic_id": bytes(16)}]})
+        assert r["topics"][0]["error_code"] == 3  # UNKNOWN_TOPIC_OR_PARTITION
+        assert not any(t == "nothere" for t, _ in cluster.nodes[leader].metadata)  # type: ignore[union-attr]
+    finally:
+        lead.sock.close()
+        foll.sock.close()
+
+
+def test_nodes_on_loops_of_their_own(tmp_path: Path) -> None:
+    """``node_threads=True``: each node's Kafka listener runs on that node's own loop."""
+    ck = pytest.importorskip("confluent_kafka")
+    with LocalCluster(nodes=3, dir=tmp_path / "cluster", node_threads=True) as cluster:
+        cluster.create_topic("t", partitions=2, replication_factor=3, config={"min.insync.replicas": 2})
+        cluster.wait_for(
+            lambda: all(
+                cluster._on_node(i, lambda n=n: all(("t", p) in n.metadata for p in (0, 1)))
+                for i, n in cluster.nodes.items()
+                if n is not None
+            ),
+            10,
+            "every node knowing t",
+        )
+        producer = ck.Producer(
+            {"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "message.timeout.ms": 15000}
+        )
+        values = [b"v-%03d" % i for i in range(100)]
+        for i, v in enumerate(values):
+            producer.produce("t", v, partition=i % 2)
+        assert producer.flush(20) == 0
+        got = _confluent_consume(ck, cluster.bootstrap_servers, "t", 2, 100)
+        assert got == {0: values[0::2], 1: values[1::2]}
+
+
+def test_a_paused_node_answers_kafka_clients_only_after_it_resumes(cluster: LocalCluster) -> None:
+    from tests.kafka.conftest import RawClient
+
+    _topic(cluster, "frozen")
+    client = RawClient(cluster.kafka_listeners[0].bootstrap_servers)
+    try:
+        assert client.request("Metadata", 3, 12, {"topics": None})["brokers"]
+        cluster.pause(0, 1.5)
+        t0 = time.monotonic()
+        r = client.request("Metadata", 3, 12, {"topics": [{"name": "frozen", "topic_id": bytes(16)}]})
+        assert time.monotonic() - t0 >= 1.0  # held while the node was frozen
+        assert r["topics"][0]["error_code"] == 0
+    finally:
+        client.sock.close()
+
+
+def test_acks_all_below_min_insync_replicas_is_refused(cluster: LocalCluster) -> None:
+    from seglog.storage.records import encode_batch
+    from tests.kafka.conftest import RawClient, produce_body
+
+    cluster.create_topic("few", partitions=1, replication_factor=2, config={"min.insync.replicas": 2})
+    st = cluster._state("few", 0)
+    assert st is not None and len(st.isr) == 2
+    leader = st.leader
+    cluster.kill(next(r for r in st.isr if r != leader))
+    cluster.wait_for(
+        lambda: (
+            (p := cluster.nodes[leader].partitions.get(("few", 0))) is not None  # type: ignore[union-attr]
+            and len(p.isr_state.isr) == 1
+        ),
+        15,
+        "the ISR down to the leader",
+    )
+    batch = encode_batch([b"a"], timestamps=1_700_000_000_000)
+    client = RawClient(cluster.kafka_listeners[leader].bootstrap_servers)
+    try:
+        part = client.request("Produce", 0, 9, produce_body("few", batch, acks=-1))["responses"][0]
+        assert part["partition_responses"][0]["error_code"] == 19  # NOT_ENOUGH_REPLICAS
+        part = client.request("Produce", 0, 9, produce_body("few", batch, acks=1))["responses"][0]
+        assert part["partition_responses"][0]["error_code"] == 0
+        assert part["partition_responses"][0]["base_offset"] == 0  # the refused one left nothing
+    finally:
+        client.sock.close()
