@@ -304,7 +304,16 @@ class KafkaListener:
         except InvalidRequestError as exc:
             raise CloseConnection(str(exc)) from None
         if end != len(frame):
-            raise CloseConnection(f"{name} v{version} request has {len(frame) - end} bytes past its end")
+            # As Kafka's broker, bytes after a request's last field are ignored: librdkafka 2.x
+            # writes three after its all-topics Metadata v12 (list_topics()).
+            log.debug(
+                "Kafka client %s (client id %r): %s v%d request has %d bytes past its end (ignored)",
+                fmt_peer(state.peer),
+                state.client_id,
+                name,
+                version,
+                len(frame) - end,
+            )
         handler = self._handlers.get(api_key)
         if handler is None:  # served in ApiVersions' table but not by this listener
             raise CloseConnection(f"{name} is not served by this listener")

@@ -479,11 +479,10 @@ class ListenerSecurity:
             except CloseConnection as exc:
                 raise AuthenticationClosed(str(exc)) from None
         try:
-            request, end = codec.decode(name + "Request", version, view, pos)
+            request, _end = codec.decode(name + "Request", version, view, pos)
         except InvalidRequestError as exc:
             raise AuthenticationClosed(f"{name} v{version}: {exc}") from None
-        if end != len(frame):
-            raise AuthenticationClosed(f"{name} v{version} request has {len(frame) - end} bytes past its end")
+        # Bytes past the request's last field are ignored, as in the request loop.
         return request
 
 
