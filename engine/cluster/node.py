@@ -115,6 +115,17 @@ log = logging.getLogger("seglog.cluster.node")
 __all__ = ["HW_CHECKPOINT_FILE", "ReplicaNode"]
 
 
+#: The requests only the controller answers: request type -> (the controller's handler, the
+#: response type that carries NOT_CONTROLLER from any other node).
+_CONTROLLER_REQUESTS: dict[type, tuple[Callable[[Controller, Any], Any], Callable[..., Any]]] = {
+    AlterPartitionRequest: (Controller.handle_alter_partition, AlterPartitionResponse),
+    CreateTopicRequest: (Controller.handle_create_topic, CreateTopicResponse),
+    ElectLeadersRequest: (Controller.handle_elect_leaders, ElectLeadersResponse),
+    ControlledShutdownRequest: (Controller.handle_controlled_shutdown, ControlledShutdownResponse),
+    InitProducerIdRequest: (Controller.handle_init_producer_id, InitProducerIdResponse),
+}
+
+
 class ReplicaNode:
     """One node of a replicated cluster (see module docs)."""
 
@@ -496,47 +507,14 @@ class ReplicaNode:
                 reply(self._handle_leader_and_isr(msg))
             elif isinstance(msg, MetadataRequest):
                 reply(self.metadata_response(msg))
-            elif isinstance(msg, AlterPartitionRequest):
+            elif type(msg) in _CONTROLLER_REQUESTS:
+                handler, response = _CONTROLLER_REQUESTS[type(msg)]
                 c = self.controller
                 if c is None:
                     e = NotControllerError(f"node {self.node_id} is not the controller")
-                    reply(AlterPartitionResponse(code_for_exception(e), message=str(e)))
+                    reply(response(error=code_for_exception(e), message=str(e)))
                 else:
-                    reply(c.handle_alter_partition(msg))
-            elif isinstance(msg, CreateTopicRequest):
-                c = self.controller
-                reply(
-                    c.handle_create_topic(msg)
-                    if c is not None
-                    else CreateTopicResponse(NotControllerError.code, f"node {self.node_id} is not the controller")
-                )
-            elif isinstance(msg, ElectLeadersRequest):
-                c = self.controller
-                reply(
-                    c.handle_elect_leaders(msg)
-                    if c is not None
-                    else ElectLeadersResponse(
-                        NotControllerError.code, message=f"node {self.node_id} is not the controller"
-                    )
-                )
-            elif isinstance(msg, ControlledShutdownRequest):
-                c = self.controller
-                reply(
-                    c.handle_controlled_shutdown(msg)
-                    if c is not None
-                    else ControlledShutdownResponse(
-                        NotControllerError.code, f"node {self.node_id} is not the controller"
-                    )
-                )
-            elif isinstance(msg, InitProducerIdRequest):
-                c = self.controller
-                reply(
-                    c.handle_init_producer_id(msg)
-                    if c is not None
-                    else InitProducerIdResponse(
-                        NotControllerError.code, message=f"node {self.node_id} is not the controller"
-                    )
-                )
+                    reply(handler(c, msg))
             else:
                 e2 = InvalidRequestError(f"unknown request {type(msg).__name__}")
                 reply(ErrorResponse(code_for_exception(e2), str(e2)))

@@ -22,6 +22,7 @@ from seglog.cluster.coordinator import (
 from seglog.cluster.partition import IsrState, RemoteReplica
 from seglog.errors import (
     InvalidReplicationFactorError,
+    NotControllerError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     RequestTimedOutError,
@@ -360,3 +361,36 @@ def test_controller_failover_through_the_coordinator(cluster: SimCluster) -> Non
     c.start_node(first)
     c.advance(2000)
     assert c.controller() == second
+
+
+def test_controller_requests_to_another_node_are_refused_with_not_controller(cluster: SimCluster) -> None:
+    from seglog.cluster.messages import (
+        AlterPartitionRequest,
+        AlterPartitionResponse,
+        ControlledShutdownRequest,
+        ControlledShutdownResponse,
+        CreateTopicRequest,
+        CreateTopicResponse,
+        ElectLeadersRequest,
+        ElectLeadersResponse,
+        InitProducerIdRequest,
+        InitProducerIdResponse,
+    )
+
+    controller = cluster.wait_controller()
+    other = next(i for i in cluster.ids if i != controller)
+    asks = [
+        (AlterPartitionRequest(other, 0, "t", 0, 0, 0, (other,)), AlterPartitionResponse),
+        (CreateTopicRequest("t", 1, 3), CreateTopicResponse),
+        (ElectLeadersRequest("t", 0), ElectLeadersResponse),
+        (ControlledShutdownRequest(other, 0), ControlledShutdownResponse),
+        (InitProducerIdRequest(), InitProducerIdResponse),
+    ]
+    for request, response_type in asks:
+        resp = cluster.call(other, request)
+        assert type(resp) is response_type, (request, resp)
+        assert resp.error == NotControllerError.code
+        assert resp.message == f"node {other} is not the controller"
+    # The controller itself answers: one of them for real.
+    created = cluster.call(controller, CreateTopicRequest("t", 1, 3))
+    assert created.error == 0
