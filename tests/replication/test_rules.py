@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -379,7 +380,7 @@ def test_controller_requests_to_another_node_are_refused_with_not_controller(clu
 
     controller = cluster.wait_controller()
     other = next(i for i in cluster.ids if i != controller)
-    asks = [
+    asks: list[tuple[object, type]] = [
         (AlterPartitionRequest(other, 0, "t", 0, 0, 0, (other,)), AlterPartitionResponse),
         (CreateTopicRequest("t", 1, 3), CreateTopicResponse),
         (ElectLeadersRequest("t", 0), ElectLeadersResponse),
@@ -387,7 +388,7 @@ def test_controller_requests_to_another_node_are_refused_with_not_controller(clu
         (InitProducerIdRequest(), InitProducerIdResponse),
     ]
     for request, response_type in asks:
-        resp = cluster.call(other, request)
+        resp: Any = cluster.call(other, request)
         assert type(resp) is response_type, (request, resp)
         assert resp.error == NotControllerError.code
         assert resp.message == f"node {other} is not the controller"
