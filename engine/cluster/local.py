@@ -41,6 +41,8 @@ To run every node as its own ``seglog node`` process instead, start the cluster 
 Every node also has a Kafka listener (:mod:`seglog.cluster.kafka_listener`) for Kafka clients:
 :attr:`LocalCluster.bootstrap_servers` lists them (``kafka_listeners[i]`` is node ``i``'s); a
 killed node's listener closes with it and a restarted one listens on the same port again.
+``kafka_options`` secures them (``security_protocol``, ``ssl_context``, ``sasl_mechanisms``,
+``users``, as :meth:`seglog.Store.serve` takes them).
 
 Producers and consumers made here (:mod:`seglog.cluster.producer`,
 :mod:`seglog.cluster.consumer`) are thread-safe; their requests run on the cluster's loop.
@@ -100,6 +102,7 @@ class LocalCluster(LoopOwner, ClusterBase):
         zookeeper: str | None = None,
         log_dirs: int = 1,
         node_threads: bool = False,
+        kafka_options: Mapping[str, Any] | None = None,
     ) -> None:
         if coordinator not in ("memory", "zookeeper"):
             raise ValueError(f"coordinator {coordinator!r} is not available: 'memory' or 'zookeeper'")
@@ -130,6 +133,9 @@ class LocalCluster(LoopOwner, ClusterBase):
         self._ports: dict[int, int] = {}
         #: Each node's Kafka listener (Kafka clients' way in) and its port, kept across restarts.
         self.kafka_listeners: dict[int, NodeKafkaListener] = {}
+        #: The Kafka listeners' security (``security_protocol``, ``ssl_context``,
+        #: ``sasl_mechanisms``, ``users``: :class:`seglog.kafka.security.ListenerSecurity`).
+        self._kafka_options = dict(kafka_options or {})
         self._kafka_ports: dict[int, int] = {}
         self._secret = secret
         # Checkpoint files (and their fsyncs) are written here, not on the loop, so a slow fsync
@@ -240,7 +246,9 @@ class LocalCluster(LoopOwner, ClusterBase):
         self._ports[i] = port
         node.address = f"{host}:{port}"
         # The Kafka listener first: the node registers its address.
-        kafka = NodeKafkaListener(node, self.host, self._kafka_ports.get(i, 0), cluster_id=self._cluster_id)
+        kafka = NodeKafkaListener(
+            node, self.host, self._kafka_ports.get(i, 0), cluster_id=self._cluster_id, **self._kafka_options
+        )
         await kafka.start()
         self._kafka_ports[i] = kafka.port
         self.kafka_listeners[i] = kafka

@@ -46,12 +46,13 @@ from seglog.cluster.client import ClusterClient
 from seglog.cluster.consumer import ClusterConsumer
 from seglog.cluster.metadata import CONTROLLER_PATH, ReplicaConfig, broker_path, loads
 from seglog.cluster.producer import ClusterProducer
-from seglog.cluster.server import parse_listener
+from seglog.cluster.server import parse_listener, split_listeners
 from seglog.cluster.zkserver import ZooKeeperServer, free_port
 from seglog.cluster.zookeeper import ZooKeeperCoordinator, ensure_chroot
 from seglog.config import KEYS_BY_SCOPE as _BY_SCOPE
 from seglog.config import TOPIC_CONFIG_SYNONYMS as _TOPIC_SYNONYMS
 from seglog.config import BrokerConfig
+from seglog.kafka.security import is_security_key, listener_options
 from seglog.util.processes import wait_or_kill_group
 
 _REPLICA_KEYS = {
@@ -227,6 +228,7 @@ class ProcessCluster(ClusterBase):
             # Between nodes (and for the cluster's own clients), then for Kafka clients.
             "listeners": f"PLAINTEXT://{self.host}:{self._ports[i]},CLIENT://{self.host}:{self._kafka_ports[i]}",
             "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CLIENT:PLAINTEXT",
             "zookeeper.connect": self.zookeeper_connect,
             "zookeeper.connection.timeout.ms": 10_000,
             "controlled.shutdown.retry.backoff.ms": 200,
@@ -258,7 +260,12 @@ class ProcessCluster(ClusterBase):
 
     def _write_config(self, i: int) -> None:
         props = self._properties(i)
-        cfg = BrokerConfig.from_dict(props)  # a bad setting fails here, not in a child's log
+        # A bad setting fails here, not in a child's log (the listener security keys are the
+        # Kafka listeners', checked with them).
+        cfg = BrokerConfig.from_dict({k: v for k, v in props.items() if not is_security_key(k)})
+        security = {k: str(v) for k, v in props.items() if is_security_key(k)}
+        for listener in split_listeners(cfg)[1]:
+            listener_options(listener, security)
         for listener in cfg.listeners + (cfg.advertised_listeners or ()):
             parse_listener(listener)
         with open(self.config_path(i), "w") as f:

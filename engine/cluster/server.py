@@ -54,7 +54,9 @@ from seglog.cluster.metadata import ReplicaConfig, TopicPartition
 from seglog.cluster.node import ReplicaNode
 from seglog.cluster.tcp import LoopScheduler, TcpTransport
 from seglog.config import BrokerConfig
+from seglog.config.properties import parse_properties_entries, read_properties_text
 from seglog.errors import ConfigError
+from seglog.kafka.security import is_security_key, listener_options
 from seglog.util.clock import clock_from_env
 
 log = logging.getLogger("seglog.node")
@@ -114,9 +116,19 @@ def _advertised(cfg: BrokerConfig, listener: str, port: int) -> str:
     return f"{host or socket.getfqdn()}:{port}"
 
 
+def load_security(path: str) -> dict[str, str]:
+    """The listener security keys of the properties file (``listener.security.protocol.map``,
+    ``ssl.*``, ``sasl.*``, ``listener.name.<name>.*``): what the Kafka listeners are built with
+    (:func:`seglog.kafka.security.listener_options`)."""
+    entries = parse_properties_entries(read_properties_text(path), path)
+    return {k: v for k, (v, _line) in entries.items() if is_security_key(k)}
+
+
 def load_config(path: str, overrides: Mapping[str, str] | None = None) -> BrokerConfig:
-    """The node's configuration: the properties file, then ``overrides`` (key=value)."""
-    cfg = BrokerConfig.from_properties_file(path)
+    """The node's configuration: the properties file (less its listener security keys, see
+    :func:`load_security`), then ``overrides`` (key=value). Checks that every listener parses,
+    with its security settings, and that the one between nodes is PLAINTEXT."""
+    cfg = BrokerConfig.from_properties_file(path, exclude=is_security_key)
     if overrides:
         cfg = cfg.with_overrides(dict(overrides))
     if cfg.effective_node_id < 0:
@@ -139,8 +151,20 @@ def load_config(path: str, overrides: Mapping[str, str] | None = None) -> Broker
         raise ConfigError(f"{path}: listeners is empty", key="listeners", value=cfg.listeners)
     for listener in cfg.listeners:
         parse_listener(listener)
+    security = load_security(path)
     try:
-        split_listeners(cfg)
+        between, clients = split_listeners(cfg)
+        for listener in clients:
+            listener_options(listener, security)  # a bad protocol map, TLS file or user fails here
+        protocol = listener_options(between, security)[3]["security_protocol"]
+        if protocol != "PLAINTEXT":
+            raise ConfigError(
+                f"the listener between nodes ({between}) is {protocol}: nodes speak seglog's cluster "
+                "protocol there, which is PLAINTEXT (with the cluster's shared secret, if set); TLS and "
+                "SASL are served on the Kafka clients' listeners",
+                key="listener.security.protocol.map",
+                value=security.get("listener.security.protocol.map"),
+            )
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc.args[0]}", key=exc.key, value=exc.value) from None
     return cfg
@@ -149,10 +173,14 @@ def load_config(path: str, overrides: Mapping[str, str] | None = None) -> Broker
 class NodeServer:
     """A :class:`ReplicaNode` serving TCP with a ZooKeeper session, on the running loop."""
 
-    def __init__(self, config: BrokerConfig, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, config: BrokerConfig, loop: asyncio.AbstractEventLoop, security: Mapping[str, str] | None = None
+    ) -> None:
         from seglog.cluster.zookeeper import ZooKeeperCoordinator
 
         self.config = config
+        #: The listener security keys (:func:`load_security`) the Kafka listeners are built with.
+        self.security = dict(security or {})
         self.loop = loop
         self.node_id = config.effective_node_id
         self.clock = clock_from_env()  # the system clock unless a test shifts its wall reading
@@ -206,6 +234,7 @@ class NodeServer:
         self.node.address = address
         for listener in clients:
             khost, kport = parse_listener(listener)
+            _name, _host, _port, options = listener_options(listener, self.security)
             kafka = NodeKafkaListener(
                 self.node,
                 khost or "0.0.0.0",
@@ -214,6 +243,7 @@ class NodeServer:
                 cluster_id="seglog-" + hashlib.sha256((self.config.zookeeper_connect or "").encode()).hexdigest()[:16],
                 max_request_bytes=self.config.socket_request_max_bytes,
                 idle_ms=self.config.connections_max_idle_ms,
+                **options,
             )
             await kafka.start()
             self.kafka_listeners.append(kafka)
@@ -283,9 +313,9 @@ class NodeServer:
             self.stopped.set()
 
 
-async def _serve(config: BrokerConfig) -> int:
+async def _serve(config: BrokerConfig, security: Mapping[str, str] | None = None) -> int:
     loop = asyncio.get_running_loop()
-    server = NodeServer(config, loop)
+    server = NodeServer(config, loop, security)
     await server.start()
 
     stopping: list[asyncio.Task[None]] = []  # held, so that the loop's weak reference is not the only one
@@ -307,4 +337,4 @@ def run(config_path: str, overrides: Mapping[str, str] | None = None) -> int:
         logging.basicConfig(
             level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
-    return asyncio.run(_serve(config))
+    return asyncio.run(_serve(config, load_security(config_path)))

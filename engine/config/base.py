@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from seglog.config.definition import ConfigKey, Scope
@@ -129,13 +129,16 @@ class AbstractConfig:
         return cls.from_dict(cast("Mapping[str, Any]", config or {}))
 
     @classmethod
-    def from_properties(cls, text: str, *, source: str | None = None) -> Self:
+    def from_properties(
+        cls, text: str, *, source: str | None = None, exclude: Callable[[str], bool] | None = None
+    ) -> Self:
         """Build from the text of a Java ``.properties`` file (see :func:`parse_properties`).
 
-        ``source`` (a file name) is named in errors along with the line.
+        ``source`` (a file name) is named in errors along with the line. Keys for which
+        ``exclude`` is true belong to someone else (a listener's security keys) and are left out.
         """
         entries = parse_properties_entries(text, source)
-        values = {key: value for key, (value, _line) in entries.items()}
+        values = {key: value for key, (value, _line) in entries.items() if exclude is None or not exclude(key)}
         try:
             return cls.from_dict(values)
         except ConfigError as exc:
@@ -152,13 +155,15 @@ class AbstractConfig:
             ) from exc
 
     @classmethod
-    def from_properties_file(cls, path: str | os.PathLike[str]) -> Self:
-        """Build from a Java ``.properties`` file.
+    def from_properties_file(
+        cls, path: str | os.PathLike[str], *, exclude: Callable[[str], bool] | None = None
+    ) -> Self:
+        """Build from a Java ``.properties`` file (``exclude``: as :meth:`from_properties`).
 
         The file is read as UTF-8, or as ISO-8859-1 (Java's encoding for properties
         streams) when it is not valid UTF-8.
         """
-        return cls.from_properties(read_properties_text(path), source=os.fspath(path))
+        return cls.from_properties(read_properties_text(path), source=os.fspath(path), exclude=exclude)
 
     def with_overrides(self, mapping: Mapping[str, Any] | None = None, /, **attrs: Any) -> Self:
         """A copy with some values replaced: dotted keys in ``mapping``, attribute names

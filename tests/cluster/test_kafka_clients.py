@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,9 +37,17 @@ def _topic(cluster: LocalCluster, name: str, partitions: int = 1) -> None:
 
 
 def _confluent_consume(
-    ck, bootstrap: str, topic: str, partitions: int, count: int, timeout_s: float = 20
+    ck,
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    count: int,
+    timeout_s: float = 20,
+    config: dict[str, str] | None = None,
 ) -> dict[int, list[bytes]]:
-    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    consumer = ck.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False, **(config or {})}
+    )
     got: dict[int, list[bytes]] = {}
     try:
         consumer.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(partitions)])
@@ -233,17 +242,39 @@ def test_idempotent_producer_across_a_leader_kill(cluster: LocalCluster) -> None
         assert [acked[v][1] for v in mine] == list(range(len(mine)))
 
 
+#: SASL/PLAIN on the Kafka clients' listener named CLIENT, in Kafka's broker keys.
+SASL_CLIENT_LISTENER = {
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CLIENT:SASL_PLAINTEXT",
+    "sasl.enabled.mechanisms": "PLAIN",
+    "listener.name.client.plain.sasl.jaas.config": (
+        'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";'
+    ),
+}
+SASL_ALICE = {
+    "security.protocol": "SASL_PLAINTEXT",
+    "sasl.mechanism": "PLAIN",
+    "sasl.username": "alice",
+    "sasl.password": "alice-secret",
+}
+
+
 @pytest.mark.cluster
 def test_node_processes_serve_kafka_clients_on_their_second_listener(zookeeper_chroot: str, tmp_path: Path) -> None:
     """``seglog node`` with ``listeners=PLAINTEXT://...,CLIENT://...`` and
     ``inter.broker.listener.name=PLAINTEXT``: the nodes replicate on the first, Kafka clients
-    use the second (``ProcessCluster.bootstrap_servers``), produce acks=all from a follower's
-    address only and consume from the earliest offset."""
+    use the second (``ProcessCluster.bootstrap_servers``), here with SASL/PLAIN from the
+    properties file's listener keys: produce acks=all from a follower's address only and
+    consume from the earliest offset as alice; a wrong password is refused."""
     ck = pytest.importorskip("confluent_kafka")
     from seglog.cluster import start_cluster
 
     cluster = start_cluster(
-        nodes=3, dir=tmp_path / "cluster", coordinator="zookeeper", processes=True, zookeeper=zookeeper_chroot
+        nodes=3,
+        dir=tmp_path / "cluster",
+        coordinator="zookeeper",
+        processes=True,
+        zookeeper=zookeeper_chroot,
+        node_config=SASL_CLIENT_LISTENER,
     )
     try:
         cluster.create_topic("p", partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
@@ -257,6 +288,7 @@ def test_node_processes_serve_kafka_clients_on_their_second_listener(zookeeper_c
                 "acks": "all",
                 "enable.idempotence": True,
                 "message.timeout.ms": 15000,
+                **SASL_ALICE,
             }
         )
         errors: list[object] = []
@@ -270,10 +302,84 @@ def test_node_processes_serve_kafka_clients_on_their_second_listener(zookeeper_c
             producer.produce("p", v, partition=0, on_delivery=report)
         assert producer.flush(20) == 0
         assert errors == []
-        got = _confluent_consume(ck, cluster.bootstrap_servers, "p", 1, 100)
+        got = _confluent_consume(ck, cluster.bootstrap_servers, "p", 1, 100, config=SASL_ALICE)
         assert got == {0: values}
+        refused: list[Any] = []
+        wrong = ck.Producer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                **SASL_ALICE,
+                "sasl.password": "wrong",
+                "error_cb": refused.append,
+                "message.timeout.ms": 3000,
+            }
+        )
+        wrong.produce("p", b"refused", partition=0)
+        wrong.flush(6)
+        auth = [e for e in refused if e.code() == ck.KafkaError._AUTHENTICATION]
+        assert auth, refused
+        assert "Invalid username or password" in auth[0].str()
     finally:
         cluster.close()
+
+
+def test_sasl_on_the_nodes_kafka_listeners(tmp_path: Path) -> None:
+    """``LocalCluster(kafka_options=...)``: every node's Kafka listener requires SASL/SCRAM;
+    kafka-python produces and consumes as alice, and a wrong password is refused."""
+    kafka = pytest.importorskip("kafka")
+    options = {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanisms": ["SCRAM-SHA-256"],
+        "users": {"alice": "alice-secret"},
+    }
+    sasl = {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "SCRAM-SHA-256",
+        "sasl_plain_username": "alice",
+        "sasl_plain_password": "alice-secret",
+    }
+    with LocalCluster(nodes=3, dir=tmp_path / "cluster", kafka_options=options) as cluster:
+        _topic(cluster, "secure")
+        producer = kafka.KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all", **sasl)
+        try:
+            for i in range(20):
+                producer.send("secure", b"s-%02d" % i, partition=0)
+            producer.flush(20)
+        finally:
+            producer.close()
+        consumer = kafka.KafkaConsumer(
+            bootstrap_servers=cluster.bootstrap_servers, enable_auto_commit=False, consumer_timeout_ms=10000, **sasl
+        )
+        try:
+            tp = kafka.TopicPartition("secure", 0)
+            consumer.assign([tp])
+            consumer.seek_to_beginning(tp)
+            got = []
+            for record in consumer:
+                got.append(record.value)
+                if len(got) == 20:
+                    break
+        finally:
+            consumer.close()
+        assert got == [b"s-%02d" % i for i in range(20)]
+        # A wrong password is refused (librdkafka: kafka-python leaves the sockets of a producer
+        # whose constructor failed to the garbage collector).
+        ck = pytest.importorskip("confluent_kafka")
+        refused: list[Any] = []
+        wrong = ck.Producer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-256",
+                "sasl.username": "alice",
+                "sasl.password": "wrong",
+                "error_cb": refused.append,
+                "message.timeout.ms": 3000,
+            }
+        )
+        wrong.produce("secure", b"refused", partition=0)
+        wrong.flush(6)
+        assert any(e.code() == ck.KafkaError._AUTHENTICATION for e in refused), refused
 
 
 def test_errors_a_node_answers_over_kafkas_protocol(cluster: LocalCluster) -> None:

@@ -10,7 +10,9 @@ import pytest
 from seglog.cli import main
 from seglog.cluster.client import format_describe, parse_bootstrap
 from seglog.cluster.metadata import PartitionInfo, PartitionState
-from seglog.cluster.server import load_config, parse_listener, split_listeners
+from seglog.cluster.server import load_config, load_security, parse_listener, split_listeners
+from seglog.errors import ConfigError
+from seglog.kafka.security import listener_options
 
 
 def _props(tmp_path: Path, text: str) -> str:
@@ -58,21 +60,54 @@ def test_node_listeners_between_nodes_and_for_kafka_clients(tmp_path: Path) -> N
     base = f"node.id=1\nlog.dirs={tmp_path / 'd'}\nzookeeper.connect=h:1\n"
     one = load_config(_props(tmp_path, base + "listeners=PLAINTEXT://:9092\n"))
     assert split_listeners(one) == ("PLAINTEXT://:9092", [])
-    two = load_config(_props(tmp_path, base + "listeners=PLAINTEXT://:9092,CLIENT://:9093\n"))
+    mapped = "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CLIENT:PLAINTEXT,INTERNAL:PLAINTEXT\n"
+    two = load_config(_props(tmp_path, base + mapped + "listeners=PLAINTEXT://:9092,CLIENT://:9093\n"))
     assert split_listeners(two) == ("PLAINTEXT://:9092", ["CLIENT://:9093"])  # the first by default
     named = load_config(
         _props(
             tmp_path,
-            base + "listeners=CLIENT://:9093,INTERNAL://:9094\ninter.broker.listener.name=INTERNAL\n",
+            base + mapped + "listeners=CLIENT://:9093,INTERNAL://:9094\ninter.broker.listener.name=INTERNAL\n",
         )
     )
     assert split_listeners(named) == ("INTERNAL://:9094", ["CLIENT://:9093"])
     with pytest.raises(Exception, match=r"inter.broker.listener.name NODES is not a listener \(PLAINTEXT, CLIENT\)"):
-        load_config(_props(tmp_path, base + "listeners=PLAINTEXT://:1,CLIENT://:2\ninter.broker.listener.name=NODES\n"))
+        load_config(
+            _props(tmp_path, base + mapped + "listeners=PLAINTEXT://:1,CLIENT://:2\ninter.broker.listener.name=NODES\n")
+        )
     with pytest.raises(Exception, match="listeners names PLAINTEXT twice"):
         load_config(_props(tmp_path, base + "listeners=PLAINTEXT://:1,PLAINTEXT://:2\n"))
     with pytest.raises(Exception, match="listener"):
-        load_config(_props(tmp_path, base + "listeners=PLAINTEXT://:1,CLIENT://nope\n"))
+        load_config(_props(tmp_path, base + mapped + "listeners=PLAINTEXT://:1,CLIENT://nope\n"))
+
+
+def test_node_listener_security_keys(tmp_path: Path) -> None:
+    base = f"node.id=1\nlog.dirs={tmp_path / 'd'}\nzookeeper.connect=h:1\nlisteners=PLAINTEXT://:1,CLIENT://:2\n"
+    sasl = (
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CLIENT:SASL_PLAINTEXT\n"
+        "sasl.enabled.mechanisms=PLAIN\n"
+        "listener.name.client.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule "
+        'required user_alice="alice-secret";\n'
+    )
+    path = _props(tmp_path, base + sasl)
+    cfg = load_config(path)  # the security keys are the listeners', not BrokerConfig's
+    assert split_listeners(cfg) == ("PLAINTEXT://:1", ["CLIENT://:2"])
+    security = load_security(path)
+    assert security["sasl.enabled.mechanisms"] == "PLAIN"
+    _name, _host, _port, options = listener_options("CLIENT://:2", security)
+    assert options["security_protocol"] == "SASL_PLAINTEXT"
+    assert options["sasl_mechanisms"] == ["PLAIN"]
+    # Kafka's rule: a listener name that is not a protocol must be mapped to one.
+    with pytest.raises(
+        ConfigError, match="CLIENT is not a security protocol and not in listener.security.protocol.map"
+    ):
+        load_config(_props(tmp_path, base))
+    # The listener between nodes carries seglog's cluster protocol: PLAINTEXT only.
+    with pytest.raises(ConfigError, match=r"the listener between nodes \(PLAINTEXT://:1\) is SASL_PLAINTEXT"):
+        load_config(_props(tmp_path, base + sasl.replace("PLAINTEXT:PLAINTEXT", "PLAINTEXT:SASL_PLAINTEXT")))
+    with pytest.raises(ConfigError, match="'GSSAPI' is not served"):
+        load_config(
+            _props(tmp_path, base + sasl.replace("sasl.enabled.mechanisms=PLAIN", "sasl.enabled.mechanisms=GSSAPI"))
+        )
 
 
 def test_describe_needs_a_dir_or_a_bootstrap(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
