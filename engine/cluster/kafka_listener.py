@@ -72,7 +72,13 @@ from seglog.kafka.apis import API_VERSIONS
 from seglog.kafka.codec import Message
 from seglog.kafka.connection import CloseConnection, ConnState, fmt_peer
 from seglog.kafka.fetch_sessions import FetchSessionCache
-from seglog.kafka.listener import KafkaListener
+from seglog.kafka.listener import (
+    UNKNOWN_ID,
+    KafkaListener,
+    close_if_acks0_failed,
+    unknown_id_name,
+    unknown_topic_id_metadata,
+)
 from seglog.kafka.server import hold_records
 
 if TYPE_CHECKING:
@@ -88,8 +94,6 @@ NODE_API_VERSIONS: dict[int, tuple[int, int]] = {k: API_VERSIONS[k] for k in (0,
 #: Kafka's COORDINATOR_NOT_AVAILABLE: what an idempotent producer retries InitProducerId on.
 COORDINATOR_NOT_AVAILABLE = 15
 _NO_OPERATIONS = -2147483648
-#: Starts the stand-in name of a topic id no topic has (no topic name contains it).
-_UNKNOWN_ID = "\x00"
 #: Added to a request's own wait before the listener gives up on the node's answer (a node
 #: that stopped answers nothing; its connections close with it).
 _GRACE_S = 30.0
@@ -177,7 +181,7 @@ class NodeKafkaListener(KafkaListener):
         for name in self._names():
             if topic_id(name) == tid:
                 return name
-        return _UNKNOWN_ID + tid.hex()
+        return unknown_id_name(tid)
 
     def _not_served(self, topic: str, partition: int) -> KafkaError:
         """Why this node does not serve ``topic``-``partition`` as a leader."""
@@ -222,16 +226,8 @@ class NodeKafkaListener(KafkaListener):
             by_topic.setdefault(t, []).append(info)
         topics: list[Message] = []
         for name in names:
-            if name.startswith(_UNKNOWN_ID):
-                topics.append(
-                    {
-                        "error_code": UnknownTopicIdError.code,
-                        "name": None,
-                        "topic_id": bytes.fromhex(name[1:]),
-                        "is_internal": False,
-                        "partitions": [],
-                    }
-                )
+            if name.startswith(UNKNOWN_ID):
+                topics.append(unknown_topic_id_metadata(name))
                 continue
             infos = by_topic.get(name)
             if not infos:
@@ -322,16 +318,7 @@ class NodeKafkaListener(KafkaListener):
                 pending.append((name, out, fut))
             responses.append({"name": name, "partition_responses": parts})
         if acks == 0:
-            failed = [
-                f"{r['name']}-{p['index']}: error {p['error_code']}"
-                for r in responses
-                for p in r["partition_responses"]
-                if p["error_code"]
-            ]
-            if failed:
-                # As Kafka: a producer that wants no answer learns of a failure by the
-                # connection closing.
-                raise CloseConnection(f"acks=0 produce failed ({', '.join(failed)})")
+            close_if_acks0_failed(responses)
             return None
         for topic, out, fut in pending:
             resp = await self._answer(fut, timeout_ms / 1000.0, "a produce")
@@ -477,14 +464,16 @@ class NodeKafkaListener(KafkaListener):
                     "records": b"" if r is None or r.error != NONE else r.records,
                 }
                 if out["error_code"] == UnknownTopicOrPartitionError.code:
-                    if name.startswith(_UNKNOWN_ID):
+                    if name.startswith(UNKNOWN_ID):
                         out["error_code"] = UnknownTopicIdError.code
                     else:
                         out["error_code"] = self._not_served(name, fp["partition"]).code
                 parts.append(out)
             entry: dict[str, Any] = {"topic": name, "partitions": parts}
             if ids:
-                entry["topic_id"] = bytes.fromhex(name[1:]) if name.startswith(_UNKNOWN_ID) else topic_id(name)
+                entry["topic_id"] = (
+                    bytes.fromhex(name[len(UNKNOWN_ID) :]) if name.startswith(UNKNOWN_ID) else topic_id(name)
+                )
             responses.append(entry)
         hold_records(responses)
         return responses

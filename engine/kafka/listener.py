@@ -33,14 +33,23 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from seglog.errors import IllegalSaslStateError, InvalidRequestError
+from seglog.errors import IllegalSaslStateError, InvalidRequestError, UnknownTopicIdError
 from seglog.kafka import codec
 from seglog.kafka.apis import API_NAMES, API_VERSIONS, api_versions_response
 from seglog.kafka.codec import FileRegions, Message
 from seglog.kafka.connection import INT32, REQUEST_HEADER, CloseConnection, ConnState, fmt_peer, read_frame, skip_tagged
 from seglog.kafka.security import AuthenticationClosed, ListenerSecurity
 
-__all__ = ["DEFAULT_IDLE_MS", "DEFAULT_MAX_REQUEST_BYTES", "Handler", "KafkaListener"]
+__all__ = [
+    "DEFAULT_IDLE_MS",
+    "DEFAULT_MAX_REQUEST_BYTES",
+    "UNKNOWN_ID",
+    "Handler",
+    "KafkaListener",
+    "close_if_acks0_failed",
+    "unknown_id_name",
+    "unknown_topic_id_metadata",
+]
 
 log = logging.getLogger("seglog.kafka")
 
@@ -54,6 +63,39 @@ _TLS_IN_TASK = sys.version_info >= (3, 11)
 #: A request handler: (api version, decoded request, the connection's state) -> the response
 #: body, or None for no response (Produce with acks=0).
 Handler = Callable[[int, Message, ConnState], Awaitable[Message | None]]
+
+
+#: Starts the stand-in name of a topic id the server does not know (no topic name has it).
+UNKNOWN_ID = "\x00"
+
+
+def unknown_id_name(topic_id: bytes) -> str:
+    """The stand-in name of an unknown topic id: the request is answered UNKNOWN_TOPIC_ID."""
+    return UNKNOWN_ID + topic_id.hex()
+
+
+def unknown_topic_id_metadata(name: str) -> Message:
+    """Metadata's entry for a topic asked for by an id the server does not know."""
+    return {
+        "error_code": UnknownTopicIdError.code,
+        "name": None,
+        "topic_id": bytes.fromhex(name[len(UNKNOWN_ID) :]),
+        "is_internal": False,
+        "partitions": [],
+    }
+
+
+def close_if_acks0_failed(responses: list[Message]) -> None:
+    """A Produce with acks=0 gets no answer: as Kafka, a partition that failed closes the
+    connection (the producer then refreshes its metadata and retries, or reports)."""
+    failed = [
+        f"{r['name']}-{p['index']}: error {p['error_code']}"
+        for r in responses
+        for p in r["partition_responses"]
+        if p["error_code"]
+    ]
+    if failed:
+        raise CloseConnection(f"acks=0 produce failed ({', '.join(failed)})")
 
 
 class KafkaListener:

@@ -42,10 +42,18 @@ from seglog.errors import (
 from seglog.kafka import admin
 from seglog.kafka.apis import API_VERSIONS
 from seglog.kafka.codec import FileRegions, Message
-from seglog.kafka.connection import INT32, CloseConnection, ConnState, fmt_peer
+from seglog.kafka.connection import INT32, ConnState, fmt_peer
 from seglog.kafka.fetch_sessions import FetchSessionCache
 from seglog.kafka.groups import GroupCoordinator
-from seglog.kafka.listener import DEFAULT_IDLE_MS, DEFAULT_MAX_REQUEST_BYTES, KafkaListener
+from seglog.kafka.listener import (
+    DEFAULT_IDLE_MS,
+    DEFAULT_MAX_REQUEST_BYTES,
+    UNKNOWN_ID,
+    KafkaListener,
+    close_if_acks0_failed,
+    unknown_id_name,
+    unknown_topic_id_metadata,
+)
 from seglog.storage.log import LogReadResult
 from seglog.storage.topic import INTERNAL_TOPICS, validate_topic_name
 from seglog.util.closing import Closeable
@@ -67,8 +75,6 @@ log = logging.getLogger("seglog.kafka")
 _NONE = 0
 _LONG_MAX = 2**63 - 1
 _TXN_ERROR = UnsupportedVersionError.code
-#: Starts the stand-in name of a topic id the store does not know (no topic name has it).
-_UNKNOWN_ID = "\x00"
 _TXN_MESSAGE = "transactions are not supported by this seglog broker"
 
 
@@ -185,16 +191,8 @@ class KafkaServer(KafkaListener):
         host, port = state.advertised(self.host, self.port)
         topics: list[Message] = []
         for name in names:
-            if name.startswith(_UNKNOWN_ID):
-                topics.append(
-                    {
-                        "error_code": UnknownTopicIdError.code,
-                        "name": None,
-                        "topic_id": bytes.fromhex(name[1:]),
-                        "is_internal": False,
-                        "partitions": [],
-                    }
-                )
+            if name.startswith(UNKNOWN_ID):
+                topics.append(unknown_topic_id_metadata(name))
                 continue
             try:
                 if auto:
@@ -259,16 +257,7 @@ class KafkaServer(KafkaListener):
             self._appended.set()
             self._appended = asyncio.Event()
         if acks == 0:
-            failed = [
-                f"{r['name']}-{p['index']}: error {p['error_code']}"
-                for r in responses
-                for p in r["partition_responses"]
-                if p["error_code"]
-            ]
-            if failed:
-                # As Kafka: a producer that wants no answer learns of a failure by the
-                # connection closing (it then refreshes metadata and retries or reports).
-                raise CloseConnection(f"acks=0 produce failed ({', '.join(failed)})")
+            close_if_acks0_failed(responses)
             return None
         return {"responses": responses, "throttle_time_ms": 0}
 
@@ -370,7 +359,7 @@ class KafkaServer(KafkaListener):
                 pass
         # A topic made or deleted since: the map again.
         self._topic_names = {_topic_id(t): n for n, t in self.store.topic_ids().items() if t}
-        return self._topic_names.get(topic_id) or _UNKNOWN_ID + topic_id.hex()
+        return self._topic_names.get(topic_id) or unknown_id_name(topic_id)
 
     def _name_topics(self, req: Message) -> None:
         """Fetch v13+: each topic's (and forgotten topic's) name from its id."""
@@ -385,7 +374,7 @@ class KafkaServer(KafkaListener):
         for topic in responses:
             name = topic["topic"]
             tid = None
-            if not name.startswith(_UNKNOWN_ID):
+            if not name.startswith(UNKNOWN_ID):
                 try:
                     tid = _topic_id(self.store.topic_id(name))
                 except UnknownTopicOrPartitionError:
@@ -393,7 +382,7 @@ class KafkaServer(KafkaListener):
             if tid is None:
                 tid = (
                     bytes.fromhex(name[1:])
-                    if name.startswith(_UNKNOWN_ID)
+                    if name.startswith(UNKNOWN_ID)
                     else next((i for i, n in self._topic_names.items() if n == name), bytes(16))
                 )
                 for out in topic["partitions"]:
