@@ -935,24 +935,59 @@ cdef class Segment:
             self._leave()
 
     cdef _translate_offset_(self, int64_t offset, Py_ssize_t start_position=0):
-        cdef Py_ssize_t pos = start_position
         cdef seglog_batch h
-        cdef int st
+        cdef Py_ssize_t pos = self._find_batch(offset, start_position, &h)
+        if pos < 0:
+            return None
+        return make_header(self._data() + pos, pos, &h)
+
+    cdef Py_ssize_t _find_batch(self, int64_t offset, Py_ssize_t start_position,
+                                seglog_batch *h) except -2:
+        """Position of the first batch whose last offset is >= ``offset`` (its header in
+        ``h``), through the offset index then a header walk; -1 if no batch holds it."""
+        cdef Py_ssize_t pos = start_position
         if self.closed:
             raise ValueError(f"segment {self.log_path} is closed")
         if offset >= self._next_offset:
-            return None
+            return -1
         if pos == 0:
             _, p = self._oidx.lookup(offset)
             pos = p
         cdef const uint8_t *buf = self._data()
         while True:
-            st = _head_at(buf, pos, self.size, &h, 0)
-            if st != BATCH_OK:
-                return None
+            if _head_at(buf, pos, self.size, h, 0) != BATCH_OK:
+                return -1
             if h.last_offset >= offset:
-                return make_header(buf + pos, pos, &h)
+                return pos
             pos += h.size
+
+    def fetch_span(self, int64_t offset, Py_ssize_t max_bytes, int64_t upper_bound, bint min_one_batch):
+        """The fetch loop's step in this segment: ``(start, end, stop)`` for the whole batches
+        from the one holding ``offset`` that fit ``max_bytes`` (the first one whole if
+        ``min_one_batch``) and hold offsets below ``upper_bound``; ``stop`` when the byte limit
+        or the bound ended them here, so no later segment is read. None if no batch of this
+        segment holds ``offset`` or a later one."""
+        cdef Py_ssize_t end
+        cdef bint stop
+        cdef Py_ssize_t start = segment_fetch_span(self, offset, max_bytes, upper_bound, min_one_batch,
+                                                   &end, &stop)
+        if start < 0:
+            return None
+        return start, end, stop
+
+    cdef Py_ssize_t _fetch_span_(self, int64_t offset, Py_ssize_t max_bytes, int64_t upper_bound,
+                                 bint min_one_batch, Py_ssize_t *end, bint *stop) except -2:
+        cdef seglog_batch h
+        cdef Py_ssize_t start = self._find_batch(offset, 0, &h), max_position = self.size, bound
+        if start < 0:
+            return -1
+        if upper_bound < self._next_offset:
+            bound = self._find_batch(upper_bound, 0, &h)
+            if bound >= 0:
+                max_position = bound
+        end[0] = self._batch_end_(start, max_bytes, max_position, min_one_batch)
+        stop[0] = end[0] < max_position or max_position < self.size
+        return start
 
     cdef Py_ssize_t _position_of(self, int64_t offset) except -2:
         found = self.translate_offset(offset)
@@ -997,8 +1032,8 @@ cdef class Segment:
         finally:
             self._leave()
 
-    cdef _batch_end_(self, Py_ssize_t start, Py_ssize_t max_bytes, Py_ssize_t max_position,
-                     bint min_one_batch):
+    cdef Py_ssize_t _batch_end_(self, Py_ssize_t start, Py_ssize_t max_bytes, Py_ssize_t max_position,
+                                bint min_one_batch):
         cdef const uint8_t *buf = self._data()
         cdef Py_ssize_t pos = start, limit
         cdef seglog_batch h
@@ -1424,6 +1459,49 @@ cdef class Segment:
     def __dealloc__(self):
         if self.fd >= 0:
             os.close(self.fd)
+
+
+# -- for the fetch loop (segment.pxd) ------------------------------------------------------------
+
+cdef int64_t segment_base_offset(object seg) except? -1:
+    return (<Segment?>seg).base_offset
+
+
+cdef Py_ssize_t segment_fetch_span(object seg, int64_t offset, Py_ssize_t max_bytes, int64_t upper_bound,
+                                   bint min_one_batch, Py_ssize_t *end, bint *stop) except -2:
+    cdef Segment s = <Segment?>seg
+    s._enter()
+    try:
+        return s._fetch_span_(offset, max_bytes, upper_bound, min_one_batch, end, stop)
+    finally:
+        s._leave()
+
+
+def segments_first_at_or_after(list segments, int64_t timestamp, int64_t start, int64_t bound):
+    """``(offset, timestamp)`` of the first record at or after ``start`` and below ``bound``
+    whose timestamp is >= ``timestamp`` across a log's ``segments`` (oldest first), or None:
+    the log-level ListOffsets search in one call. The segments before the one that may hold
+    ``start`` are passed over by their successors' base offsets, and those that end at or below
+    ``start`` or whose largest timestamp is below ``timestamp`` by their state, without opening
+    their files; :meth:`Segment.first_at_or_after` searches the others."""
+    cdef Py_ssize_t i = 0
+    cdef Segment seg
+    while i + 1 < len(segments) and (<Segment?>segments[i + 1]).base_offset <= start:
+        i += 1
+    while i < len(segments):
+        seg = <Segment?>segments[i]
+        i += 1
+        seg._need_state()
+        if seg._next_offset <= start or seg._max_ts < timestamp:
+            continue
+        seg._enter()
+        try:
+            found = seg._first_at_or_after_(timestamp, start, bound)
+        finally:
+            seg._leave()
+        if found is not None:
+            return found
+    return None
 
 
 # -- the open-segment cache ----------------------------------------------------------------------
