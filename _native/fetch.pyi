@@ -66,13 +66,13 @@ def read_log(
     segments: list[Segment],
     offset: int,
     max_bytes: int,
-    upper_bound: int,
+    upper_bound: str | int,
     min_one_batch: bool,
     high_watermark: int,
     log_start_offset: int,
-    log_end_offset: int,
-) -> LogReadResult:
-    """``Log.read``'s native part: the fetch loop and its result, in one call."""
+) -> LogReadResult | None:
+    """``Log.read``'s native part in one call: the range check, the bound, the fetch loop and
+    its result; None when ``offset`` is outside the log (the caller raises)."""
 
 def fetch_many(requests: list[tuple[list[Segment], int, int, int]], max_total_bytes: int) -> list[list[FetchSlice]]:
     """Several partitions ``(segments, start_offset, partition_max_bytes, upper_bound)`` under

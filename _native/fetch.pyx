@@ -15,7 +15,7 @@ loop and its ``LogReadResult`` in one call.
 
 from libc.stdint cimport int64_t
 
-from seglog._native.segment cimport segment_base_offset, segment_fetch_span
+from seglog._native.segment cimport segment_base_offset, segment_fetch_span, segment_next_offset
 
 
 cdef class FetchSlice:
@@ -152,16 +152,31 @@ cdef class LogReadResult:
                 f"log_end_offset={self.log_end_offset})")
 
 
-def read_log(list segments, int64_t offset, Py_ssize_t max_bytes, int64_t upper_bound, bint min_one_batch,
-             int64_t high_watermark, int64_t log_start_offset, int64_t log_end_offset):
-    """``Log.read``'s native part, one call: the fetch loop (:func:`fetch_partition`) and its
-    result. The caller checks ``offset`` against the log's range and holds the log's lock."""
+def read_log(list segments, int64_t offset, Py_ssize_t max_bytes, upper_bound, bint min_one_batch,
+             int64_t high_watermark, int64_t log_start_offset):
+    """``Log.read``'s native part, in one call: the log end offset (the last segment's next
+    offset), the range check, the bound (``upper_bound`` is ``"high_watermark"``,
+    ``"log_end"`` or an offset, capped at the log end), the fetch loop
+    (:func:`fetch_partition`) and its result. None when ``offset`` is outside
+    ``[log_start_offset, log end]``: the caller raises. The caller holds the log's lock."""
+    cdef int64_t leo = segment_next_offset(segments[len(segments) - 1]) if segments else 0
+    cdef int64_t bound
+    if offset < log_start_offset or offset > leo:
+        return None
+    if upper_bound == "high_watermark":
+        bound = high_watermark
+    elif upper_bound == "log_end":
+        bound = leo
+    elif isinstance(upper_bound, int):
+        bound = leo if upper_bound >= leo else upper_bound
+    else:
+        raise ValueError(f"upper_bound must be 'high_watermark', 'log_end' or an offset, got {upper_bound!r}")
     cdef LogReadResult res = LogReadResult.__new__(LogReadResult)
-    res.slices = tuple(_fetch(segments, offset, max_bytes, upper_bound, min_one_batch))
+    res.slices = tuple(_fetch(segments, offset, max_bytes, bound, min_one_batch))
     res.start_offset = offset
     res.high_watermark = high_watermark
     res.log_start_offset = log_start_offset
-    res.log_end_offset = log_end_offset
+    res.log_end_offset = leo
     return res
 
 

@@ -10,6 +10,9 @@ from libc.stdint cimport int64_t
 # ``seg.base_offset`` (a TypeError unless ``seg`` is a Segment).
 cdef int64_t segment_base_offset(object seg) except? -1
 
+# ``seg.next_offset``.
+cdef int64_t segment_next_offset(object seg) except? -1
+
 # ``seg.fetch_span(offset, max_bytes, upper_bound, min_one_batch)``: the start position, or -1
 # when no batch of the segment holds ``offset`` or a later one; ``end[0]`` and ``stop[0]`` get
 # the rest of the span.

@@ -84,6 +84,7 @@ cdef extern from "unistd.h" nogil:
     int _SC_PAGESIZE
 
 from kbytes cimport kb_load_i32, kb_store_u32, kb_store_u64
+from seglog._native.index cimport offset_index_position, time_index_offset
 from seglog._native.records cimport BatchHeader, make_header
 from batch_header cimport (seglog_batch, seglog_batch_head, batch_error, batch_is_torn, BATCH_OK, BATCH_END,
                            BATCH_BAD_CODEC, BATCH_COUNT_TOO_BIG, BATCH_CRC_V2, BATCH_CRC_ALL, LOG_OVERHEAD,
@@ -951,8 +952,7 @@ cdef class Segment:
         if offset >= self._next_offset:
             return -1
         if pos == 0:
-            _, p = self._oidx.lookup(offset)
-            pos = p
+            pos = offset_index_position(self._oidx, offset)
         cdef const uint8_t *buf = self._data()
         while True:
             if _head_at(buf, pos, self.size, h, 0) != BATCH_OK:
@@ -1105,9 +1105,8 @@ cdef class Segment:
     cdef Py_ssize_t _timestamp_walk_start(self, int64_t timestamp, int64_t starting_offset) except -1:
         """Where the header walk of a timestamp search starts: the time index gives an offset
         whose batch cannot be past the answer, the offset index that offset's position."""
-        _, off = self._tidx.lookup(timestamp)
-        _, pos = self._oidx.lookup(max(off, starting_offset))
-        return pos
+        cdef int64_t off = time_index_offset(self._tidx, timestamp)
+        return offset_index_position(self._oidx, max(off, starting_offset))
 
     def find_offset_by_timestamp(self, int64_t timestamp, int64_t starting_offset=0):
         """The BatchInfo (position included) of the first batch at or after ``starting_offset`` whose max
@@ -1465,6 +1464,12 @@ cdef class Segment:
 
 cdef int64_t segment_base_offset(object seg) except? -1:
     return (<Segment?>seg).base_offset
+
+
+cdef int64_t segment_next_offset(object seg) except? -1:
+    cdef Segment s = <Segment?>seg
+    s._need_state()
+    return s._next_offset
 
 
 cdef Py_ssize_t segment_fetch_span(object seg, int64_t offset, Py_ssize_t max_bytes, int64_t upper_bound,

@@ -812,25 +812,24 @@ class Log(Closeable):
         lock = self._lock
         lock.acquire()
         try:
-            segs = self._segments
-            leo = segs[-1].next_offset if segs else 0
-            start = self.log_start_offset
-            if offset < start or offset > leo:
+            # The range check, the bound, the fetch loop across the segment layer's list and
+            # the result, in one native call.
+            res = read_log(
+                self._segments,
+                offset,
+                max_bytes,
+                upper_bound,
+                min_one_batch,
+                self._high_watermark,
+                self.log_start_offset,
+            )
+            if res is None:
+                leo = self.log_end_offset
                 raise OffsetOutOfRangeError(
-                    f"offset {offset} is out of range for {self.dir}: the log holds [{start}, {leo})", offset=offset
+                    f"offset {offset} is out of range for {self.dir}: the log holds [{self.log_start_offset}, {leo})",
+                    offset=offset,
                 )
-            hw = self._high_watermark
-            if upper_bound == "high_watermark":
-                bound = hw
-            elif upper_bound == "log_end":
-                bound = leo
-            elif isinstance(upper_bound, int):
-                bound = min(upper_bound, leo)
-            else:
-                raise ValueError(f"upper_bound must be 'high_watermark', 'log_end' or an offset, got {upper_bound!r}")
-            # The fetch loop across the segments and the result in one native call, over the
-            # segment layer's list.
-            return read_log(segs, offset, max_bytes, bound, min_one_batch, hw, start, leo)
+            return res
         finally:
             lock.release()
 
