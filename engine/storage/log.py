@@ -54,7 +54,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from seglog._native.crc32c import crc32c
-from seglog._native.fetch import LogReadResult, read_log
+from seglog._native.fetch import LogReadResult as LogReadResult  # re-exported: Log.read's result
+from seglog._native.fetch import read_log
 from seglog._native.segment import Segment, out_of_files_error, segments_first_at_or_after
 from seglog._native.segment import open_segment_limit as open_segment_limit  # noqa: F401 (public)
 from seglog._native.segment import open_segments as open_segments  # noqa: F401 (public)
