@@ -97,6 +97,7 @@ cdef extern from "prealloc.h" nogil:
 cdef enum:
     IOV_BATCH = 512            # batches per pwritev call (2 iovecs each, under IOV_MAX 1024)
     ALLOCATE_STEP = 4194304     # 4 MiB of disk blocks allocated ahead of the end of file at a time
+    NOGIL_WALK_BYTES = 65536    # a batch-header walk over fewer bytes keeps the GIL
 
 include "tssearch.pxi"
 
@@ -167,6 +168,21 @@ cdef inline int _head_at(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, seg
     if status == BATCH_BAD_CODEC or status == BATCH_COUNT_TOO_BIG:
         return BATCH_OK
     return status
+
+
+cdef Py_ssize_t _walk_batches(const uint8_t *buf, Py_ssize_t start, Py_ssize_t limit, Py_ssize_t max_position,
+                              bint min_one_batch) noexcept nogil:
+    """End of the whole batches from ``start`` that end by ``limit`` (the first one whatever
+    its size when ``min_one_batch``) and stop at ``max_position``: headers only."""
+    cdef Py_ssize_t pos = start
+    cdef seglog_batch h
+    while pos < max_position:
+        if _head_at(buf, pos, max_position, &h, 0) != BATCH_OK:
+            break
+        if pos + h.size > limit and not (min_one_batch and pos == start):
+            break
+        pos += h.size
+    return pos
 
 
 cdef Py_ssize_t _next_txn_batch(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, seglog_batch *h,
@@ -1035,18 +1051,16 @@ cdef class Segment:
     cdef Py_ssize_t _batch_end_(self, Py_ssize_t start, Py_ssize_t max_bytes, Py_ssize_t max_position,
                                 bint min_one_batch):
         cdef const uint8_t *buf = self._data()
-        cdef Py_ssize_t pos = start, limit
-        cdef seglog_batch h
+        cdef Py_ssize_t pos, limit
         if max_position < 0 or max_position > self.size:
             max_position = self.size
         limit = start + max_bytes
+        if max_bytes < NOGIL_WALK_BYTES:
+            # A short walk: releasing the GIL would cost more than the walk (a random
+            # one-batch read).
+            return _walk_batches(buf, start, limit, max_position, min_one_batch)
         with nogil:
-            while pos < max_position:
-                if _head_at(buf, pos, max_position, &h, 0) != BATCH_OK:
-                    break
-                if pos + h.size > limit and not (min_one_batch and pos == start):
-                    break
-                pos += h.size
+            pos = _walk_batches(buf, start, limit, max_position, min_one_batch)
         return pos
 
     def batches(self, Py_ssize_t start_position=0, bint verify_crc=False):
