@@ -727,17 +727,21 @@ cdef class OffsetIndex(_Index):
         cdef int64_t offset = self._floor(target_offset, &position)
         return (offset, position)
 
-    cdef int64_t _floor(self, int64_t target_offset, int64_t *position) except? -1:
-        """:meth:`lookup` in C: the entry's offset, its position in ``position[0]``."""
+    cdef int64_t _floor(self, int64_t target_offset, int64_t *position, int64_t *next_position=NULL) except? -1:
+        """:meth:`lookup` in C: the entry's offset, its position in ``position[0]``, and the
+        next entry's position in ``next_position[0]`` when asked (-1 when there is none)."""
         if not self._open:
             self._check_open()
         cdef int64_t base = self.base_offset
+        cdef int64_t slot = -1
         position[0] = 0
-        if target_offset < base or self._n == 0:
-            return base
-        cdef int64_t d = target_offset - base
-        cdef int32_t t = <int32_t>(d if d < INT32_MAX else INT32_MAX)
-        cdef int64_t slot = seglog_idx_floor_i32(self._p, self._n, SEGLOG_OIDX_ENTRY, 0, t)
+        if target_offset >= base and self._n > 0:
+            d = target_offset - base
+            slot = seglog_idx_floor_i32(self._p, self._n, SEGLOG_OIDX_ENTRY, 0,
+                                        <int32_t>(d if d < INT32_MAX else INT32_MAX))
+        if next_position != NULL:
+            next_position[0] = (seglog_ld_i32(self._p + (slot + 1) * SEGLOG_OIDX_ENTRY + 4)
+                                if slot + 1 < self._n else -1)
         if slot < 0:
             return base
         cdef const uint8_t *e = self._p + slot * SEGLOG_OIDX_ENTRY
@@ -865,11 +869,13 @@ cdef class TimeIndex(_Index):
 
 # -- for segment.pyx (index.pxd) ------------------------------------------------------------------
 
-cdef int64_t offset_index_position(object index, int64_t target_offset) except -1:
+cdef int64_t offset_index_position(object index, int64_t target_offset, int64_t *next_position=NULL) except -1:
     cdef int64_t position
     if type(index) is OffsetIndex:
-        (<OffsetIndex>index)._floor(target_offset, &position)
+        (<OffsetIndex>index)._floor(target_offset, &position, next_position)
         return position
+    if next_position != NULL:
+        next_position[0] = -1
     return index.lookup(target_offset)[1]  # a stand-in (a read-only segment's missing file)
 
 

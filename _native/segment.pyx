@@ -963,13 +963,21 @@ cdef class Segment:
         """Position of the first batch whose last offset is >= ``offset`` (its header in
         ``h``), through the offset index then a header walk; -1 if no batch holds it."""
         cdef Py_ssize_t pos = start_position
+        cdef int64_t after
         if self.closed:
             raise ValueError(f"segment {self.log_path} is closed")
         if offset >= self._next_offset:
             return -1
-        if pos == 0:
-            pos = offset_index_position(self._oidx, offset)
         cdef const uint8_t *buf = self._data()
+        if pos == 0:
+            pos = offset_index_position(self._oidx, offset, &after)
+            # The next entry starts an append whose last offset is above ``offset``: when its
+            # first batch starts at or below ``offset``, the batch wanted is there or after
+            # it, and the walk starts there (one header read instead of two, often both outside
+            # the cache, when each append is one batch larger than index.interval.bytes).
+            if (after > pos and _head_at(buf, after, self.size, h, 0) == BATCH_OK
+                    and h.base_offset <= offset):
+                pos = after
         while True:
             if _head_at(buf, pos, self.size, h, 0) != BATCH_OK:
                 return -1
