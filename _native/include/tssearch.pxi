@@ -13,7 +13,7 @@ from batch_header cimport (seglog_batch, seglog_batch_head, BATCH_OK, V2_HEADER,
 
 
 cdef enum:
-    PREFETCH_AHEAD = 1024
+    PREFETCH_AHEAD = 4096
 
 
 cdef inline const uint8_t *_skip_record(
