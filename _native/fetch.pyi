@@ -1,5 +1,7 @@
 """The fetch batching loop: whole batches from a start offset, within byte limits."""
 
+from typing import ClassVar
+
 from typing_extensions import disjoint_base
 
 from seglog._native.segment import Segment
@@ -28,6 +30,49 @@ def fetch_partition(
 ) -> list[FetchSlice]:
     """Slices of whole batches holding offsets from ``start_offset`` up to (not including)
     ``upper_bound``, at most ``max_bytes`` in total."""
+
+@disjoint_base
+class LogReadResult:
+    """Whole batches from a log read, as zero-copy slices of the segment files, with the log's
+    offsets at the time of the read."""
+
+    def __init__(
+        self,
+        slices: tuple[FetchSlice, ...],
+        start_offset: int,
+        high_watermark: int,
+        log_start_offset: int,
+        log_end_offset: int,
+    ) -> None: ...
+    @property
+    def slices(self) -> tuple[FetchSlice, ...]: ...
+    @property
+    def start_offset(self) -> int: ...
+    @property
+    def high_watermark(self) -> int: ...
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def log_end_offset(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    def views(self) -> list[memoryview]: ...
+    def to_bytes(self) -> bytes: ...
+    def __bool__(self) -> bool: ...
+    def __eq__(self, value: object, /) -> bool: ...
+    __hash__: ClassVar[None]  # type: ignore[assignment]
+
+def read_log(
+    segments: list[Segment],
+    offset: int,
+    max_bytes: int,
+    upper_bound: str | int,
+    min_one_batch: bool,
+    high_watermark: int,
+    log_start_offset: int,
+) -> LogReadResult | None:
+    """``Log.read``'s native part in one call: the range check, the bound, the fetch loop and
+    its result; None when ``offset`` is outside the log (the caller raises)."""
 
 def fetch_many(requests: list[tuple[list[Segment], int, int, int]], max_total_bytes: int) -> list[list[FetchSlice]]:
     """Several partitions ``(segments, start_offset, partition_max_bytes, upper_bound)`` under

@@ -8,10 +8,14 @@ limit is shared and only the first partition that returns data may exceed it (as
 
 Results are zero copy: ``FetchSlice`` objects naming the segment, file position and length,
 whose ``view()`` is a memoryview of the mapped log and whose ``fd``/``position``/``length``
-suit ``os.sendfile``. The per-batch header walk runs in C inside ``Segment.batch_end``.
+suit ``os.sendfile``. The step in each segment (offset index, header walks, byte limit) is one
+C call into ``segment.pyx`` (``segment.pxd``). ``read_log`` is ``Log.read``'s native part: the
+loop and its ``LogReadResult`` in one call.
 """
 
 from libc.stdint cimport int64_t
+
+from seglog._native.segment cimport segment_base_offset, segment_fetch_span, segment_next_offset
 
 
 cdef class FetchSlice:
@@ -47,19 +51,15 @@ cdef Py_ssize_t _floor_segment(list segments, int64_t offset):
     cdef Py_ssize_t lo = 0, hi = len(segments), mid
     while lo < hi:
         mid = (lo + hi) // 2
-        if segments[mid].base_offset <= offset:
+        if segment_base_offset(segments[mid]) <= offset:
             lo = mid + 1
         else:
             hi = mid
     return lo - 1
 
 
-def fetch_partition(list segments, int64_t start_offset, Py_ssize_t max_bytes, int64_t upper_bound,
-                    bint min_one_batch=True):
-    """Slices of whole batches holding offsets from ``start_offset`` up to (not including)
-    ``upper_bound``, at most ``max_bytes`` in total (see module docs). ``segments`` is the
-    log's segment list in base-offset order. Returns a list of FetchSlice (empty when there is
-    nothing to read); the caller checks the start offset against the log's range."""
+cdef list _fetch(list segments, int64_t start_offset, Py_ssize_t max_bytes, int64_t upper_bound,
+                 bint min_one_batch):
     if max_bytes < 0:
         raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
     cdef list out = []
@@ -68,22 +68,17 @@ def fetch_partition(list segments, int64_t start_offset, Py_ssize_t max_bytes, i
     cdef Py_ssize_t i = _floor_segment(segments, start_offset)
     if i < 0:
         i = 0
-    cdef Py_ssize_t remaining = max_bytes, start, end, max_position
+    cdef Py_ssize_t remaining = max_bytes, start, end
     cdef int64_t offset = start_offset
+    cdef bint stop
     cdef FetchSlice sl
     while i < len(segments) and remaining >= 0:
         seg = segments[i]
-        if seg.base_offset >= upper_bound:
+        if segment_base_offset(seg) >= upper_bound:
             break
-        found = seg.translate_offset(offset)
-        if found is not None:
-            start = found.position
-            if upper_bound < seg.next_offset:
-                bound = seg.translate_offset(upper_bound)
-                max_position = bound.position if bound is not None else seg.size
-            else:
-                max_position = seg.size
-            end = seg.batch_end(start, remaining, max_position, min_one_batch and not out)
+        # One C call per segment: the index lookup, the header walks and the byte limit.
+        start = segment_fetch_span(seg, offset, remaining, upper_bound, min_one_batch and not out, &end, &stop)
+        if start >= 0:
             if end > start:
                 sl = FetchSlice.__new__(FetchSlice)
                 sl.segment = seg
@@ -91,12 +86,98 @@ def fetch_partition(list segments, int64_t start_offset, Py_ssize_t max_bytes, i
                 sl.length = end - start
                 out.append(sl)
                 remaining -= sl.length
-            if end < max_position or max_position < seg.size:
+            if stop:
                 break  # stopped by the byte limit or the upper bound
         i += 1
         if i < len(segments):
-            offset = max(offset, segments[i].base_offset)
+            offset = max(offset, segment_base_offset(segments[i]))
     return out
+
+
+def fetch_partition(list segments, int64_t start_offset, Py_ssize_t max_bytes, int64_t upper_bound,
+                    bint min_one_batch=True):
+    """Slices of whole batches holding offsets from ``start_offset`` up to (not including)
+    ``upper_bound``, at most ``max_bytes`` in total (see module docs). ``segments`` is the
+    log's segment list in base-offset order. Returns a list of FetchSlice (empty when there is
+    nothing to read); the caller checks the start offset against the log's range."""
+    return _fetch(segments, start_offset, max_bytes, upper_bound, min_one_batch)
+
+
+cdef class LogReadResult:
+    """Whole batches from a log read, as zero-copy slices of the segment files, with the log's
+    offsets at the time of the read. Made by :func:`read_log` (``Log.read``); read-only."""
+    cdef readonly tuple slices
+    cdef readonly int64_t start_offset
+    cdef readonly int64_t high_watermark
+    cdef readonly int64_t log_start_offset
+    cdef readonly int64_t log_end_offset
+
+    def __init__(self, tuple slices, int64_t start_offset, int64_t high_watermark, int64_t log_start_offset,
+                 int64_t log_end_offset):
+        self.slices = slices
+        self.start_offset = start_offset
+        self.high_watermark = high_watermark
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+    @property
+    def size(self):
+        cdef Py_ssize_t n = 0
+        for s in self.slices:
+            n += (<FetchSlice>s).length
+        return n
+
+    def views(self):
+        return [s.view() for s in self.slices]
+
+    def to_bytes(self):
+        return b"".join([s.view() for s in self.slices])
+
+    def __bool__(self):
+        return len(self.slices) > 0
+
+    cdef tuple _key(self):
+        return (self.slices, self.start_offset, self.high_watermark, self.log_start_offset, self.log_end_offset)
+
+    def __eq__(self, other):
+        if type(other) is not LogReadResult:
+            return NotImplemented
+        return self._key() == (<LogReadResult>other)._key()
+
+    __hash__ = None
+
+    def __repr__(self):
+        return (f"LogReadResult(slices={self.slices!r}, start_offset={self.start_offset}, "
+                f"high_watermark={self.high_watermark}, log_start_offset={self.log_start_offset}, "
+                f"log_end_offset={self.log_end_offset})")
+
+
+def read_log(list segments, int64_t offset, Py_ssize_t max_bytes, upper_bound, bint min_one_batch,
+             int64_t high_watermark, int64_t log_start_offset):
+    """``Log.read``'s native part, in one call: the log end offset (the last segment's next
+    offset), the range check, the bound (``upper_bound`` is ``"high_watermark"``,
+    ``"log_end"`` or an offset, capped at the log end), the fetch loop
+    (:func:`fetch_partition`) and its result. None when ``offset`` is outside
+    ``[log_start_offset, log end]``: the caller raises. The caller holds the log's lock."""
+    cdef int64_t leo = segment_next_offset(segments[len(segments) - 1]) if segments else 0
+    cdef int64_t bound
+    if offset < log_start_offset or offset > leo:
+        return None
+    if upper_bound == "high_watermark":
+        bound = high_watermark
+    elif upper_bound == "log_end":
+        bound = leo
+    elif isinstance(upper_bound, int):
+        bound = leo if upper_bound >= leo else upper_bound
+    else:
+        raise ValueError(f"upper_bound must be 'high_watermark', 'log_end' or an offset, got {upper_bound!r}")
+    cdef LogReadResult res = LogReadResult.__new__(LogReadResult)
+    res.slices = tuple(_fetch(segments, offset, max_bytes, bound, min_one_batch))
+    res.start_offset = offset
+    res.high_watermark = high_watermark
+    res.log_start_offset = log_start_offset
+    res.log_end_offset = leo
+    return res
 
 
 def fetch_many(list requests, Py_ssize_t max_total_bytes):
@@ -112,7 +193,7 @@ def fetch_many(list requests, Py_ssize_t max_total_bytes):
         if limit <= 0 and not min_one:
             results.append([])
             continue
-        slices = fetch_partition(segments, start_offset, limit, upper_bound, min_one)
+        slices = _fetch(segments, start_offset, limit, upper_bound, min_one)
         got = sum((<FetchSlice>s).length for s in slices)
         if got:
             min_one = False

@@ -723,18 +723,30 @@ cdef class OffsetIndex(_Index):
     def lookup(self, int64_t target_offset):
         """(offset, position) of the largest entry with offset <= ``target_offset``, or
         (base_offset, 0) if there is none."""
+        cdef int64_t position
+        cdef int64_t offset = self._floor(target_offset, &position)
+        return (offset, position)
+
+    cdef int64_t _floor(self, int64_t target_offset, int64_t *position, int64_t *next_position=NULL) except? -1:
+        """:meth:`lookup` in C: the entry's offset, its position in ``position[0]``, and the
+        next entry's position in ``next_position[0]`` when asked (-1 when there is none)."""
         if not self._open:
             self._check_open()
         cdef int64_t base = self.base_offset
-        if target_offset < base or self._n == 0:
-            return (base, 0)
-        cdef int64_t d = target_offset - base
-        cdef int32_t t = <int32_t>(d if d < INT32_MAX else INT32_MAX)
-        cdef int64_t slot = seglog_idx_floor_i32(self._p, self._n, SEGLOG_OIDX_ENTRY, 0, t)
+        cdef int64_t slot = -1
+        position[0] = 0
+        if target_offset >= base and self._n > 0:
+            d = target_offset - base
+            slot = seglog_idx_floor_i32(self._p, self._n, SEGLOG_OIDX_ENTRY, 0,
+                                        <int32_t>(d if d < INT32_MAX else INT32_MAX))
+        if next_position != NULL:
+            next_position[0] = (seglog_ld_i32(self._p + (slot + 1) * SEGLOG_OIDX_ENTRY + 4)
+                                if slot + 1 < self._n else -1)
         if slot < 0:
-            return (base, 0)
+            return base
         cdef const uint8_t *e = self._p + slot * SEGLOG_OIDX_ENTRY
-        return (base + seglog_ld_i32(e), seglog_ld_i32(e + 4))
+        position[0] = seglog_ld_i32(e + 4)
+        return base + seglog_ld_i32(e)
 
     def entry(self, int64_t i):
         """Entry ``i`` as (offset, position); negative ``i`` counts from the end."""
@@ -824,14 +836,22 @@ cdef class TimeIndex(_Index):
     def lookup(self, int64_t target_timestamp):
         """(timestamp, offset) of the largest entry with timestamp <= ``target_timestamp``, or
         (-1, base_offset) if there is none."""
+        cdef int64_t offset
+        cdef int64_t timestamp = self._floor(target_timestamp, &offset)
+        return (timestamp, offset)
+
+    cdef int64_t _floor(self, int64_t target_timestamp, int64_t *offset) except? -2:
+        """:meth:`lookup` in C: the entry's timestamp, its offset in ``offset[0]``."""
         if not self._open:
             self._check_open()
         cdef int64_t slot = seglog_idx_floor_i64(self._p, self._n, SEGLOG_TIDX_ENTRY, 0,
                                                  target_timestamp)
         if slot < 0:
-            return (-1, self.base_offset)
+            offset[0] = self.base_offset
+            return -1
         cdef const uint8_t *e = self._p + slot * SEGLOG_TIDX_ENTRY
-        return (seglog_ld_i64(e), self.base_offset + seglog_ld_i32(e + 8))
+        offset[0] = self.base_offset + seglog_ld_i32(e + 8)
+        return seglog_ld_i64(e)
 
     def entry(self, int64_t i):
         """Entry ``i`` as (timestamp, offset); negative ``i`` counts from the end."""
@@ -845,3 +865,23 @@ cdef class TimeIndex(_Index):
         if self._n == 0:
             return (-1, self.base_offset)
         return self.entry(self._n - 1)
+
+
+# -- for segment.pyx (index.pxd) ------------------------------------------------------------------
+
+cdef int64_t offset_index_position(object index, int64_t target_offset, int64_t *next_position=NULL) except -1:
+    cdef int64_t position
+    if type(index) is OffsetIndex:
+        (<OffsetIndex>index)._floor(target_offset, &position, next_position)
+        return position
+    if next_position != NULL:
+        next_position[0] = -1
+    return index.lookup(target_offset)[1]  # a stand-in (a read-only segment's missing file)
+
+
+cdef int64_t time_index_offset(object index, int64_t target_timestamp) except -1:
+    cdef int64_t offset
+    if type(index) is TimeIndex:
+        (<TimeIndex>index)._floor(target_timestamp, &offset)
+        return offset
+    return index.lookup(target_timestamp)[1]

@@ -84,6 +84,7 @@ cdef extern from "unistd.h" nogil:
     int _SC_PAGESIZE
 
 from kbytes cimport kb_load_i32, kb_store_u32, kb_store_u64
+from seglog._native.index cimport offset_index_position, time_index_offset
 from seglog._native.records cimport BatchHeader, make_header
 from batch_header cimport (seglog_batch, seglog_batch_head, batch_error, batch_is_torn, BATCH_OK, BATCH_END,
                            BATCH_BAD_CODEC, BATCH_COUNT_TOO_BIG, BATCH_CRC_V2, BATCH_CRC_ALL, LOG_OVERHEAD,
@@ -96,6 +97,7 @@ cdef extern from "prealloc.h" nogil:
 cdef enum:
     IOV_BATCH = 512            # batches per pwritev call (2 iovecs each, under IOV_MAX 1024)
     ALLOCATE_STEP = 4194304     # 4 MiB of disk blocks allocated ahead of the end of file at a time
+    NOGIL_WALK_BYTES = 65536    # a batch-header walk over fewer bytes keeps the GIL
 
 include "tssearch.pxi"
 
@@ -166,6 +168,21 @@ cdef inline int _head_at(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, seg
     if status == BATCH_BAD_CODEC or status == BATCH_COUNT_TOO_BIG:
         return BATCH_OK
     return status
+
+
+cdef Py_ssize_t _walk_batches(const uint8_t *buf, Py_ssize_t start, Py_ssize_t limit, Py_ssize_t max_position,
+                              bint min_one_batch) noexcept nogil:
+    """End of the whole batches from ``start`` that end by ``limit`` (the first one whatever
+    its size when ``min_one_batch``) and stop at ``max_position``: headers only."""
+    cdef Py_ssize_t pos = start
+    cdef seglog_batch h
+    while pos < max_position:
+        if _head_at(buf, pos, max_position, &h, 0) != BATCH_OK:
+            break
+        if pos + h.size > limit and not (min_one_batch and pos == start):
+            break
+        pos += h.size
+    return pos
 
 
 cdef Py_ssize_t _next_txn_batch(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, seglog_batch *h,
@@ -935,24 +952,66 @@ cdef class Segment:
             self._leave()
 
     cdef _translate_offset_(self, int64_t offset, Py_ssize_t start_position=0):
-        cdef Py_ssize_t pos = start_position
         cdef seglog_batch h
-        cdef int st
+        cdef Py_ssize_t pos = self._find_batch(offset, start_position, &h)
+        if pos < 0:
+            return None
+        return make_header(self._data() + pos, pos, &h)
+
+    cdef Py_ssize_t _find_batch(self, int64_t offset, Py_ssize_t start_position,
+                                seglog_batch *h) except -2:
+        """Position of the first batch whose last offset is >= ``offset`` (its header in
+        ``h``), through the offset index then a header walk; -1 if no batch holds it."""
+        cdef Py_ssize_t pos = start_position
+        cdef int64_t after
         if self.closed:
             raise ValueError(f"segment {self.log_path} is closed")
         if offset >= self._next_offset:
-            return None
-        if pos == 0:
-            _, p = self._oidx.lookup(offset)
-            pos = p
+            return -1
         cdef const uint8_t *buf = self._data()
+        if pos == 0:
+            pos = offset_index_position(self._oidx, offset, &after)
+            # The next entry starts an append whose last offset is above ``offset``: when its
+            # first batch starts at or below ``offset``, the batch wanted is there or after
+            # it, and the walk starts there (one header read instead of two, often both outside
+            # the cache, when each append is one batch larger than index.interval.bytes).
+            if (after > pos and _head_at(buf, after, self.size, h, 0) == BATCH_OK
+                    and h.base_offset <= offset):
+                pos = after
         while True:
-            st = _head_at(buf, pos, self.size, &h, 0)
-            if st != BATCH_OK:
-                return None
+            if _head_at(buf, pos, self.size, h, 0) != BATCH_OK:
+                return -1
             if h.last_offset >= offset:
-                return make_header(buf + pos, pos, &h)
+                return pos
             pos += h.size
+
+    def fetch_span(self, int64_t offset, Py_ssize_t max_bytes, int64_t upper_bound, bint min_one_batch):
+        """The fetch loop's step in this segment: ``(start, end, stop)`` for the whole batches
+        from the one holding ``offset`` that fit ``max_bytes`` (the first one whole if
+        ``min_one_batch``) and hold offsets below ``upper_bound``; ``stop`` when the byte limit
+        or the bound ended them here, so no later segment is read. None if no batch of this
+        segment holds ``offset`` or a later one."""
+        cdef Py_ssize_t end
+        cdef bint stop
+        cdef Py_ssize_t start = segment_fetch_span(self, offset, max_bytes, upper_bound, min_one_batch,
+                                                   &end, &stop)
+        if start < 0:
+            return None
+        return start, end, stop
+
+    cdef Py_ssize_t _fetch_span_(self, int64_t offset, Py_ssize_t max_bytes, int64_t upper_bound,
+                                 bint min_one_batch, Py_ssize_t *end, bint *stop) except -2:
+        cdef seglog_batch h
+        cdef Py_ssize_t start = self._find_batch(offset, 0, &h), max_position = self.size, bound
+        if start < 0:
+            return -1
+        if upper_bound < self._next_offset:
+            bound = self._find_batch(upper_bound, 0, &h)
+            if bound >= 0:
+                max_position = bound
+        end[0] = self._batch_end_(start, max_bytes, max_position, min_one_batch)
+        stop[0] = end[0] < max_position or max_position < self.size
+        return start
 
     cdef Py_ssize_t _position_of(self, int64_t offset) except -2:
         found = self.translate_offset(offset)
@@ -997,21 +1056,19 @@ cdef class Segment:
         finally:
             self._leave()
 
-    cdef _batch_end_(self, Py_ssize_t start, Py_ssize_t max_bytes, Py_ssize_t max_position,
-                     bint min_one_batch):
+    cdef Py_ssize_t _batch_end_(self, Py_ssize_t start, Py_ssize_t max_bytes, Py_ssize_t max_position,
+                                bint min_one_batch):
         cdef const uint8_t *buf = self._data()
-        cdef Py_ssize_t pos = start, limit
-        cdef seglog_batch h
+        cdef Py_ssize_t pos, limit
         if max_position < 0 or max_position > self.size:
             max_position = self.size
         limit = start + max_bytes
+        if max_bytes < NOGIL_WALK_BYTES:
+            # A short walk: releasing the GIL would cost more than the walk (a random
+            # one-batch read).
+            return _walk_batches(buf, start, limit, max_position, min_one_batch)
         with nogil:
-            while pos < max_position:
-                if _head_at(buf, pos, max_position, &h, 0) != BATCH_OK:
-                    break
-                if pos + h.size > limit and not (min_one_batch and pos == start):
-                    break
-                pos += h.size
+            pos = _walk_batches(buf, start, limit, max_position, min_one_batch)
         return pos
 
     def batches(self, Py_ssize_t start_position=0, bint verify_crc=False):
@@ -1070,9 +1127,8 @@ cdef class Segment:
     cdef Py_ssize_t _timestamp_walk_start(self, int64_t timestamp, int64_t starting_offset) except -1:
         """Where the header walk of a timestamp search starts: the time index gives an offset
         whose batch cannot be past the answer, the offset index that offset's position."""
-        _, off = self._tidx.lookup(timestamp)
-        _, pos = self._oidx.lookup(max(off, starting_offset))
-        return pos
+        cdef int64_t off = time_index_offset(self._tidx, timestamp)
+        return offset_index_position(self._oidx, max(off, starting_offset))
 
     def find_offset_by_timestamp(self, int64_t timestamp, int64_t starting_offset=0):
         """The BatchInfo (position included) of the first batch at or after ``starting_offset`` whose max
@@ -1424,6 +1480,55 @@ cdef class Segment:
     def __dealloc__(self):
         if self.fd >= 0:
             os.close(self.fd)
+
+
+# -- for the fetch loop (segment.pxd) ------------------------------------------------------------
+
+cdef int64_t segment_base_offset(object seg) except? -1:
+    return (<Segment?>seg).base_offset
+
+
+cdef int64_t segment_next_offset(object seg) except? -1:
+    cdef Segment s = <Segment?>seg
+    s._need_state()
+    return s._next_offset
+
+
+cdef Py_ssize_t segment_fetch_span(object seg, int64_t offset, Py_ssize_t max_bytes, int64_t upper_bound,
+                                   bint min_one_batch, Py_ssize_t *end, bint *stop) except -2:
+    cdef Segment s = <Segment?>seg
+    s._enter()
+    try:
+        return s._fetch_span_(offset, max_bytes, upper_bound, min_one_batch, end, stop)
+    finally:
+        s._leave()
+
+
+def segments_first_at_or_after(list segments, int64_t timestamp, int64_t start, int64_t bound):
+    """``(offset, timestamp)`` of the first record at or after ``start`` and below ``bound``
+    whose timestamp is >= ``timestamp`` across a log's ``segments`` (oldest first), or None:
+    the log-level ListOffsets search in one call. The segments before the one that may hold
+    ``start`` are passed over by their successors' base offsets, and those that end at or below
+    ``start`` or whose largest timestamp is below ``timestamp`` by their state, without opening
+    their files; :meth:`Segment.first_at_or_after` searches the others."""
+    cdef Py_ssize_t i = 0
+    cdef Segment seg
+    while i + 1 < len(segments) and (<Segment?>segments[i + 1]).base_offset <= start:
+        i += 1
+    while i < len(segments):
+        seg = <Segment?>segments[i]
+        i += 1
+        seg._need_state()
+        if seg._next_offset <= start or seg._max_ts < timestamp:
+            continue
+        seg._enter()
+        try:
+            found = seg._first_at_or_after_(timestamp, start, bound)
+        finally:
+            seg._leave()
+        if found is not None:
+            return found
+    return None
 
 
 # -- the open-segment cache ----------------------------------------------------------------------

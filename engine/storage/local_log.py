@@ -1,15 +1,17 @@
 """A partition's segments (Kafka's ``LocalLog``): the ordered segment list and its active segment,
-creating and rolling segments, timestamp lookups across them, truncation, deletion (at once or after
-``file.delete.delay.ms``), the cleaner's segment replacement, and closing or abandoning the files.
+creating and rolling segments, the largest-timestamp lookup across them, truncation, deletion (at
+once or after ``file.delete.delay.ms``), the cleaner's segment replacement, and closing or
+abandoning the files.
 
 It knows offsets only as the segments hold them: the log start offset, the high watermark, the
 recovery point, producer state and validation belong to :class:`~seglog.storage.log.Log`, which
 drives this layer under its lock (nothing here locks). :attr:`LocalLog.segments` is one list for
 the log's lifetime (changed in place, never rebound): the log and its
 :class:`~seglog.storage.log_transactions.LogTransactions` read the same list. The hot paths read
-it directly: an append's roll check and write, and a fetch, which is one native call
-(``seglog._native.fetch.fetch_partition``) across the list; a Python call in between would
-cost a read ~5%.
+it directly: an append's roll check and write, a read, which is one native call
+(``seglog._native.fetch.read_log``) across the list, and a timestamp search, also one
+(``seglog._native.segment.segments_first_at_or_after``); a Python call in between would cost a
+random one-batch read ~10%.
 """
 
 from __future__ import annotations
@@ -154,18 +156,6 @@ class LocalLog:
     # ---------------------------------------------------------------------------------------------
     # Reads
     # ---------------------------------------------------------------------------------------------
-
-    def first_at_or_after(self, timestamp: int, start: int, bound: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record in [``start``, ``bound``) whose timestamp is
-        at least ``timestamp``."""
-        segs = self.segments
-        for seg in segs[first_segment_from(segs, start) :]:
-            if seg.next_offset <= start or seg.max_timestamp_so_far < timestamp:
-                continue
-            found: tuple[int, int] | None = seg.first_at_or_after(timestamp, start, bound)
-            if found is not None:
-                return found
-        return None
 
     def max_timestamp_record(self, start: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or above ``start`` with the largest

@@ -54,8 +54,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from seglog._native.crc32c import crc32c
-from seglog._native.fetch import FetchSlice, fetch_partition
-from seglog._native.segment import Segment, out_of_files_error
+from seglog._native.fetch import LogReadResult as LogReadResult  # re-exported: Log.read's result
+from seglog._native.fetch import read_log
+from seglog._native.segment import Segment, out_of_files_error, segments_first_at_or_after
 from seglog._native.segment import open_segment_limit as open_segment_limit  # noqa: F401 (public)
 from seglog._native.segment import open_segments as open_segments  # noqa: F401 (public)
 from seglog.config import LONG_MAX as _LONG_MAX
@@ -120,8 +121,8 @@ _ORIGINS = frozenset({"client", "coordinator"})
 
 @dataclasses.dataclass(slots=True)
 class LogAppendInfo:
-    """What an append wrote. (Not frozen, as ``LogReadResult``: one is made per append; treat it
-    as read-only.)"""
+    """What an append wrote. (Not frozen: a frozen dataclass's __init__ costs ~1 us, and one is
+    made per append; treat it as read-only.)"""
 
     first_offset: int
     last_offset: int
@@ -135,31 +136,6 @@ class LogAppendInfo:
     #: A client's retry of one of its producer's last five batches (``Log.append_as_leader``):
     #: nothing was written; the offsets are those of the original append.
     duplicate: bool = False
-
-
-@dataclasses.dataclass(slots=True)
-class LogReadResult:
-    """Whole batches from a read, as zero-copy slices of the segment files. (Not frozen: a
-    frozen dataclass's __init__ costs ~1 us, a third of a random lookup; treat it as read-only.)"""
-
-    slices: tuple[FetchSlice, ...]
-    start_offset: int
-    high_watermark: int
-    log_start_offset: int
-    log_end_offset: int
-
-    @property
-    def size(self) -> int:
-        return sum(s.length for s in self.slices)
-
-    def views(self) -> list[memoryview]:
-        return [s.view() for s in self.slices]
-
-    def to_bytes(self) -> bytes:
-        return b"".join(s.view() for s in self.slices)
-
-    def __bool__(self) -> bool:
-        return bool(self.slices)
 
 
 class Log(Closeable):
@@ -833,33 +809,45 @@ class Log(Closeable):
             int_arg("max_bytes", max_bytes)
         if type(upper_bound) is not str:
             int_arg("upper_bound", upper_bound)
-        with self._lock:
-            leo = self.log_end_offset
-            if offset < self.log_start_offset or offset > leo:
+        # acquire/release, not ``with``: ~0.1 us less per call on the random-lookup path.
+        lock = self._lock
+        lock.acquire()
+        try:
+            # The range check, the bound, the fetch loop across the segment layer's list and
+            # the result, in one native call.
+            res = read_log(
+                self._segments,
+                offset,
+                max_bytes,
+                upper_bound,
+                min_one_batch,
+                self._high_watermark,
+                self.log_start_offset,
+            )
+            if res is None:
+                leo = self.log_end_offset
                 raise OffsetOutOfRangeError(
                     f"offset {offset} is out of range for {self.dir}: the log holds [{self.log_start_offset}, {leo})",
                     offset=offset,
                 )
-            if upper_bound == "high_watermark":
-                bound = self._high_watermark
-            elif upper_bound == "log_end":
-                bound = leo
-            elif isinstance(upper_bound, int):
-                bound = min(upper_bound, leo)
-            else:
-                raise ValueError(f"upper_bound must be 'high_watermark', 'log_end' or an offset, got {upper_bound!r}")
-            # Across the segments in one native call, over the segment layer's list.
-            slices = fetch_partition(self._segments, offset, max_bytes, bound, min_one_batch)
-            return LogReadResult(tuple(slices), offset, self._high_watermark, self.log_start_offset, leo)
+            return res
+        finally:
+            lock.release()
 
     def offset_for_timestamp(self, timestamp: int, *, upper_bound: int | None = None) -> tuple[int, int] | None:
         """Kafka's ListOffsets: the first offset whose timestamp is >= ``timestamp``, with that
         record's timestamp; ``-2`` earliest, ``-1`` latest (the high watermark), ``-3`` the
         record with the largest timestamp. None when no record qualifies."""
-        int_arg("timestamp", timestamp)
-        int_arg("upper_bound", upper_bound, optional=True)
-        with self._lock:
+        if type(timestamp) is not int:
+            int_arg("timestamp", timestamp)
+        if upper_bound is not None and type(upper_bound) is not int:
+            int_arg("upper_bound", upper_bound)
+        lock = self._lock
+        lock.acquire()
+        try:
             hw = self._high_watermark if upper_bound is None else upper_bound
+            if timestamp >= 0:
+                return segments_first_at_or_after(self._segments, timestamp, self.log_start_offset, hw)
             if timestamp == EARLIEST_TIMESTAMP:
                 return self.log_start_offset, -1
             if timestamp == LATEST_TIMESTAMP:
@@ -868,9 +856,9 @@ class Log(Closeable):
                 latest = self._local.max_timestamp_record(self.log_start_offset)
                 # As Kafka's ListOffsets: an answer at or above the bound is not served.
                 return latest if latest is not None and latest[0] < hw else None
-            if timestamp < 0:
-                raise ValueError(f"invalid timestamp {timestamp}: use >= 0, or -1/-2/-3")
-            return self._local.first_at_or_after(timestamp, self.log_start_offset, hw)
+            raise ValueError(f"invalid timestamp {timestamp}: use >= 0, or -1/-2/-3")
+        finally:
+            lock.release()
 
     def batches(self) -> Iterator[Any]:
         """BatchInfo of every batch, oldest first (headers only)."""

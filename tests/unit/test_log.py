@@ -431,7 +431,42 @@ def test_read_upper_bounds_and_range(tmp_path):
     assert not log.read(40)
     with pytest.raises(ValueError, match="upper_bound"):
         log.read(0, upper_bound="nope")
+    # An offset bound past any int64 is the log end; a negative one reads nothing.
+    assert log.read(0, 10**6, upper_bound=2**70).size == log.read(0, 10**6, upper_bound="log_end").size > 0
+    assert not log.read(0, upper_bound=-1)
+    with pytest.raises(ValueError, match="max_bytes"):
+        log.read(0, -1)
+    a, b = log.read(3, 1), log.read(3, 1)
+    assert a == a and a != b  # the same slice objects, or not equal (as the dataclass it was)
+    assert repr(a).startswith("LogReadResult(slices=(FetchSlice(") and "log_end_offset=40)" in repr(a)
     log.close()
+
+
+def test_read_only_log_without_index_files_answers_the_same(tmp_path):
+    """A read-only directory (a broker's) may lack ``.index``/``.timeindex`` files: reads and
+    timestamp searches walk the batch headers from the segment's start and give the same answers."""
+    log = open_log(tmp_path, {"segment.bytes": 400})
+    stamps = []
+    for k in range(40):
+        ts = [T0 + 10 * k + d for d in (5, 0, 7)]
+        log.append(batch(3, ts=ts, tag=k))
+        stamps += ts
+    log.close()
+    ro = Log.open(tmp_path / "t-0", read_only=True)
+    targets = [T0 - 1, T0 + 3, T0 + 8, T0 + 200, T0 + 397, T0 + 398]
+    want_ts = [ro.offset_for_timestamp(t) for t in targets]
+    want_read = [ro.read(o, 1).to_bytes() for o in range(0, 120, 7)]
+    ro.close()
+    for f in (tmp_path / "t-0").iterdir():
+        if f.suffix in (".index", ".timeindex"):
+            f.unlink()
+    ro = Log.open(tmp_path / "t-0", read_only=True)
+    assert len(ro.segments) > 3
+    assert [ro.offset_for_timestamp(t) for t in targets] == want_ts
+    assert want_ts == [next(((i, t) for i, t in enumerate(stamps) if t >= x), None) for x in targets]
+    assert [ro.read(o, 1).to_bytes() for o in range(0, 120, 7)] == want_read
+    assert not any(f.suffix == ".index" for f in (tmp_path / "t-0").iterdir())
+    ro.close()
 
 
 def test_read_across_many_segments_returns_the_model(tmp_path):
