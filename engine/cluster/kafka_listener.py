@@ -68,7 +68,6 @@ from seglog.cluster.messages import (
     ProduceRequest,
     ProduceResponse,
 )
-from seglog.config import LogConfig, format_value
 from seglog.errors import (
     FencedLeaderEpochError,
     InvalidPartitionsError,
@@ -90,6 +89,7 @@ from seglog.errors import (
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
+from seglog.kafka.admin import topic_configs_created
 from seglog.kafka.apis import API_VERSIONS
 from seglog.kafka.codec import Message
 from seglog.kafka.connection import CloseConnection, ConnState, fmt_peer
@@ -98,6 +98,7 @@ from seglog.kafka.listener import (
     UNKNOWN_ID,
     KafkaListener,
     close_if_acks0_failed,
+    create_topics_result,
     unknown_id_name,
     unknown_topic_id_metadata,
 )
@@ -117,8 +118,6 @@ NODE_API_VERSIONS: dict[int, tuple[int, int]] = {k: API_VERSIONS[k] for k in (0,
 #: Kafka's COORDINATOR_NOT_AVAILABLE: what an idempotent producer retries InitProducerId on.
 COORDINATOR_NOT_AVAILABLE = 15
 _NO_OPERATIONS = -2147483648
-# Kafka's DescribeConfigsResponse.ConfigSource values, which CreateTopics answers with.
-_TOPIC_CONFIG, _STATIC_BROKER_CONFIG, _DEFAULT_CONFIG = 1, 4, 5
 #: Added to a request's own wait before the listener gives up on the node's answer (a node
 #: that stopped answers nothing; its connections close with it).
 _GRACE_S = 30.0
@@ -421,15 +420,7 @@ class NodeKafkaListener(KafkaListener):
         results = []
         for t in req["topics"]:
             name = t["name"]
-            out: dict[str, Any] = {
-                "name": name,
-                "topic_id": bytes(16),
-                "error_code": NONE,
-                "error_message": None,
-                "num_partitions": -1,
-                "replication_factor": -1,
-                "configs": None,
-            }
+            out = create_topics_result(name)
             results.append(out)
             try:
                 msg = self._create_topic_request(t)
@@ -527,28 +518,10 @@ class NodeKafkaListener(KafkaListener):
         """Fill CreateTopics result ``out`` for the topic ``msg`` creates: its numbers and every
         topic config key with its value and source (as Kafka answers from v5)."""
         overrides = {k: json.loads(v) for k, v in msg.config}
-        config = self.node.topic_config(overrides)
         out["num_partitions"] = msg.partitions
         out["replication_factor"] = len(msg.assignment[0]) if msg.assignment else msg.replication_factor
-        entries = []
-        for key in LogConfig.definitions():
-            value = getattr(config, key.attr)
-            if key.name in overrides:
-                source = _TOPIC_CONFIG
-            elif key.name in self.node.log_defaults:
-                source = _STATIC_BROKER_CONFIG
-            else:
-                source = _DEFAULT_CONFIG
-            entries.append(
-                {
-                    "name": key.name,
-                    "value": None if value is None else format_value(value),
-                    "read_only": False,
-                    "config_source": source,
-                    "is_sensitive": False,
-                }
-            )
-        out["configs"] = entries
+        node = self.node
+        out["configs"] = topic_configs_created(node.topic_config(overrides), overrides, node.topic_config())
 
     def _leaders_known(self, name: str, partitions: int) -> bool:
         meta = self.node.metadata

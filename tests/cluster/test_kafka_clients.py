@@ -382,6 +382,19 @@ def test_sasl_on_the_nodes_kafka_listeners(tmp_path: Path) -> None:
         assert any(e.code() == ck.KafkaError._AUTHENTICATION for e in refused), refused
 
 
+def _raw_clients(cluster: LocalCluster, topic: str) -> tuple[int, int, Any, Any]:
+    """Topic ``topic`` made; its leader, a follower, and a RawClient to each."""
+    from tests.kafka.conftest import RawClient
+
+    _topic(cluster, topic)
+    leader = cluster.leader(topic, 0)
+    assert leader is not None
+    follower = next(i for i in cluster.ids if i != leader)
+    lead = RawClient(cluster.kafka_listeners[leader].bootstrap_servers)
+    foll = RawClient(cluster.kafka_listeners[follower].bootstrap_servers)
+    return leader, follower, lead, foll
+
+
 def test_errors_a_node_answers_over_kafkas_protocol(cluster: LocalCluster) -> None:
     """Exact codes, byte-level: a follower refuses Produce, Fetch and ListOffsets with
     NOT_LEADER_OR_FOLLOWER; the leader refuses a leader epoch it does not know and answers ListOffsets from
@@ -390,12 +403,7 @@ def test_errors_a_node_answers_over_kafkas_protocol(cluster: LocalCluster) -> No
     from seglog.storage.records import encode_batch
     from tests.kafka.conftest import RawClient, fetch_body, produce_body
 
-    _topic(cluster, "raw")
-    leader = cluster.leader("raw", 0)
-    assert leader is not None
-    follower = next(i for i in cluster.ids if i != leader)
-    lead = RawClient(cluster.kafka_listeners[leader].bootstrap_servers)
-    foll = RawClient(cluster.kafka_listeners[follower].bootstrap_servers)
+    leader, follower, lead, foll = _raw_clients(cluster, "raw")
     try:
         batch = encode_batch([b"a", b"b", b"c"], timestamps=1_700_000_000_000)
         r = foll.request("Produce", 0, 9, produce_body("raw", batch, acks=-1))
@@ -592,12 +600,7 @@ def test_admin_errors_a_node_answers_over_kafkas_protocol(cluster: LocalCluster)
     from seglog.storage.records import encode_batch
     from tests.kafka.conftest import RawClient, produce_body
 
-    _topic(cluster, "raw")
-    leader = cluster.leader("raw", 0)
-    assert leader is not None
-    follower = next(i for i in cluster.ids if i != leader)
-    lead = RawClient(cluster.kafka_listeners[leader].bootstrap_servers)
-    foll = RawClient(cluster.kafka_listeners[follower].bootstrap_servers)
+    leader, follower, lead, foll = _raw_clients(cluster, "raw")
 
     def create(client: RawClient, name: str, n: int, rf: int, validate_only: bool = False, **extra: Any) -> dict:
         topic = {"name": name, "num_partitions": n, "replication_factor": rf, "assignments": [], "configs": []}
