@@ -416,6 +416,7 @@ class NodeKafkaListener(KafkaListener):
         timeout_ms = max(int(req.get("timeout_ms", 30_000)), 0)
         deadline = asyncio.get_running_loop().time() + timeout_ms / 1000.0
         validate_only = bool(req.get("validate_only"))
+        controller_ms = self.node.config.controller_socket_timeout_ms
         pending: list[tuple[dict[str, Any], CreateTopicRequest, asyncio.Future[Any] | None]] = []
         results = []
         for t in req["topics"]:
@@ -431,9 +432,9 @@ class NodeKafkaListener(KafkaListener):
             except SeglogError as exc:
                 state.fail(out, f"CreateTopics {name}", exc)
                 continue
-            pending.append((out, msg, self._ask_controller(msg, timeout_ms)))
+            pending.append((out, msg, self._ask_controller(msg, controller_ms)))
         for out, msg, fut in pending:
-            resp = None if fut is None else await self._answer(fut, timeout_ms / 1000.0, "CreateTopics")
+            resp = None if fut is None else await self._answer(fut, controller_ms / 1000.0, "CreateTopics")
             if not isinstance(resp, CreateTopicResponse):
                 # No controller known, or it did not answer: the client asks again (Kafka's
                 # answer while a controller is being elected).
@@ -445,8 +446,9 @@ class NodeKafkaListener(KafkaListener):
                 continue
             msg = dataclasses.replace(msg, partitions=len(resp.assignment), assignment=resp.assignment)
             # Kafka answers once the topic is in its metadata: wait until this node knows a
-            # leader of every partition, so the client's next Metadata finds them.
-            while not self._leaders_known(msg.name, msg.partitions):
+            # leader of every partition, so the client's next Metadata finds them (timeout_ms 0:
+            # no wait, as Kafka).
+            while timeout_ms > 0 and not self._leaders_known(msg.name, msg.partitions):
                 left = deadline - asyncio.get_running_loop().time()
                 if left <= 0:
                     late = RequestTimedOutError(
@@ -478,6 +480,7 @@ class NodeKafkaListener(KafkaListener):
                     f"not {sorted(a['partition_index'] for a in t['assignments'])}"
                 )
             assignment = tuple(by_index[p] for p in range(len(by_index)))
+            self._check_assignment(name, assignment)
             n, rf = len(assignment), len(assignment[0])
         else:
             # The cluster has no num.partitions / default.replication.factor of its own.
@@ -502,17 +505,33 @@ class NodeKafkaListener(KafkaListener):
         validate_topic_name(msg.name)
         if any(t == msg.name for t, _ in self.node.metadata):
             raise TopicAlreadyExistsError(f"topic {msg.name!r} already exists")
-        live = sorted(set(self.node.live_brokers) | {self.node.node_id})
-        if msg.assignment:
-            for p, replicas in enumerate(msg.assignment):
-                if not replicas or len(set(replicas)) != len(replicas):
-                    raise InvalidReplicaAssignmentError(
-                        f"partition {p}: replicas {list(replicas)} must be distinct and non-empty"
-                    )
-        elif msg.replication_factor > len(live):
+        live = self._live_ids()
+        if not msg.assignment and msg.replication_factor > len(live):
             raise InvalidReplicationFactorError(
                 f"replication factor {msg.replication_factor} is larger than the {len(live)} live nodes {live}"
             )
+
+    def _live_ids(self) -> list[int]:
+        return sorted(set(self.node.live_brokers) | {self.node.node_id})
+
+    def _check_assignment(self, name: str, assignment: tuple[tuple[int, ...], ...]) -> None:
+        """Explicit replicas: distinct, as many for every partition, on nodes alive (as Kafka)."""
+        live = self._live_ids()
+        for p, replicas in enumerate(assignment):
+            if not replicas or len(set(replicas)) != len(replicas):
+                raise InvalidReplicaAssignmentError(
+                    f"topic {name!r} partition {p}: replicas {list(replicas)} must be distinct and non-empty"
+                )
+            if len(replicas) != len(assignment[0]):
+                raise InvalidReplicaAssignmentError(
+                    f"topic {name!r}: partition {p} has {len(replicas)} replicas, partition 0 has "
+                    f"{len(assignment[0])}; every partition needs as many"
+                )
+            unknown = sorted(set(replicas) - set(live))
+            if unknown:
+                raise InvalidReplicaAssignmentError(
+                    f"topic {name!r} partition {p}: nodes {unknown} are not live nodes of the cluster {live}"
+                )
 
     def _created(self, out: dict[str, Any], msg: CreateTopicRequest) -> None:
         """Fill CreateTopics result ``out`` for the topic ``msg`` creates: its numbers and every

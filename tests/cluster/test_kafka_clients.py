@@ -637,6 +637,22 @@ def test_admin_errors_a_node_answers_over_kafkas_protocol(cluster: LocalCluster)
         r = create(lead, "pinned", -1, -1, assignments=pinned)
         assert (r["error_code"], r["num_partitions"], r["replication_factor"]) == (0, 1, 2)
         assert cluster.nodes[leader].metadata[("pinned", 0)].replicas == (follower, leader)  # type: ignore[union-attr]
+        for broker_ids in ([leader, leader], [leader, 99]):  # INVALID_REPLICA_ASSIGNMENT
+            wrong = [{"partition_index": 0, "broker_ids": broker_ids}]
+            assert create(lead, "misplaced", -1, -1, assignments=wrong)["error_code"] == 39
+        uneven = [{"partition_index": 0, "broker_ids": [leader]}, {"partition_index": 1, "broker_ids": [0, 1]}]
+        assert create(lead, "misplaced", -1, -1, assignments=uneven)["error_code"] == 39
+        assert create(lead, "misplaced", 1, 1, assignments=wrong)["error_code"] == 42  # INVALID_REQUEST
+        assert not any(t == "misplaced" for t, _ in cluster.nodes[leader].metadata)  # type: ignore[union-attr]
+        body = {
+            "topics": [
+                {"name": "quick", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+            ],
+            "timeout_ms": 0,
+            "validate_only": False,
+        }
+        assert foll.request("CreateTopics", 19, 7, body)["topics"][0]["error_code"] == 0  # no wait
+        cluster.wait_for(lambda: cluster.leader("quick", 0) is not None, 10, "quick's leader")
 
         batch = encode_batch([b"a", b"b", b"c", b"d"], timestamps=1_700_000_000_000)
         r = lead.request("Produce", 0, 9, produce_body("raw", batch, acks=-1))
