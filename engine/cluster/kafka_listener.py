@@ -17,8 +17,8 @@ Served (versions of :data:`seglog.kafka.apis.API_VERSIONS`):
   replicas, ISR and offline replicas (replicas on nodes not alive), the controller. A topic
   the node does not know is UNKNOWN_TOPIC_OR_PARTITION (no topic is created by a Metadata
   request, whatever ``allow_auto_topic_creation`` says: a node has no
-  ``auto.create.topics.enable``). Topic ids are derived from the topic's name (the cluster has no topic deletion, so
-  a name never names two topics);
+  ``auto.create.topics.enable``). Topic ids are derived from the topic's name (the cluster
+  has no topic deletion, so a name never names two topics);
 - Produce, each partition a :class:`~seglog.cluster.messages.ProduceRequest` carrying a view of
   the request frame; acks 0, 1 and -1; the node's error codes (NOT_LEADER_OR_FOLLOWER on a node
   that does not lead the partition, NOT_ENOUGH_REPLICAS, ...);
