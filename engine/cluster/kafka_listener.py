@@ -16,8 +16,9 @@ Served (versions of :data:`seglog.kafka.apis.API_VERSIONS`):
 - Metadata: the live nodes that have a Kafka listener, each partition's leader, leader epoch,
   replicas, ISR and offline replicas (replicas on nodes not alive), the controller. A topic
   the node does not know is UNKNOWN_TOPIC_OR_PARTITION (no topic is created by a Metadata
-  request). Topic ids are derived from the topic's name (the cluster has no topic deletion, so
-  a name never names two topics);
+  request, whatever ``allow_auto_topic_creation`` says: a node has no
+  ``auto.create.topics.enable``). Topic ids are derived from the topic's name (the cluster
+  has no topic deletion, so a name never names two topics);
 - Produce, each partition a :class:`~seglog.cluster.messages.ProduceRequest` carrying a view of
   the request frame; acks 0, 1 and -1; the node's error codes (NOT_LEADER_OR_FOLLOWER on a node
   that does not lead the partition, NOT_ENOUGH_REPLICAS, ...);
@@ -26,17 +27,26 @@ Served (versions of :data:`seglog.kafka.apis.API_VERSIONS`):
 - Fetch for consumers (``replica_id`` -1): a :class:`~seglog.cluster.messages.FetchRequest` to
   the node's fetch handling, with incremental fetch sessions (KIP-227); record data of
   ``SENDFILE_MIN`` bytes or more is sent from the segment files;
-- ListOffsets (earliest, latest, by timestamp, max timestamp) on the partition's leader.
+- ListOffsets (earliest, latest, by timestamp, max timestamp) on the partition's leader;
+- CreateTopics, each topic a :class:`~seglog.cluster.messages.CreateTopicRequest` forwarded to
+  the controller, answered once this node knows a leader of every new partition (as Kafka
+  answers once the topic is in its metadata); the -1 defaults are refused (a node has no
+  ``num.partitions`` or ``default.replication.factor``); ``validate_only`` is checked on the
+  node's own view;
+- DeleteRecords, each partition a :class:`~seglog.cluster.messages.DeleteRecordsRequest` to the
+  node (its leader answers the low watermark).
 
-Not yet served here: consumer groups (FindCoordinator and the group APIs), admin APIs (topics
-are created through the cluster's own client), follower fetches (nodes replicate over the
+Not yet served here: consumer groups (FindCoordinator and the group APIs), the other admin APIs
+(DeleteTopics, CreatePartitions, the config APIs), follower fetches (nodes replicate over the
 cluster's own transport).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
+import json
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -45,6 +55,10 @@ from seglog.cluster.messages import (
     CONSUMER_REPLICA_ID,
     ISOLATION_HIGH_WATERMARK,
     NONE,
+    CreateTopicRequest,
+    CreateTopicResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     FetchPartition,
     FetchPartitionResponse,
     FetchRequest,
@@ -56,18 +70,26 @@ from seglog.cluster.messages import (
 )
 from seglog.errors import (
     FencedLeaderEpochError,
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidRequiredAcksError,
     KafkaError,
     LeaderNotAvailableError,
     NotControllerError,
     NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    RequestTimedOutError,
+    SeglogError,
+    TopicAlreadyExistsError,
     UnknownLeaderEpochError,
     UnknownServerError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
+from seglog.kafka.admin import topic_configs_created
 from seglog.kafka.apis import API_VERSIONS
 from seglog.kafka.codec import Message
 from seglog.kafka.connection import CloseConnection, ConnState, fmt_peer
@@ -76,10 +98,12 @@ from seglog.kafka.listener import (
     UNKNOWN_ID,
     KafkaListener,
     close_if_acks0_failed,
+    create_topics_result,
     unknown_id_name,
     unknown_topic_id_metadata,
 )
 from seglog.kafka.server import hold_records
+from seglog.storage.topic import validate_topic_name
 
 if TYPE_CHECKING:
     from seglog.cluster.node import ReplicaNode
@@ -89,7 +113,7 @@ __all__ = ["NODE_API_VERSIONS", "NodeKafkaListener", "topic_id"]
 log = logging.getLogger("seglog.cluster.kafka")
 
 #: The APIs a node's Kafka listener serves, at the versions the store's listener serves them.
-NODE_API_VERSIONS: dict[int, tuple[int, int]] = {k: API_VERSIONS[k] for k in (0, 1, 2, 3, 17, 18, 22, 36)}
+NODE_API_VERSIONS: dict[int, tuple[int, int]] = {k: API_VERSIONS[k] for k in (0, 1, 2, 3, 17, 18, 19, 21, 22, 36)}
 
 #: Kafka's COORDINATOR_NOT_AVAILABLE: what an idempotent producer retries InitProducerId on.
 COORDINATOR_NOT_AVAILABLE = 15
@@ -135,6 +159,8 @@ class NodeKafkaListener(KafkaListener):
                 1: self._fetch,
                 2: self._list_offsets,
                 3: self._metadata,
+                19: self._create_topics,
+                21: self._delete_records,
                 22: self._init_producer_id,
             }
         )
@@ -173,6 +199,24 @@ class NodeKafkaListener(KafkaListener):
             return await asyncio.wait_for(fut, wait_s + _GRACE_S)
         except asyncio.TimeoutError:
             raise CloseConnection(f"node {self.node.node_id} did not answer {what}") from None
+
+    def _ask_controller(self, msg: Any, timeout_ms: int) -> asyncio.Future[Any] | None:
+        """Hand ``msg`` to the controller: this node's own when it is the active one, else sent
+        to the controller node; the future resolves with its reply (None when the controller
+        node did not answer). None when the node knows no controller."""
+        node = self.node
+        if node.controller is not None and node.controller.active:
+            return self._ask(msg)
+        if node.controller_id < 0:
+            return None
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def done(resp: Any, err: BaseException | None) -> None:
+            if not fut.done():
+                fut.set_result(resp if err is None else None)
+
+        node.send(node.controller_id, msg, done, timeout_ms)
+        return fut
 
     def _names(self) -> list[str]:
         return sorted({t for t, _ in self.node.metadata})
@@ -352,20 +396,10 @@ class NodeKafkaListener(KafkaListener):
 
         if req.get("transactional_id") is not None:
             return answer(UnsupportedVersionError.code)
-        node = self.node
         msg = InitProducerIdRequest(req.get("producer_id", -1), req.get("producer_epoch", -1))
-        timeout_ms = node.config.controller_socket_timeout_ms
-        if node.controller is not None and node.controller.active:
-            fut = self._ask(msg)
-        elif node.controller_id >= 0:
-            fut = asyncio.get_running_loop().create_future()
-
-            def done(resp: Any, err: BaseException | None) -> None:
-                if not fut.done():
-                    fut.set_result(resp if err is None else None)
-
-            node.send(node.controller_id, msg, done, timeout_ms)
-        else:
+        timeout_ms = self.node.config.controller_socket_timeout_ms
+        fut = self._ask_controller(msg, timeout_ms)
+        if fut is None:
             return answer(COORDINATOR_NOT_AVAILABLE)
         resp = await self._answer(fut, timeout_ms / 1000.0, "InitProducerId")
         if not isinstance(resp, InitProducerIdResponse):
@@ -375,6 +409,174 @@ class NodeKafkaListener(KafkaListener):
             code = COORDINATOR_NOT_AVAILABLE if resp.error == NotControllerError.code else resp.error
             return answer(code)
         return answer(NONE, resp.producer_id, resp.producer_epoch)
+
+    # -- CreateTopics ---------------------------------------------------------------------------
+
+    async def _create_topics(self, version: int, req: Message, state: ConnState) -> Message:
+        timeout_ms = max(int(req.get("timeout_ms", 30_000)), 0)
+        deadline = asyncio.get_running_loop().time() + timeout_ms / 1000.0
+        validate_only = bool(req.get("validate_only"))
+        controller_ms = self.node.config.controller_socket_timeout_ms
+        pending: list[tuple[dict[str, Any], CreateTopicRequest, asyncio.Future[Any] | None]] = []
+        results = []
+        for t in req["topics"]:
+            name = t["name"]
+            out = create_topics_result(name)
+            results.append(out)
+            try:
+                msg = self._create_topic_request(t)
+                if validate_only:
+                    self._validate_topic(msg)
+                    self._created(out, msg)
+                    continue
+            except SeglogError as exc:
+                state.fail(out, f"CreateTopics {name}", exc)
+                continue
+            pending.append((out, msg, self._ask_controller(msg, controller_ms)))
+        for out, msg, fut in pending:
+            resp = None if fut is None else await self._answer(fut, controller_ms / 1000.0, "CreateTopics")
+            if not isinstance(resp, CreateTopicResponse):
+                # No controller known, or it did not answer: the client asks again (Kafka's
+                # answer while a controller is being elected).
+                out["error_code"] = NotControllerError.code
+                out["error_message"] = f"node {self.node.node_id} reached no controller to create {msg.name!r}"
+                continue
+            if resp.error != NONE:
+                out["error_code"], out["error_message"] = resp.error, resp.message or None
+                continue
+            msg = dataclasses.replace(msg, partitions=len(resp.assignment), assignment=resp.assignment)
+            # Kafka answers once the topic is in its metadata: wait until this node knows a
+            # leader of every partition, so the client's next Metadata finds them (timeout_ms 0:
+            # no wait, as Kafka).
+            while timeout_ms > 0 and not self._leaders_known(msg.name, msg.partitions):
+                left = deadline - asyncio.get_running_loop().time()
+                if left <= 0:
+                    late = RequestTimedOutError(
+                        f"topic {msg.name!r} was created, but node {self.node.node_id} did not learn the "
+                        f"leaders of its {msg.partitions} partitions within timeout_ms {timeout_ms}"
+                    )
+                    out["error_code"], out["error_message"] = late.code, str(late)
+                    break
+                await asyncio.sleep(min(0.02, left))
+            else:
+                self._created(out, msg)
+                out["topic_id"] = topic_id(msg.name)
+        return {"throttle_time_ms": 0, "topics": results}
+
+    def _create_topic_request(self, t: Message) -> CreateTopicRequest:
+        """The controller's request for CreateTopics entry ``t``, its numbers checked."""
+        name, n, rf = t["name"], t["num_partitions"], t["replication_factor"]
+        assignment: tuple[tuple[int, ...], ...] = ()
+        if t.get("assignments"):
+            if n != -1 or rf != -1:
+                raise InvalidRequestError(
+                    f"topic {name!r}: with explicit assignments num_partitions and replication_factor must be -1, "
+                    f"not {n} and {rf}"
+                )
+            by_index = {a["partition_index"]: tuple(a["broker_ids"]) for a in t["assignments"]}
+            if sorted(by_index) != list(range(len(by_index))) or len(by_index) != len(t["assignments"]):
+                raise InvalidReplicaAssignmentError(
+                    f"topic {name!r}: the assignments must name partitions 0..{len(t['assignments']) - 1} once each, "
+                    f"not {sorted(a['partition_index'] for a in t['assignments'])}"
+                )
+            assignment = tuple(by_index[p] for p in range(len(by_index)))
+            self._check_assignment(name, assignment)
+            n, rf = len(assignment), len(assignment[0])
+        else:
+            # The cluster has no num.partitions / default.replication.factor of its own.
+            if n == -1 or rf == -1:
+                raise InvalidRequestError(
+                    f"topic {name!r}: num_partitions and replication_factor must be given (-1, the broker "
+                    "default, is not served: a cluster node has no num.partitions or default.replication.factor)"
+                )
+            if n < 1:
+                raise InvalidPartitionsError(f"topic {name!r}: number of partitions must be at least 1, got {n}")
+            if rf < 1:
+                raise InvalidReplicationFactorError(f"topic {name!r}: replication factor must be at least 1, got {rf}")
+        config = {c["name"]: c["value"] for c in t.get("configs") or ()}
+        for key, value in config.items():
+            if value is None:
+                raise InvalidRequestError(f"topic {name!r}: config {key} has no value")
+        self.node.topic_config(config)  # a key or value the cluster would refuse: refused now
+        return CreateTopicRequest(name, n, rf, tuple((k, json.dumps(v)) for k, v in config.items()), assignment)
+
+    def _validate_topic(self, msg: CreateTopicRequest) -> None:
+        """What the controller would check, from this node's view (validate_only)."""
+        validate_topic_name(msg.name)
+        if any(t == msg.name for t, _ in self.node.metadata):
+            raise TopicAlreadyExistsError(f"topic {msg.name!r} already exists")
+        live = self._live_ids()
+        if not msg.assignment and msg.replication_factor > len(live):
+            raise InvalidReplicationFactorError(
+                f"replication factor {msg.replication_factor} is larger than the {len(live)} live nodes {live}"
+            )
+
+    def _live_ids(self) -> list[int]:
+        return sorted(set(self.node.live_brokers) | {self.node.node_id})
+
+    def _check_assignment(self, name: str, assignment: tuple[tuple[int, ...], ...]) -> None:
+        """Explicit replicas: distinct, as many for every partition, on nodes alive (as Kafka)."""
+        live = self._live_ids()
+        for p, replicas in enumerate(assignment):
+            if not replicas or len(set(replicas)) != len(replicas):
+                raise InvalidReplicaAssignmentError(
+                    f"topic {name!r} partition {p}: replicas {list(replicas)} must be distinct and non-empty"
+                )
+            if len(replicas) != len(assignment[0]):
+                raise InvalidReplicaAssignmentError(
+                    f"topic {name!r}: partition {p} has {len(replicas)} replicas, partition 0 has "
+                    f"{len(assignment[0])}; every partition needs as many"
+                )
+            unknown = sorted(set(replicas) - set(live))
+            if unknown:
+                raise InvalidReplicaAssignmentError(
+                    f"topic {name!r} partition {p}: nodes {unknown} are not live nodes of the cluster {live}"
+                )
+
+    def _created(self, out: dict[str, Any], msg: CreateTopicRequest) -> None:
+        """Fill CreateTopics result ``out`` for the topic ``msg`` creates: its numbers and every
+        topic config key with its value and source (as Kafka answers from v5)."""
+        overrides = {k: json.loads(v) for k, v in msg.config}
+        out["num_partitions"] = msg.partitions
+        out["replication_factor"] = len(msg.assignment[0]) if msg.assignment else msg.replication_factor
+        node = self.node
+        out["configs"] = topic_configs_created(node.topic_config(overrides), overrides, node.topic_config())
+
+    def _leaders_known(self, name: str, partitions: int) -> bool:
+        meta = self.node.metadata
+        return all((name, p) in meta and meta[(name, p)].state.leader >= 0 for p in range(partitions))
+
+    # -- DeleteRecords --------------------------------------------------------------------------
+
+    async def _delete_records(self, version: int, req: Message, state: ConnState) -> Message:
+        timeout_ms = max(int(req.get("timeout_ms", 30_000)), 0)
+        pending: list[tuple[str, dict[str, Any], asyncio.Future[Any]]] = []
+        topics = []
+        for t in req["topics"]:
+            name = t["name"]
+            parts = []
+            for dp in t["partitions"]:
+                p, offset = dp["partition_index"], dp["offset"]
+                out: dict[str, Any] = {"partition_index": p, "low_watermark": -1, "error_code": NONE}
+                parts.append(out)
+                if offset < -1:
+                    out["error_code"] = OffsetOutOfRangeError.code
+                    state.note(
+                        f"DeleteRecords {name}-{p}",
+                        OffsetOutOfRangeError(f"offset {offset}: -1 (the high watermark) or an offset >= 0"),
+                    )
+                    continue
+                pending.append((name, out, self._ask(DeleteRecordsRequest(name, p, offset, timeout_ms))))
+            topics.append({"name": name, "partitions": parts})
+        for name, out, fut in pending:
+            resp = await self._answer(fut, timeout_ms / 1000.0, "DeleteRecords")
+            if not isinstance(resp, DeleteRecordsResponse):
+                out["error_code"] = getattr(resp, "error", 0) or UnknownServerError.code
+                continue
+            out["error_code"], out["low_watermark"] = resp.error, resp.low_watermark
+            if resp.error == UnknownTopicOrPartitionError.code:
+                out["error_code"] = self._not_served(name, out["partition_index"]).code
+        return {"throttle_time_ms": 0, "topics": topics}
 
     # -- Fetch ----------------------------------------------------------------------------------
 

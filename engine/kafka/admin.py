@@ -21,7 +21,14 @@ if TYPE_CHECKING:
     from seglog.kafka.codec import Message
     from seglog.storage.log_manager import LogManager
 
-__all__ = ["create_partitions", "delete_records", "describe_configs", "incremental_alter_configs"]
+__all__ = [
+    "create_partitions",
+    "created_topic_configs",
+    "delete_records",
+    "describe_configs",
+    "incremental_alter_configs",
+    "topic_configs_created",
+]
 
 TOPIC, BROKER = 2, 4
 # Kafka's DescribeConfigsResponse.ConfigSource values.
@@ -100,7 +107,15 @@ def _entry(
 def _topic_entries(
     store: LogManager, config: Any, overrides: Any, version: int, synonyms: bool, docs: bool
 ) -> list[Message]:
-    defaults = store.config.topic_config()
+    return _config_entries(config, overrides, store.config.topic_config(), version, synonyms, docs)
+
+
+def _config_entries(
+    config: Any, overrides: Any, defaults: LogConfig, version: int, synonyms: bool, docs: bool
+) -> list[Message]:
+    """Every topic key of ``config`` with its value and source: ``overrides`` (the topic's own
+    keys), ``defaults`` (the server-wide topic config) where it differs from the built-in
+    default."""
     entries = []
     for key in LogConfig.definitions():
         value = getattr(config, key.attr)
@@ -119,9 +134,15 @@ def created_topic_configs(store: LogManager, name: str | None, overrides: Mappin
     value and source, as Kafka answers (the Java AdminClient reads them). ``name`` None: the
     topic was only validated, its config is the store's defaults with ``overrides``."""
     config = store.topic_config(name) if name is not None else store.config.topic_config(overrides)
+    return topic_configs_created(config, overrides, store.config.topic_config())
+
+
+def topic_configs_created(config: LogConfig, overrides: Mapping[str, Any], defaults: LogConfig) -> list[Message]:
+    """The ``configs`` of a CreateTopics response (v5+) for a topic of ``config``, made with
+    ``overrides`` where the server-wide topic config is ``defaults``."""
     return [
         {k: e[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
-        for e in _topic_entries(store, config, overrides, 5, False, False)
+        for e in _config_entries(config, overrides, defaults, 5, False, False)
     ]
 
 

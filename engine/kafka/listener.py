@@ -47,6 +47,7 @@ __all__ = [
     "Handler",
     "KafkaListener",
     "close_if_acks0_failed",
+    "create_topics_result",
     "unknown_id_name",
     "unknown_topic_id_metadata",
 ]
@@ -82,6 +83,20 @@ def unknown_topic_id_metadata(name: str) -> Message:
         "topic_id": bytes.fromhex(name[len(UNKNOWN_ID) :]),
         "is_internal": False,
         "partitions": [],
+    }
+
+
+def create_topics_result(name: str) -> Message:
+    """A CreateTopics result for topic ``name``, not filled in yet: no error, no topic id, no
+    numbers or configs (what a failed topic is answered with, its error set)."""
+    return {
+        "name": name,
+        "topic_id": bytes(16),
+        "error_code": 0,
+        "error_message": None,
+        "num_partitions": -1,
+        "replication_factor": -1,
+        "configs": None,
     }
 
 

@@ -51,6 +51,7 @@ from seglog.kafka.listener import (
     UNKNOWN_ID,
     KafkaListener,
     close_if_acks0_failed,
+    create_topics_result,
     unknown_id_name,
     unknown_topic_id_metadata,
 )
@@ -491,15 +492,7 @@ class KafkaServer(KafkaListener):
         results = []
         for t in req["topics"]:
             name = t["name"]
-            out: dict[str, Any] = {
-                "name": name,
-                "topic_id": bytes(16),
-                "error_code": _NONE,
-                "error_message": None,
-                "num_partitions": -1,
-                "replication_factor": -1,
-                "configs": None,
-            }
+            out = create_topics_result(name)
             try:
                 if t.get("assignments"):
                     raise InvalidRequestError("replica assignments are not supported: this broker is the only replica")

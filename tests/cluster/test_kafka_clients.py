@@ -382,6 +382,19 @@ def test_sasl_on_the_nodes_kafka_listeners(tmp_path: Path) -> None:
         assert any(e.code() == ck.KafkaError._AUTHENTICATION for e in refused), refused
 
 
+def _raw_clients(cluster: LocalCluster, topic: str) -> tuple[int, int, Any, Any]:
+    """Topic ``topic`` made; its leader, a follower, and a RawClient to each."""
+    from tests.kafka.conftest import RawClient
+
+    _topic(cluster, topic)
+    leader = cluster.leader(topic, 0)
+    assert leader is not None
+    follower = next(i for i in cluster.ids if i != leader)
+    lead = RawClient(cluster.kafka_listeners[leader].bootstrap_servers)
+    foll = RawClient(cluster.kafka_listeners[follower].bootstrap_servers)
+    return leader, follower, lead, foll
+
+
 def test_errors_a_node_answers_over_kafkas_protocol(cluster: LocalCluster) -> None:
     """Exact codes, byte-level: a follower refuses Produce, Fetch and ListOffsets with
     NOT_LEADER_OR_FOLLOWER; the leader refuses a leader epoch it does not know and answers ListOffsets from
@@ -390,12 +403,7 @@ def test_errors_a_node_answers_over_kafkas_protocol(cluster: LocalCluster) -> No
     from seglog.storage.records import encode_batch
     from tests.kafka.conftest import RawClient, fetch_body, produce_body
 
-    _topic(cluster, "raw")
-    leader = cluster.leader("raw", 0)
-    assert leader is not None
-    follower = next(i for i in cluster.ids if i != leader)
-    lead = RawClient(cluster.kafka_listeners[leader].bootstrap_servers)
-    foll = RawClient(cluster.kafka_listeners[follower].bootstrap_servers)
+    leader, follower, lead, foll = _raw_clients(cluster, "raw")
     try:
         batch = encode_batch([b"a", b"b", b"c"], timestamps=1_700_000_000_000)
         r = foll.request("Produce", 0, 9, produce_body("raw", batch, acks=-1))
@@ -511,3 +519,150 @@ def test_acks_all_below_min_insync_replicas_is_refused(cluster: LocalCluster) ->
         assert part["partition_responses"][0]["base_offset"] == 0  # the refused one left nothing
     finally:
         client.sock.close()
+
+
+def test_confluent_admin_creates_topics_on_a_node(cluster: LocalCluster) -> None:
+    """AdminClient.create_topics through a node's listener: the new topic is usable at once
+    (produce with acks=all, consume from the start); a repeat is TOPIC_ALREADY_EXISTS, a
+    replication factor above the node count INVALID_REPLICATION_FACTOR."""
+    ck = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    # A node that is not the controller: the request is forwarded.
+    node = next(i for i in cluster.ids if i != cluster._controller())
+    bootstrap = cluster.kafka_listeners[node].bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics(
+        [NewTopic("made", num_partitions=2, replication_factor=3, config={"min.insync.replicas": "2"})],
+        operation_timeout=10,
+    )
+    futures["made"].result(15)
+    producer = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    errors: list[Any] = []
+    for i in range(20):
+        producer.produce("made", b"v%02d" % i, partition=i % 2, on_delivery=lambda err, _m: errors.append(err))
+    assert producer.flush(15) == 0
+    assert errors == [None] * 20
+    got = _confluent_consume(ck, bootstrap, "made", 2, 20)
+    assert got == {0: [b"v%02d" % i for i in range(0, 20, 2)], 1: [b"v%02d" % i for i in range(1, 20, 2)]}
+    leader = cluster.leader("made", 0)
+    assert leader is not None
+    assert cluster.nodes[leader].partitions[("made", 0)].log.config.min_insync_replicas == 2  # type: ignore[union-attr]
+
+    again = admin.create_topics([NewTopic("made", num_partitions=2, replication_factor=3)], operation_timeout=10)
+    with pytest.raises(ck.KafkaException) as exc:
+        again["made"].result(15)
+    assert exc.value.args[0].code() == ck.KafkaError.TOPIC_ALREADY_EXISTS
+    big = admin.create_topics([NewTopic("big", num_partitions=1, replication_factor=4)], operation_timeout=10)
+    with pytest.raises(ck.KafkaException) as exc:
+        big["big"].result(15)
+    assert exc.value.args[0].code() == ck.KafkaError.INVALID_REPLICATION_FACTOR
+    assert not any(t == "big" for t, _ in cluster.nodes[node].metadata)  # type: ignore[union-attr]
+
+
+def test_admin_clients_delete_records_on_a_node(cluster: LocalCluster) -> None:
+    """AdminClient.delete_records (confluent-kafka, then kafka-python's) moves the low
+    watermark; a consumer from the earliest offset starts there."""
+    ck = pytest.importorskip("confluent_kafka")
+    kafka = pytest.importorskip("kafka")
+    from confluent_kafka.admin import AdminClient
+
+    _topic(cluster, "trim")
+    bootstrap = cluster.bootstrap_servers
+    producer = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i in range(10):
+        producer.produce("trim", b"r%d" % i, partition=0)
+    assert producer.flush(15) == 0
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    done = admin.delete_records([ck.TopicPartition("trim", 0, 4)], operation_timeout=10)
+    (fut,) = done.values()
+    assert fut.result(15).low_watermark == 4
+    assert _confluent_consume(ck, bootstrap, "trim", 1, 6) == {0: [b"r%d" % i for i in range(4, 10)]}
+    leader = cluster.leader("trim", 0)
+    assert leader is not None
+    assert cluster.nodes[leader].partitions[("trim", 0)].log.log_start_offset == 4  # type: ignore[union-attr]
+
+    client = kafka.KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    try:
+        tp = kafka.TopicPartition("trim", 0)
+        result = client.delete_records({tp: 7}, timeout_ms=10_000)
+        assert result[tp]["low_watermark"] == 7
+    finally:
+        client.close()
+    assert _confluent_consume(ck, bootstrap, "trim", 1, 3) == {0: [b"r7", b"r8", b"r9"]}
+
+
+def test_admin_errors_a_node_answers_over_kafkas_protocol(cluster: LocalCluster) -> None:
+    """Exact codes, byte-level: CreateTopics (repeat, replication factor, partitions, the -1
+    defaults a node does not have, a bad config or name, validate_only, explicit assignments)
+    and DeleteRecords
+    (a follower, the leader, -1 = the high watermark, an unknown partition)."""
+    from seglog.storage.records import encode_batch
+    from tests.kafka.conftest import RawClient, produce_body
+
+    leader, follower, lead, foll = _raw_clients(cluster, "raw")
+
+    def create(client: RawClient, name: str, n: int, rf: int, validate_only: bool = False, **extra: Any) -> dict:
+        topic = {"name": name, "num_partitions": n, "replication_factor": rf, "assignments": [], "configs": []}
+        topic.update(extra)
+        body = {"topics": [topic], "timeout_ms": 10_000, "validate_only": validate_only}
+        return client.request("CreateTopics", 19, 7, body)["topics"][0]
+
+    def delete(client: RawClient, name: str, offset: int) -> dict:
+        body = {
+            "topics": [{"name": name, "partitions": [{"partition_index": 0, "offset": offset}]}],
+            "timeout_ms": 10_000,
+        }
+        return client.request("DeleteRecords", 21, 2, body)["topics"][0]["partitions"][0]
+
+    try:
+        assert create(foll, "raw", 1, 3)["error_code"] == 36  # TOPIC_ALREADY_EXISTS
+        assert create(foll, "wide", 1, 4)["error_code"] == 38  # INVALID_REPLICATION_FACTOR
+        assert create(foll, "wide", 0, 3)["error_code"] == 37  # INVALID_PARTITIONS
+        r = create(foll, "wide", -1, 3)
+        assert r["error_code"] == 42 and "num.partitions" in r["error_message"]  # INVALID_REQUEST
+        bad = [{"name": "segment.bytes", "value": "many"}]
+        assert create(foll, "wide", 1, 3, configs=bad)["error_code"] == 40  # INVALID_CONFIG
+        assert create(foll, "bad name", 1, 3, validate_only=True)["error_code"] == 17  # INVALID_TOPIC_EXCEPTION
+        assert create(foll, "bad name", 1, 3)["error_code"] == 17
+        r = create(foll, "checked", 2, 3, validate_only=True)
+        assert (r["error_code"], r["num_partitions"], r["replication_factor"]) == (0, 2, 3)
+        assert create(foll, "raw", 1, 1, validate_only=True)["error_code"] == 36
+        assert not any(t == "checked" for t, _ in cluster.nodes[follower].metadata)  # type: ignore[union-attr]
+        r = create(foll, "placed", 2, 3)
+        assert (r["error_code"], r["num_partitions"], r["replication_factor"]) == (0, 2, 3)
+        assert {c["name"]: c["value"] for c in r["configs"]}["cleanup.policy"] == "delete"
+        assert all((("placed", p) in cluster.nodes[follower].metadata) for p in (0, 1))  # type: ignore[union-attr]
+        pinned = [{"partition_index": 0, "broker_ids": [follower, leader]}]
+        r = create(lead, "pinned", -1, -1, assignments=pinned)
+        assert (r["error_code"], r["num_partitions"], r["replication_factor"]) == (0, 1, 2)
+        assert cluster.nodes[leader].metadata[("pinned", 0)].replicas == (follower, leader)  # type: ignore[union-attr]
+        for broker_ids in ([leader, leader], [leader, 99]):  # INVALID_REPLICA_ASSIGNMENT
+            wrong = [{"partition_index": 0, "broker_ids": broker_ids}]
+            assert create(lead, "misplaced", -1, -1, assignments=wrong)["error_code"] == 39
+        uneven = [{"partition_index": 0, "broker_ids": [leader]}, {"partition_index": 1, "broker_ids": [0, 1]}]
+        assert create(lead, "misplaced", -1, -1, assignments=uneven)["error_code"] == 39
+        assert create(lead, "misplaced", 1, 1, assignments=wrong)["error_code"] == 42  # INVALID_REQUEST
+        assert not any(t == "misplaced" for t, _ in cluster.nodes[leader].metadata)  # type: ignore[union-attr]
+        body = {
+            "topics": [
+                {"name": "quick", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+            ],
+            "timeout_ms": 0,
+            "validate_only": False,
+        }
+        assert foll.request("CreateTopics", 19, 7, body)["topics"][0]["error_code"] == 0  # no wait
+        cluster.wait_for(lambda: cluster.leader("quick", 0) is not None, 10, "quick's leader")
+
+        batch = encode_batch([b"a", b"b", b"c", b"d"], timestamps=1_700_000_000_000)
+        r = lead.request("Produce", 0, 9, produce_body("raw", batch, acks=-1))
+        assert r["responses"][0]["partition_responses"][0]["error_code"] == 0
+        assert delete(foll, "raw", 2)["error_code"] == 6  # NOT_LEADER_OR_FOLLOWER
+        assert (delete(lead, "raw", 2)["error_code"], delete(lead, "raw", 2)["low_watermark"]) == (0, 2)
+        got = delete(lead, "raw", -1)  # -1: the high watermark
+        assert (got["error_code"], got["low_watermark"]) == (0, 4)
+        assert delete(lead, "raw", 9)["error_code"] == 1  # OFFSET_OUT_OF_RANGE
+        assert delete(lead, "nothere", 0)["error_code"] == 3  # UNKNOWN_TOPIC_OR_PARTITION
+    finally:
+        lead.sock.close()
+        foll.sock.close()
