@@ -99,10 +99,10 @@ from seglog.kafka.listener import (
     KafkaListener,
     close_if_acks0_failed,
     create_topics_result,
+    hold_records,
     unknown_id_name,
     unknown_topic_id_metadata,
 )
-from seglog.kafka.server import hold_records
 from seglog.storage.topic import validate_topic_name
 
 if TYPE_CHECKING:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import os
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -41,21 +40,22 @@ from seglog.errors import (
 )
 from seglog.kafka import admin
 from seglog.kafka.apis import API_VERSIONS
-from seglog.kafka.codec import FileRegions, Message
+from seglog.kafka.codec import Message
 from seglog.kafka.connection import INT32, ConnState, fmt_peer
 from seglog.kafka.fetch_sessions import FetchSessionCache
 from seglog.kafka.groups import GroupCoordinator
 from seglog.kafka.listener import (
     DEFAULT_IDLE_MS,
     DEFAULT_MAX_REQUEST_BYTES,
+    SENDFILE_MIN,
     UNKNOWN_ID,
     KafkaListener,
     close_if_acks0_failed,
     create_topics_result,
+    hold_records,
     unknown_id_name,
     unknown_topic_id_metadata,
 )
-from seglog.storage.log import LogReadResult
 from seglog.storage.topic import INTERNAL_TOPICS, validate_topic_name
 from seglog.util.closing import Closeable
 
@@ -726,40 +726,6 @@ def _fetched_end(result: Any) -> int:
         return heads[-1].last_offset + 1 if heads else 0
     finally:
         view.release()
-
-
-#: Fetched record data below this size is copied into the response; from it on, the data is
-#: sent from the segment files (``os.sendfile``). The replication transport's limit: a small
-#: copy costs less than a sendfile's extra loop round and system calls. (``seglog bench``'s
-#: kafka-consume shows no difference end to end either way: the clients are the bound.)
-SENDFILE_MIN = 64 * 1024
-
-
-def hold_records(responses: list[Any]) -> None:
-    """Replace each partition's read (a ``LogReadResult``) by what the response sends: its
-    bytes when small, else :class:`codec.FileRegions` over duplicated descriptors of the segment
-    files, which stay valid (and keep no view of the mapped data) even if retention deletes or
-    compaction replaces the segment before the data is sent."""
-    for topic in responses:
-        for out in topic["partitions"]:
-            result = out["records"]
-            if type(result) is not LogReadResult:
-                continue
-            if result.size < SENDFILE_MIN:
-                out["records"] = result.to_bytes()
-                continue
-            regions: list[tuple[int, int, int]] = []
-            try:
-                for s in result.slices:
-                    regions.append((os.dup(s.fd), s.position, s.length))
-            except (OSError, ValueError):
-                # A segment closed since the read (deleted by retention): send nothing for this
-                # partition; the client fetches the same offset again.
-                for fd, _, _ in regions:
-                    os.close(fd)
-                out["records"] = b""
-                continue
-            out["records"] = FileRegions(regions)
 
 
 class ServerHandle(Closeable):
