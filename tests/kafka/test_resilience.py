@@ -580,7 +580,9 @@ def test_closing_the_listener_while_clients_connect_leaves_no_socket_open(tmp_pa
             try:
                 server_side = []
                 for obj in gc.get_objects():
-                    if isinstance(obj, socket.socket) and obj.fileno() != -1 and obj not in clients:
+                    # type(), not isinstance(): gc also lists weakref proxies, and isinstance()
+                    # on one whose referent is gone raises ReferenceError.
+                    if issubclass(type(obj), socket.socket) and obj.fileno() != -1 and obj not in clients:
                         try:
                             if obj.getsockname()[1] == int(port):
                                 server_side.append(obj)
