@@ -34,11 +34,15 @@ Served (versions of :data:`seglog.kafka.apis.API_VERSIONS`):
   ``num.partitions`` or ``default.replication.factor``); ``validate_only`` is checked on the
   node's own view;
 - DeleteRecords, each partition a :class:`~seglog.cluster.messages.DeleteRecordsRequest` to the
-  node (its leader answers the low watermark).
+  node (its leader answers the low watermark);
+- FindCoordinator and the group APIs (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
+  OffsetFetch, DescribeGroups, ListGroups): :class:`~seglog.cluster.group_coordinator.NodeGroups`.
+  A group's coordinator is the leader of its ``__consumer_offsets`` partition (the topic is made
+  through the controller at the first FindCoordinator); other nodes answer NOT_COORDINATOR;
+  commits are appended to that partition with ``acks=-1``. Metadata marks the topic internal.
 
-Not yet served here: consumer groups (FindCoordinator and the group APIs), the other admin APIs
-(DeleteTopics, CreatePartitions, the config APIs), follower fetches (nodes replicate over the
-cluster's own transport).
+Not yet served here: the other admin APIs (DeleteTopics, CreatePartitions, the config APIs),
+follower fetches (nodes replicate over the cluster's own transport).
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from seglog.cluster.group_coordinator import NodeGroups
 from seglog.cluster.messages import (
     CONSUMER_REPLICA_ID,
     ISOLATION_HIGH_WATERMARK,
@@ -103,6 +108,7 @@ from seglog.kafka.listener import (
     unknown_id_name,
     unknown_topic_id_metadata,
 )
+from seglog.storage.group_offsets import OFFSETS_TOPIC
 from seglog.storage.topic import validate_topic_name
 
 if TYPE_CHECKING:
@@ -113,7 +119,9 @@ __all__ = ["NODE_API_VERSIONS", "NodeKafkaListener", "topic_id"]
 log = logging.getLogger("seglog.cluster.kafka")
 
 #: The APIs a node's Kafka listener serves, at the versions the store's listener serves them.
-NODE_API_VERSIONS: dict[int, tuple[int, int]] = {k: API_VERSIONS[k] for k in (0, 1, 2, 3, 17, 18, 19, 21, 22, 36)}
+NODE_API_VERSIONS: dict[int, tuple[int, int]] = {
+    k: API_VERSIONS[k] for k in (0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 21, 22, 36)
+}
 
 #: Kafka's COORDINATOR_NOT_AVAILABLE: what an idempotent producer retries InitProducerId on.
 COORDINATOR_NOT_AVAILABLE = 15
@@ -164,6 +172,17 @@ class NodeKafkaListener(KafkaListener):
                 22: self._init_producer_id,
             }
         )
+        #: FindCoordinator and the group APIs (seglog.cluster.group_coordinator).
+        self.groups = NodeGroups(node, self._ask, self._ask_controller, self._kafka_address)
+        self._handlers.update(self.groups.handlers())
+
+    async def start(self) -> None:
+        self.groups.start()
+        await super().start()
+
+    async def close(self) -> None:
+        await super().close()
+        await self.groups.close()
 
     # -- pausing (a frozen node answers nothing) -------------------------------------------------
 
@@ -217,6 +236,18 @@ class NodeKafkaListener(KafkaListener):
 
         node.send(node.controller_id, msg, done, timeout_ms)
         return fut
+
+    def _kafka_address(self, node_id: int, state: ConnState) -> tuple[str, int] | None:
+        """``(host, port)`` of node ``node_id``'s Kafka listener for the client on ``state``
+        (this node: as it registered itself, else the address the client reached)."""
+        node = self.node
+        if node_id == node.node_id and not node.kafka_address:
+            return state.advertised(self.host, self.port)
+        addr = node.kafka_address if node_id == node.node_id else node.kafka_addresses.get(node_id)
+        if not addr:
+            return None
+        host, _, port = addr.rpartition(":")
+        return host.strip("[]"), int(port)
 
     def _names(self) -> list[str]:
         return sorted({t for t, _ in self.node.metadata})
@@ -310,7 +341,7 @@ class NodeKafkaListener(KafkaListener):
                     "error_code": NONE,
                     "name": name,
                     "topic_id": topic_id(name),
-                    "is_internal": False,
+                    "is_internal": name == OFFSETS_TOPIC,
                     "partitions": parts,
                     "topic_authorized_operations": _NO_OPERATIONS,
                 }

@@ -151,6 +151,13 @@ class ReplicaConfig:
     replica_high_watermark_checkpoint_interval_ms: int = 5000
     controller_socket_timeout_ms: int = 30_000
     request_timeout_ms: int = 30_000
+    # Consumer groups on the node's Kafka listener (seglog.cluster.group_coordinator).
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
+    offsets_topic_segment_bytes: int = 104_857_600
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
 
     def __post_init__(self) -> None:
         if self.replica_fetch_wait_max_ms >= self.replica_lag_time_max_ms:
@@ -162,6 +169,9 @@ class ReplicaConfig:
         for f in dataclasses.fields(self):
             if getattr(self, f.name) < 0:
                 raise ValueError(f"{f.name.replace('_', '.')} must be >= 0, got {getattr(self, f.name)}")
+        for name in ("offsets_topic_num_partitions", "offsets_topic_replication_factor"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name.replace('_', '.')} must be >= 1, got {getattr(self, name)}")
 
     @classmethod
     def from_broker_config(cls, cfg: BrokerConfig) -> ReplicaConfig:
@@ -176,6 +186,12 @@ class ReplicaConfig:
             session_timeout_ms=cfg.zookeeper_session_timeout_ms,
             replica_high_watermark_checkpoint_interval_ms=cfg.replica_high_watermark_checkpoint_interval_ms,
             controller_socket_timeout_ms=cfg.controller_socket_timeout_ms,
+            offsets_topic_num_partitions=cfg.offsets_topic_num_partitions,
+            offsets_topic_replication_factor=cfg.offsets_topic_replication_factor,
+            offsets_topic_segment_bytes=cfg.offsets_topic_segment_bytes,
+            group_initial_rebalance_delay_ms=cfg.group_initial_rebalance_delay_ms,
+            group_min_session_timeout_ms=cfg.group_min_session_timeout_ms,
+            group_max_session_timeout_ms=cfg.group_max_session_timeout_ms,
         )
 
     def with_overrides(self, **kw: Any) -> ReplicaConfig:

@@ -66,6 +66,12 @@ _REPLICA_KEYS = {
     "session_timeout_ms": "zookeeper.session.timeout.ms",
     "replica_high_watermark_checkpoint_interval_ms": "replica.high.watermark.checkpoint.interval.ms",
     "controller_socket_timeout_ms": "controller.socket.timeout.ms",
+    "offsets_topic_num_partitions": "offsets.topic.num.partitions",
+    "offsets_topic_replication_factor": "offsets.topic.replication.factor",
+    "offsets_topic_segment_bytes": "offsets.topic.segment.bytes",
+    "group_initial_rebalance_delay_ms": "group.initial.rebalance.delay.ms",
+    "group_min_session_timeout_ms": "group.min.session.timeout.ms",
+    "group_max_session_timeout_ms": "group.max.session.timeout.ms",
 }
 
 

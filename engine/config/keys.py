@@ -557,8 +557,10 @@ _BROKER_KEYS = (
         Range.at_least(1), importance="high",
     ),
     _broker("offsets.topic.replication.factor", "short", 3,
-        IGNORED_DOC,
-        Range.at_least(1), importance="high", used=False,
+        "Replicas of each __consumer_offsets partition on a cluster node (`seglog node`); with "
+        "fewer live nodes the topic is not created and FindCoordinator answers "
+        "COORDINATOR_NOT_AVAILABLE. A single store has one replica.",
+        Range.at_least(1), importance="high",
     ),
     _broker("transaction.state.log.replication.factor", "short", 3,
         IGNORED_DOC,

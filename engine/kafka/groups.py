@@ -8,8 +8,13 @@ out; members heartbeat). A rebalance completes when every known member has rejoi
 longest rebalance timeout passes (members that did not rejoin are removed). A member whose
 heartbeats stop for its session timeout is removed and the group rebalances.
 
-Committed offsets are kept in the store's ``__consumer_offsets`` (``Store.group_offsets``),
-where the embedded consumer keeps them too, so both see the same commits.
+Committed offsets go through an :class:`OffsetsBackend`. The one-node broker's is
+:class:`StoreOffsets`: the store's ``__consumer_offsets`` (``Store.group_offsets``), where the
+embedded consumer keeps them too, so both see the same commits. A cluster node's
+(:mod:`seglog.cluster.group_coordinator`) appends commits to the replicated
+``__consumer_offsets`` partition the node leads and answers NOT_COORDINATOR for groups of the
+partitions it does not lead; when it stops leading one, :meth:`GroupCoordinator.unload` drops
+that partition's groups.
 
 A dynamic member joining with JoinGroup v4+ and no member id is given one with
 ``MEMBER_ID_REQUIRED`` (KIP-394) and must join again with it; until then it is a pending
@@ -31,15 +36,18 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from seglog.storage.group_offsets import OffsetAndMetadata
 
 if TYPE_CHECKING:
     from seglog.kafka.codec import Message
+    from seglog.kafka.connection import ConnState
+    from seglog.kafka.listener import Handler
     from seglog.storage.log_manager import LogManager
 
-__all__ = ["GroupCoordinator"]
+__all__ = ["GroupCoordinator", "OffsetsBackend", "StoreOffsets", "group_api_handlers"]
 
 log = logging.getLogger("seglog.kafka.groups")
 
@@ -56,12 +64,86 @@ INVALID_GROUP_ID = 24
 NON_EMPTY_GROUP = 68
 FENCED_INSTANCE_ID = 82
 MEMBER_ID_REQUIRED = 79
+NOT_COORDINATOR = 16
 
 EMPTY, PREPARING, COMPLETING, STABLE = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable"
 
 #: Kafka's ``group.min.session.timeout.ms`` and ``group.max.session.timeout.ms`` defaults.
 MIN_SESSION_MS = 6000
 MAX_SESSION_MS = 1800000
+
+
+class OffsetsBackend(Protocol):
+    """Where a :class:`GroupCoordinator` keeps committed offsets, and which groups it serves."""
+
+    def coordinator_error(self, group_id: str) -> int:
+        """0 when this coordinator serves ``group_id`` now, else the error code to answer
+        (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS)."""
+        ...
+
+    def time_ms(self) -> int:
+        """The commit timestamp for a commit made now."""
+        ...
+
+    def partition_exists(self, topic: str, partition: int) -> bool:
+        """Whether offsets may be committed for ``topic``-``partition``."""
+        ...
+
+    async def commit(self, group_id: str, offsets: Mapping[tuple[str, int], OffsetAndMetadata]) -> int:
+        """Make ``offsets`` the group's committed offsets, durably; 0, or the error code every
+        partition of the commit is answered with (nothing was committed then)."""
+        ...
+
+    def group_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetAndMetadata]:
+        """The group's committed offsets by (topic, partition)."""
+        ...
+
+    def groups(self) -> list[str]:
+        """Every group with committed offsets that this coordinator serves."""
+        ...
+
+
+class StoreOffsets:
+    """The one-node broker's offsets: ``store.group_offsets``; every group is served here. The
+    commit is fsynced before the answer; the fsync (milliseconds, more on a busy disk) runs on a
+    worker thread so that other connections go on meanwhile."""
+
+    def __init__(self, store: LogManager) -> None:
+        self.store = store
+
+    def coordinator_error(self, group_id: str) -> int:
+        return NONE
+
+    def time_ms(self) -> int:
+        return self.store.clock.time_ms()
+
+    def partition_exists(self, topic: str, partition: int) -> bool:
+        try:
+            return 0 <= partition < self.store.partitions_for(topic)
+        except Exception:  # noqa: BLE001 - unknown topic
+            return False
+
+    async def commit(self, group_id: str, offsets: Mapping[tuple[str, int], OffsetAndMetadata]) -> int:
+        await asyncio.to_thread(self.store.group_offsets.commit, group_id, offsets)
+        return NONE
+
+    def group_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetAndMetadata]:
+        return self.store.group_offsets.group_offsets(group_id)
+
+    def groups(self) -> list[str]:
+        return self.store.group_offsets.groups()
+
+
+def _join_error(member_id: str, code: int) -> Message:
+    return {
+        "error_code": code,
+        "generation_id": -1,
+        "protocol_name": None,
+        "protocol_type": None,
+        "leader": "",
+        "member_id": member_id,
+        "members": [],
+    }
 
 
 class _Member:
@@ -114,16 +196,23 @@ class _Group:
 
 class GroupCoordinator:
     """Every group of the broker. Methods take decoded requests and return response dicts;
-    JoinGroup and SyncGroup wait (asynchronously) for the rest of the group."""
+    JoinGroup and SyncGroup wait (asynchronously) for the rest of the group. Committed offsets
+    go to ``offsets`` when given, else to ``store`` (:class:`StoreOffsets`)."""
 
     def __init__(
         self,
-        store: LogManager,
+        store: LogManager | None = None,
         initial_rebalance_delay_ms: int = 0,
         min_session_ms: int = MIN_SESSION_MS,
         max_session_ms: int = MAX_SESSION_MS,
+        *,
+        offsets: OffsetsBackend | None = None,
     ) -> None:
-        self.store = store
+        if offsets is None:
+            if store is None:
+                raise ValueError("a GroupCoordinator needs a store or an offsets backend")
+            offsets = StoreOffsets(store)
+        self.offsets = offsets
         self.initial_delay = initial_rebalance_delay_ms / 1000.0
         self.min_session_ms = min_session_ms
         self.max_session_ms = max_session_ms
@@ -139,6 +228,24 @@ class GroupCoordinator:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
+    def unload(self, which: Callable[[str], bool]) -> list[str]:
+        """Drop the groups whose id ``which`` accepts (their coordinator has moved): requests
+        still waiting (JoinGroup, SyncGroup) are answered NOT_COORDINATOR, so that members find
+        the new coordinator and join there. The ids dropped."""
+        gone = [gid for gid in self.groups if which(gid)]
+        for gid in gone:
+            group = self.groups.pop(gid)
+            if group.rebalance_task is not None:
+                group.rebalance_task.cancel()
+            for m in group.members.values():
+                if m.join is not None and not m.join.done():
+                    m.join.set_result(_join_error(m.member_id, NOT_COORDINATOR))
+                if m.sync is not None and not m.sync.done():
+                    m.sync.set_result({"error_code": NOT_COORDINATOR, "assignment": b""})
+        if gone:
+            log.info("groups %s unloaded: their coordinator moved", ", ".join(sorted(gone)))
+        return gone
+
     # -- JoinGroup ------------------------------------------------------------------------------
 
     async def join(self, version: int, req: Message, client_id: str, client_host: str) -> Message:
@@ -146,18 +253,12 @@ class GroupCoordinator:
         member_id = req["member_id"]
 
         def fail(code: int) -> Message:
-            return {
-                "error_code": code,
-                "generation_id": -1,
-                "protocol_name": None,
-                "protocol_type": None,
-                "leader": "",
-                "member_id": member_id,
-                "members": [],
-            }
+            return _join_error(member_id, code)
 
         if not gid:
             return fail(INVALID_GROUP_ID)
+        if (code := self.offsets.coordinator_error(gid)) != NONE:
+            return fail(code)
         session = req["session_timeout_ms"]
         if not self.min_session_ms <= session <= self.max_session_ms:
             return fail(INVALID_SESSION_TIMEOUT)
@@ -428,7 +529,10 @@ class GroupCoordinator:
             group.state if group else None,
         )
         out: Message = {"error_code": NONE, "protocol_type": None, "protocol_name": None, "assignment": b""}
-        code = self._validate(group, req["member_id"], req.get("group_instance_id"))
+        code = self.offsets.coordinator_error(req["group_id"])
+        if code == NONE:
+            group = self.groups.get(req["group_id"])
+            code = self._validate(group, req["member_id"], req.get("group_instance_id"))
         if code != NONE:
             return {**out, "error_code": code}
         assert group is not None
@@ -459,6 +563,8 @@ class GroupCoordinator:
     # -- Heartbeat / LeaveGroup -----------------------------------------------------------------
 
     def heartbeat(self, version: int, req: Message) -> Message:
+        if (code := self.offsets.coordinator_error(req["group_id"])) != NONE:
+            return {"error_code": code}
         group = self.groups.get(req["group_id"])
         code = self._validate(group, req["member_id"], req.get("group_instance_id"))
         if code != NONE:
@@ -473,6 +579,8 @@ class GroupCoordinator:
         return {"error_code": NONE}
 
     def leave(self, version: int, req: Message) -> Message:
+        if (code := self.offsets.coordinator_error(req["group_id"])) != NONE:
+            return {"error_code": code, "members": []}
         group = self.groups.get(req["group_id"])
         if version >= 3:
             wanted = [(m["member_id"], m.get("group_instance_id")) for m in req["members"]]
@@ -546,14 +654,15 @@ class GroupCoordinator:
     # -- offsets ----------------------------------------------------------------------------
 
     async def commit(self, version: int, req: Message) -> Message:
-        """OffsetCommit. The commit is fsynced before the answer; the fsync (milliseconds, more
-        on a busy disk) runs on a worker thread so that other connections go on meanwhile."""
+        """OffsetCommit, answered once the backend has made the commit durable."""
         gid = req["group_id"]
         generation = req.get("generation_id_or_member_epoch", -1)
         member_id = req.get("member_id", "")
         group = self.groups.get(gid)
         member = group.members.get(member_id) if group is not None else None
-        if generation < 0 and not member_id:
+        if (code := self.offsets.coordinator_error(gid)) != NONE:
+            pass
+        elif generation < 0 and not member_id:
             # A commit from outside any generation: only while the group has no members.
             code = UNKNOWN_MEMBER_ID if group is not None and group.members else NONE
         elif (code := self._validate(group, member_id, req.get("group_instance_id"))) != NONE:
@@ -572,17 +681,13 @@ class GroupCoordinator:
             member.last_seen = time.monotonic()
         offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
         topics = []
-        now = self.store.clock.time_ms()
+        now = self.offsets.time_ms()
         for t in req["topics"]:
             parts = []
             for p in t["partitions"]:
                 pcode = code
-                if pcode == NONE:
-                    try:
-                        if not 0 <= p["partition_index"] < self.store.partitions_for(t["name"]):
-                            pcode = UNKNOWN_TOPIC_OR_PARTITION
-                    except Exception:  # noqa: BLE001 - unknown topic
-                        pcode = UNKNOWN_TOPIC_OR_PARTITION
+                if pcode == NONE and not self.offsets.partition_exists(t["name"], p["partition_index"]):
+                    pcode = UNKNOWN_TOPIC_OR_PARTITION
                 if pcode == NONE:
                     offsets[(t["name"], p["partition_index"])] = OffsetAndMetadata(
                         p["committed_offset"],
@@ -592,13 +697,36 @@ class GroupCoordinator:
                     )
                 parts.append({"partition_index": p["partition_index"], "error_code": pcode})
             topics.append({"name": t["name"], "partitions": parts})
-        if offsets:
-            await asyncio.to_thread(self.store.group_offsets.commit, gid, offsets)
+        if offsets and (failed := await self.offsets.commit(gid, offsets)) != NONE:
+            for t in topics:
+                for row in t["partitions"]:
+                    if (t["name"], row["partition_index"]) in offsets:
+                        row["error_code"] = failed
         return {"throttle_time_ms": 0, "topics": topics}
 
     def fetch_offsets(self, group_id: str, topics: list[Any] | None) -> tuple[list[Any], int]:
-        """(topics with committed offsets, error code) for one group; ``topics`` None: all."""
-        committed = self.store.group_offsets.group_offsets(group_id)
+        """(topics with committed offsets, error code) for one group; ``topics`` None: all. A
+        group this coordinator does not serve: its error code, in every partition asked for too
+        (OffsetFetch v1 has no other place for it)."""
+        code = self.offsets.coordinator_error(group_id)
+        if code != NONE:
+            return [
+                {
+                    "name": t["name"],
+                    "partitions": [
+                        {
+                            "partition_index": p,
+                            "committed_offset": -1,
+                            "committed_leader_epoch": -1,
+                            "metadata": "",
+                            "error_code": code,
+                        }
+                        for p in t["partition_indexes"]
+                    ],
+                }
+                for t in topics or ()
+            ], code
+        committed = self.offsets.group_offsets(group_id)
         if topics is None:
             wanted: dict[str, list[int]] = {}
             for t, p in sorted(committed):
@@ -628,8 +756,21 @@ class GroupCoordinator:
         out = []
         for gid in req["groups"]:
             group = self.groups.get(gid)
+            if (code := self.offsets.coordinator_error(gid)) != NONE:
+                out.append(
+                    {
+                        "error_code": code,
+                        "group_id": gid,
+                        "group_state": "",
+                        "protocol_type": "",
+                        "protocol_data": "",
+                        "members": [],
+                        "authorized_operations": -2147483648,
+                    }
+                )
+                continue
             if group is None:
-                state = "Empty" if gid in self.store.group_offsets.groups() else "Dead"
+                state = "Empty" if gid in self.offsets.groups() else "Dead"
                 out.append(
                     {
                         "error_code": NONE,
@@ -672,7 +813,7 @@ class GroupCoordinator:
         states = {s.lower() for s in req.get("states_filter") or []}
         types = set(req.get("types_filter") or [])
         rows = {gid: (g.protocol_type or "consumer", g.state) for gid, g in self.groups.items()}
-        for gid in self.store.group_offsets.groups():
+        for gid in self.offsets.groups():
             rows.setdefault(gid, ("consumer", EMPTY))
         out = []
         for gid, (ptype, state) in sorted(rows.items()):
@@ -682,3 +823,56 @@ class GroupCoordinator:
                 continue
             out.append({"group_id": gid, "protocol_type": ptype, "group_state": state, "group_type": "classic"})
         return {"throttle_time_ms": 0, "error_code": NONE, "groups": out}
+
+
+def group_api_handlers(groups: GroupCoordinator) -> dict[int, Handler]:
+    """A listener's handlers, by API key, of the group APIs answered by ``groups``: OffsetCommit,
+    OffsetFetch, JoinGroup, Heartbeat, LeaveGroup, SyncGroup, DescribeGroups, ListGroups
+    (FindCoordinator is the listener's own: it knows where coordinators are)."""
+
+    async def join_group(version: int, req: Message, state: ConnState) -> Message:
+        host = state.peer[0] if isinstance(state.peer, tuple) else ""
+        out = await groups.join(version, req, state.client_id, f"/{host}")
+        out["throttle_time_ms"] = 0
+        return out
+
+    async def sync_group(version: int, req: Message, state: ConnState) -> Message:
+        out = await groups.sync(version, req)
+        out["throttle_time_ms"] = 0
+        return out
+
+    async def heartbeat(version: int, req: Message, state: ConnState) -> Message:
+        return {"throttle_time_ms": 0, **groups.heartbeat(version, req)}
+
+    async def leave_group(version: int, req: Message, state: ConnState) -> Message:
+        return {"throttle_time_ms": 0, **groups.leave(version, req)}
+
+    async def offset_commit(version: int, req: Message, state: ConnState) -> Message:
+        return await groups.commit(version, req)
+
+    async def offset_fetch(version: int, req: Message, state: ConnState) -> Message:
+        if version >= 8:
+            out = []
+            for g in req["groups"]:
+                topics, code = groups.fetch_offsets(g["group_id"], g["topics"])
+                out.append({"group_id": g["group_id"], "topics": topics, "error_code": code})
+            return {"throttle_time_ms": 0, "groups": out}
+        topics, code = groups.fetch_offsets(req["group_id"], req["topics"])
+        return {"throttle_time_ms": 0, "topics": topics, "error_code": code}
+
+    async def describe_groups(version: int, req: Message, state: ConnState) -> Message:
+        return groups.describe(version, req)
+
+    async def list_groups(version: int, req: Message, state: ConnState) -> Message:
+        return groups.list(version, req)
+
+    return {
+        8: offset_commit,
+        9: offset_fetch,
+        11: join_group,
+        12: heartbeat,
+        13: leave_group,
+        14: sync_group,
+        15: describe_groups,
+        16: list_groups,
+    }

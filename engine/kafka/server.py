@@ -43,7 +43,7 @@ from seglog.kafka.apis import API_VERSIONS
 from seglog.kafka.codec import Message
 from seglog.kafka.connection import INT32, ConnState, fmt_peer
 from seglog.kafka.fetch_sessions import FetchSessionCache
-from seglog.kafka.groups import GroupCoordinator
+from seglog.kafka.groups import GroupCoordinator, group_api_handlers
 from seglog.kafka.listener import (
     DEFAULT_IDLE_MS,
     DEFAULT_MAX_REQUEST_BYTES,
@@ -141,15 +141,7 @@ class KafkaServer(KafkaListener):
                 1: self._fetch,
                 2: self._list_offsets,
                 3: self._metadata,
-                8: self._offset_commit,
-                9: self._offset_fetch,
                 10: self._find_coordinator,
-                11: self._join_group,
-                12: self._heartbeat,
-                13: self._leave_group,
-                14: self._sync_group,
-                15: self._describe_groups,
-                16: self._list_groups,
                 21: self._delete_records,
                 32: self._describe_configs,
                 37: self._create_partitions,
@@ -161,6 +153,7 @@ class KafkaServer(KafkaListener):
                 25: self._add_offsets_to_txn,
                 26: self._end_txn,
                 28: self._txn_offset_commit,
+                **group_api_handlers(self.groups),
             }
         )
 
@@ -586,42 +579,6 @@ class KafkaServer(KafkaListener):
             "host": node[1],
             "port": node[2],
         }
-
-    async def _join_group(self, version: int, req: Message, state: ConnState) -> Message:
-        host = state.peer[0] if isinstance(state.peer, tuple) else ""
-        out = await self.groups.join(version, req, state.client_id, f"/{host}")
-        out["throttle_time_ms"] = 0
-        return out
-
-    async def _sync_group(self, version: int, req: Message, state: ConnState) -> Message:
-        out = await self.groups.sync(version, req)
-        out["throttle_time_ms"] = 0
-        return out
-
-    async def _heartbeat(self, version: int, req: Message, state: ConnState) -> Message:
-        return {"throttle_time_ms": 0, **self.groups.heartbeat(version, req)}
-
-    async def _leave_group(self, version: int, req: Message, state: ConnState) -> Message:
-        return {"throttle_time_ms": 0, **self.groups.leave(version, req)}
-
-    async def _offset_commit(self, version: int, req: Message, state: ConnState) -> Message:
-        return await self.groups.commit(version, req)
-
-    async def _offset_fetch(self, version: int, req: Message, state: ConnState) -> Message:
-        if version >= 8:
-            groups = []
-            for g in req["groups"]:
-                topics, code = self.groups.fetch_offsets(g["group_id"], g["topics"])
-                groups.append({"group_id": g["group_id"], "topics": topics, "error_code": code})
-            return {"throttle_time_ms": 0, "groups": groups}
-        topics, code = self.groups.fetch_offsets(req["group_id"], req["topics"])
-        return {"throttle_time_ms": 0, "topics": topics, "error_code": code}
-
-    async def _describe_groups(self, version: int, req: Message, state: ConnState) -> Message:
-        return self.groups.describe(version, req)
-
-    async def _list_groups(self, version: int, req: Message, state: ConnState) -> Message:
-        return self.groups.list(version, req)
 
     # -- CreatePartitions, DeleteRecords, configs (seglog.kafka.admin) ---------------------------
 

@@ -35,6 +35,7 @@ from seglog.errors import CorruptRecordError
 from seglog.storage.records import batch_headers, decode_records, encode_batch
 
 if TYPE_CHECKING:
+    from seglog.storage.log import Log
     from seglog.storage.log_manager import LogManager
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -165,6 +166,50 @@ def decode_offset_value(value: bytes) -> OffsetAndMetadata:
     raise CorruptRecordError(f"unknown __consumer_offsets value version {version}")
 
 
+def read_offsets(log: Log, upper_bound: str = "high_watermark") -> dict[tuple[str, str, int], OffsetAndMetadata]:
+    """Replay a ``__consumer_offsets`` partition's log from its start to ``upper_bound``
+    (``"high_watermark"``, or ``"log_end"`` for a replica that has just become leader): the
+    committed offsets by (group, topic, partition), the last record of a key winning and a
+    tombstone removing it; other key types (group metadata) are skipped."""
+    cache: dict[tuple[str, str, int], OffsetAndMetadata] = {}
+    end = log.high_watermark if upper_bound == "high_watermark" else log.log_end_offset
+    offset = log.log_start_offset
+    while offset < end:
+        res = log.read(offset, 1 << 20, upper_bound=upper_bound)
+        nxt = offset
+        for view in res.views():
+            try:
+                heads = batch_headers(view)
+                if heads:
+                    nxt = max(nxt, heads[-1].last_offset + 1)
+                for rec in decode_records(view, min_offset=offset):
+                    if rec.key is None:
+                        continue
+                    k = decode_offset_key(rec.key)
+                    if k is None:
+                        continue
+                    if rec.value is None:
+                        cache.pop(k, None)
+                    else:
+                        cache[k] = decode_offset_value(rec.value)
+            finally:
+                view.release()
+        if nxt <= offset:
+            break
+        offset = nxt
+    return cache
+
+
+def offsets_batch(group: str, offsets: Mapping[tuple[str, int], OffsetAndMetadata | None], now_ms: int) -> bytes:
+    """One record batch committing ``offsets`` of ``group`` (None: a tombstone), stamped ``now_ms``."""
+    keys = []
+    values: list[bytes | None] = []
+    for (topic, partition), om in offsets.items():
+        keys.append(encode_offset_key(group, topic, partition))
+        values.append(None if om is None else encode_offset_value(om))
+    return encode_batch(values, keys=keys, timestamps=now_ms)
+
+
 class GroupOffsets:
     """The committed offsets of every group, cached per ``__consumer_offsets`` partition and
     loaded from the log the first time a group of that partition is asked for."""
@@ -184,33 +229,8 @@ class GroupOffsets:
         cache = self._loaded.get(p)
         if cache is not None:
             return cache
-        cache = {}
         log = self._store._existing_log(OFFSETS_TOPIC, p)
-        if log is not None:
-            offset = log.log_start_offset
-            while offset < log.high_watermark:
-                res = log.read(offset, 1 << 20)
-                nxt = offset
-                for view in res.views():
-                    try:
-                        heads = batch_headers(view)
-                        if heads:
-                            nxt = max(nxt, heads[-1].last_offset + 1)
-                        for rec in decode_records(view, min_offset=offset):
-                            if rec.key is None:
-                                continue
-                            k = decode_offset_key(rec.key)
-                            if k is None:
-                                continue
-                            if rec.value is None:
-                                cache.pop(k, None)
-                            else:
-                                cache[k] = decode_offset_value(rec.value)
-                    finally:
-                        view.release()
-                if nxt <= offset:
-                    break
-                offset = nxt
+        cache = {} if log is None else read_offsets(log)
         self._loaded[p] = cache
         return cache
 
@@ -241,13 +261,7 @@ class GroupOffsets:
         with self._lock:
             p = self._partition_of(group)
             cache = self._load(p)
-            keys = []
-            values: list[bytes | None] = []
-            for (topic, partition), om in offsets.items():
-                keys.append(encode_offset_key(group, topic, partition))
-                values.append(None if om is None else encode_offset_value(om))
-            now = self._store.clock.time_ms()
-            batch = encode_batch(values, keys=keys, timestamps=now)
+            batch = offsets_batch(group, offsets, self._store.clock.time_ms())
             log = self._store._ensure_offsets_log(p)
             self._store._append_to(OFFSETS_TOPIC, p, batch)
             if durable:

@@ -1,0 +1,345 @@
+"""Consumer groups on a cluster node's Kafka listener: FindCoordinator and the group APIs.
+
+A group is coordinated by the node that leads its partition of the replicated topic
+``__consumer_offsets`` (partition ``abs(javaHashCode(group.id)) % partitions``, as Kafka's
+``partitionFor``). The topic is created through the controller at the first FindCoordinator,
+with ``offsets.topic.num.partitions`` partitions, ``offsets.topic.replication.factor`` replicas
+(fewer live nodes: COORDINATOR_NOT_AVAILABLE and no topic, as Kafka) and
+``cleanup.policy=compact``; until a leader of the group's partition is known FindCoordinator
+answers COORDINATOR_NOT_AVAILABLE. Transaction coordinator keys are not served (no
+transactions).
+
+The groups themselves are :class:`seglog.kafka.groups.GroupCoordinator`'s, over
+:class:`NodeGroups` as its offsets backend:
+
+- a group request for a group whose partition this node does not lead is answered
+  NOT_COORDINATOR (the client finds the coordinator again);
+- when the node becomes leader of a ``__consumer_offsets`` partition (or first serves a group
+  of it) it replays the partition's log up to its log end: the last value of each key wins, a
+  tombstone deletes it; group metadata records are not written, so members join afresh;
+- an OffsetCommit is one record batch appended through the node's leader path with
+  ``acks=-1`` (Kafka's coordinator writes with acks=all and the topic's
+  ``min.insync.replicas``), answered once the ISR holds it; the node's errors are mapped as
+  Kafka's coordinator maps them (NOT_ENOUGH_REPLICAS, a timeout: COORDINATOR_NOT_AVAILABLE;
+  NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR: NOT_COORDINATOR; a batch too large:
+  INVALID_COMMIT_OFFSET_SIZE). The cached offsets change only once the commit is answered;
+- when the node stops leading the partition (another node was elected, or this one stopped),
+  its groups are dropped: waiting JoinGroup and SyncGroup requests are answered
+  NOT_COORDINATOR, later ones too, so members find the new coordinator and join it, which
+  has loaded every acknowledged commit from its replica.
+
+Leadership is looked at on every group request and every 100 ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from seglog.cluster.messages import NONE, CreateTopicRequest, CreateTopicResponse, ProduceRequest, ProduceResponse
+from seglog.errors import UnsupportedVersionError
+from seglog.kafka.groups import GroupCoordinator, group_api_handlers
+from seglog.storage.group_offsets import (
+    OFFSETS_TOPIC,
+    OffsetAndMetadata,
+    offsets_batch,
+    partition_for_group,
+    read_offsets,
+)
+
+if TYPE_CHECKING:
+    from seglog.cluster.node import ReplicaNode
+    from seglog.cluster.partition import Partition
+    from seglog.kafka.codec import Message
+    from seglog.kafka.connection import ConnState
+    from seglog.kafka.listener import Handler
+
+__all__ = ["COMMIT_TIMEOUT_MS", "NodeGroups"]
+
+log = logging.getLogger("seglog.cluster.groups")
+
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+INVALID_COMMIT_OFFSET_SIZE = 28
+UNKNOWN_SERVER_ERROR = -1
+
+#: Kafka's ``offsets.commit.timeout.ms`` default: how long a commit waits for the ISR.
+COMMIT_TIMEOUT_MS = 5000
+#: How often leadership of the ``__consumer_offsets`` partitions is looked at.
+_WATCH_S = 0.1
+#: Added to the commit timeout before a node that does not answer counts as a timeout.
+_GRACE_S = 5.0
+
+#: What a failed append of a commit is answered with (Kafka's ``GroupMetadataManager``).
+_COMMIT_ERRORS = {
+    3: COORDINATOR_NOT_AVAILABLE,  # UNKNOWN_TOPIC_OR_PARTITION
+    19: COORDINATOR_NOT_AVAILABLE,  # NOT_ENOUGH_REPLICAS
+    20: COORDINATOR_NOT_AVAILABLE,  # NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    7: COORDINATOR_NOT_AVAILABLE,  # REQUEST_TIMED_OUT
+    6: NOT_COORDINATOR,  # NOT_LEADER_OR_FOLLOWER
+    56: NOT_COORDINATOR,  # KAFKA_STORAGE_ERROR
+    10: INVALID_COMMIT_OFFSET_SIZE,  # MESSAGE_TOO_LARGE
+    18: INVALID_COMMIT_OFFSET_SIZE,  # RECORD_LIST_TOO_LARGE
+    4: INVALID_COMMIT_OFFSET_SIZE,  # INVALID_FETCH_SIZE
+}
+
+Ask = Callable[[Any], "asyncio.Future[Any]"]
+AskController = Callable[[Any, int], "asyncio.Future[Any] | None"]
+
+
+class _Loaded:
+    """A ``__consumer_offsets`` partition this node leads: the leader epoch it was loaded at,
+    the partition count it was mapped with, and the committed offsets."""
+
+    __slots__ = ("epoch", "num_partitions", "offsets")
+
+    def __init__(self, epoch: int, num_partitions: int, offsets: dict[tuple[str, str, int], OffsetAndMetadata]) -> None:
+        self.epoch = epoch
+        self.num_partitions = num_partitions
+        self.offsets = offsets
+
+
+class NodeGroups:
+    """The consumer groups of ``node`` (see module docs). ``ask(msg)`` hands a message to the
+    node and resolves with its reply; ``ask_controller(msg, timeout_ms)`` to the controller
+    (None when none is known); ``address(node_id, state)`` is the ``(host, port)`` of a node's
+    Kafka listener as the client on ``state`` should reach it, None for a node without one.
+    On the node's loop."""
+
+    def __init__(
+        self,
+        node: ReplicaNode,
+        ask: Ask,
+        ask_controller: AskController,
+        address: Callable[[int, ConnState], tuple[str, int] | None],
+    ) -> None:
+        self.node = node
+        self._ask = ask
+        self._ask_controller = ask_controller
+        self._address = address
+        cfg = node.config
+        self.coordinator = GroupCoordinator(
+            None,
+            cfg.group_initial_rebalance_delay_ms,
+            cfg.group_min_session_timeout_ms,
+            cfg.group_max_session_timeout_ms,
+            offsets=self,
+        )
+        self._loaded: dict[int, _Loaded] = {}
+        self._creating: asyncio.Future[Any] | None = None
+        self._watch: asyncio.Task[None] | None = None
+
+    def handlers(self) -> dict[int, Handler]:
+        """The listener's handlers of FindCoordinator and the group APIs, by API key."""
+        return {10: self.find_coordinator, **group_api_handlers(self.coordinator)}
+
+    def start(self) -> None:
+        self.coordinator.start()
+        self._watch = asyncio.get_running_loop().create_task(self._watch_loop())
+
+    async def close(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            await asyncio.gather(self._watch, return_exceptions=True)
+        await self.coordinator.close()
+
+    # -- leadership of __consumer_offsets ---------------------------------------------------------
+
+    def _num_partitions(self) -> int:
+        """The partitions of ``__consumer_offsets`` the node knows of (0: no such topic yet)."""
+        return sum(1 for t, _ in self.node.metadata if t == OFFSETS_TOPIC)
+
+    def _led(self, p: int) -> Partition | None:
+        """This node's replica of ``__consumer_offsets``-``p`` when it leads it, else None."""
+        part = self.node.partitions.get((OFFSETS_TOPIC, p))
+        if not self.node.running or part is None or not part.is_leader or part.log.closed:
+            return None
+        return part
+
+    def _load(self, p: int, part: Partition, num_partitions: int) -> _Loaded:
+        """The offsets of partition ``p`` this node leads, replayed from its log when not yet
+        loaded at its current leader epoch."""
+        have = self._loaded.get(p)
+        if have is not None and have.epoch == part.leader_epoch and have.num_partitions == num_partitions:
+            return have
+        if have is not None:
+            self._unload(p)
+        loaded = _Loaded(part.leader_epoch, num_partitions, read_offsets(part.log, "log_end"))
+        self._loaded[p] = loaded
+        log.info(
+            "node %d coordinates the groups of %s-%d (leader epoch %d): %d committed offsets loaded",
+            self.node.node_id,
+            OFFSETS_TOPIC,
+            p,
+            part.leader_epoch,
+            len(loaded.offsets),
+        )
+        return loaded
+
+    def _unload(self, p: int) -> None:
+        gone = self._loaded.pop(p, None)
+        if gone is None:
+            return
+        n = gone.num_partitions
+        self.coordinator.unload(lambda gid: partition_for_group(gid, n) == p)
+        log.info("node %d no longer coordinates the groups of %s-%d", self.node.node_id, OFFSETS_TOPIC, p)
+
+    def _check_leadership(self) -> None:
+        """Drop the partitions this node no longer leads (or leads at a newer epoch, which a
+        reload replaces); load the ones it has come to lead."""
+        n = self._num_partitions()
+        for p, loaded in list(self._loaded.items()):
+            part = self._led(p)
+            if part is None or part.leader_epoch != loaded.epoch or loaded.num_partitions != n:
+                self._unload(p)
+        for p in range(n):
+            part = self._led(p)
+            if part is not None and p not in self._loaded:
+                try:
+                    self._load(p, part, n)
+                except Exception:  # noqa: BLE001 - retried at the next look, and by requests
+                    log.exception("node %d cannot load %s-%d", self.node.node_id, OFFSETS_TOPIC, p)
+
+    async def _watch_loop(self) -> None:
+        while True:
+            await asyncio.sleep(_WATCH_S)
+            self._check_leadership()
+
+    def _serving(self, group_id: str) -> tuple[int, _Loaded | None]:
+        n = self._num_partitions()
+        if n == 0:
+            return NOT_COORDINATOR, None
+        p = partition_for_group(group_id, n)
+        part = self._led(p)
+        if part is None:
+            self._unload(p)
+            return NOT_COORDINATOR, None
+        return NONE, self._load(p, part, n)
+
+    # -- the GroupCoordinator's offsets backend ---------------------------------------------------
+
+    def coordinator_error(self, group_id: str) -> int:
+        return self._serving(group_id)[0]
+
+    def time_ms(self) -> int:
+        return self.node.clock.time_ms()
+
+    def partition_exists(self, topic: str, partition: int) -> bool:
+        return (topic, partition) in self.node.metadata
+
+    async def commit(self, group_id: str, offsets: Mapping[tuple[str, int], OffsetAndMetadata]) -> int:
+        code, loaded = self._serving(group_id)
+        if loaded is None:
+            return code
+        p = partition_for_group(group_id, loaded.num_partitions)
+        batch = offsets_batch(group_id, offsets, self.time_ms())
+        fut = self._ask(ProduceRequest(OFFSETS_TOPIC, p, batch, acks=-1, timeout_ms=COMMIT_TIMEOUT_MS))
+        try:
+            resp = await asyncio.wait_for(fut, COMMIT_TIMEOUT_MS / 1000.0 + _GRACE_S)
+        except asyncio.TimeoutError:
+            return COORDINATOR_NOT_AVAILABLE
+        err = resp.error if isinstance(resp, ProduceResponse) else (getattr(resp, "error", 0) or UNKNOWN_SERVER_ERROR)
+        if err != NONE:
+            log.info(
+                "node %d: commit of group %s to %s-%d failed with error %d: %s",
+                self.node.node_id,
+                group_id,
+                OFFSETS_TOPIC,
+                p,
+                err,
+                getattr(resp, "message", ""),
+            )
+            return _COMMIT_ERRORS.get(err, err)
+        if self._loaded.get(p) is loaded:  # still the coordinator, at the same epoch
+            for (topic, partition), om in offsets.items():
+                loaded.offsets[(group_id, topic, partition)] = om
+        return NONE
+
+    def group_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetAndMetadata]:
+        loaded = self._serving(group_id)[1]
+        if loaded is None:
+            return {}
+        return {(t, p): om for (g, t, p), om in loaded.offsets.items() if g == group_id}
+
+    def groups(self) -> list[str]:
+        return sorted({g for loaded in self._loaded.values() for g, _, _ in loaded.offsets})
+
+    # -- FindCoordinator --------------------------------------------------------------------------
+
+    async def find_coordinator(self, version: int, req: Message, state: ConnState) -> Message:
+        key_type = req.get("key_type", 0)
+        keys = req["coordinator_keys"] if version >= 4 else [req["key"]]
+        found = [self._find(key, key_type, state) for key in keys]
+        if version >= 4:
+            return {
+                "throttle_time_ms": 0,
+                "coordinators": [
+                    {"key": key, "node_id": nid, "host": host, "port": port, "error_code": code, "error_message": msg}
+                    for key, (nid, host, port, code, msg) in zip(keys, found)
+                ],
+            }
+        nid, host, port, code, msg = found[0]
+        return {
+            "throttle_time_ms": 0,
+            "error_code": code,
+            "error_message": msg,
+            "node_id": nid,
+            "host": host,
+            "port": port,
+        }
+
+    def _find(self, key: str, key_type: int, state: ConnState) -> tuple[int, str, int, int, str | None]:
+        if key_type != 0:
+            return -1, "", -1, UnsupportedVersionError.code, "transactions are not supported by a seglog cluster"
+        n = self._num_partitions()
+        if n == 0:
+            why = self._create_offsets_topic()
+            return -1, "", -1, COORDINATOR_NOT_AVAILABLE, why
+        p = partition_for_group(key, n)
+        leader = self.node.metadata[(OFFSETS_TOPIC, p)].state.leader
+        live = set(self.node.live_brokers) | {self.node.node_id}
+        where = self._address(leader, state) if leader in live else None
+        if where is None:
+            return -1, "", -1, COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC}-{p} has no leader now"
+        return leader, where[0], where[1], NONE, None
+
+    def _create_offsets_topic(self) -> str:
+        """Ask the controller to create ``__consumer_offsets`` (once at a time); why there is no
+        coordinator yet."""
+        cfg = self.node.config
+        rf = cfg.offsets_topic_replication_factor
+        live = sorted(set(self.node.live_brokers) | {self.node.node_id})
+        if len(live) < rf:
+            return (
+                f"{OFFSETS_TOPIC} needs offsets.topic.replication.factor={rf} live nodes; {len(live)} are live ({live})"
+            )
+        if self._creating is None or self._creating.done():
+            config = (
+                ("cleanup.policy", json.dumps("compact")),
+                ("segment.bytes", json.dumps(str(cfg.offsets_topic_segment_bytes))),
+            )
+            msg = CreateTopicRequest(OFFSETS_TOPIC, cfg.offsets_topic_num_partitions, rf, config)
+            fut = self._ask_controller(msg, self.node.config.controller_socket_timeout_ms)
+            if fut is None:
+                return "no controller is known"
+            self._creating = fut
+            fut.add_done_callback(self._created)
+        return f"{OFFSETS_TOPIC} is being created"
+
+    def _created(self, fut: asyncio.Future[Any]) -> None:
+        if fut.cancelled():
+            return
+        resp = fut.result()
+        if isinstance(resp, CreateTopicResponse) and resp.error == NONE:
+            log.info("node %d: %s created", self.node.node_id, OFFSETS_TOPIC)
+        elif resp is not None and getattr(resp, "error", NONE) != 36:  # TOPIC_ALREADY_EXISTS: another node's
+            log.warning(
+                "node %d: creating %s failed (error %s): %s",
+                self.node.node_id,
+                OFFSETS_TOPIC,
+                getattr(resp, "error", "?"),
+                getattr(resp, "message", ""),
+            )

@@ -1,0 +1,336 @@
+"""Consumer groups on a three-node ``LocalCluster``: FindCoordinator answers the leader of the
+group's ``__consumer_offsets`` partition (the topic made at the first FindCoordinator), the
+group APIs are answered NOT_COORDINATOR by the other nodes, kafka-python and confluent-kafka
+group consumers consume, commit and resume from their commits, and a group keeps its
+acknowledged commits when its coordinator node is killed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from seglog.cluster.local import LocalCluster
+from seglog.storage.group_offsets import OFFSETS_TOPIC, partition_for_group
+from tests.kafka.conftest import RawClient
+
+OFFSETS_PARTITIONS = 3
+CONFIG = {
+    "offsets.topic.num.partitions": OFFSETS_PARTITIONS,
+    "group.initial.rebalance.delay.ms": 0,
+}
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    with LocalCluster(
+        nodes=3, dir=tmp_path / "cluster", replica_config=CONFIG, log_defaults={"min.insync.replicas": 2}
+    ) as c:
+        yield c
+
+
+def _topic(cluster: LocalCluster, name: str, partitions: int) -> None:
+    cluster.create_topic(name, partitions=partitions, replication_factor=3)
+    cluster.wait_for(
+        lambda: all(
+            n is not None
+            and all((name, p) in n.metadata and n.metadata[(name, p)].state.leader >= 0 for p in range(partitions))
+            for n in cluster.nodes.values()
+        ),
+        10,
+        f"every node knowing {name}'s leaders",
+    )
+
+
+def _produce(cluster: LocalCluster, topic: str, values: list[bytes], partitions: int) -> None:
+    ck = pytest.importorskip("confluent_kafka")
+    failed: list[Any] = []
+    producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 5})
+    for i, v in enumerate(values):
+        producer.produce(topic, v, partition=i % partitions, on_delivery=lambda err, _m: err and failed.append(err))
+    assert producer.flush(15) == 0
+    assert not failed, failed
+
+
+def _raw(cluster: LocalCluster, node: int) -> RawClient:
+    return RawClient(cluster.kafka_listeners[node].bootstrap_servers)
+
+
+def _find(client: RawClient, group: str, version: int = 3) -> dict:
+    return client.request("FindCoordinator", 10, version, {"key": group, "key_type": 0})
+
+
+def _coordinator(cluster: LocalCluster, group: str, timeout_s: float = 10, other_than: int = -1) -> int:
+    """The node FindCoordinator names for ``group`` (asked of a live node until it names one,
+    other than ``other_than``)."""
+    client = _raw(cluster, next(i for i in cluster.ids if cluster.nodes[i] is not None))
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            r = _find(client, group)
+            if r["error_code"] == 0 and r["node_id"] != other_than:
+                return int(r["node_id"])
+            assert r["error_code"] in (0, 15), r  # COORDINATOR_NOT_AVAILABLE while there is none
+            assert time.monotonic() < deadline, r
+            time.sleep(0.05)
+    finally:
+        client.sock.close()
+
+
+def test_find_coordinator_creates_the_offsets_topic_and_names_its_leader(cluster: LocalCluster) -> None:
+    client = _raw(cluster, 0)
+    try:
+        r = _find(client, "g1")
+        # The first FindCoordinator starts the topic's creation and has no coordinator to name.
+        assert (r["error_code"], r["node_id"]) == (15, -1), r
+        node = _coordinator(cluster, "g1")
+        p = partition_for_group("g1", OFFSETS_PARTITIONS)
+        assert node == cluster.leader(OFFSETS_TOPIC, p)
+        # Every node answers the same, with that node's Kafka listener.
+        for i in cluster.ids:
+            other = _raw(cluster, i)
+            try:
+                r = _find(other, "g1", version=2)
+                assert (r["error_code"], r["node_id"], r["port"]) == (0, node, cluster.kafka_listeners[node].port)
+            finally:
+                other.sock.close()
+        # Batched keys (v4+): each key its own partition's leader; transaction keys are not served.
+        groups = [f"group-{i}" for i in range(8)]
+        r = client.request("FindCoordinator", 10, 4, {"key_type": 0, "coordinator_keys": groups})
+        got = {c["key"]: (c["error_code"], c["node_id"]) for c in r["coordinators"]}
+        want = {g: (0, cluster.leader(OFFSETS_TOPIC, partition_for_group(g, OFFSETS_PARTITIONS))) for g in groups}
+        assert got == want
+        r = client.request("FindCoordinator", 10, 4, {"key_type": 1, "coordinator_keys": ["txn"]})
+        assert r["coordinators"][0]["error_code"] == 35  # UNSUPPORTED_VERSION
+        # The topic: 3 partitions (the cluster's offsets.topic.num.partitions), 3 replicas,
+        # compacted, internal in Metadata.
+        n0 = cluster.nodes[0]
+        assert n0 is not None
+        infos = [info for (t, _), info in n0.metadata.items() if t == OFFSETS_TOPIC]
+        assert sorted(info.partition for info in infos) == [0, 1, 2]
+        assert all(len(info.replicas) == 3 for info in infos)
+        assert n0.topic_configs[OFFSETS_TOPIC]["cleanup.policy"] == "compact"
+        md = client.request("Metadata", 3, 12, {"topics": [{"name": OFFSETS_TOPIC, "topic_id": bytes(16)}]})
+        assert md["topics"][0]["is_internal"] is True
+    finally:
+        client.sock.close()
+
+
+def test_group_apis_on_a_node_that_does_not_coordinate_the_group(cluster: LocalCluster) -> None:
+    """Byte-level: NOT_COORDINATOR from every group API at a node that does not lead the
+    group's partition; the coordinator takes a commit (acks=all) and answers it back."""
+    _topic(cluster, "t", 1)
+    node = _coordinator(cluster, "g")
+    other = next(i for i in cluster.ids if i != node)
+    coord, wrong = _raw(cluster, node), _raw(cluster, other)
+    try:
+        join = {
+            "group_id": "g",
+            "session_timeout_ms": 10000,
+            "rebalance_timeout_ms": 10000,
+            "member_id": "",
+            "group_instance_id": None,
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}],
+        }
+        assert wrong.request("JoinGroup", 11, 5, join)["error_code"] == 16
+        member = {"group_id": "g", "generation_id": 1, "member_id": "m", "group_instance_id": None}
+        assert wrong.request("Heartbeat", 12, 3, member)["error_code"] == 16
+        assert wrong.request("SyncGroup", 14, 3, {**member, "assignments": []})["error_code"] == 16
+        leave = {"group_id": "g", "members": [{"member_id": "m", "group_instance_id": None}]}
+        assert wrong.request("LeaveGroup", 13, 3, leave)["error_code"] == 16
+        commit = {
+            "group_id": "g",
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 42}]}],
+        }
+        r = wrong.request("OffsetCommit", 8, 7, commit)
+        assert r["topics"][0]["partitions"][0]["error_code"] == 16
+        fetch = {"groups": [{"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0]}]}]}
+        assert wrong.request("OffsetFetch", 9, 8, fetch)["groups"][0]["error_code"] == 16
+        r = wrong.request("OffsetFetch", 9, 1, {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0]}]})
+        assert r["topics"][0]["partitions"][0]["error_code"] == 16
+        assert wrong.request("DescribeGroups", 15, 5, {"groups": ["g"]})["groups"][0]["error_code"] == 16
+        # The coordinator: the commit is answered once replicated, then read back.
+        r = coord.request("OffsetCommit", 8, 7, commit)
+        assert r["topics"][0]["partitions"][0]["error_code"] == 0
+        r = coord.request("OffsetFetch", 9, 8, fetch)
+        assert r["groups"][0]["topics"][0]["partitions"][0]["committed_offset"] == 42
+        listed = coord.request("ListGroups", 16, 4, {"states_filter": []})
+        assert [g["group_id"] for g in listed["groups"]] == ["g"]
+        assert wrong.request("ListGroups", 16, 4, {"states_filter": []})["groups"] == []
+    finally:
+        coord.sock.close()
+        wrong.sock.close()
+
+
+def test_no_coordinator_while_too_few_nodes_for_the_offsets_topic(tmp_path: Path) -> None:
+    with LocalCluster(nodes=2, dir=tmp_path / "c", replica_config=CONFIG) as cluster:
+        client = _raw(cluster, 0)
+        try:
+            for _ in range(3):
+                r = _find(client, "g")
+                assert (r["error_code"], r["node_id"]) == (15, -1)
+                assert "offsets.topic.replication.factor=3" in r["error_message"]
+                time.sleep(0.1)
+            n0 = cluster.nodes[0]
+            assert n0 is not None
+            assert not any(t == OFFSETS_TOPIC for t, _ in n0.metadata)
+        finally:
+            client.sock.close()
+
+
+def _kafka_python_group(kafka: Any, cluster: LocalCluster, topic: str, **kw: Any) -> Any:
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=cluster.bootstrap_servers,
+        group_id="kp-group",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+        **kw,
+    )
+    consumer.subscribe([topic])
+    return consumer
+
+
+def _poll(consumer: Any, want: int, timeout_s: float = 15) -> list[bytes]:
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < want and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=200).values():
+            got.extend(r.value for r in records)
+    return got
+
+
+def test_kafka_python_group_consumes_commits_and_resumes(cluster: LocalCluster) -> None:
+    kafka = pytest.importorskip("kafka")
+    _topic(cluster, "kp", 3)
+    first = [b"a-%03d" % i for i in range(150)]
+    _produce(cluster, "kp", first, 3)
+    consumer = _kafka_python_group(kafka, cluster, "kp")
+    try:
+        got = _poll(consumer, len(first))
+        assert sorted(got) == sorted(first)
+        consumer.commit()
+        assert _poll(consumer, 1, 0.5) == []
+    finally:
+        consumer.close(autocommit=False)
+    second = [b"b-%03d" % i for i in range(60)]
+    _produce(cluster, "kp", second, 3)
+    consumer = _kafka_python_group(kafka, cluster, "kp")
+    try:
+        got = _poll(consumer, len(second))
+        assert sorted(got) == sorted(second)  # from the commits: nothing of the first round again
+        tps = [kafka.TopicPartition("kp", p) for p in range(3)]
+        assert {tp: consumer.committed(tp) for tp in tps} == dict.fromkeys(tps, 50)
+    finally:
+        consumer.close(autocommit=False)
+
+
+def _confluent_group(ck: Any, cluster: LocalCluster, topic: str) -> Any:
+    consumer = ck.Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "ck-group",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500,
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+    )
+    consumer.subscribe([topic])
+    return consumer
+
+
+def _confluent_poll(consumer: Any, want: int, timeout_s: float = 15) -> list[bytes]:
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < want and time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is None or msg.error() is not None:
+            continue
+        got.append(msg.value())
+    return got
+
+
+def test_confluent_group_consumes_commits_and_resumes(cluster: LocalCluster) -> None:
+    ck = pytest.importorskip("confluent_kafka")
+    _topic(cluster, "ck", 2)
+    first = [b"a-%03d" % i for i in range(100)]
+    _produce(cluster, "ck", first, 2)
+    consumer = _confluent_group(ck, cluster, "ck")
+    try:
+        assert sorted(_confluent_poll(consumer, len(first))) == sorted(first)
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    second = [b"b-%03d" % i for i in range(40)]
+    _produce(cluster, "ck", second, 2)
+    consumer = _confluent_group(ck, cluster, "ck")
+    try:
+        got = _confluent_poll(consumer, len(second))
+        assert sorted(got) == sorted(second)
+        assert _confluent_poll(consumer, 1, 0.5) == []
+        committed = consumer.committed([ck.TopicPartition("ck", p) for p in range(2)], timeout=10)
+        assert [tp.offset for tp in committed] == [50, 50]
+    finally:
+        consumer.close()
+
+
+def test_group_moves_to_a_new_coordinator_when_its_node_is_killed(cluster: LocalCluster) -> None:
+    """kafka-python: consume and commit part, kill the coordinator node; FindCoordinator names
+    the new leader of the group's partition, which holds the acknowledged commit; the group
+    rejoins there (its members are not carried over: the first commit of the old generation is
+    refused and the member joins again) and resumes from that commit: no record below it is
+    delivered again; its next commit goes to the new coordinator."""
+    kafka = pytest.importorskip("kafka")
+    _topic(cluster, "fo", 2)
+    values = [b"v-%03d" % i for i in range(100)]  # v-i: partition i % 2, offset i // 2
+    _produce(cluster, "fo", values, 2)
+    old = _coordinator(cluster, "kp-group")
+    consumer = _kafka_python_group(kafka, cluster, "fo", max_poll_records=20)
+    tps = [kafka.TopicPartition("fo", p) for p in range(2)]
+    try:
+        got = _poll(consumer, 40)
+        consumer.commit()
+        acknowledged = {tp.partition: consumer.committed(tp) for tp in tps}
+        assert sum(acknowledged.values()) == len(got)
+        cluster.kill(old)
+        new = _coordinator(cluster, "kp-group", timeout_s=15, other_than=old)
+        assert new == cluster.leader(OFFSETS_TOPIC, partition_for_group("kp-group", OFFSETS_PARTITIONS))
+        # The new coordinator answers the commit acknowledged before the kill.
+        client = _raw(cluster, new)
+        try:
+            topics = [{"name": "fo", "partition_indexes": [0, 1]}]
+            r = client.request("OffsetFetch", 9, 8, {"groups": [{"group_id": "kp-group", "topics": topics}]})
+            fetched = {p["partition_index"]: p["committed_offset"] for p in r["groups"][0]["topics"][0]["partitions"]}
+        finally:
+            client.sock.close()
+        assert fetched == acknowledged
+        # Consume on until everything was seen and a commit of the end is acknowledged.
+        after: list[tuple[int, int]] = []
+        deadline = time.monotonic() + 25
+        while True:
+            assert time.monotonic() < deadline, (sorted(after)[:5], len(after))
+            for records in consumer.poll(timeout_ms=200).values():
+                after.extend((r.partition, r.offset) for r in records)
+            if {tp.partition: consumer.position(tp) for tp in tps} != {0: 50, 1: 50}:
+                continue
+            try:
+                consumer.commit()
+            except kafka.errors.CommitFailedError:
+                continue  # the old generation's member: it joins the new coordinator at the next poll
+            break
+        assert {tp: consumer.committed(tp) for tp in tps} == dict.fromkeys(tps, 50)
+        # Resumed from the acknowledged commit: nothing below it again, everything above it.
+        assert all(offset >= acknowledged[p] for p, offset in after), sorted(after)[:5]
+        assert {(p, o) for p, o in after} == {(p, o) for p in (0, 1) for o in range(acknowledged[p], 50)}
+    finally:
+        consumer.close(autocommit=False)
