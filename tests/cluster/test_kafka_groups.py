@@ -299,7 +299,9 @@ def test_group_moves_to_a_new_coordinator_when_its_node_is_killed(cluster: Local
     tps = [kafka.TopicPartition("fo", p) for p in range(2)]
     try:
         got = _poll(consumer, 40)
-        consumer.commit()
+        # Both partitions' positions (one may not have been fetched from yet: 0).
+        positions = {tp: consumer.position(tp) for tp in tps}
+        consumer.commit({tp: kafka.structs.OffsetAndMetadata(off, "", -1) for tp, off in positions.items()})
         acknowledged = {tp.partition: consumer.committed(tp) for tp in tps}
         assert sum(acknowledged.values()) == len(got)
         cluster.kill(old)
@@ -334,3 +336,65 @@ def test_group_moves_to_a_new_coordinator_when_its_node_is_killed(cluster: Local
         assert {(p, o) for p, o in after} == {(p, o) for p in (0, 1) for o in range(acknowledged[p], 50)}
     finally:
         consumer.close(autocommit=False)
+
+
+def _commit_raw(client: RawClient, group: str, offset: int) -> int:
+    body = {
+        "group_id": group,
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": offset}]}],
+    }
+    return int(client.request("OffsetCommit", 8, 7, body)["topics"][0]["partitions"][0]["error_code"])
+
+
+def _fetch_raw(client: RawClient, group: str) -> tuple[int, int]:
+    """(group error code, committed offset of t-0)."""
+    body = {"groups": [{"group_id": group, "topics": [{"name": "t", "partition_indexes": [0]}]}]}
+    g = client.request("OffsetFetch", 9, 8, body)["groups"][0]
+    if g["error_code"]:
+        return g["error_code"], -1
+    return 0, g["topics"][0]["partitions"][0]["committed_offset"]
+
+
+def test_a_node_that_stops_leading_the_partition_stops_coordinating(cluster: LocalCluster) -> None:
+    """The coordinator is frozen until its partition of __consumer_offsets moves: the new
+    leader has its commit and takes the next; thawed, the old one answers NOT_COORDINATOR; led
+    by it again (a new leader epoch) it reloads the log and answers the newer commit."""
+    _topic(cluster, "t", 1)
+    a = _coordinator(cluster, "g")
+    p = partition_for_group("g", OFFSETS_PARTITIONS)
+    first = _raw(cluster, a)
+    try:
+        assert _commit_raw(first, "g", 5) == 0
+    finally:
+        first.sock.close()
+    cluster.pause(a, 4.0)
+    cluster.wait_for(lambda: cluster.leader(OFFSETS_TOPIC, p) not in (None, a), 10, "a new leader")
+    b = cluster.leader(OFFSETS_TOPIC, p)
+    assert b is not None
+    old, new = _raw(cluster, a), _raw(cluster, b)
+    try:
+        assert _fetch_raw(new, "g") == (0, 5)
+        assert _commit_raw(new, "g", 7) == 0
+        # Thawed, the old coordinator learns it follows now (its requests waited meanwhile).
+        cluster.wait_for(
+            lambda: cluster.nodes[a] is not None and not cluster.nodes[a].partitions[(OFFSETS_TOPIC, p)].is_leader,
+            10,
+            "the old coordinator following",
+        )
+        assert _fetch_raw(old, "g") == (16, -1)  # NOT_COORDINATOR
+        assert _commit_raw(old, "g", 9) == 16
+        cluster.wait_for(lambda: a in cluster.isr(OFFSETS_TOPIC, p), 10, "the old coordinator in the ISR")
+        assert cluster.elect_preferred_leader(OFFSETS_TOPIC, p) == a
+        cluster.wait_for(
+            lambda: cluster.nodes[a] is not None and cluster.nodes[a].partitions[(OFFSETS_TOPIC, p)].is_leader,
+            10,
+            "the old coordinator leading again",
+        )
+        assert _fetch_raw(old, "g") == (0, 7)
+        assert _fetch_raw(new, "g") == (16, -1)
+    finally:
+        old.sock.close()
+        new.sock.close()
