@@ -15,6 +15,7 @@ import pytest
 
 from seglog.cluster.local import LocalCluster
 from seglog.storage.group_offsets import OFFSETS_TOPIC, partition_for_group
+from tests.cluster.test_kafka_clients import _topic
 from tests.kafka.conftest import RawClient
 
 OFFSETS_PARTITIONS = 3
@@ -32,25 +33,17 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         yield c
 
 
-def _topic(cluster: LocalCluster, name: str, partitions: int) -> None:
-    cluster.create_topic(name, partitions=partitions, replication_factor=3)
-    cluster.wait_for(
-        lambda: all(
-            n is not None
-            and all((name, p) in n.metadata and n.metadata[(name, p)].state.leader >= 0 for p in range(partitions))
-            for n in cluster.nodes.values()
-        ),
-        10,
-        f"every node knowing {name}'s leaders",
-    )
-
-
 def _produce(cluster: LocalCluster, topic: str, values: list[bytes], partitions: int) -> None:
     ck = pytest.importorskip("confluent_kafka")
     failed: list[Any] = []
+
+    def report(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failed.append(err)
+
     producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 5})
     for i, v in enumerate(values):
-        producer.produce(topic, v, partition=i % partitions, on_delivery=lambda err, _m: err and failed.append(err))
+        producer.produce(topic, v, partition=i % partitions, on_delivery=report)
     assert producer.flush(15) == 0
     assert not failed, failed
 
@@ -185,52 +178,60 @@ def test_no_coordinator_while_too_few_nodes_for_the_offsets_topic(tmp_path: Path
             client.sock.close()
 
 
-def _kafka_python_group(kafka: Any, cluster: LocalCluster, topic: str, **kw: Any) -> Any:
-    consumer = kafka.KafkaConsumer(
-        bootstrap_servers=cluster.bootstrap_servers,
-        group_id="kp-group",
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        session_timeout_ms=6000,
-        heartbeat_interval_ms=500,
-        **kw,
-    )
-    consumer.subscribe([topic])
-    return consumer
+class _KafkaPythonGroup:
+    """A kafka-python group consumer of ``topic``."""
+
+    def __init__(self, cluster: LocalCluster, topic: str) -> None:
+        self.kafka = pytest.importorskip("kafka")
+        self.topic = topic
+        self.consumer = self.kafka.KafkaConsumer(
+            bootstrap_servers=cluster.bootstrap_servers,
+            group_id="kp-group",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=500,
+        )
+        self.consumer.subscribe([topic])
+
+    def consume(self, want: int, timeout_s: float = 15) -> list[bytes]:
+        got: list[bytes] = []
+        deadline = time.monotonic() + timeout_s
+        while len(got) < want and time.monotonic() < deadline:
+            for records in self.consumer.poll(timeout_ms=200).values():
+                got.extend(r.value for r in records)
+        return got
+
+    def commit(self) -> None:
+        self.consumer.commit()
+
+    def committed(self, partitions: int) -> list[int]:
+        return [self.consumer.committed(self.kafka.TopicPartition(self.topic, p)) for p in range(partitions)]
+
+    def close(self) -> None:
+        self.consumer.close(autocommit=False)
 
 
-def _poll(consumer: Any, want: int, timeout_s: float = 15) -> list[bytes]:
-    got: list[bytes] = []
-    deadline = time.monotonic() + timeout_s
-    while len(got) < want and time.monotonic() < deadline:
-        for records in consumer.poll(timeout_ms=200).values():
-            got.extend(r.value for r in records)
-    return got
+class _ConfluentGroup:
+    """A confluent-kafka group consumer of ``topic``."""
 
+    def __init__(self, cluster: LocalCluster, topic: str) -> None:
+        self.ck = pytest.importorskip("confluent_kafka")
+        self.topic = topic
+        self.consumer = _confluent_group(self.ck, cluster, topic)
 
-def test_kafka_python_group_consumes_commits_and_resumes(cluster: LocalCluster) -> None:
-    kafka = pytest.importorskip("kafka")
-    _topic(cluster, "kp", 3)
-    first = [b"a-%03d" % i for i in range(150)]
-    _produce(cluster, "kp", first, 3)
-    consumer = _kafka_python_group(kafka, cluster, "kp")
-    try:
-        got = _poll(consumer, len(first))
-        assert sorted(got) == sorted(first)
-        consumer.commit()
-        assert _poll(consumer, 1, 0.5) == []
-    finally:
-        consumer.close(autocommit=False)
-    second = [b"b-%03d" % i for i in range(60)]
-    _produce(cluster, "kp", second, 3)
-    consumer = _kafka_python_group(kafka, cluster, "kp")
-    try:
-        got = _poll(consumer, len(second))
-        assert sorted(got) == sorted(second)  # from the commits: nothing of the first round again
-        tps = [kafka.TopicPartition("kp", p) for p in range(3)]
-        assert {tp: consumer.committed(tp) for tp in tps} == dict.fromkeys(tps, 50)
-    finally:
-        consumer.close(autocommit=False)
+    def consume(self, want: int, timeout_s: float = 15) -> list[bytes]:
+        return _confluent_poll(self.consumer, want, timeout_s)
+
+    def commit(self) -> None:
+        self.consumer.commit(asynchronous=False)
+
+    def committed(self, partitions: int) -> list[int]:
+        tps = [self.ck.TopicPartition(self.topic, p) for p in range(partitions)]
+        return [tp.offset for tp in self.consumer.committed(tps, timeout=10)]
+
+    def close(self) -> None:
+        self.consumer.close()
 
 
 def _confluent_group(ck: Any, cluster: LocalCluster, topic: str) -> Any:
@@ -260,26 +261,28 @@ def _confluent_poll(consumer: Any, want: int, timeout_s: float = 15) -> list[byt
     return got
 
 
-def test_confluent_group_consumes_commits_and_resumes(cluster: LocalCluster) -> None:
-    ck = pytest.importorskip("confluent_kafka")
-    _topic(cluster, "ck", 2)
-    first = [b"a-%03d" % i for i in range(100)]
-    _produce(cluster, "ck", first, 2)
-    consumer = _confluent_group(ck, cluster, "ck")
+@pytest.mark.parametrize("client", [_KafkaPythonGroup, _ConfluentGroup], ids=["kafka-python", "confluent-kafka"])
+def test_group_consumes_commits_and_resumes(cluster: LocalCluster, client: Any) -> None:
+    """A group consumer reads everything once and commits; a new one of the same group reads
+    only what was produced since, from the commits."""
+    _topic(cluster, "orders", 3)
+    first = [b"a-%03d" % i for i in range(150)]
+    _produce(cluster, "orders", first, 3)
+    consumer = client(cluster, "orders")
     try:
-        assert sorted(_confluent_poll(consumer, len(first))) == sorted(first)
-        consumer.commit(asynchronous=False)
+        assert sorted(consumer.consume(len(first))) == sorted(first)
+        consumer.commit()
+        assert consumer.consume(1, 0.5) == []
     finally:
         consumer.close()
-    second = [b"b-%03d" % i for i in range(40)]
-    _produce(cluster, "ck", second, 2)
-    consumer = _confluent_group(ck, cluster, "ck")
+    second = [b"b-%03d" % i for i in range(60)]
+    _produce(cluster, "orders", second, 3)
+    consumer = client(cluster, "orders")
     try:
-        got = _confluent_poll(consumer, len(second))
-        assert sorted(got) == sorted(second)
-        assert _confluent_poll(consumer, 1, 0.5) == []
-        committed = consumer.committed([ck.TopicPartition("ck", p) for p in range(2)], timeout=10)
-        assert [tp.offset for tp in committed] == [50, 50]
+        assert sorted(consumer.consume(len(second))) == sorted(second)  # nothing of the first round again
+        assert consumer.consume(1, 0.5) == []
+        consumer.commit()
+        assert consumer.committed(3) == [70, 70, 70]
     finally:
         consumer.close()
 
@@ -361,6 +364,13 @@ def _fetch_raw(client: RawClient, group: str) -> tuple[int, int]:
     return 0, g["topics"][0]["partitions"][0]["committed_offset"]
 
 
+def _leads(cluster: LocalCluster, node: int, p: int) -> bool:
+    """Whether ``node`` itself holds the leadership of ``__consumer_offsets``-``p`` now."""
+    n = cluster.nodes[node]
+    part = None if n is None else n.partitions.get((OFFSETS_TOPIC, p))
+    return part is not None and part.is_leader
+
+
 def test_a_node_that_stops_leading_the_partition_stops_coordinating(cluster: LocalCluster) -> None:
     """The coordinator is frozen until its partition of __consumer_offsets moves: the new
     leader has its commit and takes the next; thawed, the old one answers NOT_COORDINATOR; led
@@ -382,20 +392,12 @@ def test_a_node_that_stops_leading_the_partition_stops_coordinating(cluster: Loc
         assert _fetch_raw(new, "g") == (0, 5)
         assert _commit_raw(new, "g", 7) == 0
         # Thawed, the old coordinator learns it follows now (its requests waited meanwhile).
-        cluster.wait_for(
-            lambda: cluster.nodes[a] is not None and not cluster.nodes[a].partitions[(OFFSETS_TOPIC, p)].is_leader,
-            10,
-            "the old coordinator following",
-        )
+        cluster.wait_for(lambda: not _leads(cluster, a, p), 10, "the old coordinator following")
         assert _fetch_raw(old, "g") == (16, -1)  # NOT_COORDINATOR
         assert _commit_raw(old, "g", 9) == 16
         cluster.wait_for(lambda: a in cluster.isr(OFFSETS_TOPIC, p), 10, "the old coordinator in the ISR")
         assert cluster.elect_preferred_leader(OFFSETS_TOPIC, p) == a
-        cluster.wait_for(
-            lambda: cluster.nodes[a] is not None and cluster.nodes[a].partitions[(OFFSETS_TOPIC, p)].is_leader,
-            10,
-            "the old coordinator leading again",
-        )
+        cluster.wait_for(lambda: _leads(cluster, a, p), 10, "the old coordinator leading again")
         assert _fetch_raw(old, "g") == (0, 7)
         assert _fetch_raw(new, "g") == (16, -1)
     finally:
