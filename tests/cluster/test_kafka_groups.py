@@ -6,6 +6,7 @@ acknowledged commits when its coordinator node is killed."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,6 +74,19 @@ def _coordinator(cluster: LocalCluster, group: str, timeout_s: float = 10, other
         client.sock.close()
 
 
+def _join_body(group: str) -> dict:
+    """A JoinGroup (v5) of a new dynamic consumer-group member."""
+    return {
+        "group_id": group,
+        "session_timeout_ms": 10000,
+        "rebalance_timeout_ms": 10000,
+        "member_id": "",
+        "group_instance_id": None,
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b""}],
+    }
+
+
 def test_find_coordinator_creates_the_offsets_topic_and_names_its_leader(cluster: LocalCluster) -> None:
     client = _raw(cluster, 0)
     try:
@@ -120,16 +134,7 @@ def test_group_apis_on_a_node_that_does_not_coordinate_the_group(cluster: LocalC
     other = next(i for i in cluster.ids if i != node)
     coord, wrong = _raw(cluster, node), _raw(cluster, other)
     try:
-        join = {
-            "group_id": "g",
-            "session_timeout_ms": 10000,
-            "rebalance_timeout_ms": 10000,
-            "member_id": "",
-            "group_instance_id": None,
-            "protocol_type": "consumer",
-            "protocols": [{"name": "range", "metadata": b""}],
-        }
-        assert wrong.request("JoinGroup", 11, 5, join)["error_code"] == 16
+        assert wrong.request("JoinGroup", 11, 5, _join_body("g"))["error_code"] == 16
         member = {"group_id": "g", "generation_id": 1, "member_id": "m", "group_instance_id": None}
         assert wrong.request("Heartbeat", 12, 3, member)["error_code"] == 16
         assert wrong.request("SyncGroup", 14, 3, {**member, "assignments": []})["error_code"] == 16
@@ -364,6 +369,21 @@ def _fetch_raw(client: RawClient, group: str) -> tuple[int, int]:
     return 0, g["topics"][0]["partitions"][0]["committed_offset"]
 
 
+def _join_raw(client: RawClient, group: str) -> dict:
+    """JoinGroup v5 as a new dynamic member (again with the id KIP-394 hands out)."""
+    body = _join_body(group)
+    r = client.request("JoinGroup", 11, 5, body)
+    if r["error_code"] == 79:  # MEMBER_ID_REQUIRED
+        r = client.request("JoinGroup", 11, 5, {**body, "member_id": r["member_id"]})
+    return r
+
+
+def _rebalancing(cluster: LocalCluster, node: int, group: str) -> bool:
+    listener = cluster.kafka_listeners.get(node)
+    g = None if listener is None else listener.groups.coordinator.groups.get(group)
+    return g is not None and g.state == "PreparingRebalance"
+
+
 def _leads(cluster: LocalCluster, node: int, p: int) -> bool:
     """Whether ``node`` itself holds the leadership of ``__consumer_offsets``-``p`` now."""
     n = cluster.nodes[node]
@@ -373,18 +393,30 @@ def _leads(cluster: LocalCluster, node: int, p: int) -> bool:
 
 def test_a_node_that_stops_leading_the_partition_stops_coordinating(cluster: LocalCluster) -> None:
     """The coordinator is frozen until its partition of __consumer_offsets moves: the new
-    leader has its commit and takes the next; thawed, the old one answers NOT_COORDINATOR; led
-    by it again (a new leader epoch) it reloads the log and answers the newer commit."""
+    leader has its commit and takes the next; thawed, the old one answers a JoinGroup still
+    waiting there and every later request NOT_COORDINATOR; led by it again (a new leader epoch)
+    it reloads the log and answers the newer commit."""
     _topic(cluster, "t", 1)
     a = _coordinator(cluster, "g")
     p = partition_for_group("g", OFFSETS_PARTITIONS)
-    first = _raw(cluster, a)
+    # Another group of the same partition, with a JoinGroup waiting for a rebalance.
+    other = next(g for g in (f"j{i}" for i in range(100)) if partition_for_group(g, OFFSETS_PARTITIONS) == p)
+    first, second = _raw(cluster, a), _raw(cluster, a)
+    waiting: list[dict] = []
     try:
         assert _commit_raw(first, "g", 5) == 0
+        assert _join_raw(first, other)["error_code"] == 0  # one member: generation 1 at once
+        second.sock.settimeout(15)
+        joiner = threading.Thread(target=lambda: waiting.append(_join_raw(second, other)))
+        joiner.start()
+        cluster.wait_for(lambda: _rebalancing(cluster, a, other), 10, "a rebalance of the other group")
+        cluster.pause(a, 4.0)
+        cluster.wait_for(lambda: cluster.leader(OFFSETS_TOPIC, p) not in (None, a), 10, "a new leader")
+        joiner.join(15)
+        assert [r["error_code"] for r in waiting] == [16]  # NOT_COORDINATOR: find the new one
     finally:
         first.sock.close()
-    cluster.pause(a, 4.0)
-    cluster.wait_for(lambda: cluster.leader(OFFSETS_TOPIC, p) not in (None, a), 10, "a new leader")
+        second.sock.close()
     b = cluster.leader(OFFSETS_TOPIC, p)
     assert b is not None
     old, new = _raw(cluster, a), _raw(cluster, b)
