@@ -4,7 +4,7 @@ returns the response body (see ``seglog.kafka.server``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from seglog.config import BrokerConfig, ConfigKey, LogConfig
@@ -25,6 +25,7 @@ __all__ = [
     "create_partitions",
     "created_topic_configs",
     "delete_records",
+    "describe_config_resources",
     "describe_configs",
     "incremental_alter_configs",
     "topic_configs_created",
@@ -104,12 +105,6 @@ def _entry(
     }
 
 
-def _topic_entries(
-    store: LogManager, config: Any, overrides: Any, version: int, synonyms: bool, docs: bool
-) -> list[Message]:
-    return _config_entries(config, overrides, store.config.topic_config(), version, synonyms, docs)
-
-
 def _config_entries(
     config: Any, overrides: Any, defaults: LogConfig, version: int, synonyms: bool, docs: bool
 ) -> list[Message]:
@@ -147,6 +142,23 @@ def topic_configs_created(config: LogConfig, overrides: Mapping[str, Any], defau
 
 
 def describe_configs(store: LogManager, node_id: int, version: int, req: Message) -> Message:
+    def topic(name: str) -> tuple[LogConfig, Mapping[str, Any]]:
+        return store.topic_config(name), store.describe(name)[0].config_overrides
+
+    return describe_config_resources(version, req, node_id, store.config, store.config.topic_config(), topic)
+
+
+def describe_config_resources(
+    version: int,
+    req: Message,
+    node_id: int,
+    broker: BrokerConfig,
+    defaults: LogConfig,
+    topic: Callable[[str], tuple[LogConfig, Mapping[str, Any]]],
+) -> Message:
+    """A DescribeConfigs response: topic resources by ``topic`` (a name's config and its own
+    overrides; a :class:`SeglogError` for a topic it does not have) where the server-wide topic
+    config is ``defaults``, the broker resource (``node_id`` or "") from ``broker``."""
     synonyms = bool(req.get("include_synonyms"))
     docs = bool(req.get("include_documentation"))
     results = []
@@ -162,15 +174,14 @@ def describe_configs(store: LogManager, node_id: int, version: int, req: Message
         }
         try:
             if rtype == TOPIC:
-                entries = _topic_entries(
-                    store, store.topic_config(name), store.describe(name)[0].config_overrides, version, synonyms, docs
-                )
+                config, overrides = topic(name)
+                entries = _config_entries(config, overrides, defaults, version, synonyms, docs)
             elif rtype == BROKER:
                 if name not in ("", str(node_id)):
                     raise InvalidRequestError(f"this broker is node {node_id}, not {name!r}")
                 entries = []
                 for key in BrokerConfig.definitions():
-                    value = getattr(store.config, key.attr)
+                    value = getattr(broker, key.attr)
                     source = DEFAULT_CONFIG if value == key.default else STATIC_BROKER_CONFIG
                     entries.append(_entry(key, value, source, True, version, synonyms, docs))
             else:
