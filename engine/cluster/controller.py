@@ -63,6 +63,8 @@ from seglog.cluster.messages import (
     NONE,
     AlterPartitionRequest,
     AlterPartitionResponse,
+    AlterTopicConfigRequest,
+    AlterTopicConfigResponse,
     ControlledShutdownRequest,
     ControlledShutdownResponse,
     CreatePartitionsRequest,
@@ -766,6 +768,33 @@ class Controller:
             ]
             self._add_partitions(name, new, ops, dataclasses.replace(topic, assignment=assignment))
         return CreatePartitionsResponse(NONE, assignment=tuple(placed))
+
+    def handle_alter_topic_config(self, req: AlterTopicConfigRequest) -> AlterTopicConfigResponse:
+        return self._admin(lambda: self._alter_topic_config(req), AlterTopicConfigResponse)
+
+    def _alter_topic_config(self, req: AlterTopicConfigRequest) -> AlterTopicConfigResponse:
+        """New overrides for a topic, checked whole (INVALID_CONFIG naming the key), written in
+        its topic record and sent to every node, which applies them to its open replicas."""
+        name = req.name
+        topic = self.topics.get(name)
+        if topic is None or name in self.deleting:
+            raise UnknownTopicOrPartitionError(f"the cluster has no topic {name!r}")
+        config = {k: v for k, v in topic.config.items() if k not in req.delete}
+        config.update((k, json.loads(v)) for k, v in req.set)
+        for key in req.delete:
+            config.pop(key, None)
+        log_config = self._log_config(config)
+        if not req.validate_only and config != topic.config:
+            self.session.multi(
+                [
+                    Check(CONTROLLER_EPOCH_PATH, self.epoch_version),
+                    SetData(topic_path(name), topic_record(topic.assignment, config)),
+                ]
+            )
+            self.topics[name] = dataclasses.replace(topic, config=config, log_config=log_config)
+            self.version += 1
+            self._publish()
+        return AlterTopicConfigResponse(NONE, config=tuple((k, json.dumps(v)) for k, v in sorted(config.items())))
 
     # -- topic deletion (Kafka's TopicDeletionManager in ZooKeeper mode) -------------------------
 

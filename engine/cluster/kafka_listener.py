@@ -43,11 +43,14 @@ Served (versions of :data:`seglog.kafka.apis.API_VERSIONS`):
   ZooKeeper-mode deletion: marked, StopReplica with delete to the replicas' nodes, then the
   znodes go), answered once the topic left this node's metadata;
 - DescribeConfigs from the node's own view: a topic's every key with its value and source (its
-  overrides DYNAMIC_TOPIC_CONFIG, else the node's topic defaults), the node's broker resource.
+  overrides DYNAMIC_TOPIC_CONFIG, else the node's topic defaults), the node's broker resource;
+- IncrementalAlterConfigs on topics: checked by the node, then an
+  :class:`~seglog.cluster.messages.AlterTopicConfigRequest` to the controller, which writes the
+  topic record and tells every node (each applies it to its open replicas); answered once this
+  node has the new overrides.
 
-Not yet served here: consumer groups (FindCoordinator and the group APIs), the other admin APIs
-(IncrementalAlterConfigs), follower fetches (nodes replicate over the
-cluster's own transport).
+Not yet served here: consumer groups (FindCoordinator and the group APIs), follower fetches
+(nodes replicate over the cluster's own transport).
 """
 
 from __future__ import annotations
@@ -65,6 +68,8 @@ from seglog.cluster.messages import (
     CONSUMER_REPLICA_ID,
     ISOLATION_HIGH_WATERMARK,
     NONE,
+    AlterTopicConfigRequest,
+    AlterTopicConfigResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicRequest,
@@ -104,7 +109,7 @@ from seglog.errors import (
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
-from seglog.kafka.admin import describe_config_resources, topic_configs_created
+from seglog.kafka.admin import describe_config_resources, topic_config_changes, topic_configs_created
 from seglog.kafka.apis import API_VERSIONS
 from seglog.kafka.codec import Message
 from seglog.kafka.connection import CloseConnection, ConnState, fmt_peer
@@ -129,9 +134,11 @@ log = logging.getLogger("seglog.cluster.kafka")
 
 #: The APIs a node's Kafka listener serves, at the versions the store's listener serves them.
 NODE_API_VERSIONS: dict[int, tuple[int, int]] = {
-    k: API_VERSIONS[k] for k in (0, 1, 2, 3, 17, 18, 19, 20, 21, 22, 32, 36, 37)
+    k: API_VERSIONS[k] for k in (0, 1, 2, 3, 17, 18, 19, 20, 21, 22, 32, 36, 37, 44)
 }
 
+#: DescribeConfigs / IncrementalAlterConfigs resource type of a topic.
+_TOPIC = 2
 #: Kafka's COORDINATOR_NOT_AVAILABLE: what an idempotent producer retries InitProducerId on.
 COORDINATOR_NOT_AVAILABLE = 15
 _NO_OPERATIONS = -2147483648
@@ -187,6 +194,7 @@ class NodeKafkaListener(KafkaListener):
                 22: self._init_producer_id,
                 32: self._describe_configs,
                 37: self._create_partitions,
+                44: self._incremental_alter_configs,
             }
         )
 
@@ -701,6 +709,61 @@ class NodeKafkaListener(KafkaListener):
             done = functools.partial(self._has_leaders, msg.name, 0 if validate_only else msg.count)
             await self._forwarded(out, fut, CreatePartitionsResponse, f"grow {msg.name!r}", done, deadline, timeout_ms)
         return {"throttle_time_ms": 0, "results": results}
+
+    # -- IncrementalAlterConfigs ---------------------------------------------------------------
+
+    async def _incremental_alter_configs(self, version: int, req: Message, state: ConnState) -> Message:
+        controller_ms = self.node.config.controller_socket_timeout_ms
+        deadline = asyncio.get_running_loop().time() + controller_ms / 1000.0
+        validate_only = bool(req.get("validate_only"))
+        node = self.node
+        resources = [(r["resource_type"], r["resource_name"]) for r in req["resources"]]
+        pending: list[tuple[dict[str, Any], AlterTopicConfigRequest, asyncio.Future[Any] | None]] = []
+        responses = []
+        for r, key in zip(req["resources"], resources):
+            rtype, name = key
+            out: dict[str, Any] = {
+                "error_code": NONE,
+                "error_message": None,
+                "resource_type": rtype,
+                "resource_name": name,
+            }
+            responses.append(out)
+            try:
+                if rtype != _TOPIC:
+                    raise InvalidRequestError(
+                        f"resource type {rtype} cannot be altered: only topic configs (2) can; a node's broker "
+                        "configs come from its properties at start"
+                    )
+                if resources.count(key) > 1:
+                    raise InvalidRequestError(f"topic {name!r} appears {resources.count(key)} times in one request")
+                keys = [c["name"] for c in r["configs"]]
+                if len(set(keys)) != len(keys):
+                    raise InvalidRequestError(f"topic {name!r}: a config key is given more than once: {keys}")
+                if not any(t == name for t, _ in node.metadata):
+                    raise UnknownTopicOrPartitionError(f"the cluster has no topic {name!r}")
+                overrides = node.topic_configs.get(name) or {}
+                to_set, to_delete = topic_config_changes(r["configs"], node.topic_config(overrides))
+                trial = {k: v for k, v in overrides.items() if k not in to_delete}
+                trial.update(to_set)
+                node.topic_config(trial)  # INVALID_CONFIG naming the key, before anything is sent
+            except SeglogError as exc:
+                state.fail(out, f"IncrementalAlterConfigs {name}", exc)
+                continue
+            msg = AlterTopicConfigRequest(
+                name, tuple((k, json.dumps(v)) for k, v in to_set.items()), tuple(to_delete), validate_only
+            )
+            pending.append((out, msg, self._ask_controller(msg, controller_ms)))
+        for out, msg, fut in pending:
+            # Answered once this node has the new overrides (a DescribeConfigs here shows them).
+            seen = functools.partial(self._configured, msg.name, validate_only)
+            await self._forwarded(
+                out, fut, AlterTopicConfigResponse, f"alter {msg.name!r}", seen, deadline, controller_ms
+            )
+        return {"throttle_time_ms": 0, "responses": responses}
+
+    def _configured(self, name: str, validate_only: bool, resp: AlterTopicConfigResponse) -> bool:
+        return validate_only or self.node.topic_configs.get(name) == {k: json.loads(v) for k, v in resp.config}
 
     # -- DeleteRecords --------------------------------------------------------------------------
 

@@ -232,6 +232,24 @@ class DeleteTopicResponse:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class AlterTopicConfigRequest:
+    """Change topic ``name``'s config overrides (Kafka's IncrementalAlterConfigs on a topic,
+    answered by the controller): ``set`` (key, JSON value) pairs, then ``delete`` keys removed."""
+
+    name: str
+    set: tuple[tuple[str, str], ...] = ()
+    delete: tuple[str, ...] = ()
+    validate_only: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AlterTopicConfigResponse:
+    error: int = NONE
+    message: str = ""
+    config: tuple[tuple[str, str], ...] = ()  # the topic's overrides now (key, JSON value)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class StopReplicaRequest:
     """Controller to node: stop serving ``partitions`` and, with ``delete``, remove their
     directories (Kafka's StopReplica), fenced by the controller and broker epochs."""
@@ -308,6 +326,8 @@ MESSAGE_TYPES: tuple[type, ...] = (
     CreatePartitionsResponse,
     DeleteTopicRequest,
     DeleteTopicResponse,
+    AlterTopicConfigRequest,
+    AlterTopicConfigResponse,
     StopReplicaRequest,
     StopReplicaResponse,
     ElectLeadersRequest,

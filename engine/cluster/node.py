@@ -60,6 +60,8 @@ from seglog.cluster.messages import (
     NONE,
     AlterPartitionRequest,
     AlterPartitionResponse,
+    AlterTopicConfigRequest,
+    AlterTopicConfigResponse,
     ControlledShutdownRequest,
     ControlledShutdownResponse,
     CreatePartitionsRequest,
@@ -130,6 +132,7 @@ _CONTROLLER_REQUESTS: dict[type, tuple[Callable[[Controller, Any], Any], Callabl
     CreateTopicRequest: (Controller.handle_create_topic, CreateTopicResponse),
     CreatePartitionsRequest: (Controller.handle_create_partitions, CreatePartitionsResponse),
     DeleteTopicRequest: (Controller.handle_delete_topic, DeleteTopicResponse),
+    AlterTopicConfigRequest: (Controller.handle_alter_topic_config, AlterTopicConfigResponse),
     ElectLeadersRequest: (Controller.handle_elect_leaders, ElectLeadersResponse),
     ControlledShutdownRequest: (Controller.handle_controlled_shutdown, ControlledShutdownResponse),
     InitProducerIdRequest: (Controller.handle_init_producer_id, InitProducerIdResponse),
@@ -561,7 +564,16 @@ class ReplicaNode:
                         learn(nid, addr)
         self.kafka_addresses = dict(req.kafka_addresses)
         for topic, cfg in req.topic_configs:
-            self.topic_configs[topic] = json.loads(cfg)
+            overrides = json.loads(cfg)
+            if self.topic_configs.get(topic, overrides) != overrides:
+                # Altered: the open replicas take the new config (new segments, the next
+                # background runs, min.insync.replicas from now on).
+                new = self.topic_config(overrides)
+                for part in self.partitions.values():
+                    if part.topic == topic:
+                        part.log_config = new
+                        part.log.config = new
+            self.topic_configs[topic] = overrides
         metadata = {}
         for info in req.partitions:
             metadata[info.tp] = info
@@ -623,15 +635,22 @@ class ReplicaNode:
             if p is not None:
                 p.stop()
                 self.fetches.complete(tp, error=True)
-                p.log.close()
             home = self.dirs.home(tp)
-            if req.delete and home is not None and tp not in offline:
-                path = os.path.join(home, f"{tp[0]}-{tp[1]}")
-                if os.path.isdir(path):
-                    doomed = os.path.join(home, f"{tp[0]}-{tp[1]}.{uuid.uuid4().hex}-delete")
-                    os.rename(path, doomed)
-                    shutil.rmtree(doomed, ignore_errors=True)
-                self.dirs.forget(tp)
+            try:
+                if p is not None:
+                    p.log.close()
+                if req.delete and home is not None and tp not in offline:
+                    path = os.path.join(home, f"{tp[0]}-{tp[1]}")
+                    if os.path.isdir(path):
+                        suffix = f"-{tp[1]}.{uuid.uuid4().hex}-delete"  # a file name of at most 255 bytes
+                        doomed = os.path.join(home, tp[0][: 255 - len(suffix)] + suffix)
+                        os.rename(path, doomed)
+                        shutil.rmtree(doomed, ignore_errors=True)
+                    self.dirs.forget(tp)
+            except OSError as exc:
+                if home is not None:
+                    self._log_dir_failed(home, exc)
+                offline.append(tp)
         for topic in {t for t, _ in req.partitions} - {t for t, _ in self.metadata}:
             self.topic_configs.pop(topic, None)
         self.fetchers.update()

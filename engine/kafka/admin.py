@@ -28,6 +28,7 @@ __all__ = [
     "describe_config_resources",
     "describe_configs",
     "incremental_alter_configs",
+    "topic_config_changes",
     "topic_configs_created",
 ]
 
@@ -209,30 +210,7 @@ def incremental_alter_configs(store: LogManager, version: int, req: Message) -> 
                     "configs come from the store's config at open"
                 )
             overrides = dict(store.describe(name)[0].config_overrides)
-            config = store.topic_config(name)
-            to_set: dict[str, Any] = {}
-            to_delete: list[str] = []
-            for c in r["configs"]:
-                key, op, value = c["name"], c["config_operation"], c["value"]
-                if op == SET:
-                    to_set[key] = value
-                elif op == DELETE:
-                    to_delete.append(key)
-                elif op in (APPEND, SUBTRACT):
-                    definition = {k.name: k for k in LogConfig.definitions()}.get(key)
-                    if definition is None or definition.type != "list":
-                        raise InvalidConfigError(
-                            f"{key} is not a list config: APPEND and SUBTRACT apply to list configs only"
-                        )
-                    current = list(getattr(config, definition.attr) or ())
-                    items = [v for v in (value or "").split(",") if v]
-                    if op == APPEND:
-                        current += [v for v in items if v not in current]
-                    else:
-                        current = [v for v in current if v not in items]
-                    to_set[key] = ",".join(current)
-                else:
-                    raise InvalidRequestError(f"unknown config operation {op} for {key}")
+            to_set, to_delete = topic_config_changes(r["configs"], store.topic_config(name))
             # Validate everything before changing anything.
             trial = {k: v for k, v in overrides.items() if k not in to_delete}
             trial.update(to_set)
@@ -243,3 +221,31 @@ def incremental_alter_configs(store: LogManager, version: int, req: Message) -> 
             out["error_code"], out["error_message"] = _error(exc)
         responses.append(out)
     return {"throttle_time_ms": 0, "responses": responses}
+
+
+def topic_config_changes(configs: list[Message], config: LogConfig) -> tuple[dict[str, Any], list[str]]:
+    """An IncrementalAlterConfigs resource's ``configs`` on a topic whose config is ``config``:
+    the keys to set (APPEND and SUBTRACT of list keys resolved against ``config``) and the
+    keys to delete."""
+    to_set: dict[str, Any] = {}
+    to_delete: list[str] = []
+    for c in configs:
+        key, op, value = c["name"], c["config_operation"], c["value"]
+        if op == SET:
+            to_set[key] = value
+        elif op == DELETE:
+            to_delete.append(key)
+        elif op in (APPEND, SUBTRACT):
+            definition = {k.name: k for k in LogConfig.definitions()}.get(key)
+            if definition is None or definition.type != "list":
+                raise InvalidConfigError(f"{key} is not a list config: APPEND and SUBTRACT apply to list configs only")
+            current = list(getattr(config, definition.attr) or ())
+            items = [v for v in (value or "").split(",") if v]
+            if op == APPEND:
+                current += [v for v in items if v not in current]
+            else:
+                current = [v for v in current if v not in items]
+            to_set[key] = ",".join(current)
+        else:
+            raise InvalidRequestError(f"unknown config operation {op} for {key}")
+    return to_set, to_delete

@@ -735,6 +735,57 @@ def test_admin_clients_delete_topics_on_a_node(cluster: LocalCluster) -> None:
     assert _confluent_consume(ck, bootstrap, "gone", 1, 1) == {0: [b"new"]}
 
 
+def test_admin_client_alters_topic_configs_on_every_node(cluster: LocalCluster) -> None:
+    """IncrementalAlterConfigs (confluent-kafka) through a node that is not the controller:
+    SET and APPEND reach every node's replicas (min.insync.replicas 3 refuses acks=all with a
+    node down), DescribeConfigs shows them as the topic's own, DELETE goes back to the default."""
+    ck = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ConfigSource,
+        ResourceType,
+    )
+
+    _topic(cluster, "tuned")
+    node = next(i for i in cluster.ids if i != cluster._controller())
+    admin = AdminClient({"bootstrap.servers": cluster.kafka_listeners[node].bootstrap_servers})
+
+    def alter(*entries: ConfigEntry) -> None:
+        (fut,) = admin.incremental_alter_configs(
+            [ConfigResource(ResourceType.TOPIC, "tuned", incremental_configs=list(entries))]
+        ).values()
+        fut.result(15)
+
+    alter(
+        ConfigEntry("min.insync.replicas", "3", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND),
+    )
+    for n in cluster.nodes.values():
+        assert n is not None
+        cfg = n.partitions[("tuned", 0)].log_config
+        assert (cfg.min_insync_replicas, sorted(cfg.cleanup_policy)) == (3, ["compact", "delete"])
+    (fut,) = admin.describe_configs([ConfigResource(ResourceType.TOPIC, "tuned")], request_timeout=10).values()
+    entries = fut.result(15)
+    assert (entries["min.insync.replicas"].value, entries["min.insync.replicas"].source) == (
+        "3",
+        ConfigSource.DYNAMIC_TOPIC_CONFIG.value,
+    )
+    alter(ConfigEntry("min.insync.replicas", None, incremental_operation=AlterConfigOpType.DELETE))
+    for n in cluster.nodes.values():
+        assert n is not None
+        assert n.partitions[("tuned", 0)].log_config.min_insync_replicas == 1  # the default again
+    bad = ConfigEntry("segment.bytes", "many", incremental_operation=AlterConfigOpType.SET)
+    (fut,) = admin.incremental_alter_configs(
+        [ConfigResource(ResourceType.TOPIC, "tuned", incremental_configs=[bad])]
+    ).values()
+    with pytest.raises(ck.KafkaException) as exc:
+        fut.result(15)
+    assert exc.value.args[0].code() == ck.KafkaError.INVALID_CONFIG
+
+
 def test_admin_clients_delete_records_on_a_node(cluster: LocalCluster) -> None:
     """AdminClient.delete_records (confluent-kafka, then kafka-python's) moves the low
     watermark; a consumer from the earliest offset starts there."""
@@ -854,8 +905,10 @@ def test_admin_errors_a_node_answers_over_kafkas_protocol(cluster: LocalCluster)
 def test_partition_and_config_errors_a_node_answers_over_kafkas_protocol(cluster: LocalCluster) -> None:
     """Exact codes, byte-level: CreatePartitions (an unknown topic, a count not larger, a name
     twice, validate_only, explicit assignments of the wrong size or on unknown nodes, then right),
-    DescribeConfigs (an unknown topic, another node's broker resource, keys asked for) and
-    DeleteTopics (by an unknown id or name, a name twice, by id at v6, by name at v4)."""
+    DescribeConfigs (an unknown topic, another node's broker resource, keys asked for),
+    DeleteTopics (by an unknown id or name, a name twice, by id at v6, by name at v4) and
+    IncrementalAlterConfigs (an unknown topic, a bad value, APPEND to a scalar, a key twice, a
+    broker resource, validate_only, then applied on every node)."""
     leader, follower, lead, foll = _raw_clients(cluster, "raw")
 
     def grow(name: str, count: int, assignments: Any = None, validate_only: bool = False) -> list[tuple[str, int]]:
@@ -920,6 +973,24 @@ def test_partition_and_config_errors_a_node_answers_over_kafkas_protocol(cluster
         assert delete(["byname"], version=4) == [("byname", 0)]
         for name in ("byid", "byname"):
             assert not any(t == name for t, _ in cluster.nodes[follower].metadata)  # type: ignore[union-attr]
+
+        def alter(rtype: int, name: str, configs: list[tuple[str, int, Any]], validate_only: bool = False) -> int:
+            entries = [{"name": k, "config_operation": op, "value": v} for k, op, v in configs]
+            resource = {"resource_type": rtype, "resource_name": name, "configs": entries}
+            body = {"resources": [resource], "validate_only": validate_only}
+            return int(foll.request("IncrementalAlterConfigs", 44, 1, body)["responses"][0]["error_code"])
+
+        assert alter(2, "nothere", [("retention.ms", 0, "1000")]) == 3  # UNKNOWN_TOPIC_OR_PARTITION
+        assert alter(2, "raw", [("segment.bytes", 0, "many")]) == 40  # INVALID_CONFIG
+        assert alter(2, "raw", [("retention.ms", 2, "1000")]) == 40  # APPEND to a key that is not a list
+        assert alter(2, "raw", [("retention.ms", 0, "1000"), ("retention.ms", 1, None)]) == 42  # INVALID_REQUEST
+        assert alter(4, str(follower), [("num.partitions", 0, "3")]) == 42
+        assert alter(2, "raw", [("retention.ms", 0, "1000")], validate_only=True) == 0
+        assert "retention.ms" not in cluster.nodes[follower].topic_configs["raw"]  # type: ignore[union-attr]
+        assert alter(2, "raw", [("retention.ms", 0, "1000")]) == 0
+        for n in cluster.nodes.values():
+            assert n is not None and n.topic_configs["raw"]["retention.ms"] == "1000"
+        assert cluster.nodes[leader].partitions[("raw", 0)].log.config.retention_ms == 1000  # type: ignore[union-attr]
     finally:
         lead.sock.close()
         foll.sock.close()
