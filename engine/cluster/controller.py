@@ -200,6 +200,9 @@ class Controller:
         self.shutting_down: set[int] = set()
         #: Topics marked for deletion -> the nodes whose replicas are not deleted yet.
         self.deleting: dict[str, set[int]] = {}
+        #: The state version that first left each topic being deleted out: a node gets
+        #: StopReplica once it has acknowledged that one (it no longer opens the replicas).
+        self._deleted_in: dict[str, int] = {}
         self._stopping: set[tuple[str, int]] = set()  # (topic, node) StopReplica in flight
 
     @property
@@ -557,6 +560,8 @@ class Controller:
                 self._inflight.pop(b, None)
             if err is None and isinstance(resp, LeaderAndIsrResponse) and resp.error == NONE:
                 self.acked[b] = max(self.acked.get(b, -1), version)
+                for name in sorted(self.deleting):  # the node may get its StopReplica now
+                    self._advance_deletion(name)
 
         self.node.send(b, req, done, self.node.config.controller_socket_timeout_ms)
 
@@ -809,7 +814,10 @@ class Controller:
         if name not in self.topics:
             raise UnknownTopicOrPartitionError(f"the cluster has no topic {name!r}")
         if name not in self.deleting:
-            self.session.multi([Check(CONTROLLER_EPOCH_PATH, self.epoch_version), Create(_marker(name), b"")])
+            try:
+                self.session.multi([Check(CONTROLLER_EPOCH_PATH, self.epoch_version), Create(_marker(name), b"")])
+            except NodeExistsError:
+                pass  # an earlier attempt's write went through, its answer was lost
             log.info("controller %d: topic %s marked for deletion", self.node.node_id, name)
             self._mark(name)
         return DeleteTopicResponse(NONE)
@@ -817,6 +825,7 @@ class Controller:
     def _mark(self, name: str) -> None:
         self.deleting[name] = {r for replicas in self.topics[name].assignment.values() for r in replicas}
         self.version += 1
+        self._deleted_in[name] = self.version
         self._publish()
         self._advance_deletion(name)
 
@@ -826,6 +835,7 @@ class Controller:
         for name in sorted(self.session.children(DELETE_TOPICS_PATH)):
             if name in self.topics:
                 self.deleting[name] = {r for replicas in self.topics[name].assignment.values() for r in replicas}
+                self._deleted_in[name] = self.version
             else:
                 try:
                     self.session.delete(_marker(name))
@@ -845,8 +855,8 @@ class Controller:
         assignment = self.topics[name].assignment
         for b in sorted(pending):
             info = self.brokers.get(b)
-            if info is None or (name, b) in self._stopping:
-                continue
+            if info is None or (name, b) in self._stopping or self.acked.get(b, -1) < self._deleted_in[name]:
+                continue  # down, asked already, or may still open the replicas from an older state
             tps = tuple((name, p) for p, replicas in sorted(assignment.items()) if b in replicas)
             req = StopReplicaRequest(self.node.node_id, self.epoch, info.broker_epoch, tps, delete=True)
             self._stopping.add((name, b))
@@ -875,6 +885,7 @@ class Controller:
         self.session.multi(ops)
         del self.topics[name]
         del self.deleting[name]
+        del self._deleted_in[name]
         for p in topic.assignment:
             self.states.pop((name, p), None)
         self.version += 1
