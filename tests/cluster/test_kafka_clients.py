@@ -264,7 +264,9 @@ def test_node_processes_serve_kafka_clients_on_their_second_listener(zookeeper_c
     ``inter.broker.listener.name=PLAINTEXT``: the nodes replicate on the first, Kafka clients
     use the second (``ProcessCluster.bootstrap_servers``), here with SASL/PLAIN from the
     properties file's listener keys: produce acks=all from a follower's address only and
-    consume from the earliest offset as alice; a wrong password is refused."""
+    consume from the earliest offset as alice; a wrong password is refused. Then the admin APIs
+    across processes: DescribeConfigs of a node's broker resource (its properties file),
+    DeleteTopics (every node's dirs go) and the name created again with the defaults."""
     ck = pytest.importorskip("confluent_kafka")
     from seglog.cluster import start_cluster
 
@@ -319,6 +321,33 @@ def test_node_processes_serve_kafka_clients_on_their_second_listener(zookeeper_c
         auth = [e for e in refused if e.code() == ck.KafkaError._AUTHENTICATION]
         assert auth, refused
         assert "Invalid username or password" in auth[0].str()
+
+        # The admin APIs across processes: the node's own properties, then a deletion whose
+        # StopReplica crosses the nodes' transport, and the name created again.
+        import os
+
+        from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType  # type: ignore[attr-defined]
+
+        admin = AdminClient({"bootstrap.servers": cluster.kafka_address(follower), **SASL_ALICE})
+        resource = ConfigResource(ResourceType.BROKER, str(follower))
+        broker = admin.describe_configs([resource], request_timeout=10)[resource].result(15)
+        assert broker["node.id"].value == str(follower)
+        assert broker["controlled.shutdown.retry.backoff.ms"].value == "200"  # from its properties file
+        admin.delete_topics(["p"], operation_timeout=10)["p"].result(15)
+        deadline = time.monotonic() + 15
+        while any(d.startswith("p-") for i in cluster.ids for d in os.listdir(cluster.node_dir(i))):
+            assert time.monotonic() < deadline, "p's dirs still there"
+            time.sleep(0.05)
+        deadline = time.monotonic() + 15
+        while True:  # TOPIC_ALREADY_EXISTS until the controller removed the topic's znodes
+            fut = admin.create_topics([NewTopic("p")], operation_timeout=10)["p"]
+            try:
+                fut.result(15)
+                break
+            except ck.KafkaException as exc:
+                assert exc.args[0].code() == ck.KafkaError.TOPIC_ALREADY_EXISTS and time.monotonic() < deadline
+                time.sleep(0.1)
+        assert len(admin.list_topics(timeout=10).topics["p"].partitions) == 1  # num.partitions
     finally:
         cluster.close()
 
