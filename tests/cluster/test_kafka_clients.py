@@ -5,6 +5,7 @@ only a follower, and an idempotent producer that keeps going while the leader is
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -845,6 +846,32 @@ def test_admin_clients_delete_records_on_a_node(cluster: LocalCluster) -> None:
     finally:
         client.close()
     assert _confluent_consume(ck, bootstrap, "trim", 1, 3) == {0: [b"r7", b"r8", b"r9"]}
+
+
+def test_java_admin_producer_and_consumer_on_a_cluster(cluster: LocalCluster, tmp_path: Path) -> None:
+    """Kafka's Java client (tests/kafka/java/ClusterAdminCheck.java) against the cluster: its
+    AdminClient creates a topic with three replicas, an idempotent acks=all producer writes ten
+    records at offsets 0-9, deleteRecords(4) answers low watermark 4 (and one past the high
+    watermark OffsetOutOfRangeException), and a consumer's seekToBeginning lands on 4."""
+    from tests.kafka.conftest import JAVA_DIR, compile_java, java_unavailable
+
+    reason = java_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    classpath = compile_java(tmp_path / "classes", JAVA_DIR / "ClusterAdminCheck.java")
+    proc = subprocess.run(
+        ["java", "-cp", classpath, "ClusterAdminCheck", cluster.bootstrap_servers, "jtrim", "3"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    assert proc.stdout.count("OK ") == 5, proc.stdout
+    # Every replica has let the deleted records go (the request completes once the low
+    # watermark, the lowest log start over the replicas, reached 4).
+    for node in cluster.nodes.values():
+        assert node is not None
+        assert node.partitions[("jtrim", 0)].log.log_start_offset == 4
 
 
 def test_admin_errors_a_node_answers_over_kafkas_protocol(cluster: LocalCluster) -> None:
