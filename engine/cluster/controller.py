@@ -41,7 +41,7 @@ import json
 import logging
 import random
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from seglog.cluster import election as el
 from seglog.cluster import mutations as mut
@@ -52,6 +52,7 @@ from seglog.cluster.coordinator import (
     CoordinatorError,
     CoordinatorSession,
     Create,
+    Delete,
     NodeExistsError,
     NoNodeError,
     SessionExpiredError,
@@ -62,20 +63,29 @@ from seglog.cluster.messages import (
     NONE,
     AlterPartitionRequest,
     AlterPartitionResponse,
+    AlterTopicConfigRequest,
+    AlterTopicConfigResponse,
     ControlledShutdownRequest,
     ControlledShutdownResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicRequest,
     CreateTopicResponse,
+    DeleteTopicRequest,
+    DeleteTopicResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
 )
 from seglog.cluster.metadata import (
     BROKER_IDS_PATH,
     CONTROLLER_EPOCH_PATH,
+    DELETE_TOPICS_PATH,
     LOG_DIR_EVENT_PATH,
     NO_LEADER,
     PRODUCER_ID_BLOCK_PATH,
@@ -99,6 +109,7 @@ from seglog.errors import (
     ElectionNotNeededError,
     FencedLeaderEpochError,
     IneligibleReplicaError,
+    InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidRequestError,
@@ -113,6 +124,8 @@ from seglog.errors import (
 )
 
 log = logging.getLogger("seglog.cluster.controller")
+
+_R = TypeVar("_R")
 
 _LEGAL_TOPIC = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
@@ -185,6 +198,12 @@ class Controller:
         self._resync_task: Any = None
         self._armed: set[str] = set()
         self.shutting_down: set[int] = set()
+        #: Topics marked for deletion -> the nodes whose replicas are not deleted yet.
+        self.deleting: dict[str, set[int]] = {}
+        #: The state version that first left each topic being deleted out: a node gets
+        #: StopReplica once it has acknowledged that one (it no longer opens the replicas).
+        self._deleted_in: dict[str, int] = {}
+        self._stopping: set[tuple[str, int]] = set()  # (topic, node) StopReplica in flight
 
     @property
     def mutants(self) -> frozenset[str]:
@@ -243,6 +262,8 @@ class Controller:
             return  # type: ignore[unreachable]
         self._guard(self._reconcile)
         self._resend()
+        for name in sorted(self.deleting):
+            self._advance_deletion(name)
 
     # ---------------------------------------------------------------------------------------------
     # Loading state from the coordinator
@@ -250,7 +271,7 @@ class Controller:
 
     def _load(self) -> None:
         s = self.session
-        for path in ("/brokers", BROKER_IDS_PATH, TOPICS_PATH, LOG_DIR_EVENT_PATH):
+        for path in ("/brokers", BROKER_IDS_PATH, TOPICS_PATH, LOG_DIR_EVENT_PATH, "/admin", DELETE_TOPICS_PATH):
             if s.exists(path) is None:
                 try:
                     s.create(path, b"")
@@ -259,6 +280,7 @@ class Controller:
         self._refresh_brokers()
         self._refresh_topics()
         self._log_dir_events()
+        self._load_deletions()
 
     def _refresh_brokers(self) -> None:
         if not self.active:
@@ -487,7 +509,8 @@ class Controller:
 
     def _reconcile(self) -> None:
         for tp in sorted(self.states):
-            self._change(tp)
+            if tp[0] not in self.deleting:  # a topic being deleted elects nobody
+                self._change(tp)
 
     # ---------------------------------------------------------------------------------------------
     # Telling the nodes
@@ -496,7 +519,8 @@ class Controller:
     def full_state(self, target: int) -> LeaderAndIsrRequest:
         parts = []
         for (t, p), st in sorted(self.states.items()):
-            parts.append(PartitionInfo(t, p, self.topics[t].assignment[p], st))
+            if t not in self.deleting:
+                parts.append(PartitionInfo(t, p, self.topics[t].assignment[p], st))
         info = self.brokers.get(target)
         return LeaderAndIsrRequest(
             self.node.node_id,
@@ -504,7 +528,13 @@ class Controller:
             info.broker_epoch if info else -1,
             tuple(parts),
             tuple(sorted((b, i.broker_epoch) for b, i in self.brokers.items())),
-            tuple(sorted((t, json.dumps(ti.config, sort_keys=True)) for t, ti in self.topics.items())),
+            tuple(
+                sorted(
+                    (t, json.dumps(ti.config, sort_keys=True))
+                    for t, ti in self.topics.items()
+                    if t not in self.deleting
+                )
+            ),
             tuple(sorted((b, i.address) for b, i in self.brokers.items() if i.address)),
             tuple(sorted((b, i.kafka_address) for b, i in self.brokers.items() if i.kafka_address)),
         )
@@ -530,6 +560,8 @@ class Controller:
                 self._inflight.pop(b, None)
             if err is None and isinstance(resp, LeaderAndIsrResponse) and resp.error == NONE:
                 self.acked[b] = max(self.acked.get(b, -1), version)
+                for name in sorted(self.deleting):  # the node may get its StopReplica now
+                    self._advance_deletion(name)
 
         self.node.send(b, req, done, self.node.config.controller_socket_timeout_ms)
 
@@ -555,7 +587,7 @@ class Controller:
     def _alter_partition(self, req: AlterPartitionRequest) -> AlterPartitionResponse:
         tp = (req.topic, req.partition)
         st = self.states.get(tp)
-        if st is None:
+        if st is None or req.topic in self.deleting:
             e: KafkaError = UnknownTopicOrPartitionError(f"no partition {req.topic}-{req.partition}")
             return AlterPartitionResponse(code_for_exception(e), message=str(e))
         if req.broker_id != st.leader or req.leader_epoch != st.leader_epoch:
@@ -620,23 +652,30 @@ class Controller:
         return AlterPartitionResponse(NONE, new)
 
     def handle_create_topic(self, req: CreateTopicRequest) -> CreateTopicResponse:
+        return self._admin(lambda: self._create_topic(req), CreateTopicResponse)
+
+    def handle_create_partitions(self, req: CreatePartitionsRequest) -> CreatePartitionsResponse:
+        return self._admin(lambda: self._create_partitions(req), CreatePartitionsResponse)
+
+    def _admin(self, fn: Callable[[], _R], response: Callable[[int, str], _R]) -> _R:
+        """``fn``'s answer; a refusal, a bad config or a lost role as ``response(code, message)``."""
         err = self._not_active()
         if err is not None:
-            return CreateTopicResponse(code_for_exception(err), str(err))
+            return response(code_for_exception(err), str(err))
         try:
-            return self._create_topic(req)
-        except KafkaError as e:
-            return CreateTopicResponse(code_for_exception(e), str(e))
-        except ConfigError as e:
-            return CreateTopicResponse(code_for_exception(e), str(e))
+            return fn()
+        except (KafkaError, ConfigError) as e:
+            return response(code_for_exception(e), str(e))
         except (SessionExpiredError, BadVersionError, ConnectionLossError) as exc:
             e2 = self._lost_control(exc)
-            return CreateTopicResponse(code_for_exception(e2), str(e2))
+            return response(code_for_exception(e2), str(e2))
 
     def _create_topic(self, req: CreateTopicRequest) -> CreateTopicResponse:
         name = req.name
         if not name or len(name) > 249 or name in (".", "..") or any(c not in _LEGAL_TOPIC for c in name):
             raise InvalidTopicError(f"invalid topic name {name!r}: 1-249 characters of [a-zA-Z0-9._-], not '.' or '..'")
+        if name in self.deleting:
+            raise TopicAlreadyExistsError(f"topic {name!r} is marked for deletion")
         if name in self.topics:
             raise TopicAlreadyExistsError(f"topic {name!r} already exists")
         config = {k: json.loads(v) for k, v in req.config}
@@ -661,8 +700,15 @@ class Controller:
             Create(topic_path(name), topic_record(assignment, config)),
             Create(topic_path(name) + "/partitions", b""),
         ]
+        self._add_partitions(name, assignment, ops, TopicInfo(assignment, config, log_config))
+        return CreateTopicResponse(NONE, assignment=tuple(assignment[p] for p in sorted(assignment)))
+
+    def _add_partitions(self, name: str, new: Mapping[int, tuple[int, ...]], ops: list[Any], topic: TopicInfo) -> None:
+        """Write ``ops`` and the znodes of topic ``name``'s ``new`` partitions (each led by its
+        first live replica, at leader epoch 0) in one ``multi``; then ``topic`` is the topic and
+        every node hears of it."""
         states = {}
-        for p, replicas in assignment.items():
+        for p, replicas in new.items():
             alive = tuple(r for r in replicas if r in self.brokers)
             leader = alive[0] if alive else NO_LEADER
             isr0 = alive or replicas[:1]
@@ -672,12 +718,178 @@ class Controller:
             ops.append(Create(topic_path(name) + f"/partitions/{p}", b""))
             ops.append(Create(state_path(name, p), st.to_json()))
         self.session.multi(ops)
-        self.topics[name] = TopicInfo(assignment, config, log_config)
+        self.topics[name] = topic
         for p, st in states.items():
             self.states[(name, p)] = st
         self.version += 1
         self._publish()
-        return CreateTopicResponse(NONE, assignment=tuple(assignment[p] for p in sorted(assignment)))
+
+    def _create_partitions(self, req: CreatePartitionsRequest) -> CreatePartitionsResponse:
+        """Kafka's CreatePartitions: the new partitions placed over the live nodes as a new
+        topic's are (or as given), with the topic's replication factor; the topic record and
+        the new partitions' znodes written at once."""
+        name = req.name
+        topic = self.topics.get(name)
+        if topic is None or name in self.deleting:
+            raise UnknownTopicOrPartitionError(f"the cluster has no topic {name!r}")
+        have = len(topic.assignment)
+        if req.count <= have:
+            raise InvalidPartitionsError(
+                f"topic {name!r} has {have} partitions; the new total {req.count} must be larger"
+            )
+        rf = len(topic.assignment[0])
+        live = sorted(self.brokers)
+        adding = req.count - have
+        if req.assignment:
+            if len(req.assignment) != adding:
+                raise InvalidReplicaAssignmentError(
+                    f"topic {name!r}: {len(req.assignment)} assignments for the {adding} new partitions"
+                )
+            for i, r in enumerate(req.assignment):
+                p = have + i
+                if len(r) != rf or len(set(r)) != len(r):
+                    raise InvalidReplicaAssignmentError(
+                        f"topic {name!r} partition {p}: replicas {list(r)} must be {rf} distinct nodes "
+                        "(the topic's replication factor)"
+                    )
+                unknown = sorted(set(r) - set(live))
+                if unknown:
+                    raise InvalidReplicaAssignmentError(
+                        f"topic {name!r} partition {p}: nodes {unknown} are not live nodes of the cluster {live}"
+                    )
+            placed = [tuple(r) for r in req.assignment]
+        else:
+            if rf > len(live):
+                raise InvalidReplicationFactorError(
+                    f"topic {name!r}: replication factor {rf} is larger than the {len(live)} live nodes {live}"
+                )
+            placed = el.assign_replicas(adding, rf, live, start_partition=have, rng=self._rng)
+        new = {have + i: r for i, r in enumerate(placed)}
+        if not req.validate_only:
+            assignment = {**topic.assignment, **new}
+            ops: list[Any] = [
+                Check(CONTROLLER_EPOCH_PATH, self.epoch_version),
+                SetData(topic_path(name), topic_record(assignment, topic.config)),
+            ]
+            self._add_partitions(name, new, ops, dataclasses.replace(topic, assignment=assignment))
+        return CreatePartitionsResponse(NONE, assignment=tuple(placed))
+
+    def handle_alter_topic_config(self, req: AlterTopicConfigRequest) -> AlterTopicConfigResponse:
+        return self._admin(lambda: self._alter_topic_config(req), AlterTopicConfigResponse)
+
+    def _alter_topic_config(self, req: AlterTopicConfigRequest) -> AlterTopicConfigResponse:
+        """New overrides for a topic, checked whole (INVALID_CONFIG naming the key), written in
+        its topic record and sent to every node, which applies them to its open replicas."""
+        name = req.name
+        topic = self.topics.get(name)
+        if topic is None or name in self.deleting:
+            raise UnknownTopicOrPartitionError(f"the cluster has no topic {name!r}")
+        config = {k: v for k, v in topic.config.items() if k not in req.delete}
+        config.update((k, json.loads(v)) for k, v in req.set)
+        for key in req.delete:
+            config.pop(key, None)
+        log_config = self._log_config(config)
+        if not req.validate_only and config != topic.config:
+            self.session.multi(
+                [
+                    Check(CONTROLLER_EPOCH_PATH, self.epoch_version),
+                    SetData(topic_path(name), topic_record(topic.assignment, config)),
+                ]
+            )
+            self.topics[name] = dataclasses.replace(topic, config=config, log_config=log_config)
+            self.version += 1
+            self._publish()
+        return AlterTopicConfigResponse(NONE, config=tuple((k, json.dumps(v)) for k, v in sorted(config.items())))
+
+    # -- topic deletion (Kafka's TopicDeletionManager in ZooKeeper mode) -------------------------
+
+    def handle_delete_topic(self, req: DeleteTopicRequest) -> DeleteTopicResponse:
+        return self._admin(lambda: self._delete_topic(req), DeleteTopicResponse)
+
+    def _delete_topic(self, req: DeleteTopicRequest) -> DeleteTopicResponse:
+        """Mark the topic (``/admin/delete_topics/T``), drop it from what the nodes are told,
+        and have its replicas deleted; the topic's znodes go once every replica is gone. A
+        topic already marked is answered as marked now (as Kafka)."""
+        name = req.name
+        if name not in self.topics:
+            raise UnknownTopicOrPartitionError(f"the cluster has no topic {name!r}")
+        if name not in self.deleting:
+            try:
+                self.session.multi([Check(CONTROLLER_EPOCH_PATH, self.epoch_version), Create(_marker(name), b"")])
+            except NodeExistsError:
+                pass  # an earlier attempt's write went through, its answer was lost
+            log.info("controller %d: topic %s marked for deletion", self.node.node_id, name)
+            self._mark(name)
+        return DeleteTopicResponse(NONE)
+
+    def _mark(self, name: str) -> None:
+        self.deleting[name] = {r for replicas in self.topics[name].assignment.values() for r in replicas}
+        self.version += 1
+        self._deleted_in[name] = self.version
+        self._publish()
+        self._advance_deletion(name)
+
+    def _load_deletions(self) -> None:
+        """Resume the deletions a former controller started (the markers left); a marker whose
+        topic is gone already (its znodes went first) is removed."""
+        for name in sorted(self.session.children(DELETE_TOPICS_PATH)):
+            if name in self.topics:
+                self.deleting[name] = {r for replicas in self.topics[name].assignment.values() for r in replicas}
+                self._deleted_in[name] = self.version
+            else:
+                try:
+                    self.session.delete(_marker(name))
+                except NoNodeError:
+                    pass
+
+    def _advance_deletion(self, name: str) -> None:
+        """Send StopReplica (delete) to every live node whose replicas of ``name`` are not
+        deleted yet; with none left, remove the topic's znodes and its marker at once. A node
+        that is down keeps the topic marked until it is back (its dirs must go too)."""
+        pending = self.deleting.get(name)
+        if pending is None or not self.active:
+            return
+        if not pending:
+            self._guard(lambda: self._finish_deletion(name))
+            return
+        assignment = self.topics[name].assignment
+        for b in sorted(pending):
+            info = self.brokers.get(b)
+            if info is None or (name, b) in self._stopping or self.acked.get(b, -1) < self._deleted_in[name]:
+                continue  # down, asked already, or may still open the replicas from an older state
+            tps = tuple((name, p) for p, replicas in sorted(assignment.items()) if b in replicas)
+            req = StopReplicaRequest(self.node.node_id, self.epoch, info.broker_epoch, tps, delete=True)
+            self._stopping.add((name, b))
+
+            def done(resp: Any, err: BaseException | None, b: int = b) -> None:
+                self._stopping.discard((name, b))
+                if not self.active or name not in self.deleting:
+                    return
+                if err is None and isinstance(resp, StopReplicaResponse) and resp.error == NONE:
+                    self.deleting[name].discard(b)
+                    if not self.deleting[name]:
+                        self._advance_deletion(name)
+                else:
+                    why = err if err is not None else getattr(resp, "message", "") or type(resp).__name__
+                    log.warning("controller %d: node %d did not delete %s: %s", self.node.node_id, b, name, why)
+
+            self.node.send(b, req, done, self.node.config.controller_socket_timeout_ms)
+
+    def _finish_deletion(self, name: str) -> None:
+        topic = self.topics[name]
+        ops: list[Any] = [Check(CONTROLLER_EPOCH_PATH, self.epoch_version)]
+        for p in sorted(topic.assignment):
+            ops.append(Delete(state_path(name, p)))
+            ops.append(Delete(topic_path(name) + f"/partitions/{p}"))
+        ops += [Delete(topic_path(name) + "/partitions"), Delete(topic_path(name)), Delete(_marker(name))]
+        self.session.multi(ops)
+        del self.topics[name]
+        del self.deleting[name]
+        del self._deleted_in[name]
+        for p in topic.assignment:
+            self.states.pop((name, p), None)
+        self.version += 1
+        log.info("controller %d: topic %s deleted", self.node.node_id, name)
 
     def handle_elect_leaders(self, req: ElectLeadersRequest) -> ElectLeadersResponse:
         err = self._not_active()
@@ -827,6 +1039,10 @@ class Controller:
             "brokers": {b: i.broker_epoch for b, i in self.brokers.items()},
             "partitions": {f"{t}-{p}": dataclasses.asdict(st) for (t, p), st in self.states.items()},
         }
+
+
+def _marker(name: str) -> str:
+    return f"{DELETE_TOPICS_PATH}/{name}"
 
 
 def error_response_for(exc: KafkaError) -> LeaderAndIsrResponse:

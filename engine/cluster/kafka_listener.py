@@ -17,8 +17,8 @@ Served (versions of :data:`seglog.kafka.apis.API_VERSIONS`):
   replicas, ISR and offline replicas (replicas on nodes not alive), the controller. A topic
   the node does not know is UNKNOWN_TOPIC_OR_PARTITION (no topic is created by a Metadata
   request, whatever ``allow_auto_topic_creation`` says: a node has no
-  ``auto.create.topics.enable``). Topic ids are derived from the topic's name (the cluster
-  has no topic deletion, so a name never names two topics);
+  ``auto.create.topics.enable``). Topic ids are derived from the topic's name, so a name deleted
+  and created again gets the same id;
 - Produce, each partition a :class:`~seglog.cluster.messages.ProduceRequest` carrying a view of
   the request frame; acks 0, 1 and -1; the node's error codes (NOT_LEADER_OR_FOLLOWER on a node
   that does not lead the partition, NOT_ENOUGH_REPLICAS, ...);
@@ -30,29 +30,42 @@ Served (versions of :data:`seglog.kafka.apis.API_VERSIONS`):
 - ListOffsets (earliest, latest, by timestamp, max timestamp) on the partition's leader;
 - CreateTopics, each topic a :class:`~seglog.cluster.messages.CreateTopicRequest` forwarded to
   the controller, answered once this node knows a leader of every new partition (as Kafka
-  answers once the topic is in its metadata); the -1 defaults are refused (a node has no
-  ``num.partitions`` or ``default.replication.factor``); ``validate_only`` is checked on the
-  node's own view;
+  answers once the topic is in its metadata); -1 partitions or replication factor are the
+  node's ``num.partitions`` / ``default.replication.factor``; a name given twice in one request
+  is INVALID_REQUEST; ``validate_only`` is checked on the node's own view;
 - DeleteRecords, each partition a :class:`~seglog.cluster.messages.DeleteRecordsRequest` to the
   node (its leader answers the low watermark);
+- CreatePartitions, each topic a :class:`~seglog.cluster.messages.CreatePartitionsRequest`
+  forwarded to the controller (placement over the live nodes as for a new topic, or the given
+  assignments), answered once this node knows the new partitions' leaders;
+- DeleteTopics (by name, or by id at v6), each a
+  :class:`~seglog.cluster.messages.DeleteTopicRequest` forwarded to the controller (Kafka's
+  ZooKeeper-mode deletion: marked, StopReplica with delete to the replicas' nodes, then the
+  znodes go), answered once the topic left this node's metadata;
+- DescribeConfigs from the node's own view: a topic's every key with its value and source (its
+  overrides DYNAMIC_TOPIC_CONFIG, else the node's topic defaults), the node's broker resource;
+- IncrementalAlterConfigs on topics: checked by the node, then an
+  :class:`~seglog.cluster.messages.AlterTopicConfigRequest` to the controller, which writes the
+  topic record and tells every node (each applies it to its open replicas); answered once this
+  node has the new overrides;
 - FindCoordinator and the group APIs (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
   OffsetFetch, DescribeGroups, ListGroups): :class:`~seglog.cluster.group_coordinator.NodeGroups`.
   A group's coordinator is the leader of its ``__consumer_offsets`` partition (the topic is made
   through the controller at the first FindCoordinator); other nodes answer NOT_COORDINATOR;
   commits are appended to that partition with ``acks=-1``. Metadata marks the topic internal.
 
-Not yet served here: the other admin APIs (DeleteTopics, CreatePartitions, the config APIs),
-follower fetches (nodes replicate over the cluster's own transport).
+Not yet served here: follower fetches (nodes replicate over the cluster's own transport).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from seglog.cluster.group_coordinator import NodeGroups
@@ -60,10 +73,16 @@ from seglog.cluster.messages import (
     CONSUMER_REPLICA_ID,
     ISOLATION_HIGH_WATERMARK,
     NONE,
+    AlterTopicConfigRequest,
+    AlterTopicConfigResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicRequest,
     CreateTopicResponse,
     DeleteRecordsRequest,
     DeleteRecordsResponse,
+    DeleteTopicRequest,
+    DeleteTopicResponse,
     FetchPartition,
     FetchPartitionResponse,
     FetchRequest,
@@ -73,6 +92,7 @@ from seglog.cluster.messages import (
     ProduceRequest,
     ProduceResponse,
 )
+from seglog.config import BrokerConfig, LogConfig
 from seglog.errors import (
     FencedLeaderEpochError,
     InvalidPartitionsError,
@@ -94,7 +114,7 @@ from seglog.errors import (
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
-from seglog.kafka.admin import topic_configs_created
+from seglog.kafka.admin import describe_config_resources, topic_config_changes, topic_configs_created
 from seglog.kafka.apis import API_VERSIONS
 from seglog.kafka.codec import Message
 from seglog.kafka.connection import CloseConnection, ConnState, fmt_peer
@@ -120,9 +140,11 @@ log = logging.getLogger("seglog.cluster.kafka")
 
 #: The APIs a node's Kafka listener serves, at the versions the store's listener serves them.
 NODE_API_VERSIONS: dict[int, tuple[int, int]] = {
-    k: API_VERSIONS[k] for k in (0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 21, 22, 36)
+    k: API_VERSIONS[k] for k in (0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 32, 36, 37, 44)
 }
 
+#: DescribeConfigs / IncrementalAlterConfigs resource type of a topic.
+_TOPIC = 2
 #: Kafka's COORDINATOR_NOT_AVAILABLE: what an idempotent producer retries InitProducerId on.
 COORDINATOR_NOT_AVAILABLE = 15
 _NO_OPERATIONS = -2147483648
@@ -143,7 +165,9 @@ def topic_id(name: str) -> bytes:
 class NodeKafkaListener(KafkaListener):
     """Answer Kafka clients from ``node`` on ``host:port`` (port 0: any free port); start and
     close it on the node's loop. ``cluster_id`` is what Metadata reports (the same on every
-    node). Security options as :class:`~seglog.kafka.listener.KafkaListener`'s."""
+    node); ``broker_config`` the node's properties DescribeConfigs answers (None: those of its
+    replication settings and topic defaults, the rest Kafka's defaults). Security options as
+    :class:`~seglog.kafka.listener.KafkaListener`'s."""
 
     def __init__(
         self,
@@ -152,11 +176,14 @@ class NodeKafkaListener(KafkaListener):
         port: int = 0,
         *,
         cluster_id: str = "seglog-cluster",
+        broker_config: BrokerConfig | None = None,
         **options: Any,
     ) -> None:
         super().__init__(host, port, api_versions=NODE_API_VERSIONS, **options)
         self.node = node
         self.cluster_id = cluster_id
+        #: What DescribeConfigs answers for the node (None: made from the node's own settings).
+        self.broker_config = broker_config
         self.fetch_sessions = FetchSessionCache(1000)
         #: Clear while the node is paused (a frozen process): requests wait before reaching it.
         self._running = asyncio.Event()
@@ -168,8 +195,12 @@ class NodeKafkaListener(KafkaListener):
                 2: self._list_offsets,
                 3: self._metadata,
                 19: self._create_topics,
+                20: self._delete_topics,
                 21: self._delete_records,
                 22: self._init_producer_id,
+                32: self._describe_configs,
+                37: self._create_partitions,
+                44: self._incremental_alter_configs,
             }
         )
         #: FindCoordinator and the group APIs (seglog.cluster.group_coordinator).
@@ -248,6 +279,51 @@ class NodeKafkaListener(KafkaListener):
             return None
         host, _, port = addr.rpartition(":")
         return host.strip("[]"), int(port)
+
+    async def _forwarded(
+        self,
+        out: dict[str, Any],
+        fut: asyncio.Future[Any] | None,
+        response: type[Any],
+        what: str,
+        done: Callable[[Any], bool],
+        deadline: float,
+        timeout_ms: int,
+    ) -> Any:
+        """The controller's answer ``fut`` to an admin request forwarded to ``what``, once
+        ``done(answer)`` holds on this node (Kafka answers once its metadata shows the change;
+        ``timeout_ms`` 0: no wait); None with the failure put in result ``out``: NOT_CONTROLLER
+        when no controller answered (clients ask again, as while a controller is being
+        elected), the controller's error, REQUEST_TIMED_OUT past ``deadline``."""
+        controller_ms = self.node.config.controller_socket_timeout_ms
+        resp = None if fut is None else await self._answer(fut, controller_ms / 1000.0, what)
+        if not isinstance(resp, response):
+            out["error_code"] = NotControllerError.code
+            out["error_message"] = f"node {self.node.node_id} reached no controller to {what}"
+            return None
+        if resp.error != NONE:
+            out["error_code"], out["error_message"] = resp.error, resp.message or None
+            return None
+        loop = asyncio.get_running_loop()
+        while timeout_ms > 0 and not done(resp):
+            left = deadline - loop.time()
+            if left <= 0:
+                late = RequestTimedOutError(
+                    f"the controller did {what}, but node {self.node.node_id}'s metadata did not show it "
+                    f"within timeout_ms {timeout_ms}"
+                )
+                out["error_code"], out["error_message"] = late.code, str(late)
+                return None
+            await asyncio.sleep(min(0.02, left))
+        return resp
+
+    def _gone(self, name: str, _resp: Any = None) -> bool:
+        return not any(t == name for t, _ in self.node.metadata)
+
+    def _has_leaders(self, name: str, count: int, resp: Any) -> bool:
+        """This node knows a leader of each of topic ``name``'s partitions: ``count`` of them,
+        -1 for as many as ``resp`` (a :class:`CreateTopicResponse`) assigned."""
+        return self._leaders_known(name, len(resp.assignment) if count < 0 else count)
 
     def _names(self) -> list[str]:
         return sorted({t for t, _ in self.node.metadata})
@@ -450,11 +526,17 @@ class NodeKafkaListener(KafkaListener):
         controller_ms = self.node.config.controller_socket_timeout_ms
         pending: list[tuple[dict[str, Any], CreateTopicRequest, asyncio.Future[Any] | None]] = []
         results = []
+        seen: dict[str, int] = {}
+        for t in req["topics"]:
+            seen[t["name"]] = seen.get(t["name"], 0) + 1
         for t in req["topics"]:
             name = t["name"]
             out = create_topics_result(name)
             results.append(out)
             try:
+                if seen[name] > 1:
+                    # Kafka's rule: a name given twice is refused, the other topics are created.
+                    raise InvalidRequestError(f"topic {name!r} appears {seen[name]} times in one CreateTopics request")
                 msg = self._create_topic_request(t)
                 if validate_only:
                     self._validate_topic(msg)
@@ -465,32 +547,21 @@ class NodeKafkaListener(KafkaListener):
                 continue
             pending.append((out, msg, self._ask_controller(msg, controller_ms)))
         for out, msg, fut in pending:
-            resp = None if fut is None else await self._answer(fut, controller_ms / 1000.0, "CreateTopics")
-            if not isinstance(resp, CreateTopicResponse):
-                # No controller known, or it did not answer: the client asks again (Kafka's
-                # answer while a controller is being elected).
-                out["error_code"] = NotControllerError.code
-                out["error_message"] = f"node {self.node.node_id} reached no controller to create {msg.name!r}"
-                continue
-            if resp.error != NONE:
-                out["error_code"], out["error_message"] = resp.error, resp.message or None
-                continue
-            msg = dataclasses.replace(msg, partitions=len(resp.assignment), assignment=resp.assignment)
-            # Kafka answers once the topic is in its metadata: wait until this node knows a
-            # leader of every partition, so the client's next Metadata finds them (timeout_ms 0:
-            # no wait, as Kafka).
-            while timeout_ms > 0 and not self._leaders_known(msg.name, msg.partitions):
-                left = deadline - asyncio.get_running_loop().time()
-                if left <= 0:
-                    late = RequestTimedOutError(
-                        f"topic {msg.name!r} was created, but node {self.node.node_id} did not learn the "
-                        f"leaders of its {msg.partitions} partitions within timeout_ms {timeout_ms}"
-                    )
-                    out["error_code"], out["error_message"] = late.code, str(late)
-                    break
-                await asyncio.sleep(min(0.02, left))
-            else:
-                self._created(out, msg)
+            resp = await self._forwarded(
+                out,
+                fut,
+                CreateTopicResponse,
+                f"create {msg.name!r}",
+                # Kafka answers once the topic is in its metadata: this node knows a leader of
+                # every partition, so the client's next Metadata finds them.
+                functools.partial(self._has_leaders, msg.name, -1),
+                deadline,
+                timeout_ms,
+            )
+            if resp is not None:
+                self._created(
+                    out, dataclasses.replace(msg, partitions=len(resp.assignment), assignment=resp.assignment)
+                )
                 out["topic_id"] = topic_id(msg.name)
         return {"throttle_time_ms": 0, "topics": results}
 
@@ -514,12 +585,11 @@ class NodeKafkaListener(KafkaListener):
             self._check_assignment(name, assignment)
             n, rf = len(assignment), len(assignment[0])
         else:
-            # The cluster has no num.partitions / default.replication.factor of its own.
-            if n == -1 or rf == -1:
-                raise InvalidRequestError(
-                    f"topic {name!r}: num_partitions and replication_factor must be given (-1, the broker "
-                    "default, is not served: a cluster node has no num.partitions or default.replication.factor)"
-                )
+            # -1: this node's num.partitions / default.replication.factor (Kafka's broker keys).
+            if n == -1:
+                n = self.node.config.num_partitions
+            if rf == -1:
+                rf = self.node.config.default_replication_factor
             if n < 1:
                 raise InvalidPartitionsError(f"topic {name!r}: number of partitions must be at least 1, got {n}")
             if rf < 1:
@@ -576,6 +646,153 @@ class NodeKafkaListener(KafkaListener):
     def _leaders_known(self, name: str, partitions: int) -> bool:
         meta = self.node.metadata
         return all((name, p) in meta and meta[(name, p)].state.leader >= 0 for p in range(partitions))
+
+    # -- DeleteTopics ---------------------------------------------------------------------------
+
+    async def _delete_topics(self, version: int, req: Message, state: ConnState) -> Message:
+        timeout_ms = max(int(req.get("timeout_ms", 30_000)), 0)
+        deadline = asyncio.get_running_loop().time() + timeout_ms / 1000.0
+        controller_ms = self.node.config.controller_socket_timeout_ms
+        if version >= 6:
+            asked = [(t.get("name"), t.get("topic_id") or bytes(16)) for t in req["topics"]]
+        else:
+            asked = [(n, bytes(16)) for n in req["topic_names"]]
+        names = [n if n is not None else self._topic_name(tid) for n, tid in asked]
+        pending: list[tuple[dict[str, Any], str, asyncio.Future[Any] | None]] = []
+        results = []
+        for (_, tid), name in zip(asked, names):
+            unknown_id = name.startswith(UNKNOWN_ID)
+            out: dict[str, Any] = {
+                "name": None if unknown_id else name,
+                "topic_id": tid if unknown_id else topic_id(name),
+                "error_code": NONE,
+                "error_message": None,
+            }
+            results.append(out)
+            if unknown_id:
+                state.fail(out, "DeleteTopics", UnknownTopicIdError(f"no topic has the topic id {tid.hex()}"))
+            elif names.count(name) > 1:
+                err = InvalidRequestError(
+                    f"topic {name!r} appears {names.count(name)} times in one DeleteTopics request"
+                )
+                state.fail(out, f"DeleteTopics {name}", err)
+            else:
+                pending.append((out, name, self._ask_controller(DeleteTopicRequest(name), controller_ms)))
+        for out, name, fut in pending:
+            # Kafka answers once the topic is gone from its metadata.
+            gone = functools.partial(self._gone, name)
+            await self._forwarded(out, fut, DeleteTopicResponse, f"delete {name!r}", gone, deadline, timeout_ms)
+        return {"throttle_time_ms": 0, "responses": results}
+
+    # -- DescribeConfigs ------------------------------------------------------------------------
+
+    async def _describe_configs(self, version: int, req: Message, state: ConnState) -> Message:
+        node = self.node
+
+        def topic(name: str) -> tuple[LogConfig, Mapping[str, Any]]:
+            if not any(t == name for t, _ in node.metadata):
+                raise UnknownTopicOrPartitionError(f"the cluster has no topic {name!r}")
+            overrides = node.topic_configs.get(name) or {}
+            return node.topic_config(overrides), overrides
+
+        return describe_config_resources(version, req, node.node_id, self._broker(), node.topic_config(), topic)
+
+    def _broker(self) -> BrokerConfig:
+        """The node's broker properties: as given, else from its replication settings and topic
+        defaults (the rest Kafka's defaults)."""
+        if self.broker_config is None:
+            node = self.node
+            props = {"node.id": node.node_id, "log.dirs": list(node.log_dirs)}
+            props.update(node.config.broker_properties(node.log_defaults))
+            self.broker_config = BrokerConfig.from_dict(props)
+        return self.broker_config
+
+    # -- CreatePartitions -----------------------------------------------------------------------
+
+    async def _create_partitions(self, version: int, req: Message, state: ConnState) -> Message:
+        timeout_ms = max(int(req.get("timeout_ms", 30_000)), 0)
+        deadline = asyncio.get_running_loop().time() + timeout_ms / 1000.0
+        controller_ms = self.node.config.controller_socket_timeout_ms
+        validate_only = bool(req.get("validate_only"))
+        seen: dict[str, int] = {}
+        for t in req["topics"]:
+            seen[t["name"]] = seen.get(t["name"], 0) + 1
+        pending: list[tuple[dict[str, Any], CreatePartitionsRequest, asyncio.Future[Any] | None]] = []
+        results = []
+        for t in req["topics"]:
+            name = t["name"]
+            out: dict[str, Any] = {"name": name, "error_code": NONE, "error_message": None}
+            results.append(out)
+            assignments = t.get("assignments")
+            if seen[name] > 1:
+                err = InvalidRequestError(f"topic {name!r} appears {seen[name]} times in one CreatePartitions request")
+                state.fail(out, f"CreatePartitions {name}", err)
+                continue
+            msg = CreatePartitionsRequest(
+                name, t["count"], tuple(tuple(a["broker_ids"]) for a in assignments or ()), validate_only
+            )
+            pending.append((out, msg, self._ask_controller(msg, controller_ms)))
+        for out, msg, fut in pending:
+            # Answered once this node knows the new partitions' leaders (as CreateTopics).
+            # validate_only: nothing to wait for (0 partitions asked after).
+            done = functools.partial(self._has_leaders, msg.name, 0 if validate_only else msg.count)
+            await self._forwarded(out, fut, CreatePartitionsResponse, f"grow {msg.name!r}", done, deadline, timeout_ms)
+        return {"throttle_time_ms": 0, "results": results}
+
+    # -- IncrementalAlterConfigs ---------------------------------------------------------------
+
+    async def _incremental_alter_configs(self, version: int, req: Message, state: ConnState) -> Message:
+        controller_ms = self.node.config.controller_socket_timeout_ms
+        deadline = asyncio.get_running_loop().time() + controller_ms / 1000.0
+        validate_only = bool(req.get("validate_only"))
+        node = self.node
+        resources = [(r["resource_type"], r["resource_name"]) for r in req["resources"]]
+        pending: list[tuple[dict[str, Any], AlterTopicConfigRequest, asyncio.Future[Any] | None]] = []
+        responses = []
+        for r, key in zip(req["resources"], resources):
+            rtype, name = key
+            out: dict[str, Any] = {
+                "error_code": NONE,
+                "error_message": None,
+                "resource_type": rtype,
+                "resource_name": name,
+            }
+            responses.append(out)
+            try:
+                if rtype != _TOPIC:
+                    raise InvalidRequestError(
+                        f"resource type {rtype} cannot be altered: only topic configs (2) can; a node's broker "
+                        "configs come from its properties at start"
+                    )
+                if resources.count(key) > 1:
+                    raise InvalidRequestError(f"topic {name!r} appears {resources.count(key)} times in one request")
+                keys = [c["name"] for c in r["configs"]]
+                if len(set(keys)) != len(keys):
+                    raise InvalidRequestError(f"topic {name!r}: a config key is given more than once: {keys}")
+                if not any(t == name for t, _ in node.metadata):
+                    raise UnknownTopicOrPartitionError(f"the cluster has no topic {name!r}")
+                overrides = node.topic_configs.get(name) or {}
+                to_set, to_delete = topic_config_changes(r["configs"], node.topic_config(overrides))
+                trial = {k: v for k, v in overrides.items() if k not in to_delete}
+                trial.update(to_set)
+                node.topic_config(trial)  # INVALID_CONFIG naming the key, before anything is sent
+            except SeglogError as exc:
+                state.fail(out, f"IncrementalAlterConfigs {name}", exc)
+                continue
+            msg = AlterTopicConfigRequest(
+                name, tuple((k, json.dumps(v)) for k, v in to_set.items()), tuple(to_delete), validate_only
+            )
+            pending.append((out, msg, self._ask_controller(msg, controller_ms)))
+        for out, msg, fut in pending:
+            # Answered once this node has the new overrides (a DescribeConfigs here shows them).
+            seen = functools.partial(self._configured, msg.name, validate_only)
+            await self._forwarded(
+                out, fut, AlterTopicConfigResponse, f"alter {msg.name!r}", seen, deadline, controller_ms
+            )
+        return {"throttle_time_ms": 0, "responses": responses}
+
+    def _configured(self, name: str, validate_only: bool, resp: AlterTopicConfigResponse) -> bool:
+        return validate_only or self.node.topic_configs.get(name) == {k: json.loads(v) for k, v in resp.config}
 
     # -- DeleteRecords --------------------------------------------------------------------------
 

@@ -108,6 +108,7 @@ class LogDirs:
             for d in self.paths:
                 try:
                     ld = self._lock(d)
+                    ld.remove_deleted_dirs()  # what a deletion cut short by a crash left
                     in_dir = ld.partition_dirs()
                 except LogDirectoryLockedError:
                     raise
@@ -237,6 +238,13 @@ class LogDirs:
     def owner(self, d: str) -> LogDir:
         """The held :class:`LogDir` of ``d`` (the owner its logs are opened with)."""
         return self._held[d]
+
+    def forget(self, tp: TopicPartition) -> None:
+        """The partition's dir was deleted: it has no home, and no checkpoint entry from now on."""
+        self._home.pop(tp, None)
+        self.unopened.discard(tp)
+        self._hw_checkpoint.pop(tp, None)
+        self._hw_dir.pop(tp, None)
 
     def opened(self, tp: TopicPartition) -> None:
         """A log was opened for ``tp``: its dir no longer holds it unrecovered."""

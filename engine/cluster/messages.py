@@ -200,6 +200,74 @@ class CreateTopicResponse:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class CreatePartitionsRequest:
+    """Grow topic ``name`` to ``count`` partitions (Kafka's CreatePartitions, answered by the
+    controller); ``validate_only``: check and place them, write nothing."""
+
+    name: str
+    count: int
+    assignment: tuple[tuple[int, ...], ...] = ()  # explicit replicas of each new partition, or empty
+    validate_only: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CreatePartitionsResponse:
+    error: int = NONE
+    message: str = ""
+    assignment: tuple[tuple[int, ...], ...] = ()  # the new partitions' replicas
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeleteTopicRequest:
+    """Delete topic ``name`` (Kafka's DeleteTopics, answered by the controller once the topic
+    is marked for deletion)."""
+
+    name: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeleteTopicResponse:
+    error: int = NONE
+    message: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AlterTopicConfigRequest:
+    """Change topic ``name``'s config overrides (Kafka's IncrementalAlterConfigs on a topic,
+    answered by the controller): ``set`` (key, JSON value) pairs, then ``delete`` keys removed."""
+
+    name: str
+    set: tuple[tuple[str, str], ...] = ()
+    delete: tuple[str, ...] = ()
+    validate_only: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AlterTopicConfigResponse:
+    error: int = NONE
+    message: str = ""
+    config: tuple[tuple[str, str], ...] = ()  # the topic's overrides now (key, JSON value)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StopReplicaRequest:
+    """Controller to node: stop serving ``partitions`` and, with ``delete``, remove their
+    directories (Kafka's StopReplica), fenced by the controller and broker epochs."""
+
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    partitions: tuple[tuple[str, int], ...]
+    delete: bool = True
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StopReplicaResponse:
+    error: int = NONE
+    message: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ElectLeadersRequest:
     topic: str
     partition: int
@@ -254,6 +322,14 @@ MESSAGE_TYPES: tuple[type, ...] = (
     InitProducerIdResponse,
     CreateTopicRequest,
     CreateTopicResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    DeleteTopicRequest,
+    DeleteTopicResponse,
+    AlterTopicConfigRequest,
+    AlterTopicConfigResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
     ErrorResponse,

@@ -15,6 +15,7 @@ Coordinator layout (JSON values; Kafka's ZooKeeper layout, simplified)::
                                                          "controller_epoch"}
                                                         version = the partition epoch (the CAS version)
     /latest_producer_id_block                persistent {"next": N}
+    /admin/delete_topics/T                   persistent (empty) topic T is being deleted
     /log_dir_event_notification/log_dir_event_NNNNNNNNNN
                                              persistent sequential {"version": 1, "broker": N,
                                                          "event": 1}  (a log dir failed; the
@@ -28,7 +29,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from seglog.config import BrokerConfig
+from seglog.config import KEYS_BY_SCOPE, TOPIC_CONFIG_SYNONYMS, BrokerConfig
 
 NO_LEADER = -1
 
@@ -38,6 +39,8 @@ BROKER_IDS_PATH = "/brokers/ids"
 TOPICS_PATH = "/brokers/topics"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 LOG_DIR_EVENT_PATH = "/log_dir_event_notification"
+#: Topics marked for deletion, one child each (Kafka's ``/admin/delete_topics/T``).
+DELETE_TOPICS_PATH = "/admin/delete_topics"
 LOG_DIR_EVENT_PREFIX = LOG_DIR_EVENT_PATH + "/log_dir_event_"
 PRODUCER_ID_BLOCK_SIZE = 1000
 
@@ -151,6 +154,9 @@ class ReplicaConfig:
     replica_high_watermark_checkpoint_interval_ms: int = 5000
     controller_socket_timeout_ms: int = 30_000
     request_timeout_ms: int = 30_000
+    #: What CreateTopics' -1 partitions and replication factor mean (Kafka's broker keys).
+    num_partitions: int = 1
+    default_replication_factor: int = 1
     # Consumer groups on the node's Kafka listener (seglog.cluster.group_coordinator).
     offsets_topic_num_partitions: int = 50
     offsets_topic_replication_factor: int = 3
@@ -169,7 +175,12 @@ class ReplicaConfig:
         for f in dataclasses.fields(self):
             if getattr(self, f.name) < 0:
                 raise ValueError(f"{f.name.replace('_', '.')} must be >= 0, got {getattr(self, f.name)}")
-        for name in ("offsets_topic_num_partitions", "offsets_topic_replication_factor"):
+        for name in (
+            "num_partitions",
+            "default_replication_factor",
+            "offsets_topic_num_partitions",
+            "offsets_topic_replication_factor",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name.replace('_', '.')} must be >= 1, got {getattr(self, name)}")
 
@@ -186,6 +197,8 @@ class ReplicaConfig:
             session_timeout_ms=cfg.zookeeper_session_timeout_ms,
             replica_high_watermark_checkpoint_interval_ms=cfg.replica_high_watermark_checkpoint_interval_ms,
             controller_socket_timeout_ms=cfg.controller_socket_timeout_ms,
+            num_partitions=cfg.num_partitions,
+            default_replication_factor=cfg.default_replication_factor,
             offsets_topic_num_partitions=cfg.offsets_topic_num_partitions,
             offsets_topic_replication_factor=cfg.offsets_topic_replication_factor,
             offsets_topic_segment_bytes=cfg.offsets_topic_segment_bytes,
@@ -196,6 +209,47 @@ class ReplicaConfig:
 
     def with_overrides(self, **kw: Any) -> ReplicaConfig:
         return dataclasses.replace(self, **kw)
+
+    def broker_properties(self, log_defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """These settings and the topic defaults ``log_defaults`` (by topic key) as the broker
+        properties that set them (what ``seglog node`` reads from its properties file)."""
+        props: dict[str, Any] = {key: getattr(self, attr) for attr, key in REPLICA_KEYS.items()}
+        for k, v in (log_defaults or {}).items():
+            props[broker_key(k)] = v
+        return props
+
+
+#: The broker property that sets each :class:`ReplicaConfig` field.
+REPLICA_KEYS = {
+    "replica_lag_time_max_ms": "replica.lag.time.max.ms",
+    "replica_fetch_wait_max_ms": "replica.fetch.wait.max.ms",
+    "replica_fetch_min_bytes": "replica.fetch.min.bytes",
+    "replica_fetch_max_bytes": "replica.fetch.max.bytes",
+    "replica_fetch_response_max_bytes": "replica.fetch.response.max.bytes",
+    "replica_fetch_backoff_ms": "replica.fetch.backoff.ms",
+    "replica_socket_timeout_ms": "replica.socket.timeout.ms",
+    "session_timeout_ms": "zookeeper.session.timeout.ms",
+    "replica_high_watermark_checkpoint_interval_ms": "replica.high.watermark.checkpoint.interval.ms",
+    "controller_socket_timeout_ms": "controller.socket.timeout.ms",
+    "num_partitions": "num.partitions",
+    "default_replication_factor": "default.replication.factor",
+    "offsets_topic_num_partitions": "offsets.topic.num.partitions",
+    "offsets_topic_replication_factor": "offsets.topic.replication.factor",
+    "offsets_topic_segment_bytes": "offsets.topic.segment.bytes",
+    "group_initial_rebalance_delay_ms": "group.initial.rebalance.delay.ms",
+    "group_min_session_timeout_ms": "group.min.session.timeout.ms",
+    "group_max_session_timeout_ms": "group.max.session.timeout.ms",
+}
+
+
+def broker_key(key: str) -> str:
+    """A topic key (``segment.bytes``) as the broker key setting its default."""
+    if key in KEYS_BY_SCOPE["broker"]:
+        return key
+    for k in TOPIC_CONFIG_SYNONYMS.get(key, []):
+        if k.to_topic is None:
+            return k.name
+    raise ValueError(f"no broker property sets the default of topic key {key!r}")
 
 
 def topic_record(assignment: Mapping[int, tuple[int, ...]], config: Mapping[str, Any]) -> bytes:

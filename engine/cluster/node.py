@@ -36,6 +36,8 @@ import concurrent.futures
 import json
 import logging
 import os
+import shutil
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -58,12 +60,18 @@ from seglog.cluster.messages import (
     NONE,
     AlterPartitionRequest,
     AlterPartitionResponse,
+    AlterTopicConfigRequest,
+    AlterTopicConfigResponse,
     ControlledShutdownRequest,
     ControlledShutdownResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicRequest,
     CreateTopicResponse,
     DeleteRecordsRequest,
     DeleteRecordsResponse,
+    DeleteTopicRequest,
+    DeleteTopicResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
     ErrorResponse,
@@ -76,6 +84,8 @@ from seglog.cluster.messages import (
     MetadataResponse,
     ProduceRequest,
     ProduceResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
 )
 from seglog.cluster.metadata import (
     BROKER_IDS_PATH,
@@ -120,6 +130,9 @@ __all__ = ["HW_CHECKPOINT_FILE", "ReplicaNode"]
 _CONTROLLER_REQUESTS: dict[type, tuple[Callable[[Controller, Any], Any], Callable[..., Any]]] = {
     AlterPartitionRequest: (Controller.handle_alter_partition, AlterPartitionResponse),
     CreateTopicRequest: (Controller.handle_create_topic, CreateTopicResponse),
+    CreatePartitionsRequest: (Controller.handle_create_partitions, CreatePartitionsResponse),
+    DeleteTopicRequest: (Controller.handle_delete_topic, DeleteTopicResponse),
+    AlterTopicConfigRequest: (Controller.handle_alter_topic_config, AlterTopicConfigResponse),
     ElectLeadersRequest: (Controller.handle_elect_leaders, ElectLeadersResponse),
     ControlledShutdownRequest: (Controller.handle_controlled_shutdown, ControlledShutdownResponse),
     InitProducerIdRequest: (Controller.handle_init_producer_id, InitProducerIdResponse),
@@ -505,6 +518,8 @@ class ReplicaNode:
                 self._handle_delete_records(msg, reply)
             elif isinstance(msg, LeaderAndIsrRequest):
                 reply(self._handle_leader_and_isr(msg))
+            elif isinstance(msg, StopReplicaRequest):
+                reply(self._handle_stop_replica(msg))
             elif isinstance(msg, MetadataRequest):
                 reply(self.metadata_response(msg))
             elif type(msg) in _CONTROLLER_REQUESTS:
@@ -549,7 +564,16 @@ class ReplicaNode:
                         learn(nid, addr)
         self.kafka_addresses = dict(req.kafka_addresses)
         for topic, cfg in req.topic_configs:
-            self.topic_configs[topic] = json.loads(cfg)
+            overrides = json.loads(cfg)
+            if self.topic_configs.get(topic, overrides) != overrides:
+                # Altered: the open replicas take the new config (new segments, the next
+                # background runs, min.insync.replicas from now on).
+                new = self.topic_config(overrides)
+                for part in self.partitions.values():
+                    if part.topic == topic:
+                        part.log_config = new
+                        part.log.config = new
+            self.topic_configs[topic] = overrides
         metadata = {}
         for info in req.partitions:
             metadata[info.tp] = info
@@ -583,6 +607,57 @@ class ReplicaNode:
         if not self._offline_reported:
             self._report_offline()
         return LeaderAndIsrResponse()
+
+    # -- StopReplica ----------------------------------------------------------------------------
+
+    def _handle_stop_replica(self, req: StopReplicaRequest) -> StopReplicaResponse:
+        """Stop serving the partitions; with ``delete`` remove their directories too (renamed
+        ``<topic>-<n>.<uuid>-delete`` first, so a crash part-way leaves a dir the next start
+        removes, never a half partition). A partition on an offline log dir cannot be deleted:
+        KAFKA_STORAGE_ERROR, and the controller asks again after a restart."""
+        if req.controller_epoch < self.controller_epoch_seen or req.broker_epoch != self.broker_epoch:
+            e: KafkaError = (
+                StaleControllerEpochError(
+                    f"controller epoch {req.controller_epoch} is older than {self.controller_epoch_seen}"
+                )
+                if req.controller_epoch < self.controller_epoch_seen
+                else StaleBrokerEpochError(
+                    f"request for broker epoch {req.broker_epoch}; node {self.node_id} is at {self.broker_epoch}"
+                )
+            )
+            return StopReplicaResponse(code_for_exception(e), str(e))
+        offline = [tp for tp in req.partitions if tp in self.offline_partitions]
+        for d, exc in self.wait_for_checkpoint().items():  # no write of these logs under way
+            self._log_dir_failed(d, exc)
+        for tp in req.partitions:
+            self.metadata.pop(tp, None)
+            p = self.partitions.pop(tp, None)
+            if p is not None:
+                p.stop()
+                self.fetches.complete(tp, error=True)
+            home = self.dirs.home(tp)
+            try:
+                if p is not None:
+                    p.log.close()
+                if req.delete and home is not None and tp not in offline:
+                    path = os.path.join(home, f"{tp[0]}-{tp[1]}")
+                    if os.path.isdir(path):
+                        suffix = f"-{tp[1]}.{uuid.uuid4().hex}-delete"  # a file name of at most 255 bytes
+                        doomed = os.path.join(home, tp[0][: 255 - len(suffix)] + suffix)
+                        os.rename(path, doomed)
+                        shutil.rmtree(doomed, ignore_errors=True)
+                    self.dirs.forget(tp)
+            except OSError as exc:
+                if home is not None:
+                    self._log_dir_failed(home, exc)
+                offline.append(tp)
+        for topic in {t for t, _ in req.partitions} - {t for t, _ in self.metadata}:
+            self.topic_configs.pop(topic, None)
+        self.fetchers.update()
+        if offline:
+            e = KafkaStorageError(f"node {self.node_id}: {offline} are on failed log dirs")
+            return StopReplicaResponse(code_for_exception(e), str(e))
+        return StopReplicaResponse()
 
     def topic_config(self, overrides: Mapping[str, Any] | None = None) -> LogConfig:
         merged = dict(self.log_defaults)

@@ -49,30 +49,9 @@ from seglog.cluster.producer import ClusterProducer
 from seglog.cluster.server import parse_listener, split_listeners
 from seglog.cluster.zkserver import ZooKeeperServer, free_port
 from seglog.cluster.zookeeper import ZooKeeperCoordinator, ensure_chroot
-from seglog.config import KEYS_BY_SCOPE as _BY_SCOPE
-from seglog.config import TOPIC_CONFIG_SYNONYMS as _TOPIC_SYNONYMS
 from seglog.config import BrokerConfig
 from seglog.kafka.security import is_security_key, listener_options
 from seglog.util.processes import wait_or_kill_group
-
-_REPLICA_KEYS = {
-    "replica_lag_time_max_ms": "replica.lag.time.max.ms",
-    "replica_fetch_wait_max_ms": "replica.fetch.wait.max.ms",
-    "replica_fetch_min_bytes": "replica.fetch.min.bytes",
-    "replica_fetch_max_bytes": "replica.fetch.max.bytes",
-    "replica_fetch_response_max_bytes": "replica.fetch.response.max.bytes",
-    "replica_fetch_backoff_ms": "replica.fetch.backoff.ms",
-    "replica_socket_timeout_ms": "replica.socket.timeout.ms",
-    "session_timeout_ms": "zookeeper.session.timeout.ms",
-    "replica_high_watermark_checkpoint_interval_ms": "replica.high.watermark.checkpoint.interval.ms",
-    "controller_socket_timeout_ms": "controller.socket.timeout.ms",
-    "offsets_topic_num_partitions": "offsets.topic.num.partitions",
-    "offsets_topic_replication_factor": "offsets.topic.replication.factor",
-    "offsets_topic_segment_bytes": "offsets.topic.segment.bytes",
-    "group_initial_rebalance_delay_ms": "group.initial.rebalance.delay.ms",
-    "group_min_session_timeout_ms": "group.min.session.timeout.ms",
-    "group_max_session_timeout_ms": "group.max.session.timeout.ms",
-}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -92,16 +71,6 @@ class NodeInfo:
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
-
-
-def _broker_key(key: str) -> str:
-    """A topic key (``segment.bytes``) as the broker key setting its default."""
-    if key in _BY_SCOPE["broker"]:
-        return key
-    for k in _TOPIC_SYNONYMS.get(key, []):
-        if k.to_topic is None:
-            return k.name
-    raise ValueError(f"no broker property sets the default of topic key {key!r}")
 
 
 def _prop(value: Any) -> str:
@@ -239,10 +208,7 @@ class ProcessCluster(ClusterBase):
             "zookeeper.connection.timeout.ms": 10_000,
             "controlled.shutdown.retry.backoff.ms": 200,
         }
-        for attr, key in _REPLICA_KEYS.items():
-            props[key] = getattr(rc, attr)
-        for k, v in self.log_defaults.items():
-            props[_broker_key(k)] = v
+        props.update(rc.broker_properties(self.log_defaults))
         props.update(self.node_config)
         props.update(self.node_configs.get(i, {}))
         return props

@@ -243,6 +243,7 @@ class NodeServer:
                 cluster_id="seglog-" + hashlib.sha256((self.config.zookeeper_connect or "").encode()).hexdigest()[:16],
                 max_request_bytes=self.config.socket_request_max_bytes,
                 idle_ms=self.config.connections_max_idle_ms,
+                broker_config=self.config,
                 **options,
             )
             await kafka.start()

@@ -4,7 +4,7 @@ returns the response body (see ``seglog.kafka.server``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from seglog.config import BrokerConfig, ConfigKey, LogConfig
@@ -25,8 +25,10 @@ __all__ = [
     "create_partitions",
     "created_topic_configs",
     "delete_records",
+    "describe_config_resources",
     "describe_configs",
     "incremental_alter_configs",
+    "topic_config_changes",
     "topic_configs_created",
 ]
 
@@ -104,12 +106,6 @@ def _entry(
     }
 
 
-def _topic_entries(
-    store: LogManager, config: Any, overrides: Any, version: int, synonyms: bool, docs: bool
-) -> list[Message]:
-    return _config_entries(config, overrides, store.config.topic_config(), version, synonyms, docs)
-
-
 def _config_entries(
     config: Any, overrides: Any, defaults: LogConfig, version: int, synonyms: bool, docs: bool
 ) -> list[Message]:
@@ -147,6 +143,23 @@ def topic_configs_created(config: LogConfig, overrides: Mapping[str, Any], defau
 
 
 def describe_configs(store: LogManager, node_id: int, version: int, req: Message) -> Message:
+    def topic(name: str) -> tuple[LogConfig, Mapping[str, Any]]:
+        return store.topic_config(name), store.describe(name)[0].config_overrides
+
+    return describe_config_resources(version, req, node_id, store.config, store.config.topic_config(), topic)
+
+
+def describe_config_resources(
+    version: int,
+    req: Message,
+    node_id: int,
+    broker: BrokerConfig,
+    defaults: LogConfig,
+    topic: Callable[[str], tuple[LogConfig, Mapping[str, Any]]],
+) -> Message:
+    """A DescribeConfigs response: topic resources by ``topic`` (a name's config and its own
+    overrides; a :class:`SeglogError` for a topic it does not have) where the server-wide topic
+    config is ``defaults``, the broker resource (``node_id`` or "") from ``broker``."""
     synonyms = bool(req.get("include_synonyms"))
     docs = bool(req.get("include_documentation"))
     results = []
@@ -162,15 +175,14 @@ def describe_configs(store: LogManager, node_id: int, version: int, req: Message
         }
         try:
             if rtype == TOPIC:
-                entries = _topic_entries(
-                    store, store.topic_config(name), store.describe(name)[0].config_overrides, version, synonyms, docs
-                )
+                config, overrides = topic(name)
+                entries = _config_entries(config, overrides, defaults, version, synonyms, docs)
             elif rtype == BROKER:
                 if name not in ("", str(node_id)):
                     raise InvalidRequestError(f"this broker is node {node_id}, not {name!r}")
                 entries = []
                 for key in BrokerConfig.definitions():
-                    value = getattr(store.config, key.attr)
+                    value = getattr(broker, key.attr)
                     source = DEFAULT_CONFIG if value == key.default else STATIC_BROKER_CONFIG
                     entries.append(_entry(key, value, source, True, version, synonyms, docs))
             else:
@@ -198,30 +210,7 @@ def incremental_alter_configs(store: LogManager, version: int, req: Message) -> 
                     "configs come from the store's config at open"
                 )
             overrides = dict(store.describe(name)[0].config_overrides)
-            config = store.topic_config(name)
-            to_set: dict[str, Any] = {}
-            to_delete: list[str] = []
-            for c in r["configs"]:
-                key, op, value = c["name"], c["config_operation"], c["value"]
-                if op == SET:
-                    to_set[key] = value
-                elif op == DELETE:
-                    to_delete.append(key)
-                elif op in (APPEND, SUBTRACT):
-                    definition = {k.name: k for k in LogConfig.definitions()}.get(key)
-                    if definition is None or definition.type != "list":
-                        raise InvalidConfigError(
-                            f"{key} is not a list config: APPEND and SUBTRACT apply to list configs only"
-                        )
-                    current = list(getattr(config, definition.attr) or ())
-                    items = [v for v in (value or "").split(",") if v]
-                    if op == APPEND:
-                        current += [v for v in items if v not in current]
-                    else:
-                        current = [v for v in current if v not in items]
-                    to_set[key] = ",".join(current)
-                else:
-                    raise InvalidRequestError(f"unknown config operation {op} for {key}")
+            to_set, to_delete = topic_config_changes(r["configs"], store.topic_config(name))
             # Validate everything before changing anything.
             trial = {k: v for k, v in overrides.items() if k not in to_delete}
             trial.update(to_set)
@@ -232,3 +221,31 @@ def incremental_alter_configs(store: LogManager, version: int, req: Message) -> 
             out["error_code"], out["error_message"] = _error(exc)
         responses.append(out)
     return {"throttle_time_ms": 0, "responses": responses}
+
+
+def topic_config_changes(configs: list[Message], config: LogConfig) -> tuple[dict[str, Any], list[str]]:
+    """An IncrementalAlterConfigs resource's ``configs`` on a topic whose config is ``config``:
+    the keys to set (APPEND and SUBTRACT of list keys resolved against ``config``) and the
+    keys to delete."""
+    to_set: dict[str, Any] = {}
+    to_delete: list[str] = []
+    for c in configs:
+        key, op, value = c["name"], c["config_operation"], c["value"]
+        if op == SET:
+            to_set[key] = value
+        elif op == DELETE:
+            to_delete.append(key)
+        elif op in (APPEND, SUBTRACT):
+            definition = {k.name: k for k in LogConfig.definitions()}.get(key)
+            if definition is None or definition.type != "list":
+                raise InvalidConfigError(f"{key} is not a list config: APPEND and SUBTRACT apply to list configs only")
+            current = list(getattr(config, definition.attr) or ())
+            items = [v for v in (value or "").split(",") if v]
+            if op == APPEND:
+                current += [v for v in items if v not in current]
+            else:
+                current = [v for v in current if v not in items]
+            to_set[key] = ",".join(current)
+        else:
+            raise InvalidRequestError(f"unknown config operation {op} for {key}")
+    return to_set, to_delete

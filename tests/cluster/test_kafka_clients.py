@@ -265,7 +265,9 @@ def test_node_processes_serve_kafka_clients_on_their_second_listener(zookeeper_c
     ``inter.broker.listener.name=PLAINTEXT``: the nodes replicate on the first, Kafka clients
     use the second (``ProcessCluster.bootstrap_servers``), here with SASL/PLAIN from the
     properties file's listener keys: produce acks=all from a follower's address only and
-    consume from the earliest offset as alice; a wrong password is refused."""
+    consume from the earliest offset as alice; a wrong password is refused. Then the admin APIs
+    across processes: DescribeConfigs of a node's broker resource (its properties file),
+    DeleteTopics (every node's dirs go) and the name created again with the defaults."""
     ck = pytest.importorskip("confluent_kafka")
     from seglog.cluster import start_cluster
 
@@ -320,6 +322,33 @@ def test_node_processes_serve_kafka_clients_on_their_second_listener(zookeeper_c
         auth = [e for e in refused if e.code() == ck.KafkaError._AUTHENTICATION]
         assert auth, refused
         assert "Invalid username or password" in auth[0].str()
+
+        # The admin APIs across processes: the node's own properties, then a deletion whose
+        # StopReplica crosses the nodes' transport, and the name created again.
+        import os
+
+        from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType  # type: ignore[attr-defined]
+
+        admin = AdminClient({"bootstrap.servers": cluster.kafka_address(follower), **SASL_ALICE})
+        resource = ConfigResource(ResourceType.BROKER, str(follower))
+        broker = admin.describe_configs([resource], request_timeout=10)[resource].result(15)
+        assert broker["node.id"].value == str(follower)
+        assert broker["controlled.shutdown.retry.backoff.ms"].value == "200"  # from its properties file
+        admin.delete_topics(["p"], operation_timeout=10)["p"].result(15)
+        deadline = time.monotonic() + 15
+        while any(d.startswith("p-") for i in cluster.ids for d in os.listdir(cluster.node_dir(i))):
+            assert time.monotonic() < deadline, "p's dirs still there"
+            time.sleep(0.05)
+        deadline = time.monotonic() + 15
+        while True:  # TOPIC_ALREADY_EXISTS until the controller removed the topic's znodes
+            fut = admin.create_topics([NewTopic("p")], operation_timeout=10)["p"]
+            try:
+                fut.result(15)
+                break
+            except ck.KafkaException as exc:
+                assert exc.args[0].code() == ck.KafkaError.TOPIC_ALREADY_EXISTS and time.monotonic() < deadline
+                time.sleep(0.1)
+        assert len(admin.list_topics(timeout=10).topics["p"].partitions) == 1  # num.partitions
     finally:
         cluster.close()
 
@@ -561,6 +590,232 @@ def test_confluent_admin_creates_topics_on_a_node(cluster: LocalCluster) -> None
     assert not any(t == "big" for t, _ in cluster.nodes[node].metadata)  # type: ignore[union-attr]
 
 
+def test_admin_clients_create_topics_with_the_cluster_defaults(tmp_path: Path) -> None:
+    """-1 partitions and replication factor (confluent-kafka's NewTopic defaults, kafka-python's
+    explicit -1) are the nodes' ``num.partitions`` and ``default.replication.factor``."""
+    ck = pytest.importorskip("confluent_kafka")
+    kafka = pytest.importorskip("kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    config = {"num.partitions": 3, "default.replication.factor": 2}
+    with LocalCluster(nodes=3, dir=tmp_path / "cluster", replica_config=config) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        admin.create_topics([NewTopic("dflt")], operation_timeout=10)["dflt"].result(15)
+        client = kafka.KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=10_000)
+        try:
+            client.create_topics([kafka.admin.NewTopic("dflt2", -1, -1)], timeout_ms=10_000)
+        finally:
+            client.close()
+        for name in ("dflt", "dflt2"):
+            infos = {p: i for (t, p), i in cluster.nodes[0].metadata.items() if t == name}  # type: ignore[union-attr]
+            assert sorted(infos) == [0, 1, 2]
+            assert {len(i.replicas) for i in infos.values()} == {2}
+
+
+def test_admin_clients_describe_configs_on_a_node(cluster: LocalCluster) -> None:
+    """DescribeConfigs (confluent-kafka, kafka-python): a topic's overrides are
+    DYNAMIC_TOPIC_CONFIG, the rest the defaults; the node's broker resource has its id and its
+    replication settings; an unknown topic is UNKNOWN_TOPIC_OR_PARTITION."""
+    ck = pytest.importorskip("confluent_kafka")
+    kafka = pytest.importorskip("kafka")
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AdminClient,
+        ConfigResource,
+        ConfigSource,
+        ResourceType,
+    )
+
+    _topic(cluster, "described")
+    node = next(i for i in cluster.ids if i != cluster.leader("described", 0))
+    admin = AdminClient({"bootstrap.servers": cluster.kafka_listeners[node].bootstrap_servers})
+    wanted = [ConfigResource(ResourceType.TOPIC, "described"), ConfigResource(ResourceType.BROKER, str(node))]
+    topic, broker = (f.result(15) for f in admin.describe_configs(wanted, request_timeout=10).values())
+    assert (topic["min.insync.replicas"].value, topic["min.insync.replicas"].source) == (
+        "2",
+        ConfigSource.DYNAMIC_TOPIC_CONFIG.value,
+    )
+    assert (topic["cleanup.policy"].value, topic["cleanup.policy"].source) == (
+        "delete",
+        ConfigSource.DEFAULT_CONFIG.value,
+    )
+    assert broker["node.id"].value == str(node)
+    lag = broker["replica.lag.time.max.ms"]  # LocalCluster's compressed timers
+    assert (lag.value, lag.source, lag.is_read_only) == ("3000", ConfigSource.STATIC_BROKER_CONFIG.value, True)
+    (missing,) = admin.describe_configs([ConfigResource(ResourceType.TOPIC, "absent")], request_timeout=10).values()
+    with pytest.raises(ck.KafkaException) as exc:
+        missing.result(15)
+    assert exc.value.args[0].code() == ck.KafkaError.UNKNOWN_TOPIC_OR_PART
+
+    from kafka.admin import ConfigResource as KConfigResource
+    from kafka.admin import ConfigResourceType
+
+    client = kafka.KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=10_000)
+    try:
+        got = client.describe_configs([KConfigResource(ConfigResourceType.TOPIC, "described")])
+    finally:
+        client.close()
+    # Its default filter ("modified"): the keys not at their defaults, the topic's override.
+    assert got == {
+        "topic": {
+            "described": {
+                "min.insync.replicas": {
+                    "value": "2",
+                    "read_only": False,
+                    "config_source": "DYNAMIC_TOPIC_CONFIG",
+                    "is_sensitive": False,
+                    "synonyms": [],
+                    "config_type": "INT",
+                    "documentation": None,
+                }
+            }
+        }
+    }
+
+
+def test_admin_clients_create_partitions_on_a_node(cluster: LocalCluster) -> None:
+    """CreatePartitions through a node that is not the controller: confluent-kafka's grows a
+    topic from 1 to 3 partitions placed with its replication factor, a producer writes to the new
+    partition 2 with acks=all at once and a consumer reads it back; kafka-python's grows it to 4;
+    a count not larger is INVALID_PARTITIONS."""
+    ck = pytest.importorskip("confluent_kafka")
+    kafka = pytest.importorskip("kafka")
+    from confluent_kafka.admin import AdminClient, NewPartitions  # type: ignore[attr-defined]
+
+    _topic(cluster, "grow")
+    node = next(i for i in cluster.ids if i != cluster._controller())
+    bootstrap = cluster.kafka_listeners[node].bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_partitions([NewPartitions("grow", 3)], operation_timeout=10)["grow"].result(15)
+    meta = cluster.nodes[node].metadata  # type: ignore[union-attr]
+    assert sorted(p for t, p in meta if t == "grow") == [0, 1, 2]
+    assert all(len(meta[("grow", p)].replicas) == 3 and meta[("grow", p)].state.leader >= 0 for p in (1, 2))
+    producer = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    errors: list[Any] = []
+    for i in range(5):
+        producer.produce("grow", b"new-%d" % i, partition=2, on_delivery=lambda err, _m: errors.append(err))
+    assert producer.flush(15) == 0
+    assert errors == [None] * 5
+    assert _confluent_consume(ck, bootstrap, "grow", 3, 5) == {2: [b"new-%d" % i for i in range(5)]}
+    same = admin.create_partitions([NewPartitions("grow", 3)], operation_timeout=10)["grow"]
+    with pytest.raises(ck.KafkaException) as exc:
+        same.result(15)
+    assert exc.value.args[0].code() == ck.KafkaError.INVALID_PARTITIONS
+
+    client = kafka.KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    try:
+        client.create_partitions({"grow": kafka.admin.NewPartitions(4)}, timeout_ms=10_000)
+    finally:
+        client.close()
+    for n in cluster.nodes.values():
+        assert n is not None
+        cluster.wait_for(lambda n=n: ("grow", 3) in n.partitions, 10, "every node holding grow-3")
+
+
+def test_admin_clients_delete_topics_on_a_node(cluster: LocalCluster) -> None:
+    """DeleteTopics through a node that is not the controller: confluent-kafka's, then
+    kafka-python's; the topic leaves every node's Metadata and every node's log dirs, and the
+    same name can be created again, empty."""
+    import os
+
+    ck = pytest.importorskip("confluent_kafka")
+    kafka = pytest.importorskip("kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    _topic(cluster, "gone", partitions=2)
+    _topic(cluster, "gone2")
+    node = next(i for i in cluster.ids if i != cluster._controller())
+    bootstrap = cluster.kafka_listeners[node].bootstrap_servers
+    producer = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i in range(10):
+        producer.produce("gone", b"old-%d" % i, partition=0)
+    assert producer.flush(15) == 0
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics(["gone"], operation_timeout=10)["gone"].result(15)
+    client = kafka.KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    try:
+        client.delete_topics(["gone2"], timeout_ms=10_000)
+    finally:
+        client.close()
+
+    def gone_everywhere() -> bool:
+        for i, n in cluster.nodes.items():
+            assert n is not None
+            if any(t in ("gone", "gone2") for t, _ in n.metadata):
+                return False
+            if any(d.startswith("gone") for d in os.listdir(cluster.node_dir(i))):
+                return False
+        return True
+
+    cluster.wait_for(gone_everywhere, 10, "the topics gone from every node's metadata and dirs")
+    for listener in cluster.kafka_listeners.values():
+        md = AdminClient({"bootstrap.servers": listener.bootstrap_servers}).list_topics(timeout=10)
+        assert "gone" not in md.topics and "gone2" not in md.topics
+    (missing,) = admin.delete_topics(["gone"], operation_timeout=10).values()
+    with pytest.raises(ck.KafkaException) as exc:
+        missing.result(15)
+    assert exc.value.args[0].code() == ck.KafkaError.UNKNOWN_TOPIC_OR_PART
+
+    # The same name again: the deletion has finished (the controller dropped the topic's znodes).
+    cluster.wait_for(lambda: cluster.coordinator.read("/brokers/topics/gone") is None, 10, "gone's znodes removed")
+    admin.create_topics([NewTopic("gone", num_partitions=1, replication_factor=3)], operation_timeout=10)[
+        "gone"
+    ].result(15)
+    producer.produce("gone", b"new", partition=0)
+    assert producer.flush(15) == 0
+    assert _confluent_consume(ck, bootstrap, "gone", 1, 1) == {0: [b"new"]}
+
+
+def test_admin_client_alters_topic_configs_on_every_node(cluster: LocalCluster) -> None:
+    """IncrementalAlterConfigs (confluent-kafka) through a node that is not the controller:
+    SET and APPEND reach every node's replicas (min.insync.replicas 3 refuses acks=all with a
+    node down), DescribeConfigs shows them as the topic's own, DELETE goes back to the default."""
+    ck = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ConfigSource,
+        ResourceType,
+    )
+
+    _topic(cluster, "tuned")
+    node = next(i for i in cluster.ids if i != cluster._controller())
+    admin = AdminClient({"bootstrap.servers": cluster.kafka_listeners[node].bootstrap_servers})
+
+    def alter(*entries: ConfigEntry) -> None:
+        (fut,) = admin.incremental_alter_configs(
+            [ConfigResource(ResourceType.TOPIC, "tuned", incremental_configs=list(entries))]
+        ).values()
+        fut.result(15)
+
+    alter(
+        ConfigEntry("min.insync.replicas", "3", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND),
+    )
+    for n in cluster.nodes.values():
+        assert n is not None
+        cfg = n.partitions[("tuned", 0)].log_config
+        assert (cfg.min_insync_replicas, sorted(cfg.cleanup_policy)) == (3, ["compact", "delete"])
+    (fut,) = admin.describe_configs([ConfigResource(ResourceType.TOPIC, "tuned")], request_timeout=10).values()
+    entries = fut.result(15)
+    assert (entries["min.insync.replicas"].value, entries["min.insync.replicas"].source) == (
+        "3",
+        ConfigSource.DYNAMIC_TOPIC_CONFIG.value,
+    )
+    alter(ConfigEntry("min.insync.replicas", None, incremental_operation=AlterConfigOpType.DELETE))
+    for n in cluster.nodes.values():
+        assert n is not None
+        assert n.partitions[("tuned", 0)].log_config.min_insync_replicas == 1  # the default again
+    bad = ConfigEntry("segment.bytes", "many", incremental_operation=AlterConfigOpType.SET)
+    (fut,) = admin.incremental_alter_configs(
+        [ConfigResource(ResourceType.TOPIC, "tuned", incremental_configs=[bad])]
+    ).values()
+    with pytest.raises(ck.KafkaException) as exc:
+        fut.result(15)
+    assert exc.value.args[0].code() == ck.KafkaError.INVALID_CONFIG
+
+
 def test_admin_clients_delete_records_on_a_node(cluster: LocalCluster) -> None:
     """AdminClient.delete_records (confluent-kafka, then kafka-python's) moves the low
     watermark; a consumer from the earliest offset starts there."""
@@ -621,7 +876,7 @@ def test_java_admin_producer_and_consumer_on_a_cluster(cluster: LocalCluster, tm
 
 def test_admin_errors_a_node_answers_over_kafkas_protocol(cluster: LocalCluster) -> None:
     """Exact codes, byte-level: CreateTopics (repeat, replication factor, partitions, the -1
-    defaults a node does not have, a bad config or name, validate_only, explicit assignments)
+    defaults, a name twice in one request, a bad config or name, validate_only, explicit assignments)
     and DeleteRecords
     (a follower, the leader, -1 = the high watermark, an unknown partition)."""
     from seglog.storage.records import encode_batch
@@ -646,8 +901,16 @@ def test_admin_errors_a_node_answers_over_kafkas_protocol(cluster: LocalCluster)
         assert create(foll, "raw", 1, 3)["error_code"] == 36  # TOPIC_ALREADY_EXISTS
         assert create(foll, "wide", 1, 4)["error_code"] == 38  # INVALID_REPLICATION_FACTOR
         assert create(foll, "wide", 0, 3)["error_code"] == 37  # INVALID_PARTITIONS
-        r = create(foll, "wide", -1, 3)
-        assert r["error_code"] == 42 and "num.partitions" in r["error_message"]  # INVALID_REQUEST
+        r = create(foll, "dflt", -1, -1)  # the cluster's num.partitions / default.replication.factor: 1, 1
+        assert (r["error_code"], r["num_partitions"], r["replication_factor"]) == (0, 1, 1)
+        assert [p for t, p in cluster.nodes[follower].metadata if t == "dflt"] == [0]  # type: ignore[union-attr]
+        twice = {"name": "twice", "num_partitions": 1, "replication_factor": 3, "assignments": [], "configs": []}
+        once = dict(twice, name="once")
+        body = {"topics": [twice, once, twice], "timeout_ms": 10_000, "validate_only": False}
+        codes = [(t["name"], t["error_code"]) for t in foll.request("CreateTopics", 19, 4, body)["topics"]]
+        assert codes == [("twice", 42), ("once", 0), ("twice", 42)]  # INVALID_REQUEST; the other one made
+        assert ("once", 0) in cluster.nodes[follower].metadata  # type: ignore[union-attr]
+        assert not any(t == "twice" for t, _ in cluster.nodes[follower].metadata)  # type: ignore[union-attr]
         bad = [{"name": "segment.bytes", "value": "many"}]
         assert create(foll, "wide", 1, 3, configs=bad)["error_code"] == 40  # INVALID_CONFIG
         assert create(foll, "bad name", 1, 3, validate_only=True)["error_code"] == 17  # INVALID_TOPIC_EXCEPTION
@@ -690,6 +953,100 @@ def test_admin_errors_a_node_answers_over_kafkas_protocol(cluster: LocalCluster)
         assert (got["error_code"], got["low_watermark"]) == (0, 4)
         assert delete(lead, "raw", 9)["error_code"] == 1  # OFFSET_OUT_OF_RANGE
         assert delete(lead, "nothere", 0)["error_code"] == 3  # UNKNOWN_TOPIC_OR_PARTITION
+    finally:
+        lead.sock.close()
+        foll.sock.close()
+
+
+def test_partition_and_config_errors_a_node_answers_over_kafkas_protocol(cluster: LocalCluster) -> None:
+    """Exact codes, byte-level: CreatePartitions (an unknown topic, a count not larger, a name
+    twice, validate_only, explicit assignments of the wrong size or on unknown nodes, then right),
+    DescribeConfigs (an unknown topic, another node's broker resource, keys asked for),
+    DeleteTopics (by an unknown id or name, a name twice, by id at v6, by name at v4) and
+    IncrementalAlterConfigs (an unknown topic, a bad value, APPEND to a scalar, a key twice, a
+    broker resource, validate_only, then applied on every node)."""
+    leader, follower, lead, foll = _raw_clients(cluster, "raw")
+
+    def grow(name: str, count: int, assignments: Any = None, validate_only: bool = False) -> list[tuple[str, int]]:
+        topic = {"name": name, "count": count, "assignments": assignments}
+        body = {"topics": [topic], "timeout_ms": 10_000, "validate_only": validate_only}
+        return [(r["name"], r["error_code"]) for r in foll.request("CreatePartitions", 37, 3, body)["results"]]
+
+    def partitions() -> list[int]:
+        return sorted(p for t, p in cluster.nodes[follower].metadata if t == "raw")  # type: ignore[union-attr]
+
+    try:
+        assert grow("nothere", 2) == [("nothere", 3)]  # UNKNOWN_TOPIC_OR_PARTITION
+        assert grow("raw", 1) == [("raw", 37)]  # INVALID_PARTITIONS
+        assert grow("raw", 0) == [("raw", 37)]
+        assert grow("raw", 2, validate_only=True) == [("raw", 0)]
+        assert partitions() == [0]
+        body = {"topics": [{"name": "raw", "count": 2, "assignments": None}] * 2, "timeout_ms": 10_000}
+        codes = [r["error_code"] for r in foll.request("CreatePartitions", 37, 3, body)["results"]]
+        assert codes == [42, 42]  # INVALID_REQUEST
+        third = next(i for i in cluster.ids if i not in (leader, follower))
+        assert grow("raw", 2, [{"broker_ids": [leader, follower]}]) == [("raw", 39)]  # not 3 replicas
+        assert grow("raw", 2, [{"broker_ids": [leader, follower, 99]}]) == [("raw", 39)]
+        assert grow("raw", 3, [{"broker_ids": [leader, follower, third]}]) == [("raw", 39)]  # one for two
+        assert partitions() == [0]
+        assert grow("raw", 2, [{"broker_ids": [third, leader, follower]}]) == [("raw", 0)]
+        assert partitions() == [0, 1]
+        info = cluster.nodes[follower].metadata[("raw", 1)]  # type: ignore[union-attr]
+        assert info.replicas == (third, leader, follower) and info.state.leader == third
+
+        def describe(rtype: int, name: str, keys: Any = None) -> dict:
+            body = {"resources": [{"resource_type": rtype, "resource_name": name, "configuration_keys": keys}]}
+            return foll.request("DescribeConfigs", 32, 4, dict(body, include_synonyms=False))["results"][0]
+
+        assert describe(2, "nothere")["error_code"] == 3  # UNKNOWN_TOPIC_OR_PARTITION
+        got = describe(2, "raw", ["min.insync.replicas", "retention.ms"])
+        assert got["error_code"] == 0
+        assert {c["name"]: (c["value"], c["config_source"]) for c in got["configs"]} == {
+            "min.insync.replicas": ("2", 1),  # DYNAMIC_TOPIC_CONFIG
+            "retention.ms": (str(7 * 24 * 3600 * 1000), 5),  # DEFAULT_CONFIG
+        }
+        assert describe(4, str(leader))["error_code"] == 42  # another node's: INVALID_REQUEST
+        got = describe(4, str(follower), ["node.id", "num.partitions"])
+        assert {c["name"]: c["value"] for c in got["configs"]} == {"node.id": str(follower), "num.partitions": "1"}
+
+        from seglog.cluster.kafka_listener import topic_id
+
+        def delete(topics: list[Any], version: int = 6) -> list[tuple[Any, int]]:
+            body = (
+                {"topics": topics, "timeout_ms": 10_000}
+                if version >= 6
+                else {"topic_names": topics, "timeout_ms": 10_000}
+            )
+            return [(r["name"], r["error_code"]) for r in foll.request("DeleteTopics", 20, version, body)["responses"]]
+
+        _topic(cluster, "byid")
+        _topic(cluster, "byname")
+        assert delete([{"name": None, "topic_id": topic_id("nothere")}]) == [(None, 100)]  # UNKNOWN_TOPIC_ID
+        assert delete([{"name": "nothere", "topic_id": bytes(16)}]) == [("nothere", 3)]  # UNKNOWN_TOPIC_OR_PARTITION
+        twice = {"name": "byid", "topic_id": bytes(16)}
+        assert delete([twice, twice]) == [("byid", 42), ("byid", 42)]  # INVALID_REQUEST
+        assert delete([{"name": None, "topic_id": topic_id("byid")}]) == [("byid", 0)]
+        assert delete(["byname"], version=4) == [("byname", 0)]
+        for name in ("byid", "byname"):
+            assert not any(t == name for t, _ in cluster.nodes[follower].metadata)  # type: ignore[union-attr]
+
+        def alter(rtype: int, name: str, configs: list[tuple[str, int, Any]], validate_only: bool = False) -> int:
+            entries = [{"name": k, "config_operation": op, "value": v} for k, op, v in configs]
+            resource = {"resource_type": rtype, "resource_name": name, "configs": entries}
+            body = {"resources": [resource], "validate_only": validate_only}
+            return int(foll.request("IncrementalAlterConfigs", 44, 1, body)["responses"][0]["error_code"])
+
+        assert alter(2, "nothere", [("retention.ms", 0, "1000")]) == 3  # UNKNOWN_TOPIC_OR_PARTITION
+        assert alter(2, "raw", [("segment.bytes", 0, "many")]) == 40  # INVALID_CONFIG
+        assert alter(2, "raw", [("retention.ms", 2, "1000")]) == 40  # APPEND to a key that is not a list
+        assert alter(2, "raw", [("retention.ms", 0, "1000"), ("retention.ms", 1, None)]) == 42  # INVALID_REQUEST
+        assert alter(4, str(follower), [("num.partitions", 0, "3")]) == 42
+        assert alter(2, "raw", [("retention.ms", 0, "1000")], validate_only=True) == 0
+        assert "retention.ms" not in cluster.nodes[follower].topic_configs["raw"]  # type: ignore[union-attr]
+        assert alter(2, "raw", [("retention.ms", 0, "1000")]) == 0
+        for n in cluster.nodes.values():
+            assert n is not None and n.topic_configs["raw"]["retention.ms"] == "1000"
+        assert cluster.nodes[leader].partitions[("raw", 0)].log.config.retention_ms == 1000  # type: ignore[union-attr]
     finally:
         lead.sock.close()
         foll.sock.close()

@@ -3,6 +3,7 @@ high watermark, ISR changes, acks, the coordinator's compare-and-set and session
 
 from __future__ import annotations
 
+import functools
 import random
 from pathlib import Path
 from typing import Any
@@ -370,6 +371,8 @@ def test_controller_requests_to_another_node_are_refused_with_not_controller(clu
         AlterPartitionResponse,
         ControlledShutdownRequest,
         ControlledShutdownResponse,
+        CreatePartitionsRequest,
+        CreatePartitionsResponse,
         CreateTopicRequest,
         CreateTopicResponse,
         ElectLeadersRequest,
@@ -383,6 +386,7 @@ def test_controller_requests_to_another_node_are_refused_with_not_controller(clu
     asks: list[tuple[object, type]] = [
         (AlterPartitionRequest(other, 0, "t", 0, 0, 0, (other,)), AlterPartitionResponse),
         (CreateTopicRequest("t", 1, 3), CreateTopicResponse),
+        (CreatePartitionsRequest("t", 2), CreatePartitionsResponse),
         (ElectLeadersRequest("t", 0), ElectLeadersResponse),
         (ControlledShutdownRequest(other, 0), ControlledShutdownResponse),
         (InitProducerIdRequest(), InitProducerIdResponse),
@@ -396,3 +400,97 @@ def test_controller_requests_to_another_node_are_refused_with_not_controller(clu
     # The controller itself answers: one of them for real.
     created = cluster.call(controller, CreateTopicRequest("t", 1, 3))
     assert created.error == 0
+
+
+def _led(c: SimCluster, tp: tuple[str, int]) -> bool:
+    return c.leader_replica(tp) is not None
+
+
+def _held(c: SimCluster, node: int, tp: tuple[str, int]) -> bool:
+    return c.replica(node, tp) is not None
+
+
+def test_created_partitions_get_leaders_and_survive_a_controller_failover(cluster: SimCluster) -> None:
+    """CreatePartitions at the controller: the new partitions are placed over the live nodes
+    with the topic's replication factor, get leaders and replicas on every assigned node; the
+    topic record holds them, so the next controller knows them too. validate_only writes
+    nothing; a count not larger is INVALID_PARTITIONS."""
+    from seglog.cluster.messages import CreatePartitionsRequest
+    from seglog.errors import InvalidPartitionsError
+
+    cluster.create_topic("t", partitions=1, rf=2)
+    controller = cluster.wait_controller()
+    checked = cluster.call(controller, CreatePartitionsRequest("t", 3, validate_only=True))
+    assert checked.error == 0 and len(checked.assignment) == 2
+    assert ("t", 1) not in cluster.node(controller).metadata
+    assert cluster.call(controller, CreatePartitionsRequest("t", 1)).error == InvalidPartitionsError.code
+    grown = cluster.call(controller, CreatePartitionsRequest("t", 3))
+    assert grown.error == 0
+    assert [len(r) for r in grown.assignment] == [2, 2]
+    for p in (1, 2):
+        cluster.run_until(functools.partial(_led, cluster, ("t", p)), 10_000, 5, f"a leader of t-{p}")
+        for r in grown.assignment[p - 1]:
+            cluster.run_until(functools.partial(_held, cluster, r, ("t", p)), 10_000, 5, f"t-{p} on {r}")
+    cluster.crash(controller)
+    second = cluster.wait_controller()
+    assert second != controller
+    topic = cluster.node(second).controller.topics["t"]  # type: ignore[union-attr]
+    assert sorted(topic.assignment) == [0, 1, 2]
+    assert topic.assignment[1] == grown.assignment[0] and topic.assignment[2] == grown.assignment[1]
+    assert cluster.call(second, CreatePartitionsRequest("t", 3)).error == InvalidPartitionsError.code
+
+
+def test_topic_deletion_waits_for_every_replica_and_survives_a_controller_crash(cluster: SimCluster) -> None:
+    """DeleteTopic: the topic is marked (``/admin/delete_topics/T``) and leaves the nodes'
+    metadata at once; replicas are stopped and their dirs deleted; while a replica's node is
+    down the topic stays marked (re-creating it is TOPIC_ALREADY_EXISTS). The controller crashes
+    mid-deletion: the next one resumes from the marker; once the node is back its dir goes, the
+    topic's znodes and marker go, and the name can be created again, empty. A ``-delete`` dir a
+    crash left behind is removed at the next start."""
+    import os
+
+    from seglog.cluster.messages import DeleteTopicRequest
+    from seglog.cluster.metadata import DELETE_TOPICS_PATH, topic_path
+    from seglog.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
+
+    cluster.create_topic("doomed", partitions=2, rf=3)
+    cluster.produce_ok(("doomed", 0), [b"old"])
+    controller = cluster.wait_controller()
+    down = next(i for i in cluster.ids if i != controller)
+    cluster.shutdown(down)
+    cluster.run_until(lambda: down not in cluster.node(controller).controller.brokers, 20_000, 10, "node down")  # type: ignore[union-attr]
+    # An earlier attempt's marker got written, its answer lost: the retry goes on from it.
+    cluster.node(controller).controller.session.create(f"{DELETE_TOPICS_PATH}/doomed", b"")  # type: ignore[union-attr]
+    assert cluster.call(controller, DeleteTopicRequest("doomed")).error == 0
+    assert cluster.call(controller, DeleteTopicRequest("doomed")).error == 0  # marked already: fine
+    assert cluster.call(controller, DeleteTopicRequest("never")).error == UnknownTopicOrPartitionError.code
+    up = [i for i in cluster.ids if i != down]
+    for i in up:
+        gone = functools.partial(os.path.exists, os.path.join(cluster.node_dir(i), "doomed-0"))
+        cluster.run_until(lambda: not gone(), 5000, 10, "dir gone")
+        assert not any(t == "doomed" for t, _ in cluster.node(i).metadata)
+        assert ("doomed", 0) not in cluster.node(i).partitions
+    assert os.path.isdir(os.path.join(cluster.node_dir(down), "doomed-0"))
+    cluster.advance(2000)
+    assert cluster.coord.read(topic_path("doomed")) is not None  # waits for the node that is down
+    with pytest.raises(TopicAlreadyExistsError):
+        cluster.create_topic("doomed", partitions=1, rf=3)
+
+    cluster.crash(controller)
+    leftover = os.path.join(cluster.node_dir(down), "doomed-1.0123456789abcdef0123456789abcdef-delete")
+    os.makedirs(leftover)
+    cluster.start_node(down)
+    second = cluster.wait_controller()
+    assert second != controller
+    cluster.advance(2000)
+    assert cluster.coord.read(topic_path("doomed")) is not None  # the crashed node held replicas too
+    cluster.start_node(controller)
+    cluster.run_until(lambda: cluster.coord.read(topic_path("doomed")) is None, 20_000, 10, "the topic's znodes gone")
+    assert cluster.coord.read(f"{DELETE_TOPICS_PATH}/doomed") is None
+    assert not os.path.exists(leftover)
+    for i in cluster.ids:
+        assert not any(n.startswith("doomed-") for n in os.listdir(cluster.node_dir(i)))
+    cluster.create_topic("doomed", partitions=1, rf=3)
+    leader = cluster.leader_replica(("doomed", 0))
+    assert leader is not None and leader.log.log_end_offset == 0
+    cluster.produce_ok(("doomed", 0), [b"new"])
