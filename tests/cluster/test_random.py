@@ -1,7 +1,8 @@
 """Randomised runs against the real cluster (three node processes, ZooKeeper, a proxy on every
 link): the workload of §9.4 under a nemesis profile of §9.3, then heal, full ISR, final read and
-the §9.5 checker. Two short runs for CI; the §9.7 profiles × seeds are ``slow`` (or use
-``python -m tests.cluster.soak``)."""
+the §9.5 checker. Two short runs (about 75 s each, whatever the machine: the fault phase is
+timed), which ``.ci/run`` runs in its long stage beside the long property and fuzz tests; the §9.7
+profiles × seeds are ``slow`` too (or use ``python -m tests.cluster.soak``)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ def _assert_run(rep: dict, tmp_path: Path) -> None:
     assert rep["counts"]["hw_observations"].get("polls", 0) > 0, where
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("profile,seed", [("mixed", 1), ("power", 2)])
 def test_short_randomised_run(tmp_path: Path, profile: str, seed: int) -> None:
     cfg = RunConfig(profile=profile, seed=seed, warmup_s=5, fault_s=60, mean_gap_s=4, final_read_s=60)
