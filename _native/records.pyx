@@ -1977,26 +1977,23 @@ cdef class Columns:
         ]
         names = ["offset", "timestamp", "timestampType", "leaderEpoch"]
         data = None if self.view_buffers is None else [pa.py_buffer(b) for b in self.view_buffers]
-        if self.key_views is not None:
-            arrays.append(pa.Array.from_buffers(
-                pa.binary_view(), n, [bitmap(self.key_validity), pa.py_buffer(self.key_views)] + data,
-                null_count=self.key_null_count))
-            names.append("key")
-        elif self.key_offsets is not None:
-            arrays.append(pa.Array.from_buffers(
-                pa.binary(), n, [bitmap(self.key_validity), pa.py_buffer(self.key_offsets),
-                                 pa.py_buffer(self.key_data)], null_count=self.key_null_count))
-            names.append("key")
-        if self.value_views is not None:
-            arrays.append(pa.Array.from_buffers(
-                pa.binary_view(), n, [bitmap(self.value_validity), pa.py_buffer(self.value_views)] + data,
-                null_count=self.value_null_count))
-            names.append("value")
-        elif self.value_offsets is not None:
-            arrays.append(pa.Array.from_buffers(
-                pa.binary(), n, [bitmap(self.value_validity), pa.py_buffer(self.value_offsets),
-                                 pa.py_buffer(self.value_data)], null_count=self.value_null_count))
-            names.append("value")
+
+        def add_binary(name, views, offsets, values, validity, null_count):
+            # The key or value column, when decoded: views into the input's buffers, or offsets
+            # and bytes.
+            if views is not None:
+                arrays.append(pa.Array.from_buffers(
+                    pa.binary_view(), n, [bitmap(validity), pa.py_buffer(views)] + data, null_count=null_count))
+            elif offsets is not None:
+                arrays.append(pa.Array.from_buffers(
+                    pa.binary(), n, [bitmap(validity), pa.py_buffer(offsets), pa.py_buffer(values)],
+                    null_count=null_count))
+            else:
+                return
+            names.append(name)
+        add_binary("key", self.key_views, self.key_offsets, self.key_data, self.key_validity, self.key_null_count)
+        add_binary("value", self.value_views, self.value_offsets, self.value_data, self.value_validity,
+                   self.value_null_count)
         if self.header_offsets is not None:
             nh = self.header_count
             hkeys = pa.Array.from_buffers(pa.string(), nh, [None, pa.py_buffer(self.header_key_offsets),

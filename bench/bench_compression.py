@@ -15,7 +15,6 @@ time, the input size is in ``extra_info``.
 from __future__ import annotations
 
 import gzip
-import random
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -27,85 +26,11 @@ import pytest
 import snappy
 import zstandard
 
+from bench.payloads import kafka_records
 from seglog._native import compression as C
 
 K32 = 32 * 1024
 K64 = 64 * 1024
-
-
-def _varint(n: int) -> bytes:
-    u = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while u >= 0x80:
-        out.append((u & 0x7F) | 0x80)
-        u >>= 7
-    out.append(u)
-    return bytes(out)
-
-
-def kafka_records(total: int, value_size: int, seed: int = 1) -> bytes:
-    rng = random.Random(seed)
-    words = [
-        "alpha",
-        "beta",
-        "gamma",
-        "order",
-        "payment",
-        "user",
-        "session",
-        "click",
-        "view",
-        "checkout",
-        "cart",
-        "item",
-        "price",
-        "status",
-        "ok",
-        "error",
-        "retry",
-        "timeout",
-        "region",
-        "eu",
-        "us",
-        "mobile",
-        "web",
-        "search",
-        "query",
-        "page",
-        "home",
-        "product",
-        "account",
-        "login",
-        "token",
-        "cache",
-        "hit",
-        "miss",
-        "latency",
-    ]
-    out = bytearray()
-    i = 0
-    while len(out) < total:
-        key = b"user-%d" % rng.randrange(10000)
-        parts = []
-        n = 0
-        while n < value_size:
-            s = '"%s":"%s-%d"' % (rng.choice(words), rng.choice(words), rng.randrange(100000))
-            parts.append(s)
-            n += len(s) + 1
-        value = ("{" + ",".join(parts) + "}").encode()[:value_size]
-        body = (
-            b"\x00"
-            + _varint(rng.randrange(50))
-            + _varint(i)
-            + _varint(len(key))
-            + key
-            + _varint(len(value))
-            + value
-            + _varint(0)
-        )
-        out += _varint(len(body)) + body
-        i += 1
-    return bytes(out[:total])
 
 
 def _chunks(data: bytes, n: int) -> list[memoryview]:

@@ -76,16 +76,26 @@ def parse_int(text: str) -> int:
     return int(text)
 
 
-def read_text(path: str, what: str = "file") -> str | None:
-    """The UTF-8 text of ``path``; None if it does not exist. Bytes that are not UTF-8 raise
-    ``CorruptCheckpointError`` naming the line; other read errors a ``KafkaStorageError``."""
+def read_file(path: str, cannot_read: Callable[[OSError], Exception]) -> bytes | None:
+    """The bytes of ``path``; None if it does not exist. Any other error reading it raises
+    ``cannot_read(the OSError)`` (chained to it), so each caller names the file its own way."""
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            return f.read()
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise KafkaStorageError(f"cannot read {what} {path}: {exc.strerror or exc}", path=path) from exc
+        raise cannot_read(exc) from exc
+
+
+def read_text(path: str, what: str = "file") -> str | None:
+    """The UTF-8 text of ``path``; None if it does not exist. Bytes that are not UTF-8 raise
+    ``CorruptCheckpointError`` naming the line; other read errors a ``KafkaStorageError``."""
+    data = read_file(
+        path, lambda exc: KafkaStorageError(f"cannot read {what} {path}: {exc.strerror or exc}", path=path)
+    )
+    if data is None:
+        return None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -305,13 +315,9 @@ def read_meta_properties(path: str) -> dict[str, str] | None:
     ``CorruptCheckpointError`` naming the file when it cannot be read or is not a valid Kafka
     meta.properties: a version other than 0 or 1, a ``broker.id`` (version 0) or ``node.id``
     (version 1, required there with ``cluster.id``) that is not a base-10 int."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
+    raw = read_file(path, lambda exc: CorruptCheckpointError(path, f"cannot read it: {exc.strerror or exc}"))
+    if raw is None:
         return None
-    except OSError as exc:
-        raise CorruptCheckpointError(path, f"cannot read it: {exc.strerror or exc}") from exc
     try:
         # Properties.load reads ISO 8859-1; \uXXXX escapes carry the rest.
         props = parse_properties(raw.decode("latin-1"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,7 @@ from seglog.storage.checkpoints import (
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
     read_checkpoint,
+    read_meta_properties,
 )
 from seglog.storage.log import Log
 from seglog.storage.producer_state import ProducerStateManager
@@ -129,6 +131,26 @@ def test_invalid_utf8_names_the_line(tmp_path: Path) -> None:
     path.write_bytes(b"0\n2\nt 0 5\nt\xff 1 6\n")
     with pytest.raises(CorruptCheckpointError, match=r"line 4 is not valid UTF-8 \(byte 0xff at byte 11\)"):
         read_checkpoint(str(path))
+
+
+def test_unreadable_files_raise_the_readers_own_errors_naming_the_file(tmp_path: Path) -> None:
+    """A checkpoint file that cannot be read is a storage error, a meta.properties that cannot
+    be read a corrupt one; either names the file and chains the OSError. A missing one is None."""
+    path = tmp_path / "unreadable"
+    path.mkdir()
+    with pytest.raises(
+        KafkaStorageError, match=f"^cannot read checkpoint file {re.escape(str(path))}: Is a directory$"
+    ) as info:
+        read_checkpoint(str(path))
+    assert isinstance(info.value.__cause__, IsADirectoryError)
+    with pytest.raises(
+        CorruptCheckpointError,
+        match=f"^corrupt checkpoint file {re.escape(str(path))}: cannot read it: Is a directory$",
+    ) as corrupt:
+        read_meta_properties(str(path))
+    assert isinstance(corrupt.value.__cause__, IsADirectoryError) and corrupt.value.path == str(path)
+    assert read_checkpoint(str(tmp_path / "missing")) is None
+    assert read_meta_properties(str(tmp_path / "missing")) is None
 
 
 @pytest.mark.parametrize(

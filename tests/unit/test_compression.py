@@ -26,10 +26,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import seglog  # noqa: F401  (installs the engine's error classes into the native table)
+from bench.payloads import kafka_records as records
 from seglog._native import compression as C
 from seglog.errors import CorruptRecordError
 from tests.conftest import wrong
-from tests.logkit import zigzag_bytes
 
 with warnings.catch_warnings():
     # kafka-python's package import trips a DeprecationWarning in importlib.resources.
@@ -42,33 +42,6 @@ NAMES = {C.GZIP: "gzip", C.SNAPPY: "snappy", C.LZ4: "lz4", C.ZSTD: "zstd"}
 
 # --------------------------------------------------------------------------------------
 # payloads and a legacy message-set parser written from docs/kafka-format.md §4
-
-
-def records(total: int, value_size: int = 100, seed: int = 1) -> bytes:
-    """Concatenated v2 records with JSON-like values, cut to ``total`` bytes."""
-    rng = random.Random(seed)
-    words = b"alpha beta order payment user click view cart price status error region".split()
-    out = bytearray()
-    i = 0
-    while len(out) < total:
-        key = b"user-%d" % rng.randrange(10000)
-        value = bytearray(b"{")
-        while len(value) < value_size:
-            value += b'"%s":"%s-%d",' % (rng.choice(words), rng.choice(words), rng.randrange(99999))
-        value = value[:value_size]
-        body = (
-            b"\x00"
-            + zigzag_bytes(rng.randrange(50))
-            + zigzag_bytes(i)
-            + zigzag_bytes(len(key))
-            + key
-            + zigzag_bytes(len(value))
-            + value
-            + zigzag_bytes(0)
-        )
-        out += zigzag_bytes(len(body)) + body
-        i += 1
-    return bytes(out[:total])
 
 
 def payload(kind: str, size: int) -> bytes:
