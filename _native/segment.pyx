@@ -84,7 +84,7 @@ cdef extern from "unistd.h" nogil:
     int _SC_PAGESIZE
 
 from kbytes cimport kb_load_i32, kb_store_u32, kb_store_u64
-from seglog._native.index cimport offset_index_position, time_index_offset
+from seglog._native.index cimport index_is_full, offset_index_position, time_index_offset
 from seglog._native.records cimport BatchHeader, make_header
 from batch_header cimport (seglog_batch, seglog_batch_head, batch_error, batch_is_torn, BATCH_OK, BATCH_END,
                            BATCH_BAD_CODEC, BATCH_COUNT_TOO_BIG, BATCH_CRC_V2, BATCH_CRC_ALL, LOG_OVERHEAD,
@@ -788,7 +788,7 @@ cdef class Segment:
         if self.size > 0:
             if self.size > rules.segment_bytes - n:
                 return ROLL_SIZE
-            if self._oidx.is_full or self._tidx.is_full:
+            if index_is_full(self._oidx) or index_is_full(self._tidx):
                 return ROLL_INDEX_FULL
             if not fits:
                 return ROLL_OFFSET_OVERFLOW
@@ -798,7 +798,7 @@ cdef class Segment:
                 return ROLL_CHECK_WALL_AGE
             if max_ts - self._rolling_ts > rules.max_segment_ms - roll_jitter_ms:
                 return ROLL_AGE
-        elif not fits or self._oidx.is_full or self._tidx.is_full:
+        elif not fits or index_is_full(self._oidx) or index_is_full(self._tidx):
             return ROLL_OFFSET_OVERFLOW
         return None
 

@@ -289,6 +289,8 @@ class Log(Closeable):
         #: The native append's rules (AppendRules) for ``_rules_config``, made on the first append.
         self._rules: AppendRules | None = None
         self._rules_config: LogConfig | None = None
+        #: For ``_rules_config``: (LogAppendTime, timestamps bounded, before.max.ms, after.max.ms, compacted).
+        self._validation: tuple[bool, bool, int, int, bool] = (False, False, 0, 0, False)
         #: Idempotent producers' state (Kafka's ``ProducerStateManager``); see :meth:`open`.
         self.producer_state = ProducerStateManager(
             self.dir if producer_snapshots else None, name=os.path.basename(self.dir)
@@ -473,21 +475,21 @@ class Log(Closeable):
 
     def _validate_client(self, view: memoryview, now: int, verify_crc: bool) -> list[Any]:
         cfg = self.config
-        log_append = cfg.message_timestamp_type == "LogAppendTime"
-        bounded = not log_append and (
-            cfg.message_timestamp_before_max_ms < _LONG_MAX or cfg.message_timestamp_after_max_ms < _LONG_MAX
-        )
+        rules = self._rules
+        if rules is None or self._rules_config is not cfg:
+            rules = self._append_rules(cfg)
+        log_append, bounded, before, after, compact = self._validation
         return validate_batches(
             view,
-            f"{self.topic}-{self.partition}",
+            rules.where,
             now=now,
             log_append_time=log_append,
-            before_max_ms=cfg.message_timestamp_before_max_ms,
-            after_max_ms=cfg.message_timestamp_after_max_ms,
-            compacted=cfg.compact,
+            before_max_ms=before,
+            after_max_ms=after,
+            compacted=compact,
             verify_crc=verify_crc,
             walk_compressed=verify_crc or bounded,
-            max_batch_size=cfg.max_message_bytes + 12,
+            max_batch_size=rules.max_message_bytes + 12,
         )
 
     def _append(
@@ -504,7 +506,7 @@ class Log(Closeable):
         rules = self._rules
         if rules is None or self._rules_config is not cfg:
             rules = self._append_rules(cfg)
-        log_append = cfg.message_timestamp_type == "LogAppendTime"
+        log_append = self._validation[0]
         if assign_offsets and origin == "client":
             heads = self._validate_client(view, now, verify_crc)
         else:
@@ -579,7 +581,17 @@ class Log(Closeable):
             )
 
     def _append_rules(self, cfg: LogConfig) -> AppendRules:
-        """The native append's rules for ``cfg`` (made again when the config is replaced)."""
+        """The native append's rules and the client validation's settings for ``cfg`` (made
+        again when the config is replaced: a LogConfig is immutable)."""
+        log_append = cfg.message_timestamp_type == "LogAppendTime"
+        before, after = cfg.message_timestamp_before_max_ms, cfg.message_timestamp_after_max_ms
+        self._validation = (
+            log_append,
+            not log_append and (before < _LONG_MAX or after < _LONG_MAX),
+            before,
+            after,
+            cfg.compact,
+        )
         self._rules = AppendRules(
             f"{self.topic}-{self.partition}", self.dir, cfg.max_message_bytes, cfg.segment_bytes, cfg.max_segment_ms
         )
