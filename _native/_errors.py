@@ -15,6 +15,7 @@ _classes: dict[str, type[BaseException]] = {
     "invalid_record": ValueError,
     "invalid_timestamp": ValueError,
     "record_too_large": ValueError,
+    "record_list_too_large": ValueError,
     "unknown_topic_or_partition": KeyError,
     "unsupported_compression": ValueError,
     "storage": OSError,

@@ -14,3 +14,6 @@ cdef int64_t offset_index_position(object index, int64_t target_offset, int64_t 
 # ``TimeIndex.lookup(target_timestamp)[1]``: the offset of the largest entry at or below the
 # timestamp (the base offset if none); another object answers through its ``lookup``.
 cdef int64_t time_index_offset(object index, int64_t target_timestamp) except -1
+
+# ``index.is_full`` (no Python property call for an OffsetIndex or TimeIndex).
+cdef bint index_is_full(object index) except -1

@@ -885,3 +885,9 @@ cdef int64_t time_index_offset(object index, int64_t target_timestamp) except -1
         (<TimeIndex>index)._floor(target_timestamp, &offset)
         return offset
     return index.lookup(target_timestamp)[1]
+
+
+cdef bint index_is_full(object index) except -1:
+    if isinstance(index, _Index):
+        return (<_Index>index)._n >= (<_Index>index)._cap
+    return bool(index.is_full)

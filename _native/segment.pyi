@@ -1,6 +1,7 @@
 """One log segment: ``<base>.log`` with its ``.index``, ``.timeindex`` (and ``.txnindex``)."""
 
 import os
+from typing import Final, overload
 
 from typing_extensions import Buffer, Self, disjoint_base, final
 
@@ -85,6 +86,30 @@ class AppendInfo:
     @property
     def records(self) -> int: ...
 
+ROLL_SIZE: Final[str]
+ROLL_INDEX_FULL: Final[str]
+ROLL_OFFSET_OVERFLOW: Final[str]
+ROLL_AGE: Final[str]
+ROLL_CHECK_WALL_AGE: Final[str]
+
+@disjoint_base
+class AppendRules:
+    """A log's rules for its appends, applied by ``Segment.append`` before it writes."""
+
+    def __init__(
+        self, where: str, log_dir: str, max_message_bytes: int, segment_bytes: int, max_segment_ms: int
+    ) -> None: ...
+    @property
+    def where(self) -> str: ...
+    @property
+    def log_dir(self) -> str: ...
+    @property
+    def max_message_bytes(self) -> int: ...
+    @property
+    def segment_bytes(self) -> int: ...
+    @property
+    def max_segment_ms(self) -> int: ...
+
 @final
 class Segment:
     """One segment of a partition log."""
@@ -152,11 +177,30 @@ class Segment:
     def fileno(self) -> int: ...
     def dup_fileno(self) -> int: ...
     def __len__(self) -> int: ...
+    @overload
     def append(
-        self, batches: Buffer, assign_from: int = -1, leader_epoch: int = -1, verify_crc: bool = True
+        self,
+        batches: Buffer,
+        assign_from: int = -1,
+        leader_epoch: int = -1,
+        verify_crc: bool = True,
+        rules: None = None,
+        roll_jitter_ms: int = 0,
     ) -> AppendInfo:
         """Append whole v2 batches; structure and (with ``verify_crc``) CRCs are checked before
         anything is written."""
+    @overload
+    def append(
+        self,
+        batches: Buffer,
+        assign_from: int,
+        leader_epoch: int,
+        verify_crc: bool,
+        rules: AppendRules,
+        roll_jitter_ms: int = 0,
+    ) -> AppendInfo | str:
+        """With the log's rules: the log's per-batch checks too, and nothing written but the
+        reason (``ROLL_*``) when Kafka's ``shouldRoll`` says the log must roll first."""
     def release_allocated(self) -> None: ...
     def view(self, position: int = 0, length: int = -1) -> memoryview: ...
     def translate_offset(self, offset: int, start_position: int = 0) -> BatchInfo | None:

@@ -84,7 +84,7 @@ cdef extern from "unistd.h" nogil:
     int _SC_PAGESIZE
 
 from kbytes cimport kb_load_i32, kb_store_u32, kb_store_u64
-from seglog._native.index cimport offset_index_position, time_index_offset
+from seglog._native.index cimport index_is_full, offset_index_position, time_index_offset
 from seglog._native.records cimport BatchHeader, make_header
 from batch_header cimport (seglog_batch, seglog_batch_head, batch_error, batch_is_torn, BATCH_OK, BATCH_END,
                            BATCH_BAD_CODEC, BATCH_COUNT_TOO_BIG, BATCH_CRC_V2, BATCH_CRC_ALL, LOG_OVERHEAD,
@@ -96,6 +96,7 @@ cdef extern from "prealloc.h" nogil:
 
 cdef enum:
     IOV_BATCH = 512            # batches per pwritev call (2 iovecs each, under IOV_MAX 1024)
+    IOV_SMALL = 16             # batches an append patches in stack space (more: malloc)
     ALLOCATE_STEP = 4194304     # 4 MiB of disk blocks allocated ahead of the end of file at a time
     NOGIL_WALK_BYTES = 65536    # a batch-header walk over fewer bytes keeps the GIL
 
@@ -262,6 +263,70 @@ cdef class AppendInfo:
     def __repr__(self):
         return (f"AppendInfo(first_offset={self.first_offset}, last_offset={self.last_offset}, "
                 f"position={self.position}, size={self.size}, batches={self.batches})")
+
+
+#: What ``Segment.append`` with rules returns instead of writing when the segment must roll
+#: first (Kafka's ``shouldRoll``; the reasons the log records).
+ROLL_SIZE = "size"
+ROLL_INDEX_FULL = "index full"
+ROLL_OFFSET_OVERFLOW = "offset overflow"
+ROLL_AGE = "age"
+#: The segment holds no batch timestamp yet: whether it is too old for another append depends on
+#: when it was created, which the log knows (its wall-clock age against ``segment.ms``).
+ROLL_CHECK_WALL_AGE = "wall-clock age"
+
+
+cdef class AppendRules:
+    """A log's rules for its appends (Kafka's ``UnifiedLog.append`` checks and ``shouldRoll``),
+    applied by :meth:`Segment.append` in its header pass, before anything is written. Made once
+    per configuration; ``where`` names the partition and ``log_dir`` the log in messages."""
+    cdef readonly str where
+    cdef readonly str log_dir
+    cdef readonly int64_t max_message_bytes
+    cdef readonly int64_t segment_bytes
+    cdef readonly int64_t max_segment_ms
+
+    def __init__(self, str where, str log_dir, int64_t max_message_bytes, int64_t segment_bytes,
+                 int64_t max_segment_ms):
+        self.where = where
+        self.log_dir = log_dir
+        self.max_message_bytes = max_message_bytes
+        self.segment_bytes = segment_bytes
+        self.max_segment_ms = max_segment_ms
+
+    def __repr__(self):
+        return (f"AppendRules({self.where!r}, {self.log_dir!r}, max_message_bytes="
+                f"{self.max_message_bytes}, segment_bytes={self.segment_bytes}, "
+                f"max_segment_ms={self.max_segment_ms})")
+
+
+cdef int _apply_rules(AppendRules rules, seglog_batch *h, Py_ssize_t pos, bint assign) except -1:
+    """The log's per-batch rules (the order of Kafka's ``UnifiedLog.append``): a batch no larger
+    than a segment, magic 2, within ``max.message.bytes`` (+12 bytes of log overhead), and, when
+    offsets are assigned, as many records as offsets."""
+    cdef int64_t span
+    if h.size > rules.segment_bytes:
+        # Kafka's UnifiedLog.append refuses an append that cannot fit one segment (a
+        # producer's append is one batch); several batches may still span segments.
+        raise _errors.make("record_list_too_large",
+                           f"Message batch size is {h.size} bytes in append to partition {rules.where}, "
+                           f"which exceeds the maximum configured segment size of {rules.segment_bytes}",
+                           position=pos, limit=rules.segment_bytes)
+    if h.magic != 2:
+        raise _errors.make("invalid_record",
+                           f"only RecordBatch v2 can be appended; the batch at byte {pos} has magic "
+                           f"{h.magic}", position=pos)
+    if h.size > rules.max_message_bytes + 12:
+        raise _errors.make("record_too_large",
+                           f"the batch at byte {pos} is {h.size} bytes, over max.message.bytes "
+                           f"{rules.max_message_bytes} (+12 bytes of log overhead) of {rules.log_dir}",
+                           position=pos, limit=rules.max_message_bytes)
+    span = h.last_offset - h.base_offset + 1
+    if assign and h.count != span:
+        raise _errors.make("invalid_record",
+                           f"the batch at byte {pos} holds {h.count} records but spans {span} "
+                           "offsets; a producer batch must be contiguous", position=pos)
+    return 0
 
 
 cdef class Segment:
@@ -692,7 +757,8 @@ cdef class Segment:
     # -- append --------------------------------------------------------------------------------
 
     def append(self, const uint8_t[::1] batches, int64_t assign_from=-1,
-               int32_t leader_epoch=NO_PARTITION_LEADER_EPOCH, bint verify_crc=True):
+               int32_t leader_epoch=NO_PARTITION_LEADER_EPOCH, bint verify_crc=True,
+               AppendRules rules=None, int64_t roll_jitter_ms=0):
         """Append whole v2 batches from ``batches`` (any buffer) and return an AppendInfo.
 
         ``assign_from >= 0`` assigns offsets (leader): batch i gets base offset
@@ -700,15 +766,45 @@ cdef class Segment:
         batches' own offset ranges. Otherwise (follower) the batches' offsets are kept and must
         be above ``next_offset - 1``. ``leader_epoch >= 0`` is written into every batch.
         Structure and (with ``verify_crc``) CRCs are checked before anything is written.
+
+        With ``rules`` (the log's :class:`AppendRules`) each batch must also pass the log's
+        checks (``RecordListTooLargeError``, ``InvalidRecordError``, ``RecordTooLargeError``),
+        and when Kafka's ``shouldRoll`` says this append belongs in a new segment (``segment.ms``
+        less ``roll_jitter_ms`` for the age) nothing is written and the reason is returned
+        instead (``ROLL_SIZE`` ...); ``ROLL_CHECK_WALL_AGE`` when only the segment's wall-clock
+        age is left to decide, which the caller knows (append again without ``rules`` if young).
         """
         self._enter()
         try:
-            return self._append_(batches, assign_from, leader_epoch, verify_crc)
+            return self._append_(batches, assign_from, leader_epoch, verify_crc, rules, roll_jitter_ms)
         finally:
             self._leave()
 
+    cdef object _roll_reason(self, AppendRules rules, Py_ssize_t n, int64_t max_ts, int64_t last,
+                             int64_t roll_jitter_ms):
+        """Kafka's ``shouldRoll`` for an append of ``n`` bytes up to offset ``last`` whose
+        largest timestamp is ``max_ts``: None, or why the segment must roll first."""
+        cdef bint fits = 0 <= last - self.base_offset <= INT32_MAX
+        if self.size > 0:
+            if self.size > rules.segment_bytes - n:
+                return ROLL_SIZE
+            if index_is_full(self._oidx) or index_is_full(self._tidx):
+                return ROLL_INDEX_FULL
+            if not fits:
+                return ROLL_OFFSET_OVERFLOW
+            # Kafka's timeWaitedForRoll: the incoming batch's timestamp against the segment's
+            # first batch timestamp, or wall time since creation when there is none.
+            if self._rolling_ts < 0:
+                return ROLL_CHECK_WALL_AGE
+            if max_ts - self._rolling_ts > rules.max_segment_ms - roll_jitter_ms:
+                return ROLL_AGE
+        elif not fits or index_is_full(self._oidx) or index_is_full(self._tidx):
+            return ROLL_OFFSET_OVERFLOW
+        return None
+
     cdef _append_(self, const uint8_t[::1] batches, int64_t assign_from=-1,
-                  int32_t leader_epoch=NO_PARTITION_LEADER_EPOCH, bint verify_crc=True):
+                  int32_t leader_epoch=NO_PARTITION_LEADER_EPOCH, bint verify_crc=True,
+                  AppendRules rules=None, int64_t roll_jitter_ms=0):
         if self.closed:
             raise ValueError(f"segment {self.log_path} is closed")
         if self.read_only:
@@ -717,12 +813,12 @@ cdef class Segment:
         if n == 0:
             raise ValueError("nothing to append: the buffer is empty")
         cdef const uint8_t *src = &batches[0]
-        cdef Py_ssize_t pos = 0, count = 0
+        cdef Py_ssize_t pos = 0, count = 0, bad_at = -1
         cdef seglog_batch h
         cdef int st
         cdef int64_t next_off = assign_from if assign_from >= 0 else -1
         cdef int64_t first = -1, last = -1, max_ts = -1, off_max = -1, delta
-        cdef int64_t records = 0
+        cdef int64_t records = 0, bad_first = 0, bad_last = 0
         # Index entries this append will add: Kafka's rule applied batch by batch (an entry at a
         # batch once more than index.interval.bytes were appended since the last entry).
         cdef Py_ssize_t since = self.bytes_since_last_index_entry, entries = 0
@@ -732,6 +828,8 @@ cdef class Segment:
             st = _head_at(src, pos, n, &h, BATCH_CRC_V2 if verify_crc else 0)
             if st != BATCH_OK:
                 raise _errors.corrupt(f"cannot append to {self.log_path}: " + batch_error(st, &h), pos)
+            if rules is not None:
+                _apply_rules(rules, &h, pos, assign_from >= 0)
             if h.magic != 2:
                 raise _errors.make("invalid_record",
                                    f"cannot append a magic {h.magic} batch to {self.log_path}: "
@@ -747,11 +845,12 @@ cdef class Segment:
                                    f"position {pos} starts at offset {h.base_offset}, the log already "
                                    f"holds up to {max(last, self._next_offset - 1)}",
                                    position=pos, offset=h.base_offset)
-            if h.base_offset - self.base_offset < 0 or h.last_offset - self.base_offset > INT32_MAX:
-                raise _errors.make("invalid_record",
-                                   f"offsets {h.base_offset}..{h.last_offset} cannot be stored relative "
-                                   f"to the base offset {self.base_offset} of {self.log_path} (roll first)",
-                                   offset=h.base_offset)
+            if bad_at < 0 and (h.base_offset - self.base_offset < 0
+                               or h.last_offset - self.base_offset > INT32_MAX):
+                # Refused below unless the log rolls first (its offset-overflow rule).
+                bad_at = pos
+                bad_first = h.base_offset
+                bad_last = h.last_offset
             if first < 0:
                 first = h.base_offset
             last = h.last_offset
@@ -765,6 +864,15 @@ cdef class Segment:
                 since = 0
             since += h.size
             pos += h.size
+        if rules is not None:
+            reason = self._roll_reason(rules, n, max_ts, last, roll_jitter_ms)
+            if reason is not None:
+                return reason
+        if bad_at >= 0:
+            raise _errors.make("invalid_record",
+                               f"offsets {bad_first}..{bad_last} cannot be stored relative "
+                               f"to the base offset {self.base_offset} of {self.log_path} (roll first)",
+                               offset=bad_first)
         if entries:
             # Index entries go in after the data; a full disk must fail the append before it.
             self._oidx.reserve(entries)
@@ -829,8 +937,11 @@ cdef class Segment:
     cdef int _write(self, const uint8_t *src, Py_ssize_t n, Py_ssize_t count, int64_t assign_from,
                     int32_t leader_epoch) except -1:
         """pwritev the batches at the end of the file; headers patched through scratch space."""
-        cdef uint8_t *scratch = NULL
-        cdef iovec *iov = NULL
+        # The usual append (a few batches) patches its headers on the stack: no allocation.
+        cdef uint8_t small_scratch[16 * IOV_SMALL]
+        cdef iovec small_iov[2 * IOV_SMALL]
+        cdef uint8_t *scratch = small_scratch
+        cdef iovec *iov = small_iov
         cdef Py_ssize_t pos = 0, k, want, done
         cdef int64_t next_off = assign_from, delta
         cdef int32_t length
@@ -841,12 +952,13 @@ cdef class Segment:
         cdef Py_ssize_t nb = min(count, IOV_BATCH)
         if self.allocate_step and self.size + n > self.allocated_to:
             self._allocate(self.size + n)
-        scratch = <uint8_t *>malloc(16 * nb)
-        iov = <iovec *>malloc(sizeof(iovec) * 2 * nb)
-        if scratch == NULL or iov == NULL:
-            free(scratch)
-            free(iov)
-            raise MemoryError()
+        if nb > IOV_SMALL:
+            scratch = <uint8_t *>malloc(16 * nb)
+            iov = <iovec *>malloc(sizeof(iovec) * 2 * nb)
+            if scratch == NULL or iov == NULL:
+                free(scratch)
+                free(iov)
+                raise MemoryError()
         try:
             while pos < n:
                 # Fill up to IOV_BATCH batches' worth of iovecs.
@@ -884,8 +996,9 @@ cdef class Segment:
                 if err:
                     break
         finally:
-            free(scratch)
-            free(iov)
+            if scratch != small_scratch:
+                free(scratch)
+                free(iov)
         if err:
             # Leave no partial batch behind: cut the file back to where this append began.
             ftruncate(fd, self.size)

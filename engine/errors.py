@@ -745,6 +745,7 @@ _native_errors.install(
     invalid_record=InvalidRecordError,
     invalid_timestamp=InvalidTimestampError,
     record_too_large=RecordTooLargeError,
+    record_list_too_large=RecordListTooLargeError,
     unknown_topic_or_partition=UnknownTopicOrPartitionError,
     unsupported_compression=UnsupportedCompressionTypeError,
     storage=KafkaStorageError,

@@ -34,6 +34,9 @@ class LeaderEpochCache:
         self._starts: list[int] = []
         for epoch, start in entries:
             self._assign(epoch, start)
+        #: The last entry's epoch, kept by every change (``_flush``): read on every append,
+        #: without the lock (an int attribute is read whole).
+        self._latest = self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
 
     # -- queries ---------------------------------------------------------------------------------
 
@@ -43,8 +46,7 @@ class LeaderEpochCache:
 
     @property
     def latest_epoch(self) -> int:
-        with self._lock:
-            return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
+        return self._latest
 
     @property
     def latest_entry(self) -> tuple[int, int] | None:
@@ -129,5 +131,7 @@ class LeaderEpochCache:
             self._flush()
 
     def _flush(self) -> None:
+        """After every change of the entries (before the file write, which may fail)."""
+        self._latest = self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
         if not self._read_only:
             self._file.write(zip(self._epochs, self._starts))

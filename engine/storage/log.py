@@ -56,7 +56,15 @@ from typing import Any
 from seglog._native.crc32c import crc32c
 from seglog._native.fetch import LogReadResult as LogReadResult  # re-exported: Log.read's result
 from seglog._native.fetch import read_log
-from seglog._native.segment import Segment, out_of_files_error, segments_first_at_or_after
+from seglog._native.segment import (
+    ROLL_AGE,
+    ROLL_CHECK_WALL_AGE,
+    AppendInfo,
+    AppendRules,
+    Segment,
+    out_of_files_error,
+    segments_first_at_or_after,
+)
 from seglog._native.segment import open_segment_limit as open_segment_limit  # noqa: F401 (public)
 from seglog._native.segment import open_segments as open_segments  # noqa: F401 (public)
 from seglog.config import LONG_MAX as _LONG_MAX
@@ -66,8 +74,6 @@ from seglog.errors import (
     KafkaStorageError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
-    RecordListTooLargeError,
-    RecordTooLargeError,
 )
 from seglog.storage.checkpoints import OffsetCheckpointFile, fsync_dir
 from seglog.storage.local_log import LocalLog
@@ -280,6 +286,11 @@ class Log(Closeable):
         # The open transactions and the segments' .txnindex files.
         self._txns = self._local.txns
         self._jitter = self._local.roll_jitter  # read by every append's roll check
+        #: The native append's rules (AppendRules) for ``_rules_config``, made on the first append.
+        self._rules: AppendRules | None = None
+        self._rules_config: LogConfig | None = None
+        #: For ``_rules_config``: (LogAppendTime, timestamps bounded, before.max.ms, after.max.ms, compacted).
+        self._validation: tuple[bool, bool, int, int, bool] = (False, False, 0, 0, False)
         #: Idempotent producers' state (Kafka's ``ProducerStateManager``); see :meth:`open`.
         self.producer_state = ProducerStateManager(
             self.dir if producer_snapshots else None, name=os.path.basename(self.dir)
@@ -464,21 +475,21 @@ class Log(Closeable):
 
     def _validate_client(self, view: memoryview, now: int, verify_crc: bool) -> list[Any]:
         cfg = self.config
-        log_append = cfg.message_timestamp_type == "LogAppendTime"
-        bounded = not log_append and (
-            cfg.message_timestamp_before_max_ms < _LONG_MAX or cfg.message_timestamp_after_max_ms < _LONG_MAX
-        )
+        rules = self._rules
+        if rules is None or self._rules_config is not cfg:
+            rules = self._append_rules(cfg)
+        log_append, bounded, before, after, compact = self._validation
         return validate_batches(
             view,
-            f"{self.topic}-{self.partition}",
+            rules.where,
             now=now,
             log_append_time=log_append,
-            before_max_ms=cfg.message_timestamp_before_max_ms,
-            after_max_ms=cfg.message_timestamp_after_max_ms,
-            compacted=cfg.compact,
+            before_max_ms=before,
+            after_max_ms=after,
+            compacted=compact,
             verify_crc=verify_crc,
             walk_compressed=verify_crc or bounded,
-            max_batch_size=cfg.max_message_bytes + 12,
+            max_batch_size=rules.max_message_bytes + 12,
         )
 
     def _append(
@@ -492,49 +503,25 @@ class Log(Closeable):
     ) -> LogAppendInfo:
         now = self.clock.time_ms()
         cfg = self.config
-        limit = cfg.max_message_bytes
-        log_append = cfg.message_timestamp_type == "LogAppendTime"
-        client = assign_offsets and origin == "client"
-        where = f"{self.topic}-{self.partition}"
-        if client:
+        rules = self._rules
+        if rules is None or self._rules_config is not cfg:
+            rules = self._append_rules(cfg)
+        log_append = self._validation[0]
+        if assign_offsets and origin == "client":
             heads = self._validate_client(view, now, verify_crc)
         else:
             heads = batch_headers(view, verify_crc=verify_crc)
         if not heads:
-            raise InvalidRecordError(f"nothing to append to {where}: the buffer holds no batch")
-        txn_or_control = producers = False
-        for h in heads:
-            if h.size > cfg.segment_bytes:
-                # Kafka's UnifiedLog.append refuses an append that cannot fit one segment (a
-                # producer's append is one batch); several batches may still span segments.
-                raise RecordListTooLargeError(
-                    f"Message batch size is {h.size} bytes in append to partition {where}, which "
-                    f"exceeds the maximum configured segment size of {cfg.segment_bytes}",
-                    position=h.position,
-                    limit=cfg.segment_bytes,
-                )
-            if h.magic != 2:
-                raise InvalidRecordError(
-                    f"only RecordBatch v2 can be appended; the batch at byte {h.position} has magic {h.magic}",
-                    position=h.position,
-                )
-            if h.size > limit + 12:
-                raise RecordTooLargeError(
-                    f"the batch at byte {h.position} is {h.size} bytes, over max.message.bytes "
-                    f"{limit} (+12 bytes of log overhead) of {self.dir}",
-                    position=h.position,
-                    limit=limit,
-                )
-            if assign_offsets and h.records_count != h.last_offset - h.base_offset + 1:
-                raise InvalidRecordError(
-                    f"the batch at byte {h.position} holds {h.records_count} records but spans "
-                    f"{h.last_offset - h.base_offset + 1} offsets; a producer batch must be contiguous",
-                    position=h.position,
-                )
-            if h.attributes & ATTR_TXN_OR_CONTROL:
-                txn_or_control = True
-            if h.producer_id >= 0:
-                producers = True
+            raise InvalidRecordError(f"nothing to append to {rules.where}: the buffer holds no batch")
+        # The per-batch rules (segment.bytes, magic, max.message.bytes, contiguous offsets) and
+        # Kafka's shouldRoll are the native append's (AppendRules), before it writes anything.
+        if len(heads) == 1:
+            h = heads[0]
+            txn_or_control = bool(h.attributes & ATTR_TXN_OR_CONTROL)
+            producers = h.producer_id >= 0
+        else:
+            txn_or_control = any(h.attributes & ATTR_TXN_OR_CONTROL for h in heads)
+            producers = any(h.producer_id >= 0 for h in heads)
         if assign_offsets and log_append:
             view = memoryview(_with_log_append_time(view, heads, now))
         with self._lock:
@@ -547,7 +534,8 @@ class Log(Closeable):
                 dup = self._check_producers(heads)
                 if dup is not None:
                     return dup
-            log_end = self._segments[-1].next_offset
+            seg = self._segments[-1]
+            log_end = seg.next_offset
             first_new = heads[0].base_offset if not assign_offsets else log_end
             if not assign_offsets and first_new < log_end:
                 raise InvalidRecordError(
@@ -555,21 +543,16 @@ class Log(Closeable):
                     f"the log ends at {log_end}",
                     offset=first_new,
                 )
-            if len(heads) == 1:
-                h = heads[0]
-                total_offsets = h.last_offset - h.base_offset + 1
-                max_ts = h.max_timestamp
-            else:
-                total_offsets = sum(h.last_offset - h.base_offset + 1 for h in heads)
-                max_ts = max(h.max_timestamp for h in heads)
-            last_new = (first_new + total_offsets - 1) if assign_offsets else heads[-1].last_offset
             if txn_or_control:
                 self._txns.ongoing()  # the open transactions before this append, read if not yet
-            seg = self._maybe_roll(len(view), max_ts, first_new, last_new)
-            # Positional: (buffer, assign_from, leader_epoch, verify_crc).
-            info = seg.append(view, first_new if assign_offsets else -1, epoch if assign_offsets else -1, False)
+            assign_from = first_new if assign_offsets else -1
+            epoch_out = epoch if assign_offsets else -1
+            # Positional: (buffer, assign_from, leader_epoch, verify_crc, rules, roll jitter).
+            info = seg.append(view, assign_from, epoch_out, False, rules, self._jitter.get(seg.base_offset, 0))
+            if isinstance(info, str):
+                info = self._append_rolled(seg, info, view, first_new, assign_from, epoch_out)
             if txn_or_control:
-                self._txns.track(seg, view, heads, info.first_offset if assign_offsets else -1)
+                self._txns.track(self._segments[-1], view, heads, info.first_offset if assign_offsets else -1)
             if producers:
                 self._update_producers(heads, info.first_offset if assign_offsets else -1)
             if assign_offsets:
@@ -577,15 +560,13 @@ class Log(Closeable):
                     self.epoch_cache.assign(epoch, info.first_offset)
             else:
                 # Follower: epochs come from the batches themselves.
-                next_off = info.first_offset
                 for h in heads:
                     if h.partition_leader_epoch > self.epoch_cache.latest_epoch:
                         self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
-                    next_off = h.last_offset + 1
             if not self.replicated:
-                self._high_watermark = self.log_end_offset
+                self._high_watermark = info.last_offset + 1
             self._unflushed_messages += info.records
-            if self._unflushed_messages >= self.config.flush_messages:
+            if self._unflushed_messages >= cfg.flush_messages:
                 self.flush()
             return LogAppendInfo(
                 info.first_offset,
@@ -598,6 +579,38 @@ class Log(Closeable):
                 info.size,
                 self.log_start_offset,
             )
+
+    def _append_rules(self, cfg: LogConfig) -> AppendRules:
+        """The native append's rules and the client validation's settings for ``cfg`` (made
+        again when the config is replaced: a LogConfig is immutable)."""
+        log_append = cfg.message_timestamp_type == "LogAppendTime"
+        before, after = cfg.message_timestamp_before_max_ms, cfg.message_timestamp_after_max_ms
+        self._validation = (
+            log_append,
+            not log_append and (before < _LONG_MAX or after < _LONG_MAX),
+            before,
+            after,
+            cfg.compact,
+        )
+        self._rules = AppendRules(
+            f"{self.topic}-{self.partition}", self.dir, cfg.max_message_bytes, cfg.segment_bytes, cfg.max_segment_ms
+        )
+        self._rules_config = cfg
+        return self._rules
+
+    def _append_rolled(
+        self, seg: Segment, reason: str, view: memoryview, first: int, assign_from: int, epoch: int
+    ) -> AppendInfo:
+        """The append after the active segment's ``Segment.append`` answered that the log must
+        roll first (``reason``): Kafka's wall-clock age rule decided here, the roll, the append."""
+        if reason == ROLL_CHECK_WALL_AGE:
+            # Kafka's timeWaitedForRoll without a batch timestamp: time since the creation.
+            waited = self.clock.time_ms() - self._local.created_ms(seg)
+            if waited <= self.config.max_segment_ms - self._jitter.get(seg.base_offset, 0):
+                return seg.append(view, assign_from, epoch, False)
+            reason = ROLL_AGE
+        seg = self._roll(first, reason)
+        return seg.append(view, assign_from, epoch, False)
 
     def _check_producers(self, heads: Sequence[Any]) -> LogAppendInfo | None:
         """A client's batches against the producer state (before anything is written): the
@@ -672,31 +685,6 @@ class Log(Closeable):
             raise KafkaStorageError(f"log {self.dir} is closed")
         if self.read_only:
             raise KafkaStorageError(f"log {self.dir} is open read-only")
-
-    def _maybe_roll(self, size: int, max_ts: int, first: int, last: int) -> Segment:
-        """Kafka's ``shouldRoll``: size, age, full index, or offsets not relative to the base."""
-        seg = self.active
-        cfg = self.config
-        reason = None
-        if seg.size > 0:
-            if seg.size > cfg.segment_bytes - size:
-                reason = "size"
-            elif seg.index_full:
-                reason = "index full"
-            elif not seg.can_convert_to_relative_offset(last):
-                reason = "offset overflow"
-            else:
-                # Kafka's timeWaitedForRoll: the incoming batch's timestamp against the segment's
-                # first batch timestamp, or wall time since creation when there is none.
-                ts = seg.rolling_based_timestamp
-                waited = (max_ts - ts) if ts >= 0 else (self.clock.time_ms() - self._local.created_ms(seg))
-                if waited > cfg.max_segment_ms - self._jitter.get(seg.base_offset, 0):
-                    reason = "age"
-        elif not seg.can_convert_to_relative_offset(last) or seg.index_full:
-            reason = "offset overflow"
-        if reason is None:
-            return seg
-        return self._roll(first, reason)
 
     def roll(self) -> Segment:
         """Start a new active segment at the log end (Kafka's ``roll``)."""

@@ -342,6 +342,7 @@ def test_native_classes_are_installed() -> None:
         "invalid_record": errors.InvalidRecordError,
         "invalid_timestamp": errors.InvalidTimestampError,
         "record_too_large": errors.RecordTooLargeError,
+        "record_list_too_large": errors.RecordListTooLargeError,
         "unsupported_compression": errors.UnsupportedCompressionTypeError,
         "unknown_topic_or_partition": errors.UnknownTopicOrPartitionError,
         "storage": KafkaStorageError,

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 
 import pytest
 
+from seglog._native.crc32c import crc32c
 from seglog.errors import (
     InvalidRecordError,
     KafkaStorageError,
@@ -215,6 +217,43 @@ def test_roll_on_segment_bytes_exactly_as_kafka(tmp_path):
     log.close()
     names = sorted(os.listdir(tmp_path / "u-0"))
     assert names == sorted(f"{b:020d}.{e}" for b in (0, 2) for e in ("log", "index", "timeindex"))
+
+
+def test_a_refused_append_neither_writes_nor_rolls(tmp_path):
+    # The log's per-batch rules are checked before the roll: a full segment stays the active
+    # one when the next append is refused, whatever its origin.
+    b = batch(1, size=40)
+    log = open_log(tmp_path, {"segment.bytes": 2 * len(b), "max.message.bytes": 120})
+    log.append(b, origin="coordinator")
+    log.append(b, origin="coordinator")
+    big = batch(1, size=100, base_offset=2)
+    assert len(b) <= 120 + 12 < len(big) < 2 * len(b)
+    for append in (
+        lambda: log.append(big, origin="coordinator"),
+        lambda: log.append_as_follower(big),
+    ):
+        with pytest.raises(RecordTooLargeError) as e:
+            append()
+        assert str(e.value) == (
+            f"the batch at byte 0 is {len(big)} bytes, over max.message.bytes 120 (+12 bytes of log "
+            f"overhead) of {log.dir} (limit 120)"
+        )
+    limit = 2 * len(b)
+    with pytest.raises(RecordListTooLargeError, match=rf"to partition t-0, which exceeds .* of {limit} \(at byte 0"):
+        log.append(batch(1, size=limit), origin="coordinator")
+    gap = bytearray(batch(2))
+    struct.pack_into(">i", gap, 23, 2)
+    struct.pack_into(">I", gap, 17, crc32c(bytes(gap[21:])))
+    with pytest.raises(InvalidRecordError, match="holds 2 records but spans 3 offsets"):
+        log.append(bytes(gap), origin="coordinator")
+    assert [s.base_offset for s in log.segments] == [0] and log.log_end_offset == 2
+    log.append(b, origin="coordinator")
+    assert [s.base_offset for s in log.segments] == [0, 2]
+    # The rules follow a replaced config.
+    log.config = log.config.with_overrides({"max.message.bytes": 400})
+    log.append(big, origin="coordinator")
+    assert log.log_end_offset == 4
+    log.close()
 
 
 def test_roll_on_segment_ms_by_batch_timestamp(tmp_path):

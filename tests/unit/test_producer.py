@@ -520,21 +520,22 @@ def test_timestamp_out_of_bounds_reports_invalid_timestamp(
 def test_full_disk_reports_the_storage_error(store: Store, clock: ManualClock, monkeypatch: Any, linger: int) -> None:
     import errno
 
-    from seglog.storage.log import Log
-
     store.create_topic("t", 1)
     lg = store.log("t", 0)
-    real = Log._maybe_roll
+    real = lg.active
 
     class FullDisk:
         """The active segment on a full disk: its write fails as pwritev's ENOSPC does."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
 
         def append(self, *args: Any) -> Any:
             raise KafkaStorageError(
                 f"write to {lg.dir} failed at position 0: {os.strerror(errno.ENOSPC)} (append rolled back)"
             )
 
-    monkeypatch.setattr(Log, "_maybe_roll", lambda self, *a: FullDisk())
+    lg._segments[-1] = FullDisk()  # type: ignore[call-overload]
     p = store.producer(linger_ms=linger)
     if linger == 0:
         with pytest.raises(KafkaStorageError, match="No space left on device"):
@@ -546,7 +547,7 @@ def test_full_disk_reports_the_storage_error(store: Store, clock: ManualClock, m
             f.get()
     with pytest.raises(KafkaStorageError, match="No space left on device"):
         p.send_batch("t", [b"x", b"y"])
-    monkeypatch.setattr(Log, "_maybe_roll", real)
+    lg._segments[-1] = real
     p.send("t", b"b")
     p.flush()
     assert [r.value for r in _all(store, "t")[0]] == [b"b"]

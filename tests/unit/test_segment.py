@@ -13,8 +13,17 @@ import pytest
 from kafka.record.memory_records import MemoryRecords
 
 from seglog._native.crc32c import crc32c
-from seglog._native.segment import Segment, filename_prefix
-from seglog.errors import CorruptRecordError, InvalidRecordError
+from seglog._native.segment import (
+    ROLL_AGE,
+    ROLL_CHECK_WALL_AGE,
+    ROLL_INDEX_FULL,
+    ROLL_OFFSET_OVERFLOW,
+    ROLL_SIZE,
+    AppendRules,
+    Segment,
+    filename_prefix,
+)
+from seglog.errors import CorruptRecordError, InvalidRecordError, RecordListTooLargeError, RecordTooLargeError
 from seglog.storage.records import CODEC_NAMES as CODECS
 from seglog.storage.records import batch_headers, decode_records, encode_batch
 from tests.conftest import T0
@@ -745,3 +754,78 @@ def test_allocates_ahead_says_what_a_segment_there_does(tmp_path):
     seg.close()
     if os.path.isdir("/dev/shm"):
         assert allocates_ahead("/dev/shm") is False
+
+
+# -- the log's rules in the append (AppendRules) ---------------------------------------------------
+
+
+def spanning(n: int, span: int, base_offset: int = 0) -> bytes:
+    """A batch of ``n`` records whose lastOffsetDelta says it spans ``span`` offsets (CRC fixed)."""
+    b = bytearray(batch(n, base_offset=base_offset))
+    struct.pack_into(">i", b, 23, span - 1)
+    struct.pack_into(">I", b, 17, crc32c(bytes(b[21:])))
+    return bytes(b)
+
+
+def test_append_rules_refuse_before_writing_and_name_the_limit(tmp_path):
+    seg = new_segment(tmp_path)
+    ok = batch(2)
+    big = batch(1, size=300)
+    rules = AppendRules("u-3", "/logs/u-3", 200, 10_000, 2**62)
+    with pytest.raises(RecordTooLargeError) as e:
+        seg.append(ok + big, 0, -1, True, rules)
+    assert str(e.value) == (
+        f"the batch at byte {len(ok)} is {len(big)} bytes, over max.message.bytes 200 "
+        "(+12 bytes of log overhead) of /logs/u-3 (limit 200)"
+    )
+    assert (e.value.position, e.value.limit) == (len(ok), 200)
+    small = AppendRules("u-3", "/logs/u-3", 10_000, len(big) - 1, 2**62)
+    with pytest.raises(RecordListTooLargeError) as e2:
+        seg.append(ok + big, 0, -1, True, small)
+    assert str(e2.value) == (
+        f"Message batch size is {len(big)} bytes in append to partition u-3, which exceeds the "
+        f"maximum configured segment size of {len(big) - 1} (at byte {len(ok)}, limit {len(big) - 1})"
+    )
+    assert (e2.value.position, e2.value.limit) == (len(ok), len(big) - 1)
+    gap = spanning(2, 3)
+    with pytest.raises(InvalidRecordError, match=r"the batch at byte 0 holds 2 records but spans 3 offsets") as e3:
+        seg.append(gap, 0, -1, True, rules)
+    assert e3.value.position == 0
+    legacy = bytes.fromhex("00000000000000000000000e000000000000ffffffffffffffff")
+    with pytest.raises(
+        InvalidRecordError, match=r"only RecordBatch v2 can be appended; the batch at byte 0 has magic 0"
+    ):
+        seg.append(legacy, 0, -1, True, rules)
+    assert seg.size == 0 and os.path.getsize(seg.log_path) == 0 and seg.next_offset == 0
+    # Without rules these are the log's business: the segment takes them.
+    seg.append(ok + big, 0)
+    seg.append(spanning(2, 3, base_offset=3), -1)  # a follower keeps offsets as they come
+    assert seg.next_offset == 6
+    seg.close()
+
+
+def test_append_rules_answer_the_roll_reason_without_writing(tmp_path):
+    seg = new_segment(tmp_path, index_interval_bytes=0, max_index_size=16)  # two entries per index
+    first = batch(1, ts=T0)
+    rules = AppendRules("u-0", str(tmp_path), 10_000, 10_000, 1000)
+    info = seg.append(first, 0, -1, True, rules)
+    assert info.last_offset == 0
+    later = batch(1, ts=T0 + 1000)
+    size_rules = AppendRules("u-0", str(tmp_path), 10_000, len(first) + len(later) - 1, 1000)
+    assert seg.append(later, 1, -1, True, size_rules) == ROLL_SIZE
+    assert seg.append(batch(1, ts=T0 + 1001), 1, -1, True, rules) == ROLL_AGE
+    # segment.ms less this segment's jitter
+    assert seg.append(later, 1, -1, True, rules, 1) == ROLL_AGE
+    assert seg.append(later, 2**31, -1, True, rules) == ROLL_OFFSET_OVERFLOW
+    assert seg.size == len(first) and seg.next_offset == 1
+    assert seg.append(later, 1, -1, True, rules).last_offset == 1  # exactly segment.ms: no roll
+    assert seg.append(batch(1), 2, -1, True, rules) == ROLL_INDEX_FULL
+    seg.close()
+    untimed = new_segment(tmp_path, 100)
+    untimed.append(batch(1, ts=-1), 100)
+    assert untimed.append(batch(1, ts=-1), 101, -1, True, rules) == ROLL_CHECK_WALL_AGE
+    untimed.close()
+    empty = new_segment(tmp_path, 200)
+    assert empty.append(batch(1), 200 + 2**31, -1, True, rules) == ROLL_OFFSET_OVERFLOW
+    assert empty.size == 0
+    empty.close()
