@@ -75,6 +75,10 @@ def kafka_python(bootstrap: str, topic: str, group: str, session_ms: int) -> Non
         reconnect_backoff_ms=50,
         **python_client_config(group, session_ms),
     )
+    # The topic's metadata before the first poll: kafka-python 3.0.12's leader otherwise
+    # assigns without it, rejoins once it arrives, and can lose that rejoin's answer when a
+    # poll times out while the broker holds the JoinGroup (see test_groups._learn_metadata).
+    c.topics()
     try:
         member(
             lambda: [(tp.partition, r.offset) for tp, records in c.poll(timeout_ms=100).items() for r in records],

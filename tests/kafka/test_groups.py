@@ -25,6 +25,20 @@ def _produce(broker, topic: str, values: list[bytes], partitions: int) -> None:
     producer.close()
 
 
+def _learn_metadata(consumer: Any) -> None:
+    """Fetch the subscribed topics' metadata once after subscribing, before the first poll.
+
+    kafka-python 3.0.12's group leader rejoins when the topic metadata it sees later differs
+    from what it assigned with (at first it often assigns before any metadata arrived). It
+    does not remember that rejoin while the JoinGroup is outstanding, and the broker holds a
+    JoinGroup until the rest of the group has rejoined (Kafka's does too), so a poll() that
+    times out meanwhile can leave the answer unread: the member stops heartbeating, is
+    expired after its session timeout and never rejoins. With the metadata known before it
+    joins, the leader never takes that rejoin. (Kafka's Java client keeps rejoining while a
+    join is pending.)"""
+    consumer.topics()  # always a Metadata request; the coordinator sees its answer
+
+
 def test_kafka_python_group_shares_partitions_commits_and_resumes(broker):
     topic = new_topic(broker, 4)
     group = "grp-" + uuid.uuid4().hex[:6]
@@ -47,6 +61,7 @@ def test_kafka_python_group_shares_partitions_commits_and_resumes(broker):
         # rest of the group to rejoin, which they do from their own poll loops.
         try:
             consumer = KafkaConsumer(topic, **settings)
+            _learn_metadata(consumer)
             try:
                 while not stop.is_set():
                     for records in consumer.poll(timeout_ms=100).values():
@@ -82,6 +97,7 @@ def test_kafka_python_group_shares_partitions_commits_and_resumes(broker):
     # A new member of the group starts from the committed offsets.
     _produce(broker, topic, [b"b%d" % i for i in range(8)], 4)
     third = KafkaConsumer(topic, consumer_timeout_ms=3000, **settings)
+    _learn_metadata(third)
     try:
         assert sorted(m.value for m in third) == sorted(b"b%d" % i for i in range(8))
     finally:
@@ -577,6 +593,7 @@ def test_kafka_python_static_member_restarts_without_a_rebalance(broker):
                 enable_auto_commit=False,
             )
             consumer.subscribe([topic], listener=Listener(name))
+            _learn_metadata(consumer)
             try:
                 while not stop.is_set():
                     consumer.poll(timeout_ms=50)
@@ -602,20 +619,27 @@ def test_kafka_python_static_member_restarts_without_a_rebalance(broker):
                 [len(assigned.get(n, ())) for n in ("k1", "k2")] == [2, 2] and assigned["k1"].isdisjoint(assigned["k2"])
             )
         )
-        before, others = set(assigned["k1"]), set(assigned["k2"])
         coordinator = broker.server.groups.groups[group]
+        # The member restarted is the one that does not lead the group. kafka-python 3.0.12
+        # drops a JoinGroup/SyncGroup answer that arrives while no poll() waits for it and
+        # sends JoinGroup again; from the leader that starts a rebalance (as it does in Kafka),
+        # which this test would take for one caused by the restart. (A restarting leader is
+        # checked at the byte level in test_static_member_rejoins_without_rebalance_and_fences_its_old_id.)
+        leader = next(i for i, mid in coordinator.static.items() if mid == coordinator.leader)
+        mover, stayer = ("k2", "k1") if leader == "k1" else ("k1", "k2")
+        before, others = set(assigned[mover]), set(assigned[stayer])
         generation = coordinator.generation
-        revoked_before = revoked["k2"]  # the group's formation may have moved k2's partitions
-        stops["k1"].set()
-        threads["k1"].join(30)
+        revoked_before = revoked[stayer]  # the group's formation may have moved its partitions
+        stops[mover].set()
+        threads[mover].join(30)
         assert len(coordinator.members) == 2  # still there: no LeaveGroup from a static member
-        assigned.pop("k1")
-        stops["k1"] = threading.Event()
-        threads["k1"] = threading.Thread(target=member, args=("k1", stops["k1"]))
-        threads["k1"].start()
-        wait(lambda: assigned.get("k1") == before, 20)
+        assigned.pop(mover)
+        stops[mover] = threading.Event()
+        threads[mover] = threading.Thread(target=member, args=(mover, stops[mover]))
+        threads[mover].start()
+        wait(lambda: assigned.get(mover) == before, 20)
         time.sleep(1.0)
-        assert assigned["k2"] == others and revoked["k2"] == revoked_before
+        assert assigned[stayer] == others and revoked[stayer] == revoked_before
         assert coordinator.generation == generation and coordinator.state == "Stable"
     finally:
         for n in ("k1", "k2"):
