@@ -198,6 +198,9 @@ class _KafkaPythonGroup:
             heartbeat_interval_ms=500,
         )
         self.consumer.subscribe([topic])
+        # The topic's metadata before the first poll, so kafka-python 3.0.12's leader does not
+        # assign without it and rejoin (a rejoin it can lose track of: see tests/kafka/test_groups.py).
+        self.consumer.topics()
 
     def consume(self, want: int, timeout_s: float = 15) -> list[bytes]:
         got: list[bytes] = []
