@@ -11,12 +11,11 @@ offsets committed before the next coordinator's failover, re-delivering nothing 
 
 from __future__ import annotations
 
-import gc
 import re
 import subprocess
+import sys
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ GROUP_CONFIG = {
     "group.min.session.timeout.ms": 100,
 }
 _SEQ = re.compile(rb"-(\d+)$")
+ACKED_PRODUCER = str(Path(__file__).with_name("_acked_producer.py"))
 
 
 @pytest.fixture
@@ -293,65 +293,61 @@ def test_confluent_idempotent_producer_through_kills_pauses_and_cuts(cluster: Fa
     assert not problems, (done, problems[:10])
 
 
+def _run_acked_producer(
+    cluster: FaultCluster, argv: list[str], log: Path
+) -> tuple[dict[bytes, tuple[int, int]], int, list[str]]:
+    """Run a producer process speaking tests/kafka/java/AckedProducer.java's protocol (``argv``
+    less BOOTSTRAP TOPIC PARTITIONS PREFIX) under :func:`_faults`: what was acknowledged, how
+    many were sent, and what was done. Asserts nothing failed."""
+    with open(log, "w") as err:
+        proc = subprocess.Popen(
+            [*argv, cluster.bootstrap_servers, TOPIC, str(PARTITIONS), "rec"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+        )
+    assert proc.stdin is not None and proc.stdout is not None
+    stdout = proc.stdout
+    lines: list[bytes] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(stdout.readline, b"")), daemon=True)
+    reader.start()
+    try:
+        done = _faults(cluster)
+        proc.stdin.close()
+        assert proc.wait(90) == 0, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        reader.join(10)
+        stdout.close()
+    acked: dict[bytes, tuple[int, int]] = {}
+    failed: list[str] = []
+    for line in lines:
+        kind, _, rest = line.strip().partition(b" ")
+        if kind == b"ACK":
+            p, o, v = rest.split()
+            acked[v] = (int(p), int(o))
+        elif kind == b"FAIL":
+            failed.append(rest.decode())
+    assert lines and lines[-1].startswith(b"SENT "), (lines[-3:], log.read_text()[-3000:])
+    assert not failed, f"{len(failed)} failed, e.g. {failed[:3]}"
+    return acked, int(lines[-1].split()[1]), done
+
+
 @pytest.mark.slow
-def test_kafka_python_producer_with_retries_through_kills_pauses_and_cuts(cluster: FaultCluster) -> None:
-    """Without idempotence a retried batch may be written twice; no acknowledged record may be
-    lost or land elsewhere than acknowledged."""
+def test_kafka_python_producer_with_retries_through_kills_pauses_and_cuts(
+    cluster: FaultCluster, tmp_path: Path
+) -> None:
+    """tests/cluster/_acked_producer.py: kafka-python, acks=all, retries, no idempotence — a
+    retried batch may be written twice, but no acknowledged record may be lost or land
+    elsewhere than acknowledged."""
     pytest.importorskip("kafka")
     _topic(cluster)
-    acked, failed, done = _kafka_python_stream(cluster)
-    # kafka-python leaves the socket of a connection a dead node refused unclosed; collect them
-    # here, quietly, rather than have them warn (an error under filterwarnings) later.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        gc.collect()
-    assert not failed, f"{len(failed)} failed, e.g. {failed[:3]}"
-    assert len(acked) > 500, (len(acked), done)
+    acked, sent, done = _run_acked_producer(cluster, [sys.executable, ACKED_PRODUCER], tmp_path / "producer.log")
+    assert len(acked) == sent > 500, (len(acked), sent, done)
     problems = check_acknowledged(acked, _consume_all(cluster), exactly_once=False)
     assert not problems, (done, problems[:10])
-
-
-def _kafka_python_stream(
-    cluster: FaultCluster,
-) -> tuple[dict[bytes, tuple[int, int]], list[tuple[bytes, Any]], list[str]]:
-    """kafka-python (acks=all, retries, one request in flight) under :func:`_faults`: what was
-    acknowledged, what failed, what was done."""
-    import kafka
-
-    producer = kafka.KafkaProducer(
-        bootstrap_servers=cluster.bootstrap_servers,
-        acks="all",
-        retries=1_000_000,
-        max_in_flight_requests_per_connection=1,
-        linger_ms=2,
-        request_timeout_ms=5000,
-        retry_backoff_ms=50,
-        reconnect_backoff_ms=50,
-        metadata_max_age_ms=1000,
-        max_block_ms=60000,
-    )
-    acked: dict[bytes, tuple[int, int]] = {}
-    failed: list[tuple[bytes, Any]] = []
-    lock = threading.Lock()
-
-    def send(n: int) -> None:
-        v = b"kp-%06d" % n
-
-        def ok(md: Any) -> None:
-            with lock:
-                acked[v] = (md.partition, md.offset)
-
-        def bad(exc: Any) -> None:
-            with lock:
-                failed.append((v, exc))
-
-        producer.send(TOPIC, v, partition=n % PARTITIONS).add_callback(ok).add_errback(bad)
-
-    try:
-        done = _stream_under_faults(cluster, send, lambda: producer.flush(60))
-    finally:
-        producer.close(10)
-    return acked, failed, done
 
 
 @pytest.mark.slow
@@ -362,39 +358,7 @@ def test_java_idempotent_producer_through_kills_pauses_and_cuts(cluster: FaultCl
         pytest.skip(reason)
     classpath = compile_java(tmp_path / "classes", JAVA_DIR / "AckedProducer.java")
     _topic(cluster)
-    acked: dict[bytes, tuple[int, int]] = {}
-    failed: list[str] = []
-    with open(tmp_path / "java.err", "w") as err:
-        proc = subprocess.Popen(
-            ["java", "-cp", classpath, "AckedProducer", cluster.bootstrap_servers, TOPIC, str(PARTITIONS), "jv"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=err,
-        )
-    assert proc.stdin is not None and proc.stdout is not None
-    lines: list[bytes] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, b"")), daemon=True)  # type: ignore[union-attr]
-    reader.start()
-    try:
-        done = _faults(cluster)
-        proc.stdin.close()
-        assert proc.wait(90) == 0, (tmp_path / "java.err").read_text()[-3000:]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        reader.join(10)
-        proc.stdout.close()
-    for line in lines:
-        kind, _, rest = line.strip().partition(b" ")
-        if kind == b"ACK":
-            p, o, v = rest.split()
-            acked[v] = (int(p), int(o))
-        elif kind == b"FAIL":
-            failed.append(rest.decode())
-    assert lines and lines[-1].startswith(b"SENT "), lines[-3:]
-    sent = int(lines[-1].split()[1])
-    assert not failed, f"{len(failed)} failed, e.g. {failed[:3]}"
+    acked, sent, done = _run_acked_producer(cluster, ["java", "-cp", classpath, "AckedProducer"], tmp_path / "java.log")
     assert len(acked) == sent > 500, (len(acked), sent, done)
     problems = check_acknowledged(acked, _consume_all(cluster), exactly_once=True)
     assert not problems, (done, problems[:10])
