@@ -40,7 +40,12 @@ def main(bootstrap: str, topic: str, partitions: int, prefix: str) -> None:
         max_block_ms=60000,
     )
     eof = threading.Event()
-    threading.Thread(target=lambda: (sys.stdin.read(), eof.set()), daemon=True).start()
+
+    def until_stdin_closes() -> None:
+        sys.stdin.read()
+        eof.set()
+
+    threading.Thread(target=until_stdin_closes, daemon=True).start()
     n = 0
     while not eof.is_set():
         value = f"{prefix}-{n:06d}"

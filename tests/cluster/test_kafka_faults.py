@@ -173,20 +173,20 @@ def _faults(cluster: FaultCluster) -> list[str]:
     time.sleep(0.5)
     cluster.restart(victim)
     cluster.wait_for(lambda: cluster.full_isr(topics), 20, "the restarted node back in the ISR")
-    lead = cluster.leader(TOPIC, 0)
-    assert lead is not None
-    cluster.pause(lead)
+    paused = cluster.leader(TOPIC, 0)
+    assert paused is not None
+    cluster.pause(paused)
     time.sleep(4.0)
-    cluster.resume(lead)
-    after = _new_leader(cluster, 0, lead)
-    done.append(f"SIGSTOP leader {lead} 4 s, {after} leads")
+    cluster.resume(paused)
+    after = _new_leader(cluster, 0, paused)
+    done.append(f"SIGSTOP leader {paused} 4 s, {after} leads")
     cluster.wait_for(lambda: cluster.full_isr(topics), 20, "the paused node back in the ISR")
-    lead = cluster.leader(TOPIC, 0)
-    assert lead is not None
-    cluster.hub.set(f"k->{lead}", "blackhole")
+    cut = cluster.leader(TOPIC, 0)
+    assert cut is not None
+    cluster.hub.set(f"k->{cut}", "blackhole")
     time.sleep(2.0)
-    cluster.hub.set(f"k->{lead}", "pass")
-    done.append(f"cut k->{lead} 2 s")
+    cluster.hub.set(f"k->{cut}", "pass")
+    done.append(f"cut k->{cut} 2 s")
     time.sleep(1.0)
     return done
 
