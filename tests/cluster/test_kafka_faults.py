@@ -396,7 +396,8 @@ def test_group_consumes_across_coordinator_kills_and_resumes_from_commits(
 ) -> None:
     """Two confluent-kafka members (tests/kafka/_group_member.py processes, a synchronous commit
     after each poll) consume while a producer streams; the group's coordinator node is
-    SIGKILLed: the members find the next one and every record is consumed. The members stop,
+    SIGKILLed, later the next one SIGSTOPped for 4 s: the members find the coordinator that
+    follows each time and every record is consumed. The members stop,
     the committed offsets are read back, that coordinator is SIGKILLed too, and two new members
     start exactly at the committed offsets (nothing before them again) and consume the rest."""
     ck = pytest.importorskip("confluent_kafka")
@@ -463,6 +464,19 @@ def test_group_consumes_across_coordinator_kills_and_resumes_from_commits(
         wait("every record consumed across the failover", lambda: every <= consumed())
         cluster.restart(old)
         cluster.wait_for(lambda: cluster.full_isr({OFFSETS_TOPIC: 3, TOPIC: PARTITIONS}), 20, "every replica back")
+        # The next coordinator SIGSTOPped past its ZooKeeper session while records keep coming.
+        stream = threading.Thread(target=produce, args=(600, 200))
+        cluster.pause(new)
+        stream.start()
+        time.sleep(4.0)
+        cluster.resume(new)
+        stream.join(60)
+        assert producer.flush(30) == 0 and not failed, failed
+        end = ends()
+        assert sum(end.values()) == 800
+        every = {(p, o) for p in range(PARTITIONS) for o in range(end[p])}
+        wait("every record consumed across the pause", lambda: every <= consumed())
+        cluster.wait_for(lambda: cluster.full_isr({OFFSETS_TOPIC: 3, TOPIC: PARTITIONS}), 20, "every replica back")
 
         for m in members:
             m.stop()
@@ -475,9 +489,10 @@ def test_group_consumes_across_coordinator_kills_and_resumes_from_commits(
         committed = {tp.partition: tp.offset for tp in tps}
         assert all(0 < committed[p] <= end[p] for p in range(PARTITIONS)), (committed, end)
         # The commits must outlive their coordinator too.
-        cluster.kill(new)
-        _coordinator(cluster, group, other_than=new)
-        produce(600, 100)
+        last = _coordinator(cluster, group)
+        cluster.kill(last)
+        _coordinator(cluster, group, other_than=last)
+        produce(800, 100)
         assert producer.flush(30) == 0 and not failed, failed
         end = ends()
         members += [
