@@ -446,6 +446,21 @@ def test_group_consumes_across_coordinator_kills_and_resumes_from_commits(
         finally:
             c.close()
 
+    def stream_and_consume_all(start: int, count: int, what: str, meanwhile: Callable[[], object]) -> None:
+        """Produce ``count`` records from a thread while ``meanwhile`` runs; then every record
+        of the topic, ``start + count`` in all, must be consumed."""
+        stream = threading.Thread(target=produce, args=(start, count))
+        stream.start()
+        try:
+            meanwhile()
+        finally:
+            stream.join(60)
+        assert producer.flush(30) == 0 and not failed, failed
+        end = ends()
+        assert sum(end.values()) == start + count, end
+        every = {(p, o) for p in range(PARTITIONS) for o in range(end[p])}
+        wait(f"every record consumed across {what}", lambda: every <= consumed())
+
     try:
         produce(0, 200)
         members += [
@@ -453,29 +468,23 @@ def test_group_consumes_across_coordinator_kills_and_resumes_from_commits(
         ]
         wait("both members assigned and consuming", lambda: all(m.assigned for m in members) and len(consumed()) > 50)
         cluster.kill(old)
-        stream = threading.Thread(target=produce, args=(200, 400))
-        stream.start()
-        new = _coordinator(cluster, group, other_than=old)
-        stream.join(60)
-        assert producer.flush(30) == 0 and not failed, failed
-        end = ends()
-        assert sum(end.values()) == 600
-        every = {(p, o) for p in range(PARTITIONS) for o in range(end[p])}
-        wait("every record consumed across the failover", lambda: every <= consumed())
+        new = -1
+
+        def find_the_next() -> None:
+            nonlocal new
+            new = _coordinator(cluster, group, other_than=old)
+
+        stream_and_consume_all(200, 400, "a SIGKILLed coordinator", find_the_next)
         cluster.restart(old)
         cluster.wait_for(lambda: cluster.full_isr({OFFSETS_TOPIC: 3, TOPIC: PARTITIONS}), 20, "every replica back")
         # The next coordinator SIGSTOPped past its ZooKeeper session while records keep coming.
-        stream = threading.Thread(target=produce, args=(600, 200))
         cluster.pause(new)
-        stream.start()
-        time.sleep(4.0)
-        cluster.resume(new)
-        stream.join(60)
-        assert producer.flush(30) == 0 and not failed, failed
-        end = ends()
-        assert sum(end.values()) == 800
-        every = {(p, o) for p in range(PARTITIONS) for o in range(end[p])}
-        wait("every record consumed across the pause", lambda: every <= consumed())
+
+        def resume_later() -> None:
+            time.sleep(4.0)
+            cluster.resume(new)
+
+        stream_and_consume_all(600, 200, "a SIGSTOPped coordinator", resume_later)
         cluster.wait_for(lambda: cluster.full_isr({OFFSETS_TOPIC: 3, TOPIC: PARTITIONS}), 20, "every replica back")
 
         for m in members:
@@ -487,6 +496,7 @@ def test_group_consumes_across_coordinator_kills_and_resumes_from_commits(
         finally:
             reader.close()
         committed = {tp.partition: tp.offset for tp in tps}
+        end = ends()
         assert all(0 < committed[p] <= end[p] for p in range(PARTITIONS)), (committed, end)
         # The commits must outlive their coordinator too.
         last = _coordinator(cluster, group)
