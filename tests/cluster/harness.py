@@ -4,8 +4,10 @@ fsync journal on, a state observer, and the nemesis operations of ``docs/replica
 
 Links (directed, one proxy listener each): ``"a->b"`` node a's connections to node b (fetches,
 controller requests), ``"a->zk"`` node a's ZooKeeper session, ``"c->a"`` the harness clients'
-connections to node a. Nodes learn the peer links from ``SEGLOG_LINK_ADDRESSES``; their
-``zookeeper.connect`` and ``advertised.listeners`` name their own links.
+connections to node a, ``"k->a"`` Kafka clients' connections to node a's CLIENT listener
+(:attr:`FaultCluster.bootstrap_servers`, :meth:`FaultCluster.kafka_address`). Nodes learn the
+peer links from ``SEGLOG_LINK_ADDRESSES``; their ``zookeeper.connect`` and
+``advertised.listeners`` (both listeners) name their own links.
 """
 
 from __future__ import annotations
@@ -87,9 +89,10 @@ class FaultCluster(ProcessCluster):
             for b in self.ids:
                 if a != b:
                     self.frames.attach(self.hub.add(f"{a}->{b}", (host, self._ports[b])))
-            zk_host, _, zk_port = self.zookeeper_connect.split(",")[0].rpartition(":")
+            zk_host, _, zk_port = self.zookeeper_connect.partition("/")[0].split(",")[0].rpartition(":")
             self.hub.add(f"{a}->zk", (zk_host, int(zk_port)))
             self.hub.add(f"c->{a}", (host, self._ports[a]))
+            self.hub.add(f"k->{a}", (host, self._kafka_ports[a]))
         self._env[LINK_ADDRESSES_ENV] = ",".join(
             f"{a}>{b}={self.hub.links[f'{a}->{b}'].address}" for a in self.ids for b in self.ids if a != b
         )
@@ -97,13 +100,26 @@ class FaultCluster(ProcessCluster):
     def _properties(self, i: int) -> dict[str, Any]:
         self._make_links()
         props = super()._properties(i)
-        props["zookeeper.connect"] = self.hub.links[f"{i}->zk"].address
-        props["advertised.listeners"] = f"PLAINTEXT://{self.hub.links[f'c->{i}'].address}"
+        chroot = self.zookeeper_connect.partition("/")[2]  # a shared server's (``zookeeper=``)
+        props["zookeeper.connect"] = self.hub.links[f"{i}->zk"].address + (f"/{chroot}" if chroot else "")
+        props["advertised.listeners"] = (
+            f"PLAINTEXT://{self.hub.links[f'c->{i}'].address},CLIENT://{self.hub.links[f'k->{i}'].address}"
+        )
         return props
 
     def address(self, i: int) -> str:
         self._make_links()
         return self.hub.links[f"c->{i}"].address
+
+    def kafka_address(self, i: int) -> str:
+        """Node ``i``'s Kafka listener through its link ``k->i`` (what Metadata names too)."""
+        self._check(i)
+        self._make_links()
+        return self.hub.links[f"k->{i}"].address
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(self.kafka_address(i) for i in self.ids)
 
     def clock_offset_path(self, i: int) -> str:
         return os.path.join(self.dir, f"wall-clock-offset-{i}")
@@ -204,7 +220,9 @@ class FaultCluster(ProcessCluster):
     def led_by(self, node: int, topics: dict[str, int]) -> list[list[Any]]:
         return [[t, p] for t, n in topics.items() for p in range(n) if self.leader(t, p) == node]
 
-    def links_of(self, node: int, *, peers: bool = True, zk: bool = False, clients: bool = False) -> list[str]:
+    def links_of(
+        self, node: int, *, peers: bool = True, zk: bool = False, clients: bool = False, kafka: bool = False
+    ) -> list[str]:
         out = []
         for o in self.ids:
             if o != node and peers:
@@ -213,6 +231,8 @@ class FaultCluster(ProcessCluster):
             out.append(f"{node}->zk")
         if clients:
             out.append(f"c->{node}")
+        if kafka:
+            out.append(f"k->{node}")
         return out
 
     def heal(self) -> None:
