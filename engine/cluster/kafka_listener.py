@@ -15,9 +15,9 @@ Served (versions of :data:`seglog.kafka.apis.API_VERSIONS`):
 - ApiVersions (the listener's), listing only the APIs below;
 - Metadata: the live nodes that have a Kafka listener, each partition's leader, leader epoch,
   replicas, ISR and offline replicas (replicas on nodes not alive), the controller. A topic
-  the node does not know is UNKNOWN_TOPIC_OR_PARTITION (no topic is created by a Metadata
-  request, whatever ``allow_auto_topic_creation`` says: a node has no
-  ``auto.create.topics.enable``). Topic ids are derived from the topic's name, so a name deleted
+  the node does not know is UNKNOWN_TOPIC_OR_PARTITION, an illegal name INVALID_TOPIC_EXCEPTION
+  (no topic is created by a Metadata request, whatever ``allow_auto_topic_creation`` says: a
+  node has no ``auto.create.topics.enable``). Topic ids are derived from the topic's name, so a name deleted
   and created again gets the same id;
 - Produce, each partition a :class:`~seglog.cluster.messages.ProduceRequest` carrying a view of
   the request frame; acks 0, 1 and -1; the node's error codes (NOT_LEADER_OR_FOLLOWER on a node
@@ -100,6 +100,7 @@ from seglog.errors import (
     InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidRequiredAcksError,
+    InvalidTopicError,
     KafkaError,
     LeaderNotAvailableError,
     NotControllerError,
@@ -382,9 +383,14 @@ class NodeKafkaListener(KafkaListener):
                 continue
             infos = by_topic.get(name)
             if not infos:
+                try:  # an illegal name is INVALID_TOPIC_EXCEPTION, as Kafka answers it
+                    validate_topic_name(name)
+                    code = UnknownTopicOrPartitionError.code
+                except InvalidTopicError as exc:
+                    code = exc.code
                 topics.append(
                     {
-                        "error_code": UnknownTopicOrPartitionError.code,
+                        "error_code": code,
                         "name": name,
                         "topic_id": bytes(16),
                         "is_internal": False,

@@ -475,6 +475,8 @@ def test_errors_a_node_answers_over_kafkas_protocol(cluster: LocalCluster) -> No
             pid.sock.close()
         r = foll.request("Metadata", 3, 12, {"topics": [{"name": "nothere", "topic_id": bytes(16)}]})
         assert r["topics"][0]["error_code"] == 3  # UNKNOWN_TOPIC_OR_PARTITION
+        r = foll.request("Metadata", 3, 12, {"topics": [{"name": "bad topic!", "topic_id": bytes(16)}]})
+        assert r["topics"][0]["error_code"] == 17  # INVALID_TOPIC_EXCEPTION: an illegal name
         assert not any(t == "nothere" for t, _ in cluster.nodes[leader].metadata)  # type: ignore[union-attr]
     finally:
         lead.sock.close()
