@@ -537,6 +537,7 @@ class Controller:
             ),
             tuple(sorted((b, i.address) for b, i in self.brokers.items() if i.address)),
             tuple(sorted((b, i.kafka_address) for b, i in self.brokers.items() if i.kafka_address)),
+            self.version,
         )
 
     def _publish(self) -> None:

@@ -101,6 +101,9 @@ class LeaderAndIsrRequest:
     addresses: tuple[tuple[int, str], ...] = ()  # (node id, "host:port") when over TCP
     #: (node id, "host:port") of every live node's Kafka listener (what Metadata names).
     kafka_addresses: tuple[tuple[int, str], ...] = ()
+    #: The controller's state version this request carries (it grows with every change): a node
+    #: ignores an older version of the same controller epoch that arrives after a newer one.
+    state_version: int = -1
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -183,6 +183,8 @@ class ReplicaNode:
         self.topic_configs: dict[str, dict[str, Any]] = {}
         self.controller_id = -1
         self.controller_epoch_seen = -1
+        #: The newest state version of that controller epoch applied (LeaderAndIsr).
+        self.state_version_seen = -1
         self.controller: Controller | None = None
         self.session: CoordinatorSession | None = None
         self.broker_epoch = -1
@@ -551,7 +553,12 @@ class ReplicaNode:
                 f"{self.node_id} is registered with {self.broker_epoch}"
             )
             return LeaderAndIsrResponse(code_for_exception(e), str(e))
+        if req.controller_epoch == self.controller_epoch_seen and 0 <= req.state_version < self.state_version_seen:
+            # An older state of this controller that arrived after a newer one (the controller
+            # sends each change at once, so two can cross): already superseded, nothing to apply.
+            return LeaderAndIsrResponse()
         self.controller_epoch_seen = req.controller_epoch
+        self.state_version_seen = req.state_version
         self.controller_id = req.controller_id
         old_live = self.live_brokers
         self.live_brokers = dict(req.live_brokers)

@@ -96,7 +96,22 @@ def test_find_coordinator_creates_the_offsets_topic_and_names_its_leader(cluster
         node = _coordinator(cluster, "g1")
         p = partition_for_group("g1", OFFSETS_PARTITIONS)
         assert node == cluster.leader(OFFSETS_TOPIC, p)
-        # Every node answers the same, with that node's Kafka listener.
+        # Once every node has heard of the new partitions' leaders (each answers from its own
+        # metadata, which the controller updates node by node; until then a node answers
+        # COORDINATOR_NOT_AVAILABLE and clients ask again), every node answers the same, with
+        # that node's Kafka listener.
+        cluster.wait_for(
+            lambda: all(
+                n is not None
+                and all(
+                    (OFFSETS_TOPIC, q) in n.metadata and n.metadata[(OFFSETS_TOPIC, q)].state.leader >= 0
+                    for q in range(OFFSETS_PARTITIONS)
+                )
+                for n in cluster.nodes.values()
+            ),
+            10,
+            "every node knowing the offsets topic's leaders",
+        )
         for i in cluster.ids:
             other = _raw(cluster, i)
             try:

@@ -494,3 +494,27 @@ def test_topic_deletion_waits_for_every_replica_and_survives_a_controller_crash(
     leader = cluster.leader_replica(("doomed", 0))
     assert leader is not None and leader.log.log_end_offset == 0
     cluster.produce_ok(("doomed", 0), [b"new"])
+
+
+def test_an_older_leader_and_isr_that_arrives_late_is_ignored(cluster: SimCluster) -> None:
+    """Two LeaderAndIsr of one controller can cross on the way to a node (each change is sent
+    at once); the older, arriving second, must not replace the newer state (a node that had just
+    registered lost a new topic this way and never answered for it)."""
+    import dataclasses
+
+    from seglog.cluster.messages import LeaderAndIsrResponse
+
+    c = cluster
+    c.create_topic("t", 1, 3)
+    ctrl = c.node(c.wait_controller()).controller
+    assert ctrl is not None
+    follower = next(i for i in c.ids if i != c.wait_controller())
+    newer = ctrl.full_state(follower)
+    assert newer.state_version >= 1 and any(p.topic == "t" for p in newer.partitions)
+    older = dataclasses.replace(newer, partitions=(), state_version=newer.state_version - 1)
+    resp = c.call(follower, older)
+    assert isinstance(resp, LeaderAndIsrResponse) and resp.error == 0  # superseded, not an error
+    assert ("t", 0) in c.node(follower).metadata
+    # The same version again, or a newer one, is applied.
+    assert c.call(follower, newer).error == 0
+    assert ("t", 0) in c.node(follower).metadata
