@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from seglog.cluster.local import LocalCluster
-from seglog.storage.group_offsets import OFFSETS_TOPIC, partition_for_group
+from seglog.storage.group_offsets import OFFSETS_TOPIC, partition_for_group, replay
 from tests.cluster.test_kafka_clients import _topic
 from tests.kafka.conftest import RawClient
 
@@ -453,3 +453,83 @@ def test_a_node_that_stops_leading_the_partition_stops_coordinating(cluster: Loc
     finally:
         old.sock.close()
         new.sock.close()
+
+
+def _sync_raw(client: RawClient, group: str, generation: int, member: str, assignment: bytes) -> dict:
+    """SyncGroup v5 of the group's leader, assigning ``assignment`` to itself alone."""
+    body = {
+        "group_id": group,
+        "generation_id": generation,
+        "member_id": member,
+        "group_instance_id": None,
+        "protocol_type": "consumer",
+        "protocol_name": "range",
+        "assignments": [{"member_id": member, "assignment": assignment}],
+    }
+    return client.request("SyncGroup", 14, 5, body)
+
+
+def _retrying(call: Any, timeout_s: float = 10) -> Any:
+    """``call()`` again while it answers COORDINATOR_LOAD_IN_PROGRESS (14), as clients do."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        out = call()
+        code = out if isinstance(out, int) else out["error_code"]
+        if code != 14 or time.monotonic() > deadline:
+            return out
+        time.sleep(0.05)
+
+
+def test_a_new_coordinator_loads_the_generation_and_members_keep_going(cluster: LocalCluster) -> None:
+    """A member joins and syncs a generation; the coordinator node is killed. The new leader
+    of the group's partition has the generation from the group metadata record: the member's
+    heartbeats and commits of that generation are accepted there without a rebalance, and
+    DescribeGroups shows it Stable with the member's assignment. When the member leaves, the
+    empty generation is written too (the next one is numbered on from it)."""
+    _topic(cluster, "t", 1)
+    a = _coordinator(cluster, "g")
+    p = partition_for_group("g", OFFSETS_PARTITIONS)
+    client = _raw(cluster, a)
+    try:
+        joined = _join_raw(client, "g")
+        assert joined["error_code"] == 0, joined
+        member, gen = joined["member_id"], joined["generation_id"]
+        synced = _sync_raw(client, "g", gen, member, b"all-of-t")
+        assert (synced["error_code"], synced["assignment"]) == (0, b"all-of-t")
+    finally:
+        client.sock.close()
+    cluster.kill(a)
+    b = _coordinator(cluster, "g", timeout_s=15, other_than=a)
+    client = _raw(cluster, b)
+    try:
+        hb = {"group_id": "g", "generation_id": gen, "member_id": member, "group_instance_id": None}
+        assert _retrying(lambda: client.request("Heartbeat", 12, 4, hb))["error_code"] == 0
+        body = {
+            "group_id": "g",
+            "generation_id_or_member_epoch": gen,
+            "member_id": member,
+            "group_instance_id": None,
+            "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 3}]}],
+        }
+        r = client.request("OffsetCommit", 8, 7, body)
+        assert r["topics"][0]["partitions"][0]["error_code"] == 0
+        assert _fetch_raw(client, "g") == (0, 3)
+        d = client.request("DescribeGroups", 15, 5, {"groups": ["g"], "include_authorized_operations": False})
+        g = d["groups"][0]
+        assert (g["error_code"], g["group_state"], g["protocol_data"]) == (0, "Stable", "range")
+        assert [(m["member_id"], m["member_assignment"]) for m in g["members"]] == [(member, b"all-of-t")]
+        # A SyncGroup of the generation hands out its assignment again.
+        assert _sync_raw(client, "g", gen, member, b"")["assignment"] == b"all-of-t"
+        left = client.request(
+            "LeaveGroup", 13, 5, {"group_id": "g", "members": [{"member_id": member, "group_instance_id": None}]}
+        )
+        assert left["members"][0]["error_code"] == 0
+    finally:
+        client.sock.close()
+
+    def stored() -> Any:
+        n = cluster.nodes[b]
+        return None if n is None else replay(n.partitions[(OFFSETS_TOPIC, p)].log, "high_watermark")[1].get("g")
+
+    cluster.wait_for(lambda: (s := stored()) is not None and not s.members, 10, "the empty generation stored")
+    assert stored().generation == gen + 1
