@@ -193,11 +193,8 @@ class NodeGroups:
         if have is not None:
             self._unload(p)
         loaded = _Loaded(part.leader_epoch, num_partitions, {}, {})
-        r = PartitionReplay(part.log, "log_end", self.load_buffer_bytes)
-        while not r.step():
-            pass
-        loaded.offsets, loaded.groups, loaded.ready = r.offsets, r.groups, True
         self._loaded[p] = loaded
+        loaded.task = asyncio.get_running_loop().create_task(self._replay(p, part, loaded))
         return loaded
 
     async def _replay(self, p: int, part: Partition, loaded: _Loaded) -> None:
@@ -249,10 +246,7 @@ class NodeGroups:
         for p in range(n):
             part = self._led(p)
             if part is not None and p not in self._loaded:
-                try:
-                    self._load(p, part, n)
-                except Exception:  # noqa: BLE001 - retried at the next look, and by requests
-                    log.exception("node %d cannot load %s-%d", self.node.node_id, OFFSETS_TOPIC, p)
+                self._load(p, part, n)
 
     async def _watch_loop(self) -> None:
         while True:

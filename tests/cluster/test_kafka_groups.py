@@ -6,6 +6,7 @@ acknowledged commits when its coordinator node is killed."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -169,9 +170,10 @@ def test_group_apis_on_a_node_that_does_not_coordinate_the_group(cluster: LocalC
         r = wrong.request("OffsetFetch", 9, 1, {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0]}]})
         assert r["topics"][0]["partitions"][0]["error_code"] == 16
         assert wrong.request("DescribeGroups", 15, 5, {"groups": ["g"]})["groups"][0]["error_code"] == 16
-        # The coordinator: the commit is answered once replicated, then read back.
-        r = coord.request("OffsetCommit", 8, 7, commit)
-        assert r["topics"][0]["partitions"][0]["error_code"] == 0
+        # The coordinator (once it has loaded the partition): the commit is answered once
+        # replicated, then read back.
+        r = _retrying(lambda: coord.request("OffsetCommit", 8, 7, commit)["topics"][0]["partitions"][0])
+        assert r["error_code"] == 0
         r = coord.request("OffsetFetch", 9, 8, fetch)
         assert r["groups"][0]["topics"][0]["partitions"][0]["committed_offset"] == 42
         listed = coord.request("ListGroups", 16, 4, {"states_filter": []})
@@ -339,8 +341,9 @@ def test_group_moves_to_a_new_coordinator_when_its_node_is_killed(cluster: Local
         client = _raw(cluster, new)
         try:
             topics = [{"name": "fo", "partition_indexes": [0, 1]}]
-            r = client.request("OffsetFetch", 9, 8, {"groups": [{"group_id": "ck-group", "topics": topics}]})
-            fetched = {p["partition_index"]: p["committed_offset"] for p in r["groups"][0]["topics"][0]["partitions"]}
+            body = {"groups": [{"group_id": "ck-group", "topics": topics}]}
+            r = _retrying(lambda: client.request("OffsetFetch", 9, 8, body)["groups"][0])  # once loaded
+            fetched = {p["partition_index"]: p["committed_offset"] for p in r["topics"][0]["partitions"]}
         finally:
             client.sock.close()
         assert fetched == acknowledged
@@ -367,7 +370,19 @@ def test_group_moves_to_a_new_coordinator_when_its_node_is_killed(cluster: Local
         consumer.close()
 
 
+def _retrying(call: Any, timeout_s: float = 10) -> Any:
+    """``call()`` again while it answers COORDINATOR_LOAD_IN_PROGRESS (14), as clients do."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        out = call()
+        code = out if isinstance(out, int) else out[0] if isinstance(out, tuple) else out["error_code"]
+        if code != 14 or time.monotonic() > deadline:
+            return out
+        time.sleep(0.05)
+
+
 def _commit_raw(client: RawClient, group: str, offset: int) -> int:
+    """OffsetCommit v7 of t-0 from outside any generation (again while the coordinator loads)."""
     body = {
         "group_id": group,
         "generation_id_or_member_epoch": -1,
@@ -375,22 +390,25 @@ def _commit_raw(client: RawClient, group: str, offset: int) -> int:
         "group_instance_id": None,
         "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": offset}]}],
     }
-    return int(client.request("OffsetCommit", 8, 7, body)["topics"][0]["partitions"][0]["error_code"])
+    return int(
+        _retrying(lambda: client.request("OffsetCommit", 8, 7, body)["topics"][0]["partitions"][0]["error_code"])
+    )
 
 
 def _fetch_raw(client: RawClient, group: str) -> tuple[int, int]:
-    """(group error code, committed offset of t-0)."""
+    """(group error code, committed offset of t-0), asked again while the coordinator loads."""
     body = {"groups": [{"group_id": group, "topics": [{"name": "t", "partition_indexes": [0]}]}]}
-    g = client.request("OffsetFetch", 9, 8, body)["groups"][0]
+    g = _retrying(lambda: client.request("OffsetFetch", 9, 8, body)["groups"][0])
     if g["error_code"]:
         return g["error_code"], -1
     return 0, g["topics"][0]["partitions"][0]["committed_offset"]
 
 
 def _join_raw(client: RawClient, group: str) -> dict:
-    """JoinGroup v5 as a new dynamic member (again with the id KIP-394 hands out)."""
+    """JoinGroup v5 as a new dynamic member (again with the id KIP-394 hands out; again while
+    the coordinator loads)."""
     body = _join_body(group)
-    r = client.request("JoinGroup", 11, 5, body)
+    r = _retrying(lambda: client.request("JoinGroup", 11, 5, body))
     if r["error_code"] == 79:  # MEMBER_ID_REQUIRED
         r = client.request("JoinGroup", 11, 5, {**body, "member_id": r["member_id"]})
     return r
@@ -469,17 +487,6 @@ def _sync_raw(client: RawClient, group: str, generation: int, member: str, assig
     return client.request("SyncGroup", 14, 5, body)
 
 
-def _retrying(call: Any, timeout_s: float = 10) -> Any:
-    """``call()`` again while it answers COORDINATOR_LOAD_IN_PROGRESS (14), as clients do."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        out = call()
-        code = out if isinstance(out, int) else out["error_code"]
-        if code != 14 or time.monotonic() > deadline:
-            return out
-        time.sleep(0.05)
-
-
 def test_a_new_coordinator_loads_the_generation_and_members_keep_going(cluster: LocalCluster) -> None:
     """A member joins and syncs a generation; the coordinator node is killed. The new leader
     of the group's partition has the generation from the group metadata record: the member's
@@ -533,3 +540,50 @@ def test_a_new_coordinator_loads_the_generation_and_members_keep_going(cluster: 
 
     cluster.wait_for(lambda: (s := stored()) is not None and not s.members, 10, "the empty generation stored")
     assert stored().generation == gen + 1
+
+
+def test_group_requests_are_answered_load_in_progress_while_the_new_coordinator_replays(
+    cluster: LocalCluster,
+) -> None:
+    """The coordinator is killed after 300 commits (300 batches in the group's partition); the
+    node that takes over replays them one batch per step (``load_buffer_bytes`` = 1). Polled on
+    the nodes' loop at every turn, each survivor answers the group NOT_COORDINATOR until it
+    leads the partition, then COORDINATOR_LOAD_IN_PROGRESS until the whole log is replayed, then
+    serves it, with the last commit: never an answer from a part of the log."""
+    _topic(cluster, "t", 1)
+    a = _coordinator(cluster, "g")
+    client = _raw(cluster, a)
+    try:
+        for i in range(300):
+            assert _retrying(lambda i=i: _commit_raw(client, "g", i)) == 0
+    finally:
+        client.sock.close()
+    survivors = [i for i in cluster.ids if i != a]
+    for i in survivors:
+        cluster.kafka_listeners[i].groups.load_buffer_bytes = 1
+
+    async def watch(i: int) -> list[int]:
+        groups = cluster.kafka_listeners[i].groups
+        codes: list[int] = []
+        deadline = asyncio.get_running_loop().time() + 20
+        while asyncio.get_running_loop().time() < deadline:
+            code = groups.coordinator_error("g")
+            if not codes or codes[-1] != code:
+                codes.append(code)
+            if code == 0:
+                break
+            await asyncio.sleep(0)
+        return codes
+
+    watchers = [asyncio.run_coroutine_threadsafe(watch(i), cluster.loop) for i in survivors]
+    cluster.kill(a)
+    seen = [w.result(30) for w in watchers]
+    b = cluster.leader(OFFSETS_TOPIC, partition_for_group("g", OFFSETS_PARTITIONS))
+    assert b in survivors
+    assert seen[survivors.index(b)] == [16, 14, 0]  # NOT_COORDINATOR, LOAD_IN_PROGRESS, serving
+    assert 0 not in seen[1 - survivors.index(b)]
+    client = _raw(cluster, b)
+    try:
+        assert _fetch_raw(client, "g") == (0, 299)
+    finally:
+        client.sock.close()
