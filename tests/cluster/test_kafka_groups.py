@@ -17,6 +17,7 @@ import pytest
 
 from seglog.cluster.local import LocalCluster
 from seglog.storage.group_offsets import OFFSETS_TOPIC, partition_for_group, replay
+from seglog.storage.records import decode_records
 from tests.cluster.test_kafka_clients import _topic
 from tests.kafka.conftest import RawClient
 
@@ -587,3 +588,58 @@ def test_group_requests_are_answered_load_in_progress_while_the_new_coordinator_
         assert _fetch_raw(client, "g") == (0, 299)
     finally:
         client.sock.close()
+
+
+def _records(log: Any) -> int:
+    """How many records a log holds below its high watermark."""
+    n, offset = 0, log.log_start_offset
+    while offset < log.high_watermark:
+        nxt = offset
+        for view in log.read(offset, 1 << 20, upper_bound="high_watermark").views():
+            try:
+                for rec in decode_records(view, min_offset=offset):
+                    n += 1
+                    nxt = rec.offset + 1
+            finally:
+                view.release()
+        if nxt == offset:
+            break
+        offset = nxt
+    return n
+
+
+def test_nodes_compact_the_offsets_topic(tmp_path: Path) -> None:
+    """200 commits of one key in 1 KiB segments of the group's __consumer_offsets partition:
+    every replica's cleaner (every 100 ms here) leaves a few records, later commits still
+    replicate to the cleaned followers (acks=-1), and the next coordinator loads the last one."""
+    config = {**CONFIG, "offsets.topic.segment.bytes": 1024, "log.cleaner.backoff.ms": 100}
+    with LocalCluster(
+        nodes=3, dir=tmp_path / "c", replica_config=config, log_defaults={"min.insync.replicas": 2}
+    ) as cluster:
+        _topic(cluster, "t", 1)
+        a = _coordinator(cluster, "g")
+        p = partition_for_group("g", OFFSETS_PARTITIONS)
+        client = _raw(cluster, a)
+        try:
+            for i in range(200):
+                assert _commit_raw(client, "g", i) == 0
+        finally:
+            client.sock.close()
+
+        def sizes() -> list[int]:
+            return [_records(n.partitions[(OFFSETS_TOPIC, p)].log) for n in cluster.nodes.values() if n is not None]
+
+        cluster.wait_for(lambda: max(sizes()) < 30, 20, "every replica cleaned")
+        client = _raw(cluster, a)
+        try:
+            for i in range(200, 210):
+                assert _commit_raw(client, "g", i) == 0
+        finally:
+            client.sock.close()
+        cluster.kill(a)
+        b = _coordinator(cluster, "g", timeout_s=15, other_than=a)
+        client = _raw(cluster, b)
+        try:
+            assert _fetch_raw(client, "g") == (0, 209)
+        finally:
+            client.sock.close()
