@@ -28,6 +28,10 @@ The groups themselves are :class:`seglog.kafka.groups.GroupCoordinator`'s, over
   Kafka's coordinator maps them (NOT_ENOUGH_REPLICAS, a timeout: COORDINATOR_NOT_AVAILABLE;
   NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR: NOT_COORDINATOR; a batch too large:
   INVALID_COMMIT_OFFSET_SIZE). The cached offsets change only once the commit is answered;
+- when a topic is deleted (its partitions leave the node's metadata), the coordinator appends
+  tombstones for the committed offsets of its partitions, as Kafka's does; acknowledged, they
+  leave the cache (a failed write is tried again at the next look). A topic deleted and made
+  again under the same name within one look (100 ms) keeps them;
 - when the node stops leading the partition (another node was elected, or this one stopped),
   its groups are dropped: waiting JoinGroup and SyncGroup requests are answered
   NOT_COORDINATOR, later ones too, so members find the new coordinator and join it, which
@@ -106,7 +110,7 @@ class _Loaded:
     the partition count it was mapped with, the committed offsets and the groups' last stored
     generations."""
 
-    __slots__ = ("epoch", "groups", "num_partitions", "offsets", "ready", "task")
+    __slots__ = ("deleting", "epoch", "groups", "num_partitions", "offsets", "ready", "task")
 
     def __init__(
         self,
@@ -122,6 +126,8 @@ class _Loaded:
         #: False while the log is replayed (by ``task``).
         self.ready = False
         self.task: asyncio.Task[None] | None = None
+        #: Tombstones being written for the offsets of deleted topics.
+        self.deleting: asyncio.Task[None] | None = None
 
 
 class NodeGroups:
@@ -166,6 +172,7 @@ class NodeGroups:
 
     async def close(self) -> None:
         tasks = [t for t in [self._watch, *(x.task for x in self._loaded.values())] if t is not None]
+        tasks += [x.deleting for x in self._loaded.values() if x.deleting is not None]
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -229,8 +236,9 @@ class NodeGroups:
         gone = self._loaded.pop(p, None)
         if gone is None:
             return
-        if gone.task is not None and not gone.task.done():
-            gone.task.cancel()
+        for task in (gone.task, gone.deleting):
+            if task is not None and not task.done():
+                task.cancel()
         n = gone.num_partitions
         self.coordinator.unload(lambda gid: partition_for_group(gid, n) == p)
         log.info("node %d no longer coordinates the groups of %s-%d", self.node.node_id, OFFSETS_TOPIC, p)
@@ -247,6 +255,40 @@ class NodeGroups:
             part = self._led(p)
             if part is not None and p not in self._loaded:
                 self._load(p, part, n)
+        self._forget_deleted()
+
+    def _forget_deleted(self) -> None:
+        """Start writing tombstones for the committed offsets of partitions that have left the
+        node's metadata (their topic was deleted: a LeaderAndIsr carries every partition, and
+        only a deletion's StopReplica takes one out), as Kafka's coordinator does when a topic
+        is deleted; one write at a time per ``__consumer_offsets`` partition."""
+        for p, loaded in self._loaded.items():
+            if not loaded.ready or (loaded.deleting is not None and not loaded.deleting.done()):
+                continue
+            gone: dict[str, dict[tuple[str, int], OffsetAndMetadata | None]] = {}
+            for g, t, q in loaded.offsets:
+                if (t, q) not in self.node.metadata:
+                    gone.setdefault(g, {})[(t, q)] = None
+            if gone:
+                loaded.deleting = asyncio.get_running_loop().create_task(self._tombstones(p, loaded, gone))
+
+    async def _tombstones(
+        self, p: int, loaded: _Loaded, gone: Mapping[str, Mapping[tuple[str, int], OffsetAndMetadata | None]]
+    ) -> None:
+        """Append one batch of tombstones per group (acks=-1); what is acknowledged leaves the
+        cache. A failure is retried at the next look."""
+        for group_id, offsets in gone.items():
+            err = await self._append(group_id, p, offsets_batch(group_id, offsets, self.time_ms()), "offset removal")
+            if err != NONE or self._loaded.get(p) is not loaded:
+                return
+            for topic, partition in offsets:
+                loaded.offsets.pop((group_id, topic, partition), None)
+            log.info(
+                "node %d: committed offsets of group %s for deleted %s removed",
+                self.node.node_id,
+                group_id,
+                ", ".join(f"{t}-{q}" for t, q in sorted(offsets)),
+            )
 
     async def _watch_loop(self) -> None:
         while True:

@@ -643,3 +643,54 @@ def test_nodes_compact_the_offsets_topic(tmp_path: Path) -> None:
             assert _fetch_raw(client, "g") == (0, 209)
         finally:
             client.sock.close()
+
+
+def test_committed_offsets_of_a_deleted_topic_are_removed(cluster: LocalCluster) -> None:
+    """A group commits for two topics; one is deleted. The coordinator writes tombstones for
+    its offsets (replicated: none left below the high watermark of the group's partition),
+    keeps the other topic's, and a topic created again under the name has no committed offset."""
+    pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    _topic(cluster, "t", 1)
+    _topic(cluster, "keep", 1)
+    a = _coordinator(cluster, "g")
+    p = partition_for_group("g", OFFSETS_PARTITIONS)
+    client = _raw(cluster, a)
+    body = {
+        "group_id": "g",
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [
+            {"name": name, "partitions": [{"partition_index": 0, "committed_offset": 5}]} for name in ("t", "keep")
+        ],
+    }
+    fetch = {"groups": [{"group_id": "g", "topics": None}]}
+    try:
+        r = _retrying(lambda: client.request("OffsetCommit", 8, 7, body)["topics"][0]["partitions"][0])
+        assert r["error_code"] == 0
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        admin.delete_topics(["t"], operation_timeout=10)["t"].result(15)
+
+        def stored() -> set[tuple[str, str, int]]:
+            n = cluster.nodes[a]
+            assert n is not None
+            return set(replay(n.partitions[(OFFSETS_TOPIC, p)].log, "high_watermark")[0])
+
+        cluster.wait_for(lambda: stored() == {("g", "keep", 0)}, 10, "the tombstone of t-0 acknowledged")
+        r = client.request("OffsetFetch", 9, 8, fetch)["groups"][0]
+        assert [(t["name"], [q["committed_offset"] for q in t["partitions"]]) for t in r["topics"]] == [("keep", [5])]
+        admin.create_topics([NewTopic("t", 1, 3)])["t"].result(15)
+        _topic_known(cluster, "t")
+        assert _fetch_raw(client, "g") == (0, -1)
+    finally:
+        client.sock.close()
+
+
+def _topic_known(cluster: LocalCluster, name: str) -> None:
+    cluster.wait_for(
+        lambda: all(n is not None and (name, 0) in n.metadata for n in cluster.nodes.values()),
+        10,
+        f"every node knowing {name}",
+    )
