@@ -326,7 +326,11 @@ class GroupCoordinator:
         md = self._metadata(group)
 
         async def write() -> None:
-            code = await self.offsets.store_group(group.group_id, md)
+            try:
+                code = await self.offsets.store_group(group.group_id, md)
+            except Exception:  # noqa: BLE001 - nobody waits for this write: logged
+                log.exception("group %s: storing generation %d failed", group.group_id, md.generation)
+                return
             if code != NONE:
                 log.warning("group %s: storing generation %d failed with error %d", group.group_id, md.generation, code)
 
