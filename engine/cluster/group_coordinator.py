@@ -15,14 +15,23 @@ The groups themselves are :class:`seglog.kafka.groups.GroupCoordinator`'s, over
 - a group request for a group whose partition this node does not lead is answered
   NOT_COORDINATOR (the client finds the coordinator again);
 - when the node becomes leader of a ``__consumer_offsets`` partition (or first serves a group
-  of it) it replays the partition's log up to its log end: the last value of each key wins, a
-  tombstone deletes it; group metadata records are not written, so members join afresh;
+  of it) it replays the partition's log up to its log end, ``offsets.load.buffer.size`` (5 MiB)
+  at a time with the node's other work in between; meanwhile the group requests of that
+  partition are answered COORDINATOR_LOAD_IN_PROGRESS (clients retry), never from a partial
+  replay. The last value of each key wins, a tombstone deletes it. That gives the committed offsets and each group's last generation (the
+  group metadata record the coordinator writes when a SyncGroup completes and when a group
+  empties, appended and answered as a commit is): the members of a Stable group go on
+  heartbeating and committing with their generation, without a rebalance;
 - an OffsetCommit is one record batch appended through the node's leader path with
   ``acks=-1`` (Kafka's coordinator writes with acks=all and the topic's
   ``min.insync.replicas``), answered once the ISR holds it; the node's errors are mapped as
   Kafka's coordinator maps them (NOT_ENOUGH_REPLICAS, a timeout: COORDINATOR_NOT_AVAILABLE;
   NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR: NOT_COORDINATOR; a batch too large:
   INVALID_COMMIT_OFFSET_SIZE). The cached offsets change only once the commit is answered;
+- when a topic is deleted (its partitions leave the node's metadata), the coordinator appends
+  tombstones for the committed offsets of its partitions, as Kafka's does; acknowledged, they
+  leave the cache (a failed write is tried again at the next look). A topic deleted and made
+  again under the same name within one look (100 ms) keeps them;
 - when the node stops leading the partition (another node was elected, or this one stopped),
   its groups are dropped: waiting JoinGroup and SyncGroup requests are answered
   NOT_COORDINATOR, later ones too, so members find the new coordinator and join it, which
@@ -36,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -44,10 +54,12 @@ from seglog.errors import UnsupportedVersionError
 from seglog.kafka.groups import GroupCoordinator, group_api_handlers
 from seglog.storage.group_offsets import (
     OFFSETS_TOPIC,
+    GroupMetadata,
     OffsetAndMetadata,
+    PartitionReplay,
+    group_batch,
     offsets_batch,
     partition_for_group,
-    read_offsets,
 )
 
 if TYPE_CHECKING:
@@ -61,11 +73,14 @@ __all__ = ["COMMIT_TIMEOUT_MS", "NodeGroups"]
 
 log = logging.getLogger("seglog.cluster.groups")
 
+COORDINATOR_LOAD_IN_PROGRESS = 14
 COORDINATOR_NOT_AVAILABLE = 15
 NOT_COORDINATOR = 16
 INVALID_COMMIT_OFFSET_SIZE = 28
 UNKNOWN_SERVER_ERROR = -1
 
+#: Kafka's ``offsets.load.buffer.size`` default: how much of the log one replay step reads.
+LOAD_BUFFER_BYTES = 5 * 1024 * 1024
 #: Kafka's ``offsets.commit.timeout.ms`` default: how long a commit waits for the ISR.
 COMMIT_TIMEOUT_MS = 5000
 #: How often leadership of the ``__consumer_offsets`` partitions is looked at.
@@ -92,14 +107,27 @@ AskController = Callable[[Any, int], "asyncio.Future[Any] | None"]
 
 class _Loaded:
     """A ``__consumer_offsets`` partition this node leads: the leader epoch it was loaded at,
-    the partition count it was mapped with, and the committed offsets."""
+    the partition count it was mapped with, the committed offsets and the groups' last stored
+    generations."""
 
-    __slots__ = ("epoch", "num_partitions", "offsets")
+    __slots__ = ("deleting", "epoch", "groups", "num_partitions", "offsets", "ready", "task")
 
-    def __init__(self, epoch: int, num_partitions: int, offsets: dict[tuple[str, str, int], OffsetAndMetadata]) -> None:
+    def __init__(
+        self,
+        epoch: int,
+        num_partitions: int,
+        offsets: dict[tuple[str, str, int], OffsetAndMetadata],
+        groups: dict[str, GroupMetadata],
+    ) -> None:
         self.epoch = epoch
         self.num_partitions = num_partitions
         self.offsets = offsets
+        self.groups = groups
+        #: False while the log is replayed (by ``task``).
+        self.ready = False
+        self.task: asyncio.Task[None] | None = None
+        #: Tombstones being written for the offsets of deleted topics.
+        self.deleting: asyncio.Task[None] | None = None
 
 
 class NodeGroups:
@@ -129,6 +157,8 @@ class NodeGroups:
             offsets=self,
         )
         self._loaded: dict[int, _Loaded] = {}
+        #: How much of a ``__consumer_offsets`` log one step of a replay reads.
+        self.load_buffer_bytes = LOAD_BUFFER_BYTES
         self._creating: asyncio.Future[Any] | None = None
         self._watch: asyncio.Task[None] | None = None
 
@@ -141,9 +171,11 @@ class NodeGroups:
         self._watch = asyncio.get_running_loop().create_task(self._watch_loop())
 
     async def close(self) -> None:
-        if self._watch is not None:
-            self._watch.cancel()
-            await asyncio.gather(self._watch, return_exceptions=True)
+        tasks = [t for t in [self._watch, *(x.task for x in self._loaded.values())] if t is not None]
+        tasks += [x.deleting for x in self._loaded.values() if x.deleting is not None]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         await self.coordinator.close()
 
     # -- leadership of __consumer_offsets ---------------------------------------------------------
@@ -160,36 +192,60 @@ class NodeGroups:
         return part
 
     def _load(self, p: int, part: Partition, num_partitions: int) -> _Loaded:
-        """The offsets of partition ``p`` this node leads, replayed from its log when not yet
-        loaded at its current leader epoch."""
+        """Partition ``p``, which this node leads: as loaded (or being loaded) at its current
+        leader epoch, else a replay of its log started now."""
         have = self._loaded.get(p)
         if have is not None and have.epoch == part.leader_epoch and have.num_partitions == num_partitions:
             return have
         if have is not None:
             self._unload(p)
-        loaded = _Loaded(part.leader_epoch, num_partitions, read_offsets(part.log, "log_end"))
+        loaded = _Loaded(part.leader_epoch, num_partitions, {}, {})
         self._loaded[p] = loaded
+        loaded.task = asyncio.get_running_loop().create_task(self._replay(p, part, loaded))
+        return loaded
+
+    async def _replay(self, p: int, part: Partition, loaded: _Loaded) -> None:
+        """Replay the partition's log up to its log end, ``load_buffer_bytes`` at a time with
+        the loop's other work in between; then serve its groups (until then they are answered
+        COORDINATOR_LOAD_IN_PROGRESS). A failure drops the partition, so the next look or
+        request starts again."""
+        start = time.monotonic()
+        try:
+            r = PartitionReplay(part.log, "log_end", self.load_buffer_bytes)
+            while not r.step():
+                await asyncio.sleep(0)
+        except Exception:  # noqa: BLE001 - retried at the next look, and by requests
+            log.exception("node %d cannot load %s-%d", self.node.node_id, OFFSETS_TOPIC, p)
+            if self._loaded.get(p) is loaded:
+                del self._loaded[p]
+            return
+        loaded.offsets, loaded.groups, loaded.ready = r.offsets, r.groups, True
         log.info(
-            "node %d coordinates the groups of %s-%d (leader epoch %d): %d committed offsets loaded",
+            "node %d coordinates the groups of %s-%d (leader epoch %d): %d committed offsets, %d groups "
+            "loaded in %.0f ms",
             self.node.node_id,
             OFFSETS_TOPIC,
             p,
             part.leader_epoch,
             len(loaded.offsets),
+            len(loaded.groups),
+            (time.monotonic() - start) * 1000,
         )
-        return loaded
 
     def _unload(self, p: int) -> None:
         gone = self._loaded.pop(p, None)
         if gone is None:
             return
+        for task in (gone.task, gone.deleting):
+            if task is not None and not task.done():
+                task.cancel()
         n = gone.num_partitions
         self.coordinator.unload(lambda gid: partition_for_group(gid, n) == p)
         log.info("node %d no longer coordinates the groups of %s-%d", self.node.node_id, OFFSETS_TOPIC, p)
 
     def _check_leadership(self) -> None:
         """Drop the partitions this node no longer leads (or leads at a newer epoch, which a
-        reload replaces); load the ones it has come to lead."""
+        reload replaces); start loading the ones it has come to lead."""
         n = self._num_partitions()
         for p, loaded in list(self._loaded.items()):
             part = self._led(p)
@@ -198,10 +254,41 @@ class NodeGroups:
         for p in range(n):
             part = self._led(p)
             if part is not None and p not in self._loaded:
-                try:
-                    self._load(p, part, n)
-                except Exception:  # noqa: BLE001 - retried at the next look, and by requests
-                    log.exception("node %d cannot load %s-%d", self.node.node_id, OFFSETS_TOPIC, p)
+                self._load(p, part, n)
+        self._forget_deleted()
+
+    def _forget_deleted(self) -> None:
+        """Start writing tombstones for the committed offsets of partitions that have left the
+        node's metadata (their topic was deleted: a LeaderAndIsr carries every partition, and
+        only a deletion's StopReplica takes one out), as Kafka's coordinator does when a topic
+        is deleted; one write at a time per ``__consumer_offsets`` partition."""
+        for p, loaded in self._loaded.items():
+            if not loaded.ready or (loaded.deleting is not None and not loaded.deleting.done()):
+                continue
+            gone: dict[str, dict[tuple[str, int], OffsetAndMetadata | None]] = {}
+            for g, t, q in loaded.offsets:
+                if (t, q) not in self.node.metadata:
+                    gone.setdefault(g, {})[(t, q)] = None
+            if gone:
+                loaded.deleting = asyncio.get_running_loop().create_task(self._tombstones(p, loaded, gone))
+
+    async def _tombstones(
+        self, p: int, loaded: _Loaded, gone: Mapping[str, Mapping[tuple[str, int], OffsetAndMetadata | None]]
+    ) -> None:
+        """Append one batch of tombstones per group (acks=-1); what is acknowledged leaves the
+        cache. A failure is retried at the next look."""
+        for group_id, offsets in gone.items():
+            err = await self._append(group_id, p, offsets_batch(group_id, offsets, self.time_ms()), "offset removal")
+            if err != NONE or self._loaded.get(p) is not loaded:
+                return
+            for topic, partition in offsets:
+                loaded.offsets.pop((group_id, topic, partition), None)
+            log.info(
+                "node %d: committed offsets of group %s for deleted %s removed",
+                self.node.node_id,
+                group_id,
+                ", ".join(f"{t}-{q}" for t, q in sorted(offsets)),
+            )
 
     async def _watch_loop(self) -> None:
         while True:
@@ -209,6 +296,9 @@ class NodeGroups:
             self._check_leadership()
 
     def _serving(self, group_id: str) -> tuple[int, _Loaded | None]:
+        """(NONE, the group's loaded partition) when this node serves the group now, else the
+        error to answer and None: NOT_COORDINATOR, or COORDINATOR_LOAD_IN_PROGRESS while the
+        partition is replayed."""
         n = self._num_partitions()
         if n == 0:
             return NOT_COORDINATOR, None
@@ -217,7 +307,10 @@ class NodeGroups:
         if part is None:
             self._unload(p)
             return NOT_COORDINATOR, None
-        return NONE, self._load(p, part, n)
+        loaded = self._load(p, part, n)
+        if not loaded.ready:
+            return COORDINATOR_LOAD_IN_PROGRESS, None
+        return NONE, loaded
 
     # -- the GroupCoordinator's offsets backend ---------------------------------------------------
 
@@ -230,12 +323,9 @@ class NodeGroups:
     def partition_exists(self, topic: str, partition: int) -> bool:
         return (topic, partition) in self.node.metadata
 
-    async def commit(self, group_id: str, offsets: Mapping[tuple[str, int], OffsetAndMetadata]) -> int:
-        code, loaded = self._serving(group_id)
-        if loaded is None:
-            return code
-        p = partition_for_group(group_id, loaded.num_partitions)
-        batch = offsets_batch(group_id, offsets, self.time_ms())
+    async def _append(self, group_id: str, p: int, batch: bytes, what: str) -> int:
+        """Append ``batch`` to ``__consumer_offsets``-``p`` with acks=-1; the node's error code
+        (NONE once the ISR holds it), COORDINATOR_NOT_AVAILABLE when the node does not answer."""
         fut = self._ask(ProduceRequest(OFFSETS_TOPIC, p, batch, acks=-1, timeout_ms=COMMIT_TIMEOUT_MS))
         try:
             resp = await asyncio.wait_for(fut, COMMIT_TIMEOUT_MS / 1000.0 + _GRACE_S)
@@ -244,18 +334,46 @@ class NodeGroups:
         err = resp.error if isinstance(resp, ProduceResponse) else (getattr(resp, "error", 0) or UNKNOWN_SERVER_ERROR)
         if err != NONE:
             log.info(
-                "node %d: commit of group %s to %s-%d failed with error %d: %s",
+                "node %d: %s of group %s to %s-%d failed with error %d: %s",
                 self.node.node_id,
+                what,
                 group_id,
                 OFFSETS_TOPIC,
                 p,
                 err,
                 getattr(resp, "message", ""),
             )
+        return int(err)
+
+    async def commit(self, group_id: str, offsets: Mapping[tuple[str, int], OffsetAndMetadata]) -> int:
+        code, loaded = self._serving(group_id)
+        if loaded is None:
+            return code
+        p = partition_for_group(group_id, loaded.num_partitions)
+        err = await self._append(group_id, p, offsets_batch(group_id, offsets, self.time_ms()), "commit")
+        if err != NONE:
             return _COMMIT_ERRORS.get(err, err)
         if self._loaded.get(p) is loaded:  # still the coordinator, at the same epoch
             for (topic, partition), om in offsets.items():
                 loaded.offsets[(group_id, topic, partition)] = om
+        return NONE
+
+    def group_metadata(self, group_id: str) -> GroupMetadata | None:
+        loaded = self._serving(group_id)[1]
+        return None if loaded is None else loaded.groups.get(group_id)
+
+    async def store_group(self, group_id: str, md: GroupMetadata) -> int:
+        code, loaded = self._serving(group_id)
+        if loaded is None:
+            return code
+        p = partition_for_group(group_id, loaded.num_partitions)
+        err = await self._append(group_id, p, group_batch(group_id, md, self.time_ms()), "group metadata")
+        if err != NONE:
+            # As Kafka's coordinator maps a failed group write; a record too large: unknown.
+            mapped = _COMMIT_ERRORS.get(err, err)
+            return UNKNOWN_SERVER_ERROR if mapped == INVALID_COMMIT_OFFSET_SIZE else mapped
+        if self._loaded.get(p) is loaded:
+            loaded.groups[group_id] = md
         return NONE
 
     def group_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetAndMetadata]:
@@ -265,7 +383,7 @@ class NodeGroups:
         return {(t, p): om for (g, t, p), om in loaded.offsets.items() if g == group_id}
 
     def groups(self) -> list[str]:
-        return sorted({g for loaded in self._loaded.values() for g, _, _ in loaded.offsets})
+        return sorted({g for loaded in self._loaded.values() if loaded.ready for g, _, _ in loaded.offsets})
 
     # -- FindCoordinator --------------------------------------------------------------------------
 

@@ -164,6 +164,8 @@ class ReplicaConfig:
     group_initial_rebalance_delay_ms: int = 3000
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
+    log_cleaner_enable: bool = True
+    log_cleaner_backoff_ms: int = 15_000
 
     def __post_init__(self) -> None:
         if self.replica_fetch_wait_max_ms >= self.replica_lag_time_max_ms:
@@ -205,6 +207,8 @@ class ReplicaConfig:
             group_initial_rebalance_delay_ms=cfg.group_initial_rebalance_delay_ms,
             group_min_session_timeout_ms=cfg.group_min_session_timeout_ms,
             group_max_session_timeout_ms=cfg.group_max_session_timeout_ms,
+            log_cleaner_enable=cfg.log_cleaner_enable,
+            log_cleaner_backoff_ms=cfg.log_cleaner_backoff_ms,
         )
 
     def with_overrides(self, **kw: Any) -> ReplicaConfig:
@@ -239,6 +243,8 @@ REPLICA_KEYS = {
     "group_initial_rebalance_delay_ms": "group.initial.rebalance.delay.ms",
     "group_min_session_timeout_ms": "group.min.session.timeout.ms",
     "group_max_session_timeout_ms": "group.max.session.timeout.ms",
+    "log_cleaner_enable": "log.cleaner.enable",
+    "log_cleaner_backoff_ms": "log.cleaner.backoff.ms",
 }
 
 

@@ -117,6 +117,7 @@ from seglog.errors import (
     UnknownTopicOrPartitionError,
     code_for_exception,
 )
+from seglog.storage.cleaner import Cleaner
 from seglog.storage.log import Log, LogAppendInfo
 from seglog.util.clock import Clock
 
@@ -208,6 +209,9 @@ class ReplicaNode:
         #: (a one-worker executor's ``submit``); ``None`` writes them inline, as the simulation does.
         self.offload: Callable[[Callable[[], Any]], concurrent.futures.Future[Any]] | None = None
         self._checkpointing: concurrent.futures.Future[Any] | None = None
+        self._cleaner = Cleaner(self.clock)
+        #: The first offset not yet cleaned of each compacted replica (see :meth:`_clean_logs`).
+        self._cleaner_offsets: dict[TopicPartition, int] = {}
 
     # ---------------------------------------------------------------------------------------------
     # Lifecycle
@@ -233,6 +237,8 @@ class ReplicaNode:
         )
         self._every("fetcher kick", self.fetchers.update, max(1, cfg.replica_fetch_backoff_ms))
         self._every("log flush", self._flush_logs, 100)
+        if cfg.log_cleaner_enable:
+            self._every("log cleaner", self._clean_logs, max(1, cfg.log_cleaner_backoff_ms))
         self._connect()
 
     @property
@@ -638,6 +644,7 @@ class ReplicaNode:
             self._log_dir_failed(d, exc)
         for tp in req.partitions:
             self.metadata.pop(tp, None)
+            self._cleaner_offsets.pop(tp, None)
             p = self.partitions.pop(tp, None)
             if p is not None:
                 p.stop()
@@ -905,6 +912,25 @@ class ReplicaNode:
                     p.log.maybe_flush_by_time()
                 except OSError as exc:
                     self.maybe_log_dir_failure(p, exc)
+
+    def _clean_logs(self) -> None:
+        """Compact this node's replicas of compacted topics (``__consumer_offsets`` among them)
+        that need it, each below its own high watermark, as Kafka's cleaner runs on every
+        replica: a follower's cleaning leaves the gaps a leader's does, and a fetch from a
+        removed offset gets the next batch. The first dirty offset of each replica is kept in
+        memory; after a restart a replica is cleaned from its start again (the result is the
+        same)."""
+        for tp, p in list(self.partitions.items()):
+            lg = p.log
+            if lg.closed or not lg.config.compact or tp in self.offline_partitions:
+                continue
+            try:
+                result = self._cleaner.clean(lg, self._cleaner_offsets.get(tp), upper=lg.high_watermark)
+            except OSError as exc:
+                self.maybe_log_dir_failure(p, exc)
+                continue
+            if result is not None:
+                self._cleaner_offsets[tp] = result.first_dirty_offset
 
     def maybe_log_dir_failure(self, p: Any, exc: BaseException) -> None:
         """A storage error from a write to ``p``'s log: its log dir has failed, unless the log

@@ -403,7 +403,8 @@ class FetchContext:
                     if _has_records(out["records"]):
                         moved.append(key)
             if parts:
-                kept.append({"topic": name, "partitions": parts})
+                # The topic's other fields (its topic_id from v13 on) go with the partitions kept.
+                kept.append({**topic, "partitions": parts})
         for key in moved:
             # Round robin: partitions that returned data are read last next time.
             session.partitions[key] = session.partitions.pop(key)

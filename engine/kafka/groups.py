@@ -26,8 +26,15 @@ from then on: ``FENCED_INSTANCE_ID``) and, in a Stable group whose chosen protoc
 same, takes over the old member's assignment without a rebalance. Like every member, a static
 member that goes away without LeaveGroup stays in the group until its session timeout.
 
-Group state lives in memory: after a restart groups start empty (members rejoin, as they do
-after a coordinator moves in Kafka) and their committed offsets are read from the log.
+A generation is written to the backend as Kafka's group metadata record (protocol type,
+generation, protocol, leader, members with their subscription and assignment) when its leader's
+SyncGroup hands out the assignment (the members are answered once it is durable; a failed write
+is answered to every member waiting and the group rebalances), when the group empties, and when
+a static member takes over a Stable group's place. A coordinator that has no group in memory
+takes the last stored generation: a Stable group with its members and assignments (their session
+timers start afresh), or an Empty group at its generation. So after a restart, or after the
+coordinator moves, members go on heartbeating and committing with the generation they have, as
+with Kafka.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from seglog.storage.group_offsets import OffsetAndMetadata
+from seglog.storage.group_offsets import GroupMetadata, MemberMetadata, OffsetAndMetadata
 
 if TYPE_CHECKING:
     from seglog.kafka.codec import Message
@@ -102,6 +109,14 @@ class OffsetsBackend(Protocol):
         """Every group with committed offsets that this coordinator serves."""
         ...
 
+    def group_metadata(self, group_id: str) -> GroupMetadata | None:
+        """The group's last stored generation (None: none)."""
+        ...
+
+    async def store_group(self, group_id: str, md: GroupMetadata) -> int:
+        """Store ``md`` as the group's generation, durably; 0 or the error code to answer."""
+        ...
+
 
 class StoreOffsets:
     """The one-node broker's offsets: ``store.group_offsets``; every group is served here. The
@@ -110,6 +125,7 @@ class StoreOffsets:
 
     def __init__(self, store: LogManager) -> None:
         self.store = store
+        self._writing = asyncio.Lock()  # group records are appended in the order they are made
 
     def coordinator_error(self, group_id: str) -> int:
         return NONE
@@ -132,6 +148,14 @@ class StoreOffsets:
 
     def groups(self) -> list[str]:
         return self.store.group_offsets.groups()
+
+    def group_metadata(self, group_id: str) -> GroupMetadata | None:
+        return self.store.group_offsets.group_metadata(group_id)
+
+    async def store_group(self, group_id: str, md: GroupMetadata) -> int:
+        async with self._writing:
+            await asyncio.to_thread(self.store.group_offsets.store_group, group_id, md)
+        return NONE
 
 
 def _join_error(member_id: str, code: int) -> Message:
@@ -218,12 +242,13 @@ class GroupCoordinator:
         self.max_session_ms = max_session_ms
         self.groups: dict[str, _Group] = {}
         self._reaper: asyncio.Task[None] | None = None
+        self._writes: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
         self._reaper = asyncio.get_running_loop().create_task(self._expire_loop())
 
     async def close(self) -> None:
-        tasks = [t for t in [self._reaper] + [g.rebalance_task for g in self.groups.values()] if t]
+        tasks = [t for t in [self._reaper, *self._writes] + [g.rebalance_task for g in self.groups.values()] if t]
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -246,6 +271,73 @@ class GroupCoordinator:
             log.info("groups %s unloaded: their coordinator moved", ", ".join(sorted(gone)))
         return gone
 
+    def _group(self, gid: str) -> _Group | None:
+        """The group in memory, else the one the backend stored last (None: neither)."""
+        group = self.groups.get(gid)
+        if group is not None:
+            return group
+        md = self.offsets.group_metadata(gid)
+        if md is None:
+            return None
+        group = self.groups[gid] = _Group(gid)
+        group.generation = md.generation
+        group.protocol_type = md.protocol_type or None
+        if not md.members:
+            return group
+        group.state = STABLE
+        group.protocol = md.protocol
+        group.leader = md.leader
+        for mm in md.members:
+            m = _Member(mm.member_id, mm.client_id, mm.client_host)
+            m.instance_id = mm.instance_id
+            m.session_ms = mm.session_timeout_ms
+            m.rebalance_ms = mm.rebalance_timeout_ms
+            m.protocol_type = md.protocol_type
+            m.protocols = [(md.protocol or "", mm.subscription)]
+            m.assignment = mm.assignment
+            group.members[m.member_id] = m
+            if m.instance_id is not None:
+                group.static[m.instance_id] = m.member_id
+        log.info("group %s: generation %d loaded with members %s", gid, group.generation, ", ".join(group.members))
+        return group
+
+    def _metadata(self, group: _Group) -> GroupMetadata:
+        """The group's generation as its metadata record keeps it."""
+        members = tuple(
+            MemberMetadata(
+                m.member_id,
+                m.instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_ms,
+                m.session_ms,
+                next((md for n, md in m.protocols if n == group.protocol), b""),
+                m.assignment,
+            )
+            for m in group.members.values()
+        )
+        return GroupMetadata(
+            group.protocol_type or "", group.generation, group.protocol, group.leader, self.offsets.time_ms(), members
+        )
+
+    def _store_later(self, group: _Group) -> None:
+        """Write the group's generation now, answering nobody (it emptied, or a static member
+        took a place); a failure is logged (the record before it stays the group's last)."""
+        md = self._metadata(group)
+
+        async def write() -> None:
+            try:
+                code = await self.offsets.store_group(group.group_id, md)
+            except Exception:  # noqa: BLE001 - nobody waits for this write: logged
+                log.exception("group %s: storing generation %d failed", group.group_id, md.generation)
+                return
+            if code != NONE:
+                log.warning("group %s: storing generation %d failed with error %d", group.group_id, md.generation, code)
+
+        task = asyncio.get_running_loop().create_task(write())
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
     # -- JoinGroup ------------------------------------------------------------------------------
 
     async def join(self, version: int, req: Message, client_id: str, client_host: str) -> Message:
@@ -262,7 +354,7 @@ class GroupCoordinator:
         session = req["session_timeout_ms"]
         if not self.min_session_ms <= session <= self.max_session_ms:
             return fail(INVALID_SESSION_TIMEOUT)
-        group = self.groups.get(gid)
+        group = self._group(gid)
         if group is None:
             group = self.groups[gid] = _Group(gid)
         protocols = [(p["name"], p["metadata"]) for p in req["protocols"]]
@@ -403,6 +495,7 @@ class GroupCoordinator:
         join = member.join = asyncio.get_running_loop().create_future()
         if group.state == STABLE and group.protocol == self._common_protocol(group):
             member.join = None
+            self._store_later(group)
             leader = member.member_id == group.leader
             if version >= 9:
                 # The leader learns it leads but must not assign again (KIP-814).
@@ -482,6 +575,7 @@ class GroupCoordinator:
         if not group.members:
             group.state = EMPTY
             group.protocol = group.leader = None
+            self._store_later(group)
             return
         group.protocol = self._common_protocol(group)
         if group.leader not in group.members:
@@ -531,7 +625,7 @@ class GroupCoordinator:
         out: Message = {"error_code": NONE, "protocol_type": None, "protocol_name": None, "assignment": b""}
         code = self.offsets.coordinator_error(req["group_id"])
         if code == NONE:
-            group = self.groups.get(req["group_id"])
+            group = self._group(req["group_id"])
             code = self._validate(group, req["member_id"], req.get("group_instance_id"))
         if code != NONE:
             return {**out, "error_code": code}
@@ -550,6 +644,22 @@ class GroupCoordinator:
             given = {a["member_id"]: a["assignment"] for a in req["assignments"]}
             for m in group.members.values():
                 m.assignment = given.get(m.member_id, b"")
+            generation = group.generation
+            stored = await self.offsets.store_group(group.group_id, self._metadata(group))
+            if self.groups.get(group.group_id) is not group:
+                return {**out, "error_code": NOT_COORDINATOR}  # unloaded meanwhile
+            if group.generation != generation or group.state != COMPLETING:
+                # A rebalance began meanwhile (the waiting members were told so).
+                return {**out, "error_code": REBALANCE_IN_PROGRESS}
+            if stored != NONE:
+                log.info("group %s: storing generation %d failed with error %d", group.group_id, generation, stored)
+                for m in group.members.values():
+                    m.assignment = b""
+                    if m.sync is not None and not m.sync.done():
+                        m.sync.set_result({**out, "error_code": stored, "assignment": b""})
+                    m.sync = None
+                self._prepare_rebalance(group)
+                return {**out, "error_code": stored}
             group.state = STABLE
             for m in group.members.values():
                 if m.sync is not None and not m.sync.done():
@@ -565,7 +675,7 @@ class GroupCoordinator:
     def heartbeat(self, version: int, req: Message) -> Message:
         if (code := self.offsets.coordinator_error(req["group_id"])) != NONE:
             return {"error_code": code}
-        group = self.groups.get(req["group_id"])
+        group = self._group(req["group_id"])
         code = self._validate(group, req["member_id"], req.get("group_instance_id"))
         if code != NONE:
             return {"error_code": code}
@@ -581,7 +691,7 @@ class GroupCoordinator:
     def leave(self, version: int, req: Message) -> Message:
         if (code := self.offsets.coordinator_error(req["group_id"])) != NONE:
             return {"error_code": code, "members": []}
-        group = self.groups.get(req["group_id"])
+        group = self._group(req["group_id"])
         if version >= 3:
             wanted = [(m["member_id"], m.get("group_instance_id")) for m in req["members"]]
         else:
@@ -630,6 +740,7 @@ class GroupCoordinator:
             group.state = EMPTY
             group.generation += 1
             group.protocol = group.leader = None
+            self._store_later(group)
         elif group.state == PREPARING:
             self._maybe_complete(group)
         else:
@@ -658,9 +769,10 @@ class GroupCoordinator:
         gid = req["group_id"]
         generation = req.get("generation_id_or_member_epoch", -1)
         member_id = req.get("member_id", "")
-        group = self.groups.get(gid)
+        code = self.offsets.coordinator_error(gid)
+        group = self._group(gid) if code == NONE else None
         member = group.members.get(member_id) if group is not None else None
-        if (code := self.offsets.coordinator_error(gid)) != NONE:
+        if code != NONE:
             pass
         elif generation < 0 and not member_id:
             # A commit from outside any generation: only while the group has no members.
@@ -755,7 +867,6 @@ class GroupCoordinator:
     def describe(self, version: int, req: Message) -> Message:
         out = []
         for gid in req["groups"]:
-            group = self.groups.get(gid)
             if (code := self.offsets.coordinator_error(gid)) != NONE:
                 out.append(
                     {
@@ -769,6 +880,7 @@ class GroupCoordinator:
                     }
                 )
                 continue
+            group = self._group(gid)
             if group is None:
                 state = "Empty" if gid in self.offsets.groups() else "Dead"
                 out.append(

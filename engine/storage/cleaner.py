@@ -86,8 +86,13 @@ class Cleaner:
 
     # ---------------------------------------------------------------------------------------------
 
-    def cleanable_range(self, lg: Log, checkpoint: int | None, *, force: bool = False) -> tuple[int, int] | None:
-        """(first dirty offset, first uncleanable offset) if the log should be cleaned now."""
+    def cleanable_range(
+        self, lg: Log, checkpoint: int | None, *, force: bool = False, upper: int | None = None
+    ) -> tuple[int, int] | None:
+        """(first dirty offset, first uncleanable offset) if the log should be cleaned now. With
+        ``upper`` (a replica's high watermark) only segments wholly below it are cleanable, so a
+        record that may still be truncated never decides what is removed (Kafka bounds the
+        cleaner by the last stable offset, itself at most the high watermark)."""
         cfg = lg.config
         segs = lg.segments
         if len(segs) < 2:
@@ -99,6 +104,11 @@ class Cleaner:
             first_dirty = start
         now = self.clock.time_ms()
         end = active.base_offset
+        if upper is not None:
+            for seg in segs[:-1]:
+                if seg.next_offset > upper:
+                    end = min(end, seg.base_offset)
+                    break
         if cfg.min_compaction_lag_ms > 0:
             for seg in segs[:-1]:
                 if seg.next_offset > first_dirty and seg.largest_timestamp > now - cfg.min_compaction_lag_ms:
@@ -122,12 +132,14 @@ class Cleaner:
             return first_dirty, end
         return None
 
-    def clean(self, lg: Log, checkpoint: int | None = None, *, force: bool = False) -> CleanResult | None:
-        """Clean ``lg`` if it needs it (always with ``force``); the caller serialises appends.
-        Returns what was done, or None."""
+    def clean(
+        self, lg: Log, checkpoint: int | None = None, *, force: bool = False, upper: int | None = None
+    ) -> CleanResult | None:
+        """Clean ``lg`` if it needs it (always with ``force``), below ``upper`` when given (see
+        :meth:`cleanable_range`); the caller serialises appends. Returns what was done, or None."""
         if lg.read_only or lg.closed or not lg.config.compact:
             return None
-        rng = self.cleanable_range(lg, checkpoint, force=force)
+        rng = self.cleanable_range(lg, checkpoint, force=force, upper=upper)
         if rng is None:
             return None
         first_dirty, end = rng

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from seglog.cluster.local import LocalCluster
+from seglog.storage.records import decode_records, encode_batch
 
 
 @pytest.fixture
@@ -1052,3 +1053,34 @@ def test_partition_and_config_errors_a_node_answers_over_kafkas_protocol(cluster
     finally:
         lead.sock.close()
         foll.sock.close()
+
+
+def test_an_incremental_fetch_session_names_the_topic_by_id(cluster: LocalCluster) -> None:
+    """Fetch v13+ on a node: records that arrive for a session (an incremental fetch) come
+    under the topic's id, as the session was opened with it. Kafka's Java consumer drops
+    records under an id it does not know, and fetched on and on (it lost a group member's
+    partition after a rebalance)."""
+    from tests.kafka.conftest import RawClient, fetch_body
+
+    _topic(cluster, "ids")
+    leader = cluster.leader("ids", 0)
+    assert leader is not None
+    client = RawClient(cluster.kafka_listeners[leader].bootstrap_servers)
+    try:
+        meta = client.request("Metadata", 3, 12, {"topics": [{"name": "ids", "topic_id": bytes(16)}]})
+        tid = meta["topics"][0]["topic_id"]
+        assert tid != bytes(16)
+        full = client.request("Fetch", 1, 13, fetch_body("ids", topic_id=tid, session_epoch=0))
+        assert full["error_code"] == 0 and full["session_id"] != 0
+        assert [t["topic_id"] for t in full["responses"]] == [tid]
+        produce = {"transactional_id": None, "acks": -1, "timeout_ms": 5000,
+                   "topic_data": [{"name": "ids", "partition_data": [{"index": 0, "records": encode_batch([b"x"])}]}]}  # fmt: skip
+        assert client.request("Produce", 0, 9, produce)["responses"][0]["partition_responses"][0]["error_code"] == 0
+        inc = client.request(
+            "Fetch", 1, 13, fetch_body("ids", topic_id=tid, session_id=full["session_id"], session_epoch=1, topics=[])
+        )
+        assert inc["error_code"] == 0
+        assert [t["topic_id"] for t in inc["responses"]] == [tid]
+        assert [r.value for r in decode_records(bytes(inc["responses"][0]["partitions"][0]["records"]))] == [b"x"]
+    finally:
+        client.sock.close()

@@ -391,82 +391,161 @@ def _coordinator(cluster: FaultCluster, group: str, other_than: int = -1, timeou
     raise AssertionError(f"no coordinator for {group} other than {other_than}: {last}")
 
 
-def test_group_consumes_across_coordinator_kills_and_resumes_from_commits(
-    cluster: FaultCluster, tmp_path: Path
-) -> None:
-    """Two confluent-kafka members (tests/kafka/_group_member.py processes, a synchronous commit
-    after each poll) consume while a producer streams; the group's coordinator node is
-    SIGKILLed, later the next one SIGSTOPped for 4 s: the members find the coordinator that
-    follows each time and every record is consumed. The members stop,
-    the committed offsets are read back, that coordinator is SIGKILLed too, and two new members
-    start exactly at the committed offsets (nothing before them again) and consume the rest."""
-    ck = pytest.importorskip("confluent_kafka")
-    from tests.kafka.test_resilience import Member
+class _GroupRun:
+    """A producer streaming ``g-<n>`` records to TOPIC (record n to partition n % 2) and the
+    member processes of ``group`` (tests/kafka/test_resilience.py's ``Member``: a synchronous
+    commit after each poll), with what they consumed."""
 
-    group = "fg"
-    _topic(cluster)
-    old = _coordinator(cluster, group)  # the first FindCoordinator also creates the offsets topic
-    cluster.wait_for(lambda: cluster.full_isr({OFFSETS_TOPIC: 3}), 20, "the offsets topic fully replicated")
-    producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 5,
-                            "enable.idempotence": True, "socket.timeout.ms": 5000, "retry.backoff.ms": 50})  # fmt: skip
-    failed: list[Any] = []
+    def __init__(self, cluster: FaultCluster, group: str, logs: Path, java_classpath: str | None = None) -> None:
+        self.ck = pytest.importorskip("confluent_kafka")
+        self.cluster = cluster
+        self.group = group
+        self.logs = logs
+        self.java_classpath = java_classpath
+        self.producer = self.ck.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                                          "linger.ms": 5, "enable.idempotence": True, "socket.timeout.ms": 5000,
+                                          "retry.backoff.ms": 50})  # fmt: skip
+        self.failed: list[Any] = []
+        self.members: list[Any] = []
 
-    def report(err: Any, _msg: Any) -> None:
+    def _report(self, err: Any, _msg: Any) -> None:
         if err is not None:
-            failed.append(err)
+            self.failed.append(err)
 
-    def produce(start: int, count: int) -> None:
+    def produce(self, start: int, count: int) -> None:
         for n in range(start, start + count):
-            producer.produce(TOPIC, b"g-%06d" % n, partition=n % PARTITIONS, on_delivery=report)
-            producer.poll(0)
+            self.producer.produce(TOPIC, b"g-%06d" % n, partition=n % PARTITIONS, on_delivery=self._report)
+            self.producer.poll(0)
             time.sleep(0.002)
 
-    members: list[Member] = []
+    def flush(self) -> None:
+        assert self.producer.flush(30) == 0 and not self.failed, self.failed
 
-    def consumed() -> set[tuple[int, int]]:
+    def start_members(self, clients: list[str], prefix: str) -> None:
+        from tests.kafka.test_resilience import Member
+
+        self.members += [
+            Member(c, self.cluster.bootstrap_servers, TOPIC, self.group, self.logs / f"{prefix}{i}.log",
+                   self.java_classpath)
+            for i, c in enumerate(clients)
+        ]  # fmt: skip
+
+    def stop_members(self) -> None:
+        for m in self.members:
+            m.stop()
+        self.members.clear()
+
+    def consumed(self) -> set[tuple[int, int]]:
         out: set[tuple[int, int]] = set()
-        for m in members:
+        for m in self.members:
             with m.lock:
                 out.update(m.records)
         return out
 
-    def state() -> str:
-        return "\n".join(m.tail() for m in members)
-
-    def wait(what: str, cond: Callable[[], bool], timeout_s: float = 30) -> None:
+    def wait(self, what: str, cond: Callable[[], bool], timeout_s: float = 30) -> None:
         deadline = time.monotonic() + timeout_s
         while not cond():
-            assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{state()}"
+            state = "\n".join(m.tail() for m in self.members)
+            assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{state}"
             time.sleep(0.05)
 
-    def ends() -> dict[int, int]:
-        c = ck.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "reader"})
+    def ends(self) -> dict[int, int]:
+        c = self.ck.Consumer({"bootstrap.servers": self.cluster.bootstrap_servers, "group.id": "reader"})
         try:
-            return {p: c.get_watermark_offsets(ck.TopicPartition(TOPIC, p), timeout=10)[1] for p in range(PARTITIONS)}
+            return {
+                p: c.get_watermark_offsets(self.ck.TopicPartition(TOPIC, p), timeout=10)[1] for p in range(PARTITIONS)
+            }
         finally:
             c.close()
 
-    def stream_and_consume_all(start: int, count: int, what: str, meanwhile: Callable[[], object]) -> None:
+    def committed(self) -> dict[int, int]:
+        reader = self.ck.Consumer({"bootstrap.servers": self.cluster.bootstrap_servers, "group.id": self.group})
+        try:
+            tps = reader.committed([self.ck.TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=10)
+        finally:
+            reader.close()
+        return {tp.partition: tp.offset for tp in tps}
+
+    def stream_and_consume_all(self, start: int, count: int, what: str, meanwhile: Callable[[], object]) -> None:
         """Produce ``count`` records from a thread while ``meanwhile`` runs; then every record
         of the topic, ``start + count`` in all, must be consumed."""
-        stream = threading.Thread(target=produce, args=(start, count))
+        stream = threading.Thread(target=self.produce, args=(start, count))
         stream.start()
         try:
             meanwhile()
         finally:
             stream.join(60)
-        assert producer.flush(30) == 0 and not failed, failed
-        end = ends()
+        self.flush()
+        end = self.ends()
         assert sum(end.values()) == start + count, end
         every = {(p, o) for p in range(PARTITIONS) for o in range(end[p])}
-        wait(f"every record consumed across {what}", lambda: every <= consumed())
+        try:
+            self.wait(f"every record consumed across {what}", lambda: every <= self.consumed())
+        except AssertionError as exc:
+            missing = sorted(every - self.consumed())
+            raise AssertionError(f"{len(missing)} records not consumed, first {missing[:5]}; {exc}") from None
 
+    def resume_from_commits(self, start: int, clients: list[str]) -> None:
+        """With the members stopped: the committed offsets, kept through a SIGKILL of their
+        coordinator; 100 more records; new members (``clients``) start exactly at the commits
+        (nothing before them again) and consume the rest."""
+        committed = self.committed()
+        end = self.ends()
+        assert all(0 < committed[p] <= end[p] for p in range(PARTITIONS)), (committed, end)
+        last = _coordinator(self.cluster, self.group)
+        self.cluster.kill(last)
+        _coordinator(self.cluster, self.group, other_than=last)
+        self.produce(start, 100)
+        self.flush()
+        end = self.ends()
+        self.start_members(clients, "r")
+        rest = {(p, o) for p in range(PARTITIONS) for o in range(committed[p], end[p])}
+        self.wait("the records after the commits consumed", lambda: rest <= self.consumed())
+        again = self.consumed()
+        firsts = {p: min(o for q, o in again if q == p) for p in range(PARTITIONS)}
+        assert firsts == committed, (firsts, committed)
+
+    def close(self) -> None:
+        self.stop_members()
+        self.producer.flush(10)
+
+
+def _group_start(cluster: FaultCluster, group: str) -> int:
+    """TOPIC made, the group's coordinator (the first FindCoordinator also creates the offsets
+    topic) once the offsets topic is fully replicated."""
+    _topic(cluster)
+    coordinator = _coordinator(cluster, group)
+    cluster.wait_for(lambda: cluster.full_isr({OFFSETS_TOPIC: 3}), 20, "the offsets topic fully replicated")
+    return coordinator
+
+
+@pytest.mark.parametrize("clients", [["confluent-kafka", "confluent-kafka"], ["java", "confluent-kafka"]])
+def test_group_consumes_across_coordinator_kills_and_resumes_from_commits(
+    cluster: FaultCluster, tmp_path: Path, clients: list[str]
+) -> None:
+    """Two members (confluent-kafka's; or Kafka's Java consumer, tests/kafka/java/GroupMember.java,
+    with a confluent-kafka one) consume while a producer streams; the group's coordinator node is
+    SIGKILLed, later the next one SIGSTOPped for 4 s: the members find the coordinator that
+    follows each time and every record is consumed. The members stop, the committed offsets
+    are read back, that coordinator is SIGKILLed too, and two new members start exactly at the
+    committed offsets (nothing before them again) and consume the rest."""
+    classpath = None
+    if "java" in clients:
+        reason = java_unavailable()
+        if reason is not None:
+            pytest.skip(reason)
+        classpath = compile_java(tmp_path / "classes", JAVA_DIR / "GroupMember.java")
+    group = "fg"
+    old = _group_start(cluster, group)
+    run = _GroupRun(cluster, group, tmp_path, classpath)
     try:
-        produce(0, 200)
-        members += [
-            Member("confluent-kafka", cluster.bootstrap_servers, TOPIC, group, tmp_path / f"m{i}.log") for i in (1, 2)
-        ]
-        wait("both members assigned and consuming", lambda: all(m.assigned for m in members) and len(consumed()) > 50)
+        run.produce(0, 200)
+        run.start_members(clients, "m")
+        run.wait(
+            "both members assigned and consuming",
+            lambda: all(m.assigned for m in run.members) and len(run.consumed()) > 50,
+            60,
+        )
         cluster.kill(old)
         new = -1
 
@@ -474,7 +553,7 @@ def test_group_consumes_across_coordinator_kills_and_resumes_from_commits(
             nonlocal new
             new = _coordinator(cluster, group, other_than=old)
 
-        stream_and_consume_all(200, 400, "a SIGKILLed coordinator", find_the_next)
+        run.stream_and_consume_all(200, 400, "a SIGKILLed coordinator", find_the_next)
         cluster.restart(old)
         cluster.wait_for(lambda: cluster.full_isr({OFFSETS_TOPIC: 3, TOPIC: PARTITIONS}), 20, "every replica back")
         # The next coordinator SIGSTOPped past its ZooKeeper session while records keep coming.
@@ -484,36 +563,52 @@ def test_group_consumes_across_coordinator_kills_and_resumes_from_commits(
             time.sleep(4.0)
             cluster.resume(new)
 
-        stream_and_consume_all(600, 200, "a SIGSTOPped coordinator", resume_later)
+        run.stream_and_consume_all(600, 200, "a SIGSTOPped coordinator", resume_later)
         cluster.wait_for(lambda: cluster.full_isr({OFFSETS_TOPIC: 3, TOPIC: PARTITIONS}), 20, "every replica back")
-
-        for m in members:
-            m.stop()
-        members.clear()
-        reader = ck.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
-        try:
-            tps = reader.committed([ck.TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=10)
-        finally:
-            reader.close()
-        committed = {tp.partition: tp.offset for tp in tps}
-        end = ends()
-        assert all(0 < committed[p] <= end[p] for p in range(PARTITIONS)), (committed, end)
-        # The commits must outlive their coordinator too.
-        last = _coordinator(cluster, group)
-        cluster.kill(last)
-        _coordinator(cluster, group, other_than=last)
-        produce(800, 100)
-        assert producer.flush(30) == 0 and not failed, failed
-        end = ends()
-        members += [
-            Member("confluent-kafka", cluster.bootstrap_servers, TOPIC, group, tmp_path / f"r{i}.log") for i in (1, 2)
-        ]
-        rest = {(p, o) for p in range(PARTITIONS) for o in range(committed[p], end[p])}
-        wait("the records after the commits consumed", lambda: rest <= consumed())
-        again = consumed()
-        firsts = {p: min(o for q, o in again if q == p) for p in range(PARTITIONS)}
-        assert firsts == committed, (firsts, committed)
+        run.stop_members()
+        run.resume_from_commits(800, clients)
     finally:
-        for m in members:
-            m.stop()
-        producer.flush(10)
+        run.close()
+
+
+def test_group_consumes_and_commits_while_its_coordinators_client_link_is_cut(
+    cluster: FaultCluster, tmp_path: Path
+) -> None:
+    """Two confluent-kafka members consume and commit while a producer streams; the Kafka
+    clients' link to the group's coordinator (``k->N`` through the harness proxy) is
+    blackholed for 4 s (past the members' 1.5 s sessions: the coordinator expires them, and
+    they find it again once the link is back), later reset for 2 s (connections refused).
+    Every record is consumed; the members stop, and new ones resume exactly at the commits."""
+    group = "cut-group"
+    coordinator = _group_start(cluster, group)
+    run = _GroupRun(cluster, group, tmp_path)
+    try:
+        run.produce(0, 200)
+        run.start_members(["confluent-kafka", "confluent-kafka"], "m")
+        run.wait(
+            "both members assigned and consuming",
+            lambda: all(m.assigned for m in run.members) and len(run.consumed()) > 50,
+        )
+        before = run.committed()
+
+        def cut(mode: str, seconds: float) -> Callable[[], None]:
+            def go() -> None:
+                assert _coordinator(cluster, group) == coordinator  # nothing moved it
+                cluster.hub.set(f"k->{coordinator}", mode)
+                time.sleep(seconds)
+                cluster.hub.set(f"k->{coordinator}", "pass")
+
+            return go
+
+        run.stream_and_consume_all(200, 400, "a blackholed coordinator link", cut("blackhole", 4.0))
+        run.stream_and_consume_all(600, 200, "a reset coordinator link", cut("reset", 2.0))
+        # Commits went on through the cuts: after the last records were consumed they reach
+        # past everything consumed before the first cut.
+        run.wait(
+            "commits of the records consumed",
+            lambda: all(c > before.get(p, -1) for p, c in run.committed().items()),
+        )
+        run.stop_members()
+        run.resume_from_commits(800, ["confluent-kafka", "confluent-kafka"])
+    finally:
+        run.close()

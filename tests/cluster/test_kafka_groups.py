@@ -6,6 +6,7 @@ acknowledged commits when its coordinator node is killed."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -15,7 +16,8 @@ from typing import Any
 import pytest
 
 from seglog.cluster.local import LocalCluster
-from seglog.storage.group_offsets import OFFSETS_TOPIC, partition_for_group
+from seglog.storage.group_offsets import OFFSETS_TOPIC, partition_for_group, replay
+from seglog.storage.records import decode_records
 from tests.cluster.test_kafka_clients import _topic
 from tests.kafka.conftest import RawClient
 
@@ -169,9 +171,10 @@ def test_group_apis_on_a_node_that_does_not_coordinate_the_group(cluster: LocalC
         r = wrong.request("OffsetFetch", 9, 1, {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0]}]})
         assert r["topics"][0]["partitions"][0]["error_code"] == 16
         assert wrong.request("DescribeGroups", 15, 5, {"groups": ["g"]})["groups"][0]["error_code"] == 16
-        # The coordinator: the commit is answered once replicated, then read back.
-        r = coord.request("OffsetCommit", 8, 7, commit)
-        assert r["topics"][0]["partitions"][0]["error_code"] == 0
+        # The coordinator (once it has loaded the partition): the commit is answered once
+        # replicated, then read back.
+        r = _retrying(lambda: coord.request("OffsetCommit", 8, 7, commit)["topics"][0]["partitions"][0])
+        assert r["error_code"] == 0
         r = coord.request("OffsetFetch", 9, 8, fetch)
         assert r["groups"][0]["topics"][0]["partitions"][0]["committed_offset"] == 42
         listed = coord.request("ListGroups", 16, 4, {"states_filter": []})
@@ -339,8 +342,9 @@ def test_group_moves_to_a_new_coordinator_when_its_node_is_killed(cluster: Local
         client = _raw(cluster, new)
         try:
             topics = [{"name": "fo", "partition_indexes": [0, 1]}]
-            r = client.request("OffsetFetch", 9, 8, {"groups": [{"group_id": "ck-group", "topics": topics}]})
-            fetched = {p["partition_index"]: p["committed_offset"] for p in r["groups"][0]["topics"][0]["partitions"]}
+            body = {"groups": [{"group_id": "ck-group", "topics": topics}]}
+            r = _retrying(lambda: client.request("OffsetFetch", 9, 8, body)["groups"][0])  # once loaded
+            fetched = {p["partition_index"]: p["committed_offset"] for p in r["topics"][0]["partitions"]}
         finally:
             client.sock.close()
         assert fetched == acknowledged
@@ -367,7 +371,19 @@ def test_group_moves_to_a_new_coordinator_when_its_node_is_killed(cluster: Local
         consumer.close()
 
 
+def _retrying(call: Any, timeout_s: float = 10) -> Any:
+    """``call()`` again while it answers COORDINATOR_LOAD_IN_PROGRESS (14), as clients do."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        out = call()
+        code = out if isinstance(out, int) else out[0] if isinstance(out, tuple) else out["error_code"]
+        if code != 14 or time.monotonic() > deadline:
+            return out
+        time.sleep(0.05)
+
+
 def _commit_raw(client: RawClient, group: str, offset: int) -> int:
+    """OffsetCommit v7 of t-0 from outside any generation (again while the coordinator loads)."""
     body = {
         "group_id": group,
         "generation_id_or_member_epoch": -1,
@@ -375,22 +391,25 @@ def _commit_raw(client: RawClient, group: str, offset: int) -> int:
         "group_instance_id": None,
         "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": offset}]}],
     }
-    return int(client.request("OffsetCommit", 8, 7, body)["topics"][0]["partitions"][0]["error_code"])
+    return int(
+        _retrying(lambda: client.request("OffsetCommit", 8, 7, body)["topics"][0]["partitions"][0]["error_code"])
+    )
 
 
 def _fetch_raw(client: RawClient, group: str) -> tuple[int, int]:
-    """(group error code, committed offset of t-0)."""
+    """(group error code, committed offset of t-0), asked again while the coordinator loads."""
     body = {"groups": [{"group_id": group, "topics": [{"name": "t", "partition_indexes": [0]}]}]}
-    g = client.request("OffsetFetch", 9, 8, body)["groups"][0]
+    g = _retrying(lambda: client.request("OffsetFetch", 9, 8, body)["groups"][0])
     if g["error_code"]:
         return g["error_code"], -1
     return 0, g["topics"][0]["partitions"][0]["committed_offset"]
 
 
 def _join_raw(client: RawClient, group: str) -> dict:
-    """JoinGroup v5 as a new dynamic member (again with the id KIP-394 hands out)."""
+    """JoinGroup v5 as a new dynamic member (again with the id KIP-394 hands out; again while
+    the coordinator loads)."""
     body = _join_body(group)
-    r = client.request("JoinGroup", 11, 5, body)
+    r = _retrying(lambda: client.request("JoinGroup", 11, 5, body))
     if r["error_code"] == 79:  # MEMBER_ID_REQUIRED
         r = client.request("JoinGroup", 11, 5, {**body, "member_id": r["member_id"]})
     return r
@@ -453,3 +472,225 @@ def test_a_node_that_stops_leading_the_partition_stops_coordinating(cluster: Loc
     finally:
         old.sock.close()
         new.sock.close()
+
+
+def _sync_raw(client: RawClient, group: str, generation: int, member: str, assignment: bytes) -> dict:
+    """SyncGroup v5 of the group's leader, assigning ``assignment`` to itself alone."""
+    body = {
+        "group_id": group,
+        "generation_id": generation,
+        "member_id": member,
+        "group_instance_id": None,
+        "protocol_type": "consumer",
+        "protocol_name": "range",
+        "assignments": [{"member_id": member, "assignment": assignment}],
+    }
+    return client.request("SyncGroup", 14, 5, body)
+
+
+def test_a_new_coordinator_loads_the_generation_and_members_keep_going(cluster: LocalCluster) -> None:
+    """A member joins and syncs a generation; the coordinator node is killed. The new leader
+    of the group's partition has the generation from the group metadata record: the member's
+    heartbeats and commits of that generation are accepted there without a rebalance, and
+    DescribeGroups shows it Stable with the member's assignment. When the member leaves, the
+    empty generation is written too (the next one is numbered on from it)."""
+    _topic(cluster, "t", 1)
+    a = _coordinator(cluster, "g")
+    p = partition_for_group("g", OFFSETS_PARTITIONS)
+    client = _raw(cluster, a)
+    try:
+        joined = _join_raw(client, "g")
+        assert joined["error_code"] == 0, joined
+        member, gen = joined["member_id"], joined["generation_id"]
+        synced = _sync_raw(client, "g", gen, member, b"all-of-t")
+        assert (synced["error_code"], synced["assignment"]) == (0, b"all-of-t")
+    finally:
+        client.sock.close()
+    cluster.kill(a)
+    b = _coordinator(cluster, "g", timeout_s=15, other_than=a)
+    client = _raw(cluster, b)
+    try:
+        hb = {"group_id": "g", "generation_id": gen, "member_id": member, "group_instance_id": None}
+        assert _retrying(lambda: client.request("Heartbeat", 12, 4, hb))["error_code"] == 0
+        body = {
+            "group_id": "g",
+            "generation_id_or_member_epoch": gen,
+            "member_id": member,
+            "group_instance_id": None,
+            "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 3}]}],
+        }
+        r = client.request("OffsetCommit", 8, 7, body)
+        assert r["topics"][0]["partitions"][0]["error_code"] == 0
+        assert _fetch_raw(client, "g") == (0, 3)
+        d = client.request("DescribeGroups", 15, 5, {"groups": ["g"], "include_authorized_operations": False})
+        g = d["groups"][0]
+        assert (g["error_code"], g["group_state"], g["protocol_data"]) == (0, "Stable", "range")
+        assert [(m["member_id"], m["member_assignment"]) for m in g["members"]] == [(member, b"all-of-t")]
+        # A SyncGroup of the generation hands out its assignment again.
+        assert _sync_raw(client, "g", gen, member, b"")["assignment"] == b"all-of-t"
+        left = client.request(
+            "LeaveGroup", 13, 5, {"group_id": "g", "members": [{"member_id": member, "group_instance_id": None}]}
+        )
+        assert left["members"][0]["error_code"] == 0
+    finally:
+        client.sock.close()
+
+    def stored() -> Any:
+        n = cluster.nodes[b]
+        return None if n is None else replay(n.partitions[(OFFSETS_TOPIC, p)].log, "high_watermark")[1].get("g")
+
+    cluster.wait_for(lambda: (s := stored()) is not None and not s.members, 10, "the empty generation stored")
+    assert stored().generation == gen + 1
+
+
+def test_group_requests_are_answered_load_in_progress_while_the_new_coordinator_replays(
+    cluster: LocalCluster,
+) -> None:
+    """The coordinator is killed after 300 commits (300 batches in the group's partition); the
+    node that takes over replays them one batch per step (``load_buffer_bytes`` = 1). Polled on
+    the nodes' loop at every turn, each survivor answers the group NOT_COORDINATOR until it
+    leads the partition, then COORDINATOR_LOAD_IN_PROGRESS until the whole log is replayed, then
+    serves it, with the last commit: never an answer from a part of the log."""
+    _topic(cluster, "t", 1)
+    a = _coordinator(cluster, "g")
+    client = _raw(cluster, a)
+    try:
+        for i in range(300):
+            assert _retrying(lambda i=i: _commit_raw(client, "g", i)) == 0
+    finally:
+        client.sock.close()
+    survivors = [i for i in cluster.ids if i != a]
+    for i in survivors:
+        cluster.kafka_listeners[i].groups.load_buffer_bytes = 1
+
+    async def watch(i: int) -> list[int]:
+        groups = cluster.kafka_listeners[i].groups
+        codes: list[int] = []
+        deadline = asyncio.get_running_loop().time() + 20
+        while asyncio.get_running_loop().time() < deadline:
+            code = groups.coordinator_error("g")
+            if not codes or codes[-1] != code:
+                codes.append(code)
+            if code == 0:
+                break
+            await asyncio.sleep(0)
+        return codes
+
+    watchers = [asyncio.run_coroutine_threadsafe(watch(i), cluster.loop) for i in survivors]
+    cluster.kill(a)
+    seen = [w.result(30) for w in watchers]
+    b = cluster.leader(OFFSETS_TOPIC, partition_for_group("g", OFFSETS_PARTITIONS))
+    assert b in survivors
+    assert seen[survivors.index(b)] == [16, 14, 0]  # NOT_COORDINATOR, LOAD_IN_PROGRESS, serving
+    assert 0 not in seen[1 - survivors.index(b)]
+    client = _raw(cluster, b)
+    try:
+        assert _fetch_raw(client, "g") == (0, 299)
+    finally:
+        client.sock.close()
+
+
+def _records(log: Any) -> int:
+    """How many records a log holds below its high watermark."""
+    n, offset = 0, log.log_start_offset
+    while offset < log.high_watermark:
+        nxt = offset
+        for view in log.read(offset, 1 << 20, upper_bound="high_watermark").views():
+            try:
+                for rec in decode_records(view, min_offset=offset):
+                    n += 1
+                    nxt = rec.offset + 1
+            finally:
+                view.release()
+        if nxt == offset:
+            break
+        offset = nxt
+    return n
+
+
+def test_nodes_compact_the_offsets_topic(tmp_path: Path) -> None:
+    """200 commits of one key in 1 KiB segments of the group's __consumer_offsets partition:
+    every replica's cleaner (every 100 ms here) leaves a few records, later commits still
+    replicate to the cleaned followers (acks=-1), and the next coordinator loads the last one."""
+    config = {**CONFIG, "offsets.topic.segment.bytes": 1024, "log.cleaner.backoff.ms": 100}
+    with LocalCluster(
+        nodes=3, dir=tmp_path / "c", replica_config=config, log_defaults={"min.insync.replicas": 2}
+    ) as cluster:
+        _topic(cluster, "t", 1)
+        a = _coordinator(cluster, "g")
+        p = partition_for_group("g", OFFSETS_PARTITIONS)
+        client = _raw(cluster, a)
+        try:
+            for i in range(200):
+                assert _commit_raw(client, "g", i) == 0
+        finally:
+            client.sock.close()
+
+        def sizes() -> list[int]:
+            return [_records(n.partitions[(OFFSETS_TOPIC, p)].log) for n in cluster.nodes.values() if n is not None]
+
+        cluster.wait_for(lambda: max(sizes()) < 30, 20, "every replica cleaned")
+        client = _raw(cluster, a)
+        try:
+            for i in range(200, 210):
+                assert _commit_raw(client, "g", i) == 0
+        finally:
+            client.sock.close()
+        cluster.kill(a)
+        b = _coordinator(cluster, "g", timeout_s=15, other_than=a)
+        client = _raw(cluster, b)
+        try:
+            assert _fetch_raw(client, "g") == (0, 209)
+        finally:
+            client.sock.close()
+
+
+def test_committed_offsets_of_a_deleted_topic_are_removed(cluster: LocalCluster) -> None:
+    """A group commits for two topics; one is deleted. The coordinator writes tombstones for
+    its offsets (replicated: none left below the high watermark of the group's partition),
+    keeps the other topic's, and a topic created again under the name has no committed offset."""
+    pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    _topic(cluster, "t", 1)
+    _topic(cluster, "keep", 1)
+    a = _coordinator(cluster, "g")
+    p = partition_for_group("g", OFFSETS_PARTITIONS)
+    client = _raw(cluster, a)
+    body = {
+        "group_id": "g",
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [
+            {"name": name, "partitions": [{"partition_index": 0, "committed_offset": 5}]} for name in ("t", "keep")
+        ],
+    }
+    fetch = {"groups": [{"group_id": "g", "topics": None}]}
+    try:
+        r = _retrying(lambda: client.request("OffsetCommit", 8, 7, body)["topics"][0]["partitions"][0])
+        assert r["error_code"] == 0
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        admin.delete_topics(["t"], operation_timeout=10)["t"].result(15)
+
+        def stored() -> set[tuple[str, str, int]]:
+            n = cluster.nodes[a]
+            assert n is not None
+            return set(replay(n.partitions[(OFFSETS_TOPIC, p)].log, "high_watermark")[0])
+
+        cluster.wait_for(lambda: stored() == {("g", "keep", 0)}, 10, "the tombstone of t-0 acknowledged")
+        r = client.request("OffsetFetch", 9, 8, fetch)["groups"][0]
+        assert [(t["name"], [q["committed_offset"] for q in t["partitions"]]) for t in r["topics"]] == [("keep", [5])]
+        admin.create_topics([NewTopic("t", 1, 3)])["t"].result(15)
+        _topic_known(cluster, "t")
+        assert _fetch_raw(client, "g") == (0, -1)
+    finally:
+        client.sock.close()
+
+
+def _topic_known(cluster: LocalCluster, name: str) -> None:
+    cluster.wait_for(
+        lambda: all(n is not None and (name, 0) in n.metadata for n in cluster.nodes.values()),
+        10,
+        f"every node knowing {name}",
+    )

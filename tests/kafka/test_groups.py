@@ -646,3 +646,44 @@ def test_kafka_python_static_member_restarts_without_a_rebalance(broker):
             stops[n].set()
             threads[n].join(30)
     assert not errors, errors
+
+
+def test_a_restarted_broker_keeps_the_generation_and_its_members(tmp_path):
+    """The generation a SyncGroup completed is stored in __consumer_offsets: after the broker
+    restarts, the member's heartbeat and commit of that generation are accepted, without a
+    rebalance; a member that leaves then stores the group empty at the next generation."""
+    from seglog import Store
+
+    with Store.open(tmp_path) as store:
+        store.create_topic("t", partitions=1)
+        with store.serve() as handle:
+            raw = RawClient(handle.bootstrap_servers)
+            try:
+                joined = _join(raw, "keep")
+                gen, me = joined["generation_id"], joined["member_id"]
+                assert _sync_alone(raw, "keep", gen, me, b"mine")["error_code"] == 0
+            finally:
+                raw.close()
+    with Store.open(tmp_path) as store, store.serve() as handle:
+        raw = RawClient(handle.bootstrap_servers)
+        try:
+            hb = {"group_id": "keep", "generation_id": gen, "member_id": me, "group_instance_id": None}
+            assert raw.request("Heartbeat", 12, 4, hb)["error_code"] == 0
+            body = {
+                "group_id": "keep",
+                "generation_id_or_member_epoch": gen,
+                "member_id": me,
+                "group_instance_id": None,
+                "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 2}]}],
+            }
+            assert raw.request("OffsetCommit", 8, 7, body)["topics"][0]["partitions"][0]["error_code"] == 0
+            assert _sync_alone(raw, "keep", gen, me, b"")["assignment"] == b"mine"
+            left = raw.request(
+                "LeaveGroup", 13, 5, {"group_id": "keep", "members": [{"member_id": me, "group_instance_id": None}]}
+            )
+            assert left["members"][0]["error_code"] == 0
+        finally:
+            raw.close()
+    with Store.open(tmp_path) as store:
+        md = store.group_offsets.group_metadata("keep")
+        assert md is not None and md.members == () and md.generation == gen + 1

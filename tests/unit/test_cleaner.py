@@ -281,3 +281,18 @@ def test_unclean_restart_keeps_segments_after_an_empty_cleaned_one(tmp_path: Pat
         assert lg.recovery_summary.segments_recovered >= 2
         assert lg.log_start_offset == 0 and lg.log_end_offset == 30
         assert [r.offset for r in decode_records(lg.read(0, 1 << 30).to_bytes())] == [27, 28, 29]
+
+
+def test_an_upper_bound_keeps_the_segments_it_falls_in(store: Store, clock: ManualClock) -> None:
+    """``upper`` (a replica's high watermark): only segments wholly below it are cleaned, and
+    records at or above it decide nothing."""
+    lg = _three_keys_ten_times(store)
+    bases = [s.base_offset for s in lg.segments]
+    upper = bases[2] + 1  # inside the third segment
+    res = Cleaner(clock).clean(lg, None, force=True, upper=upper)
+    assert res is not None and res.first_dirty_offset == bases[2]
+    kept = [r.offset for r in _records(store)]
+    # Below the third segment only each key's last record there survives; from it on, all.
+    assert [o for o in kept if o >= bases[2]] == list(range(bases[2], 30))
+    assert len([o for o in kept if o < bases[2]]) == 3
+    assert Cleaner(clock).clean(lg, None, force=True, upper=bases[0] + 1) is None
