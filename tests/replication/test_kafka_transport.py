@@ -1,0 +1,260 @@
+"""The transport between nodes over Kafka's protocol (seglog.cluster.kafka_transport): Kafka
+requests a Kafka client can send, record data from the segment files, pipelining with answers in
+order, timeouts and connection loss."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from seglog.cluster.kafka_listener import topic_id
+from seglog.cluster.kafka_transport import KafkaTransport
+from seglog.cluster.messages import (
+    FetchPartition,
+    FetchPartitionResponse,
+    FetchRequest,
+    FetchResponse,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    MetadataRequest,
+    MetadataResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from seglog.cluster.metadata import PartitionInfo, PartitionState
+from seglog.errors import NetworkError, RequestTimedOutError
+from seglog.kafka.client import BrokerConnection
+from seglog.storage.log import Log
+from seglog.storage.records import decode_records, encode_batch
+from seglog.util.loop import drain
+
+
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    lp = asyncio.new_event_loop()
+    yield lp
+    drain(lp)
+    lp.close()
+
+
+def _fill(path: Path, batches: int, size: int) -> Log:
+    log = Log.open(path)
+    for _ in range(batches):
+        log.append(encode_batch([b"x" * size], timestamps=1_700_000_000_000))
+    return log
+
+
+def test_a_kafka_client_sends_leader_and_isr_and_a_follower_fetch(
+    loop: asyncio.AbstractEventLoop, tmp_path: Path
+) -> None:
+    """Seglog's Kafka client (no code of the transport) speaks to the inter-broker listener:
+    ApiVersions lists the node APIs; LeaderAndIsr v7 reaches the node with the controller as
+    its source; a follower's Fetch v15 with the replica id as source, answered with records
+    from the segment file (above SENDFILE_MIN: sent with sendfile)."""
+    log = _fill(tmp_path / "t-0", 100, 1000)
+    seen: list[tuple[int, Any]] = []
+
+    def handler(src: int, msg: Any, reply: Any) -> None:
+        seen.append((src, msg))
+        if isinstance(msg, LeaderAndIsrRequest):
+            reply(LeaderAndIsrResponse())
+        else:
+            res = log.read(0, 1 << 20)
+            reply(FetchResponse((FetchPartitionResponse("t", 0, high_watermark=100, log_end_offset=100, records=res),)))
+
+    async def run() -> tuple[dict[str, Any], dict[str, Any], dict[int, tuple[int, int]]]:
+        t = KafkaTransport(loop)
+        host, port = await t.listen(1, handler)
+        conn = await BrokerConnection.open(f"{host}:{port}", client_id="broker-3")
+        lai = await conn.request(
+            "LeaderAndIsr",
+            {
+                "controller_id": 3,
+                "controller_epoch": 2,
+                "broker_epoch": 10,
+                "topic_states": [
+                    {
+                        "topic_name": "t",
+                        "topic_id": topic_id("t"),
+                        "partition_states": [
+                            {"partition_index": 0, "leader": 1, "leader_epoch": 4, "isr": [1, 2], "replicas": [1, 2]}
+                        ],
+                    }
+                ],
+                "live_leaders": [{"broker_id": 1, "host_name": "h", "port": 9092}],
+            },
+            version=7,
+        )
+        fetch = await conn.request(
+            "Fetch",
+            {
+                "replica_state": {"replica_id": 2, "replica_epoch": 20},
+                "max_wait_ms": 0,
+                "min_bytes": 1,
+                "max_bytes": 1 << 24,
+                "session_epoch": -1,
+                "topics": [
+                    {
+                        "topic_id": topic_id("t"),
+                        "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}],
+                    }
+                ],
+                "forgotten_topics_data": [],
+            },
+            version=15,
+        )
+        versions = dict(conn.broker_versions)
+        fetch["responses"][0]["partitions"][0]["records"] = bytes(fetch["responses"][0]["partitions"][0]["records"])
+        await conn.close()
+        await t.close()
+        return lai, fetch, versions
+
+    lai, fetch, versions = loop.run_until_complete(run())
+    assert versions[4] == (7, 7) and versions[1] == (15, 15) and versions[56] == (3, 3)
+    assert lai["error_code"] == 0
+    (src, msg), (fsrc, fmsg) = seen
+    assert src == 3 and isinstance(msg, LeaderAndIsrRequest)
+    assert msg.partitions == (PartitionInfo("t", 0, (1, 2), PartitionState(1, 4, (1, 2))),)
+    assert msg.kafka_addresses == ((1, "h:9092"),)
+    assert fsrc == 2 and isinstance(fmsg, FetchRequest) and fmsg.broker_epoch == 20
+    assert fmsg.partitions == (FetchPartition("t", 0, 0, max_bytes=1 << 20),)
+    part = fetch["responses"][0]["partitions"][0]
+    assert part["high_watermark"] == 100 and part["log_end_offset"] == 100
+    assert len(decode_records(part["records"])) == 100
+    log.close()
+
+
+def test_requests_and_responses_between_transports(loop: asyncio.AbstractEventLoop, tmp_path: Path) -> None:
+    log = _fill(tmp_path / "t-0", 50, 1000)
+    sources: list[int] = []
+
+    def handler(src: int, msg: Any, reply: Any) -> None:
+        sources.append(src)
+        if isinstance(msg, ProduceRequest):
+            reply(ProduceResponse(msg.topic, msg.partition, base_offset=len(msg.records)))
+        elif isinstance(msg, MetadataRequest):
+            reply(MetadataResponse(1, (), ((1, 5),), addresses=((1, "h:1"),)))
+        else:
+            reply(FetchResponse((FetchPartitionResponse("t", 0, records=log.read(0, 1 << 20)),)))
+
+    async def run() -> list[Any]:
+        t = KafkaTransport(loop)
+        await t.listen(1, handler)
+        t.register(2, lambda *a: None)
+        results: list[Any] = []
+        done = asyncio.Event()
+
+        def cb(resp: Any, err: BaseException | None) -> None:
+            results.append(resp if err is None else err)
+            if len(results) == 4:
+                done.set()
+
+        t.request(2, 1, ProduceRequest("t", 0, b"\x00" * 777), cb, 2000)
+        t.request(2, 1, MetadataRequest(), cb, 2000)
+        t.request(2, 1, ProduceRequest("t", 0, b"\x01" * 5), cb, 2000)
+        t.request(2, 1, FetchRequest(2, (FetchPartition("t", 0, 0),)), cb, 2000)
+        await asyncio.wait_for(done.wait(), 5)
+        await t.close()
+        return results
+
+    results = loop.run_until_complete(run())
+    by_type = {type(r).__name__: r for r in results}
+    assert [r.base_offset for r in results if isinstance(r, ProduceResponse)] == [777, 5]
+    assert by_type["MetadataResponse"] == MetadataResponse(1, (), ((1, 5),), addresses=((1, "h:1"),))
+    records = by_type["FetchResponse"].partitions[0].records
+    # A view of the frame the response was read into: appended without another copy.
+    assert isinstance(records, memoryview) and len(decode_records(records)) == 50
+    assert sources == [2, 2, 2, 2]
+    log.close()
+
+
+def test_pipelined_requests_reach_the_node_at_once_and_are_answered_in_order(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """The second produce reaches the node while the first waits (acks=all), and the answers
+    come in request order, as Kafka's protocol wants."""
+    waiting: list[Any] = []
+
+    def handler(src: int, msg: Any, reply: Any) -> None:
+        waiting.append((msg, reply))
+        if len(waiting) == 2:  # answer the second first
+            for m, r in reversed(waiting):
+                r(ProduceResponse(m.topic, m.partition, base_offset=len(m.records)))
+
+    async def run() -> list[int]:
+        t = KafkaTransport(loop)
+        await t.listen(1, handler)
+        t.register(2, lambda *a: None)
+        order: list[int] = []
+        done = asyncio.Event()
+
+        def cb(resp: Any, err: BaseException | None) -> None:
+            assert err is None
+            order.append(resp.base_offset)
+            if len(order) == 2:
+                done.set()
+
+        t.request(2, 1, ProduceRequest("t", 0, b"a" * 10), cb, 2000)
+        t.request(2, 1, ProduceRequest("t", 0, b"b" * 20), cb, 2000)
+        await asyncio.wait_for(done.wait(), 5)
+        await t.close()
+        return order
+
+    assert loop.run_until_complete(run()) == [10, 20]
+
+
+def test_timeouts_and_a_vanished_server(loop: asyncio.AbstractEventLoop) -> None:
+    async def run() -> list[Any]:
+        t = KafkaTransport(loop)
+        await t.listen(1, lambda src, msg, reply: None)  # never answers
+        t.register(2, lambda *a: None)
+        got: list[Any] = []
+        done = asyncio.Event()
+
+        def cb(r: Any, e: BaseException | None) -> None:
+            got.append(e)
+            if len(got) == 3:
+                done.set()
+
+        t.request(2, 1, MetadataRequest(), cb, 100)
+        await asyncio.sleep(0.3)
+        t.request(2, 1, MetadataRequest(), cb, 5000)
+        await asyncio.sleep(0.1)
+        t.unregister(1)  # the node dies: its connections close
+        await asyncio.sleep(0.1)
+        t.register(2, lambda *a: None)
+        t.request(2, 1, MetadataRequest(), cb, 5000)  # nobody listens there now
+        await asyncio.wait_for(done.wait(), 5)
+        await t.close()
+        return got
+
+    got = loop.run_until_complete(run())
+    assert isinstance(got[0], RequestTimedOutError)
+    assert isinstance(got[1], NetworkError)
+    assert isinstance(got[2], NetworkError)
+
+
+def test_a_peer_that_does_not_serve_the_version_is_refused(loop: asyncio.AbstractEventLoop) -> None:
+    """A Kafka listener for clients (no LeaderAndIsr) is not a node's inter-broker listener."""
+    from seglog.kafka.listener import KafkaListener
+
+    async def run() -> BaseException | None:
+        other = KafkaListener("127.0.0.1", 0)
+        await other.start()
+        t = KafkaTransport(loop)
+        t.register(2, lambda *a: None)
+        t.addresses[1] = ("127.0.0.1", other.port)
+        box: list[BaseException | None] = []
+        done = asyncio.Event()
+        t.request(2, 1, LeaderAndIsrRequest(2, 1, 1, (), ()), lambda r, e: (box.append(e), done.set()), 2000)
+        await asyncio.wait_for(done.wait(), 5)
+        await t.close()
+        await other.close()
+        return box[0]
+
+    err = loop.run_until_complete(run())
+    assert isinstance(err, NetworkError) and "LeaderAndIsr" in str(err) and "v7" in str(err)
