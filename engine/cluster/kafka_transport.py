@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import os
 import ssl as ssl_mod
 import struct
 from collections.abc import Callable, Iterable
@@ -56,7 +57,7 @@ from seglog.kafka.connection import INT32, CloseConnection, ConnState, read_fram
 from seglog.kafka.listener import KafkaListener, hold_records, unknown_id_name
 from seglog.kafka.security import AuthenticationClosed
 
-__all__ = ["INTER_BROKER_API_VERSIONS", "InterBrokerListener", "KafkaTransport"]
+__all__ = ["INTER_BROKER_API_VERSIONS", "TRANSPORT_ENV", "InterBrokerListener", "KafkaTransport", "transport_kind"]
 
 log = logging.getLogger("seglog.cluster.kafka_transport")
 
@@ -68,6 +69,18 @@ INTER_BROKER_API_VERSIONS: dict[int, tuple[int, int]] = {
     **{a.key: (a.version, a.version) for a in km.NODE_APIS},
 }
 _API_VERSIONS_VERSION = 3
+#: The transport between nodes when none is given: "tcp" (the default) or "kafka".
+TRANSPORT_ENV = "SEGLOG_CLUSTER_TRANSPORT"
+
+
+def transport_kind(kind: str | None = None) -> str:
+    """``kind``, else ``$SEGLOG_CLUSTER_TRANSPORT``, else "tcp"; ValueError for another name."""
+    kind = kind or os.environ.get(TRANSPORT_ENV) or "tcp"
+    if kind not in ("tcp", "kafka"):
+        raise ValueError(f"transport {kind!r} is not available: 'tcp' or 'kafka'")
+    return kind
+
+
 _HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 #: The largest response frame a connection takes (a fetch answer is bounded by its max_bytes).
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024

@@ -72,7 +72,7 @@ from seglog.cluster.base import ClusterBase
 from seglog.cluster.consumer import ClusterConsumer
 from seglog.cluster.coordinator import InMemoryCoordinator
 from seglog.cluster.kafka_listener import NodeKafkaListener
-from seglog.cluster.kafka_transport import KafkaTransport
+from seglog.cluster.kafka_transport import KafkaTransport, transport_kind
 from seglog.cluster.messages import MetadataResponse
 from seglog.cluster.metadata import ReplicaConfig
 from seglog.cluster.network import NetworkClient
@@ -86,9 +86,6 @@ from seglog.util.clock import Clock
 from seglog.util.loop import LoopOwner
 
 log = logging.getLogger("seglog.cluster.local")
-
-#: The transport between nodes when none is given: "tcp" (the default) or "kafka".
-TRANSPORT_ENV = "SEGLOG_CLUSTER_TRANSPORT"
 
 
 class LocalCluster(LoopOwner, ClusterBase):
@@ -114,9 +111,7 @@ class LocalCluster(LoopOwner, ClusterBase):
         kafka_options: Mapping[str, Any] | None = None,
         transport: str | None = None,
     ) -> None:
-        transport = transport or os.environ.get(TRANSPORT_ENV) or "tcp"
-        if transport not in ("tcp", "kafka"):
-            raise ValueError(f"transport {transport!r} is not available: 'tcp' or 'kafka'")
+        transport = transport_kind(transport)
         if transport == "kafka" and secret is not None:
             raise ValueError("transport='kafka' takes no shared secret (nodes authenticate with SASL, not a secret)")
         if coordinator not in ("memory", "zookeeper"):

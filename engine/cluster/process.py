@@ -44,6 +44,7 @@ from typing import Any
 from seglog.cluster.base import ClusterBase
 from seglog.cluster.client import ClusterClient
 from seglog.cluster.consumer import ClusterConsumer
+from seglog.cluster.kafka_transport import TRANSPORT_ENV, transport_kind
 from seglog.cluster.metadata import CONTROLLER_PATH, ReplicaConfig, broker_path, loads
 from seglog.cluster.producer import ClusterProducer
 from seglog.cluster.server import parse_listener, split_listeners
@@ -100,7 +101,10 @@ class ProcessCluster(ClusterBase):
         node_configs: Mapping[int, Mapping[str, Any]] | None = None,
         start_timeout_s: float = 60,
         log_dirs: int = 1,
+        transport: str | None = None,
     ) -> None:
+        #: Between the node processes: "tcp" or "kafka" (their SEGLOG_CLUSTER_TRANSPORT).
+        self.transport_kind = transport_kind(transport)
         if coordinator != "zookeeper":
             raise ValueError(
                 f"node processes coordinate through ZooKeeper; coordinator={coordinator!r} "
@@ -250,7 +254,7 @@ class ProcessCluster(ClusterBase):
             if self._closed:
                 raise RuntimeError("the cluster is closed")
             with open(self.log_path(i), "ab") as out:
-                env = dict(os.environ, PYTHONUNBUFFERED="1")
+                env = dict(os.environ, PYTHONUNBUFFERED="1", **{TRANSPORT_ENV: self.transport_kind})
                 self._procs[i] = subprocess.Popen(
                     [self.python, "-m", "seglog.cli", "node", "--config", self.config_path(i)],
                     stdout=out,
