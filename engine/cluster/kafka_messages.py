@@ -190,7 +190,7 @@ def _split_address(node_id: int, address: str, host_field: str = "host") -> Mess
 
 
 def _join_address(entry: Message, host: str = "host") -> tuple[int, str]:
-    return entry.get("broker_id", entry.get("node_id", -1)), f"{entry[host]}:{entry['port']}"
+    return int(entry["broker_id"]), f"{entry[host]}:{entry['port']}"
 
 
 def _epochs(pairs: Iterable[tuple[int, int]]) -> list[Message]:

@@ -167,7 +167,9 @@ class LocalCluster(LoopOwner, ClusterBase):
 
         #: The transport between nodes: "tcp" (seglog's own protocol) or "kafka" (Kafka's).
         self.transport_kind = transport
-        self.transport = make_transport(self.loop)
+        # Typed as the clients' plumbing (seglog.cluster.network) names it; KafkaTransport has
+        # the same interface (register, request, addresses, set_address).
+        self.transport: Any = make_transport(self.loop)
         self.scheduler = LoopScheduler(self.loop, self.clock)
         for i in self.ids:
             if node_threads:

@@ -250,7 +250,12 @@ def test_a_peer_that_does_not_serve_the_version_is_refused(loop: asyncio.Abstrac
         t.addresses[1] = ("127.0.0.1", other.port)
         box: list[BaseException | None] = []
         done = asyncio.Event()
-        t.request(2, 1, LeaderAndIsrRequest(2, 1, 1, (), ()), lambda r, e: (box.append(e), done.set()), 2000)
+
+        def answered(resp: Any, err: BaseException | None) -> None:
+            box.append(err)
+            done.set()
+
+        t.request(2, 1, LeaderAndIsrRequest(2, 1, 1, (), ()), answered, 2000)
         await asyncio.wait_for(done.wait(), 5)
         await t.close()
         await other.close()
