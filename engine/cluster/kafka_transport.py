@@ -57,7 +57,15 @@ from seglog.kafka.connection import INT32, CloseConnection, ConnState, read_fram
 from seglog.kafka.listener import KafkaListener, hold_records, unknown_id_name
 from seglog.kafka.security import AuthenticationClosed
 
-__all__ = ["INTER_BROKER_API_VERSIONS", "TRANSPORT_ENV", "InterBrokerListener", "KafkaTransport", "transport_kind"]
+__all__ = [
+    "INTER_BROKER_API_VERSIONS",
+    "NODE_SASL_USER",
+    "TRANSPORT_ENV",
+    "InterBrokerListener",
+    "KafkaTransport",
+    "node_security",
+    "transport_kind",
+]
 
 log = logging.getLogger("seglog.cluster.kafka_transport")
 
@@ -69,8 +77,33 @@ INTER_BROKER_API_VERSIONS: dict[int, tuple[int, int]] = {
     **{a.key: (a.version, a.version) for a in km.NODE_APIS},
 }
 _API_VERSIONS_VERSION = 3
+_SASL_HANDSHAKE_VERSION = 1
+_SASL_AUTHENTICATE_VERSION = 2
 #: The transport between nodes when none is given: "tcp" (the default) or "kafka".
 TRANSPORT_ENV = "SEGLOG_CLUSTER_TRANSPORT"
+
+
+#: The SASL user nodes authenticate as when the cluster has a shared secret (its password).
+NODE_SASL_USER = "seglog-node"
+
+
+def node_security(secret: bytes | str | None, server_ssl: ssl_mod.SSLContext | None) -> dict[str, Any]:
+    """:class:`KafkaTransport` options for a cluster with ``secret`` (SASL/PLAIN as
+    :data:`NODE_SASL_USER` with the secret as password, on SASL_PLAINTEXT or, with
+    ``server_ssl``, SASL_SSL listeners) and/or TLS (SSL listeners)."""
+    out: dict[str, Any] = {}
+    if server_ssl is not None:
+        out.update(security_protocol="SSL", ssl_context=server_ssl)
+    if secret is not None:
+        password = secret.decode() if isinstance(secret, bytes) else secret
+        out.update(
+            security_protocol="SASL_SSL" if server_ssl is not None else "SASL_PLAINTEXT",
+            sasl_mechanisms=["PLAIN"],
+            users={NODE_SASL_USER: password},
+            sasl_user=NODE_SASL_USER,
+            sasl_password=password,
+        )
+    return out
 
 
 def transport_kind(kind: str | None = None) -> str:
@@ -197,7 +230,8 @@ class _Conn:
         self.next_corr = 1
         self.ready = False
         self.closed = False
-        self.versions_corr = -1
+        self.stage = "connecting"
+        self.stage_corr = -1
         self.task = t.loop.create_task(self._open())
 
     async def _open(self) -> None:
@@ -219,8 +253,19 @@ class _Conn:
             transport.abort()
             return
         self.proto = proto
-        # ApiVersions first: the peer must serve the API at the version sent.
-        self.versions_corr = self._write(
+        if self.t.sasl_user is not None:
+            # SASL/PLAIN first (KIP-152): SaslHandshake v1, then SaslAuthenticate v2.
+            self.stage = "handshake"
+            self.stage_corr = self._write(
+                17, _SASL_HANDSHAKE_VERSION, codec.encode("SaslHandshakeRequest", 1, {"mechanism": "PLAIN"})
+            )
+        else:
+            self._ask_versions()
+
+    def _ask_versions(self) -> None:
+        """ApiVersions: the peer must serve the API at the version sent."""
+        self.stage = "versions"
+        self.stage_corr = self._write(
             18,
             _API_VERSIONS_VERSION,
             codec.encode(
@@ -230,13 +275,40 @@ class _Conn:
             ),
         )
 
+    def _opening(self, frame: memoryview) -> None:
+        """A response of the connection's opening: SASL's, then ApiVersions'."""
+        if self.stage == "versions":
+            self._check_versions(frame)
+            return
+        if self.stage == "handshake":
+            body, _ = codec.decode("SaslHandshakeResponse", _SASL_HANDSHAKE_VERSION, frame, 4)
+            if body["error_code"]:
+                raise ValueError(
+                    f"node {self.dst} does not take SASL/PLAIN (error {body['error_code']}; "
+                    f"mechanisms {', '.join(body['mechanisms'] or ())})"
+                )
+            user, password = self.t.sasl_user or "", self.t.sasl_password or ""
+            token = b"\0" + user.encode() + b"\0" + password.encode()
+            self.stage = "authenticate"
+            self.stage_corr = self._write(
+                36,
+                _SASL_AUTHENTICATE_VERSION,
+                codec.encode("SaslAuthenticateRequest", _SASL_AUTHENTICATE_VERSION, {"auth_bytes": token}),
+            )
+            return
+        body, _ = codec.decode("SaslAuthenticateResponse", _SASL_AUTHENTICATE_VERSION, frame, skip_tagged(frame, 4))
+        if body["error_code"]:
+            raise ValueError(f"node {self.dst} refused the authentication: {body['error_message']}")
+        self._ask_versions()
+
     def _frame(self, key: int, version: int, body: list[Any]) -> tuple[int, list[Any]]:
         corr = self.next_corr
         self.next_corr += 1
         head = bytearray(4)
         cid = _client_id(self.src)
         head += _HEADER.pack(key, version, corr, len(cid)) + cid
-        head.append(0)  # request header v2: no tagged fields
+        if key != 17:  # every version sent is flexible but SaslHandshake's
+            head.append(0)  # request header v2: no tagged fields
         parts = [head, *body]
         INT32.pack_into(head, 0, sum(memoryview(p).nbytes for p in parts) - 4)
         return corr, parts
@@ -250,8 +322,11 @@ class _Conn:
     def received(self, frame: memoryview) -> None:
         corr = INT32.unpack_from(frame, 0)[0]
         try:
-            if corr == self.versions_corr:
-                self._check_versions(frame)
+            if corr == self.stage_corr:
+                try:
+                    self._opening(frame)
+                except (InvalidRequestError, ValueError, KeyError, IndexError, struct.error) as exc:
+                    self.fail(NetworkError(f"connection {self.src}->{self.dst}: {exc}"))
                 return
             p = self.pending.pop(corr, None)
             if p is None:
@@ -281,6 +356,8 @@ class _Conn:
                 + f", not v{self.api.version}"
             )
         self.ready = True
+        self.stage = "ready"
+        self.stage_corr = -1
         queued, self.queued = self.queued, []
         assert self.proto is not None and self.proto.transport is not None
         for _, parts in queued:
@@ -436,7 +513,9 @@ class KafkaTransport:
     """The transport interface over Kafka's protocol (see module docs). Create it on the loop
     that will run the nodes; ``listen`` starts a node's inter-broker listener, ``register`` a
     client endpoint that only sends. ``listener_options``: security options for the listeners
-    (:class:`~seglog.kafka.listener.KafkaListener`)."""
+    (:class:`~seglog.kafka.listener.KafkaListener`: ``security_protocol``, ``ssl_context``,
+    ``sasl_mechanisms``, ``users``). ``sasl_user`` / ``sasl_password``: SASL/PLAIN credentials
+    the connections to other nodes authenticate with (their listeners must take them)."""
 
     def __init__(
         self,
@@ -444,10 +523,15 @@ class KafkaTransport:
         *,
         client_ssl: ssl_mod.SSLContext | None = None,
         connect_timeout_s: float = 5.0,
+        sasl_user: str | None = None,
+        sasl_password: str | None = None,
         **listener_options: Any,
     ) -> None:
         self.loop = loop
         self.client_ssl = client_ssl
+        #: SASL/PLAIN credentials this transport's connections authenticate with (None: none).
+        self.sasl_user = sasl_user
+        self.sasl_password = sasl_password
         self.connect_timeout_s = connect_timeout_s
         self.listener_options = listener_options
         self.addresses: dict[int, tuple[str, int]] = {}

@@ -72,7 +72,7 @@ from seglog.cluster.base import ClusterBase
 from seglog.cluster.consumer import ClusterConsumer
 from seglog.cluster.coordinator import InMemoryCoordinator
 from seglog.cluster.kafka_listener import NodeKafkaListener
-from seglog.cluster.kafka_transport import KafkaTransport, transport_kind
+from seglog.cluster.kafka_transport import KafkaTransport, node_security, transport_kind
 from seglog.cluster.messages import MetadataResponse
 from seglog.cluster.metadata import ReplicaConfig
 from seglog.cluster.network import NetworkClient
@@ -112,8 +112,6 @@ class LocalCluster(LoopOwner, ClusterBase):
         transport: str | None = None,
     ) -> None:
         transport = transport_kind(transport)
-        if transport == "kafka" and secret is not None:
-            raise ValueError("transport='kafka' takes no shared secret (nodes authenticate with SASL, not a secret)")
         if coordinator not in ("memory", "zookeeper"):
             raise ValueError(f"coordinator {coordinator!r} is not available: 'memory' or 'zookeeper'")
         if processes:
@@ -161,8 +159,7 @@ class LocalCluster(LoopOwner, ClusterBase):
 
         def make_transport(loop: asyncio.AbstractEventLoop) -> TcpTransport | KafkaTransport:
             if transport == "kafka":
-                tls: dict[str, Any] = {"security_protocol": "SSL", "ssl_context": server_ssl} if server_ssl else {}
-                return KafkaTransport(loop, client_ssl=client_ssl, **tls)
+                return KafkaTransport(loop, client_ssl=client_ssl, **node_security(secret, server_ssl))
             return TcpTransport(loop, secret=secret, server_ssl=server_ssl, client_ssl=client_ssl)
 
         #: The transport between nodes: "tcp" (seglog's own protocol) or "kafka" (Kafka's).

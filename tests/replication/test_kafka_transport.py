@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from seglog.cluster.kafka_listener import topic_id
-from seglog.cluster.kafka_transport import KafkaTransport
+from seglog.cluster.kafka_transport import KafkaTransport, node_security
 from seglog.cluster.messages import (
     FetchPartition,
     FetchPartitionResponse,
@@ -263,3 +263,45 @@ def test_a_peer_that_does_not_serve_the_version_is_refused(loop: asyncio.Abstrac
 
     err = loop.run_until_complete(run())
     assert isinstance(err, NetworkError) and "LeaderAndIsr" in str(err) and "v7" in str(err)
+
+
+def test_nodes_authenticate_with_sasl_and_a_peer_that_fails_is_refused(loop: asyncio.AbstractEventLoop) -> None:
+    """The cluster's shared secret as SASL/PLAIN between nodes: the right password is served;
+    a wrong one, or none, is refused before any request reaches the node."""
+    handled: list[Any] = []
+
+    def handler(src: int, msg: Any, reply: Any) -> None:
+        handled.append((src, msg))
+        reply(MetadataResponse(1, (), ()))
+
+    async def ask(t: KafkaTransport, address: tuple[str, int]) -> Any:
+        t.register(9, lambda *a: None)
+        t.addresses[1] = address
+        box: list[Any] = []
+        done = asyncio.Event()
+
+        def answered(resp: Any, err: BaseException | None) -> None:
+            box.append(err or resp)
+            done.set()
+
+        t.request(9, 1, MetadataRequest(), answered, 3000)
+        await asyncio.wait_for(done.wait(), 5)
+        await t.close()
+        return box[0]
+
+    async def run() -> list[Any]:
+        server = KafkaTransport(loop, **node_security("right", None))
+        address = await server.listen(1, handler)
+        got = [
+            await ask(KafkaTransport(loop, **node_security("right", None)), address),
+            await ask(KafkaTransport(loop, **node_security("wrong", None)), address),
+            await ask(KafkaTransport(loop), address),
+        ]
+        await server.close()
+        return got
+
+    ok, wrong, none = loop.run_until_complete(run())
+    assert ok == MetadataResponse(1, (), ())
+    assert isinstance(wrong, NetworkError) and "refused the authentication" in str(wrong)
+    assert isinstance(none, NetworkError)
+    assert handled == [(9, MetadataRequest())]
