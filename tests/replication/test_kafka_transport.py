@@ -305,3 +305,93 @@ def test_nodes_authenticate_with_sasl_and_a_peer_that_fails_is_refused(loop: asy
     assert isinstance(wrong, NetworkError) and "refused the authentication" in str(wrong)
     assert isinstance(none, NetworkError)
     assert handled == [(9, MetadataRequest())]
+
+
+def test_stale_epochs_are_refused_over_the_wire_with_kafkas_codes(tmp_path: Path) -> None:
+    """A Kafka client (not the transport) on a node's inter-broker listener of a three-node
+    cluster on the Kafka transport: LeaderAndIsr and StopReplica with a stale controller epoch
+    are STALE_CONTROLLER_EPOCH (11), AlterPartition with a stale partition epoch
+    INVALID_UPDATE_VERSION (95), and nothing changes."""
+    from seglog.cluster.local import LocalCluster
+
+    with LocalCluster(nodes=3, dir=tmp_path / "cluster", transport="kafka") as cluster:
+        cluster.create_topic("t", partitions=1, replication_factor=3)
+        cluster.wait_for(lambda: len(cluster.isr("t", 0)) == 3, 20, "a full ISR")
+        before = cluster._state("t", 0)
+        assert before is not None
+        controller = cluster._controller()
+        assert controller is not None
+        follower = next(i for i in cluster.ids if i != before.leader)
+        node = cluster.nodes[follower]
+        leader_node = cluster.nodes[before.leader]
+        assert node is not None and leader_node is not None
+        epoch_seen, broker_epoch, leader_epoch = node.controller_epoch_seen, node.broker_epoch, leader_node.broker_epoch
+        addresses = dict(cluster.transport.addresses)
+
+        async def run() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+            host, port = addresses[follower]
+            conn = await BrokerConnection.open(f"{host}:{port}", client_id=f"broker-{controller}")
+            lai = await conn.request(
+                "LeaderAndIsr",
+                {
+                    "controller_id": controller,
+                    "controller_epoch": epoch_seen - 1,
+                    "broker_epoch": broker_epoch,
+                    "topic_states": [
+                        {
+                            "topic_name": "t",
+                            "topic_id": topic_id("t"),
+                            "partition_states": [
+                                {"partition_index": 0, "leader": follower, "leader_epoch": 99, "isr": [follower]}
+                            ],
+                        }
+                    ],
+                    "live_leaders": [],
+                },
+                version=7,
+            )
+            stop = await conn.request(
+                "StopReplica",
+                {
+                    "controller_id": controller,
+                    "controller_epoch": epoch_seen - 1,
+                    "broker_epoch": broker_epoch,
+                    "topic_states": [
+                        {"topic_name": "t", "partition_states": [{"partition_index": 0, "delete_partition": True}]}
+                    ],
+                },
+                version=4,
+            )
+            await conn.close()
+            host, port = addresses[controller]
+            conn = await BrokerConnection.open(f"{host}:{port}", client_id=f"broker-{before.leader}")
+            alter = await conn.request(
+                "AlterPartition",
+                {
+                    "broker_id": before.leader,
+                    "broker_epoch": leader_epoch,
+                    "topics": [
+                        {
+                            "topic_id": topic_id("t"),
+                            "partitions": [
+                                {
+                                    "partition_index": 0,
+                                    "leader_epoch": before.leader_epoch,
+                                    "new_isr_with_epochs": [{"broker_id": before.leader, "broker_epoch": leader_epoch}],
+                                    "partition_epoch": before.partition_epoch - 1,
+                                }
+                            ],
+                        }
+                    ],
+                },
+                version=3,
+            )
+            await conn.close()
+            return lai, stop, alter
+
+        lai, stop, alter = asyncio.run(run())
+        assert lai["error_code"] == 11 and stop["error_code"] == 11
+        assert alter["error_code"] == 95
+        assert cluster._state("t", 0) == before
+        assert cluster._on_node(follower, lambda: ("t", 0) in node.partitions)
+        assert sorted(cluster.isr("t", 0)) == sorted(before.isr)
