@@ -5,6 +5,11 @@ order, timeouts and connection loss."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import os
+import shutil
+import ssl
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -395,3 +400,91 @@ def test_stale_epochs_are_refused_over_the_wire_with_kafkas_codes(tmp_path: Path
         assert cluster._state("t", 0) == before
         assert cluster._on_node(follower, lambda: ("t", 0) in node.partitions)
         assert sorted(cluster.isr("t", 0)) == sorted(before.isr)
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make a certificate")
+def test_tls_and_sasl_between_nodes(loop: asyncio.AbstractEventLoop, tmp_path: Path) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    client_ctx = ssl.create_default_context(cafile=str(cert))
+    log = _fill(tmp_path / "t-0", 100, 1000)  # above SENDFILE_MIN: read in blocks under TLS
+
+    async def run() -> Any:
+        t = KafkaTransport(loop, client_ssl=client_ctx, **node_security("both", server_ctx))
+        await t.listen(
+            1,
+            lambda src, msg, reply: reply(
+                FetchResponse((FetchPartitionResponse("t", 0, records=log.read(0, 1 << 20)),))
+            ),
+        )
+        t.register(2, lambda *a: None)
+        fut = loop.create_future()
+        t.request(2, 1, FetchRequest(2, (FetchPartition("t", 0, 0),)), lambda r, e: fut.set_result(e or r), 5000)
+        resp = await asyncio.wait_for(fut, 10)
+        await t.close()
+        return resp
+
+    resp = loop.run_until_complete(run())
+    assert len(decode_records(resp.partitions[0].records)) == 100
+    log.close()
+    os.unlink(key)
+
+
+def _open_fds() -> set[int]:
+    return {int(name) for name in os.listdir("/proc/self/fd")}
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd")
+@pytest.mark.parametrize("turns", range(12))
+def test_closing_at_any_point_of_a_connection_leaves_no_socket_open(turns: int) -> None:
+    """Close a transport ``turns`` loop iterations into a connection's life (connecting,
+    ApiVersions, a request in flight, the reply), then stop the loop as a cluster does: every
+    socket is closed before the loop is."""
+    gc.collect()
+    gc.disable()
+    try:
+        before = _open_fds()
+        lp = asyncio.new_event_loop()
+        got: list[Any] = []
+
+        async def run() -> None:
+            t = KafkaTransport(lp)
+            await t.listen(1, lambda src, msg, reply: reply(MetadataResponse(1, (), ())))
+            t.register(2, lambda *a: None)
+            for _ in range(3):
+                t.request(2, 1, MetadataRequest(), lambda r, e: got.append(e or r), 5000)
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            await t.close()
+
+        lp.run_until_complete(run())
+        drain(lp)
+        lp.close()
+        assert _open_fds() == before
+        assert all(isinstance(g, (MetadataResponse, NetworkError)) for g in got)
+    finally:
+        gc.enable()
+        gc.collect()
