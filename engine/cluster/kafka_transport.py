@@ -28,9 +28,13 @@ from ``SENDFILE_MIN`` bytes on goes from the segment files with ``os.sendfile``.
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
+import hashlib
+import hmac
 import logging
 import os
+import secrets
 import ssl as ssl_mod
 import struct
 from collections.abc import Callable, Iterable
@@ -85,10 +89,12 @@ TRANSPORT_ENV = "SEGLOG_CLUSTER_TRANSPORT"
 
 #: The SASL user nodes authenticate as when the cluster has a shared secret (its password).
 NODE_SASL_USER = "seglog-node"
+#: The SASL mechanism between nodes: SCRAM, so that the secret never crosses the wire.
+NODE_SASL_MECHANISM = "SCRAM-SHA-256"
 
 
 def node_security(secret: bytes | str | None, server_ssl: ssl_mod.SSLContext | None) -> dict[str, Any]:
-    """:class:`KafkaTransport` options for a cluster with ``secret`` (SASL/PLAIN as
+    """:class:`KafkaTransport` options for a cluster with ``secret`` (SASL/SCRAM-SHA-256 as
     :data:`NODE_SASL_USER` with the secret as password, on SASL_PLAINTEXT or, with
     ``server_ssl``, SASL_SSL listeners) and/or TLS (SSL listeners)."""
     out: dict[str, Any] = {}
@@ -98,7 +104,7 @@ def node_security(secret: bytes | str | None, server_ssl: ssl_mod.SSLContext | N
         password = secret.decode() if isinstance(secret, bytes) else secret
         out.update(
             security_protocol="SASL_SSL" if server_ssl is not None else "SASL_PLAINTEXT",
-            sasl_mechanisms=["PLAIN"],
+            sasl_mechanisms=[NODE_SASL_MECHANISM],
             users={NODE_SASL_USER: password},
             sasl_user=NODE_SASL_USER,
             sasl_password=password,
@@ -163,6 +169,43 @@ class _TopicNames:
                 self.learn(lookup())
             name = self.by_id.get(tid)
         return name if name is not None else unknown_id_name(tid)
+
+
+class _ScramClient:
+    """The client side of SCRAM-SHA-256 (RFC 5802, RFC 7677): the password never crosses the
+    wire, and the server proves it knows it too."""
+
+    def __init__(self, user: str, password: str) -> None:
+        self.password = password.encode()
+        name = user.replace("=", "=3D").replace(",", "=2C")
+        self.bare = f"n={name},r={base64.b64encode(secrets.token_bytes(18)).decode()}"
+        self.nonce = self.bare.split(",r=", 1)[1]
+        self.auth_message = b""
+        self.server_key = b""
+
+    def first(self) -> bytes:
+        return ("n,," + self.bare).encode()
+
+    def final(self, server_first: bytes) -> bytes:
+        text = server_first.decode()
+        attrs = dict(kv.split("=", 1) for kv in text.split(",") if "=" in kv)
+        nonce, salt, iterations = attrs.get("r", ""), attrs.get("s", ""), int(attrs.get("i", "0"))
+        if not nonce.startswith(self.nonce) or not salt or iterations < 4096:
+            raise ValueError(f"a SCRAM server-first message that does not continue this exchange: {text!r}")
+        salted = hashlib.pbkdf2_hmac("sha256", self.password, base64.b64decode(salt), iterations)
+        client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+        self.server_key = hmac.new(salted, b"Server Key", "sha256").digest()
+        without_proof = f"c={base64.b64encode(b'n,,').decode()},r={nonce}"
+        self.auth_message = f"{self.bare},{text},{without_proof}".encode()
+        signature = hmac.new(hashlib.sha256(client_key).digest(), self.auth_message, "sha256").digest()
+        proof = bytes(a ^ b for a, b in zip(client_key, signature))
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        expected = hmac.new(self.server_key, self.auth_message, "sha256").digest()
+        text = server_final.decode()
+        if not text.startswith("v=") or not hmac.compare_digest(base64.b64decode(text[2:]), expected):
+            raise ValueError("the node's SCRAM signature is wrong: it does not know the cluster's secret")
 
 
 class _Pending:
@@ -232,6 +275,7 @@ class _Conn:
         self.closed = False
         self.stage = "connecting"
         self.stage_corr = -1
+        self.scram: _ScramClient | None = None
         self.task = t.loop.create_task(self._open())
 
     async def _open(self) -> None:
@@ -254,10 +298,12 @@ class _Conn:
             return
         self.proto = proto
         if self.t.sasl_user is not None:
-            # SASL/PLAIN first (KIP-152): SaslHandshake v1, then SaslAuthenticate v2.
+            # SASL first (KIP-152): SaslHandshake v1, then SaslAuthenticate v2 (SCRAM's two rounds).
             self.stage = "handshake"
             self.stage_corr = self._write(
-                17, _SASL_HANDSHAKE_VERSION, codec.encode("SaslHandshakeRequest", 1, {"mechanism": "PLAIN"})
+                17,
+                _SASL_HANDSHAKE_VERSION,
+                codec.encode("SaslHandshakeRequest", 1, {"mechanism": NODE_SASL_MECHANISM}),
             )
         else:
             self._ask_versions()
@@ -284,22 +330,31 @@ class _Conn:
             body, _ = codec.decode("SaslHandshakeResponse", _SASL_HANDSHAKE_VERSION, frame, 4)
             if body["error_code"]:
                 raise ValueError(
-                    f"node {self.dst} does not take SASL/PLAIN (error {body['error_code']}; "
+                    f"node {self.dst} does not take SASL/{NODE_SASL_MECHANISM} (error {body['error_code']}; "
                     f"mechanisms {', '.join(body['mechanisms'] or ())})"
                 )
-            user, password = self.t.sasl_user or "", self.t.sasl_password or ""
-            token = b"\0" + user.encode() + b"\0" + password.encode()
-            self.stage = "authenticate"
-            self.stage_corr = self._write(
-                36,
-                _SASL_AUTHENTICATE_VERSION,
-                codec.encode("SaslAuthenticateRequest", _SASL_AUTHENTICATE_VERSION, {"auth_bytes": token}),
-            )
+            self.scram = _ScramClient(self.t.sasl_user or "", self.t.sasl_password or "")
+            self._authenticate(self.scram.first())
             return
         body, _ = codec.decode("SaslAuthenticateResponse", _SASL_AUTHENTICATE_VERSION, frame, skip_tagged(frame, 4))
         if body["error_code"]:
             raise ValueError(f"node {self.dst} refused the authentication: {body['error_message']}")
+        assert self.scram is not None
+        token = bytes(body["auth_bytes"] or b"")
+        if self.stage == "authenticate":
+            self._authenticate(self.scram.final(token))
+            self.stage = "authenticate-final"
+            return
+        self.scram.verify(token)  # the server knows the password too
         self._ask_versions()
+
+    def _authenticate(self, token: bytes) -> None:
+        self.stage = "authenticate"
+        self.stage_corr = self._write(
+            36,
+            _SASL_AUTHENTICATE_VERSION,
+            codec.encode("SaslAuthenticateRequest", _SASL_AUTHENTICATE_VERSION, {"auth_bytes": token}),
+        )
 
     def _frame(self, key: int, version: int, body: list[Any]) -> tuple[int, list[Any]]:
         corr = self.next_corr
@@ -514,7 +569,7 @@ class KafkaTransport:
     that will run the nodes; ``listen`` starts a node's inter-broker listener, ``register`` a
     client endpoint that only sends. ``listener_options``: security options for the listeners
     (:class:`~seglog.kafka.listener.KafkaListener`: ``security_protocol``, ``ssl_context``,
-    ``sasl_mechanisms``, ``users``). ``sasl_user`` / ``sasl_password``: SASL/PLAIN credentials
+    ``sasl_mechanisms``, ``users``). ``sasl_user`` / ``sasl_password``: SASL/SCRAM-SHA-256 credentials
     the connections to other nodes authenticate with (their listeners must take them)."""
 
     def __init__(
@@ -529,7 +584,7 @@ class KafkaTransport:
     ) -> None:
         self.loop = loop
         self.client_ssl = client_ssl
-        #: SASL/PLAIN credentials this transport's connections authenticate with (None: none).
+        #: SASL/SCRAM-SHA-256 credentials this transport's connections authenticate with (None: none).
         self.sasl_user = sasl_user
         self.sasl_password = sasl_password
         self.connect_timeout_s = connect_timeout_s

@@ -271,7 +271,7 @@ def test_a_peer_that_does_not_serve_the_version_is_refused(loop: asyncio.Abstrac
 
 
 def test_nodes_authenticate_with_sasl_and_a_peer_that_fails_is_refused(loop: asyncio.AbstractEventLoop) -> None:
-    """The cluster's shared secret as SASL/PLAIN between nodes: the right password is served;
+    """The cluster's shared secret as SASL/SCRAM-SHA-256 between nodes: the right password is served;
     a wrong one, or none, is refused before any request reaches the node."""
     handled: list[Any] = []
 
@@ -488,3 +488,20 @@ def test_closing_at_any_point_of_a_connection_leaves_no_socket_open(turns: int) 
     finally:
         gc.enable()
         gc.collect()
+
+
+def test_scram_client_matches_rfc_7677() -> None:
+    """The SCRAM-SHA-256 exchange of RFC 7677's example, byte for byte."""
+    from seglog.cluster import kafka_transport
+
+    c = kafka_transport._ScramClient("user", "pencil")
+    c.nonce = "rOprNGfwEbeRWgbNEkqO"
+    c.bare = "n=user,r=rOprNGfwEbeRWgbNEkqO"
+    assert c.first() == b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
+    final = c.final(b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096")
+    assert final == (
+        b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
+    )
+    c.verify(b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=")
+    with pytest.raises(ValueError, match="does not know the cluster's secret"):
+        c.verify(b"v=" + b"A" * 44)
