@@ -51,7 +51,7 @@ from seglog.cluster.messages import (
     ProduceRequest,
     StopReplicaRequest,
 )
-from seglog.cluster.tcp import link_addresses_from_env
+from seglog.cluster.tcp import connect_within, link_addresses_from_env
 from seglog.cluster.transport import Callback, Handler
 from seglog.errors import InvalidRequestError, NetworkError, RequestTimedOutError
 from seglog.kafka import codec
@@ -289,7 +289,7 @@ class _Conn:
                 ssl=self.t.client_ssl,
                 server_hostname=host if self.t.client_ssl else None,
             )
-            transport, proto = await asyncio.wait_for(connecting, self.t.connect_timeout_s)
+            transport, proto = await connect_within(loop, connecting, self.t.connect_timeout_s)
         except (OSError, asyncio.TimeoutError, ssl_mod.SSLError) as exc:
             self.fail(NetworkError(f"cannot connect {self.src}->{self.dst} at {host}:{port}: {exc!r}"))
             return
