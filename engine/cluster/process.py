@@ -30,6 +30,7 @@ every node's address. Processes are only ever signalled by the PIDs this object 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 import shutil
@@ -51,6 +52,8 @@ from seglog.cluster.server import parse_listener, split_listeners
 from seglog.cluster.zkserver import ZooKeeperServer, free_port
 from seglog.cluster.zookeeper import ZooKeeperCoordinator, ensure_chroot
 from seglog.config import BrokerConfig
+from seglog.errors import KafkaError, error_for_code
+from seglog.kafka.client import BrokerConnection
 from seglog.kafka.security import is_security_key, listener_options
 from seglog.util.processes import wait_or_kill_group
 
@@ -369,9 +372,36 @@ class ProcessCluster(ClusterBase):
         return self.controller()
 
     def _metadata_lists_every_node(self) -> bool:
+        if self.transport_kind == "kafka":
+            try:
+                meta = self._kafka_request("Metadata", {"topics": [], "allow_auto_topic_creation": False}, 12)
+            except KafkaError:
+                return False
+            return set(self.ids) <= {b["node_id"] for b in meta["brokers"]}
         client = self.client
         client.refresh()
         return set(self.ids) <= set(client.live)
+
+    def _kafka_request(self, api: str, body: dict[str, Any], version: int) -> dict[str, Any]:
+        """``api`` at ``version`` to the first node whose Kafka listener answers (the cluster's
+        own client speaks only the TCP protocol)."""
+
+        async def ask() -> dict[str, Any]:
+            last: KafkaError | None = None
+            for i in self.ids:
+                try:
+                    conn = await BrokerConnection.open(self.kafka_address(i), timeout=5.0)
+                except KafkaError as exc:
+                    last = exc
+                    continue
+                try:
+                    return await asyncio.wait_for(conn.request(api, body, version=version), 60)
+                finally:
+                    await conn.close()
+            assert last is not None
+            raise last
+
+        return asyncio.run(ask())
 
     def registered(self) -> list[int]:
         """Nodes registered in ZooKeeper now (live sessions)."""
@@ -382,6 +412,11 @@ class ProcessCluster(ClusterBase):
     @property
     def client(self) -> ClusterClient:
         """A :class:`seglog.cluster.client.ClusterClient` bootstrapped from every node (made on first use)."""
+        if self.transport_kind == "kafka":
+            raise RuntimeError(
+                "ProcessCluster(transport='kafka'): the cluster's own client speaks only seglog's TCP "
+                "protocol; use Kafka clients on bootstrap_servers"
+            )
         with self._lock:
             if self._client_obj is None:
                 self._client_obj = ClusterClient([self.address(i) for i in self.ids])
@@ -401,6 +436,26 @@ class ProcessCluster(ClusterBase):
     def _request_topic(
         self, name: str, partitions: int, replication_factor: int, config: Mapping[str, Any] | None, timeout_s: float
     ) -> None:
+        if self.transport_kind == "kafka":
+            value = {True: "true", False: "false"}
+            configs = [
+                {"name": k, "value": value.get(v, str(v)) if isinstance(v, bool) else str(v)}
+                for k, v in (config or {}).items()
+            ]
+            topic = {
+                "name": name,
+                "num_partitions": partitions,
+                "replication_factor": replication_factor,
+                "assignments": [],
+                "configs": configs,
+            }
+            resp = self._kafka_request(
+                "CreateTopics", {"topics": [topic], "timeout_ms": int(timeout_s * 1000), "validate_only": False}, 7
+            )
+            result = resp["topics"][0]
+            if result["error_code"]:
+                raise error_for_code(result["error_code"])(result["error_message"] or f"creating topic {name}")
+            return
         self.client.create_topic(name, partitions, replication_factor, config, timeout_s=timeout_s)
 
     def elect_preferred_leader(self, topic: str, partition: int = 0) -> int:

@@ -10,6 +10,7 @@ import os
 import shutil
 import ssl
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -505,3 +506,51 @@ def test_scram_client_matches_rfc_7677() -> None:
     c.verify(b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=")
     with pytest.raises(ValueError, match="does not know the cluster's secret"):
         c.verify(b"v=" + b"A" * 44)
+
+
+def test_node_processes_replicate_over_kafkas_protocol(zookeeper_chroot: str, tmp_path: Path) -> None:
+    """Three ``seglog node`` processes on the Kafka transport (``ProcessCluster(transport=
+    "kafka")``, topics created with CreateTopics on a client listener): confluent-kafka produces
+    with acks=all, the leader is SIGKILLed, every acknowledged record is read back in order from
+    the new leader, and the killed node rejoins the ISR after its restart."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    from seglog.cluster.process import ProcessCluster
+
+    with ProcessCluster(nodes=3, dir=tmp_path / "cluster", zookeeper=zookeeper_chroot, transport="kafka") as c:
+        with pytest.raises(RuntimeError, match="speaks only seglog's TCP protocol"):
+            c.client  # noqa: B018
+        c.create_topic("t", 1, 3, {"min.insync.replicas": 2})
+        c.wait_for(lambda: len(c.isr("t")) == 3, 30, "a full ISR")
+        acked: list[bytes] = []
+
+        def delivered(err: Any, msg: Any) -> None:
+            if err is None:
+                acked.append(msg.value())
+
+        producer = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all", "enable.idempotence": True})
+        for i in range(200):
+            producer.produce("t", b"v%d" % i, partition=0, on_delivery=delivered)
+        assert producer.flush(30) == 0
+        old = c.leader("t")
+        assert old is not None
+        c.kill(old)
+        c.wait_for(lambda: c.leader("t") not in (None, old), 30, "a new leader")
+        for i in range(200, 300):
+            producer.produce("t", b"v%d" % i, partition=0, on_delivery=delivered)
+        assert producer.flush(60) == 0
+        assert acked == [b"v%d" % i for i in range(300)]
+        consumer = Consumer({"bootstrap.servers": c.bootstrap_servers, "group.id": "g", "enable.auto.commit": False})
+        values: list[bytes] = []
+        try:
+            consumer.assign([TopicPartition("t", 0, 0)])
+            deadline = time.monotonic() + 30
+            while len(values) < 300 and time.monotonic() < deadline:
+                m = consumer.poll(1.0)
+                if m is not None and m.error() is None:
+                    values.append(m.value() or b"")
+        finally:
+            consumer.close()
+        assert values == acked
+        c.restart(old)
+        c.wait_for(lambda: old in c.isr("t"), 30, "the restarted node back in the ISR")
