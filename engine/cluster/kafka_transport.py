@@ -522,10 +522,11 @@ class InterBrokerListener(KafkaListener):
                 raise CloseConnection(str(exc)) from None
         answers: collections.deque[asyncio.Task[list[Any] | None]] = collections.deque()
         more = asyncio.Event()
-        done = False
+        ended = asyncio.Event()  # no more requests will come
+        loop = asyncio.get_running_loop()
 
         async def write() -> None:
-            while answers or not done:
+            while answers or not ended.is_set():
                 if not answers:
                     more.clear()
                     await more.wait()
@@ -535,23 +536,48 @@ class InterBrokerListener(KafkaListener):
                 if response is not None:
                     await self._send(writer, response)
 
-        writing = asyncio.get_running_loop().create_task(write())
-        try:
-            while not writing.done():
+        async def read() -> None:
+            while True:
                 frame = await read_frame(
                     reader, self.idle_ms, self.max_request_bytes, "socket.request.max.bytes", body_idle=False
                 )
                 if frame is None:
-                    break
-                answers.append(asyncio.get_running_loop().create_task(self._request(memoryview(frame), state)))
+                    return
+                task = loop.create_task(self._request(memoryview(frame), state))
+                task.add_done_callback(answered)
+                answers.append(task)
                 more.set()
-                while len(answers) >= MAX_IN_FLIGHT and not writing.done():
+                while len(answers) >= MAX_IN_FLIGHT:
                     await asyncio.sleep(0.001)
-            done = True
+
+        failed: list[BaseException] = []
+
+        def answered(task: asyncio.Task[list[Any] | None]) -> None:
+            # A request that fails (a bad frame) ends the connection at once, even while an
+            # earlier one still waits for the node.
+            if not task.cancelled() and (exc := task.exception()) is not None and not failed:
+                failed.append(exc)
+                writing.cancel()
+
+        reading, writing = loop.create_task(read()), loop.create_task(write())
+        try:
+            await asyncio.wait({reading, writing}, return_when=asyncio.FIRST_COMPLETED)
+            if failed:
+                raise failed[0]
+            if writing.done():
+                writing.result()
+            reading.result()  # the peer closed: answer what was asked, then end
+            ended.set()
             more.set()
             await writing
         finally:
+            reading.cancel()
             writing.cancel()
+            for task in (reading, writing):
+                try:
+                    await task
+                except BaseException:  # noqa: BLE001 - ended either way; the error was raised above
+                    pass
             for task in answers:
                 task.cancel()
             for task in answers:

@@ -9,6 +9,7 @@ import gc
 import os
 import shutil
 import ssl
+import struct
 import subprocess
 import time
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from seglog.cluster import kafka_messages as km
 from seglog.cluster.kafka_listener import topic_id
 from seglog.cluster.kafka_transport import KafkaTransport, node_security
 from seglog.cluster.messages import (
@@ -33,6 +35,7 @@ from seglog.cluster.messages import (
 )
 from seglog.cluster.metadata import PartitionInfo, PartitionState
 from seglog.errors import NetworkError, RequestTimedOutError
+from seglog.kafka import codec
 from seglog.kafka.client import BrokerConnection
 from seglog.storage.log import Log
 from seglog.storage.records import decode_records, encode_batch
@@ -554,3 +557,27 @@ def test_node_processes_replicate_over_kafkas_protocol(zookeeper_chroot: str, tm
         assert values == acked
         c.restart(old)
         c.wait_for(lambda: old in c.isr("t"), 30, "the restarted node back in the ISR")
+
+
+def test_a_bad_request_closes_the_connection_at_once(loop: asyncio.AbstractEventLoop) -> None:
+    """A frame the listener refuses (an unknown API key) closes the connection even while an
+    earlier request still waits for the node: the peer sees the close, not a long silence."""
+
+    async def run() -> float:
+        t = KafkaTransport(loop)
+        host, port = await t.listen(1, lambda src, msg, reply: None)  # never answers
+        reader, writer = await asyncio.open_connection(host, port)
+        _, body = km.request_to_kafka(MetadataRequest())
+        meta = b"".join(codec.encode("MetadataRequest", 12, body))
+        head = struct.pack(">hhih", 3, 12, 1, 8) + b"broker-7" + b"\0"
+        writer.write(struct.pack(">i", len(head) + len(meta)) + head + meta)
+        bad = struct.pack(">hhih", 999, 0, 2, 0)
+        writer.write(struct.pack(">i", len(bad)) + bad)
+        start = loop.time()
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # closed, nothing answered
+        elapsed = loop.time() - start
+        writer.close()
+        await t.close()
+        return elapsed
+
+    assert loop.run_until_complete(run()) < 2
