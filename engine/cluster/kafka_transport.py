@@ -573,16 +573,16 @@ class InterBrokerListener(KafkaListener):
         finally:
             reading.cancel()
             writing.cancel()
-            for task in (reading, writing):
+            for side in (reading, writing):
                 try:
-                    await task
+                    await side
                 except BaseException:  # noqa: BLE001 - ended either way; the error was raised above
                     pass
-            for task in answers:
-                task.cancel()
-            for task in answers:
+            for answer in answers:
+                answer.cancel()
+            for answer in answers:
                 try:
-                    response = await task
+                    response = await answer
                 except BaseException:  # noqa: BLE001 - cancelled or failed: nothing to send
                     continue
                 for part in response or ():
