@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
 import shutil
 import signal
@@ -42,17 +43,19 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from seglog.cluster import kafka_messages
 from seglog.cluster.base import ClusterBase
 from seglog.cluster.client import ClusterClient
 from seglog.cluster.consumer import ClusterConsumer
 from seglog.cluster.kafka_transport import TRANSPORT_ENV, transport_kind
+from seglog.cluster.messages import CreateTopicRequest, CreateTopicResponse, MetadataRequest, MetadataResponse
 from seglog.cluster.metadata import CONTROLLER_PATH, ReplicaConfig, broker_path, loads
 from seglog.cluster.producer import ClusterProducer
 from seglog.cluster.server import parse_listener, split_listeners
 from seglog.cluster.zkserver import ZooKeeperServer, free_port
 from seglog.cluster.zookeeper import ZooKeeperCoordinator, ensure_chroot
 from seglog.config import BrokerConfig
-from seglog.errors import KafkaError, error_for_code
+from seglog.errors import KafkaError, NotControllerError, error_for_code
 from seglog.kafka.client import BrokerConnection
 from seglog.kafka.security import is_security_key, listener_options
 from seglog.util.processes import wait_or_kill_group
@@ -374,30 +377,33 @@ class ProcessCluster(ClusterBase):
     def _metadata_lists_every_node(self) -> bool:
         if self.transport_kind == "kafka":
             try:
-                meta = self._kafka_request("Metadata", {"topics": [], "allow_auto_topic_creation": False}, 12)
+                meta = self._node_request(self.ids, MetadataRequest())
             except KafkaError:
                 return False
-            return set(self.ids) <= {b["node_id"] for b in meta["brokers"]}
+            return isinstance(meta, MetadataResponse) and set(self.ids) <= {b for b, _ in meta.live_brokers}
         client = self.client
         client.refresh()
         return set(self.ids) <= set(client.live)
 
-    def _kafka_request(self, api: str, body: dict[str, Any], version: int) -> dict[str, Any]:
-        """``api`` at ``version`` to the first node whose Kafka listener answers (the cluster's
+    def _node_request(self, nodes: list[int], msg: Any) -> Any:
+        """``msg`` (a request of :mod:`seglog.cluster.messages`) as its Kafka request to the
+        first of ``nodes`` whose inter-broker listener answers, and the answer (the cluster's
         own client speaks only the TCP protocol)."""
+        api, body = kafka_messages.request_to_kafka(msg)
 
-        async def ask() -> dict[str, Any]:
+        async def ask() -> Any:
             last: KafkaError | None = None
-            for i in self.ids:
+            for i in nodes:
                 try:
-                    conn = await BrokerConnection.open(self.kafka_address(i), timeout=5.0)
+                    conn = await BrokerConnection.open(self.address(i), client_id="broker--1", timeout=5.0)
                 except KafkaError as exc:
                     last = exc
                     continue
                 try:
-                    return await asyncio.wait_for(conn.request(api, body, version=version), 60)
+                    resp = await asyncio.wait_for(conn.request(api.name, body, version=api.version), 60)
                 finally:
                     await conn.close()
+                return kafka_messages.response_from_kafka(msg, resp)
             assert last is not None
             raise last
 
@@ -437,25 +443,20 @@ class ProcessCluster(ClusterBase):
         self, name: str, partitions: int, replication_factor: int, config: Mapping[str, Any] | None, timeout_s: float
     ) -> None:
         if self.transport_kind == "kafka":
-            value = {True: "true", False: "false"}
-            configs = [
-                {"name": k, "value": value.get(v, str(v)) if isinstance(v, bool) else str(v)}
-                for k, v in (config or {}).items()
-            ]
-            topic = {
-                "name": name,
-                "num_partitions": partitions,
-                "replication_factor": replication_factor,
-                "assignments": [],
-                "configs": configs,
-            }
-            resp = self._kafka_request(
-                "CreateTopics", {"topics": [topic], "timeout_ms": int(timeout_s * 1000), "validate_only": False}, 7
+            # CreateTopics to the controller's inter-broker listener, as its nodes forward it.
+            request = CreateTopicRequest(
+                name, partitions, replication_factor, tuple((k, json.dumps(v)) for k, v in (config or {}).items())
             )
-            result = resp["topics"][0]
-            if result["error_code"]:
-                raise error_for_code(result["error_code"])(result["error_message"] or f"creating topic {name}")
-            return
+            deadline = time.monotonic() + timeout_s
+            while True:
+                controller = self.controller()
+                resp = self._node_request([controller], request) if controller is not None else None
+                if isinstance(resp, CreateTopicResponse) and resp.error == 0:
+                    return
+                code = resp.error if resp is not None else NotControllerError.code
+                if code != NotControllerError.code or time.monotonic() > deadline:
+                    raise error_for_code(code)(getattr(resp, "message", "") or f"creating topic {name}")
+                time.sleep(0.1)
         self.client.create_topic(name, partitions, replication_factor, config, timeout_s=timeout_s)
 
     def elect_preferred_leader(self, topic: str, partition: int = 0) -> int:
