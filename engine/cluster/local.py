@@ -33,6 +33,11 @@ ZooKeeper server: ``zookeeper="host:port[/chroot]"``, or one the cluster starts 
 dead process's session would expire after the timeout), and :meth:`pause` cannot stop kazoo's
 pings, so a paused node keeps its session.
 
+The nodes talk to each other over seglog's own TCP protocol (:mod:`seglog.cluster.tcp`), or,
+with ``transport="kafka"`` (or ``SEGLOG_CLUSTER_TRANSPORT=kafka`` in the environment when no
+``transport`` is given), over Kafka's protocol on each node's inter-broker listener
+(:mod:`seglog.cluster.kafka_transport`); the cluster's own clients use the same transport.
+
 To run every node as its own ``seglog node`` process instead, start the cluster with
 ``seglog.cluster.start_cluster(..., coordinator="zookeeper", processes=True)``: a
 :class:`seglog.cluster.process.ProcessCluster`, with kill/terminate/restart/pause by PID and
@@ -67,6 +72,7 @@ from seglog.cluster.base import ClusterBase
 from seglog.cluster.consumer import ClusterConsumer
 from seglog.cluster.coordinator import InMemoryCoordinator
 from seglog.cluster.kafka_listener import NodeKafkaListener
+from seglog.cluster.kafka_transport import KafkaTransport, node_security, transport_kind
 from seglog.cluster.messages import MetadataResponse
 from seglog.cluster.metadata import ReplicaConfig
 from seglog.cluster.network import NetworkClient
@@ -103,7 +109,9 @@ class LocalCluster(LoopOwner, ClusterBase):
         log_dirs: int = 1,
         node_threads: bool = False,
         kafka_options: Mapping[str, Any] | None = None,
+        transport: str | None = None,
     ) -> None:
+        transport = transport_kind(transport)
         if coordinator not in ("memory", "zookeeper"):
             raise ValueError(f"coordinator {coordinator!r} is not available: 'memory' or 'zookeeper'")
         if processes:
@@ -146,16 +154,26 @@ class LocalCluster(LoopOwner, ClusterBase):
         self.node_threads = node_threads
         self._node_loops: dict[int, asyncio.AbstractEventLoop] = {}
         self._node_threads: dict[int, threading.Thread] = {}
-        self._transports: dict[int, TcpTransport] = {}
+        self._transports: dict[int, TcpTransport | KafkaTransport] = {}
         self._schedulers: dict[int, LoopScheduler] = {}
-        self.transport = TcpTransport(self.loop, secret=secret, server_ssl=server_ssl, client_ssl=client_ssl)
+
+        def make_transport(loop: asyncio.AbstractEventLoop) -> TcpTransport | KafkaTransport:
+            if transport == "kafka":
+                return KafkaTransport(loop, client_ssl=client_ssl, **node_security(secret, server_ssl))
+            return TcpTransport(loop, secret=secret, server_ssl=server_ssl, client_ssl=client_ssl)
+
+        #: The transport between nodes: "tcp" (seglog's own protocol) or "kafka" (Kafka's).
+        self.transport_kind = transport
+        # Typed as the clients' plumbing (seglog.cluster.network) names it; KafkaTransport has
+        # the same interface (register, request, addresses, set_address).
+        self.transport: Any = make_transport(self.loop)
         self.scheduler = LoopScheduler(self.loop, self.clock)
         for i in self.ids:
             if node_threads:
                 loop = asyncio.new_event_loop()
                 thread = threading.Thread(target=self._run_loop, args=(loop,), name=f"seglog-node-{i}", daemon=True)
                 thread.start()
-                t = TcpTransport(loop, secret=secret, server_ssl=server_ssl, client_ssl=client_ssl)
+                t = make_transport(loop)
                 t.addresses = self.transport.addresses  # one address book: nodes and clients
                 self._node_loops[i], self._node_threads[i] = loop, thread
                 self._transports[i], self._schedulers[i] = t, LoopScheduler(loop, self.clock)
@@ -242,7 +260,10 @@ class LocalCluster(LoopOwner, ClusterBase):
             log_defaults=self.log_defaults,
             coordinator_reachable=functools.partial(self._reachable, i),
         )
-        host, port = await transport.listen(i, node.handle, self.host, port)
+        if isinstance(transport, KafkaTransport):
+            host, port = await transport.listen(i, node.handle, self.host, port, topics=node.known_topics)
+        else:
+            host, port = await transport.listen(i, node.handle, self.host, port)
         self._ports[i] = port
         node.address = f"{host}:{port}"
         # The Kafka listener first: the node registers its address.

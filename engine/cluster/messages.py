@@ -98,7 +98,7 @@ class LeaderAndIsrRequest:
     partitions: tuple[PartitionInfo, ...]
     live_brokers: tuple[tuple[int, int], ...]  # (node id, broker epoch)
     topic_configs: tuple[tuple[str, str], ...] = ()  # (topic, JSON config overrides)
-    addresses: tuple[tuple[int, str], ...] = ()  # (node id, "host:port") when over TCP
+    addresses: tuple[tuple[int, str], ...] = ()  # (node id, "host:port") where each node's transport listens
     #: (node id, "host:port") of every live node's Kafka listener (what Metadata names).
     kafka_addresses: tuple[tuple[int, str], ...] = ()
     #: The controller's state version this request carries (it grows with every change): a node

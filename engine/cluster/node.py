@@ -995,6 +995,14 @@ class ReplicaNode:
     # Metadata
     # ---------------------------------------------------------------------------------------------
 
+    def known_topics(self) -> set[str]:
+        """The names of the topics this node knows: of its metadata, and the controller's when
+        it is the controller."""
+        names = {t for t, _ in self.metadata}
+        if self.controller is not None:
+            names.update(self.controller.topics)
+        return names
+
     def metadata_response(self, req: MetadataRequest | None = None) -> MetadataResponse:
         parts = tuple(
             info

@@ -30,7 +30,9 @@ every node's address. Processes are only ever signalled by the PIDs this object 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import json
 import os
 import shutil
 import signal
@@ -41,15 +43,20 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from seglog.cluster import kafka_messages
 from seglog.cluster.base import ClusterBase
 from seglog.cluster.client import ClusterClient
 from seglog.cluster.consumer import ClusterConsumer
+from seglog.cluster.kafka_transport import TRANSPORT_ENV, transport_kind
+from seglog.cluster.messages import CreateTopicRequest, CreateTopicResponse, MetadataRequest, MetadataResponse
 from seglog.cluster.metadata import CONTROLLER_PATH, ReplicaConfig, broker_path, loads
 from seglog.cluster.producer import ClusterProducer
 from seglog.cluster.server import parse_listener, split_listeners
 from seglog.cluster.zkserver import ZooKeeperServer, free_port
 from seglog.cluster.zookeeper import ZooKeeperCoordinator, ensure_chroot
 from seglog.config import BrokerConfig
+from seglog.errors import KafkaError, NotControllerError, error_for_code
+from seglog.kafka.client import BrokerConnection
 from seglog.kafka.security import is_security_key, listener_options
 from seglog.util.processes import wait_or_kill_group
 
@@ -100,7 +107,10 @@ class ProcessCluster(ClusterBase):
         node_configs: Mapping[int, Mapping[str, Any]] | None = None,
         start_timeout_s: float = 60,
         log_dirs: int = 1,
+        transport: str | None = None,
     ) -> None:
+        #: Between the node processes: "tcp" or "kafka" (their SEGLOG_CLUSTER_TRANSPORT).
+        self.transport_kind = transport_kind(transport)
         if coordinator != "zookeeper":
             raise ValueError(
                 f"node processes coordinate through ZooKeeper; coordinator={coordinator!r} "
@@ -250,7 +260,7 @@ class ProcessCluster(ClusterBase):
             if self._closed:
                 raise RuntimeError("the cluster is closed")
             with open(self.log_path(i), "ab") as out:
-                env = dict(os.environ, PYTHONUNBUFFERED="1")
+                env = dict(os.environ, PYTHONUNBUFFERED="1", **{TRANSPORT_ENV: self.transport_kind})
                 self._procs[i] = subprocess.Popen(
                     [self.python, "-m", "seglog.cli", "node", "--config", self.config_path(i)],
                     stdout=out,
@@ -365,9 +375,39 @@ class ProcessCluster(ClusterBase):
         return self.controller()
 
     def _metadata_lists_every_node(self) -> bool:
+        if self.transport_kind == "kafka":
+            try:
+                meta = self._node_request(self.ids, MetadataRequest())
+            except KafkaError:
+                return False
+            return isinstance(meta, MetadataResponse) and set(self.ids) <= {b for b, _ in meta.live_brokers}
         client = self.client
         client.refresh()
         return set(self.ids) <= set(client.live)
+
+    def _node_request(self, nodes: list[int], msg: Any) -> Any:
+        """``msg`` (a request of :mod:`seglog.cluster.messages`) as its Kafka request to the
+        first of ``nodes`` whose inter-broker listener answers, and the answer (the cluster's
+        own client speaks only the TCP protocol)."""
+        api, body = kafka_messages.request_to_kafka(msg)
+
+        async def ask() -> Any:
+            last: KafkaError | None = None
+            for i in nodes:
+                try:
+                    conn = await BrokerConnection.open(self.address(i), client_id="broker--1", timeout=5.0)
+                except KafkaError as exc:
+                    last = exc
+                    continue
+                try:
+                    resp = await asyncio.wait_for(conn.request(api.name, body, version=api.version), 60)
+                finally:
+                    await conn.close()
+                return kafka_messages.response_from_kafka(msg, resp)
+            assert last is not None
+            raise last
+
+        return asyncio.run(ask())
 
     def registered(self) -> list[int]:
         """Nodes registered in ZooKeeper now (live sessions)."""
@@ -378,6 +418,11 @@ class ProcessCluster(ClusterBase):
     @property
     def client(self) -> ClusterClient:
         """A :class:`seglog.cluster.client.ClusterClient` bootstrapped from every node (made on first use)."""
+        if self.transport_kind == "kafka":
+            raise RuntimeError(
+                "ProcessCluster(transport='kafka'): the cluster's own client speaks only seglog's TCP "
+                "protocol; use Kafka clients on bootstrap_servers"
+            )
         with self._lock:
             if self._client_obj is None:
                 self._client_obj = ClusterClient([self.address(i) for i in self.ids])
@@ -397,6 +442,21 @@ class ProcessCluster(ClusterBase):
     def _request_topic(
         self, name: str, partitions: int, replication_factor: int, config: Mapping[str, Any] | None, timeout_s: float
     ) -> None:
+        if self.transport_kind == "kafka":
+            # CreateTopics to the controller's inter-broker listener, as its nodes forward it.
+            request = CreateTopicRequest(
+                name, partitions, replication_factor, tuple((k, json.dumps(v)) for k, v in (config or {}).items())
+            )
+            deadline = time.monotonic() + timeout_s
+            while True:
+                controller = self.controller()
+                resp = self._node_request([controller], request) if controller is not None else None
+                if isinstance(resp, CreateTopicResponse) and resp.error == 0:
+                    return
+                code = resp.error if resp is not None else NotControllerError.code
+                if code != NotControllerError.code or time.monotonic() > deadline:
+                    raise error_for_code(code)(getattr(resp, "message", "") or f"creating topic {name}")
+                time.sleep(0.1)
         self.client.create_topic(name, partitions, replication_factor, config, timeout_s=timeout_s)
 
     def elect_preferred_leader(self, topic: str, partition: int = 0) -> int:

@@ -50,6 +50,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from seglog.cluster.kafka_listener import NodeKafkaListener
+from seglog.cluster.kafka_transport import KafkaTransport, transport_kind
 from seglog.cluster.metadata import ReplicaConfig, TopicPartition
 from seglog.cluster.node import ReplicaNode
 from seglog.cluster.tcp import LoopScheduler, TcpTransport
@@ -185,7 +186,10 @@ class NodeServer:
         self.node_id = config.effective_node_id
         self.clock = clock_from_env()  # the system clock unless a test shifts its wall reading
         self.scheduler = LoopScheduler(loop, self.clock)
-        self.transport = TcpTransport(loop)
+        #: Between nodes: seglog's TCP protocol, or Kafka's with SEGLOG_CLUSTER_TRANSPORT=kafka.
+        self.transport: TcpTransport | KafkaTransport = (
+            KafkaTransport(loop) if transport_kind() == "kafka" else TcpTransport(loop)
+        )
         assert config.zookeeper_connect is not None
         self.coordinator = ZooKeeperCoordinator(
             config.zookeeper_connect,
@@ -229,7 +233,12 @@ class NodeServer:
     async def start(self) -> str:
         between, clients = split_listeners(self.config)
         host, port = parse_listener(between)
-        bound, port = await self.transport.listen(self.node_id, self.node.handle, host or "0.0.0.0", port)
+        if isinstance(self.transport, KafkaTransport):
+            bound, port = await self.transport.listen(
+                self.node_id, self.node.handle, host or "0.0.0.0", port, topics=self.node.known_topics
+            )
+        else:
+            bound, port = await self.transport.listen(self.node_id, self.node.handle, host or "0.0.0.0", port)
         address = _advertised(self.config, between, port)
         self.node.address = address
         for listener in clients:

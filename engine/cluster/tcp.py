@@ -351,7 +351,7 @@ def link_addresses_from_env(value: str | None = None) -> dict[tuple[int, int], t
     return out
 
 
-async def _connect(loop: asyncio.AbstractEventLoop, connecting: Any, timeout_s: float) -> Any:
+async def connect_within(loop: asyncio.AbstractEventLoop, connecting: Any, timeout_s: float) -> Any:
     """``connecting`` (a ``create_connection`` coroutine) within ``timeout_s``. Unlike
     ``asyncio.wait_for`` before Python 3.12, a connection made just as the wait ends (timed out
     or cancelled) is not lost open: it is aborted."""
@@ -394,7 +394,7 @@ class _Conn:
         host, port = self.t.link_addresses.get((self.src, self.dst)) or self.t.addresses[self.dst]
         try:
             loop = self.t.loop
-            transport, reader = await _connect(
+            transport, reader = await connect_within(
                 loop,
                 loop.create_connection(
                     lambda: _FrameProtocol(loop),

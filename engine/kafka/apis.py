@@ -43,6 +43,14 @@ API_NAMES = {
     28: "TxnOffsetCommit",
     17: "SaslHandshake",
     36: "SaslAuthenticate",
+    # Between the nodes of a cluster (seglog.cluster.kafka_messages); not in API_VERSIONS.
+    4: "LeaderAndIsr",
+    5: "StopReplica",
+    6: "UpdateMetadata",
+    7: "ControlledShutdown",
+    23: "OffsetForLeaderEpoch",
+    43: "ElectLeaders",
+    56: "AlterPartition",
 }
 
 #: api key -> (lowest, highest) version served. Floors are Kafka 4.0's (KIP-896); ceilings are

@@ -23,7 +23,8 @@ from collections.abc import Callable
 from typing import Any, TypeAlias
 
 from seglog.errors import InvalidRequestError
-from seglog.kafka._schemas import MESSAGES
+from seglog.kafka._schemas import MESSAGES as _KAFKA_MESSAGES
+from seglog.kafka.extensions import extend
 
 __all__ = [
     "COPY_LIMIT",
@@ -42,6 +43,9 @@ Message: TypeAlias = dict[str, Any]
 # One field of a layout (seglog.kafka.gen_schemas): (name, type, versions, nullable_versions, tag,
 # tagged_versions, default, fields).
 _Field: TypeAlias = tuple[Any, ...]
+
+#: Kafka's layouts with the tagged fields seglog adds between its nodes (seglog.kafka.extensions).
+MESSAGES = extend(_KAFKA_MESSAGES)
 
 #: Record data up to this size is copied into the frame buffer; larger data is its own buffer.
 COPY_LIMIT = 16384

@@ -58,6 +58,8 @@ MESSAGES = [
     "StopReplica",
     "UpdateMetadata",
     "AlterPartition",
+    "ElectLeaders",
+    "ControlledShutdown",
 ]
 
 _MAX = 0x7FFF

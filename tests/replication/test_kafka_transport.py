@@ -1,0 +1,583 @@
+"""The transport between nodes over Kafka's protocol (seglog.cluster.kafka_transport): Kafka
+requests a Kafka client can send, record data from the segment files, pipelining with answers in
+order, timeouts and connection loss."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import shutil
+import ssl
+import struct
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from seglog.cluster import kafka_messages as km
+from seglog.cluster.kafka_listener import topic_id
+from seglog.cluster.kafka_transport import KafkaTransport, node_security
+from seglog.cluster.messages import (
+    FetchPartition,
+    FetchPartitionResponse,
+    FetchRequest,
+    FetchResponse,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    MetadataRequest,
+    MetadataResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from seglog.cluster.metadata import PartitionInfo, PartitionState
+from seglog.errors import NetworkError, RequestTimedOutError
+from seglog.kafka import codec
+from seglog.kafka.client import BrokerConnection
+from seglog.storage.log import Log
+from seglog.storage.records import decode_records, encode_batch
+from seglog.util.loop import drain
+
+
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    lp = asyncio.new_event_loop()
+    yield lp
+    drain(lp)
+    lp.close()
+
+
+def _fill(path: Path, batches: int, size: int) -> Log:
+    log = Log.open(path)
+    for _ in range(batches):
+        log.append(encode_batch([b"x" * size], timestamps=1_700_000_000_000))
+    return log
+
+
+def test_a_kafka_client_sends_leader_and_isr_and_a_follower_fetch(
+    loop: asyncio.AbstractEventLoop, tmp_path: Path
+) -> None:
+    """Seglog's Kafka client (no code of the transport) speaks to the inter-broker listener:
+    ApiVersions lists the node APIs; LeaderAndIsr v7 reaches the node with the controller as
+    its source; a follower's Fetch v15 with the replica id as source, answered with records
+    from the segment file (above SENDFILE_MIN: sent with sendfile)."""
+    log = _fill(tmp_path / "t-0", 100, 1000)
+    seen: list[tuple[int, Any]] = []
+
+    def handler(src: int, msg: Any, reply: Any) -> None:
+        seen.append((src, msg))
+        if isinstance(msg, LeaderAndIsrRequest):
+            reply(LeaderAndIsrResponse())
+        else:
+            res = log.read(0, 1 << 20)
+            reply(FetchResponse((FetchPartitionResponse("t", 0, high_watermark=100, log_end_offset=100, records=res),)))
+
+    async def run() -> tuple[dict[str, Any], dict[str, Any], dict[int, tuple[int, int]]]:
+        t = KafkaTransport(loop)
+        host, port = await t.listen(1, handler)
+        conn = await BrokerConnection.open(f"{host}:{port}", client_id="broker-3")
+        lai = await conn.request(
+            "LeaderAndIsr",
+            {
+                "controller_id": 3,
+                "controller_epoch": 2,
+                "broker_epoch": 10,
+                "topic_states": [
+                    {
+                        "topic_name": "t",
+                        "topic_id": topic_id("t"),
+                        "partition_states": [
+                            {"partition_index": 0, "leader": 1, "leader_epoch": 4, "isr": [1, 2], "replicas": [1, 2]}
+                        ],
+                    }
+                ],
+                "live_leaders": [{"broker_id": 1, "host_name": "h", "port": 9092}],
+            },
+            version=7,
+        )
+        fetch = await conn.request(
+            "Fetch",
+            {
+                "replica_state": {"replica_id": 2, "replica_epoch": 20},
+                "max_wait_ms": 0,
+                "min_bytes": 1,
+                "max_bytes": 1 << 24,
+                "session_epoch": -1,
+                "topics": [
+                    {
+                        "topic_id": topic_id("t"),
+                        "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}],
+                    }
+                ],
+                "forgotten_topics_data": [],
+            },
+            version=15,
+        )
+        versions = dict(conn.broker_versions)
+        fetch["responses"][0]["partitions"][0]["records"] = bytes(fetch["responses"][0]["partitions"][0]["records"])
+        await conn.close()
+        await t.close()
+        return lai, fetch, versions
+
+    lai, fetch, versions = loop.run_until_complete(run())
+    assert versions[4] == (7, 7) and versions[1] == (15, 15) and versions[56] == (3, 3)
+    assert lai["error_code"] == 0
+    (src, msg), (fsrc, fmsg) = seen
+    assert src == 3 and isinstance(msg, LeaderAndIsrRequest)
+    assert msg.partitions == (PartitionInfo("t", 0, (1, 2), PartitionState(1, 4, (1, 2))),)
+    assert msg.kafka_addresses == ((1, "h:9092"),)
+    assert fsrc == 2 and isinstance(fmsg, FetchRequest) and fmsg.broker_epoch == 20
+    assert fmsg.partitions == (FetchPartition("t", 0, 0, max_bytes=1 << 20),)
+    part = fetch["responses"][0]["partitions"][0]
+    assert part["high_watermark"] == 100 and part["log_end_offset"] == 100
+    assert len(decode_records(part["records"])) == 100
+    log.close()
+
+
+def test_requests_and_responses_between_transports(loop: asyncio.AbstractEventLoop, tmp_path: Path) -> None:
+    log = _fill(tmp_path / "t-0", 50, 1000)
+    sources: list[int] = []
+
+    def handler(src: int, msg: Any, reply: Any) -> None:
+        sources.append(src)
+        if isinstance(msg, ProduceRequest):
+            reply(ProduceResponse(msg.topic, msg.partition, base_offset=len(msg.records)))
+        elif isinstance(msg, MetadataRequest):
+            reply(MetadataResponse(1, (), ((1, 5),), addresses=((1, "h:1"),)))
+        else:
+            reply(FetchResponse((FetchPartitionResponse("t", 0, records=log.read(0, 1 << 20)),)))
+
+    async def run() -> list[Any]:
+        t = KafkaTransport(loop)
+        await t.listen(1, handler)
+        t.register(2, lambda *a: None)
+        results: list[Any] = []
+        done = asyncio.Event()
+
+        def cb(resp: Any, err: BaseException | None) -> None:
+            results.append(resp if err is None else err)
+            if len(results) == 4:
+                done.set()
+
+        t.request(2, 1, ProduceRequest("t", 0, b"\x00" * 777), cb, 2000)
+        t.request(2, 1, MetadataRequest(), cb, 2000)
+        t.request(2, 1, ProduceRequest("t", 0, b"\x01" * 5), cb, 2000)
+        t.request(2, 1, FetchRequest(2, (FetchPartition("t", 0, 0),)), cb, 2000)
+        await asyncio.wait_for(done.wait(), 5)
+        await t.close()
+        return results
+
+    results = loop.run_until_complete(run())
+    by_type = {type(r).__name__: r for r in results}
+    assert [r.base_offset for r in results if isinstance(r, ProduceResponse)] == [777, 5]
+    assert by_type["MetadataResponse"] == MetadataResponse(1, (), ((1, 5),), addresses=((1, "h:1"),))
+    records = by_type["FetchResponse"].partitions[0].records
+    # A view of the frame the response was read into: appended without another copy.
+    assert isinstance(records, memoryview) and len(decode_records(records)) == 50
+    assert sources == [2, 2, 2, 2]
+    log.close()
+
+
+def test_pipelined_requests_reach_the_node_at_once_and_are_answered_in_order(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """The second produce reaches the node while the first waits (acks=all), and the answers
+    come in request order, as Kafka's protocol wants."""
+    waiting: list[Any] = []
+
+    def handler(src: int, msg: Any, reply: Any) -> None:
+        waiting.append((msg, reply))
+        if len(waiting) == 2:  # answer the second first
+            for m, r in reversed(waiting):
+                r(ProduceResponse(m.topic, m.partition, base_offset=len(m.records)))
+
+    async def run() -> list[int]:
+        t = KafkaTransport(loop)
+        await t.listen(1, handler)
+        t.register(2, lambda *a: None)
+        order: list[int] = []
+        done = asyncio.Event()
+
+        def cb(resp: Any, err: BaseException | None) -> None:
+            assert err is None
+            order.append(resp.base_offset)
+            if len(order) == 2:
+                done.set()
+
+        t.request(2, 1, ProduceRequest("t", 0, b"a" * 10), cb, 2000)
+        t.request(2, 1, ProduceRequest("t", 0, b"b" * 20), cb, 2000)
+        await asyncio.wait_for(done.wait(), 5)
+        await t.close()
+        return order
+
+    assert loop.run_until_complete(run()) == [10, 20]
+
+
+def test_timeouts_and_a_vanished_server(loop: asyncio.AbstractEventLoop) -> None:
+    async def run() -> list[Any]:
+        t = KafkaTransport(loop)
+        await t.listen(1, lambda src, msg, reply: None)  # never answers
+        t.register(2, lambda *a: None)
+        got: list[Any] = []
+        done = asyncio.Event()
+
+        def cb(r: Any, e: BaseException | None) -> None:
+            got.append(e)
+            if len(got) == 3:
+                done.set()
+
+        t.request(2, 1, MetadataRequest(), cb, 100)
+        await asyncio.sleep(0.3)
+        t.request(2, 1, MetadataRequest(), cb, 5000)
+        await asyncio.sleep(0.1)
+        t.unregister(1)  # the node dies: its connections close
+        await asyncio.sleep(0.1)
+        t.register(2, lambda *a: None)
+        t.request(2, 1, MetadataRequest(), cb, 5000)  # nobody listens there now
+        await asyncio.wait_for(done.wait(), 5)
+        await t.close()
+        return got
+
+    got = loop.run_until_complete(run())
+    assert isinstance(got[0], RequestTimedOutError)
+    assert isinstance(got[1], NetworkError)
+    assert isinstance(got[2], NetworkError)
+
+
+def test_a_peer_that_does_not_serve_the_version_is_refused(loop: asyncio.AbstractEventLoop) -> None:
+    """A Kafka listener for clients (no LeaderAndIsr) is not a node's inter-broker listener."""
+    from seglog.kafka.listener import KafkaListener
+
+    async def run() -> BaseException | None:
+        other = KafkaListener("127.0.0.1", 0)
+        await other.start()
+        t = KafkaTransport(loop)
+        t.register(2, lambda *a: None)
+        t.addresses[1] = ("127.0.0.1", other.port)
+        box: list[BaseException | None] = []
+        done = asyncio.Event()
+
+        def answered(resp: Any, err: BaseException | None) -> None:
+            box.append(err)
+            done.set()
+
+        t.request(2, 1, LeaderAndIsrRequest(2, 1, 1, (), ()), answered, 2000)
+        await asyncio.wait_for(done.wait(), 5)
+        await t.close()
+        await other.close()
+        return box[0]
+
+    err = loop.run_until_complete(run())
+    assert isinstance(err, NetworkError) and "LeaderAndIsr" in str(err) and "v7" in str(err)
+
+
+def test_nodes_authenticate_with_sasl_and_a_peer_that_fails_is_refused(loop: asyncio.AbstractEventLoop) -> None:
+    """The cluster's shared secret as SASL/SCRAM-SHA-256 between nodes: the right password is served;
+    a wrong one, or none, is refused before any request reaches the node."""
+    handled: list[Any] = []
+
+    def handler(src: int, msg: Any, reply: Any) -> None:
+        handled.append((src, msg))
+        reply(MetadataResponse(1, (), ()))
+
+    async def ask(t: KafkaTransport, address: tuple[str, int]) -> Any:
+        t.register(9, lambda *a: None)
+        t.addresses[1] = address
+        box: list[Any] = []
+        done = asyncio.Event()
+
+        def answered(resp: Any, err: BaseException | None) -> None:
+            box.append(err or resp)
+            done.set()
+
+        t.request(9, 1, MetadataRequest(), answered, 3000)
+        await asyncio.wait_for(done.wait(), 5)
+        await t.close()
+        return box[0]
+
+    async def run() -> list[Any]:
+        server = KafkaTransport(loop, **node_security("right", None))
+        address = await server.listen(1, handler)
+        got = [
+            await ask(KafkaTransport(loop, **node_security("right", None)), address),
+            await ask(KafkaTransport(loop, **node_security("wrong", None)), address),
+            await ask(KafkaTransport(loop), address),
+        ]
+        await server.close()
+        return got
+
+    ok, wrong, none = loop.run_until_complete(run())
+    assert ok == MetadataResponse(1, (), ())
+    assert isinstance(wrong, NetworkError) and "refused the authentication" in str(wrong)
+    assert isinstance(none, NetworkError)
+    assert handled == [(9, MetadataRequest())]
+
+
+def test_stale_epochs_are_refused_over_the_wire_with_kafkas_codes(tmp_path: Path) -> None:
+    """A Kafka client (not the transport) on a node's inter-broker listener of a three-node
+    cluster on the Kafka transport: LeaderAndIsr and StopReplica with a stale controller epoch
+    are STALE_CONTROLLER_EPOCH (11), AlterPartition with a stale partition epoch
+    INVALID_UPDATE_VERSION (95), and nothing changes."""
+    from seglog.cluster.local import LocalCluster
+
+    with LocalCluster(nodes=3, dir=tmp_path / "cluster", transport="kafka") as cluster:
+        cluster.create_topic("t", partitions=1, replication_factor=3)
+        cluster.wait_for(lambda: len(cluster.isr("t", 0)) == 3, 20, "a full ISR")
+        before = cluster._state("t", 0)
+        assert before is not None
+        controller = cluster._controller()
+        assert controller is not None
+        follower = next(i for i in cluster.ids if i != before.leader)
+        node = cluster.nodes[follower]
+        leader_node = cluster.nodes[before.leader]
+        assert node is not None and leader_node is not None
+        epoch_seen, broker_epoch, leader_epoch = node.controller_epoch_seen, node.broker_epoch, leader_node.broker_epoch
+        addresses = dict(cluster.transport.addresses)
+
+        async def run() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+            host, port = addresses[follower]
+            conn = await BrokerConnection.open(f"{host}:{port}", client_id=f"broker-{controller}")
+            lai = await conn.request(
+                "LeaderAndIsr",
+                {
+                    "controller_id": controller,
+                    "controller_epoch": epoch_seen - 1,
+                    "broker_epoch": broker_epoch,
+                    "topic_states": [
+                        {
+                            "topic_name": "t",
+                            "topic_id": topic_id("t"),
+                            "partition_states": [
+                                {"partition_index": 0, "leader": follower, "leader_epoch": 99, "isr": [follower]}
+                            ],
+                        }
+                    ],
+                    "live_leaders": [],
+                },
+                version=7,
+            )
+            stop = await conn.request(
+                "StopReplica",
+                {
+                    "controller_id": controller,
+                    "controller_epoch": epoch_seen - 1,
+                    "broker_epoch": broker_epoch,
+                    "topic_states": [
+                        {"topic_name": "t", "partition_states": [{"partition_index": 0, "delete_partition": True}]}
+                    ],
+                },
+                version=4,
+            )
+            await conn.close()
+            host, port = addresses[controller]
+            conn = await BrokerConnection.open(f"{host}:{port}", client_id=f"broker-{before.leader}")
+            alter = await conn.request(
+                "AlterPartition",
+                {
+                    "broker_id": before.leader,
+                    "broker_epoch": leader_epoch,
+                    "topics": [
+                        {
+                            "topic_id": topic_id("t"),
+                            "partitions": [
+                                {
+                                    "partition_index": 0,
+                                    "leader_epoch": before.leader_epoch,
+                                    "new_isr_with_epochs": [{"broker_id": before.leader, "broker_epoch": leader_epoch}],
+                                    "partition_epoch": before.partition_epoch - 1,
+                                }
+                            ],
+                        }
+                    ],
+                },
+                version=3,
+            )
+            await conn.close()
+            return lai, stop, alter
+
+        lai, stop, alter = asyncio.run(run())
+        assert lai["error_code"] == 11 and stop["error_code"] == 11
+        assert alter["error_code"] == 95
+        assert cluster._state("t", 0) == before
+        assert cluster._on_node(follower, lambda: ("t", 0) in node.partitions)
+        assert sorted(cluster.isr("t", 0)) == sorted(before.isr)
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make a certificate")
+def test_tls_and_sasl_between_nodes(loop: asyncio.AbstractEventLoop, tmp_path: Path) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    client_ctx = ssl.create_default_context(cafile=str(cert))
+    log = _fill(tmp_path / "t-0", 100, 1000)  # above SENDFILE_MIN: read in blocks under TLS
+
+    async def run() -> Any:
+        t = KafkaTransport(loop, client_ssl=client_ctx, **node_security("both", server_ctx))
+        await t.listen(
+            1,
+            lambda src, msg, reply: reply(
+                FetchResponse((FetchPartitionResponse("t", 0, records=log.read(0, 1 << 20)),))
+            ),
+        )
+        t.register(2, lambda *a: None)
+        fut = loop.create_future()
+        t.request(2, 1, FetchRequest(2, (FetchPartition("t", 0, 0),)), lambda r, e: fut.set_result(e or r), 5000)
+        resp = await asyncio.wait_for(fut, 10)
+        await t.close()
+        return resp
+
+    resp = loop.run_until_complete(run())
+    assert len(decode_records(resp.partitions[0].records)) == 100
+    log.close()
+    os.unlink(key)
+
+
+def _open_fds() -> set[int]:
+    return {int(name) for name in os.listdir("/proc/self/fd")}
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd")
+@pytest.mark.parametrize("turns", range(12))
+def test_closing_at_any_point_of_a_connection_leaves_no_socket_open(turns: int) -> None:
+    """Close a transport ``turns`` loop iterations into a connection's life (connecting,
+    ApiVersions, a request in flight, the reply), then stop the loop as a cluster does: every
+    socket is closed before the loop is."""
+    gc.collect()
+    gc.disable()
+    try:
+        before = _open_fds()
+        lp = asyncio.new_event_loop()
+        got: list[Any] = []
+
+        async def run() -> None:
+            t = KafkaTransport(lp)
+            await t.listen(1, lambda src, msg, reply: reply(MetadataResponse(1, (), ())))
+            t.register(2, lambda *a: None)
+            for _ in range(3):
+                t.request(2, 1, MetadataRequest(), lambda r, e: got.append(e or r), 5000)
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            await t.close()
+
+        lp.run_until_complete(run())
+        drain(lp)
+        lp.close()
+        assert _open_fds() == before
+        assert all(isinstance(g, (MetadataResponse, NetworkError)) for g in got)
+    finally:
+        gc.enable()
+        gc.collect()
+
+
+def test_scram_client_matches_rfc_7677() -> None:
+    """The SCRAM-SHA-256 exchange of RFC 7677's example, byte for byte."""
+    from seglog.cluster import kafka_transport
+
+    c = kafka_transport._ScramClient("user", "pencil")
+    c.nonce = "rOprNGfwEbeRWgbNEkqO"
+    c.bare = "n=user,r=rOprNGfwEbeRWgbNEkqO"
+    assert c.first() == b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
+    final = c.final(b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096")
+    assert final == (
+        b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
+    )
+    c.verify(b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=")
+    with pytest.raises(ValueError, match="does not know the cluster's secret"):
+        c.verify(b"v=" + b"A" * 44)
+
+
+def test_node_processes_replicate_over_kafkas_protocol(zookeeper_chroot: str, tmp_path: Path) -> None:
+    """Three ``seglog node`` processes on the Kafka transport (``ProcessCluster(transport=
+    "kafka")``, topics created with CreateTopics on a client listener): confluent-kafka produces
+    with acks=all, the leader is SIGKILLed, every acknowledged record is read back in order from
+    the new leader, and the killed node rejoins the ISR after its restart."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    from seglog.cluster.process import ProcessCluster
+
+    with ProcessCluster(nodes=3, dir=tmp_path / "cluster", zookeeper=zookeeper_chroot, transport="kafka") as c:
+        with pytest.raises(RuntimeError, match="speaks only seglog's TCP protocol"):
+            c.client  # noqa: B018
+        c.create_topic("t", 1, 3, {"min.insync.replicas": 2})
+        c.wait_for(lambda: len(c.isr("t")) == 3, 30, "a full ISR")
+        acked: list[bytes] = []
+
+        def delivered(err: Any, msg: Any) -> None:
+            if err is None:
+                acked.append(msg.value())
+
+        producer = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all", "enable.idempotence": True})
+        for i in range(200):
+            producer.produce("t", b"v%d" % i, partition=0, on_delivery=delivered)
+        assert producer.flush(30) == 0
+        old = c.leader("t")
+        assert old is not None
+        c.kill(old)
+        c.wait_for(lambda: c.leader("t") not in (None, old), 30, "a new leader")
+        for i in range(200, 300):
+            producer.produce("t", b"v%d" % i, partition=0, on_delivery=delivered)
+        assert producer.flush(60) == 0
+        assert acked == [b"v%d" % i for i in range(300)]
+        consumer = Consumer({"bootstrap.servers": c.bootstrap_servers, "group.id": "g", "enable.auto.commit": False})
+        values: list[bytes] = []
+        try:
+            consumer.assign([TopicPartition("t", 0, 0)])
+            deadline = time.monotonic() + 30
+            while len(values) < 300 and time.monotonic() < deadline:
+                m = consumer.poll(1.0)
+                if m is not None and m.error() is None:
+                    values.append(m.value() or b"")
+        finally:
+            consumer.close()
+        assert values == acked
+        c.restart(old)
+        c.wait_for(lambda: old in c.isr("t"), 30, "the restarted node back in the ISR")
+
+
+def test_a_bad_request_closes_the_connection_at_once(loop: asyncio.AbstractEventLoop) -> None:
+    """A frame the listener refuses (an unknown API key) closes the connection even while an
+    earlier request still waits for the node: the peer sees the close, not a long silence."""
+
+    async def run() -> float:
+        t = KafkaTransport(loop)
+        host, port = await t.listen(1, lambda src, msg, reply: None)  # never answers
+        reader, writer = await asyncio.open_connection(host, port)
+        _, body = km.request_to_kafka(MetadataRequest())
+        meta = b"".join(codec.encode("MetadataRequest", 12, body))
+        head = struct.pack(">hhih", 3, 12, 1, 8) + b"broker-7" + b"\0"
+        writer.write(struct.pack(">i", len(head) + len(meta)) + head + meta)
+        bad = struct.pack(">hhih", 999, 0, 2, 0)
+        writer.write(struct.pack(">i", len(bad)) + bad)
+        start = loop.time()
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # closed, nothing answered
+        elapsed = loop.time() - start
+        writer.close()
+        await t.close()
+        return elapsed
+
+    assert loop.run_until_complete(run()) < 2
