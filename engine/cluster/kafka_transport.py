@@ -51,7 +51,7 @@ from seglog.cluster.messages import (
     ProduceRequest,
     StopReplicaRequest,
 )
-from seglog.cluster.tcp import connect_within, link_addresses_from_env
+from seglog.cluster.netloop import connect_within, link_addresses_from_env
 from seglog.cluster.transport import Callback, Handler
 from seglog.errors import InvalidRequestError, NetworkError, RequestTimedOutError
 from seglog.kafka import codec

@@ -51,13 +51,13 @@ from seglog.cluster.kafka_transport import TRANSPORT_ENV, transport_kind
 from seglog.cluster.messages import CreateTopicRequest, CreateTopicResponse, MetadataRequest, MetadataResponse
 from seglog.cluster.metadata import CONTROLLER_PATH, ReplicaConfig, broker_path, loads
 from seglog.cluster.producer import ClusterProducer
-from seglog.cluster.server import parse_listener, split_listeners
+from seglog.cluster.server import check_listener_security, parse_listener
 from seglog.cluster.zkserver import ZooKeeperServer, free_port
 from seglog.cluster.zookeeper import ZooKeeperCoordinator, ensure_chroot
 from seglog.config import BrokerConfig
 from seglog.errors import KafkaError, NotControllerError, error_for_code
 from seglog.kafka.client import BrokerConnection
-from seglog.kafka.security import is_security_key, listener_options
+from seglog.kafka.security import is_security_key
 from seglog.util.processes import wait_or_kill_group
 
 
@@ -246,8 +246,7 @@ class ProcessCluster(ClusterBase):
         # Kafka listeners', checked with them).
         cfg = BrokerConfig.from_dict({k: v for k, v in props.items() if not is_security_key(k)})
         security = {k: str(v) for k, v in props.items() if is_security_key(k)}
-        for listener in split_listeners(cfg)[1]:
-            listener_options(listener, security)
+        check_listener_security(cfg, security)
         for listener in cfg.listeners + (cfg.advertised_listeners or ()):
             parse_listener(listener)
         with open(self.config_path(i), "w") as f:

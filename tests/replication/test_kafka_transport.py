@@ -8,6 +8,7 @@ import asyncio
 import gc
 import os
 import shutil
+import socket
 import ssl
 import struct
 import subprocess
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 
 from seglog.cluster import kafka_messages as km
+from seglog.cluster import netloop
 from seglog.cluster.kafka_listener import topic_id
 from seglog.cluster.kafka_transport import KafkaTransport, node_security
 from seglog.cluster.messages import (
@@ -318,12 +320,12 @@ def test_nodes_authenticate_with_sasl_and_a_peer_that_fails_is_refused(loop: asy
 
 def test_stale_epochs_are_refused_over_the_wire_with_kafkas_codes(tmp_path: Path) -> None:
     """A Kafka client (not the transport) on a node's inter-broker listener of a three-node
-    cluster on the Kafka transport: LeaderAndIsr and StopReplica with a stale controller epoch
+    cluster: LeaderAndIsr and StopReplica with a stale controller epoch
     are STALE_CONTROLLER_EPOCH (11), AlterPartition with a stale partition epoch
     INVALID_UPDATE_VERSION (95), and nothing changes."""
     from seglog.cluster.local import LocalCluster
 
-    with LocalCluster(nodes=3, dir=tmp_path / "cluster", transport="kafka") as cluster:
+    with LocalCluster(nodes=3, dir=tmp_path / "cluster") as cluster:
         cluster.create_topic("t", partitions=1, replication_factor=3)
         cluster.wait_for(lambda: len(cluster.isr("t", 0)) == 3, 20, "a full ISR")
         before = cluster._state("t", 0)
@@ -581,3 +583,78 @@ def test_a_bad_request_closes_the_connection_at_once(loop: asyncio.AbstractEvent
         return elapsed
 
     assert loop.run_until_complete(run()) < 2
+
+
+class _Echo(asyncio.Protocol):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.transport.write(data)  # type: ignore[attr-defined]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd")
+def test_a_listener_out_of_descriptors_pauses_then_accepts(
+    loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``accept`` failing with EMFILE stops a :class:`~seglog.cluster.netloop.Listener` for
+    ACCEPT_RETRY_S instead of spinning on a socket that stays readable; once descriptors are
+    free again the waiting client is served."""
+    import resource
+
+    monkeypatch.setattr(netloop, "ACCEPT_RETRY_S", 0.2)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+
+    async def run() -> bytes:
+        listener = await netloop.Listener.open(loop, "127.0.0.1", 0, _Echo)
+        host, port = listener.address
+        fillers: list[int] = []
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(_open_fds()) + 1, hard))
+        try:
+            while True:  # take every free descriptor below the limit
+                try:
+                    fillers.append(os.open(os.devnull, os.O_RDONLY))
+                except OSError:
+                    break
+            os.close(fillers.pop())  # room for the client's socket, none for the accepted one
+            client = socket.create_connection((host, port))
+            await asyncio.sleep(0.1)  # the listener tries to accept, fails, pauses
+        finally:
+            for fd in fillers:
+                os.close(fd)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        assert sum("retrying in" in r.getMessage() for r in caplog.records) == 1  # paused, not spinning
+        reader, writer = await asyncio.open_connection(sock=client)
+        writer.write(b"ping")
+        got = await asyncio.wait_for(reader.readexactly(4), 5)  # served once it resumed
+        writer.close()
+        await writer.wait_closed()
+        listener.close()
+        await asyncio.sleep(0)
+        return got
+
+    with caplog.at_level("ERROR", logger="seglog.cluster.netloop"):
+        assert loop.run_until_complete(run()) == b"ping"
+
+
+def test_listen_addresses(loop: asyncio.AbstractEventLoop) -> None:
+    """The wildcard host listens on every interface (what ``seglog node`` makes of
+    ``listeners=PLAINTEXT://:9092``) and the address kept for it is loopback; a name that does
+    not resolve fails, and nothing of the failed endpoint stays."""
+
+    async def run() -> tuple[str, int]:
+        t = KafkaTransport(loop)
+        try:
+            host, port = await t.listen(1, lambda src, msg, reply: None, host="0.0.0.0")
+            with socket.create_connection(("127.0.0.1", port), timeout=5):
+                pass
+            with pytest.raises(OSError):
+                await t.listen(2, lambda src, msg, reply: None, host="no-such-host.invalid")
+            assert 2 not in t._handlers and 2 not in t.addresses
+            assert t.addresses[1] == (host, port)
+            return host, port
+        finally:
+            await t.close()
+
+    host, port = loop.run_until_complete(run())
+    assert host == "127.0.0.1" and port > 0
