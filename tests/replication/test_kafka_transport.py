@@ -658,3 +658,90 @@ def test_listen_addresses(loop: asyncio.AbstractEventLoop) -> None:
 
     host, port = loop.run_until_complete(run())
     assert host == "127.0.0.1" and port > 0
+
+
+def _scram_jaas(user: str, password: str) -> str:
+    return f'org.apache.kafka.common.security.scram.ScramLoginModule required username="{user}" password="{password}";'
+
+
+def test_a_nodes_inter_broker_security_comes_from_its_properties(loop: asyncio.AbstractEventLoop) -> None:
+    """``seglog node``'s listener between nodes, SASL_PLAINTEXT by ``listener.security.protocol.map``:
+    the node authenticates to its peers with the SCRAM-SHA-256 credentials of
+    ``listener.name.<name>.scram-sha-256.sasl.jaas.config`` and its listener accepts them, so nodes
+    configured alike talk; one with another password is refused."""
+    from seglog.cluster.server import node_transport_options
+
+    between = "BROKER://127.0.0.1:0"
+
+    def props(password: str) -> dict[str, str]:
+        return {
+            "listener.security.protocol.map": "BROKER:SASL_PLAINTEXT,CLIENT:PLAINTEXT",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
+            "listener.name.broker.scram-sha-256.sasl.jaas.config": _scram_jaas("nodes", password),
+        }
+
+    opts = node_transport_options(between, props("s3cret"))
+    assert opts["security_protocol"] == "SASL_PLAINTEXT"
+    assert (opts["sasl_user"], opts["sasl_password"]) == ("nodes", "s3cret")
+    assert opts["users"] == {"nodes": "s3cret"}
+
+    async def ask(t: KafkaTransport, address: tuple[str, int]) -> Any:
+        t.register(9, lambda *a: None)
+        t.addresses[1] = address
+        fut: asyncio.Future[Any] = loop.create_future()
+        t.request(9, 1, MetadataRequest(), lambda r, e: fut.set_result(e or r), 3000)
+        got = await asyncio.wait_for(fut, 5)
+        await t.close()
+        return got
+
+    async def run() -> list[Any]:
+        server = KafkaTransport(loop, **node_transport_options(between, props("s3cret")))
+        address = await server.listen(1, lambda src, msg, reply: reply(MetadataResponse(1, (), ())))
+        got = [
+            await ask(KafkaTransport(loop, **node_transport_options(between, props("s3cret"))), address),
+            await ask(KafkaTransport(loop, **node_transport_options(between, props("other"))), address),
+        ]
+        await server.close()
+        return got
+
+    same, other = loop.run_until_complete(run())
+    assert same == MetadataResponse(1, (), ())
+    assert isinstance(other, NetworkError) and "refused the authentication" in str(other)
+
+
+def test_bad_inter_broker_security_fails_naming_the_key(tmp_path: Path) -> None:
+    from seglog.cluster.server import node_transport_options
+    from seglog.errors import ConfigError
+
+    sasl = {"listener.security.protocol.map": "BROKER:SASL_PLAINTEXT"}
+    with pytest.raises(ConfigError, match=r"listener\.name\.broker\.scram-sha-256\.sasl\.jaas\.config must give"):
+        node_transport_options("BROKER://:0", sasl)
+    with pytest.raises(ConfigError, match=r"sasl\.mechanism\.inter\.broker\.protocol=PLAIN: nodes authenticate"):
+        node_transport_options(
+            "BROKER://:0",
+            {
+                **sasl,
+                "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                "listener.name.broker.scram-sha-256.sasl.jaas.config": _scram_jaas("n", "p"),
+            },
+        )
+    with pytest.raises(ConfigError, match=r"must be 'org\.apache\.kafka\.common\.security\.scram\.ScramLoginModule"):
+        node_transport_options(
+            "BROKER://:0", {**sasl, "listener.name.broker.scram-sha-256.sasl.jaas.config": 'x required username="n";'}
+        )
+    with pytest.raises(ConfigError, match=r"does not enable SCRAM-SHA-256"):
+        node_transport_options(
+            "BROKER://:0",
+            {
+                **sasl,
+                "sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.broker.scram-sha-256.sasl.jaas.config": _scram_jaas("n", "p"),
+            },
+        )
+    # TLS to the other nodes needs their CAs.
+    key = tmp_path / "missing.pem"
+    with pytest.raises(ConfigError, match=r"ssl\.keystore\.location"):
+        node_transport_options(
+            "BROKER://:0", {"listener.security.protocol.map": "BROKER:SSL", "ssl.keystore.location": str(key)}
+        )
