@@ -25,7 +25,7 @@ or :meth:`~ProcessCluster.set_node_config` of one (e.g. ``advertised.listeners``
 
 Leader, ISR and partition state are read from ZooKeeper (the source of truth); producers,
 consumers and topic creation go through a :class:`seglog.cluster.client.ClusterClient` bootstrapped from
-every node's address. Processes are only ever signalled by the PIDs this object started.
+every node's Kafka listener. Processes are only ever signalled by the PIDs this object started.
 """
 
 from __future__ import annotations
@@ -380,13 +380,13 @@ class ProcessCluster(ClusterBase):
         """A :class:`seglog.cluster.client.ClusterClient` bootstrapped from every node (made on first use)."""
         with self._lock:
             if self._client_obj is None:
-                self._client_obj = ClusterClient([self.address(i) for i in self.ids])
+                self._client_obj = ClusterClient(self.bootstrap_servers)
             return self._client_obj
 
     @property
     def bootstrap_servers(self) -> str:
-        """``host:port,...`` of the nodes' Kafka listeners (for any Kafka client); the cluster's
-        own clients use :meth:`address`."""
+        """``host:port,...`` of the nodes' Kafka listeners (for any Kafka client, and the
+        cluster's own :attr:`client`)."""
         return ",".join(f"{self.host}:{self._kafka_ports[i]}" for i in self.ids)
 
     def kafka_address(self, i: int) -> str:

@@ -52,6 +52,7 @@ MESSAGES = [
     "CreatePartitions",
     "IncrementalAlterConfigs",
     "SaslAuthenticate",
+    "ElectLeaders",
     # Between the nodes of a cluster: follower truncation, and the controller's requests.
     "OffsetForLeaderEpoch",
     "LeaderAndIsr",
