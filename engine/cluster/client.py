@@ -45,7 +45,7 @@ from seglog.cluster.consumer import ClusterConsumer
 from seglog.cluster.metadata import PartitionInfo, PartitionState
 from seglog.cluster.network import cluster_kafka_client, topic_config_strings
 from seglog.cluster.producer import ClusterProducer
-from seglog.errors import KafkaError, SeglogError
+from seglog.errors import KafkaError, SaslAuthenticationError, SeglogError
 from seglog.kafka.client import KafkaClient
 from seglog.kafka.codec import Message
 from seglog.util.clock import Clock
@@ -84,7 +84,8 @@ def partition_infos(resp: Message) -> dict[tuple[str, int], PartitionInfo]:
 class ClusterClient(LoopOwner, Closeable):
     """A client of a cluster (or of one Kafka listener) bootstrapped from ``bootstrap``, the
     Kafka listeners' ``host:port`` (see module docs). ``ssl``: an :class:`ssl.SSLContext` for
-    listeners that speak TLS."""
+    listeners that speak TLS; ``sasl``: (mechanism, user name, password) for listeners that want
+    SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)."""
 
     _what = "client"
 
@@ -93,10 +94,12 @@ class ClusterClient(LoopOwner, Closeable):
         bootstrap: str | Sequence[str],
         *,
         ssl: ssl_module.SSLContext | None = None,
+        sasl: tuple[str, str, str] | None = None,
         metadata_timeout_s: float = 30,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
         self.ssl = ssl
+        self.sasl = sasl
         self.clock = Clock()
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run_loop, name="seglog-client", daemon=True)
@@ -112,6 +115,9 @@ class ClusterClient(LoopOwner, Closeable):
         while True:
             try:
                 self.refresh()
+            except SaslAuthenticationError:
+                self.close()
+                raise
             except SeglogError as exc:
                 last = str(exc)
             if self.live:
@@ -129,7 +135,7 @@ class ClusterClient(LoopOwner, Closeable):
         return ",".join(self.bootstrap)
 
     def _client(self) -> KafkaClient:
-        return cluster_kafka_client(self.bootstrap, self.ssl)
+        return cluster_kafka_client(self.bootstrap, self.ssl, self.sasl)
 
     # -- public ---------------------------------------------------------------------------------
 

@@ -49,8 +49,10 @@ Producers and consumers made here (:mod:`seglog.cluster.producer`,
 listeners (:attr:`LocalCluster.bootstrap_servers`) from the cluster's loop. The admin methods
 (:meth:`~LocalCluster.create_topic`, :meth:`~LocalCluster.elect_preferred_leader`,
 :meth:`~LocalCluster.delete_records`, :meth:`~LocalCluster.watermarks`) are Kafka requests
-too (CreateTopics, ElectLeaders, DeleteRecords, ListOffsets). ``client_ssl``: the
-:class:`ssl.SSLContext` they use when ``kafka_options`` makes the listeners speak TLS.
+too (CreateTopics, ElectLeaders, DeleteRecords, ListOffsets). ``client_config``: the Kafka
+client settings they use when ``kafka_options`` asks for SASL (``security.protocol``
+SASL_PLAINTEXT, ``sasl.mechanism`` PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, ``sasl.username``,
+``sasl.password``).
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ from seglog.cluster.consumer import ClusterConsumer
 from seglog.cluster.coordinator import InMemoryCoordinator
 from seglog.cluster.kafka_listener import NodeKafkaListener
 from seglog.cluster.metadata import ReplicaConfig
-from seglog.cluster.network import cluster_kafka_client, topic_config_strings
+from seglog.cluster.network import client_sasl, cluster_kafka_client, topic_config_strings
 from seglog.cluster.node import ReplicaNode
 from seglog.cluster.producer import ClusterProducer
 from seglog.cluster.tcp import LoopScheduler, TcpTransport
@@ -108,7 +110,7 @@ class LocalCluster(LoopOwner, ClusterBase):
         log_dirs: int = 1,
         node_threads: bool = False,
         kafka_options: Mapping[str, Any] | None = None,
-        client_ssl: Any = None,
+        client_config: Mapping[str, Any] | None = None,
     ) -> None:
         if coordinator not in ("memory", "zookeeper"):
             raise ValueError(f"coordinator {coordinator!r} is not available: 'memory' or 'zookeeper'")
@@ -142,7 +144,7 @@ class LocalCluster(LoopOwner, ClusterBase):
         #: ``sasl_mechanisms``, ``users``: :class:`seglog.kafka.security.ListenerSecurity`).
         self._kafka_options = dict(kafka_options or {})
         self._kafka_ports: dict[int, int] = {}
-        self._client_ssl = client_ssl
+        self._client_sasl = client_sasl(client_config)
         self._secret = secret
         # Checkpoint files (and their fsyncs) are written here, not on the loop, so a slow fsync
         # does not stall every node's requests.
@@ -414,7 +416,7 @@ class LocalCluster(LoopOwner, ClusterBase):
     # -- admin ---------------------------------------------------------------------------------
 
     def _client(self) -> KafkaClient:
-        return cluster_kafka_client(self.bootstrap_servers.split(","), self._client_ssl)
+        return cluster_kafka_client(self.bootstrap_servers.split(","), None, self._client_sasl)
 
     def _admin(self, op: Any, timeout_s: float) -> Any:
         """Run ``op(client)`` with a Kafka client of the cluster made for it, on the loop."""

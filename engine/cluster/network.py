@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from seglog.kafka.client import KafkaClient
 from seglog.util.clock import Clock
 
-__all__ = ["ClientHost", "cluster_kafka_client", "kafka_keys", "topic_config_strings"]
+__all__ = ["ClientHost", "client_sasl", "cluster_kafka_client", "kafka_keys", "topic_config_strings"]
 
 #: How long a cluster client waits for a connection or a metadata answer before it tries the
 #: next node: short, so that a frozen node (its socket accepts, nothing answers) costs little.
@@ -43,7 +43,9 @@ class ClientHost(Protocol):
         ...
 
 
-def cluster_kafka_client(bootstrap: Sequence[str], ssl_context: ssl.SSLContext | None = None) -> KafkaClient:
+def cluster_kafka_client(
+    bootstrap: Sequence[str], ssl_context: ssl.SSLContext | None = None, sasl: tuple[str, str, str] | None = None
+) -> KafkaClient:
     """A Kafka client of the listeners ``bootstrap`` as the cluster's producers, consumers and
     admin calls use it (it connects on first use, on the caller's loop)."""
     return KafkaClient(
@@ -52,7 +54,33 @@ def cluster_kafka_client(bootstrap: Sequence[str], ssl_context: ssl.SSLContext |
         ssl_context=ssl_context,
         request_timeout=CLIENT_REQUEST_TIMEOUT_S,
         retry_backoff=0.05,
+        sasl=sasl,
     )
+
+
+def client_sasl(config: Mapping[str, Any] | None) -> tuple[str, str, str] | None:
+    """The SASL mechanism and credentials of Kafka client settings (``security.protocol``
+    PLAINTEXT or SASL_PLAINTEXT, ``sasl.mechanism`` PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512,
+    ``sasl.username``, ``sasl.password``), or None for PLAINTEXT. Raises ValueError naming what is not available:
+    another protocol or mechanism, a missing or unknown key."""
+    cfg = dict(config or {})
+    known = {"security.protocol", "sasl.mechanism", "sasl.username", "sasl.password"}
+    unknown = sorted(set(cfg) - known)
+    if unknown:
+        raise ValueError(f"client_config: {', '.join(unknown)} not available (only {', '.join(sorted(known))})")
+    protocol = str(cfg.get("security.protocol", "PLAINTEXT")).upper()
+    if protocol == "PLAINTEXT":
+        return None
+    if protocol != "SASL_PLAINTEXT":
+        raise ValueError(f"client_config: security.protocol={protocol} is not available (PLAINTEXT or SASL_PLAINTEXT)")
+    mechanism = str(cfg.get("sasl.mechanism", "GSSAPI")).upper()
+    if mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        raise ValueError(
+            f"client_config: sasl.mechanism={mechanism} is not available (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"
+        )
+    if "sasl.username" not in cfg or "sasl.password" not in cfg:
+        raise ValueError(f"client_config: SASL/{mechanism} needs sasl.username and sasl.password")
+    return mechanism, str(cfg["sasl.username"]), str(cfg["sasl.password"])
 
 
 def kafka_keys(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -25,7 +25,8 @@ or :meth:`~ProcessCluster.set_node_config` of one (e.g. ``advertised.listeners``
 
 Leader, ISR and partition state are read from ZooKeeper (the source of truth); producers,
 consumers and topic creation go through a :class:`seglog.cluster.client.ClusterClient` bootstrapped from
-every node's Kafka listener. Processes are only ever signalled by the PIDs this object started.
+every node's Kafka listener (``client_config``: Kafka client settings for listeners that want
+SASL, as :class:`~seglog.cluster.local.LocalCluster` takes them). Processes are only ever signalled by the PIDs this object started.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from seglog.cluster.base import ClusterBase
 from seglog.cluster.client import ClusterClient
 from seglog.cluster.consumer import ClusterConsumer
 from seglog.cluster.metadata import CONTROLLER_PATH, ReplicaConfig, broker_path, loads
+from seglog.cluster.network import client_sasl
 from seglog.cluster.producer import ClusterProducer
 from seglog.cluster.server import parse_listener, split_listeners
 from seglog.cluster.zkserver import ZooKeeperServer, free_port
@@ -100,6 +102,7 @@ class ProcessCluster(ClusterBase):
         node_configs: Mapping[int, Mapping[str, Any]] | None = None,
         start_timeout_s: float = 60,
         log_dirs: int = 1,
+        client_config: Mapping[str, Any] | None = None,
     ) -> None:
         if coordinator != "zookeeper":
             raise ValueError(
@@ -120,6 +123,7 @@ class ProcessCluster(ClusterBase):
         self._lock = threading.RLock()
         self.zk_server: ZooKeeperServer | None = None
         self._client_obj: ClusterClient | None = None
+        self._client_sasl = client_sasl(client_config)
         self.coordinator: Any = None
         try:
             if zookeeper is None:
@@ -380,7 +384,7 @@ class ProcessCluster(ClusterBase):
         """A :class:`seglog.cluster.client.ClusterClient` bootstrapped from every node (made on first use)."""
         with self._lock:
             if self._client_obj is None:
-                self._client_obj = ClusterClient(self.bootstrap_servers)
+                self._client_obj = ClusterClient(self.bootstrap_servers, sasl=self._client_sasl)
             return self._client_obj
 
     @property

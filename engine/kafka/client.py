@@ -25,9 +25,13 @@ its requests with :class:`InvalidRequestError` naming the limit.
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
+import hashlib
+import hmac
 import importlib.metadata
 import itertools
+import os
 import ssl
 import struct
 import time
@@ -43,6 +47,7 @@ from seglog.errors import (
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     RequestTimedOutError,
+    SaslAuthenticationError,
     UnsupportedVersionError,
     error_for_code,
     make_error,
@@ -149,8 +154,12 @@ class BrokerConnection:
         ssl_context: ssl.SSLContext | None = None,
         timeout: float = 10.0,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        sasl: tuple[str, str, str] | None = None,
     ) -> BrokerConnection:
-        """Connect to ``address`` (``host:port``) and agree on API versions."""
+        """Connect to ``address`` (``host:port``) and agree on API versions; with ``sasl``
+        (mechanism — PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 —, user name, password),
+        authenticate (SaslHandshake v1, then SaslAuthenticate), raising
+        ``SaslAuthenticationError`` when the broker refuses."""
         host, port = _parse_address(address)
         try:
             reader, writer = await asyncio.wait_for(
@@ -162,11 +171,15 @@ class BrokerConnection:
         conn = cls(reader, writer, address, client_id, max_response_bytes)
         try:
             await asyncio.wait_for(conn._negotiate(), timeout)
+            if sasl is not None:
+                await asyncio.wait_for(conn._authenticate(*sasl), timeout)
         except BaseException as exc:
             await conn.close()
             if isinstance(exc, asyncio.TimeoutError):
                 raise BrokerNotAvailableError(
-                    f"the Kafka broker at {address} did not answer ApiVersions within {timeout} s"
+                    f"the Kafka broker at {address} did not answer ApiVersions"
+                    + (" or SASL authentication" if sasl is not None else "")
+                    + f" within {timeout} s"
                 ) from None
             raise
         return conn
@@ -194,6 +207,45 @@ class BrokerConnection:
                     self.versions[key] = min(hi, ours[1])
             return
         raise UnsupportedVersionError(f"the Kafka broker at {self.address} answers no ApiVersions version known here")
+
+    async def _authenticate(self, mechanism: str, user: str, password: str) -> None:
+        resp = await self._call("SaslHandshake", {"mechanism": mechanism}, 1)
+        if resp["error_code"]:
+            served = ", ".join(resp.get("mechanisms") or ()) or "none"
+            raise _broker_error(
+                resp["error_code"], "SaslHandshake", self.address, f"{mechanism} is not enabled (enabled: {served})"
+            )
+        what = f"SASL/{mechanism} as {user!r}"
+        if mechanism == "PLAIN":
+            await self._sasl_step(what, b"\0" + user.encode() + b"\0" + password.encode())
+            return
+        # SCRAM (RFC 5802, 7677): client-first, server-first, client-final, server-final.
+        algorithm = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}[mechanism]
+        nonce = base64.b64encode(os.urandom(24)).decode()
+        name = user.replace("=", "=3D").replace(",", "=2C")
+        first_bare = f"n={name},r={nonce}"
+        server_first = (await self._sasl_step(what, f"n,,{first_bare}".encode())).decode()
+        fields = dict(item.split("=", 1) for item in server_first.split(",") if "=" in item)
+        if not fields.get("r", "").startswith(nonce) or "s" not in fields or not fields.get("i", "").isdigit():
+            raise SaslAuthenticationError(f"{what}: the Kafka broker at {self.address} sent {server_first!r}")
+        salted = hashlib.pbkdf2_hmac(algorithm, password.encode(), base64.b64decode(fields["s"]), int(fields["i"]))
+        client_key = hmac.digest(salted, b"Client Key", algorithm)
+        without_proof = f"c=biws,r={fields['r']}"
+        auth_message = f"{first_bare},{server_first},{without_proof}".encode()
+        signature = hmac.digest(hashlib.new(algorithm, client_key).digest(), auth_message, algorithm)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature))
+        final = (await self._sasl_step(what, f"{without_proof},p={base64.b64encode(proof).decode()}".encode())).decode()
+        expected = hmac.digest(hmac.digest(salted, b"Server Key", algorithm), auth_message, algorithm)
+        if final != "v=" + base64.b64encode(expected).decode():
+            raise SaslAuthenticationError(
+                f"{what}: the Kafka broker at {self.address} did not prove it knows the password"
+            )
+
+    async def _sasl_step(self, what: str, token: bytes) -> bytes:
+        resp = await self.request("SaslAuthenticate", {"auth_bytes": token})
+        if resp["error_code"]:
+            raise _broker_error(resp["error_code"], what, self.address, resp.get("error_message"))
+        return bytes(resp.get("auth_bytes") or b"")
 
     def version(self, api: str) -> int:
         """The version used for ``api`` (a name such as ``"Fetch"``); raises
@@ -383,6 +435,7 @@ class KafkaClient:
         ssl_context: ssl.SSLContext | None = None,
         request_timeout: float = 30.0,
         retry_backoff: float = 0.1,
+        sasl: tuple[str, str, str] | None = None,
     ) -> None:
         if not bootstrap:
             raise ValueError("no bootstrap servers given")
@@ -393,6 +446,8 @@ class KafkaClient:
         self.ssl_context = ssl_context
         self.request_timeout = request_timeout
         self.retry_backoff = retry_backoff
+        #: (mechanism, user name, password) every connection authenticates with, or None.
+        self.sasl = sasl
         #: node id -> "host:port", from the last metadata.
         self.brokers: dict[int, str] = {}
         #: (topic, partition) -> its leader, from the last metadata.
@@ -446,7 +501,11 @@ class KafkaClient:
         if old is not None:
             await old.close()  # the failed one's socket, before its replacement
         conn = await BrokerConnection.open(
-            address, client_id=self.client_id, ssl_context=self.ssl_context, timeout=self.request_timeout
+            address,
+            client_id=self.client_id,
+            ssl_context=self.ssl_context,
+            timeout=self.request_timeout,
+            sasl=self.sasl,
         )
         if self._closed:
             await conn.close()
