@@ -25,6 +25,7 @@ from seglog.client.producer import BatchResult
 from seglog.cluster.network import ClientHost, kafka_keys
 from seglog.config import ProducerConfig
 from seglog.errors import (
+    IndeterminateWriteError,
     KafkaError,
     LeaderNotAvailableError,
     NotLeaderOrFollowerError,
@@ -329,7 +330,8 @@ class ClusterProducer(Closeable):
         data, seq = self._encode(tp, [r.value for r in batch], [r.key for r in batch], [r.timestamp for r in batch])
         try:
             resp = await self._send_encoded(tp, data)
-        except SeglogError as err:
+        except Exception as exc:  # noqa: BLE001 - every record's future must end, whatever failed
+            err = exc if isinstance(exc, SeglogError) else IndeterminateWriteError(f"{tp[0]}-{tp[1]}: {exc!r}")
             if self.idempotent and getattr(err, "definitely_not_written", False):
                 self._seq[tp] = seq  # nothing written: the next batch takes these numbers
             self._give_up(err)

@@ -352,7 +352,9 @@ class BrokerConnection:
                     fut.set_result(body)
         except asyncio.IncompleteReadError:
             self._fail(BrokerNotAvailableError(f"the Kafka broker at {self.address} closed the connection"))
-        except (OSError, KafkaError) as exc:
+        except OSError as exc:
+            self._fail(BrokerNotAvailableError(f"the connection to the Kafka broker at {self.address} failed: {exc}"))
+        except KafkaError as exc:
             self._fail(exc)
         except asyncio.CancelledError:
             self._fail(BrokerNotAvailableError(f"the connection to the Kafka broker at {self.address} was closed"))
@@ -741,8 +743,10 @@ class KafkaClient:
 
     async def init_producer_id(self, timeout: float | None = None) -> tuple[int, int]:
         """A producer id and epoch for an idempotent producer (InitProducerId, no transactional
-        id), asking again while the brokers answer COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR
-        or cannot be reached, until ``timeout`` seconds (the client's ``request_timeout``)."""
+        id). Asked of the controller the metadata names first (seglog's nodes forward it there;
+        a Kafka broker answers it itself), then of each broker in turn while they answer
+        COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR / NOT_CONTROLLER, cannot be reached or do not
+        answer, until ``timeout`` seconds (the client's ``request_timeout``)."""
         deadline = time.monotonic() + (self.request_timeout if timeout is None else timeout)
         body: Message = {
             "transactional_id": None,
@@ -750,9 +754,18 @@ class KafkaClient:
             "producer_id": -1,
             "producer_epoch": -1,
         }
+        turn = 0
+        address = ""
         while True:
+            controller = self.brokers.get(self.controller_id)
+            if controller is not None and address != controller:
+                address = controller  # the controller, every other attempt
+            else:
+                others = [a for a in self._candidates() if a != controller] or self._candidates()
+                address = others[turn % len(others)]
+                turn += 1
             try:
-                conn = await self._any_connection()
+                conn = await self.connection(address)
                 resp = await conn.request("InitProducerId", body, timeout=self.request_timeout)
             except (BrokerNotAvailableError, RequestTimedOutError) as err:
                 exc: KafkaError = err
@@ -765,8 +778,6 @@ class KafkaClient:
             if time.monotonic() >= deadline:
                 raise exc
             await asyncio.sleep(self.retry_backoff)
-            if not isinstance(exc, BrokerNotAvailableError):
-                continue
             try:
                 await self.refresh_metadata([])
             except KafkaError:
