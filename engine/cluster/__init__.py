@@ -23,10 +23,11 @@ Built on :mod:`seglog.storage` (each replica is a :class:`~seglog.storage.log.Lo
   process; :mod:`~seglog.cluster.process` — the same with one ``seglog node`` process per node;
   :mod:`~seglog.cluster.base` — what both share;
 - :mod:`~seglog.cluster.producer`, :mod:`~seglog.cluster.consumer` — the cluster's
-  :class:`ClusterProducer` and :class:`ClusterConsumer`, over :mod:`~seglog.cluster.network`
-  (a client endpoint with a metadata cache);
-- :mod:`~seglog.cluster.client` — :class:`ClusterClient`, a cluster's producer and consumer
-  from its bootstrap addresses;
+  :class:`ClusterProducer` and :class:`ClusterConsumer`, speaking Kafka's protocol through
+  :class:`seglog.kafka.client.KafkaClient` (:mod:`~seglog.cluster.network`: what they need of
+  the object that made them);
+- :mod:`~seglog.cluster.client` — :class:`ClusterClient`, a cluster's producer, consumer and
+  admin calls from its Kafka listeners' addresses;
 - idempotent producer state and ``.snapshot`` files: the partition's log keeps them
   (``Log.producer_state``, :mod:`seglog.storage.producer_state`), as a store's logs do.
 """

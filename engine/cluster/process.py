@@ -25,7 +25,8 @@ or :meth:`~ProcessCluster.set_node_config` of one (e.g. ``advertised.listeners``
 
 Leader, ISR and partition state are read from ZooKeeper (the source of truth); producers,
 consumers and topic creation go through a :class:`seglog.cluster.client.ClusterClient` bootstrapped from
-every node's address. Processes are only ever signalled by the PIDs this object started.
+every node's Kafka listener (``client_config``: Kafka client settings for listeners that want
+SASL, as :class:`~seglog.cluster.local.LocalCluster` takes them). Processes are only ever signalled by the PIDs this object started.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from seglog.cluster.consumer import ClusterConsumer
 from seglog.cluster.kafka_transport import TRANSPORT_ENV, transport_kind
 from seglog.cluster.messages import CreateTopicRequest, CreateTopicResponse, MetadataRequest, MetadataResponse
 from seglog.cluster.metadata import CONTROLLER_PATH, ReplicaConfig, broker_path, loads
+from seglog.cluster.network import client_sasl
 from seglog.cluster.producer import ClusterProducer
 from seglog.cluster.server import parse_listener, split_listeners
 from seglog.cluster.zkserver import ZooKeeperServer, free_port
@@ -108,6 +110,7 @@ class ProcessCluster(ClusterBase):
         start_timeout_s: float = 60,
         log_dirs: int = 1,
         transport: str | None = None,
+        client_config: Mapping[str, Any] | None = None,
     ) -> None:
         #: Between the node processes: "tcp" or "kafka" (their SEGLOG_CLUSTER_TRANSPORT).
         self.transport_kind = transport_kind(transport)
@@ -130,6 +133,7 @@ class ProcessCluster(ClusterBase):
         self._lock = threading.RLock()
         self.zk_server: ZooKeeperServer | None = None
         self._client_obj: ClusterClient | None = None
+        self._client_sasl = client_sasl(client_config)
         self.coordinator: Any = None
         try:
             if zookeeper is None:
@@ -418,20 +422,15 @@ class ProcessCluster(ClusterBase):
     @property
     def client(self) -> ClusterClient:
         """A :class:`seglog.cluster.client.ClusterClient` bootstrapped from every node (made on first use)."""
-        if self.transport_kind == "kafka":
-            raise RuntimeError(
-                "ProcessCluster(transport='kafka'): the cluster's own client speaks only seglog's TCP "
-                "protocol; use Kafka clients on bootstrap_servers"
-            )
         with self._lock:
             if self._client_obj is None:
-                self._client_obj = ClusterClient([self.address(i) for i in self.ids])
+                self._client_obj = ClusterClient(self.bootstrap_servers, sasl=self._client_sasl)
             return self._client_obj
 
     @property
     def bootstrap_servers(self) -> str:
-        """``host:port,...`` of the nodes' Kafka listeners (for any Kafka client); the cluster's
-        own clients use :meth:`address`."""
+        """``host:port,...`` of the nodes' Kafka listeners (for any Kafka client, and the
+        cluster's own :attr:`client`)."""
         return ",".join(f"{self.host}:{self._kafka_ports[i]}" for i in self.ids)
 
     def kafka_address(self, i: int) -> str:
