@@ -174,6 +174,34 @@ def test_leader_epoch_written_into_batches_and_checkpointed(tmp_path):
     log.close()
 
 
+def test_an_epoch_already_latest_is_assigned_again_when_its_entry_starts_past_the_append(tmp_path):
+    # Appends in the latest epoch leave the cache alone, unless that epoch's entry starts beyond
+    # the appended offsets (set ahead of the log): Kafka's assign then moves it back to them.
+    log = open_log(tmp_path)
+    log.append(batch(2), leader_epoch=1)
+    log.append(batch(2), leader_epoch=1)
+    assert log.epoch_cache.entries() == [(1, 0)]
+    log.epoch_cache.assign(5, 20)
+    log.append(batch(1), leader_epoch=5)
+    log.append(batch(1), leader_epoch=5)
+    assert log.epoch_cache.entries() == [(1, 0), (5, 4)]
+    assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n2\n1 0\n5 4\n"
+    log.close()
+
+
+def test_append_takes_bytes_bytearray_and_memoryview_alike(tmp_path):
+    log = open_log(tmp_path)
+    b = batch(2)
+    infos = [log.append(b), log.append(bytearray(b)), log.append(memoryview(b))]
+    assert [(i.first_offset, i.last_offset, i.size) for i in infos] == [(0, 1, len(b)), (2, 3, len(b)), (4, 5, len(b))]
+    buf = bytearray(b)
+    log.append(buf)
+    buf.extend(b"x")  # the log keeps no export of the caller's buffer
+    with pytest.raises(TypeError, match="batches must be a bytes-like object"):
+        log.append("text")
+    log.close()
+
+
 def test_follower_append_keeps_offsets_and_takes_epochs_from_batches(tmp_path):
     log = open_log(tmp_path)
     log.append(batch(2, base_offset=0, epoch=1) + batch(1, base_offset=2, epoch=3), assign_offsets=False)
