@@ -50,6 +50,7 @@ from batch_header cimport (seglog_batch, seglog_batch_head, BATCH_OK, V2_HEADER,
 
 cdef enum:
     PREFETCH_AHEAD = 4096
+    CHAIN_AFTER_CHANGES = 8     # record sizes changing more often in a batch: no size assumed
 
 
 cdef inline int _record_at_or_after(const uint8_t *p, const uint8_t *body_end, seglog_batch *h,
@@ -94,7 +95,10 @@ cdef int _first_uncompressed(const uint8_t *b, Py_ssize_t n, int64_t target, int
     cdef int st
     cdef const uint8_t *p
     cdef const uint8_t *q
+    cdef const uint8_t *nxt
     cdef const uint8_t *end
+    cdef int changes
+    cdef bint chain
     while pos < n:
         # The shared header reader, without the CRC; whatever it refuses is the decoder's to report.
         if seglog_batch_head(b + pos, n - pos, &h, 0) != BATCH_OK:
@@ -105,6 +109,8 @@ cdef int _first_uncompressed(const uint8_t *b, Py_ssize_t n, int64_t target, int
             p = b + pos + V2_HEADER
             end = b + pos + h.size
             stride = 0
+            changes = 0
+            chain = False
             i = 0
             while i < h.count:    # the header's count, as the decoder reads them
                 # Through a batch often not in the cache: ask for the bytes a few records
@@ -113,12 +119,21 @@ cdef int _first_uncompressed(const uint8_t *b, Py_ssize_t n, int64_t target, int
                 if seglog_short_head(p, end, &length, &ts_delta, &off_delta, &q) and 8 <= length <= end - q:
                     # Its fields end inside it (a record body has at least 7 bytes besides
                     # them): the answer's test without further checks.
-                    size = (q - p) + length
-                    if size != stride:
+                    if chain:
                         SEGLOG_KEEP_BRANCH()
-                        stride = size
+                        nxt = q + length
                     else:
-                        SEGLOG_OPAQUE(stride)    # p advances by stride, not by the loaded size
+                        size = (q - p) + length
+                        if size != stride:
+                            SEGLOG_KEEP_BRANCH()
+                            stride = size
+                            changes += 1
+                            # Sizes that keep changing would cost a mispredicted branch a
+                            # record: the rest of the batch follows the lengths instead.
+                            chain = changes > CHAIN_AFTER_CHANGES
+                        else:
+                            SEGLOG_OPAQUE(stride)    # p advances by stride, not by the loaded size
+                        nxt = p + stride
                     off = kb_wrap_add(h.base_offset, off_delta)
                     if off >= lo and not (bounded and off >= hi):
                         ts = h.max_ts if h.attrs & ATTR_LOG_APPEND_TIME else kb_wrap_add(h.base_ts, ts_delta)
@@ -126,7 +141,7 @@ cdef int _first_uncompressed(const uint8_t *b, Py_ssize_t n, int64_t target, int
                             out_off[0] = off
                             out_ts[0] = ts
                             return 1
-                    p += stride
+                    p = nxt
                     i += 1
                     continue
                 q = kb_read_varint(p, end, &length)

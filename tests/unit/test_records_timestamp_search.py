@@ -137,3 +137,14 @@ def test_a_longer_record_is_not_read_at_the_size_of_the_run_before_it() -> None:
     assert _record_starts(buf) == starts
     assert first_at_or_after(buf, T + 4000) is None
     assert first_at_or_after(buf, T + 5) == (5, T + 5)
+
+
+def test_records_of_ever_changing_sizes_are_each_found() -> None:
+    # Past a few changes of size in a batch, the walk follows each record's length.
+    values = [b"v" * (40 + (i * 37) % 90) for i in range(60)] + [b"w" * 100] * 20
+    stamps = [T + 2 * i for i in range(len(values))]
+    buf = bytes(encode_batch(values, timestamps=stamps, base_offset=100))
+    for i in range(len(values)):
+        assert first_at_or_after(buf, T + 2 * i - 1) == (100 + i, T + 2 * i)
+        assert first_at_or_after(buf, T + 2 * i, min_offset=100 + i, max_offset=101 + i) == (100 + i, T + 2 * i)
+    assert first_at_or_after(buf, T + 2 * len(values)) is None
