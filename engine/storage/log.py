@@ -46,7 +46,6 @@ keep the mapped data alive but make truncation of that data wait for (refuse unt
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import os
 import threading
@@ -62,9 +61,11 @@ from seglog._native.segment import (
     AppendInfo,
     AppendRules,
     Segment,
+    log_append_info,
     out_of_files_error,
     segments_first_at_or_after,
 )
+from seglog._native.segment import LogAppendInfo as LogAppendInfo  # public here
 from seglog._native.segment import open_segment_limit as open_segment_limit  # noqa: F401 (public)
 from seglog._native.segment import open_segments as open_segments  # noqa: F401 (public)
 from seglog.config import LONG_MAX as _LONG_MAX
@@ -123,25 +124,6 @@ MAX_TIMESTAMP = -3
 _SEQUENCE_MOD = 2**31
 #: Kafka's AppendOrigin of a leader append (see ``Log.append``).
 _ORIGINS = frozenset({"client", "coordinator"})
-
-
-@dataclasses.dataclass(slots=True)
-class LogAppendInfo:
-    """What an append wrote. (Not frozen: a frozen dataclass's __init__ costs ~1 us, and one is
-    made per append; treat it as read-only.)"""
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    log_append_time: int
-    records: int
-    batches: int
-    size: int
-    log_start_offset: int
-    #: A client's retry of one of its producer's last five batches (``Log.append_as_leader``):
-    #: nothing was written; the offsets are those of the original append.
-    duplicate: bool = False
 
 
 class Log(Closeable):
@@ -576,17 +558,7 @@ class Log(Closeable):
             self._unflushed_messages += info.records
             if self._unflushed_messages >= cfg.flush_messages:
                 self.flush()
-            return LogAppendInfo(
-                info.first_offset,
-                info.last_offset,
-                info.max_timestamp,
-                info.offset_of_max_timestamp,
-                now if log_append else -1,
-                info.records,
-                info.batches,
-                info.size,
-                self.log_start_offset,
-            )
+            return log_append_info(info, now if log_append else -1, self.log_start_offset)
 
     def _append_rules(self, cfg: LogConfig) -> AppendRules:
         """The native append's rules and the client validation's settings for ``cfg`` (made

@@ -19,7 +19,7 @@ from seglog.errors import (
     RecordTooLargeError,
 )
 from seglog.storage.checkpoints import fsync_dir
-from seglog.storage.log import Log
+from seglog.storage.log import Log, LogAppendInfo
 from seglog.storage.logdir import parse_partition_dir
 from seglog.storage.records import batch_headers, decode_records, encode_batch
 from seglog.util.clock import Clock, ManualClock, Scheduler
@@ -199,6 +199,19 @@ def test_append_takes_bytes_bytearray_and_memoryview_alike(tmp_path):
     buf.extend(b"x")  # the log keeps no export of the caller's buffer
     with pytest.raises(TypeError, match="batches must be a bytes-like object"):
         log.append("text")
+    log.close()
+
+
+def test_append_info_is_read_only_and_compares_by_value(tmp_path):
+    log = open_log(tmp_path)
+    info = log.append(batch(3))
+    assert (info.first_offset, info.last_offset, info.records, info.batches, info.log_start_offset) == (0, 2, 3, 1, 0)
+    assert (info.log_append_time, info.duplicate) == (-1, False)
+    assert info == LogAppendInfo(0, 2, info.max_timestamp, info.offset_of_max_timestamp, -1, 3, 1, info.size, 0)
+    assert info != LogAppendInfo(0, 2, info.max_timestamp, info.offset_of_max_timestamp, -1, 3, 1, info.size, 0, True)
+    assert "first_offset=0, last_offset=2" in repr(info)
+    with pytest.raises(AttributeError):
+        info.first_offset = 5
     log.close()
 
 
