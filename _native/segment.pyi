@@ -1,7 +1,7 @@
 """One log segment: ``<base>.log`` with its ``.index``, ``.timeindex`` (and ``.txnindex``)."""
 
 import os
-from typing import Final, overload
+from typing import ClassVar, Final, overload
 
 from typing_extensions import Buffer, Self, disjoint_base, final
 
@@ -85,6 +85,49 @@ class AppendInfo:
     def batches(self) -> int: ...
     @property
     def records(self) -> int: ...
+
+@disjoint_base
+class LogAppendInfo:
+    """What a log's append wrote (``Log.append``)."""
+
+    def __init__(
+        self,
+        first_offset: int,
+        last_offset: int,
+        max_timestamp: int,
+        offset_of_max_timestamp: int,
+        log_append_time: int,
+        records: int,
+        batches: int,
+        size: int,
+        log_start_offset: int,
+        duplicate: bool = False,
+    ) -> None: ...
+    @property
+    def first_offset(self) -> int: ...
+    @property
+    def last_offset(self) -> int: ...
+    @property
+    def max_timestamp(self) -> int: ...
+    @property
+    def offset_of_max_timestamp(self) -> int: ...
+    @property
+    def log_append_time(self) -> int: ...
+    @property
+    def records(self) -> int: ...
+    @property
+    def batches(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def duplicate(self) -> bool: ...
+    def _fields(self) -> tuple[int, int, int, int, int, int, int, int, int, bool]: ...
+    def __eq__(self, value: object, /) -> bool: ...
+    __hash__: ClassVar[None]  # type: ignore[assignment]
+
+def log_append_info(info: AppendInfo, log_append_time: int, log_start_offset: int) -> LogAppendInfo: ...
 
 ROLL_SIZE: Final[str]
 ROLL_INDEX_FULL: Final[str]

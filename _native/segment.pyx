@@ -265,6 +265,76 @@ cdef class AppendInfo:
                 f"position={self.position}, size={self.size}, batches={self.batches})")
 
 
+cdef class LogAppendInfo:
+    """What a log's append wrote (``Log.append``): its offsets, largest timestamp and that
+    record's offset, the LogAppendTime written (-1 when the log keeps the producers'
+    timestamps), records, batches and bytes, the log start offset, and ``duplicate``: a
+    client's retry of one of its producer's last five batches (``Log.append_as_leader``),
+    for which nothing was written and the offsets are the original append's. Native (one is
+    made per append) and read-only."""
+    cdef readonly int64_t first_offset
+    cdef readonly int64_t last_offset
+    cdef readonly int64_t max_timestamp
+    cdef readonly int64_t offset_of_max_timestamp
+    cdef readonly int64_t log_append_time
+    cdef readonly int64_t records
+    cdef readonly int64_t batches
+    cdef readonly int64_t size
+    cdef readonly int64_t log_start_offset
+    cdef readonly bint duplicate
+
+    def __init__(self, int64_t first_offset, int64_t last_offset, int64_t max_timestamp,
+                 int64_t offset_of_max_timestamp, int64_t log_append_time, int64_t records,
+                 int64_t batches, int64_t size, int64_t log_start_offset, bint duplicate=False):
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.max_timestamp = max_timestamp
+        self.offset_of_max_timestamp = offset_of_max_timestamp
+        self.log_append_time = log_append_time
+        self.records = records
+        self.batches = batches
+        self.size = size
+        self.log_start_offset = log_start_offset
+        self.duplicate = duplicate
+
+    def _fields(self):
+        return (self.first_offset, self.last_offset, self.max_timestamp, self.offset_of_max_timestamp,
+                self.log_append_time, self.records, self.batches, self.size, self.log_start_offset,
+                self.duplicate)
+
+    def __eq__(self, other):
+        if not isinstance(other, LogAppendInfo):
+            return NotImplemented
+        return self._fields() == (<LogAppendInfo>other)._fields()
+
+    __hash__ = None
+
+    def __repr__(self):
+        return (f"LogAppendInfo(first_offset={self.first_offset}, last_offset={self.last_offset}, "
+                f"max_timestamp={self.max_timestamp}, "
+                f"offset_of_max_timestamp={self.offset_of_max_timestamp}, "
+                f"log_append_time={self.log_append_time}, records={self.records}, "
+                f"batches={self.batches}, size={self.size}, "
+                f"log_start_offset={self.log_start_offset}, duplicate={bool(self.duplicate)})")
+
+
+def log_append_info(AppendInfo info, int64_t log_append_time, int64_t log_start_offset):
+    """The :class:`LogAppendInfo` of a log append that wrote ``info`` (``Segment.append``'s
+    result), made without a Python-level constructor call."""
+    cdef LogAppendInfo r = LogAppendInfo.__new__(LogAppendInfo)
+    r.first_offset = info.first_offset
+    r.last_offset = info.last_offset
+    r.max_timestamp = info.max_timestamp
+    r.offset_of_max_timestamp = info.offset_of_max_timestamp
+    r.log_append_time = log_append_time
+    r.records = info.records
+    r.batches = info.batches
+    r.size = info.size
+    r.log_start_offset = log_start_offset
+    r.duplicate = False
+    return r
+
+
 #: What ``Segment.append`` with rules returns instead of writing when the segment must roll
 #: first (Kafka's ``shouldRoll``; the reasons the log records).
 ROLL_SIZE = "size"

@@ -114,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     describe.add_argument(
         "--bootstrap",
         metavar="HOST:PORT[,HOST:PORT...]",
-        help="describe a running cluster as kafka-topics.sh --describe does",
+        help="describe a running cluster (its nodes' Kafka listeners) as kafka-topics.sh --describe does",
     )
     describe.add_argument(
         "--timeout", type=float, default=10.0, help="--bootstrap: seconds to wait for a node to answer (default 10)"

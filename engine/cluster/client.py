@@ -1,4 +1,5 @@
-"""Clients of a running cluster over TCP: bootstrap from any node, then follow metadata.
+"""Clients of a running cluster over Kafka's protocol: bootstrap from any node's Kafka
+listener, then follow metadata.
 
 >>> from seglog.cluster.client import ClusterClient
 >>> with ClusterClient("127.0.0.1:9092") as client:             # doctest: +SKIP
@@ -14,13 +15,19 @@
 ...         print(p.topic, p.partition, p.state.leader, p.replicas, p.state.isr)
 
 The producer and consumer are those of :class:`seglog.cluster.local.LocalCluster`
-(:class:`~seglog.cluster.producer.ClusterProducer`, :class:`~seglog.cluster.consumer.ClusterConsumer`): each request
-goes to the partition's leader as the latest metadata names it; on ``NotLeaderOrFollowerError``,
-a lost connection or a timeout the client refreshes metadata from any live node (the bootstrap
+(:class:`~seglog.cluster.producer.ClusterProducer`, :class:`~seglog.cluster.consumer.ClusterConsumer`),
+each with a :class:`seglog.kafka.client.KafkaClient` of its own: each request goes to the
+partition's leader as the latest metadata names it; on ``NotLeaderOrFollowerError``, a lost
+connection or a timeout the client refreshes metadata from any broker it knows (the bootstrap
 addresses when none answers) and retries with exponential backoff (``retry.backoff.ms`` up to
 ``retry.backoff.max.ms``) until ``delivery.timeout.ms``. An idempotent producer keeps its
 producer id and sequence numbers across leader changes, so a retried batch the old leader had
 already replicated is acknowledged once, at its original offsets.
+
+The admin calls are Kafka's APIs: CreateTopics, Metadata (:meth:`ClusterClient.describe_topics`),
+ElectLeaders, DeleteRecords, ListOffsets (:meth:`ClusterClient.watermarks`). Since everything
+is Kafka's protocol, a client bootstrapped from a single store's listener (``seglog serve``)
+produces and consumes there too.
 
 Every request runs on one asyncio loop on a background thread; the objects are thread-safe.
 """
@@ -28,23 +35,22 @@ Every request runs on one asyncio loop on a background thread; the objects are t
 from __future__ import annotations
 
 import asyncio
+import ssl as ssl_module
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from seglog.cluster.consumer import ClusterConsumer
-from seglog.cluster.messages import MetadataResponse
-from seglog.cluster.metadata import PartitionInfo
-from seglog.cluster.network import NetworkClient
+from seglog.cluster.metadata import PartitionInfo, PartitionState
+from seglog.cluster.network import cluster_kafka_client, topic_config_strings
 from seglog.cluster.producer import ClusterProducer
-from seglog.cluster.tcp import TcpTransport
-from seglog.errors import KafkaError
+from seglog.errors import KafkaError, SaslAuthenticationError, SeglogError
+from seglog.kafka.client import KafkaClient
+from seglog.kafka.codec import Message
 from seglog.util.clock import Clock
 from seglog.util.closing import Closeable
 from seglog.util.loop import LoopOwner
-
-_BOOTSTRAP_BASE = -100  # bootstrap addresses get ids -100, -101, ... until metadata names the nodes
 
 
 def parse_bootstrap(bootstrap: str | Sequence[str]) -> list[str]:
@@ -61,8 +67,25 @@ def parse_bootstrap(bootstrap: str | Sequence[str]) -> list[str]:
     return out
 
 
+def partition_infos(resp: Message) -> dict[tuple[str, int], PartitionInfo]:
+    """The partitions of a Metadata response as :class:`PartitionInfo` (leader, leader epoch,
+    replicas, ISR; what Kafka's Metadata does not carry is left at its default)."""
+    out: dict[tuple[str, int], PartitionInfo] = {}
+    for t in resp["topics"]:
+        if t["error_code"]:
+            continue
+        for p in t["partitions"]:
+            state = PartitionState(p["leader_id"], p.get("leader_epoch", -1), tuple(p["isr_nodes"]))
+            info = PartitionInfo(t["name"], p["partition_index"], tuple(p["replica_nodes"]), state)
+            out[info.tp] = info
+    return out
+
+
 class ClusterClient(LoopOwner, Closeable):
-    """A connection to a cluster of node processes (see module docs)."""
+    """A client of a cluster (or of one Kafka listener) bootstrapped from ``bootstrap``, the
+    Kafka listeners' ``host:port`` (see module docs). ``ssl``: an :class:`ssl.SSLContext` for
+    listeners that speak TLS; ``sasl``: (mechanism, user name, password) for listeners that want
+    SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)."""
 
     _what = "client"
 
@@ -70,75 +93,62 @@ class ClusterClient(LoopOwner, Closeable):
         self,
         bootstrap: str | Sequence[str],
         *,
-        secret: bytes | str | None = None,
-        ssl: Any = None,
+        ssl: ssl_module.SSLContext | None = None,
+        sasl: tuple[str, str, str] | None = None,
         metadata_timeout_s: float = 30,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
+        self.ssl = ssl
+        self.sasl = sasl
         self.clock = Clock()
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run_loop, name="seglog-client", daemon=True)
         self._thread.start()
         self._closed = False
-        self._client_ids = iter(range(20_000, 2**31))
-        self.live: dict[int, int] = {}  # node id -> broker epoch, from the latest metadata
-        self.addresses: dict[int, str] = {}
+        #: The live brokers' node ids, from the latest metadata.
+        self.live: set[int] = set()
         self.controller_id = -1
         self.partitions: dict[tuple[str, int], PartitionInfo] = {}
-
-        async def setup() -> None:
-            self.transport = TcpTransport(self.loop, secret=secret, client_ssl=ssl)
-            for k, addr in enumerate(self.bootstrap):
-                self.transport.set_address(_BOOTSTRAP_BASE - k, addr)
-
-        self._call(setup())
         self._admin = self._client()
         deadline = time.monotonic() + metadata_timeout_s
+        last = ""
         while True:
-            self._call(self._admin.refresh_metadata())
+            try:
+                self.refresh()
+            except SaslAuthenticationError:
+                self.close()
+                raise
+            except SeglogError as exc:
+                last = str(exc)
             if self.live:
                 break
             if time.monotonic() > deadline:
                 self.close()
                 raise TimeoutError(
-                    f"no node answered a metadata request at {', '.join(self.bootstrap)} within {metadata_timeout_s} s"
+                    f"no Kafka listener answered a metadata request at {', '.join(self.bootstrap)} within "
+                    f"{metadata_timeout_s} s" + (f" (last: {last})" if last else "")
                 )
             time.sleep(0.1)
 
-    # -- the loop (what ClusterProducer / ClusterConsumer use) ------------------------------------
-
     @property
-    def nodes(self) -> dict[int, object]:
-        """Nodes to ask for metadata, in order: the live ones, then the bootstrap addresses."""
-        out: dict[int, object] = dict.fromkeys(sorted(self.live), True)
-        for k in range(len(self.bootstrap)):
-            out[_BOOTSTRAP_BASE - k] = True
-        return out
+    def bootstrap_servers(self) -> str:
+        return ",".join(self.bootstrap)
 
-    def _controller(self) -> int | None:
-        return self.controller_id if self.controller_id >= 0 else None
-
-    def _client(self) -> NetworkClient:
-        return NetworkClient(self, next(self._client_ids))
-
-    def _learn(self, resp: MetadataResponse) -> None:
-        for nid, addr in resp.addresses:
-            if self.addresses.get(nid) != addr:
-                self.addresses[nid] = addr
-                self.transport.set_address(nid, addr)
-        live = {b: e for b, e in resp.live_brokers if b in self.addresses}
-        if live:
-            self.live = live
-        if resp.controller_id >= 0:
-            self.controller_id = resp.controller_id
-        if resp.partitions:
-            self.partitions = {p.tp: p for p in resp.partitions}
+    def _client(self) -> KafkaClient:
+        return cluster_kafka_client(self.bootstrap, self.ssl, self.sasl)
 
     # -- public ---------------------------------------------------------------------------------
 
-    def refresh(self) -> None:
-        """Ask the cluster for fresh metadata now."""
-        self._call(self._admin.refresh_metadata())
+    def refresh(self, topic: str | None = None) -> None:
+        """Ask the cluster for fresh metadata now (of every topic, or of ``topic``)."""
+        resp = self._call(self._admin.refresh_metadata(None if topic is None else [topic]))
+        self.live = {b["node_id"] for b in resp["brokers"]}
+        self.controller_id = resp.get("controller_id", -1)
+        infos = partition_infos(resp)
+        if topic is None:
+            self.partitions = infos
+        else:
+            self.partitions = {tp: p for tp, p in self.partitions.items() if tp[0] != topic} | infos
 
     def describe_topics(self, topics: Iterable[str] | None = None) -> list[PartitionInfo]:
         """Every partition's replicas and state (leader, leader epoch, ISR), fresh from a node."""
@@ -147,7 +157,7 @@ class ClusterClient(LoopOwner, Closeable):
         return [p for tp, p in sorted(self.partitions.items()) if wanted is None or tp[0] in wanted]
 
     def leader(self, topic: str, partition: int = 0) -> int | None:
-        self.refresh()
+        self.refresh(topic)
         p = self.partitions.get((topic, partition))
         return None if p is None or p.state.leader < 0 else p.state.leader
 
@@ -160,13 +170,18 @@ class ClusterClient(LoopOwner, Closeable):
         *,
         timeout_s: float = 30,
     ) -> None:
-        """Create a topic and wait until every partition has a leader in the metadata."""
-        self._admin.create_topic(name, partitions, replication_factor, config, timeout_s)
+        """Create a topic (CreateTopics) and wait until every partition has a leader in the
+        metadata."""
+        create = self._admin.create_topic(
+            name, partitions, replication_factor, topic_config_strings(config), timeout_ms=int(timeout_s * 1000)
+        )
+        self._call(create, timeout_s + 30)
         deadline = time.monotonic() + timeout_s
         while True:
-            # From a node that knows the new topic: the first node to answer may not have heard
-            # of it yet, and its answer would hide the leader another node already reports.
-            self._call(self._admin.refresh_metadata(name))
+            try:
+                self.refresh(name)
+            except SeglogError:
+                pass
             if all(
                 (p := self.partitions.get((name, i))) is not None and p.state.leader >= 0 for i in range(partitions)
             ):
@@ -176,7 +191,11 @@ class ClusterClient(LoopOwner, Closeable):
             time.sleep(0.05)
 
     def elect_preferred_leader(self, topic: str, partition: int = 0) -> int:
-        return self._admin.elect_preferred_leader(topic, partition)
+        """ElectLeaders (preferred) for the partition; returns the leader elected (its preferred
+        replica), or raises the error the cluster answers (``ElectionNotNeededError``...)."""
+        self._call(self._admin.elect_preferred_leader(topic, partition), 60)
+        self.refresh(topic)
+        return self.partitions[(topic, partition)].replicas[0]
 
     def delete_records(self, topic: str, partition: int, offset: int, *, timeout_ms: int = 30_000) -> int:
         """DeleteRecords: records of ``topic``-``partition`` below ``offset`` (-1: the high
@@ -184,13 +203,21 @@ class ClusterClient(LoopOwner, Closeable):
         replica has moved its log start there. Raises ``OffsetOutOfRangeError`` above the high
         watermark, ``RequestTimedOutError`` after ``timeout_ms`` (its ``offset``: the low
         watermark reached)."""
-        return self._admin.delete_records(topic, partition, offset, timeout_ms)
+        return int(
+            self._call(
+                self._admin.delete_records(topic, partition, offset, timeout_ms=timeout_ms), timeout_ms / 1000 + 30
+            )
+        )
 
     def watermarks(self, topic: str, partition: int = 0) -> tuple[int, int, int] | None:
         """``(log start, high watermark, low watermark)`` of the partition, from its leader now
         (None when no leader answers); the low watermark is -1 until every live follower has
         fetched from the current leader."""
-        return self._admin.watermarks(topic, partition)
+        try:
+            result: tuple[int, int, int] = self._call(self._admin.watermarks(topic, partition), 60)
+        except KafkaError:
+            return None
+        return result
 
     def producer(self, **config: Any) -> ClusterProducer:
         """A :class:`~seglog.cluster.producer.ClusterProducer`; keywords are Kafka producer keys
@@ -205,12 +232,8 @@ class ClusterClient(LoopOwner, Closeable):
     def close(self) -> None:
         if self._closed:
             return
-
-        async def down() -> None:
-            await self.transport.close()
-
         try:
-            self._call(down(), 10)
+            self._call(self._admin.close(), 10)
         except (KafkaError, RuntimeError, TimeoutError):
             pass
         finally:

@@ -1,5 +1,7 @@
 """The cluster's consumer: committed records (below each leader's high watermark) of assigned
-partitions, fetched from their leaders over the cluster's transport.
+partitions, fetched from their leaders over Kafka's protocol (Fetch through a
+:class:`seglog.kafka.client.KafkaClient`), so it reads a cluster's nodes, a single store's
+listener or a Kafka broker alike.
 
 Made by :meth:`seglog.cluster.local.LocalCluster.consumer` and
 :meth:`seglog.cluster.client.ClusterClient.consumer`; its requests run on their loop.
@@ -13,7 +15,6 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from seglog.cluster.messages import CONSUMER_REPLICA_ID, NONE, FetchPartition, FetchRequest, FetchResponse
 from seglog.cluster.network import ClientHost, kafka_keys
 from seglog.config import ConsumerConfig
 from seglog.errors import OffsetOutOfRangeError, SeglogError
@@ -58,6 +59,12 @@ class ClusterConsumer(Closeable):
         self._positions: dict[tuple[str, int], int] = {}
         self._closed = False
 
+    async def _refresh(self) -> None:
+        try:
+            await self._c.refresh_metadata(sorted({t for t, _ in self._positions}) or None)
+        except SeglogError:
+            pass  # no broker answered: the next poll asks again
+
     @classmethod
     def from_keywords(cls, cluster: ClientHost, **config: Any) -> ClusterConsumer:
         """A consumer of ``cluster`` reading from the earliest offset unless told otherwise;
@@ -72,9 +79,13 @@ class ClusterConsumer(Closeable):
             self._positions.setdefault((tp[0], tp[1]), 0)
 
     def subscribe(self, topics: Iterable[str]) -> None:
-        self.cluster._call(self._c.refresh_metadata())
+        topics = list(topics)
+        try:
+            self.cluster._call(self._c.refresh_metadata(topics))
+        except SeglogError:
+            pass
         for t in topics:
-            for p in range(self._c.partitions.get(t, 0)):
+            for p in range(self._c.topic_partitions.get(t, 0)):
                 self._positions.setdefault((t, p), 0)
 
     def seek(self, topic: str, partition: int, offset: int) -> None:
@@ -95,55 +106,55 @@ class ClusterConsumer(Closeable):
             by_leader: dict[int, list[tuple[str, int]]] = {}
             missing = False
             for tp in self._positions:
-                leader = self._c.metadata.get(tp, (-1, -1))[0]
-                if leader < 0:
+                info = self._c.partitions.get(tp)
+                if info is None or info.leader < 0 or info.leader not in self._c.brokers:
                     missing = True
                 else:
-                    by_leader.setdefault(leader, []).append(tp)
+                    by_leader.setdefault(info.leader, []).append(tp)
             if missing or not by_leader:
-                await self._c.refresh_metadata()
+                await self._refresh()
             wait = max(0, min(self.config.fetch_max_wait_ms, int((deadline - time.monotonic()) * 1000)))
             named = self.name_leader_epoch
             for leader, tps in by_leader.items():
-                epochs = {tp: self._c.metadata.get(tp, (-1, -1))[1] if named else -1 for tp in tps}
-                req = FetchRequest(
-                    CONSUMER_REPLICA_ID,
-                    tuple(
-                        FetchPartition(
-                            t,
-                            p,
-                            self._positions[(t, p)],
-                            current_leader_epoch=epochs[(t, p)],
-                            max_bytes=self.config.max_partition_fetch_bytes,
-                        )
-                        for t, p in tps
-                    ),
-                    max_wait_ms=wait,
-                    min_bytes=self.config.fetch_min_bytes,
-                    max_bytes=self.config.fetch_max_bytes,
-                )
+                epochs = {}
+                for tp in tps:
+                    info = self._c.partitions.get(tp)
+                    epochs[tp] = info.leader_epoch if named and info is not None else -1
+                asked = [
+                    (t, p, self._positions[(t, p)], epochs[(t, p)], self.config.max_partition_fetch_bytes)
+                    for t, p in tps
+                ]
                 try:
-                    resp = await self._c.request(leader, req, self.config.request_timeout_ms)
+                    parts = await self._c.fetch_from(
+                        leader,
+                        asked,
+                        max_wait_ms=wait,
+                        min_bytes=self.config.fetch_min_bytes,
+                        max_bytes=self.config.fetch_max_bytes,
+                    )
                 except SeglogError:
-                    await self._c.refresh_metadata()
+                    await self._refresh()
                     continue
-                if not isinstance(resp, FetchResponse):
-                    continue
-                for pr in resp.partitions:
-                    tp = (pr.topic, pr.partition)
-                    if pr.error == OffsetOutOfRangeError.code and 0 <= self._positions[tp] < pr.log_start_offset:
+                for topic, pr in parts:
+                    tp = (topic, pr["partition_index"])
+                    if tp not in self._positions:
+                        continue
+                    error = pr["error_code"]
+                    if error == OffsetOutOfRangeError.code and 0 <= self._positions[tp] < pr["log_start_offset"]:
                         # Records deleted below the position (retention, DeleteRecords).
-                        self._reset(tp, pr.log_start_offset, pr.log_end_offset)
+                        self._reset(tp, pr["log_start_offset"], pr["high_watermark"])
                         continue
-                    if pr.error != NONE:
-                        await self._c.refresh_metadata()
+                    if error:
+                        self._c.partitions.pop(tp, None)
+                        await self._refresh()
                         continue
-                    if not pr.records:
+                    data = pr["records"]
+                    if not data:
                         continue
                     pos = self._positions[tp]
                     served_epoch = epochs.get(tp, -1)
                     served_by = leader if served_epoch >= 0 else -1
-                    for r in decode_records(pr.records):
+                    for r in decode_records(bytes(data), allow_truncated=True):
                         if r.offset < pos or len(out) >= limit:
                             continue
                         out.append(
@@ -155,7 +166,7 @@ class ClusterConsumer(Closeable):
                                 r.key,
                                 r.value,
                                 r.leader_epoch,
-                                pr.high_watermark,
+                                pr["high_watermark"],
                                 served_by,
                                 served_epoch,
                             )
@@ -167,7 +178,8 @@ class ClusterConsumer(Closeable):
 
     def _reset(self, tp: tuple[str, int], log_start: int, log_end: int) -> None:
         """The position is below the leader's log start (its records were deleted):
-        ``auto.offset.reset`` decides (earliest: the leader's log start; latest: its end). A
+        ``auto.offset.reset`` decides (earliest: the leader's log start; latest: its high
+        watermark). A
         position past the leader's end (records lost with a leader, then written anew) is not
         reset: the consumer asks again until the log reaches it, as before; detecting that
         truncation (KIP-320's OffsetForLeaderEpoch check) is not done yet."""
@@ -187,4 +199,5 @@ class ClusterConsumer(Closeable):
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._c.close()
+            if not self.cluster._closed:
+                self.cluster._call(self._c.close(), 10)

@@ -33,6 +33,9 @@ Served (versions of :data:`seglog.kafka.apis.API_VERSIONS`):
   answers once the topic is in its metadata); -1 partitions or replication factor are the
   node's ``num.partitions`` / ``default.replication.factor``; a name given twice in one request
   is INVALID_REQUEST; ``validate_only`` is checked on the node's own view;
+- ElectLeaders (preferred elections), each partition an
+  :class:`~seglog.cluster.messages.ElectLeadersRequest` forwarded to the controller, answered
+  once the controller wrote the new leader;
 - DeleteRecords, each partition a :class:`~seglog.cluster.messages.DeleteRecordsRequest` to the
   node (its leader answers the low watermark);
 - CreatePartitions, each topic a :class:`~seglog.cluster.messages.CreatePartitionsRequest`
@@ -83,6 +86,8 @@ from seglog.cluster.messages import (
     DeleteRecordsResponse,
     DeleteTopicRequest,
     DeleteTopicResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     FetchPartition,
     FetchPartitionResponse,
     FetchRequest,
@@ -141,7 +146,11 @@ log = logging.getLogger("seglog.cluster.kafka")
 
 #: The APIs a node's Kafka listener serves, at the versions the store's listener serves them.
 NODE_API_VERSIONS: dict[int, tuple[int, int]] = {
-    k: API_VERSIONS[k] for k in (0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 32, 36, 37, 44)
+    **{
+        k: API_VERSIONS[k]
+        for k in (0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 32, 36, 37, 44)
+    },
+    43: (0, 2),  # ElectLeaders (preferred elections), served by nodes only
 }
 
 #: DescribeConfigs / IncrementalAlterConfigs resource type of a topic.
@@ -201,6 +210,7 @@ class NodeKafkaListener(KafkaListener):
                 22: self._init_producer_id,
                 32: self._describe_configs,
                 37: self._create_partitions,
+                43: self._elect_leaders,
                 44: self._incremental_alter_configs,
             }
         )
@@ -799,6 +809,44 @@ class NodeKafkaListener(KafkaListener):
 
     def _configured(self, name: str, validate_only: bool, resp: AlterTopicConfigResponse) -> bool:
         return validate_only or self.node.topic_configs.get(name) == {k: json.loads(v) for k, v in resp.config}
+
+    # -- ElectLeaders ---------------------------------------------------------------------------
+
+    async def _elect_leaders(self, version: int, req: Message, state: ConnState) -> Message:
+        """Each partition an :class:`~seglog.cluster.messages.ElectLeadersRequest` forwarded to
+        the controller, which moves leadership to the preferred replica (the first of the
+        assignment) when it is alive and in the ISR; answered once the controller has written
+        the new state, as Kafka answers. Only preferred elections (``election_type`` 0);
+        ``topic_partitions`` null means every partition this node knows."""
+        controller_ms = self.node.config.controller_socket_timeout_ms
+        election_type = int(req.get("election_type", 0))
+        wanted = req.get("topic_partitions")
+        asked: dict[str, list[int]] = {}
+        if wanted is None:
+            for t, p in sorted(self.node.metadata):
+                asked.setdefault(t, []).append(p)
+        else:
+            for tp in wanted:
+                asked.setdefault(tp["topic"], []).extend(tp["partitions"])
+        results = []
+        for name, parts in asked.items():
+            outs = []
+            for p in parts:
+                out: dict[str, Any] = {"partition_id": p, "error_code": NONE, "error_message": None}
+                outs.append(out)
+                if election_type != 0:
+                    out["error_code"] = InvalidRequestError.code
+                    out["error_message"] = f"election_type {election_type} is not served: only 0 (preferred)"
+                    continue
+                fut = self._ask_controller(ElectLeadersRequest(name, p), controller_ms)
+                resp = None if fut is None else await self._answer(fut, controller_ms / 1000.0, "ElectLeaders")
+                if not isinstance(resp, ElectLeadersResponse):
+                    out["error_code"] = NotControllerError.code
+                    out["error_message"] = f"node {self.node.node_id} reached no controller to elect a leader"
+                elif resp.error != NONE:
+                    out["error_code"], out["error_message"] = resp.error, resp.message or None
+            results.append({"topic": name, "partition_result": outs})
+        return {"throttle_time_ms": 0, "error_code": NONE, "replica_election_results": results}
 
     # -- DeleteRecords --------------------------------------------------------------------------
 

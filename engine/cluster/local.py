@@ -49,7 +49,14 @@ killed node's listener closes with it and a restarted one listens on the same po
 ``users``, as :meth:`seglog.Store.serve` takes them).
 
 Producers and consumers made here (:mod:`seglog.cluster.producer`,
-:mod:`seglog.cluster.consumer`) are thread-safe; their requests run on the cluster's loop.
+:mod:`seglog.cluster.consumer`) are thread-safe; they speak Kafka's protocol to the nodes' Kafka
+listeners (:attr:`LocalCluster.bootstrap_servers`) from the cluster's loop. The admin methods
+(:meth:`~LocalCluster.create_topic`, :meth:`~LocalCluster.elect_preferred_leader`,
+:meth:`~LocalCluster.delete_records`, :meth:`~LocalCluster.watermarks`) are Kafka requests
+too (CreateTopics, ElectLeaders, DeleteRecords, ListOffsets). ``client_config``: the Kafka
+client settings they use when ``kafka_options`` asks for SASL (``security.protocol``
+SASL_PLAINTEXT, ``sasl.mechanism`` PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, ``sasl.username``,
+``sasl.password``).
 """
 
 from __future__ import annotations
@@ -58,7 +65,6 @@ import asyncio
 import concurrent.futures
 import functools
 import hashlib
-import itertools
 import logging
 import os
 import shutil
@@ -72,15 +78,16 @@ from seglog.cluster.consumer import ClusterConsumer
 from seglog.cluster.coordinator import InMemoryCoordinator
 from seglog.cluster.kafka_listener import NodeKafkaListener
 from seglog.cluster.kafka_transport import KafkaTransport, node_security
-from seglog.cluster.messages import MetadataResponse
 from seglog.cluster.metadata import ReplicaConfig
 from seglog.cluster.netloop import LoopScheduler
-from seglog.cluster.network import NetworkClient
+from seglog.cluster.network import client_sasl, cluster_kafka_client, topic_config_strings
 from seglog.cluster.node import ReplicaNode
 from seglog.cluster.producer import ClusterProducer
 from seglog.cluster.transport import GuardedScheduler
 from seglog.cluster.zkserver import ZooKeeperServer
 from seglog.cluster.zookeeper import ZooKeeperCoordinator, ensure_chroot
+from seglog.errors import KafkaError
+from seglog.kafka.client import KafkaClient
 from seglog.util.clock import Clock
 from seglog.util.loop import LoopOwner
 
@@ -108,6 +115,7 @@ class LocalCluster(LoopOwner, ClusterBase):
         log_dirs: int = 1,
         node_threads: bool = False,
         kafka_options: Mapping[str, Any] | None = None,
+        client_config: Mapping[str, Any] | None = None,
     ) -> None:
         if coordinator not in ("memory", "zookeeper"):
             raise ValueError(f"coordinator {coordinator!r} is not available: 'memory' or 'zookeeper'")
@@ -131,7 +139,6 @@ class LocalCluster(LoopOwner, ClusterBase):
         server_ssl = client_ssl = None
         if ssl is not None:
             server_ssl, client_ssl = ssl
-        self._client_ids = itertools.count(10_000)
         self.nodes: dict[int, ReplicaNode | None] = dict.fromkeys(self.ids)
         self._gs: dict[int, GuardedScheduler] = {}
         self._paused: set[int] = set()
@@ -142,6 +149,7 @@ class LocalCluster(LoopOwner, ClusterBase):
         #: ``sasl_mechanisms``, ``users``: :class:`seglog.kafka.security.ListenerSecurity`).
         self._kafka_options = dict(kafka_options or {})
         self._kafka_ports: dict[int, int] = {}
+        self._client_sasl = client_sasl(client_config)
         self._secret = secret
         # Checkpoint files (and their fsyncs) are written here, not on the loop, so a slow fsync
         # does not stall every node's requests.
@@ -157,8 +165,7 @@ class LocalCluster(LoopOwner, ClusterBase):
         def make_transport(loop: asyncio.AbstractEventLoop) -> KafkaTransport:
             return KafkaTransport(loop, client_ssl=client_ssl, **node_security(secret, server_ssl))
 
-        # Typed as the clients' plumbing (seglog.cluster.network) names it.
-        self.transport: Any = make_transport(self.loop)
+        self.transport = make_transport(self.loop)
         self.scheduler = LoopScheduler(self.loop, self.clock)
         for i in self.ids:
             if node_threads:
@@ -166,7 +173,7 @@ class LocalCluster(LoopOwner, ClusterBase):
                 thread = threading.Thread(target=self._run_loop, args=(loop,), name=f"seglog-node-{i}", daemon=True)
                 thread.start()
                 t = make_transport(loop)
-                t.addresses = self.transport.addresses  # one address book: nodes and clients
+                t.addresses = self.transport.addresses  # one address book for every node
                 self._node_loops[i], self._node_threads[i] = loop, thread
                 self._transports[i], self._schedulers[i] = t, LoopScheduler(loop, self.clock)
             else:
@@ -417,21 +424,31 @@ class LocalCluster(LoopOwner, ClusterBase):
 
     # -- admin ---------------------------------------------------------------------------------
 
-    def _client(self) -> NetworkClient:
-        return NetworkClient(self, next(self._client_ids))
+    def _client(self) -> KafkaClient:
+        return cluster_kafka_client(self.bootstrap_servers.split(","), None, self._client_sasl)
 
-    def _learn(self, resp: MetadataResponse) -> None:
-        """Clients of an in-process cluster know where every node is already."""
+    def _admin(self, op: Any, timeout_s: float) -> Any:
+        """Run ``op(client)`` with a Kafka client of the cluster made for it, on the loop."""
+
+        async def run() -> Any:
+            client = self._client()
+            try:
+                return await op(client)
+            finally:
+                await client.close()
+
+        return self._call(run(), timeout_s)
 
     def _request_topic(
         self, name: str, partitions: int, replication_factor: int, config: Mapping[str, Any] | None, timeout_s: float
     ) -> None:
         self.wait_for(lambda: self._controller() is not None, timeout_s, "a controller")
-        client = self._client()
-        try:
-            client.create_topic(name, partitions, replication_factor, config, timeout_s)
-        finally:
-            client.close()
+        configs = topic_config_strings(config)
+        timeout_ms = int(timeout_s * 1000)
+        self._admin(
+            lambda c: c.create_topic(name, partitions, replication_factor, configs, timeout_ms=timeout_ms),
+            timeout_s + 30,
+        )
 
     def _is_led(self, topic: str, partition: int) -> bool:
         """The state names a leader and that node's replica leads already."""
@@ -444,11 +461,11 @@ class LocalCluster(LoopOwner, ClusterBase):
         )
 
     def elect_preferred_leader(self, topic: str, partition: int = 0) -> int:
-        client = self._client()
-        try:
-            return client.elect_preferred_leader(topic, partition)
-        finally:
-            client.close()
+        """ElectLeaders (preferred) for the partition; returns the leader the controller wrote,
+        or raises its error (``ElectionNotNeededError``...)."""
+        self._admin(lambda c: c.elect_preferred_leader(topic, partition), 60)
+        st = self._state(topic, partition)
+        return -1 if st is None else st.leader
 
     def delete_records(self, topic: str, partition: int, offset: int, *, timeout_ms: int = 30_000) -> int:
         """DeleteRecords: records of ``topic``-``partition`` below ``offset`` (-1: the high
@@ -456,21 +473,21 @@ class LocalCluster(LoopOwner, ClusterBase):
         replica has moved its log start there. Raises ``OffsetOutOfRangeError`` above the high
         watermark, ``RequestTimedOutError`` after ``timeout_ms`` (its ``offset``: the low
         watermark reached)."""
-        client = self._client()
-        try:
-            return client.delete_records(topic, partition, offset, timeout_ms)
-        finally:
-            client.close()
+        return int(
+            self._admin(
+                lambda c: c.delete_records(topic, partition, offset, timeout_ms=timeout_ms), timeout_ms / 1000 + 30
+            )
+        )
 
     def watermarks(self, topic: str, partition: int = 0) -> tuple[int, int, int] | None:
         """``(log start, high watermark, low watermark)`` of the partition, from its leader now
         (None when no leader answers); the low watermark is -1 until every live follower has
         fetched from the current leader."""
-        client = self._client()
         try:
-            return client.watermarks(topic, partition)
-        finally:
-            client.close()
+            result: tuple[int, int, int] = self._admin(lambda c: c.watermarks(topic, partition), 60)
+        except KafkaError:
+            return None
+        return result
 
     def producer(self, **config: Any) -> ClusterProducer:
         """A producer; keywords are Kafka producer keys with '_' for '.' (``acks="all"``,

@@ -1,9 +1,11 @@
-"""The cluster's producer: records to partition leaders over the cluster's transport.
+"""The cluster's producer: records to partition leaders over Kafka's protocol.
 
 Made by :meth:`seglog.cluster.local.LocalCluster.producer` and
 :meth:`seglog.cluster.client.ClusterClient.producer`; thread-safe, its requests run on their loop.
 ``ClusterProducer.send_batch`` takes columns as :meth:`seglog.client.producer.Producer.send_batch`
-does and ships them as ~1 MiB batches, several in flight.
+does and ships them as ~1 MiB batches, several in flight. Requests go through a
+:class:`seglog.kafka.client.KafkaClient` (Produce, InitProducerId, Metadata), so the producer
+works against a cluster's nodes, a single store's listener (``seglog serve``) or a Kafka broker.
 """
 
 from __future__ import annotations
@@ -20,26 +22,19 @@ from seglog._native.partition import group_by_partition
 from seglog.client.columns import as_key_list, records_per_batch, slice_column, take
 from seglog.client.partitioner import partition_for_key, partitions_for_keys
 from seglog.client.producer import BatchResult
-from seglog.cluster.messages import (
-    NONE,
-    InitProducerIdRequest,
-    InitProducerIdResponse,
-    ProduceRequest,
-    ProduceResponse,
-)
 from seglog.cluster.network import ClientHost, kafka_keys
 from seglog.config import ProducerConfig
 from seglog.errors import (
+    IndeterminateWriteError,
     KafkaError,
     LeaderNotAvailableError,
-    NetworkError,
     NotLeaderOrFollowerError,
     OutOfOrderSequenceError,
     RequestTimedOutError,
     SeglogError,
     UnknownTopicOrPartitionError,
-    error_for_code,
 )
+from seglog.kafka.client import ProduceResult
 from seglog.storage.records import encode_batch
 from seglog.util.closing import Closeable
 
@@ -206,7 +201,8 @@ class ClusterProducer(Closeable):
             self.flush(self.config.delivery_timeout_ms / 1000 + 5)
         finally:
             self._closed = True
-            self._c.close()
+            if not self.cluster._closed:
+                self.cluster._call(self._c.close(), 10)
 
     # -- loop thread -----------------------------------------------------------------------------
 
@@ -218,7 +214,7 @@ class ClusterProducer(Closeable):
             waiting = self._unrouted.get(topic)
             if waiting is not None:
                 waiting.append((partition, rec))
-            elif topic in self._c.partitions:
+            elif topic in self._c.topic_partitions:
                 self._place(topic, partition, rec)
             else:
                 # One metadata lookup per unknown topic; its records wait for it, in order.
@@ -238,7 +234,7 @@ class ClusterProducer(Closeable):
             self._place(topic, partition, rec)
 
     def _place(self, topic: str, partition: int | None, rec: PendingRecord) -> None:
-        n = self._c.partitions[topic]
+        n = self._c.topic_partitions[topic]
         if partition is None:
             if rec.key is not None:
                 partition = partition_for_key(rec.key, n)
@@ -266,16 +262,20 @@ class ClusterProducer(Closeable):
         async with self._pid_lock:
             while self._pid < 0:
                 try:
-                    ctrl = self.cluster._controller()
-                    if ctrl is not None:
-                        resp = await self._c.request(ctrl, InitProducerIdRequest(), 3000)
-                        if isinstance(resp, InitProducerIdResponse) and resp.error == NONE:
-                            self._pid, self._epoch = resp.producer_id, resp.producer_epoch
-                            return
+                    self._pid, self._epoch = await self._c.init_producer_id(self.config.request_timeout_ms / 1000)
+                    return
                 except SeglogError:
                     pass
-                await self._c.refresh_metadata()
-                await asyncio.sleep(0.05)
+                await self._refresh(None)
+                await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+
+    async def _refresh(self, topic: str | None) -> None:
+        """Fresh metadata (of ``topic``, or of every topic); a failure to get it is left to the
+        request that needs it."""
+        try:
+            await self._c.refresh_metadata(None if topic is None else [topic])
+        except SeglogError:
+            pass
 
     def _tp_lock(self, tp: tuple[str, int]) -> asyncio.Lock:
         # One sender per partition at a time (per-record batches or a send_batch shipment), so
@@ -330,7 +330,8 @@ class ClusterProducer(Closeable):
         data, seq = self._encode(tp, [r.value for r in batch], [r.key for r in batch], [r.timestamp for r in batch])
         try:
             resp = await self._send_encoded(tp, data)
-        except SeglogError as err:
+        except Exception as exc:  # noqa: BLE001 - every record's future must end, whatever failed
+            err = exc if isinstance(exc, SeglogError) else IndeterminateWriteError(f"{tp[0]}-{tp[1]}: {exc!r}")
             if self.idempotent and getattr(err, "definitely_not_written", False):
                 self._seq[tp] = seq  # nothing written: the next batch takes these numbers
             self._give_up(err)
@@ -340,30 +341,25 @@ class ClusterProducer(Closeable):
             return
         for k, r in enumerate(batch):
             if not r.future.done():
-                r.future.set_result(ClusterRecordMetadata(tp[0], tp[1], resp.base_offset + k))
+                offset = resp.base_offset + k if self.acks else -1
+                r.future.set_result(ClusterRecordMetadata(tp[0], tp[1], offset))
 
-    async def _request_once(self, tp: tuple[str, int], data: bytes, refresh: bool) -> ProduceResponse:
-        """One produce request to the partition's leader; raises the error it gets."""
-        leader = self._c.metadata.get(tp, (-1, -1))[0]
-        if leader < 0 or (refresh and self.cluster.nodes.get(leader) is None):
-            await self._c.refresh_metadata()
-            leader = self._c.metadata.get(tp, (-1, -1))[0]
-        if leader < 0:
-            raise LeaderNotAvailableError(f"{tp[0]}-{tp[1]} has no leader")
-        resp = await self._c.request(
-            leader,
-            ProduceRequest(tp[0], tp[1], data, self.acks, self.config.request_timeout_ms),
-            self.config.request_timeout_ms + 1000,
+    async def _request_once(self, tp: tuple[str, int], data: bytes) -> ProduceResult:
+        """One Produce request to the partition's leader as the metadata names it; raises the
+        error it gets. With ``acks`` 0 nothing answers: the result has offset -1."""
+        result = await self._c.produce_once(
+            tp[0],
+            tp[1],
+            data,
+            acks=self.acks,
+            timeout_ms=self.config.request_timeout_ms,
+            request_timeout=self.config.request_timeout_ms / 1000 + 1,
         )
-        if not isinstance(resp, ProduceResponse):
-            raise NetworkError(f"unexpected answer {type(resp).__name__} to a produce request")
-        if resp.error != NONE:
-            raise error_for_code(resp.error)(resp.message)
-        return resp
+        return result if result is not None else ProduceResult(-1, -1, -1)
 
     async def _send_encoded(
         self, tp: tuple[str, int], data: bytes, first_error: BaseException | None = None
-    ) -> ProduceResponse:
+    ) -> ProduceResult:
         """Send one encoded batch, retrying (same bytes, so the same sequence numbers) until
         ``delivery.timeout.ms``; raises the last error when it gives up."""
         deadline = time.monotonic() + self.config.delivery_timeout_ms / 1000
@@ -382,7 +378,7 @@ class ClusterProducer(Closeable):
                     or getattr(last, "retriable", True)
                     or not getattr(last, "definitely_not_written", False)
                 ):
-                    await self._c.refresh_metadata()
+                    await self._refresh(tp[0])
                 if time.monotonic() + backoff > deadline or (
                     isinstance(last, KafkaError) and not last.retriable and last.definitely_not_written
                 ):
@@ -391,7 +387,7 @@ class ClusterProducer(Closeable):
                 backoff = min(backoff * 2, self.config.retry_backoff_max_ms / 1000)
             attempts += 1
             try:
-                return await self._request_once(tp, data, attempts > 1)
+                return await self._request_once(tp, data)
             except SeglogError as exc:
                 last = exc
         if last is None:
@@ -409,16 +405,16 @@ class ClusterProducer(Closeable):
         """The topic's partition count, waiting up to ``max.block.ms`` for metadata that has
         it (a topic just created reaches the nodes one by one)."""
         deadline = time.monotonic() + self.config.max_block_ms / 1000
-        while topic not in self._c.partitions:
-            await self._c.refresh_metadata(topic)
-            if topic in self._c.partitions:
+        while topic not in self._c.topic_partitions:
+            await self._refresh(topic)
+            if topic in self._c.topic_partitions:
                 break
             if time.monotonic() >= deadline:
                 raise UnknownTopicOrPartitionError(
                     f"no topic {topic!r} in the cluster's metadata after max.block.ms={self.config.max_block_ms}"
                 )
             await asyncio.sleep(self.config.retry_backoff_ms / 1000)
-        return self._c.partitions[topic]
+        return self._c.topic_partitions[topic]
 
     async def _ship_columns(self, topic: str, chunks: list[tuple[int, Any, Any, Any]]) -> list[BatchResult]:
         await self._ensure_pid()
@@ -441,11 +437,11 @@ class ClusterProducer(Closeable):
         """Encode and send the chunks of one partition in order, a window of them in flight."""
         window = max(1, self.config.max_in_flight_requests_per_connection)
         async with self._tp_lock(tp):
-            flying: collections.deque[tuple[int, bytes, int, asyncio.Task[ProduceResponse]]] = collections.deque()
+            flying: collections.deque[tuple[int, bytes, int, asyncio.Task[ProduceResult]]] = collections.deque()
             failed: BaseException | None = None
             retry: list[tuple[int, bytes, int, BaseException | None]] = []
 
-            def settle(slot: int, n: int, resp: ProduceResponse) -> None:
+            def settle(slot: int, n: int, resp: ProduceResult) -> None:
                 results[slot] = BatchResult(
                     tp[0],
                     tp[1],
@@ -478,7 +474,7 @@ class ClusterProducer(Closeable):
                 if failed is not None:  # retire() may have set it (mypy keeps the narrowing above)
                     retry.append((slot, data, len(v), None))  # type: ignore[unreachable]
                     continue
-                flying.append((slot, data, len(v), asyncio.ensure_future(self._request_once(tp, data, False))))
+                flying.append((slot, data, len(v), asyncio.ensure_future(self._request_once(tp, data))))
             while flying:
                 await retire()
             retry.sort(key=lambda r: r[0])

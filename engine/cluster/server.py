@@ -62,11 +62,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from seglog.cluster.kafka_listener import NodeKafkaListener
-from seglog.cluster.kafka_transport import NODE_SASL_MECHANISM, KafkaTransport, transport_kind
+from seglog.cluster.kafka_transport import NODE_SASL_MECHANISM, KafkaTransport
 from seglog.cluster.metadata import ReplicaConfig, TopicPartition
 from seglog.cluster.netloop import LoopScheduler
 from seglog.cluster.node import ReplicaNode
-from seglog.cluster.tcp import TcpTransport
 from seglog.config import BrokerConfig
 from seglog.config.properties import parse_properties_entries, read_properties_text
 from seglog.errors import ConfigError
@@ -141,7 +140,7 @@ def load_security(path: str) -> dict[str, str]:
 def load_config(path: str, overrides: Mapping[str, str] | None = None) -> BrokerConfig:
     """The node's configuration: the properties file (less its listener security keys, see
     :func:`load_security`), then ``overrides`` (key=value). Checks that every listener parses,
-    with its security settings, and that the one between nodes is PLAINTEXT."""
+    with its security settings (:func:`check_listener_security`)."""
     cfg = BrokerConfig.from_properties_file(path, exclude=is_security_key)
     if overrides:
         cfg = cfg.with_overrides(dict(overrides))
@@ -277,17 +276,7 @@ def check_listener_security(cfg: BrokerConfig, security: Mapping[str, str]) -> N
     """Build every listener's security from ``security`` (a bad protocol map, TLS file, user or
     inter-broker credential fails here with a ConfigError)."""
     between, clients = split_listeners(cfg)
-    if transport_kind() == "kafka":
-        node_transport_options(between, security)
-    else:
-        protocol = listener_options(between, client_listener_security(between, security))[3]["security_protocol"]
-        if protocol != "PLAINTEXT":
-            raise ConfigError(
-                f"the listener between nodes ({between}) is {protocol}: nodes speak seglog's cluster "
-                "protocol there, which is PLAINTEXT",
-                key="listener.security.protocol.map",
-                value=security.get("listener.security.protocol.map"),
-            )
+    node_transport_options(between, security)
     for listener in clients:
         listener_options(listener, client_listener_security(between, security))
 
@@ -309,11 +298,7 @@ class NodeServer:
         self.scheduler = LoopScheduler(loop, self.clock)
         between, _ = split_listeners(config)
         #: Between nodes: Kafka's requests on the inter-broker listener, secured as configured.
-        self.transport: TcpTransport | KafkaTransport = (
-            KafkaTransport(loop, **node_transport_options(between, self.security))
-            if transport_kind() == "kafka"
-            else TcpTransport(loop)
-        )
+        self.transport = KafkaTransport(loop, **node_transport_options(between, self.security))
         assert config.zookeeper_connect is not None
         self.coordinator = ZooKeeperCoordinator(
             config.zookeeper_connect,
@@ -357,12 +342,9 @@ class NodeServer:
     async def start(self) -> str:
         between, clients = split_listeners(self.config)
         host, port = parse_listener(between)
-        if isinstance(self.transport, KafkaTransport):
-            bound, port = await self.transport.listen(
-                self.node_id, self.node.handle, host or "0.0.0.0", port, topics=self.node.known_topics
-            )
-        else:
-            bound, port = await self.transport.listen(self.node_id, self.node.handle, host or "0.0.0.0", port)
+        bound, port = await self.transport.listen(
+            self.node_id, self.node.handle, host or "0.0.0.0", port, topics=self.node.known_topics
+        )
         address = _advertised(self.config, between, port)
         self.node.address = address
         for listener in clients:

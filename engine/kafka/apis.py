@@ -36,6 +36,7 @@ API_NAMES = {
     22: "InitProducerId",
     32: "DescribeConfigs",
     37: "CreatePartitions",
+    43: "ElectLeaders",
     44: "IncrementalAlterConfigs",
     24: "AddPartitionsToTxn",
     25: "AddOffsetsToTxn",
@@ -49,7 +50,6 @@ API_NAMES = {
     6: "UpdateMetadata",
     7: "ControlledShutdown",
     23: "OffsetForLeaderEpoch",
-    43: "ElectLeaders",
     56: "AlterPartition",
 }
 

@@ -25,13 +25,17 @@ its requests with :class:`InvalidRequestError` naming the limit.
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
+import hashlib
+import hmac
 import importlib.metadata
 import itertools
+import os
 import ssl
 import struct
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +43,11 @@ from seglog.errors import (
     BrokerNotAvailableError,
     InvalidRequestError,
     KafkaError,
+    LeaderNotAvailableError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    RequestTimedOutError,
+    SaslAuthenticationError,
     UnsupportedVersionError,
     error_for_code,
     make_error,
@@ -80,11 +89,14 @@ def _software_version() -> str:
         return "unknown"
 
 
-def _broker_error(code: int, what: str, address: str, detail: str | None = None) -> KafkaError:
+def _broker_error(code: int, what: str, address: str, detail: str | None = None, **fields: Any) -> KafkaError:
     """The error of ``code`` in a response to ``what`` from the broker at ``address``: Kafka's
-    name for it, the broker's message (or the code's description) and where it came from."""
+    name for it, the broker's message (or the code's description) and where it came from
+    (``fields``: the error's location fields, such as ``offset``)."""
     cls = error_for_code(code)
-    return make_error(code, f"{what} failed at the Kafka broker {address}: {cls.name}: {detail or cls.description}")
+    return make_error(
+        code, f"{what} failed at the Kafka broker {address}: {cls.name}: {detail or cls.description}", **fields
+    )
 
 
 def _parse_address(address: str) -> tuple[str, int]:
@@ -92,6 +104,17 @@ def _parse_address(address: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"a broker address must be host:port, got {address!r}")
     return host.strip("[]"), int(port)
+
+
+def _produce_body(topic: str, partition: int, records: Any, acks: int, timeout_ms: int) -> Message:
+    if acks not in (-1, 0, 1):
+        raise ValueError(f"acks must be -1 (all), 0 or 1, got {acks!r}")
+    return {
+        "transactional_id": None,
+        "acks": acks,
+        "timeout_ms": timeout_ms,
+        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}],
+    }
 
 
 class BrokerConnection:
@@ -131,8 +154,12 @@ class BrokerConnection:
         ssl_context: ssl.SSLContext | None = None,
         timeout: float = 10.0,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        sasl: tuple[str, str, str] | None = None,
     ) -> BrokerConnection:
-        """Connect to ``address`` (``host:port``) and agree on API versions."""
+        """Connect to ``address`` (``host:port``) and agree on API versions; with ``sasl``
+        (mechanism — PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 —, user name, password),
+        authenticate (SaslHandshake v1, then SaslAuthenticate), raising
+        ``SaslAuthenticationError`` when the broker refuses."""
         host, port = _parse_address(address)
         try:
             reader, writer = await asyncio.wait_for(
@@ -144,11 +171,15 @@ class BrokerConnection:
         conn = cls(reader, writer, address, client_id, max_response_bytes)
         try:
             await asyncio.wait_for(conn._negotiate(), timeout)
+            if sasl is not None:
+                await asyncio.wait_for(conn._authenticate(*sasl), timeout)
         except BaseException as exc:
             await conn.close()
             if isinstance(exc, asyncio.TimeoutError):
                 raise BrokerNotAvailableError(
-                    f"the Kafka broker at {address} did not answer ApiVersions within {timeout} s"
+                    f"the Kafka broker at {address} did not answer ApiVersions"
+                    + (" or SASL authentication" if sasl is not None else "")
+                    + f" within {timeout} s"
                 ) from None
             raise
         return conn
@@ -177,6 +208,45 @@ class BrokerConnection:
             return
         raise UnsupportedVersionError(f"the Kafka broker at {self.address} answers no ApiVersions version known here")
 
+    async def _authenticate(self, mechanism: str, user: str, password: str) -> None:
+        resp = await self._call("SaslHandshake", {"mechanism": mechanism}, 1)
+        if resp["error_code"]:
+            served = ", ".join(resp.get("mechanisms") or ()) or "none"
+            raise _broker_error(
+                resp["error_code"], "SaslHandshake", self.address, f"{mechanism} is not enabled (enabled: {served})"
+            )
+        what = f"SASL/{mechanism} as {user!r}"
+        if mechanism == "PLAIN":
+            await self._sasl_step(what, b"\0" + user.encode() + b"\0" + password.encode())
+            return
+        # SCRAM (RFC 5802, 7677): client-first, server-first, client-final, server-final.
+        algorithm = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}[mechanism]
+        nonce = base64.b64encode(os.urandom(24)).decode()
+        name = user.replace("=", "=3D").replace(",", "=2C")
+        first_bare = f"n={name},r={nonce}"
+        server_first = (await self._sasl_step(what, f"n,,{first_bare}".encode())).decode()
+        fields = dict(item.split("=", 1) for item in server_first.split(",") if "=" in item)
+        if not fields.get("r", "").startswith(nonce) or "s" not in fields or not fields.get("i", "").isdigit():
+            raise SaslAuthenticationError(f"{what}: the Kafka broker at {self.address} sent {server_first!r}")
+        salted = hashlib.pbkdf2_hmac(algorithm, password.encode(), base64.b64decode(fields["s"]), int(fields["i"]))
+        client_key = hmac.digest(salted, b"Client Key", algorithm)
+        without_proof = f"c=biws,r={fields['r']}"
+        auth_message = f"{first_bare},{server_first},{without_proof}".encode()
+        signature = hmac.digest(hashlib.new(algorithm, client_key).digest(), auth_message, algorithm)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature))
+        final = (await self._sasl_step(what, f"{without_proof},p={base64.b64encode(proof).decode()}".encode())).decode()
+        expected = hmac.digest(hmac.digest(salted, b"Server Key", algorithm), auth_message, algorithm)
+        if final != "v=" + base64.b64encode(expected).decode():
+            raise SaslAuthenticationError(
+                f"{what}: the Kafka broker at {self.address} did not prove it knows the password"
+            )
+
+    async def _sasl_step(self, what: str, token: bytes) -> bytes:
+        resp = await self.request("SaslAuthenticate", {"auth_bytes": token})
+        if resp["error_code"]:
+            raise _broker_error(resp["error_code"], what, self.address, resp.get("error_message"))
+        return bytes(resp.get("auth_bytes") or b"")
+
     def version(self, api: str) -> int:
         """The version used for ``api`` (a name such as ``"Fetch"``); raises
         :class:`UnsupportedVersionError` if the broker and seglog share none."""
@@ -192,9 +262,27 @@ class BrokerConnection:
             )
         return v
 
-    async def request(self, api: str, message: Message, *, version: int | None = None) -> Message:
-        """Send ``message`` as an ``api`` request and return the response body."""
-        return await self._call(api, message, self.version(api) if version is None else version)
+    async def request(
+        self, api: str, message: Message, *, version: int | None = None, timeout: float | None = None
+    ) -> Message:
+        """Send ``message`` as an ``api`` request and return the response body. With
+        ``timeout`` (seconds) a response that does not come in time closes the connection, as
+        Kafka's clients close it (``request.timeout.ms``): this request raises
+        :class:`RequestTimedOutError`, the others waiting on the connection
+        :class:`BrokerNotAvailableError`."""
+        call = self._call(api, message, self.version(api) if version is None else version)
+        if timeout is None:
+            return await call
+        try:
+            return await asyncio.wait_for(call, timeout)
+        except asyncio.TimeoutError:
+            late = RequestTimedOutError(
+                f"the Kafka broker at {self.address} did not answer {api} within {timeout:g} s; "
+                "the connection is closed"
+            )
+            self._fail(BrokerNotAvailableError(f"the connection to the Kafka broker at {self.address} timed out"))
+            self._writer.transport.abort()
+            raise late from None
 
     def send(self, api: str, message: Message, *, version: int | None = None) -> None:
         """Send a request that gets no response (Produce with ``acks=0``)."""
@@ -264,7 +352,9 @@ class BrokerConnection:
                     fut.set_result(body)
         except asyncio.IncompleteReadError:
             self._fail(BrokerNotAvailableError(f"the Kafka broker at {self.address} closed the connection"))
-        except (OSError, KafkaError) as exc:
+        except OSError as exc:
+            self._fail(BrokerNotAvailableError(f"the connection to the Kafka broker at {self.address} failed: {exc}"))
+        except KafkaError as exc:
             self._fail(exc)
         except asyncio.CancelledError:
             self._fail(BrokerNotAvailableError(f"the connection to the Kafka broker at {self.address} was closed"))
@@ -347,6 +437,7 @@ class KafkaClient:
         ssl_context: ssl.SSLContext | None = None,
         request_timeout: float = 30.0,
         retry_backoff: float = 0.1,
+        sasl: tuple[str, str, str] | None = None,
     ) -> None:
         if not bootstrap:
             raise ValueError("no bootstrap servers given")
@@ -357,13 +448,20 @@ class KafkaClient:
         self.ssl_context = ssl_context
         self.request_timeout = request_timeout
         self.retry_backoff = retry_backoff
+        #: (mechanism, user name, password) every connection authenticates with, or None.
+        self.sasl = sasl
         #: node id -> "host:port", from the last metadata.
         self.brokers: dict[int, str] = {}
         #: (topic, partition) -> its leader, from the last metadata.
         self.partitions: dict[tuple[str, int], PartitionLeader] = {}
         #: Topic ids (16 bytes) from the metadata, for requests that name topics by id (Fetch v13+).
         self.topic_ids: dict[str, bytes] = {}
+        #: Topic -> its partition count, from the last metadata that had the topic.
+        self.topic_partitions: dict[str, int] = {}
+        #: The controller's node id in the last metadata (-1: none named).
+        self.controller_id = -1
         self._connections: dict[str, BrokerConnection] = {}
+        self._opening: dict[str, asyncio.Future[BrokerConnection]] = {}
         self._last_address = self.bootstrap[0]  # the broker that gave the last metadata
         self._closed = False
 
@@ -381,20 +479,50 @@ class KafkaClient:
         return client
 
     async def connection(self, address: str) -> BrokerConnection:
-        """The open connection to ``address``, opened if there is none."""
+        """The open connection to ``address``, opened if there is none (callers that ask at
+        the same time share one opening)."""
         if self._closed:
             raise RuntimeError("the Kafka client is closed")
         conn = self._connections.get(address)
-        if conn is None or conn.closed:
-            conn = await BrokerConnection.open(
-                address, client_id=self.client_id, ssl_context=self.ssl_context, timeout=self.request_timeout
-            )
-            self._connections[address] = conn
+        if conn is not None and not conn.closed:
+            return conn
+        opening = self._opening.get(address)
+        if opening is None:
+            opening = asyncio.ensure_future(self._open(address))
+            self._opening[address] = opening
+            opening.add_done_callback(functools.partial(self._opened, address))
+        return await asyncio.shield(opening)
+
+    def _opened(self, address: str, fut: asyncio.Future[BrokerConnection]) -> None:
+        self._opening.pop(address, None)
+        if not fut.cancelled():
+            fut.exception()  # retrieved: a caller that gave up waiting has not seen it
+
+    async def _open(self, address: str) -> BrokerConnection:
+        old = self._connections.pop(address, None)
+        if old is not None:
+            await old.close()  # the failed one's socket, before its replacement
+        conn = await BrokerConnection.open(
+            address,
+            client_id=self.client_id,
+            ssl_context=self.ssl_context,
+            timeout=self.request_timeout,
+            sasl=self.sasl,
+        )
+        if self._closed:
+            await conn.close()
+            raise RuntimeError("the Kafka client is closed")
+        self._connections[address] = conn
         return conn
+
+    def _candidates(self) -> list[str]:
+        """Brokers to ask for metadata, in order: the one that answered last, the others the
+        metadata names, the bootstrap addresses."""
+        return list(dict.fromkeys([self._last_address, *self.brokers.values(), *self.bootstrap]))
 
     async def _any_connection(self) -> BrokerConnection:
         errors: list[str] = []
-        for address in list(self.brokers.values()) + self.bootstrap:
+        for address in self._candidates():
             try:
                 return await self.connection(address)
             except BrokerNotAvailableError as exc:
@@ -402,22 +530,42 @@ class KafkaClient:
         raise BrokerNotAvailableError("no Kafka broker could be reached: " + "; ".join(errors))
 
     async def refresh_metadata(self, topics: Iterable[str] | None = None) -> Message:
-        """Fetch the metadata (of ``topics``, or of every topic) and update the cache."""
-        conn = await self._any_connection()
+        """Fetch the metadata (of ``topics``, or of every topic) and update the cache. Asks the
+        brokers in turn (the one that answered last first) until one answers within the
+        client's ``request_timeout``; raises :class:`BrokerNotAvailableError` naming why each
+        did not."""
         body: Message = {
             "topics": None if topics is None else [{"name": t, "topic_id": bytes(16)} for t in topics],
             "allow_auto_topic_creation": False,
             "include_cluster_authorized_operations": False,
             "include_topic_authorized_operations": False,
         }
-        resp = await conn.request("Metadata", body)
+        errors: list[str] = []
+        for address in self._candidates():
+            try:
+                conn = await self.connection(address)
+                resp = await conn.request("Metadata", body, timeout=self.request_timeout)
+                break
+            except (BrokerNotAvailableError, RequestTimedOutError) as exc:
+                errors.append(str(exc))
+        else:
+            raise BrokerNotAvailableError("no Kafka broker answered Metadata: " + "; ".join(errors))
         self._last_address = conn.address
         self.brokers = {b["node_id"]: f"{b['host']}:{b['port']}" for b in resp["brokers"]}
+        self.controller_id = resp.get("controller_id", -1)
+        if topics is None:  # every topic: those not named are gone
+            named = {t["name"] for t in resp["topics"]}
+            for gone in [t for t in self.topic_partitions if t not in named]:
+                self._forget_topic(gone)
         for t in resp["topics"]:
             if t["error_code"]:
+                if t["error_code"] == 3:  # UNKNOWN_TOPIC_OR_PARTITION
+                    self._forget_topic(t["name"])
                 continue
             if t.get("topic_id"):
                 self.topic_ids[t["name"]] = t["topic_id"]
+            self._forget_topic(t["name"])
+            self.topic_partitions[t["name"]] = len(t["partitions"])
             for p in t["partitions"]:
                 self.partitions[(t["name"], p["partition_index"])] = PartitionLeader(
                     p["leader_id"],
@@ -427,7 +575,16 @@ class KafkaClient:
                 )
         return resp
 
-    async def _leader(self, topic: str, partition: int) -> BrokerConnection:
+    def _forget_topic(self, name: str) -> None:
+        self.topic_partitions.pop(name, None)
+        for key in [k for k in self.partitions if k[0] == name]:
+            del self.partitions[key]
+
+    async def leader(self, topic: str, partition: int) -> BrokerConnection:
+        """The connection to the partition's leader as the metadata names it (the topic's
+        metadata fetched first when it is not cached); raises the topic's error,
+        UNKNOWN_TOPIC_OR_PARTITION for a partition it does not have, LEADER_NOT_AVAILABLE when
+        it has no leader (the cached entry is forgotten, so the next call asks again)."""
         info = self.partitions.get((topic, partition))
         if info is None:
             resp = await self.refresh_metadata([topic])
@@ -440,6 +597,7 @@ class KafkaClient:
                 raise make_error(3, f"topic {topic!r} has no partition {partition} (it has {count})")
         address = self.brokers.get(info.leader)
         if address is None:
+            self.partitions.pop((topic, partition), None)
             raise make_error(5, f"{topic}-{partition} has no leader (leader id {info.leader})")
         return await self.connection(address)
 
@@ -450,7 +608,7 @@ class KafkaClient:
         deadline = time.monotonic() + self.request_timeout
         while True:
             try:
-                conn = await self._leader(topic, partition)
+                conn = await self.leader(topic, partition)
             except BrokerNotAvailableError as err:  # nothing was sent
                 exc: KafkaError = err
             else:
@@ -479,16 +637,9 @@ class KafkaClient:
         returns None), 1 or -1 (all in-sync replicas). Once the request went out it is sent
         again only after an error that says nothing was written (NOT_LEADER_OR_FOLLOWER,
         NOT_ENOUGH_REPLICAS...); any other failure may leave the batch written, and raises."""
-        if acks not in (-1, 0, 1):
-            raise ValueError(f"acks must be -1 (all), 0 or 1, got {acks!r}")
-        body: Message = {
-            "transactional_id": None,
-            "acks": acks,
-            "timeout_ms": timeout_ms,
-            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}],
-        }
+        body = _produce_body(topic, partition, records, acks, timeout_ms)
         if acks == 0:
-            conn = await self._leader(topic, partition)
+            conn = await self.leader(topic, partition)
             conn.send("Produce", body)
             return None
 
@@ -498,6 +649,283 @@ class KafkaClient:
 
         part = await self._with_leader(topic, partition, "Produce", call, resend=False)
         return ProduceResult(part["base_offset"], part.get("log_append_time_ms", -1), part.get("log_start_offset", -1))
+
+    async def produce_once(
+        self,
+        topic: str,
+        partition: int,
+        records: Any,
+        *,
+        acks: int = -1,
+        timeout_ms: int = 30000,
+        request_timeout: float | None = None,
+    ) -> ProduceResult | None:
+        """One Produce request to the partition's leader, no retry (for a producer with a retry
+        policy of its own): returns its result (None with ``acks`` 0), or raises the broker's
+        error for the partition (a retriable one forgets the cached leader), the leader lookup's
+        error, :class:`BrokerNotAvailableError` when the connection fails and
+        :class:`RequestTimedOutError` when no answer comes within ``request_timeout`` seconds
+        (``timeout_ms`` plus the client's ``request_timeout`` when None)."""
+        body = _produce_body(topic, partition, records, acks, timeout_ms)
+        conn = await self.leader(topic, partition)
+        if acks == 0:
+            conn.send("Produce", body)
+            return None
+        wait = request_timeout if request_timeout is not None else timeout_ms / 1000 + self.request_timeout
+        resp = await conn.request("Produce", body, timeout=wait)
+        part = resp["responses"][0]["partition_responses"][0]
+        code = part["error_code"]
+        if code:
+            err = _broker_error(code, f"Produce to {topic}-{partition}", conn.address, part.get("error_message"))
+            if err.retriable:
+                self.partitions.pop((topic, partition), None)
+            raise err
+        return ProduceResult(part["base_offset"], part.get("log_append_time_ms", -1), part.get("log_start_offset", -1))
+
+    async def fetch_from(
+        self,
+        node_id: int,
+        partitions: Sequence[tuple[str, int, int, int, int]],
+        *,
+        max_wait_ms: int = 500,
+        min_bytes: int = 1,
+        max_bytes: int = 50 * 1024 * 1024,
+        isolation_level: int = 0,
+    ) -> list[tuple[str, Message]]:
+        """One Fetch request to broker ``node_id`` for ``partitions`` (topic, partition, fetch
+        offset, current leader epoch or -1, max bytes): each partition's part of the response
+        (``error_code``, ``high_watermark``, ``log_start_offset``, ``records``...) with its
+        topic, in the order asked. Raises :class:`BrokerNotAvailableError` for a broker the
+        metadata does not name or a failed connection, the Fetch's top-level error."""
+        address = self.brokers.get(node_id)
+        if address is None:
+            raise BrokerNotAvailableError(f"the metadata names no Kafka broker {node_id}")
+        conn = await self.connection(address)
+        topics: list[Message] = []
+        for topic, partition, offset, epoch, part_max in partitions:
+            if not topics or topics[-1]["topic"] != topic:
+                topics.append({"topic": topic, "topic_id": self.topic_ids.get(topic, bytes(16)), "partitions": []})
+            topics[-1]["partitions"].append(
+                {
+                    "partition": partition,
+                    "current_leader_epoch": epoch,
+                    "fetch_offset": offset,
+                    "last_fetched_epoch": -1,
+                    "log_start_offset": -1,
+                    "partition_max_bytes": part_max,
+                }
+            )
+        body: Message = {
+            "replica_id": -1,
+            "max_wait_ms": max_wait_ms,
+            "min_bytes": min_bytes,
+            "max_bytes": max_bytes,
+            "isolation_level": isolation_level,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": topics,
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        }
+        version = conn.version("Fetch")
+        if version >= 13 and not all(any(self.topic_ids.get(t["topic"], b"")) for t in topics):
+            version = 12  # v13+ names topics by id, and the metadata gave none for one of these
+        resp = await conn.request("Fetch", body, version=version, timeout=max_wait_ms / 1000 + self.request_timeout)
+        if resp.get("error_code"):
+            raise _broker_error(resp["error_code"], "Fetch", conn.address)
+        names = {t["topic_id"]: t["topic"] for t in topics}
+        out: list[tuple[str, Message]] = []
+        for t in resp["responses"]:
+            name = t.get("topic") or names.get(t.get("topic_id", b""), "")
+            for part in t["partitions"]:
+                out.append((name, part))
+        return out
+
+    async def init_producer_id(self, timeout: float | None = None) -> tuple[int, int]:
+        """A producer id and epoch for an idempotent producer (InitProducerId, no transactional
+        id). Asked of the controller the metadata names first (seglog's nodes forward it there;
+        a Kafka broker answers it itself), then of each broker in turn while they answer
+        COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR / NOT_CONTROLLER, cannot be reached or do not
+        answer, until ``timeout`` seconds (the client's ``request_timeout``)."""
+        deadline = time.monotonic() + (self.request_timeout if timeout is None else timeout)
+        body: Message = {
+            "transactional_id": None,
+            "transaction_timeout_ms": 60000,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        }
+        turn = 0
+        address = ""
+        while True:
+            controller = self.brokers.get(self.controller_id)
+            if controller is not None and address != controller:
+                address = controller  # the controller, every other attempt
+            else:
+                others = [a for a in self._candidates() if a != controller] or self._candidates()
+                address = others[turn % len(others)]
+                turn += 1
+            try:
+                conn = await self.connection(address)
+                resp = await conn.request("InitProducerId", body, timeout=self.request_timeout)
+            except (BrokerNotAvailableError, RequestTimedOutError) as err:
+                exc: KafkaError = err
+            else:
+                if not resp["error_code"]:
+                    return int(resp["producer_id"]), int(resp["producer_epoch"])
+                exc = _broker_error(resp["error_code"], "InitProducerId", conn.address)
+                if resp["error_code"] not in (15, 16, 41) and not exc.retriable:
+                    raise exc
+            if time.monotonic() >= deadline:
+                raise exc
+            await asyncio.sleep(self.retry_backoff)
+            try:
+                await self.refresh_metadata([])
+            except KafkaError:
+                pass
+
+    # -- admin ---------------------------------------------------------------------------------
+
+    async def _controller_call(self, api: str, body: Message, result: Any, timeout: float) -> Any:
+        """Send an admin request to the controller (any broker when none is known: seglog's
+        nodes forward it); ``result(response)`` is the error code and the entry to return. A
+        NOT_CONTROLLER answer or a lost connection refreshes the metadata and asks again until
+        ``timeout`` seconds have passed; any other error raises."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                address = self.brokers.get(self.controller_id)
+                conn = await (self.connection(address) if address is not None else self._any_connection())
+                resp = await conn.request(api, body, timeout=timeout + self.request_timeout)
+            except (BrokerNotAvailableError, RequestTimedOutError) as err:
+                exc: KafkaError = err
+            else:
+                code, entry = result(resp)
+                if not code:
+                    return entry
+                exc = _broker_error(code, api, conn.address, entry.get("error_message"))
+                if code != 41:  # NOT_CONTROLLER: ask the new one
+                    raise exc
+            if time.monotonic() >= deadline:
+                raise exc
+            await asyncio.sleep(self.retry_backoff)
+            try:
+                await self.refresh_metadata([])
+            except KafkaError:
+                pass
+
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str] | None = None,
+        *,
+        timeout_ms: int = 30000,
+    ) -> None:
+        """CreateTopics for one topic (``configs``: topic keys to values, as strings); raises
+        the broker's error (TOPIC_ALREADY_EXISTS, INVALID_REPLICATION_FACTOR...)."""
+        body: Message = {
+            "topics": [
+                {
+                    "name": name,
+                    "num_partitions": partitions,
+                    "replication_factor": replication_factor,
+                    "assignments": [],
+                    "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
+                }
+            ],
+            "timeout_ms": timeout_ms,
+            "validate_only": False,
+        }
+
+        def result(resp: Message) -> tuple[int, Message]:
+            t = resp["topics"][0]
+            return t["error_code"], t
+
+        await self._controller_call("CreateTopics", body, result, timeout_ms / 1000)
+
+    async def elect_preferred_leader(self, topic: str, partition: int, *, timeout_ms: int = 30000) -> None:
+        """ElectLeaders (preferred) for one partition; raises the broker's error for it
+        (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE...)."""
+        body: Message = {
+            "election_type": 0,
+            "topic_partitions": [{"topic": topic, "partitions": [partition]}],
+            "timeout_ms": timeout_ms,
+        }
+
+        def result(resp: Message) -> tuple[int, Message]:
+            if resp.get("error_code"):
+                return resp["error_code"], {}
+            for t in resp["replica_election_results"]:
+                for p in t["partition_result"]:
+                    if t["topic"] == topic and p["partition_id"] == partition:
+                        return p["error_code"], p
+            return 0, {}
+
+        await self._controller_call("ElectLeaders", body, result, timeout_ms / 1000)
+
+    async def delete_records(self, topic: str, partition: int, offset: int, *, timeout_ms: int = 30000) -> int:
+        """DeleteRecords on the partition's leader: records below ``offset`` (-1: the high
+        watermark) go. Returns the low watermark once it reaches ``offset``. Raises
+        ``OffsetOutOfRangeError`` for an offset above the high watermark,
+        ``RequestTimedOutError`` when the low watermark did not reach it within ``timeout_ms``
+        (its ``offset``: the low watermark reached; the leader's records are gone already). A
+        change of leader is retried until ``timeout_ms``."""
+        if offset < -1:
+            raise ValueError(f"DeleteRecords needs an offset >= 0 (or -1 for the high watermark), got {offset}")
+        deadline = time.monotonic() + timeout_ms / 1000
+        what = f"DeleteRecords on {topic}-{partition} before {offset}"
+        while True:
+            left = max(int((deadline - time.monotonic()) * 1000), 0)
+            try:
+                conn = await self.leader(topic, partition)
+                body: Message = {
+                    "topics": [{"name": topic, "partitions": [{"partition_index": partition, "offset": offset}]}],
+                    "timeout_ms": left,
+                }
+                resp = await conn.request("DeleteRecords", body, timeout=left / 1000 + self.request_timeout)
+            except (BrokerNotAvailableError, LeaderNotAvailableError) as err:
+                exc: KafkaError = err
+            else:
+                part = resp["topics"][0]["partitions"][0]
+                code, lw = part["error_code"], part["low_watermark"]
+                if not code:
+                    return int(lw)
+                reached = lw if lw >= 0 else None
+                if code == RequestTimedOutError.code:
+                    detail = f"the low watermark reached {lw}, not {offset}, within timeout_ms {timeout_ms}"
+                elif code == OffsetOutOfRangeError.code:
+                    detail = f"offset {offset} is above the high watermark"
+                else:
+                    detail = None
+                exc = _broker_error(code, what, conn.address, detail, offset=reached)
+                if code != NotLeaderOrFollowerError.code and code != LeaderNotAvailableError.code:
+                    raise exc
+                self.partitions.pop((topic, partition), None)
+            if time.monotonic() >= deadline:
+                raise RequestTimedOutError(
+                    f"{what}: no leader completed it within {timeout_ms} ms (last: {exc})"
+                ) from exc
+            await asyncio.sleep(self.retry_backoff)
+
+    async def watermarks(self, topic: str, partition: int) -> tuple[int, int, int]:
+        """``(log start, high watermark, low watermark)`` of the partition from its leader:
+        ListOffsets for the first two; the low watermark (the least log start over the
+        replicas) is what Kafka answers to DeleteRecords, so it is a DeleteRecords at the log
+        start (which deletes nothing) with timeout 0 — -1 until every live follower has
+        fetched from the current leader, on seglog's nodes."""
+        start = await self.list_offset(topic, partition, EARLIEST)
+        high = await self.list_offset(topic, partition, LATEST)
+        conn = await self.leader(topic, partition)
+        body: Message = {
+            "topics": [{"name": topic, "partitions": [{"partition_index": partition, "offset": start}]}],
+            "timeout_ms": 0,
+        }
+        resp = await conn.request("DeleteRecords", body, timeout=self.request_timeout)
+        part = resp["topics"][0]["partitions"][0]
+        if part["error_code"] not in (0, RequestTimedOutError.code):
+            raise _broker_error(part["error_code"], f"DeleteRecords on {topic}-{partition}", conn.address)
+        return start, high, int(part["low_watermark"])
 
     async def fetch(
         self,
@@ -592,6 +1020,10 @@ class KafkaClient:
     async def close(self) -> None:
         """Close every connection. Idempotent."""
         self._closed = True
+        openings = list(self._opening.values())
+        for fut in openings:
+            fut.cancel()
+        await asyncio.gather(*openings, return_exceptions=True)
         conns, self._connections = list(self._connections.values()), {}
         for conn in conns:
             await conn.close()

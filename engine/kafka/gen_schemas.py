@@ -52,13 +52,13 @@ MESSAGES = [
     "CreatePartitions",
     "IncrementalAlterConfigs",
     "SaslAuthenticate",
+    "ElectLeaders",
     # Between the nodes of a cluster: follower truncation, and the controller's requests.
     "OffsetForLeaderEpoch",
     "LeaderAndIsr",
     "StopReplica",
     "UpdateMetadata",
     "AlterPartition",
-    "ElectLeaders",
     "ControlledShutdown",
 ]
 

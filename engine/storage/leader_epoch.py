@@ -37,6 +37,7 @@ class LeaderEpochCache:
         #: The last entry's epoch, kept by every change (``_flush``): read on every append,
         #: without the lock (an int attribute is read whole).
         self._latest = self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
+        self._last: tuple[int, int] | None = (self._epochs[-1], self._starts[-1]) if self._epochs else None
 
     # -- queries ---------------------------------------------------------------------------------
 
@@ -47,6 +48,13 @@ class LeaderEpochCache:
     @property
     def latest_epoch(self) -> int:
         return self._latest
+
+    def holds_start(self, epoch: int, start_offset: int) -> bool:
+        """Whether :meth:`assign` of ``epoch`` at ``start_offset`` would leave the cache as it
+        is because ``epoch`` is its latest and starts at or below ``start_offset`` (a leader's
+        every append but the first of its epoch): one read, without the lock."""
+        last = self._last
+        return last is not None and last[0] == epoch and start_offset >= last[1]
 
     @property
     def latest_entry(self) -> tuple[int, int] | None:
@@ -133,5 +141,6 @@ class LeaderEpochCache:
     def _flush(self) -> None:
         """After every change of the entries (before the file write, which may fail)."""
         self._latest = self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
+        self._last = (self._epochs[-1], self._starts[-1]) if self._epochs else None
         if not self._read_only:
             self._file.write(zip(self._epochs, self._starts))

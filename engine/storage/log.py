@@ -46,7 +46,6 @@ keep the mapped data alive but make truncation of that data wait for (refuse unt
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import os
 import threading
@@ -62,9 +61,11 @@ from seglog._native.segment import (
     AppendInfo,
     AppendRules,
     Segment,
+    log_append_info,
     out_of_files_error,
     segments_first_at_or_after,
 )
+from seglog._native.segment import LogAppendInfo as LogAppendInfo  # public here
 from seglog._native.segment import open_segment_limit as open_segment_limit  # noqa: F401 (public)
 from seglog._native.segment import open_segments as open_segments  # noqa: F401 (public)
 from seglog.config import LONG_MAX as _LONG_MAX
@@ -123,25 +124,6 @@ MAX_TIMESTAMP = -3
 _SEQUENCE_MOD = 2**31
 #: Kafka's AppendOrigin of a leader append (see ``Log.append``).
 _ORIGINS = frozenset({"client", "coordinator"})
-
-
-@dataclasses.dataclass(slots=True)
-class LogAppendInfo:
-    """What an append wrote. (Not frozen: a frozen dataclass's __init__ costs ~1 us, and one is
-    made per append; treat it as read-only.)"""
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    log_append_time: int
-    records: int
-    batches: int
-    size: int
-    log_start_offset: int
-    #: A client's retry of one of its producer's last five batches (``Log.append_as_leader``):
-    #: nothing was written; the offsets are those of the original append.
-    duplicate: bool = False
 
 
 class Log(Closeable):
@@ -429,14 +411,17 @@ class Log(Closeable):
         """
         if origin not in _ORIGINS:
             raise ValueError(f"origin must be one of {sorted(_ORIGINS)}, got {origin!r}")
-        if leader_epoch is not None:
+        if leader_epoch is not None and type(leader_epoch) is not int:
             int_arg("leader_epoch", leader_epoch)
-        self._check_writable()
+        if self._closed or self.read_only:
+            self._check_writable()
+        check = check_producers and assign_offsets
+        if type(batches) is bytes:
+            # Immutable and exported without a lock on it: no view to make or to give back.
+            return self._append(batches, assign_offsets, leader_epoch, verify_crc, origin, check)
         view = bytes_arg("batches", batches)
         try:
-            return self._append(
-                view, assign_offsets, leader_epoch, verify_crc, origin, check_producers and assign_offsets
-            )
+            return self._append(view, assign_offsets, leader_epoch, verify_crc, origin, check)
         finally:
             # Give the caller's buffer back before an error propagates: the traceback keeps this
             # frame alive, and with it any view of the buffer (a producer must be able to free
@@ -473,7 +458,7 @@ class Log(Closeable):
         finally:
             view.release()
 
-    def _validate_client(self, view: memoryview, now: int, verify_crc: bool) -> list[Any]:
+    def _validate_client(self, view: bytes | memoryview, now: int, verify_crc: bool) -> list[Any]:
         cfg = self.config
         rules = self._rules
         if rules is None or self._rules_config is not cfg:
@@ -494,19 +479,21 @@ class Log(Closeable):
 
     def _append(
         self,
-        view: memoryview,
+        view: bytes | memoryview,
         assign_offsets: bool,
         leader_epoch: int | None,
         verify_crc: bool,
         origin: str,
         check_producers: bool,
     ) -> LogAppendInfo:
-        now = self.clock.time_ms()
         cfg = self.config
         rules = self._rules
         if rules is None or self._rules_config is not cfg:
             rules = self._append_rules(cfg)
-        log_append = self._validation[0]
+        log_append, bounded = self._validation[:2]
+        # The clock is read only where the time matters: LogAppendTime, or timestamp bounds to
+        # check (without either, validation never looks at it).
+        now = self.clock.time_ms() if log_append or bounded else 0
         if assign_offsets and origin == "client":
             heads = self._validate_client(view, now, verify_crc)
         else:
@@ -525,8 +512,10 @@ class Log(Closeable):
         if assign_offsets and log_append:
             view = memoryview(_with_log_append_time(view, heads, now))
         with self._lock:
-            self._check_writable()
-            latest = self.epoch_cache.latest_epoch
+            if self._closed or self.read_only:
+                self._check_writable()
+            cache = self.epoch_cache
+            latest = cache.latest_epoch
             epoch = leader_epoch if leader_epoch is not None else latest
             if assign_offsets and epoch >= 0 and epoch < latest:
                 raise InvalidRecordError(f"leader epoch {epoch} is older than the log's latest epoch {latest}")
@@ -556,29 +545,20 @@ class Log(Closeable):
             if producers:
                 self._update_producers(heads, info.first_offset if assign_offsets else -1)
             if assign_offsets:
-                if epoch >= 0:
-                    self.epoch_cache.assign(epoch, info.first_offset)
+                # The cache changes only for a new epoch (or one starting past its latest entry).
+                if epoch >= 0 and not cache.holds_start(epoch, info.first_offset):
+                    cache.assign(epoch, info.first_offset)
             else:
                 # Follower: epochs come from the batches themselves.
                 for h in heads:
-                    if h.partition_leader_epoch > self.epoch_cache.latest_epoch:
-                        self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+                    if h.partition_leader_epoch > cache.latest_epoch:
+                        cache.assign(h.partition_leader_epoch, h.base_offset)
             if not self.replicated:
                 self._high_watermark = info.last_offset + 1
             self._unflushed_messages += info.records
             if self._unflushed_messages >= cfg.flush_messages:
                 self.flush()
-            return LogAppendInfo(
-                info.first_offset,
-                info.last_offset,
-                info.max_timestamp,
-                info.offset_of_max_timestamp,
-                now if log_append else -1,
-                info.records,
-                info.batches,
-                info.size,
-                self.log_start_offset,
-            )
+            return log_append_info(info, now if log_append else -1, self.log_start_offset)
 
     def _append_rules(self, cfg: LogConfig) -> AppendRules:
         """The native append's rules and the client validation's settings for ``cfg`` (made
@@ -599,7 +579,7 @@ class Log(Closeable):
         return self._rules
 
     def _append_rolled(
-        self, seg: Segment, reason: str, view: memoryview, first: int, assign_from: int, epoch: int
+        self, seg: Segment, reason: str, view: bytes | memoryview, first: int, assign_from: int, epoch: int
     ) -> AppendInfo:
         """The append after the active segment's ``Segment.append`` answered that the log must
         roll first (``reason``): Kafka's wall-clock age rule decided here, the roll, the append."""
@@ -1070,7 +1050,7 @@ class Log(Closeable):
         return self._closed
 
 
-def _with_log_append_time(view: memoryview, heads: Sequence[Any], now: int) -> bytearray:
+def _with_log_append_time(view: bytes | memoryview, heads: Sequence[Any], now: int) -> bytearray:
     """A copy of the batches with LogAppendTime set: attribute bit 3, maxTimestamp = now, and
     the CRC recomputed (what Kafka's broker rewrites; record deltas stay as sent)."""
     buf = bytearray(view)

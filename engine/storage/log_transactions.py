@@ -129,7 +129,7 @@ class LogTransactions:
             self._ongoing.setdefault(producer_id, base_offset)
         return None
 
-    def track(self, seg: Segment, view: memoryview, heads: Sequence[Any], assign_from: int) -> None:
+    def track(self, seg: Segment, view: bytes | memoryview, heads: Sequence[Any], assign_from: int) -> None:
         """After an append to ``seg``: update the open transactions, index aborts in ``seg``.
         ``assign_from``: the first offset assigned to the batches; -1, their own offsets."""
         next_off = assign_from
@@ -188,7 +188,7 @@ def marker_type(batch: Any, records_count: int) -> int | None:
     return None
 
 
-def _view_marker_type(view: memoryview, h: Any) -> int | None:
+def _view_marker_type(view: bytes | memoryview, h: Any) -> int | None:
     return marker_type(view[h.position : h.position + h.size], h.records_count)
 
 

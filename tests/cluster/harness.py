@@ -3,9 +3,10 @@
 fsync journal on, a state observer, and the nemesis operations of ``docs/replication.md`` §9.3.
 
 Links (directed, one proxy listener each): ``"a->b"`` node a's connections to node b (fetches,
-controller requests), ``"a->zk"`` node a's ZooKeeper session, ``"c->a"`` the harness clients'
-connections to node a, ``"k->a"`` Kafka clients' connections to node a's CLIENT listener
-(:attr:`FaultCluster.bootstrap_servers`, :meth:`FaultCluster.kafka_address`). Nodes learn the
+controller requests), ``"a->zk"`` node a's ZooKeeper session, ``"c->a"`` connections to node a's
+node-to-node listener from outside the cluster (:meth:`FaultCluster.address`), ``"k->a"``
+Kafka clients' connections to node a's CLIENT listener (:attr:`FaultCluster.bootstrap_servers`,
+:meth:`FaultCluster.kafka_address`) — the harness's own producers and consumers among them. Nodes learn the
 peer links from ``SEGLOG_LINK_ADDRESSES``; their ``zookeeper.connect`` and
 ``advertised.listeners`` (both listeners) name their own links.
 """
@@ -235,9 +236,7 @@ class FaultCluster(ProcessCluster):
                 out += [f"{node}->{o}", f"{o}->{node}"]
         if zk:
             out.append(f"{node}->zk")
-        if clients:
-            out.append(f"c->{node}")
-        if kafka:
+        if clients or kafka:  # the harness's clients are Kafka clients
             out.append(f"k->{node}")
         return out
 

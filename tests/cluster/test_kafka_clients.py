@@ -279,6 +279,7 @@ def test_node_processes_serve_kafka_clients_on_their_second_listener(zookeeper_c
         processes=True,
         zookeeper=zookeeper_chroot,
         node_config=SASL_CLIENT_LISTENER,
+        client_config=SASL_ALICE,  # the cluster's own client authenticates there too
     )
     try:
         cluster.create_topic("p", partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
@@ -369,7 +370,9 @@ def test_sasl_on_the_nodes_kafka_listeners(tmp_path: Path) -> None:
         "sasl_plain_username": "alice",
         "sasl_plain_password": "alice-secret",
     }
-    with LocalCluster(nodes=3, dir=tmp_path / "cluster", kafka_options=options) as cluster:
+    client = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256"}
+    client |= {"sasl.username": "alice", "sasl.password": "alice-secret"}  # the cluster's own clients
+    with LocalCluster(nodes=3, dir=tmp_path / "cluster", kafka_options=options, client_config=client) as cluster:
         _topic(cluster, "secure")
         producer = kafka.KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all", **sasl)
         try:

@@ -239,9 +239,9 @@ def test_s10_retry_of_a_request_still_parked(sc: Scenario) -> None:
     append each."""
     sc.warm()
     leader = _leader(sc)
-    sc.c.hub.set(f"c->{leader}", "delay", delay_ms=6000)
+    sc.c.hub.set(f"k->{leader}", "delay", delay_ms=6000)
     time.sleep(12)
-    sc.c.hub.set(f"c->{leader}", "pass")
+    sc.c.hub.set(f"k->{leader}", "pass")
     sc.finish_ok()
     assert sc.result.counts["duplicates"] == 0
 

@@ -7,7 +7,9 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -91,3 +93,39 @@ def test_the_null_broker_serves_until_sigterm_as_seglog_serve_does(tmp_path):
         broker.close()
     assert broker.proc.returncode == 0
     assert "null broker: serving on " in (tmp_path / "null.log").read_text()
+
+
+def test_the_cluster_clients_work_against_seglog_serve(tmp_path):
+    # ClusterClient, ClusterProducer and ClusterConsumer speak only Kafka's protocol, so a
+    # single store behind `seglog serve` is a cluster of one to them: CreateTopics, idempotent
+    # acks=all produce (columns and single records), fetch, ListOffsets and DeleteRecords for
+    # the watermarks; ElectLeaders, which a store does not serve, fails with a clear error.
+    from seglog.cluster.client import ClusterClient
+    from seglog.errors import UnsupportedVersionError
+
+    with serve_process(tmp_path / "data", "--listen", "127.0.0.1:0") as (proc, address):
+        with ClusterClient(address, metadata_timeout_s=20) as client:
+            client.create_topic("t", partitions=2, replication_factor=1)
+            assert [(p.topic, p.partition) for p in client.describe_topics(["t"])] == [("t", 0), ("t", 1)]
+            assert client.leader("t", 1) is not None
+            producer = client.producer(acks="all", enable_idempotence=True)
+            results = producer.send_batch("t", [b"c%03d" % i for i in range(100)], partition=0)
+            assert (results[0].first_offset, results[-1].last_offset) == (0, 99)
+            meta = [producer.send("t", b"s%d" % i, partition=1) for i in range(5)]
+            producer.flush(30)
+            assert [f.result().offset for f in meta] == list(range(5))
+            producer.close()
+            consumer = client.consumer()
+            consumer.assign([("t", 0), ("t", 1)])
+            got: list[Any] = []
+            deadline = time.monotonic() + 20
+            while len(got) < 105 and time.monotonic() < deadline:
+                got.extend(consumer.poll(timeout_ms=500))
+            consumer.close()
+            assert sorted((r.partition, r.offset, r.value) for r in got) == [
+                (0, i, b"c%03d" % i) for i in range(100)
+            ] + [(1, i, b"s%d" % i) for i in range(5)]
+            assert client.delete_records("t", 0, 40, timeout_ms=10_000) == 40
+            assert client.watermarks("t", 0) == (40, 100, 40)
+            with pytest.raises(UnsupportedVersionError, match="ElectLeaders"):
+                client.elect_preferred_leader("t", 0)

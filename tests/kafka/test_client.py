@@ -296,3 +296,55 @@ def test_fetch_falls_back_to_names_when_the_metadata_gives_no_topic_id(store):
                 return (await client.fetch("noid", 0, 0)).records
 
         assert [r.value for r in decode_records(_run(go()))] == [b"by name"]
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_sasl_authenticates_and_a_wrong_password_is_refused(store, mechanism):
+    from seglog.errors import SaslAuthenticationError
+
+    options = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanisms": [mechanism], "users": {"alice": "s3cret"}}
+    with store.serve(**options) as broker:
+
+        async def go():
+            async with KafkaClient([broker.bootstrap_servers], sasl=(mechanism, "alice", "s3cret")) as client:
+                await client.refresh_metadata([])
+                assert client.brokers
+            with pytest.raises(SaslAuthenticationError, match="alice"):
+                await BrokerConnection.open(broker.bootstrap_servers, sasl=(mechanism, "alice", "wrong"))
+            other = "PLAIN" if mechanism != "PLAIN" else "SCRAM-SHA-256"
+            with pytest.raises(KafkaError, match=f"{other} is not enabled"):
+                await BrokerConnection.open(broker.bootstrap_servers, sasl=(other, "alice", "s3cret"))
+
+        _run(go())
+
+
+def test_a_request_that_gets_no_answer_in_time_closes_the_connection(store):
+    from seglog.errors import RequestTimedOutError
+
+    # A listener that accepts and never answers (as a frozen process would).
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    address = "127.0.0.1:%d" % server.getsockname()[1]
+    with store.serve() as broker:
+
+        async def go():
+            conn = await BrokerConnection.open(broker.bootstrap_servers)
+            try:
+                # Fetch with a long wait, on a topic that has no records: the broker holds it.
+                store.create_topic("idle", 1)
+                body = fetch_body("idle", 0, max_wait_ms=5000)
+                with pytest.raises(RequestTimedOutError, match="did not answer Fetch within 0.3 s"):
+                    await conn.request("Fetch", body, version=12, timeout=0.3)
+                assert conn.closed
+                with pytest.raises(BrokerNotAvailableError):
+                    await conn.request("Metadata", {"topics": []})
+            finally:
+                await conn.close()
+            with pytest.raises(BrokerNotAvailableError, match="did not answer ApiVersions"):
+                await BrokerConnection.open(address, timeout=0.3)
+
+        try:
+            _run(go())
+        finally:
+            server.close()

@@ -64,7 +64,7 @@ def delete_records_with_a_paused_follower(cluster: Any, topic: str = "t", record
             cluster.delete_records(topic, 0, offset, timeout_ms=1000)
         except RequestTimedOutError as exc:
             assert exc.offset == 0, f"the low watermark reached should be 0: {exc}"
-            assert f"replicas [{follower}]" in str(exc), exc
+            assert "reached 0, not" in str(exc), exc
         else:
             raise AssertionError(f"DeleteRecords completed while follower {follower} was paused")
         assert cluster.watermarks(topic) == (offset, records, 0)

@@ -514,17 +514,15 @@ def test_scram_client_matches_rfc_7677() -> None:
 
 
 def test_node_processes_replicate_over_kafkas_protocol(zookeeper_chroot: str, tmp_path: Path) -> None:
-    """Three ``seglog node`` processes on the Kafka transport (``ProcessCluster(transport=
-    "kafka")``, topics created with CreateTopics on a client listener): confluent-kafka produces
+    """Three ``seglog node`` processes (a ``ProcessCluster``, topics created with CreateTopics on
+    an inter-broker listener): confluent-kafka produces
     with acks=all, the leader is SIGKILLed, every acknowledged record is read back in order from
     the new leader, and the killed node rejoins the ISR after its restart."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     from seglog.cluster.process import ProcessCluster
 
-    with ProcessCluster(nodes=3, dir=tmp_path / "cluster", zookeeper=zookeeper_chroot, transport="kafka") as c:
-        with pytest.raises(RuntimeError, match="speaks only seglog's TCP protocol"):
-            c.client  # noqa: B018
+    with ProcessCluster(nodes=3, dir=tmp_path / "cluster", zookeeper=zookeeper_chroot) as c:
         c.create_topic("t", 1, 3, {"min.insync.replicas": 2})
         c.wait_for(lambda: len(c.isr("t")) == 3, 30, "a full ISR")
         acked: list[bytes] = []
@@ -559,6 +557,15 @@ def test_node_processes_replicate_over_kafkas_protocol(zookeeper_chroot: str, tm
         assert values == acked
         c.restart(old)
         c.wait_for(lambda: old in c.isr("t"), 30, "the restarted node back in the ISR")
+        # seglog's own cluster client speaks Kafka's protocol too: it reads what confluent-kafka wrote.
+        own = c.client.consumer()
+        own.assign([("t", 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 300 and time.monotonic() < deadline:
+            got.extend(r.value or b"" for r in own.poll(timeout_ms=500))
+        own.close()
+        assert got == acked
 
 
 def test_a_bad_request_closes_the_connection_at_once(loop: asyncio.AbstractEventLoop) -> None:

@@ -158,7 +158,7 @@ def test_session_expiry_is_node_death(cluster: Any) -> None:
 def test_describe_bootstrap_prints_kafka_topics_layout(cluster: Any) -> None:
     cluster.create_topic("desc", partitions=2, replication_factor=3)
     out = subprocess.run(
-        [sys.executable, "-m", "seglog.cli", "describe", "--bootstrap", cluster.address(1)],
+        [sys.executable, "-m", "seglog.cli", "describe", "--bootstrap", cluster.kafka_address(1)],
         capture_output=True,
         text=True,
         timeout=60,

@@ -5,37 +5,35 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from seglog.cluster.messages import ProduceResponse
 from seglog.cluster.producer import ClusterProducer, PendingRecord
 from seglog.config import ProducerConfig
-from seglog.errors import NotEnoughReplicasError, RequestTimedOutError
+from seglog.errors import NotEnoughReplicasError, RequestTimedOutError, make_error
 from seglog.util.clock import ManualClock
 
 
 class _Client:
-    """Answers produce requests from a script: an exception to raise or an error code."""
+    """Answers produce requests from a script: an exception to raise or an error code (as
+    :meth:`seglog.kafka.client.KafkaClient.produce_once` raises a broker's error)."""
 
     def __init__(self, script: list[Any]) -> None:
         self.script = script
-        self.metadata = {("t", 0): (1, 0)}
         self.requests = 0
 
-    async def refresh_metadata(self) -> None:
+    async def refresh_metadata(self, topics: Any = None) -> None:
         return None
 
-    async def request(self, node: int, req: Any, timeout: float) -> Any:
+    async def produce_once(self, topic: str, partition: int, records: Any, **options: Any) -> Any:
         step = self.script[min(self.requests, len(self.script) - 1)]
         self.requests += 1
         if isinstance(step, BaseException):
             raise step
-        return ProduceResponse("t", 0, error=step, message="scripted")
+        raise make_error(step, "scripted")
 
 
 class _Cluster:
     def __init__(self, client: _Client) -> None:
         self.client = client
         self.clock = ManualClock()
-        self.nodes = {1: object()}
 
     def _client(self) -> _Client:
         return self.client

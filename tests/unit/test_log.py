@@ -19,7 +19,7 @@ from seglog.errors import (
     RecordTooLargeError,
 )
 from seglog.storage.checkpoints import fsync_dir
-from seglog.storage.log import Log
+from seglog.storage.log import Log, LogAppendInfo
 from seglog.storage.logdir import parse_partition_dir
 from seglog.storage.records import batch_headers, decode_records, encode_batch
 from seglog.util.clock import Clock, ManualClock, Scheduler
@@ -171,6 +171,47 @@ def test_leader_epoch_written_into_batches_and_checkpointed(tmp_path):
     assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n4 3\n"
     log.truncate_to(3)
     assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n"
+    log.close()
+
+
+def test_an_epoch_already_latest_is_assigned_again_when_its_entry_starts_past_the_append(tmp_path):
+    # Appends in the latest epoch leave the cache alone, unless that epoch's entry starts beyond
+    # the appended offsets (set ahead of the log): Kafka's assign then moves it back to them.
+    log = open_log(tmp_path)
+    log.append(batch(2), leader_epoch=1)
+    log.append(batch(2), leader_epoch=1)
+    assert log.epoch_cache.entries() == [(1, 0)]
+    log.epoch_cache.assign(5, 20)
+    log.append(batch(1), leader_epoch=5)
+    log.append(batch(1), leader_epoch=5)
+    assert log.epoch_cache.entries() == [(1, 0), (5, 4)]
+    assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n2\n1 0\n5 4\n"
+    log.close()
+
+
+def test_append_takes_bytes_bytearray_and_memoryview_alike(tmp_path):
+    log = open_log(tmp_path)
+    b = batch(2)
+    infos = [log.append(b), log.append(bytearray(b)), log.append(memoryview(b))]
+    assert [(i.first_offset, i.last_offset, i.size) for i in infos] == [(0, 1, len(b)), (2, 3, len(b)), (4, 5, len(b))]
+    buf = bytearray(b)
+    log.append(buf)
+    buf.extend(b"x")  # the log keeps no export of the caller's buffer
+    with pytest.raises(TypeError, match="batches must be a bytes-like object"):
+        log.append("text")
+    log.close()
+
+
+def test_append_info_is_read_only_and_compares_by_value(tmp_path):
+    log = open_log(tmp_path)
+    info = log.append(batch(3))
+    assert (info.first_offset, info.last_offset, info.records, info.batches, info.log_start_offset) == (0, 2, 3, 1, 0)
+    assert (info.log_append_time, info.duplicate) == (-1, False)
+    assert info == LogAppendInfo(0, 2, info.max_timestamp, info.offset_of_max_timestamp, -1, 3, 1, info.size, 0)
+    assert info != LogAppendInfo(0, 2, info.max_timestamp, info.offset_of_max_timestamp, -1, 3, 1, info.size, 0, True)
+    assert "first_offset=0, last_offset=2" in repr(info)
+    with pytest.raises(AttributeError):
+        info.first_offset = 5
     log.close()
 
 
