@@ -1,7 +1,8 @@
 """The cluster: replicated partitions over seglog logs, with Kafka's ISR protocol.
 
 Built on :mod:`seglog.storage` (each replica is a :class:`~seglog.storage.log.Log`) and
-:mod:`seglog.client` (the partitioner). Modules (rules in ``docs/replication.md``; the wire format in ``docs/replication-protocol.md``):
+:mod:`seglog.client` (the partitioner). Modules (rules in ``docs/replication.md``; the messages in ``docs/replication-protocol.md``, their
+Kafka forms in ``docs/kafka-protocol.md``):
 
 - :mod:`~seglog.cluster.partition` — one replica of one partition: high watermark, ISR,
   acks, leader epochs, follower truncation, idempotence;
@@ -13,8 +14,12 @@ Built on :mod:`seglog.storage` (each replica is a :class:`~seglog.storage.log.Lo
 - :mod:`~seglog.cluster.election` — election and placement rules as pure functions;
 - :mod:`~seglog.cluster.coordinator` — the coordination service interface and its
   in-memory implementation;
+- :mod:`~seglog.cluster.messages` — the requests and responses between nodes, clients and the
+  controller; :mod:`~seglog.cluster.kafka_messages` — each as its Kafka request and response;
 - :mod:`~seglog.cluster.transport` — the transport interface and the in-memory network;
-  :mod:`~seglog.cluster.tcp` — asyncio TCP;
+  :mod:`~seglog.cluster.kafka_transport` — the one between processes, Kafka's protocol on each
+  node's inter-broker listener; :mod:`~seglog.cluster.netloop` — the loop and socket helpers
+  they share (scheduler, connecting with a deadline, listening, per-link addresses);
 - :mod:`~seglog.cluster.zookeeper` — the coordinator over ZooKeeper (kazoo);
   :mod:`~seglog.cluster.zkserver` — a throwaway ZooKeeper server for tests and demos;
 - :mod:`~seglog.cluster.server` — one node process (``seglog node``);

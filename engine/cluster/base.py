@@ -171,7 +171,7 @@ class ClusterBase(abc.ABC, Closeable):
     @abc.abstractmethod
     def delete_records(self, topic: str, partition: int, offset: int, *, timeout_ms: int = 30_000) -> int:
         """DeleteRecords on the partition's leader; the low watermark reached (see
-        :meth:`seglog.cluster.network.NetworkClient.delete_records`)."""
+        :meth:`seglog.kafka.client.KafkaClient.delete_records`)."""
 
     @abc.abstractmethod
     def watermarks(self, topic: str, partition: int = 0) -> tuple[int, int, int] | None:

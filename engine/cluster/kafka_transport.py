@@ -2,7 +2,7 @@
 :mod:`seglog.cluster.messages` travels as the Kafka request and response that
 :mod:`seglog.cluster.kafka_messages` maps it to, on the receiving node's inter-broker listener.
 
-Same interface and promises as :class:`seglog.cluster.tcp.TcpTransport`: ``request`` calls its
+The interface of :mod:`seglog.cluster.transport` (as the simulation's in-memory network has it): ``request`` calls its
 callback exactly once, with the response or with :class:`~seglog.errors.NetworkError` (no
 address, connection refused or lost) or :class:`~seglog.errors.RequestTimedOutError`;
 handlers run on the loop's thread; ``pause``/``resume`` hold a node's requests and callbacks
@@ -33,7 +33,6 @@ import collections
 import hashlib
 import hmac
 import logging
-import os
 import secrets
 import ssl as ssl_mod
 import struct
@@ -51,7 +50,7 @@ from seglog.cluster.messages import (
     ProduceRequest,
     StopReplicaRequest,
 )
-from seglog.cluster.tcp import connect_within, link_addresses_from_env
+from seglog.cluster.netloop import connect_within, link_addresses_from_env
 from seglog.cluster.transport import Callback, Handler
 from seglog.errors import InvalidRequestError, NetworkError, RequestTimedOutError
 from seglog.kafka import codec
@@ -64,11 +63,9 @@ from seglog.kafka.security import AuthenticationClosed
 __all__ = [
     "INTER_BROKER_API_VERSIONS",
     "NODE_SASL_USER",
-    "TRANSPORT_ENV",
     "InterBrokerListener",
     "KafkaTransport",
     "node_security",
-    "transport_kind",
 ]
 
 log = logging.getLogger("seglog.cluster.kafka_transport")
@@ -83,8 +80,6 @@ INTER_BROKER_API_VERSIONS: dict[int, tuple[int, int]] = {
 _API_VERSIONS_VERSION = 3
 _SASL_HANDSHAKE_VERSION = 1
 _SASL_AUTHENTICATE_VERSION = 2
-#: The transport between nodes when none is given: "tcp" (the default) or "kafka".
-TRANSPORT_ENV = "SEGLOG_CLUSTER_TRANSPORT"
 
 
 #: The SASL user nodes authenticate as when the cluster has a shared secret (its password).
@@ -110,14 +105,6 @@ def node_security(secret: bytes | str | None, server_ssl: ssl_mod.SSLContext | N
             sasl_password=password,
         )
     return out
-
-
-def transport_kind(kind: str | None = None) -> str:
-    """``kind``, else ``$SEGLOG_CLUSTER_TRANSPORT``, else "tcp"; ValueError for another name."""
-    kind = kind or os.environ.get(TRANSPORT_ENV) or "tcp"
-    if kind not in ("tcp", "kafka"):
-        raise ValueError(f"transport {kind!r} is not available: 'tcp' or 'kafka'")
-    return kind
 
 
 _HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length

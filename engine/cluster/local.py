@@ -18,7 +18,7 @@ Each node is a :class:`~seglog.cluster.node.ReplicaNode` with its own log direct
 share an in-memory coordinator (``coordinator="memory"``) and one asyncio event loop on a
 background thread (their periodic checkpoint files are written, and fsynced, on a second one, so
 that a slow fsync does not stall the loop). With ``node_threads=True`` every node has an event
-loop, thread, TCP transport and scheduler of its own instead (producers and consumers stay on
+loop, thread, transport and scheduler of its own instead (producers and consumers stay on
 the cluster's loop); the coordinator is shared under its lock and delivers each node's watch
 events on that node's loop, and :meth:`kill`, :meth:`restart` and :meth:`pause` act on the
 node's own loop.
@@ -33,10 +33,9 @@ ZooKeeper server: ``zookeeper="host:port[/chroot]"``, or one the cluster starts 
 dead process's session would expire after the timeout), and :meth:`pause` cannot stop kazoo's
 pings, so a paused node keeps its session.
 
-The nodes talk to each other over seglog's own TCP protocol (:mod:`seglog.cluster.tcp`), or,
-with ``transport="kafka"`` (or ``SEGLOG_CLUSTER_TRANSPORT=kafka`` in the environment when no
-``transport`` is given), over Kafka's protocol on each node's inter-broker listener
-(:mod:`seglog.cluster.kafka_transport`); the cluster's own clients use the same transport.
+The nodes talk to each other over Kafka's protocol, each on its inter-broker listener
+(:mod:`seglog.cluster.kafka_transport`); ``ssl=(server context, client context)`` puts them on
+TLS and ``secret`` makes them authenticate with SASL/SCRAM-SHA-256 (the secret as password).
 
 To run every node as its own ``seglog node`` process instead, start the cluster with
 ``seglog.cluster.start_cluster(..., coordinator="zookeeper", processes=True)``: a
@@ -78,12 +77,12 @@ from seglog.cluster.base import ClusterBase
 from seglog.cluster.consumer import ClusterConsumer
 from seglog.cluster.coordinator import InMemoryCoordinator
 from seglog.cluster.kafka_listener import NodeKafkaListener
-from seglog.cluster.kafka_transport import KafkaTransport, node_security, transport_kind
+from seglog.cluster.kafka_transport import KafkaTransport, node_security
 from seglog.cluster.metadata import ReplicaConfig
+from seglog.cluster.netloop import LoopScheduler
 from seglog.cluster.network import client_sasl, cluster_kafka_client, topic_config_strings
 from seglog.cluster.node import ReplicaNode
 from seglog.cluster.producer import ClusterProducer
-from seglog.cluster.tcp import LoopScheduler, TcpTransport
 from seglog.cluster.transport import GuardedScheduler
 from seglog.cluster.zkserver import ZooKeeperServer
 from seglog.cluster.zookeeper import ZooKeeperCoordinator, ensure_chroot
@@ -116,10 +115,8 @@ class LocalCluster(LoopOwner, ClusterBase):
         log_dirs: int = 1,
         node_threads: bool = False,
         kafka_options: Mapping[str, Any] | None = None,
-        transport: str | None = None,
         client_config: Mapping[str, Any] | None = None,
     ) -> None:
-        transport = transport_kind(transport)
         if coordinator not in ("memory", "zookeeper"):
             raise ValueError(f"coordinator {coordinator!r} is not available: 'memory' or 'zookeeper'")
         if processes:
@@ -162,19 +159,13 @@ class LocalCluster(LoopOwner, ClusterBase):
         self.node_threads = node_threads
         self._node_loops: dict[int, asyncio.AbstractEventLoop] = {}
         self._node_threads: dict[int, threading.Thread] = {}
-        self._transports: dict[int, TcpTransport | KafkaTransport] = {}
+        self._transports: dict[int, KafkaTransport] = {}
         self._schedulers: dict[int, LoopScheduler] = {}
 
-        def make_transport(loop: asyncio.AbstractEventLoop) -> TcpTransport | KafkaTransport:
-            if transport == "kafka":
-                return KafkaTransport(loop, client_ssl=client_ssl, **node_security(secret, server_ssl))
-            return TcpTransport(loop, secret=secret, server_ssl=server_ssl, client_ssl=client_ssl)
+        def make_transport(loop: asyncio.AbstractEventLoop) -> KafkaTransport:
+            return KafkaTransport(loop, client_ssl=client_ssl, **node_security(secret, server_ssl))
 
-        #: The transport between nodes: "tcp" (seglog's own protocol) or "kafka" (Kafka's).
-        self.transport_kind = transport
-        # Typed as the clients' plumbing (seglog.cluster.network) names it; KafkaTransport has
-        # the same interface (register, request, addresses, set_address).
-        self.transport: Any = make_transport(self.loop)
+        self.transport = make_transport(self.loop)
         self.scheduler = LoopScheduler(self.loop, self.clock)
         for i in self.ids:
             if node_threads:
@@ -182,7 +173,7 @@ class LocalCluster(LoopOwner, ClusterBase):
                 thread = threading.Thread(target=self._run_loop, args=(loop,), name=f"seglog-node-{i}", daemon=True)
                 thread.start()
                 t = make_transport(loop)
-                t.addresses = self.transport.addresses  # one address book: nodes and clients
+                t.addresses = self.transport.addresses  # one address book for every node
                 self._node_loops[i], self._node_threads[i] = loop, thread
                 self._transports[i], self._schedulers[i] = t, LoopScheduler(loop, self.clock)
             else:
@@ -268,10 +259,7 @@ class LocalCluster(LoopOwner, ClusterBase):
             log_defaults=self.log_defaults,
             coordinator_reachable=functools.partial(self._reachable, i),
         )
-        if isinstance(transport, KafkaTransport):
-            host, port = await transport.listen(i, node.handle, self.host, port, topics=node.known_topics)
-        else:
-            host, port = await transport.listen(i, node.handle, self.host, port)
+        host, port = await transport.listen(i, node.handle, self.host, port, topics=node.known_topics)
         self._ports[i] = port
         node.address = f"{host}:{port}"
         # The Kafka listener first: the node registers its address.

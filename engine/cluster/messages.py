@@ -1,8 +1,8 @@
 """Requests and responses between nodes, clients and the controller.
 
-The same message objects travel over both transports: the in-memory one passes them as
-objects, the TCP one encodes them with :func:`encode` / :func:`decode` (a JSON header with
-record bytes carried out of band; framing in ``docs/replication-protocol.md``).
+The same message objects travel over both transports: the simulation's in-memory one passes
+them as objects, the one between processes (:mod:`seglog.cluster.kafka_transport`) as the
+Kafka requests and responses :mod:`seglog.cluster.kafka_messages` maps them to.
 
 Errors travel as Kafka error codes (``error``, 0 for none) with an optional message, so a
 client can always tell "not written" from "indeterminate" (:mod:`seglog.errors`).
@@ -11,8 +11,6 @@ client can always tell "not written" from "indeterminate" (:mod:`seglog.errors`)
 from __future__ import annotations
 
 import dataclasses
-import json
-from collections.abc import Sequence
 from typing import Any
 
 from seglog.cluster.metadata import PartitionInfo, PartitionState
@@ -306,101 +304,6 @@ class ErrorResponse:
 
     error: int
     message: str = ""
-
-
-MESSAGE_TYPES: tuple[type, ...] = (
-    FetchPartition,
-    FetchRequest,
-    FetchPartitionResponse,
-    FetchResponse,
-    ProduceRequest,
-    ProduceResponse,
-    LeaderAndIsrRequest,
-    LeaderAndIsrResponse,
-    AlterPartitionRequest,
-    AlterPartitionResponse,
-    MetadataRequest,
-    MetadataResponse,
-    InitProducerIdRequest,
-    InitProducerIdResponse,
-    CreateTopicRequest,
-    CreateTopicResponse,
-    CreatePartitionsRequest,
-    CreatePartitionsResponse,
-    DeleteTopicRequest,
-    DeleteTopicResponse,
-    AlterTopicConfigRequest,
-    AlterTopicConfigResponse,
-    StopReplicaRequest,
-    StopReplicaResponse,
-    ElectLeadersRequest,
-    ElectLeadersResponse,
-    ErrorResponse,
-    PartitionInfo,
-    PartitionState,
-    ControlledShutdownRequest,
-    ControlledShutdownResponse,
-    DeleteRecordsRequest,
-    DeleteRecordsResponse,
-)
-_BY_NAME: dict[str, type] = {t.__name__: t for t in MESSAGE_TYPES}
-
-
-# -- wire codec -----------------------------------------------------------------------------------
-
-
-_JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps would build one per call
-_FIELDS: dict[type, tuple[str, ...]] = {t: tuple(f.name for f in dataclasses.fields(t)) for t in MESSAGE_TYPES}
-_SCALARS = (int, str, bool, float, type(None))
-
-
-def _to_plain(x: Any, blobs: list[Any]) -> Any:
-    t = type(x)
-    if t in _SCALARS:
-        return x
-    names = _FIELDS.get(t)
-    if names is not None:
-        out: dict[str, Any] = {"$t": t.__name__}
-        for n in names:
-            out[n] = _to_plain(getattr(x, n), blobs)
-        return out
-    if t is tuple or t is list:
-        return [_to_plain(v, blobs) for v in x]
-    if isinstance(x, (bytes, bytearray, memoryview)) or hasattr(x, "slices"):
-        # Bytes, or a LogReadResult: records sent from the segment files.
-        blobs.append(x)
-        return {"$b": len(blobs) - 1}
-    if isinstance(x, dict):
-        return {"$d": [[_to_plain(k, blobs), _to_plain(v, blobs)] for k, v in x.items()]}
-    if isinstance(x, (tuple, list)):
-        return [_to_plain(v, blobs) for v in x]
-    if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        raise TypeError(f"cannot encode {t.__name__}")
-    return x
-
-
-def _from_plain(x: Any, blobs: Sequence[bytes]) -> Any:
-    if isinstance(x, dict):
-        if "$b" in x:
-            return blobs[x["$b"]]
-        if "$d" in x:
-            return {_from_plain(k, blobs): _from_plain(v, blobs) for k, v in x["$d"]}
-        cls = _BY_NAME[x["$t"]]
-        return cls(**{k: _from_plain(v, blobs) for k, v in x.items() if k != "$t"})
-    if isinstance(x, list):
-        return tuple(_from_plain(v, blobs) for v in x)
-    return x
-
-
-def encode(msg: Any) -> tuple[bytes, list[Any]]:
-    """(JSON header, out-of-band blobs): bytes-like objects or LogReadResults."""
-    blobs: list[Any] = []
-    plain = _to_plain(msg, blobs)
-    return _JSON.encode(plain).encode(), blobs
-
-
-def decode(header: bytes, blobs: Sequence[bytes]) -> Any:
-    return _from_plain(json.loads(header), blobs)
 
 
 def materialize(msg: Any) -> Any:

@@ -48,18 +48,17 @@ from seglog.cluster import kafka_messages
 from seglog.cluster.base import ClusterBase
 from seglog.cluster.client import ClusterClient
 from seglog.cluster.consumer import ClusterConsumer
-from seglog.cluster.kafka_transport import TRANSPORT_ENV, transport_kind
 from seglog.cluster.messages import CreateTopicRequest, CreateTopicResponse, MetadataRequest, MetadataResponse
 from seglog.cluster.metadata import CONTROLLER_PATH, ReplicaConfig, broker_path, loads
 from seglog.cluster.network import client_sasl
 from seglog.cluster.producer import ClusterProducer
-from seglog.cluster.server import parse_listener, split_listeners
+from seglog.cluster.server import check_listener_security, parse_listener
 from seglog.cluster.zkserver import ZooKeeperServer, free_port
 from seglog.cluster.zookeeper import ZooKeeperCoordinator, ensure_chroot
 from seglog.config import BrokerConfig
 from seglog.errors import KafkaError, NotControllerError, error_for_code
 from seglog.kafka.client import BrokerConnection
-from seglog.kafka.security import is_security_key, listener_options
+from seglog.kafka.security import is_security_key
 from seglog.util.processes import wait_or_kill_group
 
 
@@ -109,11 +108,8 @@ class ProcessCluster(ClusterBase):
         node_configs: Mapping[int, Mapping[str, Any]] | None = None,
         start_timeout_s: float = 60,
         log_dirs: int = 1,
-        transport: str | None = None,
         client_config: Mapping[str, Any] | None = None,
     ) -> None:
-        #: Between the node processes: "tcp" or "kafka" (their SEGLOG_CLUSTER_TRANSPORT).
-        self.transport_kind = transport_kind(transport)
         if coordinator != "zookeeper":
             raise ValueError(
                 f"node processes coordinate through ZooKeeper; coordinator={coordinator!r} "
@@ -250,8 +246,7 @@ class ProcessCluster(ClusterBase):
         # Kafka listeners', checked with them).
         cfg = BrokerConfig.from_dict({k: v for k, v in props.items() if not is_security_key(k)})
         security = {k: str(v) for k, v in props.items() if is_security_key(k)}
-        for listener in split_listeners(cfg)[1]:
-            listener_options(listener, security)
+        check_listener_security(cfg, security)
         for listener in cfg.listeners + (cfg.advertised_listeners or ()):
             parse_listener(listener)
         with open(self.config_path(i), "w") as f:
@@ -264,7 +259,7 @@ class ProcessCluster(ClusterBase):
             if self._closed:
                 raise RuntimeError("the cluster is closed")
             with open(self.log_path(i), "ab") as out:
-                env = dict(os.environ, PYTHONUNBUFFERED="1", **{TRANSPORT_ENV: self.transport_kind})
+                env = dict(os.environ, PYTHONUNBUFFERED="1")
                 self._procs[i] = subprocess.Popen(
                     [self.python, "-m", "seglog.cli", "node", "--config", self.config_path(i)],
                     stdout=out,
@@ -379,20 +374,15 @@ class ProcessCluster(ClusterBase):
         return self.controller()
 
     def _metadata_lists_every_node(self) -> bool:
-        if self.transport_kind == "kafka":
-            try:
-                meta = self._node_request(self.ids, MetadataRequest())
-            except KafkaError:
-                return False
-            return isinstance(meta, MetadataResponse) and set(self.ids) <= {b for b, _ in meta.live_brokers}
-        client = self.client
-        client.refresh()
-        return set(self.ids) <= set(client.live)
+        try:
+            meta = self._node_request(self.ids, MetadataRequest())
+        except KafkaError:
+            return False
+        return isinstance(meta, MetadataResponse) and set(self.ids) <= {b for b, _ in meta.live_brokers}
 
     def _node_request(self, nodes: list[int], msg: Any) -> Any:
         """``msg`` (a request of :mod:`seglog.cluster.messages`) as its Kafka request to the
-        first of ``nodes`` whose inter-broker listener answers, and the answer (the cluster's
-        own client speaks only the TCP protocol)."""
+        first of ``nodes`` whose inter-broker listener answers, and the answer."""
         api, body = kafka_messages.request_to_kafka(msg)
 
         async def ask() -> Any:
@@ -441,22 +431,21 @@ class ProcessCluster(ClusterBase):
     def _request_topic(
         self, name: str, partitions: int, replication_factor: int, config: Mapping[str, Any] | None, timeout_s: float
     ) -> None:
-        if self.transport_kind == "kafka":
-            # CreateTopics to the controller's inter-broker listener, as its nodes forward it.
-            request = CreateTopicRequest(
-                name, partitions, replication_factor, tuple((k, json.dumps(v)) for k, v in (config or {}).items())
-            )
-            deadline = time.monotonic() + timeout_s
-            while True:
-                controller = self.controller()
-                resp = self._node_request([controller], request) if controller is not None else None
-                if isinstance(resp, CreateTopicResponse) and resp.error == 0:
-                    return
-                code = resp.error if resp is not None else NotControllerError.code
-                if code != NotControllerError.code or time.monotonic() > deadline:
-                    raise error_for_code(code)(getattr(resp, "message", "") or f"creating topic {name}")
-                time.sleep(0.1)
-        self.client.create_topic(name, partitions, replication_factor, config, timeout_s=timeout_s)
+        # CreateTopics to the controller's inter-broker listener, as its nodes forward it (no
+        # client-listener credentials needed).
+        request = CreateTopicRequest(
+            name, partitions, replication_factor, tuple((k, json.dumps(v)) for k, v in (config or {}).items())
+        )
+        deadline = time.monotonic() + timeout_s
+        while True:
+            controller = self.controller()
+            resp = self._node_request([controller], request) if controller is not None else None
+            if isinstance(resp, CreateTopicResponse) and resp.error == 0:
+                return
+            code = resp.error if resp is not None else NotControllerError.code
+            if code != NotControllerError.code or time.monotonic() > deadline:
+                raise error_for_code(code)(getattr(resp, "message", "") or f"creating topic {name}")
+            time.sleep(0.1)
 
     def elect_preferred_leader(self, topic: str, partition: int = 0) -> int:
         return int(self.client.elect_preferred_leader(topic, partition))

@@ -5,9 +5,9 @@ The properties file uses Kafka's broker keys (:class:`seglog.config.BrokerConfig
 =====================================  =====================================================
 ``node.id`` (or ``broker.id``)         this node's id (required, >= 0)
 ``log.dirs`` (or ``log.dir``)          its log directories, comma-separated (Kafka's JBOD)
-``listeners``                          ``NAME://host:port,...``: the one between nodes (the
-                                       cluster's own protocol, its clients too), and any
-                                       others serve Kafka clients (PLAINTEXT)
+``listeners``                          ``NAME://host:port,...``: the one between nodes (Kafka's
+                                       inter-broker requests), and any others serve Kafka
+                                       clients
 ``inter.broker.listener.name``         the name of the listener between nodes (default: the
                                        first listener's)
 ``advertised.listeners``               the addresses others are told, by listener name
@@ -20,6 +20,17 @@ The properties file uses Kafka's broker keys (:class:`seglog.config.BrokerConfig
 ``controlled.shutdown.retry.backoff.ms``  pause between attempts (5000)
 ``replica.*``, ``min.insync.replicas``, ``log.*``  replication settings and topic defaults
 =====================================  =====================================================
+
+Every listener, the one between nodes included, takes its security from Kafka's listener keys
+(``listener.security.protocol.map``, ``ssl.*``, ``sasl.*``, ``listener.name.<name>.*``; see
+:func:`seglog.kafka.security.listener_options`). How this node connects to the others'
+listener between nodes (:func:`node_transport_options`): with TLS it checks their certificates
+against ``ssl.truststore.*`` (and their host names, ``ssl.endpoint.identification.algorithm``);
+with SASL it authenticates with SCRAM-SHA-256 (``sasl.mechanism.inter.broker.protocol``) as the
+user and password of ``listener.name.<name>.scram-sha-256.sasl.jaas.config`` (Kafka's
+``ScramLoginModule``) — the cluster's shared secret: the listener accepts those credentials
+too, so nodes configured alike accept each other, and a node that fails authentication is
+refused.
 
 With several log dirs, new partitions go to the dir holding the fewest; a dir whose writes fail
 (ENOSPC, EIO) goes offline alone — its partitions answer KAFKA_STORAGE_ERROR and the controller
@@ -42,6 +53,7 @@ import asyncio
 import hashlib
 import logging
 import os
+import re
 import signal
 import socket
 import sys
@@ -50,14 +62,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from seglog.cluster.kafka_listener import NodeKafkaListener
-from seglog.cluster.kafka_transport import KafkaTransport, transport_kind
+from seglog.cluster.kafka_transport import NODE_SASL_MECHANISM, KafkaTransport
 from seglog.cluster.metadata import ReplicaConfig, TopicPartition
+from seglog.cluster.netloop import LoopScheduler
 from seglog.cluster.node import ReplicaNode
-from seglog.cluster.tcp import LoopScheduler, TcpTransport
 from seglog.config import BrokerConfig
 from seglog.config.properties import parse_properties_entries, read_properties_text
 from seglog.errors import ConfigError
-from seglog.kafka.security import is_security_key, listener_options
+from seglog.kafka.security import client_ssl_context, is_security_key, listener_options
 from seglog.util.clock import clock_from_env
 
 log = logging.getLogger("seglog.node")
@@ -128,7 +140,7 @@ def load_security(path: str) -> dict[str, str]:
 def load_config(path: str, overrides: Mapping[str, str] | None = None) -> BrokerConfig:
     """The node's configuration: the properties file (less its listener security keys, see
     :func:`load_security`), then ``overrides`` (key=value). Checks that every listener parses,
-    with its security settings, and that the one between nodes is PLAINTEXT."""
+    with its security settings (:func:`check_listener_security`)."""
     cfg = BrokerConfig.from_properties_file(path, exclude=is_security_key)
     if overrides:
         cfg = cfg.with_overrides(dict(overrides))
@@ -154,25 +166,123 @@ def load_config(path: str, overrides: Mapping[str, str] | None = None) -> Broker
         parse_listener(listener)
     security = load_security(path)
     try:
-        between, clients = split_listeners(cfg)
-        for listener in clients:
-            listener_options(listener, security)  # a bad protocol map, TLS file or user fails here
-        protocol = listener_options(between, security)[3]["security_protocol"]
-        if protocol != "PLAINTEXT":
-            raise ConfigError(
-                f"the listener between nodes ({between}) is {protocol}: nodes speak seglog's cluster "
-                "protocol there, which is PLAINTEXT (with the cluster's shared secret, if set); TLS and "
-                "SASL are served on the Kafka clients' listeners",
-                key="listener.security.protocol.map",
-                value=security.get("listener.security.protocol.map"),
-            )
+        check_listener_security(cfg, security)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc.args[0]}", key=exc.key, value=exc.value) from None
     return cfg
 
 
+#: Keys about how a node connects to the others (not the listeners' own), by their name without
+#: a ``listener.name.<name>.`` prefix.
+_NODE_CLIENT_KEYS = ("sasl.mechanism.inter.broker.protocol", "ssl.endpoint.identification.algorithm")
+_SCRAM_JAAS = "scram-sha-256.sasl.jaas.config"
+_JAAS_OPTION = re.compile(r'([A-Za-z0-9_.-]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _node_client_keys(between: str, security: Mapping[str, str]) -> dict[str, str]:
+    """The keys of ``security`` about connecting to the listener ``between`` of other nodes,
+    unprefixed (the ``listener.name.<name>.`` form wins)."""
+    prefix = f"listener.name.{listener_name(between).strip().lower()}."
+    out = {k: v for k, v in security.items() if k in _NODE_CLIENT_KEYS}
+    out.update({k[len(prefix) :]: v for k, v in security.items() if k[len(prefix) :] in _NODE_CLIENT_KEYS})
+    jaas = security.get(prefix + _SCRAM_JAAS)
+    if jaas is not None:
+        out[_SCRAM_JAAS] = jaas
+    return out
+
+
+def client_listener_security(between: str, security: Mapping[str, str]) -> dict[str, str]:
+    """``security`` less the keys about connecting to other nodes on ``between`` (what the
+    listeners are built with)."""
+    prefix = f"listener.name.{listener_name(between).strip().lower()}."
+    return {
+        k: v
+        for k, v in security.items()
+        if k not in _NODE_CLIENT_KEYS and k[len(prefix) :] not in _NODE_CLIENT_KEYS and k != prefix + _SCRAM_JAAS
+    }
+
+
+def _scram_login(text: str) -> tuple[str, str]:
+    """(username, password) of a ``ScramLoginModule`` JAAS config."""
+    head = text.strip().split(None, 2)
+    options = {k: re.sub(r"\\(.)", r"\1", v) for k, v in _JAAS_OPTION.findall(text)}
+    if len(head) < 2 or not head[0].endswith("ScramLoginModule") or head[1] != "required":
+        raise ConfigError(
+            f"{_SCRAM_JAAS} must be 'org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="NAME" password="PASSWORD";\', got {text[:60]!r}',
+            key=_SCRAM_JAAS,
+            value=None,
+        )
+    if not options.get("username") or "password" not in options:
+        raise ConfigError(f'{_SCRAM_JAAS} needs username="..." and password="..."', key=_SCRAM_JAAS, value=None)
+    return options["username"], options["password"]
+
+
+def node_transport_options(between: str, security: Mapping[str, str]) -> dict[str, Any]:
+    """:class:`~seglog.cluster.kafka_transport.KafkaTransport` options for the listener between
+    nodes ``between`` (``NAME://host:port``) from the properties file's security keys: the
+    listener's own (protocol, TLS, SASL mechanisms and users, as a Kafka client listener's), and
+    how this node connects to the other nodes' (see the module docs). ConfigError names a key
+    that is missing or wrong."""
+    name = listener_name(between).strip().upper()
+    _, _, _, options = listener_options(between, client_listener_security(between, security))
+    keys = _node_client_keys(between, security)
+    protocol = options["security_protocol"]
+    out: dict[str, Any] = dict(options)
+    prefix = f"listener.name.{name.lower()}."
+    if protocol in ("SSL", "SASL_SSL"):
+        ssl_keys = {k: v for k, v in security.items() if k.startswith("ssl.")}
+        ssl_keys.update({k[len(prefix) :]: v for k, v in security.items() if k.startswith(prefix + "ssl.")})
+        if "ssl.endpoint.identification.algorithm" in keys:
+            ssl_keys["ssl.endpoint.identification.algorithm"] = keys["ssl.endpoint.identification.algorithm"]
+        try:
+            out["client_ssl"] = client_ssl_context(ssl_keys)
+        except ConfigError as exc:
+            raise ConfigError(
+                f"the listener between nodes ({between}): {exc.args[0]}", key=exc.key, value=exc.value
+            ) from None
+    if protocol.startswith("SASL_"):
+        mechanism = keys.get("sasl.mechanism.inter.broker.protocol", NODE_SASL_MECHANISM).strip().upper()
+        if mechanism != NODE_SASL_MECHANISM:
+            raise ConfigError(
+                f"sasl.mechanism.inter.broker.protocol={mechanism}: nodes authenticate to each other "
+                f"with {NODE_SASL_MECHANISM}",
+                key="sasl.mechanism.inter.broker.protocol",
+                value=mechanism,
+            )
+        if mechanism not in options["sasl_mechanisms"]:
+            raise ConfigError(
+                f"the listener between nodes ({between}) does not enable {mechanism} "
+                f"(sasl.enabled.mechanisms: {', '.join(options['sasl_mechanisms'])})",
+                key="sasl.enabled.mechanisms",
+                value=",".join(options["sasl_mechanisms"]),
+            )
+        jaas = keys.get(_SCRAM_JAAS)
+        if jaas is None:
+            raise ConfigError(
+                f"the listener between nodes ({between}) is {protocol}: {prefix}{_SCRAM_JAAS} must give "
+                "the nodes' SCRAM-SHA-256 username and password (ScramLoginModule)",
+                key=prefix + _SCRAM_JAAS,
+                value=None,
+            )
+        user, password = _scram_login(jaas)
+        users = dict(options.get("users") or {})
+        users.setdefault(user, password)  # nodes configured alike accept each other
+        out.update(users=users, sasl_user=user, sasl_password=password)
+    return out
+
+
+def check_listener_security(cfg: BrokerConfig, security: Mapping[str, str]) -> None:
+    """Build every listener's security from ``security`` (a bad protocol map, TLS file, user or
+    inter-broker credential fails here with a ConfigError)."""
+    between, clients = split_listeners(cfg)
+    node_transport_options(between, security)
+    for listener in clients:
+        listener_options(listener, client_listener_security(between, security))
+
+
 class NodeServer:
-    """A :class:`ReplicaNode` serving TCP with a ZooKeeper session, on the running loop."""
+    """A :class:`ReplicaNode` with its listeners and a ZooKeeper session, on the running loop."""
 
     def __init__(
         self, config: BrokerConfig, loop: asyncio.AbstractEventLoop, security: Mapping[str, str] | None = None
@@ -186,10 +296,9 @@ class NodeServer:
         self.node_id = config.effective_node_id
         self.clock = clock_from_env()  # the system clock unless a test shifts its wall reading
         self.scheduler = LoopScheduler(loop, self.clock)
-        #: Between nodes: seglog's TCP protocol, or Kafka's with SEGLOG_CLUSTER_TRANSPORT=kafka.
-        self.transport: TcpTransport | KafkaTransport = (
-            KafkaTransport(loop) if transport_kind() == "kafka" else TcpTransport(loop)
-        )
+        between, _ = split_listeners(config)
+        #: Between nodes: Kafka's requests on the inter-broker listener, secured as configured.
+        self.transport = KafkaTransport(loop, **node_transport_options(between, self.security))
         assert config.zookeeper_connect is not None
         self.coordinator = ZooKeeperCoordinator(
             config.zookeeper_connect,
@@ -233,17 +342,14 @@ class NodeServer:
     async def start(self) -> str:
         between, clients = split_listeners(self.config)
         host, port = parse_listener(between)
-        if isinstance(self.transport, KafkaTransport):
-            bound, port = await self.transport.listen(
-                self.node_id, self.node.handle, host or "0.0.0.0", port, topics=self.node.known_topics
-            )
-        else:
-            bound, port = await self.transport.listen(self.node_id, self.node.handle, host or "0.0.0.0", port)
+        bound, port = await self.transport.listen(
+            self.node_id, self.node.handle, host or "0.0.0.0", port, topics=self.node.known_topics
+        )
         address = _advertised(self.config, between, port)
         self.node.address = address
         for listener in clients:
             khost, kport = parse_listener(listener)
-            _name, _host, _port, options = listener_options(listener, self.security)
+            _name, _host, _port, options = listener_options(listener, client_listener_security(between, self.security))
             kafka = NodeKafkaListener(
                 self.node,
                 khost or "0.0.0.0",

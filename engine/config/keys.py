@@ -234,9 +234,11 @@ _BROKER_KEYS = (
         importance="high",
     ),
     _broker("inter.broker.listener.name", "string", None,
-        "The name of the listener (in listeners) the nodes use between themselves, on the "
-        "cluster's own protocol; every other listener serves Kafka clients. Unset: the "
-        "first listener's name.",
+        "The name of the listener (in listeners) the nodes use between themselves, for Kafka's "
+        "inter-broker requests, secured by the listener keys as any listener (with SASL, nodes "
+        "authenticate with SCRAM-SHA-256 as the user of "
+        "listener.name.<name>.scram-sha-256.sasl.jaas.config); every other listener serves Kafka "
+        "clients. Unset: the first listener's name.",
         importance="medium",
     ),
     _broker("zookeeper.connect", "string", None,

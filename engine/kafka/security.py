@@ -56,6 +56,7 @@ __all__ = [
     "AuthenticationClosed",
     "ListenerSecurity",
     "ScramCredential",
+    "client_ssl_context",
     "listener_options",
     "read_users_file",
     "sasl_mechanism_list",
@@ -801,6 +802,68 @@ def server_ssl_context(config: Mapping[str, str]) -> ssl.SSLContext:
             raise ConfigError(
                 f"ssl.cipher.suites={ciphers!r}: no cipher OpenSSL knows", key="ssl.cipher.suites", value=ciphers
             ) from None
+    return ctx
+
+
+def client_ssl_context(config: Mapping[str, str]) -> ssl.SSLContext:
+    """A client :class:`ssl.SSLContext` from Kafka's ``ssl.*`` keys (PEM), as a broker connects
+    to another broker's listener: the peer's certificate is checked against
+    ``ssl.truststore.location`` / ``ssl.truststore.certificates`` (required), and its host name
+    too unless ``ssl.endpoint.identification.algorithm`` is empty (default ``https``); the key
+    store, when given, is this side's certificate (for listeners with ``ssl.client.auth``);
+    ``ssl.enabled.protocols`` as for :func:`server_ssl_context`."""
+    algorithm = config.get("ssl.endpoint.identification.algorithm", "https").strip().lower()
+    if algorithm not in ("", "https"):
+        raise ConfigError(
+            f"ssl.endpoint.identification.algorithm={algorithm!r}: expected https or empty",
+            key="ssl.endpoint.identification.algorithm",
+            value=algorithm,
+        )
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    trust_file, trust_text = config.get("ssl.truststore.location"), config.get("ssl.truststore.certificates")
+    if not (trust_file or trust_text):
+        raise ConfigError(
+            "a TLS connection to another node needs ssl.truststore.location or ssl.truststore.certificates "
+            "(the CAs of the nodes' certificates)",
+            key="ssl.truststore.location",
+            value=None,
+        )
+    try:
+        if trust_file:
+            ctx.load_verify_locations(cafile=trust_file)
+        if trust_text:
+            ctx.load_verify_locations(cadata=trust_text)
+    except (FileNotFoundError, ssl.SSLError) as exc:
+        raise ConfigError(
+            f"cannot load the trust store ({trust_file or 'PEM text'}): {exc}",
+            key="ssl.truststore.location",
+            value=trust_file,
+        ) from None
+    ctx.check_hostname = algorithm == "https"
+    password = config.get("ssl.key.password") or None
+    location = config.get("ssl.keystore.location")
+    chain, key_text = config.get("ssl.keystore.certificate.chain"), config.get("ssl.keystore.key")
+    try:
+        if location:
+            ctx.load_cert_chain(location, password=password)
+        elif chain and key_text:
+            _load_pem_text(ctx, chain, key_text, password)
+    except (FileNotFoundError, ssl.SSLError) as exc:
+        raise ConfigError(
+            f"cannot load the TLS key store ({location or 'PEM text'}): {exc}",
+            key="ssl.keystore.location",
+            value=location,
+        ) from None
+    protocols = [p.strip() for p in config.get("ssl.enabled.protocols", "TLSv1.2,TLSv1.3").split(",") if p.strip()]
+    bad = [p for p in protocols if p not in _TLS_VERSIONS]
+    if bad or not protocols:
+        raise ConfigError(
+            f"ssl.enabled.protocols: {bad[0] if bad else 'empty'} (TLSv1.2 and/or TLSv1.3)",
+            key="ssl.enabled.protocols",
+            value=config.get("ssl.enabled.protocols"),
+        )
+    versions = sorted(_TLS_VERSIONS[p] for p in protocols)
+    ctx.minimum_version, ctx.maximum_version = versions[0], versions[-1]
     return ctx
 
 

@@ -8,9 +8,10 @@ the new state with a ZooKeeper ``multi``: ``Check(/controller_epoch, its version
 ``SetData(state znode, new state, partition epoch)``. So a stale change can come back two ways,
 and both are replayed here:
 
-* **the request path** — :class:`FrameTap` keeps the exact bytes of every AlterPartition frame a
-  node sent through the proxy; :func:`replay_frame` sends those bytes again, later, to the
-  current controller on a fresh connection (as a duplicating network would);
+* **the request path** — :class:`FrameTap` keeps the exact bytes of every AlterPartition request
+  (Kafka's, on the listener between nodes) a node sent through the proxy; :func:`replay_frame`
+  sends those bytes again, later, to the current controller on a fresh connection (as a
+  duplicating network would);
 * **the ZooKeeper path** — :class:`ZkWrite` is one state write as the controller made it (the
   data, the version it expected and the controller-epoch version it checked), rebuilt from the
   observer's samples; :func:`replay_zk_write` issues it again through kazoo, as a plain
@@ -26,7 +27,6 @@ legitimately be applied: a late delivery is indistinguishable from a slow one.)
 from __future__ import annotations
 
 import dataclasses
-import json
 import socket
 import struct
 import threading
@@ -35,71 +35,84 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from seglog.cluster.messages import NONE, AlterPartitionRequest, decode, encode, error_message
+from seglog.cluster import kafka_messages as km
+from seglog.cluster.kafka_listener import topic_id
+from seglog.cluster.messages import NONE, AlterPartitionRequest, error_message
 from seglog.cluster.metadata import CONTROLLER_EPOCH_PATH, PartitionState, state_path
-from seglog.cluster.tcp import KIND_CHALLENGE, KIND_HELLO, KIND_PROOF, KIND_REQUEST, KIND_RESPONSE, KIND_WELCOME
+from seglog.errors import InvalidRequestError
+from seglog.kafka import codec
+from seglog.kafka.connection import skip_tagged
 
 _U32 = struct.Struct(">I")
-_HEAD = struct.Struct(">IBII")  # frame length, kind, correlation id, header length
+_REQUEST_HEAD = struct.Struct(">ihhih")  # frame size, api key, api version, correlation id, client id length
+_ALTER_PARTITION = next(a for a in km.NODE_APIS if a.request is AlterPartitionRequest)
 
 
-def frame(kind: int, corr: int, header: bytes, blobs: Sequence[bytes] = ()) -> bytes:
-    """One frame of the node protocol (``seglog.cluster.tcp``)."""
-    rest = 1 + 4 + 4 + len(header) + 4 + sum(4 + len(b) for b in blobs)
-    parts = [_HEAD.pack(rest, kind, corr, len(header)), header, _U32.pack(len(blobs))]
-    for b in blobs:
-        parts += [_U32.pack(len(b)), b]
-    return b"".join(parts)
+def request_frame(msg: Any, corr: int = 1, src: int = -1) -> bytes:
+    """``msg`` (a request of ``seglog.cluster.messages``) as the Kafka request frame a node
+    ``src`` sends another (``seglog.cluster.kafka_messages``): size, header v2 with the client id
+    ``broker-<src>``, body."""
+    api, body = km.request_to_kafka(msg)
+    payload = codec.encode_to_bytes(f"{api.name}Request", api.version, body)
+    cid = f"broker-{src}".encode()
+    head = struct.pack(">hhih", api.key, api.version, corr, len(cid)) + cid + b"\0"  # no tagged fields
+    return struct.pack(">i", len(head) + len(payload)) + head + payload
 
 
-def request_frame(msg: Any, corr: int = 1) -> bytes:
-    header, blobs = encode(msg)
-    return frame(KIND_REQUEST, corr, header, [bytes(b) for b in blobs])
-
-
-def parse_frame(raw: bytes) -> tuple[int, int, Any]:
-    """(kind, correlation id, decoded message or None) of one whole frame."""
-    (length,) = _U32.unpack_from(raw, 0)
-    if length + 4 != len(raw):
-        raise ValueError(f"frame says {length + 4} bytes, holds {len(raw)}")
-    _, kind, corr, hlen = _HEAD.unpack_from(raw, 0)
-    at = _HEAD.size
-    header = raw[at : at + hlen]
-    at += hlen
-    (count,) = _U32.unpack_from(raw, at)
-    at += 4
-    blobs = []
-    for _ in range(count):
-        (n,) = _U32.unpack_from(raw, at)
-        blobs.append(raw[at + 4 : at + 4 + n])
-        at += 4 + n
-    msg = decode(header, blobs) if kind in (KIND_REQUEST, KIND_RESPONSE) else None
-    return kind, corr, msg
+def parse_request(raw: bytes, names: Callable[[bytes], str]) -> tuple[int, int, Any]:
+    """(api key, correlation id, the seglog message or None for an API nodes do not send) of one
+    whole Kafka request frame; ``names`` maps topic ids back to names."""
+    (size, key, version, corr, cid_len) = _REQUEST_HEAD.unpack_from(raw, 0)
+    if size + 4 != len(raw):
+        raise ValueError(f"frame says {size + 4} bytes, holds {len(raw)}")
+    api = km.api_for_key(key)
+    if api is None:
+        return key, corr, None
+    pos = skip_tagged(memoryview(raw), _REQUEST_HEAD.size + max(cid_len, 0))
+    body, _ = codec.decode(f"{api.name}Request", version, raw, pos)
+    return key, corr, km.request_from_kafka(key, body, names)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Captured:
     link: str  # "a->b": node a's connection to node b
     time: float  # time.monotonic() when its last byte passed the proxy
-    raw: bytes  # the whole frame, exactly as sent
-    msg: Any  # decoded
+    raw: bytes  # the whole request frame, exactly as sent
+    tap: FrameTap
 
     @property
     def src(self) -> int:
         return int(self.link.split("->")[0])
 
+    @property
+    def msg(self) -> Any:
+        """The request decoded (None when it does not decode: topics by id the tap was not told of)."""
+        try:
+            return parse_request(self.raw, self.tap.topic_name)[2]
+        except (ValueError, KeyError, struct.error, InvalidRequestError):
+            return None
+
 
 class FrameTap:
-    """Keeps every request frame of the given message types that nodes send through the proxy
-    links it is attached to (:meth:`attach`); cheap enough for fetch traffic (it reads each
-    frame's length and looks into small headers only)."""
+    """Keeps every request frame of the given APIs (Kafka API keys; AlterPartition by default)
+    that nodes send through the proxy links it is attached to (:meth:`attach`); cheap enough for
+    fetch traffic (it reads each frame's size and API key only). Topic ids decode to the names
+    it learned (:meth:`learn`)."""
 
-    def __init__(self, types: Iterable[str] = ("AlterPartitionRequest",), limit: int = 1000) -> None:
-        self.marks = tuple(f'"$t":"{t}"'.encode() for t in types)
+    def __init__(self, keys: Iterable[int] = (_ALTER_PARTITION.key,), limit: int = 1000) -> None:
+        self.keys = frozenset(keys)
         self.limit = limit
         self.frames: list[Captured] = []
+        self._names: dict[bytes, str] = {}
         self._bufs: weakref.WeakKeyDictionary[object, bytearray] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
+
+    def learn(self, topics: Iterable[str]) -> None:
+        for t in topics:
+            self._names[topic_id(t)] = t
+
+    def topic_name(self, tid: bytes) -> str:
+        return self._names[bytes(tid)]
 
     def attach(self, link: Any) -> None:
         name = link.name
@@ -110,54 +123,45 @@ class FrameTap:
         if buf is None:
             buf = self._bufs[conn] = bytearray()
         buf += data
-        while len(buf) >= _HEAD.size:
-            (length,) = _U32.unpack_from(buf, 0)
-            if len(buf) < 4 + length:
+        while len(buf) >= 6:
+            (size,) = _U32.unpack_from(buf, 0)
+            if len(buf) < 4 + size:
                 return
-            kind = buf[4]
-            if kind == KIND_REQUEST:
-                hlen = _U32.unpack_from(buf, 9)[0]
-                head = bytes(buf[13 : 13 + min(hlen, 64)])
-                if any(m in head for m in self.marks):
-                    raw = bytes(buf[: 4 + length])
-                    try:
-                        msg = parse_frame(raw)[2]
-                    except (ValueError, KeyError, struct.error, json.JSONDecodeError):
-                        msg = None
-                    with self._lock:
-                        if len(self.frames) < self.limit:
-                            self.frames.append(Captured(link, time.monotonic(), raw, msg))
-            del buf[: 4 + length]
+            (key,) = struct.unpack_from(">h", buf, 4)
+            if key in self.keys:
+                with self._lock:
+                    if len(self.frames) < self.limit:
+                        self.frames.append(Captured(link, time.monotonic(), bytes(buf[: 4 + size]), self))
+            del buf[: 4 + size]
 
     def captured(self, pred: Callable[[Captured], bool] = lambda c: True) -> list[Captured]:
         with self._lock:
             return [c for c in self.frames if pred(c)]
 
 
-def replay_frame(address: tuple[str, int], src: int, raw: bytes, timeout_s: float = 10) -> Any:
-    """Open a connection to a node as node ``src`` (the handshake of a cluster without a shared
-    secret), send ``raw`` — one captured request frame, byte for byte — and return the decoded
-    response (or raise ``OSError``/``TimeoutError``)."""
+def replay_frame(address: tuple[str, int], raw: bytes, request: Any, timeout_s: float = 10) -> Any:
+    """Open a connection to a node's listener between nodes (a cluster without SASL), send
+    ``raw`` — one captured Kafka request frame of ``request``, byte for byte — and return the
+    decoded response (or raise ``OSError``/``TimeoutError``)."""
+    (_, _, version, corr, _) = _REQUEST_HEAD.unpack_from(raw, 0)
+    api = km.api_for(request)
     with socket.create_connection(address, timeout=timeout_s) as s:
         s.settimeout(timeout_s)
-        s.sendall(frame(KIND_HELLO, 0, json.dumps({"node": src}).encode()))
-        if _read_frame(s)[0] != KIND_CHALLENGE:
-            raise ConnectionError("no challenge from the node")
-        s.sendall(frame(KIND_PROOF, 0, b"{}", [b""]))
-        if _read_frame(s)[0] != KIND_WELCOME:
-            raise ConnectionError("the node refused the handshake")
         s.sendall(raw)
         while True:
-            kind, _, msg = parse_frame(_read_frame(s)[1])
-            if kind == KIND_RESPONSE:
-                return msg
+            frame = _read_frame(s)
+            (got,) = struct.unpack_from(">i", frame, 4)
+            if got != corr:
+                continue
+            pos = skip_tagged(memoryview(frame), 8)  # response header v1
+            body, _ = codec.decode(f"{api.name}Response", version, frame, pos)
+            return km.response_from_kafka(request, body)
 
 
-def _read_frame(s: socket.socket) -> tuple[int, bytes]:
+def _read_frame(s: socket.socket) -> bytes:
     head = _recv(s, 4)
     (length,) = _U32.unpack(head)
-    body = _recv(s, length)
-    return body[0], head + body
+    return head + _recv(s, length)
 
 
 def _recv(s: socket.socket, n: int) -> bytes:
@@ -263,13 +267,14 @@ def replay_all(
     result: dict[str, Any] = {"controller": ctl, "requests": [], "zk": [], "stale_accepted": 0, "regressions": []}
     if ctl is None:
         return result
-    caps = [c for c in tap.captured() if isinstance(c.msg, AlterPartitionRequest)][-frames:]
-    for cap in reversed(caps):
-        req = cap.msg
+    tap.learn(topics)
+    caps = [(c, c.msg) for c in tap.captured()]
+    caps = [(c, m) for c, m in caps if isinstance(m, AlterPartitionRequest)][-frames:]
+    for cap, req in reversed(caps):
         tp = (req.topic, req.partition)
         before = cluster.state(*tp)
         try:
-            resp = replay_frame((cluster.host, cluster.port(ctl)), cap.src, cap.raw)
+            resp = replay_frame((cluster.host, cluster.port(ctl)), cap.raw, req)
         except (OSError, ConnectionError) as exc:
             result["requests"].append({"link": cap.link, "error": f"{type(exc).__name__}: {exc}"})
             continue

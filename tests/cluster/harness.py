@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from seglog.cluster.netloop import LINK_ADDRESSES_ENV
 from seglog.cluster.process import ProcessCluster
-from seglog.cluster.tcp import LINK_ADDRESSES_ENV
 from seglog.storage.log import FSYNC_JOURNAL_ENV
 from seglog.storage.logdir import parse_partition_dir
 from seglog.util.clock import WALL_CLOCK_OFFSET_ENV
@@ -107,6 +107,12 @@ class FaultCluster(ProcessCluster):
             f"PLAINTEXT://{self.hub.links[f'c->{i}'].address},CLIENT://{self.hub.links[f'k->{i}'].address}"
         )
         return props
+
+    def _request_topic(
+        self, name: str, partitions: int, replication_factor: int, config: Any, timeout_s: float
+    ) -> None:
+        self.frames.learn([name])  # AlterPartition names topics by id
+        super()._request_topic(name, partitions, replication_factor, config, timeout_s)
 
     def address(self, i: int) -> str:
         self._make_links()

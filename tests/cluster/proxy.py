@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
-from seglog.cluster.tcp import Listener
+from seglog.cluster.netloop import Listener
 from seglog.util.loop import run_loop
 
 T = TypeVar("T")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import random
+import struct
 import time
 from typing import Any
 
@@ -29,12 +30,11 @@ import pytest
 
 from seglog.cluster.messages import NONE, AlterPartitionRequest, FetchPartition, FetchRequest
 from seglog.cluster.metadata import PartitionState, broker_path
-from seglog.cluster.tcp import KIND_HELLO, KIND_REQUEST
+from seglog.kafka import codec
 from tests.cluster.churn import (
     FrameTap,
     ZkWrite,
-    frame,
-    parse_frame,
+    parse_request,
     read_write,
     regressed,
     replay_all,
@@ -51,21 +51,28 @@ from tests.cluster.scenario import SAFE, Scenario
 
 def test_frame_tap_keeps_exactly_the_alter_partition_frames() -> None:
     req = AlterPartitionRequest(1, 77, SAFE, 0, 3, 9, (1, 2), (77, 78))
-    wanted = request_frame(req, corr=5)
+    wanted = request_frame(req, corr=5, src=1)
+    versions = codec.encode_to_bytes(
+        "ApiVersionsRequest", 3, {"client_software_name": "x", "client_software_version": "1"}
+    )
+    head = struct.pack(">hhih", 18, 3, 1, 8) + b"broker-1" + b"\0"
     stream = (
-        frame(KIND_HELLO, 0, b'{"node":1}')
-        + request_frame(FetchRequest(1, (FetchPartition(SAFE, 0, 10),)), 4)
+        struct.pack(">i", len(head) + len(versions))
+        + head
+        + versions  # a connection opens with ApiVersions
+        + request_frame(FetchRequest(1, (FetchPartition(SAFE, 0, 10),)), 4, src=1)
         + wanted
-        + request_frame(FetchRequest(1, ()), 6)
+        + request_frame(FetchRequest(1, ()), 6, src=1)
     )
     tap = FrameTap()
+    tap.learn([SAFE])
     conn = type("Conn", (), {})()
     for i in range(0, len(stream), 7):  # frames arrive cut anywhere
         tap._feed("1->0", conn, stream[i : i + 7])
     got = tap.captured()
     assert [c.raw for c in got] == [wanted]
     assert got[0].msg == req and got[0].src == 1
-    assert parse_frame(wanted)[:2] == (KIND_REQUEST, 5)
+    assert parse_request(wanted, tap.topic_name) == (56, 5, req)
 
 
 def _state(leader: int, epoch: int, isr: tuple[int, ...]) -> bytes:
@@ -206,7 +213,7 @@ def _f8(sc: Scenario, how: str) -> None:
     fresh = AlterPartitionRequest(st.leader, reg[1].czxid, t, p, st.leader_epoch, st.partition_epoch, tuple(st.isr))
     ctl = c.controller()
     assert ctl is not None
-    resp = replay_frame((c.host, c.port(ctl)), st.leader, request_frame(fresh))
+    resp = replay_frame((c.host, c.port(ctl)), request_frame(fresh, src=st.leader), fresh)
     assert resp.error == NONE, resp
     st2 = c.state(t, p)
     assert st2 is not None and st2.partition_epoch == st.partition_epoch + 1 and st2.isr == st.isr

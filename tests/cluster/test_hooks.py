@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from seglog.cluster.kafka_transport import KafkaTransport
 from seglog.cluster.messages import MetadataRequest, MetadataResponse
-from seglog.cluster.tcp import LINK_ADDRESSES_ENV, TcpTransport, link_addresses_from_env
+from seglog.cluster.netloop import LINK_ADDRESSES_ENV, link_addresses_from_env
 from seglog.errors import RequestTimedOutError
 from seglog.util.loop import drain
 from tests.cluster.proxy import ProxyHub
@@ -28,11 +29,11 @@ def test_requests_follow_the_link_address_through_the_proxy(hub: ProxyHub, monke
     try:
 
         async def run() -> list[Any]:
-            server = TcpTransport(loop)
+            server = KafkaTransport(loop)
             host, port = await server.listen(1, lambda src, msg, reply: reply(MetadataResponse(1, (), ())))
             link = hub.add("2->1", (host, port))
             monkeypatch.setenv(LINK_ADDRESSES_ENV, f"2>1={link.address}")
-            client = TcpTransport(loop)
+            client = KafkaTransport(loop)
             client.register(2, lambda *a: None)
             client.register(3, lambda *a: None)
             client.set_address(1, f"{host}:{port}")

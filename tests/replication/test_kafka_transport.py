@@ -8,6 +8,7 @@ import asyncio
 import gc
 import os
 import shutil
+import socket
 import ssl
 import struct
 import subprocess
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 
 from seglog.cluster import kafka_messages as km
+from seglog.cluster import netloop
 from seglog.cluster.kafka_listener import topic_id
 from seglog.cluster.kafka_transport import KafkaTransport, node_security
 from seglog.cluster.messages import (
@@ -318,12 +320,12 @@ def test_nodes_authenticate_with_sasl_and_a_peer_that_fails_is_refused(loop: asy
 
 def test_stale_epochs_are_refused_over_the_wire_with_kafkas_codes(tmp_path: Path) -> None:
     """A Kafka client (not the transport) on a node's inter-broker listener of a three-node
-    cluster on the Kafka transport: LeaderAndIsr and StopReplica with a stale controller epoch
+    cluster: LeaderAndIsr and StopReplica with a stale controller epoch
     are STALE_CONTROLLER_EPOCH (11), AlterPartition with a stale partition epoch
     INVALID_UPDATE_VERSION (95), and nothing changes."""
     from seglog.cluster.local import LocalCluster
 
-    with LocalCluster(nodes=3, dir=tmp_path / "cluster", transport="kafka") as cluster:
+    with LocalCluster(nodes=3, dir=tmp_path / "cluster") as cluster:
         cluster.create_topic("t", partitions=1, replication_factor=3)
         cluster.wait_for(lambda: len(cluster.isr("t", 0)) == 3, 20, "a full ISR")
         before = cluster._state("t", 0)
@@ -512,15 +514,15 @@ def test_scram_client_matches_rfc_7677() -> None:
 
 
 def test_node_processes_replicate_over_kafkas_protocol(zookeeper_chroot: str, tmp_path: Path) -> None:
-    """Three ``seglog node`` processes on the Kafka transport (``ProcessCluster(transport=
-    "kafka")``, topics created with CreateTopics on a client listener): confluent-kafka produces
+    """Three ``seglog node`` processes (a ``ProcessCluster``, topics created with CreateTopics on
+    an inter-broker listener): confluent-kafka produces
     with acks=all, the leader is SIGKILLed, every acknowledged record is read back in order from
     the new leader, and the killed node rejoins the ISR after its restart."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     from seglog.cluster.process import ProcessCluster
 
-    with ProcessCluster(nodes=3, dir=tmp_path / "cluster", zookeeper=zookeeper_chroot, transport="kafka") as c:
+    with ProcessCluster(nodes=3, dir=tmp_path / "cluster", zookeeper=zookeeper_chroot) as c:
         c.create_topic("t", 1, 3, {"min.insync.replicas": 2})
         c.wait_for(lambda: len(c.isr("t")) == 3, 30, "a full ISR")
         acked: list[bytes] = []
@@ -588,3 +590,165 @@ def test_a_bad_request_closes_the_connection_at_once(loop: asyncio.AbstractEvent
         return elapsed
 
     assert loop.run_until_complete(run()) < 2
+
+
+class _Echo(asyncio.Protocol):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.transport.write(data)  # type: ignore[attr-defined]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd")
+def test_a_listener_out_of_descriptors_pauses_then_accepts(
+    loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``accept`` failing with EMFILE stops a :class:`~seglog.cluster.netloop.Listener` for
+    ACCEPT_RETRY_S instead of spinning on a socket that stays readable; once descriptors are
+    free again the waiting client is served."""
+    import resource
+
+    monkeypatch.setattr(netloop, "ACCEPT_RETRY_S", 0.2)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+
+    async def run() -> bytes:
+        listener = await netloop.Listener.open(loop, "127.0.0.1", 0, _Echo)
+        host, port = listener.address
+        fillers: list[int] = []
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(_open_fds()) + 1, hard))
+        try:
+            while True:  # take every free descriptor below the limit
+                try:
+                    fillers.append(os.open(os.devnull, os.O_RDONLY))
+                except OSError:
+                    break
+            os.close(fillers.pop())  # room for the client's socket, none for the accepted one
+            client = socket.create_connection((host, port))
+            await asyncio.sleep(0.1)  # the listener tries to accept, fails, pauses
+        finally:
+            for fd in fillers:
+                os.close(fd)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        assert sum("retrying in" in r.getMessage() for r in caplog.records) == 1  # paused, not spinning
+        reader, writer = await asyncio.open_connection(sock=client)
+        writer.write(b"ping")
+        got = await asyncio.wait_for(reader.readexactly(4), 5)  # served once it resumed
+        writer.close()
+        await writer.wait_closed()
+        listener.close()
+        await asyncio.sleep(0)
+        return got
+
+    with caplog.at_level("ERROR", logger="seglog.cluster.netloop"):
+        assert loop.run_until_complete(run()) == b"ping"
+
+
+def test_listen_addresses(loop: asyncio.AbstractEventLoop) -> None:
+    """The wildcard host listens on every interface (what ``seglog node`` makes of
+    ``listeners=PLAINTEXT://:9092``) and the address kept for it is loopback; a name that does
+    not resolve fails, and nothing of the failed endpoint stays."""
+
+    async def run() -> tuple[str, int]:
+        t = KafkaTransport(loop)
+        try:
+            host, port = await t.listen(1, lambda src, msg, reply: None, host="0.0.0.0")
+            with socket.create_connection(("127.0.0.1", port), timeout=5):
+                pass
+            with pytest.raises(OSError):
+                await t.listen(2, lambda src, msg, reply: None, host="no-such-host.invalid")
+            assert 2 not in t._handlers and 2 not in t.addresses
+            assert t.addresses[1] == (host, port)
+            return host, port
+        finally:
+            await t.close()
+
+    host, port = loop.run_until_complete(run())
+    assert host == "127.0.0.1" and port > 0
+
+
+def _scram_jaas(user: str, password: str) -> str:
+    return f'org.apache.kafka.common.security.scram.ScramLoginModule required username="{user}" password="{password}";'
+
+
+def test_a_nodes_inter_broker_security_comes_from_its_properties(loop: asyncio.AbstractEventLoop) -> None:
+    """``seglog node``'s listener between nodes, SASL_PLAINTEXT by ``listener.security.protocol.map``:
+    the node authenticates to its peers with the SCRAM-SHA-256 credentials of
+    ``listener.name.<name>.scram-sha-256.sasl.jaas.config`` and its listener accepts them, so nodes
+    configured alike talk; one with another password is refused."""
+    from seglog.cluster.server import node_transport_options
+
+    between = "BROKER://127.0.0.1:0"
+
+    def props(password: str) -> dict[str, str]:
+        return {
+            "listener.security.protocol.map": "BROKER:SASL_PLAINTEXT,CLIENT:PLAINTEXT",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
+            "listener.name.broker.scram-sha-256.sasl.jaas.config": _scram_jaas("nodes", password),
+        }
+
+    opts = node_transport_options(between, props("s3cret"))
+    assert opts["security_protocol"] == "SASL_PLAINTEXT"
+    assert (opts["sasl_user"], opts["sasl_password"]) == ("nodes", "s3cret")
+    assert opts["users"] == {"nodes": "s3cret"}
+
+    async def ask(t: KafkaTransport, address: tuple[str, int]) -> Any:
+        t.register(9, lambda *a: None)
+        t.addresses[1] = address
+        fut: asyncio.Future[Any] = loop.create_future()
+        t.request(9, 1, MetadataRequest(), lambda r, e: fut.set_result(e or r), 3000)
+        got = await asyncio.wait_for(fut, 5)
+        await t.close()
+        return got
+
+    async def run() -> list[Any]:
+        server = KafkaTransport(loop, **node_transport_options(between, props("s3cret")))
+        address = await server.listen(1, lambda src, msg, reply: reply(MetadataResponse(1, (), ())))
+        got = [
+            await ask(KafkaTransport(loop, **node_transport_options(between, props("s3cret"))), address),
+            await ask(KafkaTransport(loop, **node_transport_options(between, props("other"))), address),
+        ]
+        await server.close()
+        return got
+
+    same, other = loop.run_until_complete(run())
+    assert same == MetadataResponse(1, (), ())
+    assert isinstance(other, NetworkError) and "refused the authentication" in str(other)
+
+
+def test_bad_inter_broker_security_fails_naming_the_key(tmp_path: Path) -> None:
+    from seglog.cluster.server import node_transport_options
+    from seglog.errors import ConfigError
+
+    sasl = {"listener.security.protocol.map": "BROKER:SASL_PLAINTEXT"}
+    with pytest.raises(ConfigError, match=r"listener\.name\.broker\.scram-sha-256\.sasl\.jaas\.config must give"):
+        node_transport_options("BROKER://:0", sasl)
+    with pytest.raises(ConfigError, match=r"sasl\.mechanism\.inter\.broker\.protocol=PLAIN: nodes authenticate"):
+        node_transport_options(
+            "BROKER://:0",
+            {
+                **sasl,
+                "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                "listener.name.broker.scram-sha-256.sasl.jaas.config": _scram_jaas("n", "p"),
+            },
+        )
+    with pytest.raises(ConfigError, match=r"must be 'org\.apache\.kafka\.common\.security\.scram\.ScramLoginModule"):
+        node_transport_options(
+            "BROKER://:0", {**sasl, "listener.name.broker.scram-sha-256.sasl.jaas.config": 'x required username="n";'}
+        )
+    with pytest.raises(ConfigError, match=r"does not enable SCRAM-SHA-256"):
+        node_transport_options(
+            "BROKER://:0",
+            {
+                **sasl,
+                "sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.broker.scram-sha-256.sasl.jaas.config": _scram_jaas("n", "p"),
+            },
+        )
+    # TLS to the other nodes needs their CAs.
+    key = tmp_path / "missing.pem"
+    with pytest.raises(ConfigError, match=r"ssl\.keystore\.location"):
+        node_transport_options(
+            "BROKER://:0", {"listener.security.protocol.map": "BROKER:SSL", "ssl.keystore.location": str(key)}
+        )

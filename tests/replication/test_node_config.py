@@ -10,7 +10,14 @@ import pytest
 from seglog.cli import main
 from seglog.cluster.client import format_describe, parse_bootstrap
 from seglog.cluster.metadata import PartitionInfo, PartitionState
-from seglog.cluster.server import load_config, load_security, parse_listener, split_listeners
+from seglog.cluster.server import (
+    client_listener_security,
+    load_config,
+    load_security,
+    node_transport_options,
+    parse_listener,
+    split_listeners,
+)
 from seglog.errors import ConfigError
 from seglog.kafka.security import listener_options
 
@@ -101,9 +108,30 @@ def test_node_listener_security_keys(tmp_path: Path) -> None:
         ConfigError, match="CLIENT is not a security protocol and not in listener.security.protocol.map"
     ):
         load_config(_props(tmp_path, base))
-    # The listener between nodes carries seglog's cluster protocol: PLAINTEXT only.
-    with pytest.raises(ConfigError, match=r"the listener between nodes \(PLAINTEXT://:1\) is SASL_PLAINTEXT"):
-        load_config(_props(tmp_path, base + sasl.replace("PLAINTEXT:PLAINTEXT", "PLAINTEXT:SASL_PLAINTEXT")))
+    # The listener between nodes may be secured too; nodes authenticate to each other with
+    # SCRAM-SHA-256 as the user of its ScramLoginModule config.
+    nodes_sasl = sasl.replace("PLAINTEXT:PLAINTEXT", "PLAINTEXT:SASL_PLAINTEXT")
+    with pytest.raises(
+        ConfigError, match=r"the listener between nodes \(PLAINTEXT://:1\) does not enable SCRAM-SHA-256"
+    ):
+        load_config(_props(tmp_path, base + nodes_sasl))
+    nodes_sasl = nodes_sasl.replace("sasl.enabled.mechanisms=PLAIN", "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256")
+    with pytest.raises(ConfigError, match=r"listener\.name\.plaintext\.scram-sha-256\.sasl\.jaas\.config must give"):
+        load_config(_props(tmp_path, base + nodes_sasl))
+    scram = (
+        "listener.name.plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram."
+        'ScramLoginModule required username="nodes" password="nodes-secret";\n'
+    )
+    path = _props(tmp_path, base + nodes_sasl + scram)
+    cfg = load_config(path)
+    opts = node_transport_options("PLAINTEXT://:1", load_security(path))
+    assert (opts["security_protocol"], opts["sasl_user"], opts["sasl_password"]) == (
+        "SASL_PLAINTEXT",
+        "nodes",
+        "nodes-secret",
+    )
+    # The client listener is built without the keys about reaching other nodes.
+    assert listener_options("CLIENT://:2", client_listener_security("PLAINTEXT://:1", load_security(path)))[3]["users"]
     with pytest.raises(ConfigError, match="'GSSAPI' is not served"):
         load_config(
             _props(tmp_path, base + sasl.replace("sasl.enabled.mechanisms=PLAIN", "sasl.enabled.mechanisms=GSSAPI"))
