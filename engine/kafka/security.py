@@ -765,17 +765,7 @@ def server_ssl_context(config: Mapping[str, str]) -> ssl.SSLContext:
             value=client_auth,
         )
     trust_file, trust_text = config.get("ssl.truststore.location"), config.get("ssl.truststore.certificates")
-    try:
-        if trust_file:
-            ctx.load_verify_locations(cafile=trust_file)
-        if trust_text:
-            ctx.load_verify_locations(cadata=trust_text)
-    except (FileNotFoundError, ssl.SSLError) as exc:
-        raise ConfigError(
-            f"cannot load the trust store ({trust_file or 'PEM text'}): {exc}",
-            key="ssl.truststore.location",
-            value=trust_file,
-        ) from None
+    _load_trust(ctx, trust_file, trust_text)
     if client_auth != "none" and not (trust_file or trust_text):
         raise ConfigError(
             f"ssl.client.auth={client_auth} needs ssl.truststore.location or "
@@ -784,16 +774,7 @@ def server_ssl_context(config: Mapping[str, str]) -> ssl.SSLContext:
             value=client_auth,
         )
     ctx.verify_mode = _CLIENT_AUTH[client_auth]
-    protocols = [p.strip() for p in config.get("ssl.enabled.protocols", "TLSv1.2,TLSv1.3").split(",") if p.strip()]
-    bad = [p for p in protocols if p not in _TLS_VERSIONS]
-    if bad or not protocols:
-        raise ConfigError(
-            f"ssl.enabled.protocols: {bad[0] if bad else 'empty'} (TLSv1.2 and/or TLSv1.3)",
-            key="ssl.enabled.protocols",
-            value=config.get("ssl.enabled.protocols"),
-        )
-    versions = sorted(_TLS_VERSIONS[p] for p in protocols)
-    ctx.minimum_version, ctx.maximum_version = versions[0], versions[-1]
+    _set_protocols(ctx, config)
     ciphers = config.get("ssl.cipher.suites")
     if ciphers:
         try:
@@ -828,17 +809,7 @@ def client_ssl_context(config: Mapping[str, str]) -> ssl.SSLContext:
             key="ssl.truststore.location",
             value=None,
         )
-    try:
-        if trust_file:
-            ctx.load_verify_locations(cafile=trust_file)
-        if trust_text:
-            ctx.load_verify_locations(cadata=trust_text)
-    except (FileNotFoundError, ssl.SSLError) as exc:
-        raise ConfigError(
-            f"cannot load the trust store ({trust_file or 'PEM text'}): {exc}",
-            key="ssl.truststore.location",
-            value=trust_file,
-        ) from None
+    _load_trust(ctx, trust_file, trust_text)
     ctx.check_hostname = algorithm == "https"
     password = config.get("ssl.key.password") or None
     location = config.get("ssl.keystore.location")
@@ -854,6 +825,28 @@ def client_ssl_context(config: Mapping[str, str]) -> ssl.SSLContext:
             key="ssl.keystore.location",
             value=location,
         ) from None
+    _set_protocols(ctx, config)
+    return ctx
+
+
+def _load_trust(ctx: ssl.SSLContext, trust_file: str | None, trust_text: str | None) -> None:
+    """Load the CAs of ``ssl.truststore.location`` (a PEM file) and/or
+    ``ssl.truststore.certificates`` (PEM text) into ``ctx``."""
+    try:
+        if trust_file:
+            ctx.load_verify_locations(cafile=trust_file)
+        if trust_text:
+            ctx.load_verify_locations(cadata=trust_text)
+    except (FileNotFoundError, ssl.SSLError) as exc:
+        raise ConfigError(
+            f"cannot load the trust store ({trust_file or 'PEM text'}): {exc}",
+            key="ssl.truststore.location",
+            value=trust_file,
+        ) from None
+
+
+def _set_protocols(ctx: ssl.SSLContext, config: Mapping[str, str]) -> None:
+    """Bound ``ctx``'s TLS versions by ``ssl.enabled.protocols`` (TLSv1.2 and/or TLSv1.3)."""
     protocols = [p.strip() for p in config.get("ssl.enabled.protocols", "TLSv1.2,TLSv1.3").split(",") if p.strip()]
     bad = [p for p in protocols if p not in _TLS_VERSIONS]
     if bad or not protocols:
@@ -864,7 +857,6 @@ def client_ssl_context(config: Mapping[str, str]) -> ssl.SSLContext:
         )
     versions = sorted(_TLS_VERSIONS[p] for p in protocols)
     ctx.minimum_version, ctx.maximum_version = versions[0], versions[-1]
-    return ctx
 
 
 def _load_pem_text(ctx: ssl.SSLContext, chain: str, key: str, password: str | None) -> None:
