@@ -682,25 +682,17 @@ class KafkaClient:
             raise err
         return ProduceResult(part["base_offset"], part.get("log_append_time_ms", -1), part.get("log_start_offset", -1))
 
-    async def fetch_from(
+    def _fetch_request(
         self,
-        node_id: int,
+        conn: BrokerConnection,
         partitions: Sequence[tuple[str, int, int, int, int]],
-        *,
-        max_wait_ms: int = 500,
-        min_bytes: int = 1,
-        max_bytes: int = 50 * 1024 * 1024,
-        isolation_level: int = 0,
-    ) -> list[tuple[str, Message]]:
-        """One Fetch request to broker ``node_id`` for ``partitions`` (topic, partition, fetch
-        offset, current leader epoch or -1, max bytes): each partition's part of the response
-        (``error_code``, ``high_watermark``, ``log_start_offset``, ``records``...) with its
-        topic, in the order asked. Raises :class:`BrokerNotAvailableError` for a broker the
-        metadata does not name or a failed connection, the Fetch's top-level error."""
-        address = self.brokers.get(node_id)
-        if address is None:
-            raise BrokerNotAvailableError(f"the metadata names no Kafka broker {node_id}")
-        conn = await self.connection(address)
+        max_wait_ms: int,
+        min_bytes: int,
+        max_bytes: int,
+        isolation_level: int,
+    ) -> tuple[int, Message]:
+        """A consumer's sessionless Fetch of ``partitions`` (topic, partition, fetch offset,
+        current leader epoch or -1, max bytes), and the version to send it in on ``conn``."""
         topics: list[Message] = []
         for topic, partition, offset, epoch, part_max in partitions:
             if not topics or topics[-1]["topic"] != topic:
@@ -730,6 +722,29 @@ class KafkaClient:
         version = conn.version("Fetch")
         if version >= 13 and not all(any(self.topic_ids.get(t["topic"], b"")) for t in topics):
             version = 12  # v13+ names topics by id, and the metadata gave none for one of these
+        return version, body
+
+    async def fetch_from(
+        self,
+        node_id: int,
+        partitions: Sequence[tuple[str, int, int, int, int]],
+        *,
+        max_wait_ms: int = 500,
+        min_bytes: int = 1,
+        max_bytes: int = 50 * 1024 * 1024,
+        isolation_level: int = 0,
+    ) -> list[tuple[str, Message]]:
+        """One Fetch request to broker ``node_id`` for ``partitions`` (topic, partition, fetch
+        offset, current leader epoch or -1, max bytes): each partition's part of the response
+        (``error_code``, ``high_watermark``, ``log_start_offset``, ``records``...) with its
+        topic, in the order asked. Raises :class:`BrokerNotAvailableError` for a broker the
+        metadata does not name or a failed connection, the Fetch's top-level error."""
+        address = self.brokers.get(node_id)
+        if address is None:
+            raise BrokerNotAvailableError(f"the metadata names no Kafka broker {node_id}")
+        conn = await self.connection(address)
+        version, body = self._fetch_request(conn, partitions, max_wait_ms, min_bytes, max_bytes, isolation_level)
+        topics = body["topics"]
         resp = await conn.request("Fetch", body, version=version, timeout=max_wait_ms / 1000 + self.request_timeout)
         if resp.get("error_code"):
             raise _broker_error(resp["error_code"], "Fetch", conn.address)
@@ -944,36 +959,9 @@ class KafkaClient:
         epoch = info.leader_epoch if info is not None else -1
 
         async def call(conn: BrokerConnection) -> Message:
-            body: Message = {
-                "replica_id": -1,
-                "max_wait_ms": max_wait_ms,
-                "min_bytes": min_bytes,
-                "max_bytes": max_bytes,
-                "isolation_level": isolation_level,
-                "session_id": 0,
-                "session_epoch": -1,
-                "topics": [
-                    {
-                        "topic": topic,
-                        "topic_id": self.topic_ids.get(topic, bytes(16)),
-                        "partitions": [
-                            {
-                                "partition": partition,
-                                "current_leader_epoch": epoch,
-                                "fetch_offset": offset,
-                                "last_fetched_epoch": -1,
-                                "log_start_offset": -1,
-                                "partition_max_bytes": max_bytes,
-                            }
-                        ],
-                    }
-                ],
-                "forgotten_topics_data": [],
-                "rack_id": "",
-            }
-            version = conn.version("Fetch")
-            if version >= 13 and not any(self.topic_ids.get(topic, b"")):
-                version = 12  # v13+ names topics by id, and the metadata gave none for this one
+            version, body = self._fetch_request(
+                conn, [(topic, partition, offset, epoch, max_bytes)], max_wait_ms, min_bytes, max_bytes, isolation_level
+            )
             resp = await conn.request("Fetch", body, version=version)
             if resp.get("error_code"):
                 return resp
