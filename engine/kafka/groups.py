@@ -78,6 +78,9 @@ EMPTY, PREPARING, COMPLETING, STABLE = "Empty", "PreparingRebalance", "Completin
 #: Kafka's ``group.min.session.timeout.ms`` and ``group.max.session.timeout.ms`` defaults.
 MIN_SESSION_MS = 6000
 MAX_SESSION_MS = 1800000
+#: How long closing waits for group records already being written (Kafka's
+#: ``offsets.commit.timeout.ms`` bounds such a write the same way).
+CLOSE_WRITES_TIMEOUT_S = 5.0
 
 
 class OffsetsBackend(Protocol):
@@ -248,6 +251,11 @@ class GroupCoordinator:
         self._reaper = asyncio.get_running_loop().create_task(self._expire_loop())
 
     async def close(self) -> None:
+        # A group record already being written (a group that emptied, a static member's place)
+        # is finished first, so that a clean close loses none; one that cannot finish within
+        # the bound is cancelled below, its record before it stays the group's last.
+        if self._writes:
+            await asyncio.wait(set(self._writes), timeout=CLOSE_WRITES_TIMEOUT_S)
         tasks = [t for t in [self._reaper, *self._writes] + [g.rebalance_task for g in self.groups.values()] if t]
         for t in tasks:
             t.cancel()
