@@ -28,12 +28,8 @@ from ``SENDFILE_MIN`` bytes on goes from the segment files with ``os.sendfile``.
 from __future__ import annotations
 
 import asyncio
-import base64
 import collections
-import hashlib
-import hmac
 import logging
-import secrets
 import ssl as ssl_mod
 import struct
 from collections.abc import Callable, Iterable
@@ -58,7 +54,7 @@ from seglog.kafka.apis import API_VERSIONS
 from seglog.kafka.codec import FileRegions, Message
 from seglog.kafka.connection import INT32, CloseConnection, ConnState, read_frame, skip_tagged
 from seglog.kafka.listener import KafkaListener, hold_records, unknown_id_name
-from seglog.kafka.security import AuthenticationClosed
+from seglog.kafka.security import AuthenticationClosed, ScramClient
 
 __all__ = [
     "INTER_BROKER_API_VERSIONS",
@@ -158,43 +154,6 @@ class _TopicNames:
         return name if name is not None else unknown_id_name(tid)
 
 
-class _ScramClient:
-    """The client side of SCRAM-SHA-256 (RFC 5802, RFC 7677): the password never crosses the
-    wire, and the server proves it knows it too."""
-
-    def __init__(self, user: str, password: str) -> None:
-        self.password = password.encode()
-        name = user.replace("=", "=3D").replace(",", "=2C")
-        self.bare = f"n={name},r={base64.b64encode(secrets.token_bytes(18)).decode()}"
-        self.nonce = self.bare.split(",r=", 1)[1]
-        self.auth_message = b""
-        self.server_key = b""
-
-    def first(self) -> bytes:
-        return ("n,," + self.bare).encode()
-
-    def final(self, server_first: bytes) -> bytes:
-        text = server_first.decode()
-        attrs = dict(kv.split("=", 1) for kv in text.split(",") if "=" in kv)
-        nonce, salt, iterations = attrs.get("r", ""), attrs.get("s", ""), int(attrs.get("i", "0"))
-        if not nonce.startswith(self.nonce) or not salt or iterations < 4096:
-            raise ValueError(f"a SCRAM server-first message that does not continue this exchange: {text!r}")
-        salted = hashlib.pbkdf2_hmac("sha256", self.password, base64.b64decode(salt), iterations)
-        client_key = hmac.new(salted, b"Client Key", "sha256").digest()
-        self.server_key = hmac.new(salted, b"Server Key", "sha256").digest()
-        without_proof = f"c={base64.b64encode(b'n,,').decode()},r={nonce}"
-        self.auth_message = f"{self.bare},{text},{without_proof}".encode()
-        signature = hmac.new(hashlib.sha256(client_key).digest(), self.auth_message, "sha256").digest()
-        proof = bytes(a ^ b for a, b in zip(client_key, signature))
-        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
-
-    def verify(self, server_final: bytes) -> None:
-        expected = hmac.new(self.server_key, self.auth_message, "sha256").digest()
-        text = server_final.decode()
-        if not text.startswith("v=") or not hmac.compare_digest(base64.b64decode(text[2:]), expected):
-            raise ValueError("the node's SCRAM signature is wrong: it does not know the cluster's secret")
-
-
 class _Pending:
     __slots__ = ("callback", "message", "timer")
 
@@ -262,7 +221,7 @@ class _Conn:
         self.closed = False
         self.stage = "connecting"
         self.stage_corr = -1
-        self.scram: _ScramClient | None = None
+        self.scram: ScramClient | None = None
         self.task = t.loop.create_task(self._open())
 
     async def _open(self) -> None:
@@ -320,7 +279,7 @@ class _Conn:
                     f"node {self.dst} does not take SASL/{NODE_SASL_MECHANISM} (error {body['error_code']}; "
                     f"mechanisms {', '.join(body['mechanisms'] or ())})"
                 )
-            self.scram = _ScramClient(self.t.sasl_user or "", self.t.sasl_password or "")
+            self.scram = ScramClient(self.t.sasl_user or "", self.t.sasl_password or "")
             self._authenticate(self.scram.first())
             return
         body, _ = codec.decode("SaslAuthenticateResponse", _SASL_AUTHENTICATE_VERSION, frame, skip_tagged(frame, 4))

@@ -25,13 +25,9 @@ its requests with :class:`InvalidRequestError` naming the limit.
 from __future__ import annotations
 
 import asyncio
-import base64
 import functools
-import hashlib
-import hmac
 import importlib.metadata
 import itertools
-import os
 import ssl
 import struct
 import time
@@ -57,6 +53,7 @@ from seglog.kafka._schemas import MESSAGES
 from seglog.kafka.apis import API_NAMES
 from seglog.kafka.codec import Message
 from seglog.kafka.connection import INT32, skip_tagged
+from seglog.kafka.security import ScramClient
 
 __all__ = [
     "EARLIEST",
@@ -220,26 +217,12 @@ class BrokerConnection:
             await self._sasl_step(what, b"\0" + user.encode() + b"\0" + password.encode())
             return
         # SCRAM (RFC 5802, 7677): client-first, server-first, client-final, server-final.
-        algorithm = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}[mechanism]
-        nonce = base64.b64encode(os.urandom(24)).decode()
-        name = user.replace("=", "=3D").replace(",", "=2C")
-        first_bare = f"n={name},r={nonce}"
-        server_first = (await self._sasl_step(what, f"n,,{first_bare}".encode())).decode()
-        fields = dict(item.split("=", 1) for item in server_first.split(",") if "=" in item)
-        if not fields.get("r", "").startswith(nonce) or "s" not in fields or not fields.get("i", "").isdigit():
-            raise SaslAuthenticationError(f"{what}: the Kafka broker at {self.address} sent {server_first!r}")
-        salted = hashlib.pbkdf2_hmac(algorithm, password.encode(), base64.b64decode(fields["s"]), int(fields["i"]))
-        client_key = hmac.digest(salted, b"Client Key", algorithm)
-        without_proof = f"c=biws,r={fields['r']}"
-        auth_message = f"{first_bare},{server_first},{without_proof}".encode()
-        signature = hmac.digest(hashlib.new(algorithm, client_key).digest(), auth_message, algorithm)
-        proof = bytes(a ^ b for a, b in zip(client_key, signature))
-        final = (await self._sasl_step(what, f"{without_proof},p={base64.b64encode(proof).decode()}".encode())).decode()
-        expected = hmac.digest(hmac.digest(salted, b"Server Key", algorithm), auth_message, algorithm)
-        if final != "v=" + base64.b64encode(expected).decode():
-            raise SaslAuthenticationError(
-                f"{what}: the Kafka broker at {self.address} did not prove it knows the password"
-            )
+        scram = ScramClient(user, password, {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}[mechanism])
+        try:
+            final = scram.final(await self._sasl_step(what, scram.first()))
+            scram.verify(await self._sasl_step(what, final))
+        except ValueError as exc:
+            raise SaslAuthenticationError(f"{what}: the Kafka broker at {self.address}: {exc}") from None
 
     async def _sasl_step(self, what: str, token: bytes) -> bytes:
         resp = await self.request("SaslAuthenticate", {"auth_bytes": token})

@@ -859,6 +859,47 @@ def _set_protocols(ctx: ssl.SSLContext, config: Mapping[str, str]) -> None:
     ctx.minimum_version, ctx.maximum_version = versions[0], versions[-1]
 
 
+class ScramClient:
+    """The client side of SCRAM (RFC 5802; SHA-256 as RFC 7677, or SHA-512): the password never
+    crosses the wire, and the server proves it knows it too. ``first()`` is the client-first
+    message, ``final(server_first)`` the client-final one, ``verify(server_final)`` checks the
+    server's signature; a message that does not continue the exchange, or a wrong signature,
+    raises :class:`ValueError` saying which."""
+
+    def __init__(self, user: str, password: str, algorithm: str = "sha256") -> None:
+        self.algorithm = algorithm
+        self.password = password.encode()
+        name = user.replace("=", "=3D").replace(",", "=2C")
+        self.nonce = base64.b64encode(secrets.token_bytes(18)).decode()
+        self.bare = f"n={name},r={self.nonce}"
+        self.auth_message = b""
+        self.server_key = b""
+
+    def first(self) -> bytes:
+        return ("n,," + self.bare).encode()
+
+    def final(self, server_first: bytes) -> bytes:
+        text = server_first.decode(errors="replace")
+        attrs = dict(kv.split("=", 1) for kv in text.split(",") if "=" in kv)
+        nonce, salt, iterations = attrs.get("r", ""), attrs.get("s", ""), attrs.get("i", "")
+        if not nonce.startswith(self.nonce) or not salt or not iterations.isdigit() or int(iterations) < 4096:
+            raise ValueError(f"a SCRAM server-first message that does not continue this exchange: {text!r}")
+        salted = hashlib.pbkdf2_hmac(self.algorithm, self.password, base64.b64decode(salt), int(iterations))
+        client_key = hmac.digest(salted, b"Client Key", self.algorithm)
+        self.server_key = hmac.digest(salted, b"Server Key", self.algorithm)
+        without_proof = f"c={base64.b64encode(b'n,,').decode()},r={nonce}"
+        self.auth_message = f"{self.bare},{text},{without_proof}".encode()
+        signature = hmac.digest(hashlib.new(self.algorithm, client_key).digest(), self.auth_message, self.algorithm)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature))
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        expected = hmac.digest(self.server_key, self.auth_message, self.algorithm)
+        text = server_final.decode(errors="replace")
+        if not text.startswith("v=") or not hmac.compare_digest(text[2:].encode(), base64.b64encode(expected)):
+            raise ValueError("the server's SCRAM signature is wrong: it does not know the password")
+
+
 def _load_pem_text(ctx: ssl.SSLContext, chain: str, key: str, password: str | None) -> None:
     """Load a certificate chain and key given as PEM text (Python's ssl reads files only): through
     a private temporary file, removed at once."""
