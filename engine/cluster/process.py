@@ -53,12 +53,13 @@ from seglog.cluster.metadata import CONTROLLER_PATH, ReplicaConfig, broker_path,
 from seglog.cluster.network import client_sasl
 from seglog.cluster.producer import ClusterProducer
 from seglog.cluster.server import check_listener_security, parse_listener
-from seglog.cluster.zkserver import ZooKeeperServer, free_port
+from seglog.cluster.zkserver import ZooKeeperServer
 from seglog.cluster.zookeeper import ZooKeeperCoordinator, ensure_chroot
 from seglog.config import BrokerConfig
 from seglog.errors import KafkaError, NotControllerError, error_for_code
 from seglog.kafka.client import BrokerConnection
 from seglog.kafka.security import is_security_key
+from seglog.util.ports import free_port
 from seglog.util.processes import wait_or_kill_group
 
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing_extensions import Self
 
+from seglog.util.ports import free_port
 from seglog.util.processes import wait_or_kill_group
 
 DEBIAN_JAR = "/usr/share/java/zookeeper.jar"
@@ -70,12 +71,6 @@ def unavailable_reason() -> str | None:
     except ImportError:
         return "the kazoo package is missing: pip install 'seglog[zookeeper]'"
     return None
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def four_letter(host: str, port: int, word: bytes, timeout: float = 1.0) -> bytes:

@@ -38,7 +38,11 @@ class Scenario:
         self.topics = dict(topics or {SAFE: 1})
         if control:
             self.topics["control"] = 1
-        self.cluster = FaultCluster(3, os.path.join(dir, "cluster"), history=self.history, **cluster_kw)
+        try:
+            self.cluster = FaultCluster(3, os.path.join(dir, "cluster"), history=self.history, **cluster_kw)
+        except BaseException:
+            self.history.close()  # a cluster that failed to start leaves no open file behind
+            raise
         self.threads: list[Any] = []
         self.observer: Observer | None = None
         self._closed = False
