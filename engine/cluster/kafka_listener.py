@@ -57,7 +57,8 @@ Served (versions of :data:`seglog.kafka.apis.API_VERSIONS`):
   through the controller at the first FindCoordinator); other nodes answer NOT_COORDINATOR;
   commits are appended to that partition with ``acks=-1``. Metadata marks the topic internal.
 
-Not yet served here: follower fetches (nodes replicate over the cluster's own transport).
+Not served here: follower fetches and the controller's requests. Nodes send those over their
+inter-broker listener (:mod:`seglog.cluster.kafka_transport`), in the same protocol.
 """
 
 from __future__ import annotations
