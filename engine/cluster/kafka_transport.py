@@ -13,7 +13,9 @@ Fetch never holds back the controller's LeaderAndIsr or a leader's AlterPartitio
 broker answers a connection's requests in order). A connection opens with ApiVersions and
 checks that the peer serves each API at the version :data:`~seglog.cluster.kafka_messages.NODE_APIS`
 sends; requests are pipelined (written at once, matched by correlation id); a lost connection
-fails its requests and the next request opens a new one. The request header's client id is
+fails its requests and the next request opens a new one. A request that times out closes its
+connection too, as in Kafka's clients (the rest of its requests fail with NetworkError): a peer
+gone without a word, or a link that drops packets, never holds up the requests after it. The request header's client id is
 ``broker-<sender id>``. Responses are read straight into one buffer per frame, and fetched
 record data is a view of it: the follower appends it without another copy.
 
@@ -371,15 +373,19 @@ class _Conn:
 
         def expire() -> None:
             p = self.pending.pop(corr, None)
-            if p is not None:
-                self.t._deliver(
-                    self.src,
-                    p.callback,
-                    None,
-                    RequestTimedOutError(
-                        f"no response from node {self.dst} to {type(msg).__name__} within {timeout_ms} ms"
-                    ),
-                )
+            if p is None:
+                return
+            what = f"{type(msg).__name__} within {timeout_ms} ms"
+            self.t._deliver(
+                self.src, p.callback, None, RequestTimedOutError(f"no response from node {self.dst} to {what}")
+            )
+            # As Kafka's clients do, a connection on which a request timed out is closed:
+            # whatever held that answer up (a peer gone without a FIN, a link that drops
+            # packets, an opening that never finished) would hold up every later request on
+            # it. Its other requests fail at once; the next request opens a new connection.
+            if not self.task.done():
+                self.task.cancel()
+            self.fail(NetworkError(f"connection {self.src}->{self.dst} closed: node {self.dst} did not answer {what}"))
 
         self.pending[corr] = _Pending(msg, callback, self.t.loop.call_later(timeout_ms / 1000.0, expire))
         if self.ready and self.proto is not None and self.proto.transport is not None:

@@ -249,6 +249,60 @@ def test_timeouts_and_a_vanished_server(loop: asyncio.AbstractEventLoop) -> None
     assert isinstance(got[2], NetworkError)
 
 
+def test_a_request_that_times_out_closes_its_connection(loop: asyncio.AbstractEventLoop) -> None:
+    """A peer that takes the connection and then says nothing (a link dropping every packet, a
+    frozen process): the request times out, its connection is closed, the request pipelined
+    behind it fails at once, and the next request opens a new connection (Kafka's clients do
+    the same). Before, every later request queued on the silent connection and timed out too."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.setblocking(False)
+    accepted: list[socket.socket] = []
+
+    async def run() -> list[Any]:
+        t = KafkaTransport(loop)
+        t.register(2, lambda *a: None)
+        t.set_address(1, f"127.0.0.1:{server.getsockname()[1]}")
+        got: list[Any] = []
+
+        def cb(r: Any, e: BaseException | None) -> None:
+            got.append(e)
+
+        async def accept() -> None:
+            while True:
+                conn, _ = await loop.sock_accept(server)
+                accepted.append(conn)  # read nothing, answer nothing
+
+        acceptor = loop.create_task(accept())
+        t.request(2, 1, MetadataRequest(), cb, 200)
+        t.request(2, 1, MetadataRequest(), cb, 5000)
+        for _ in range(100):
+            if len(got) == 2:
+                break
+            await asyncio.sleep(0.02)
+        t.request(2, 1, MetadataRequest(), cb, 200)
+        for _ in range(100):
+            if len(got) == 3:
+                break
+            await asyncio.sleep(0.02)
+        acceptor.cancel()
+        await t.close()
+        return got
+
+    try:
+        got = loop.run_until_complete(run())
+    finally:
+        for c in accepted:
+            c.close()
+        server.close()
+    assert isinstance(got[0], RequestTimedOutError)
+    assert isinstance(got[1], NetworkError) and not isinstance(got[1], RequestTimedOutError)
+    assert "did not answer MetadataRequest within 200 ms" in str(got[1])
+    assert isinstance(got[2], RequestTimedOutError)
+    assert len(accepted) == 2, "the request after the timeout did not open a new connection"
+
+
 def test_a_peer_that_does_not_serve_the_version_is_refused(loop: asyncio.AbstractEventLoop) -> None:
     """A Kafka listener for clients (no LeaderAndIsr) is not a node's inter-broker listener."""
     from seglog.kafka.listener import KafkaListener
