@@ -50,7 +50,7 @@ from seglog.cluster.client import ClusterClient
 from seglog.cluster.consumer import ClusterConsumer
 from seglog.cluster.messages import CreateTopicRequest, CreateTopicResponse, MetadataRequest, MetadataResponse
 from seglog.cluster.metadata import CONTROLLER_PATH, ReplicaConfig, broker_path, loads
-from seglog.cluster.network import client_sasl
+from seglog.cluster.network import client_security
 from seglog.cluster.producer import ClusterProducer
 from seglog.cluster.server import check_listener_security, parse_listener
 from seglog.cluster.zkserver import ZooKeeperServer
@@ -118,6 +118,7 @@ class ProcessCluster(ClusterBase):
             )
         if secret is not None or ssl is not None:
             raise ValueError("secret= and ssl= are not available with processes=True yet")
+        self._client_security = client_security(client_config)
         self._closed = False
         self._lay_out(nodes, dir, replica_config, log_defaults, host, log_dirs, "seglog-procs-")
         self.node_config = dict(node_config or {})
@@ -130,7 +131,6 @@ class ProcessCluster(ClusterBase):
         self._lock = threading.RLock()
         self.zk_server: ZooKeeperServer | None = None
         self._client_obj: ClusterClient | None = None
-        self._client_sasl = client_sasl(client_config)
         self.coordinator: Any = None
         try:
             if zookeeper is None:
@@ -415,7 +415,9 @@ class ProcessCluster(ClusterBase):
         """A :class:`seglog.cluster.client.ClusterClient` bootstrapped from every node (made on first use)."""
         with self._lock:
             if self._client_obj is None:
-                self._client_obj = ClusterClient(self.bootstrap_servers, sasl=self._client_sasl)
+                self._client_obj = ClusterClient(
+                    self.bootstrap_servers, ssl=self._client_security.ssl, sasl=self._client_security.sasl
+                )
             return self._client_obj
 
     @property
