@@ -17,6 +17,7 @@ from seglog.cluster.client import ClusterClient
 from seglog.cluster.consumer import ClusterConsumer, ConsumerRecord
 from seglog.cluster.local import LocalCluster
 from seglog.errors import KafkaStorageError
+from seglog.storage.records import encode_batch, encode_control_batch
 
 pa = pytest.importorskip("pyarrow")
 ck = pytest.importorskip("confluent_kafka")
@@ -201,3 +202,39 @@ def test_poll_columns_against_a_stores_kafka_listener(tmp_path: Path) -> None:
             c = client.consumer()
             c.assign([("s", 0)])
             _check_arguments(c, sc)
+
+
+def test_control_batches_are_skipped_and_stepped_over(tmp_path: Path) -> None:
+    """A committed transaction's marker (a control batch) is no row, and the position steps
+    past it (it ends the fetch): the next transaction's records come from the next poll."""
+    with Store.open(tmp_path / "data") as store, store.serve() as broker:
+        store.create_topic("tx", 1)
+        with ClusterClient(broker.bootstrap_servers, metadata_timeout_s=20) as client:
+            columns = client.consumer()
+            columns.assign([("tx", 0)])
+            records = client.consumer()
+            records.assign([("tx", 0)])
+            for round_ in range(2):
+                values = [b"r%d-%d" % (round_, i) for i in range(5)]
+                batch = encode_batch(
+                    values,
+                    timestamps=1_700_000_000_000,
+                    producer_id=7,
+                    producer_epoch=0,
+                    base_sequence=5 * round_,
+                    is_transactional=True,
+                )
+                store.append("tx", 0, batch)
+                marker = encode_control_batch(1, timestamp=1_700_000_000_000, producer_id=7, producer_epoch=0)
+                store.append("tx", 0, marker, origin="coordinator")
+                first = 6 * round_  # five records, then the commit marker
+                table = _all_rows(columns, 5)
+                got = _all_records(records, 5)
+                assert table.column("offset").to_pylist() == list(range(first, first + 5))
+                assert [r.offset for r in got] == list(range(first, first + 5))
+                assert table.column("value").to_pylist() == values == [r.value for r in got]
+                assert (columns.position("tx", 0), records.position("tx", 0)) == (first + 6, first + 6)
+                assert columns.poll_columns(timeout_ms=50).num_rows == 0
+                assert records.poll(timeout_ms=50) == []
+            columns.close()
+            records.close()
