@@ -67,16 +67,35 @@ def constant_array(kind: str, value: Any, n: int) -> Any:
     return arr.slice(0, n)
 
 
-def columns_table(tp: TopicPartition, pieces: Sequence[memoryview], pos: int, headers: bool, check: bool) -> Any:
+def columns_table(
+    tp: TopicPartition,
+    pieces: Sequence[memoryview],
+    pos: int,
+    headers: bool,
+    check: bool,
+    *,
+    allow_truncated: bool = False,
+    max_offset: int | None = None,
+) -> Any:
     """The records of ``tp`` from ``pos`` on in ``pieces`` (whole batches of its log) as one
-    table; ``check`` verifies each batch's CRC."""
+    table; ``check`` verifies each batch's CRC. ``allow_truncated``: a piece may end in a
+    partial batch (a Fetch response's last one), which is left out; ``max_offset``: only records
+    below it (a high watermark)."""
     import pyarrow as pa  # optional dependency, imported on first use
 
     schema = kafka_schema(headers)
     batches = []
     ts_type = pa.timestamp("ms", tz="UTC")
     for piece in pieces:
-        cols = decode_columns(piece, keys=True, headers=headers, min_offset=pos, verify_crc=check)
+        cols = decode_columns(
+            piece,
+            keys=True,
+            headers=headers,
+            min_offset=pos,
+            max_offset=max_offset,
+            verify_crc=check,
+            allow_truncated=allow_truncated,
+        )
         n = cols.count
         if not n:
             continue

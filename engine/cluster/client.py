@@ -43,7 +43,7 @@ from typing import Any
 
 from seglog.cluster.consumer import ClusterConsumer
 from seglog.cluster.metadata import PartitionInfo, PartitionState
-from seglog.cluster.network import cluster_kafka_client, topic_config_strings
+from seglog.cluster.network import client_security, cluster_kafka_client, topic_config_strings
 from seglog.cluster.producer import ClusterProducer
 from seglog.errors import KafkaError, SaslAuthenticationError, SeglogError
 from seglog.kafka.client import KafkaClient
@@ -83,9 +83,12 @@ def partition_infos(resp: Message) -> dict[tuple[str, int], PartitionInfo]:
 
 class ClusterClient(LoopOwner, Closeable):
     """A client of a cluster (or of one Kafka listener) bootstrapped from ``bootstrap``, the
-    Kafka listeners' ``host:port`` (see module docs). ``ssl``: an :class:`ssl.SSLContext` for
-    listeners that speak TLS; ``sasl``: (mechanism, user name, password) for listeners that want
-    SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)."""
+    Kafka listeners' ``host:port`` (see module docs). ``client_config``: Kafka's client keys
+    for listeners that want TLS or SASL (``security.protocol``, ``ssl.ca.location``,
+    ``sasl.mechanism``...: :func:`seglog.cluster.network.client_security`); or, made by the
+    caller, ``ssl``: an :class:`ssl.SSLContext` for listeners that speak TLS and ``sasl``:
+    (mechanism, user name, password) for listeners that want SASL (PLAIN, SCRAM-SHA-256,
+    SCRAM-SHA-512)."""
 
     _what = "client"
 
@@ -95,9 +98,14 @@ class ClusterClient(LoopOwner, Closeable):
         *,
         ssl: ssl_module.SSLContext | None = None,
         sasl: tuple[str, str, str] | None = None,
+        client_config: Mapping[str, Any] | None = None,
         metadata_timeout_s: float = 30,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
+        if client_config is not None:
+            if ssl is not None or sasl is not None:
+                raise ValueError("give client_config or ssl=/sasl=, not both")
+            ssl, sasl = client_security(client_config)
         self.ssl = ssl
         self.sasl = sasl
         self.clock = Clock()

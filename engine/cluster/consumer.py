@@ -12,16 +12,35 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from seglog.client.kafka_table import columns_table, empty_table
 from seglog.cluster.network import ClientHost, kafka_keys
 from seglog.config import ConsumerConfig
-from seglog.errors import OffsetOutOfRangeError, SeglogError
-from seglog.storage.records import decode_records
+from seglog.errors import KafkaStorageError, OffsetOutOfRangeError, SeglogError
+from seglog.storage.records import batch_headers, decode_records
+from seglog.storage.topic import TopicPartition
+from seglog.util.args import int_arg
 from seglog.util.closing import Closeable
 
 __all__ = ["ClusterConsumer", "ConsumerRecord"]
+
+#: What :meth:`ClusterConsumer._poll` hands a partition's fetched bytes to: (partition, the
+#: records bytes, the position, the high watermark or None, how many records may still be
+#: taken or None, the partition's response, the serving leader, its epoch) -> records taken.
+_Take = Callable[[tuple[str, int], bytes, int, int | None, int | None, Any, int, int], int]
+
+
+def _end(data: bytes, pos: int, hw: int | None, last: int) -> int:
+    """The position after every record of ``data`` was taken: past its last whole batch
+    (so control batches and offsets a compaction removed are stepped over, as Kafka's consumer
+    does), never past the high watermark; at least ``last``, one past the last record taken."""
+    heads = batch_headers(data, allow_truncated=True)
+    end = heads[-1].next_offset if heads else pos
+    if hw is not None:
+        end = min(end, hw)
+    return max(end, last, pos)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -96,12 +115,79 @@ class ClusterConsumer(Closeable):
 
     def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> list[ConsumerRecord]:
         """Records from the current positions; waits up to ``timeout_ms`` for any."""
+        self._check_open()
         limit = max_records or self.config.max_poll_records
-        return list(self.cluster._call(self._poll(timeout_ms, limit), timeout_ms / 1000 + 30))
-
-    async def _poll(self, timeout_ms: int, limit: int) -> list[ConsumerRecord]:
-        deadline = time.monotonic() + timeout_ms / 1000
         out: list[ConsumerRecord] = []
+        check = self.config.check_crcs
+
+        def take(
+            tp: tuple[str, int], data: bytes, pos: int, hw: int | None, left: int | None, pr: Any, by: int, epoch: int
+        ) -> int:
+            recs = decode_records(data, allow_truncated=True, min_offset=pos, max_offset=hw, verify_crc=check)
+            if left is not None and len(recs) > left:
+                del recs[left:]
+                self._positions[tp] = recs[-1].offset + 1
+            else:
+                self._positions[tp] = _end(data, pos, hw, recs[-1].offset + 1 if recs else pos)
+            hwm = pr["high_watermark"]
+            out.extend(
+                ConsumerRecord(tp[0], tp[1], r.offset, r.timestamp, r.key, r.value, r.leader_epoch, hwm, by, epoch)
+                for r in recs
+            )
+            return len(recs)
+
+        self.cluster._call(self._poll(timeout_ms, limit, take), timeout_ms / 1000 + 30)
+        return out
+
+    def poll_columns(self, max_records: int | None = None, timeout_ms: int = 1000, *, headers: bool = False) -> Any:
+        """Like :meth:`poll` but as a ``pyarrow.Table`` decoded without per-record Python
+        objects (the store's :meth:`seglog.client.consumer.Consumer.poll_columns`), with Spark's
+        Kafka-source columns: ``key``, ``value`` (binary), ``topic`` (string), ``partition``
+        (int32), ``offset`` (int64), ``timestamp`` (timestamp[ms, UTC]), ``timestampType``
+        (int32) and, with ``headers=True``, ``headers`` (list<struct<key: string, value:
+        binary>>). ``max_records`` defaults to everything one round of fetches returns; records
+        past it are fetched again from the position by the next call."""
+        import pyarrow as pa  # optional dependency, imported on first use
+
+        int_arg("max_records", max_records, optional=True)
+        int_arg("timeout_ms", timeout_ms)
+        self._check_open()
+        if max_records is not None and max_records < 1:
+            raise ValueError(f"max_records must be at least 1, got {max_records}")
+        tables: list[Any] = []
+        check = self.config.check_crcs
+
+        def take(
+            tp: tuple[str, int], data: bytes, pos: int, hw: int | None, left: int | None, pr: Any, by: int, epoch: int
+        ) -> int:
+            table = columns_table(
+                TopicPartition(*tp), [memoryview(data)], pos, headers, check, allow_truncated=True, max_offset=hw
+            )
+            n = int(table.num_rows)
+            if left is not None and n > left:
+                table = table.slice(0, left)
+                n = left
+                self._positions[tp] = table.column("offset")[n - 1].as_py() + 1
+            else:
+                last = table.column("offset")[n - 1].as_py() + 1 if n else pos
+                self._positions[tp] = _end(data, pos, hw, last)
+            if n:
+                tables.append(table)
+            return n
+
+        self.cluster._call(self._poll(timeout_ms, max_records, take), timeout_ms / 1000 + 30)
+        if not tables:
+            return empty_table(headers)
+        return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+
+    async def _poll(self, timeout_ms: int, limit: int | None, take: _Take) -> None:
+        """Fetch rounds from the leaders of the assigned partitions until ``take`` has taken
+        records (it decodes a partition's fetched bytes from the position, below the high
+        watermark, at most ``left`` of them, moves the position and says how many it took) or
+        ``timeout_ms`` has passed."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        left = limit
+        taken = 0
         while True:
             by_leader: dict[int, list[tuple[str, int]]] = {}
             missing = False
@@ -116,6 +202,8 @@ class ClusterConsumer(Closeable):
             wait = max(0, min(self.config.fetch_max_wait_ms, int((deadline - time.monotonic()) * 1000)))
             named = self.name_leader_epoch
             for leader, tps in by_leader.items():
+                if left == 0:
+                    break
                 epochs = {}
                 for tp in tps:
                     info = self._c.partitions.get(tp)
@@ -149,31 +237,25 @@ class ClusterConsumer(Closeable):
                         await self._refresh()
                         continue
                     data = pr["records"]
-                    if not data:
+                    if not data or left == 0:
                         continue
-                    pos = self._positions[tp]
                     served_epoch = epochs.get(tp, -1)
                     served_by = leader if served_epoch >= 0 else -1
-                    for r in decode_records(bytes(data), allow_truncated=True):
-                        if r.offset < pos or len(out) >= limit:
-                            continue
-                        out.append(
-                            ConsumerRecord(
-                                tp[0],
-                                tp[1],
-                                r.offset,
-                                r.timestamp,
-                                r.key,
-                                r.value,
-                                r.leader_epoch,
-                                pr["high_watermark"],
-                                served_by,
-                                served_epoch,
-                            )
-                        )
-                        self._positions[tp] = r.offset + 1
-            if out or time.monotonic() >= deadline:
-                return out
+                    hw = pr["high_watermark"]
+                    n = take(
+                        tp,
+                        bytes(data),
+                        self._positions[tp],
+                        hw if hw >= 0 else None,
+                        left,
+                        pr,
+                        served_by,
+                        served_epoch,
+                    )
+                    taken += n
+                    left = None if limit is None else limit - taken
+            if taken or time.monotonic() >= deadline:
+                return
             await asyncio.sleep(0.01)
 
     def _reset(self, tp: tuple[str, int], log_start: int, log_end: int) -> None:
@@ -195,6 +277,10 @@ class ClusterConsumer(Closeable):
                 f"and auto.offset.reset is {policy!r}",
                 offset=pos,
             )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaStorageError("the consumer is closed")
 
     def close(self) -> None:
         if not self._closed:

@@ -80,7 +80,7 @@ from seglog.cluster.kafka_listener import NodeKafkaListener
 from seglog.cluster.kafka_transport import KafkaTransport, node_security
 from seglog.cluster.metadata import ReplicaConfig
 from seglog.cluster.netloop import LoopScheduler
-from seglog.cluster.network import client_sasl, cluster_kafka_client, topic_config_strings
+from seglog.cluster.network import client_security, cluster_kafka_client, topic_config_strings
 from seglog.cluster.node import ReplicaNode
 from seglog.cluster.producer import ClusterProducer
 from seglog.cluster.transport import GuardedScheduler
@@ -125,6 +125,7 @@ class LocalCluster(LoopOwner, ClusterBase):
                 "use seglog.cluster.start_cluster(..., processes=True) "
                 "(a seglog.cluster.process.ProcessCluster)"
             )
+        self._client_security = client_security(client_config)  # a bad setting fails before anything starts
         self._lay_out(nodes, dir, replica_config, log_defaults, host, log_dirs, "seglog-cluster-")
         self._cluster_id = "seglog-" + hashlib.sha256(os.path.abspath(self.dir).encode()).hexdigest()[:16]
         self.zk_server: Any = None
@@ -149,7 +150,6 @@ class LocalCluster(LoopOwner, ClusterBase):
         #: ``sasl_mechanisms``, ``users``: :class:`seglog.kafka.security.ListenerSecurity`).
         self._kafka_options = dict(kafka_options or {})
         self._kafka_ports: dict[int, int] = {}
-        self._client_sasl = client_sasl(client_config)
         self._secret = secret
         # Checkpoint files (and their fsyncs) are written here, not on the loop, so a slow fsync
         # does not stall every node's requests.
@@ -425,7 +425,7 @@ class LocalCluster(LoopOwner, ClusterBase):
     # -- admin ---------------------------------------------------------------------------------
 
     def _client(self) -> KafkaClient:
-        return cluster_kafka_client(self.bootstrap_servers.split(","), None, self._client_sasl)
+        return cluster_kafka_client(self.bootstrap_servers.split(","), *self._client_security)
 
     def _admin(self, op: Any, timeout_s: float) -> Any:
         """Run ``op(client)`` with a Kafka client of the cluster made for it, on the loop."""

@@ -10,14 +10,23 @@ its own connections and metadata cache), so they work against any Kafka broker t
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from seglog.kafka.client import KafkaClient
 from seglog.util.clock import Clock
 
-__all__ = ["ClientHost", "client_sasl", "cluster_kafka_client", "kafka_keys", "topic_config_strings"]
+__all__ = [
+    "CLIENT_KEYS",
+    "ClientHost",
+    "ClientSecurity",
+    "client_security",
+    "cluster_kafka_client",
+    "kafka_keys",
+    "topic_config_strings",
+]
 
 #: How long a cluster client waits for a connection or a metadata answer before it tries the
 #: next node: short, so that a frozen node (its socket accepts, nothing answers) costs little.
@@ -58,29 +67,114 @@ def cluster_kafka_client(
     )
 
 
-def client_sasl(config: Mapping[str, Any] | None) -> tuple[str, str, str] | None:
-    """The SASL mechanism and credentials of Kafka client settings (``security.protocol``
-    PLAINTEXT or SASL_PLAINTEXT, ``sasl.mechanism`` PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512,
-    ``sasl.username``, ``sasl.password``), or None for PLAINTEXT. Raises ValueError naming what is not available:
-    another protocol or mechanism, a missing or unknown key."""
-    cfg = dict(config or {})
-    known = {"security.protocol", "sasl.mechanism", "sasl.username", "sasl.password"}
-    unknown = sorted(set(cfg) - known)
+class ClientSecurity(NamedTuple):
+    """How the cluster's clients reach listeners: a TLS context (None: plain TCP) and the SASL
+    mechanism and credentials (None: no SASL)."""
+
+    ssl: ssl.SSLContext | None
+    sasl: tuple[str, str, str] | None
+
+
+#: The Kafka client keys ``client_config`` takes; the TLS ones in librdkafka's spelling, with
+#: the Java client's PEM spelling of the CA accepted too.
+CLIENT_KEYS = frozenset(
+    {
+        "security.protocol",
+        "sasl.mechanism",
+        "sasl.username",
+        "sasl.password",
+        "ssl.ca.location",
+        "ssl.cafile",
+        "ssl.certificate.location",
+        "ssl.key.location",
+        "ssl.key.password",
+        "ssl.endpoint.identification.algorithm",
+    }
+)
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def client_security(config: Mapping[str, Any] | None) -> ClientSecurity:
+    """The TLS context and SASL credentials of Kafka client settings:
+
+    - ``security.protocol``: PLAINTEXT (default), SSL, SASL_PLAINTEXT or SASL_SSL;
+    - ``sasl.mechanism`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), ``sasl.username``,
+      ``sasl.password`` for the SASL ones;
+    - for SSL and SASL_SSL: ``ssl.ca.location`` (or ``ssl.cafile``), a PEM file of the CA
+      certificates the listeners' certificates must chain to (default: the system's);
+      ``ssl.certificate.location`` and ``ssl.key.location`` (PEM; ``ssl.key.password`` when
+      the key is encrypted) for listeners that want a client certificate;
+      ``ssl.endpoint.identification.algorithm``: ``https`` (default; the certificate must name
+      the host dialled) or ``none``.
+
+    Raises ValueError naming what is not available: an unknown key, another protocol or
+    mechanism, a missing setting, a file that cannot be read (naming it)."""
+    cfg = {k: v for k, v in (config or {}).items()}
+    unknown = sorted(set(cfg) - CLIENT_KEYS)
     if unknown:
-        raise ValueError(f"client_config: {', '.join(unknown)} not available (only {', '.join(sorted(known))})")
+        raise ValueError(f"client_config: {', '.join(unknown)} not available (only {', '.join(sorted(CLIENT_KEYS))})")
     protocol = str(cfg.get("security.protocol", "PLAINTEXT")).upper()
-    if protocol == "PLAINTEXT":
-        return None
-    if protocol != "SASL_PLAINTEXT":
-        raise ValueError(f"client_config: security.protocol={protocol} is not available (PLAINTEXT or SASL_PLAINTEXT)")
-    mechanism = str(cfg.get("sasl.mechanism", "GSSAPI")).upper()
-    if mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+    if protocol not in _PROTOCOLS:
+        raise ValueError(f"client_config: security.protocol={protocol} is not available ({', '.join(_PROTOCOLS)})")
+    tls = protocol in ("SSL", "SASL_SSL")
+    tls_keys = sorted(k for k in cfg if k.startswith("ssl."))
+    if tls_keys and not tls:
+        raise ValueError(f"client_config: {', '.join(tls_keys)} need security.protocol SSL or SASL_SSL, not {protocol}")
+    sasl = None
+    if protocol.startswith("SASL_"):
+        mechanism = str(cfg.get("sasl.mechanism", "GSSAPI")).upper()
+        if mechanism not in _MECHANISMS:
+            raise ValueError(f"client_config: sasl.mechanism={mechanism} is not available ({', '.join(_MECHANISMS)})")
+        if "sasl.username" not in cfg or "sasl.password" not in cfg:
+            raise ValueError(f"client_config: SASL/{mechanism} needs sasl.username and sasl.password")
+        sasl = (mechanism, str(cfg["sasl.username"]), str(cfg["sasl.password"]))
+    else:
+        sasl_keys = sorted(k for k in cfg if k.startswith("sasl."))
+        if sasl_keys:
+            raise ValueError(
+                f"client_config: {', '.join(sasl_keys)} need security.protocol SASL_PLAINTEXT or SASL_SSL, "
+                f"not {protocol}"
+            )
+    return ClientSecurity(_client_ssl_context(cfg) if tls else None, sasl)
+
+
+def _client_ssl_context(cfg: Mapping[str, Any]) -> ssl.SSLContext:
+    if "ssl.ca.location" in cfg and "ssl.cafile" in cfg and cfg["ssl.ca.location"] != cfg["ssl.cafile"]:
+        raise ValueError("client_config: ssl.ca.location and ssl.cafile name different files; give one")
+    ca = cfg.get("ssl.ca.location", cfg.get("ssl.cafile"))
+    cert = cfg.get("ssl.certificate.location")
+    key = cfg.get("ssl.key.location")
+    if (cert is None) != (key is None):
+        raise ValueError("client_config: ssl.certificate.location and ssl.key.location go together")
+    if "ssl.key.password" in cfg and key is None:
+        raise ValueError("client_config: ssl.key.password without ssl.key.location")
+    algorithm = str(cfg.get("ssl.endpoint.identification.algorithm", "https")).lower()
+    if algorithm not in ("https", "none", ""):
         raise ValueError(
-            f"client_config: sasl.mechanism={mechanism} is not available (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"
+            f"client_config: ssl.endpoint.identification.algorithm={algorithm} is not available (https or none)"
         )
-    if "sasl.username" not in cfg or "sasl.password" not in cfg:
-        raise ValueError(f"client_config: SASL/{mechanism} needs sasl.username and sasl.password")
-    return mechanism, str(cfg["sasl.username"]), str(cfg["sasl.password"])
+    for name, path in (("ssl.ca.location", ca), ("ssl.certificate.location", cert), ("ssl.key.location", key)):
+        if path is not None and not os.path.isfile(str(path)):
+            raise ValueError(f"client_config: {name}: no such file {str(path)!r}")
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    if ca is not None:
+        try:
+            ctx.load_verify_locations(cafile=str(ca))
+        except (ssl.SSLError, OSError) as exc:
+            raise ValueError(f"client_config: ssl.ca.location {str(ca)!r} holds no PEM certificate ({exc})") from None
+    if cert is not None:
+        password = cfg.get("ssl.key.password")
+        try:
+            ctx.load_cert_chain(str(cert), str(key), None if password is None else str(password))
+        except (ssl.SSLError, OSError) as exc:
+            raise ValueError(
+                f"client_config: the certificate {str(cert)!r} and key {str(key)!r} cannot be loaded "
+                f"(a PEM certificate and its key; ssl.key.password for an encrypted key): {exc}"
+            ) from None
+    if algorithm != "https":
+        ctx.check_hostname = False
+    return ctx
 
 
 def kafka_keys(config: Mapping[str, Any]) -> dict[str, Any]:

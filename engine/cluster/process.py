@@ -37,6 +37,7 @@ import json
 import os
 import shutil
 import signal
+import ssl as ssl_module
 import subprocess
 import sys
 import threading
@@ -48,11 +49,12 @@ from seglog.cluster import kafka_messages
 from seglog.cluster.base import ClusterBase
 from seglog.cluster.client import ClusterClient
 from seglog.cluster.consumer import ClusterConsumer
+from seglog.cluster.kafka_transport import NODE_SASL_MECHANISM
 from seglog.cluster.messages import CreateTopicRequest, CreateTopicResponse, MetadataRequest, MetadataResponse
 from seglog.cluster.metadata import CONTROLLER_PATH, ReplicaConfig, broker_path, loads
-from seglog.cluster.network import client_sasl
+from seglog.cluster.network import client_security
 from seglog.cluster.producer import ClusterProducer
-from seglog.cluster.server import check_listener_security, parse_listener
+from seglog.cluster.server import check_listener_security, node_transport_options, parse_listener, split_listeners
 from seglog.cluster.zkserver import ZooKeeperServer
 from seglog.cluster.zookeeper import ZooKeeperCoordinator, ensure_chroot
 from seglog.config import BrokerConfig
@@ -118,6 +120,7 @@ class ProcessCluster(ClusterBase):
             )
         if secret is not None or ssl is not None:
             raise ValueError("secret= and ssl= are not available with processes=True yet")
+        self._client_security = client_security(client_config)
         self._closed = False
         self._lay_out(nodes, dir, replica_config, log_defaults, host, log_dirs, "seglog-procs-")
         self.node_config = dict(node_config or {})
@@ -130,7 +133,9 @@ class ProcessCluster(ClusterBase):
         self._lock = threading.RLock()
         self.zk_server: ZooKeeperServer | None = None
         self._client_obj: ClusterClient | None = None
-        self._client_sasl = client_sasl(client_config)
+        #: How this process reaches each node's inter-broker listener (TLS context, SASL), as the
+        #: node's properties say the nodes reach each other; made on first use.
+        self._node_security: dict[int, tuple[ssl_module.SSLContext | None, tuple[str, str, str] | None]] = {}
         self.coordinator: Any = None
         try:
             if zookeeper is None:
@@ -232,6 +237,7 @@ class ProcessCluster(ClusterBase):
         merged.update(properties)
         old = self.node_configs.get(node)
         self.node_configs[node] = merged
+        self._node_security.pop(node, None)
         try:
             self._write_config(node)
         except Exception:
@@ -381,6 +387,19 @@ class ProcessCluster(ClusterBase):
             return False
         return isinstance(meta, MetadataResponse) and set(self.ids) <= {b for b, _ in meta.live_brokers}
 
+    def _inter_broker_security(self, i: int) -> tuple[ssl_module.SSLContext | None, tuple[str, str, str] | None]:
+        """The TLS context and SASL credentials node ``i``'s properties give its inter-broker
+        listener's clients (the other nodes): how this process reaches that listener too."""
+        got = self._node_security.get(i)
+        if got is None:
+            props = self._properties(i)
+            cfg = BrokerConfig.from_dict({k: v for k, v in props.items() if not is_security_key(k)})
+            between, _ = split_listeners(cfg)
+            opts = node_transport_options(between, {k: str(v) for k, v in props.items() if is_security_key(k)})
+            sasl = (NODE_SASL_MECHANISM, opts["sasl_user"], opts["sasl_password"]) if "sasl_user" in opts else None
+            got = self._node_security[i] = (opts.get("client_ssl"), sasl)
+        return got
+
     def _node_request(self, nodes: list[int], msg: Any) -> Any:
         """``msg`` (a request of :mod:`seglog.cluster.messages`) as its Kafka request to the
         first of ``nodes`` whose inter-broker listener answers, and the answer."""
@@ -390,7 +409,10 @@ class ProcessCluster(ClusterBase):
             last: KafkaError | None = None
             for i in nodes:
                 try:
-                    conn = await BrokerConnection.open(self.address(i), client_id="broker--1", timeout=5.0)
+                    tls, sasl = self._inter_broker_security(i)
+                    conn = await BrokerConnection.open(
+                        self.address(i), client_id="broker--1", timeout=5.0, ssl_context=tls, sasl=sasl
+                    )
                 except KafkaError as exc:
                     last = exc
                     continue
@@ -415,7 +437,9 @@ class ProcessCluster(ClusterBase):
         """A :class:`seglog.cluster.client.ClusterClient` bootstrapped from every node (made on first use)."""
         with self._lock:
             if self._client_obj is None:
-                self._client_obj = ClusterClient(self.bootstrap_servers, sasl=self._client_sasl)
+                self._client_obj = ClusterClient(
+                    self.bootstrap_servers, ssl=self._client_security.ssl, sasl=self._client_security.sasl
+                )
             return self._client_obj
 
     @property

@@ -162,6 +162,11 @@ class BrokerConnection:
             reader, writer = await asyncio.wait_for(
                 asyncio.open_connection(host, port, ssl=ssl_context, limit=1 << 16), timeout
             )
+        except ssl.SSLCertVerificationError as exc:
+            raise BrokerNotAvailableError(
+                f"cannot connect to the Kafka broker at {address}: its TLS certificate is not trusted "
+                f"({exc.verify_message}; is the CA given the one that signed it, and does it name {host}?)"
+            ) from None
         except (OSError, asyncio.TimeoutError) as exc:
             why = "timed out" if isinstance(exc, asyncio.TimeoutError) else str(exc) or type(exc).__name__
             raise BrokerNotAvailableError(f"cannot connect to the Kafka broker at {address}: {why}") from None
