@@ -37,13 +37,16 @@ and topic config overrides, the eligible leader replicas, ...); a request the re
 handle at all (:class:`~seglog.cluster.messages.ErrorResponse`) is its API's response with the
 ``request_error_code`` tag set.
 
-Config values of CreateTopics and IncrementalAlterConfigs are seglog's JSON text of the value.
+Config values of CreateTopics and IncrementalAlterConfigs are Kafka's strings (``true``,
+``1000``, ``compact,delete``: :func:`config_string`), read back as the JSON of that string
+(:func:`config_json`); the overrides in LeaderAndIsr's tagged field stay JSON.
 Record data decodes as a zero-copy ``memoryview`` of the received frame.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -228,6 +231,26 @@ def _text(s: str | None) -> str:
 
 def _null(s: str) -> str | None:
     return s or None
+
+
+def config_string(value_json: str) -> str | None:
+    """A topic config value of seglog's messages (JSON text) as Kafka's CreateTopics and
+    IncrementalAlterConfigs carry it: a string, booleans ``true``/``false``, lists
+    comma-separated."""
+    v = json.loads(value_json)
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        return ",".join(str(x) for x in v)
+    return str(v)
+
+
+def config_json(text: str | None) -> str:
+    """A topic config value as Kafka's requests carry it (a string) as seglog's messages hold
+    it: JSON text (of that string; every reader parses a value by its key's type)."""
+    return json.dumps(text)
 
 
 def _assignments(entries: list[Message] | None) -> tuple[tuple[int, ...], ...]:
@@ -487,7 +510,7 @@ def _create_topic_req(m: CreateTopicRequest) -> Message:
                 "num_partitions": -1 if explicit else m.partitions,
                 "replication_factor": -1 if explicit else m.replication_factor,
                 "assignments": [{"partition_index": i, "broker_ids": list(r)} for i, r in enumerate(m.assignment)],
-                "configs": [{"name": k, "value": v} for k, v in m.config],
+                "configs": [{"name": k, "value": config_string(v)} for k, v in m.config],
             }
         ],
         "timeout_ms": 0,
@@ -502,7 +525,7 @@ def _create_topic_from(b: Message, names: TopicNames) -> CreateTopicRequest:
         name=t["name"],
         partitions=len(assignment) if assignment else t["num_partitions"],
         replication_factor=len(assignment[0]) if assignment else t["replication_factor"],
-        config=tuple((c["name"], _text(c["value"])) for c in t["configs"]),
+        config=tuple((c["name"], config_json(c["value"])) for c in t["configs"]),
         assignment=assignment,
     )
 
@@ -541,7 +564,7 @@ def _alter_config_req(m: AlterTopicConfigRequest) -> Message:
             {
                 "resource_type": _TOPIC_RESOURCE,
                 "resource_name": m.name,
-                "configs": [{"name": k, "config_operation": _SET, "value": v} for k, v in m.set]
+                "configs": [{"name": k, "config_operation": _SET, "value": config_string(v)} for k, v in m.set]
                 + [{"name": k, "config_operation": _DELETE, "value": None} for k in m.delete],
             }
         ],
@@ -560,7 +583,7 @@ def _alter_config_from(b: Message, names: TopicNames) -> AlterTopicConfigRequest
         raise ValueError(f"IncrementalAlterConfigs between nodes sets or deletes; not for {', '.join(bad)}")
     return AlterTopicConfigRequest(
         r["resource_name"],
-        set=tuple((c["name"], _text(c["value"])) for c in r["configs"] if c["config_operation"] == _SET),
+        set=tuple((c["name"], config_json(c["value"])) for c in r["configs"] if c["config_operation"] == _SET),
         delete=tuple(c["name"] for c in r["configs"] if c["config_operation"] == _DELETE),
         validate_only=b["validate_only"],
     )

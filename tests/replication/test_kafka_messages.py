@@ -165,7 +165,7 @@ CASES: list[tuple[Any, list[Any]]] = [
     (CreatePartitionsRequest("t", 5), [CreatePartitionsResponse()]),
     (DeleteTopicRequest("t"), [DeleteTopicResponse(), DeleteTopicResponse(3, "no topic t")]),
     (
-        AlterTopicConfigRequest("t", set=(("retention.ms", "1000"),), delete=("cleanup.policy",), validate_only=True),
+        AlterTopicConfigRequest("t", set=(("retention.ms", '"1000"'),), delete=("cleanup.policy",), validate_only=True),
         [AlterTopicConfigResponse(config=(("retention.ms", "1000"),)), AlterTopicConfigResponse(40, "bad value")],
     ),
     (
@@ -270,3 +270,27 @@ def test_alter_partition_answers_a_stale_partition_epoch_with_kafkas_code() -> N
     data = wire_response(req, AlterPartitionResponse(95, None, "partition epoch 8 is not 9"))
     # throttle_time_ms, then the top-level error code: INVALID_UPDATE_VERSION (95)
     assert struct.unpack_from(">ih", data, 0) == (0, 95)
+
+
+def test_config_values_travel_as_kafkas_strings() -> None:
+    """CreateTopics and IncrementalAlterConfigs carry config values as Kafka's strings, as a
+    Kafka broker reads them (not seglog's JSON text): booleans true/false, lists comma-separated."""
+    typed = (
+        ("retention.ms", "1000"),
+        ("unclean.leader.election.enable", "true"),
+        ("cleanup.policy", '["compact", "delete"]'),
+    )
+    api, data = wire_request(CreateTopicRequest("t", 1, 1, config=(*typed, ("compression.type", '"zstd"'))))
+    body, _ = codec.decode(api.name + "Request", api.version, memoryview(data))
+    sent = {c["name"]: c["value"] for c in body["topics"][0]["configs"]}
+    assert sent == {
+        "retention.ms": "1000",
+        "unclean.leader.election.enable": "true",
+        "cleanup.policy": "compact,delete",
+        "compression.type": "zstd",
+    }
+    back = km.request_from_kafka(api.key, body, names)
+    assert dict(back.config)["compression.type"] == '"zstd"'
+    api, data = wire_request(AlterTopicConfigRequest("t", set=typed))
+    body, _ = codec.decode(api.name + "Request", api.version, memoryview(data))
+    assert [c["value"] for c in body["resources"][0]["configs"]] == ["1000", "true", "compact,delete"]
