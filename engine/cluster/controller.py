@@ -30,8 +30,9 @@ epoch):
   replicas (they hold everything committed); the ELR is cleared once the ISR is back at the
   minimum.
 
-After each change the controller sends every live node the full state (LeaderAndIsr) and
-resends it to any node that has not acknowledged the latest version.
+After each change the controller sends every live node the state of the partitions it
+replicates (LeaderAndIsr) and the metadata of the whole cluster (UpdateMetadata), and resends
+either to a node that has not acknowledged its latest version.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import dataclasses
 import json
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from seglog.cluster import election as el
@@ -81,6 +82,8 @@ from seglog.cluster.messages import (
     LeaderAndIsrResponse,
     StopReplicaRequest,
     StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
 )
 from seglog.cluster.metadata import (
     BROKER_IDS_PATH,
@@ -126,6 +129,9 @@ from seglog.errors import (
 log = logging.getLogger("seglog.cluster.controller")
 
 _R = TypeVar("_R")
+
+#: What the controller tells every live node after each change, each acknowledged apart.
+_STATE_KINDS: tuple[type, ...] = (LeaderAndIsrRequest, UpdateMetadataRequest)
 
 _LEGAL_TOPIC = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
@@ -188,8 +194,10 @@ class Controller:
         self.topics: dict[str, TopicInfo] = {}
         self.states: dict[TopicPartition, PartitionState] = {}
         self.version = 0
-        self.acked: dict[int, int] = {}
-        self._inflight: dict[int, int] = {}
+        #: (node, LeaderAndIsrRequest or UpdateMetadataRequest) -> the newest state version the
+        #: node acknowledged of that kind, and the one in flight.
+        self._acked: dict[tuple[int, type], int] = {}
+        self._inflight: dict[tuple[int, type], int] = {}
         self._pid_next = 0
         self._pid_end = 0
         self._rng = random.Random(node.node_id * 7919 + epoch)
@@ -324,8 +332,7 @@ class Controller:
                     info.broker_epoch,
                     "clean" if info.clean_shutdown else "unclean",
                 )
-                self.acked.pop(b, None)
-                self._inflight.pop(b, None)
+                self._forget(b)
                 self.shutting_down.discard(b)
         self.brokers = current
         self._reconcile()
@@ -516,51 +523,89 @@ class Controller:
     # Telling the nodes
     # ---------------------------------------------------------------------------------------------
 
-    def full_state(self, target: int) -> LeaderAndIsrRequest:
-        parts = []
-        for (t, p), st in sorted(self.states.items()):
-            if t not in self.deleting:
-                parts.append(PartitionInfo(t, p, self.topics[t].assignment[p], st))
+    def _partition_infos(self) -> list[PartitionInfo]:
+        """Every partition's state, but those of topics being deleted."""
+        return [
+            PartitionInfo(t, p, self.topics[t].assignment[p], st)
+            for (t, p), st in sorted(self.states.items())
+            if t not in self.deleting
+        ]
+
+    def _topic_configs(self, topics: Iterable[str]) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted((t, json.dumps(self.topics[t].config, sort_keys=True)) for t in topics))
+
+    def leader_and_isr(self, target: int) -> LeaderAndIsrRequest:
+        """What node ``target`` is told of its replicas: their states, their leaders' addresses
+        and their topics' configs."""
+        parts = tuple(info for info in self._partition_infos() if target in info.replicas)
+        leaders = sorted({info.state.leader for info in parts})
         info = self.brokers.get(target)
         return LeaderAndIsrRequest(
             self.node.node_id,
             self.epoch,
             info.broker_epoch if info else -1,
-            tuple(parts),
+            parts,
+            tuple((b, self.brokers[b].address) for b in leaders if b in self.brokers and self.brokers[b].address),
+            self._topic_configs({p.topic for p in parts}),
+            self.version,
+        )
+
+    def update_metadata(self, target: int) -> UpdateMetadataRequest:
+        """What node ``target`` is told of the cluster: every partition, every live node, every
+        topic's config."""
+        info = self.brokers.get(target)
+        return UpdateMetadataRequest(
+            self.node.node_id,
+            self.epoch,
+            info.broker_epoch if info else -1,
+            tuple(self._partition_infos()),
             tuple(sorted((b, i.broker_epoch) for b, i in self.brokers.items())),
-            tuple(
-                sorted(
-                    (t, json.dumps(ti.config, sort_keys=True))
-                    for t, ti in self.topics.items()
-                    if t not in self.deleting
-                )
-            ),
+            self._topic_configs(t for t in self.topics if t not in self.deleting),
             tuple(sorted((b, i.address) for b, i in self.brokers.items() if i.address)),
             tuple(sorted((b, i.kafka_address) for b, i in self.brokers.items() if i.kafka_address)),
             self.version,
         )
 
+    def acked_version(self, b: int) -> int:
+        """The newest state version node ``b`` acknowledged both LeaderAndIsr and
+        UpdateMetadata of (-1: none)."""
+        return min(self._acked.get((b, kind), -1) for kind in _STATE_KINDS)
+
+    def _forget(self, b: int) -> None:
+        for kind in _STATE_KINDS:
+            self._acked.pop((b, kind), None)
+            self._inflight.pop((b, kind), None)
+
     def _publish(self) -> None:
         if not self.active:
             return
         for b in sorted(self.brokers):
-            self._send_state(b)
+            for kind in _STATE_KINDS:
+                self._send_state(b, kind)
 
     def _resend(self) -> None:
         for b in sorted(self.brokers):
-            if self.acked.get(b, -1) < self.version and self._inflight.get(b, -1) < self.version:
-                self._send_state(b)
+            for kind in _STATE_KINDS:
+                key = (b, kind)
+                if self._acked.get(key, -1) < self.version and self._inflight.get(key, -1) < self.version:
+                    self._send_state(b, kind)
 
-    def _send_state(self, b: int) -> None:
+    def _send_state(self, b: int, kind: type) -> None:
         version = self.version
-        self._inflight[b] = version
-        req = self.full_state(b)
+        key = (b, kind)
+        self._inflight[key] = version
+        req: LeaderAndIsrRequest | UpdateMetadataRequest
+        answer: type[LeaderAndIsrResponse | UpdateMetadataResponse]
+        if kind is LeaderAndIsrRequest:
+            req, answer = self.leader_and_isr(b), LeaderAndIsrResponse
+        else:
+            req, answer = self.update_metadata(b), UpdateMetadataResponse
 
         def done(resp: Any, err: BaseException | None) -> None:
-            if self._inflight.get(b) == version:
-                self._inflight.pop(b, None)
-            if err is None and isinstance(resp, LeaderAndIsrResponse) and resp.error == NONE:
-                self.acked[b] = max(self.acked.get(b, -1), version)
+            if self._inflight.get(key) == version:
+                self._inflight.pop(key, None)
+            if err is None and isinstance(resp, answer) and resp.error == NONE:
+                self._acked[key] = max(self._acked.get(key, -1), version)
                 for name in sorted(self.deleting):  # the node may get its StopReplica now
                     self._advance_deletion(name)
 
@@ -856,7 +901,7 @@ class Controller:
         assignment = self.topics[name].assignment
         for b in sorted(pending):
             info = self.brokers.get(b)
-            if info is None or (name, b) in self._stopping or self.acked.get(b, -1) < self._deleted_in[name]:
+            if info is None or (name, b) in self._stopping or self.acked_version(b) < self._deleted_in[name]:
                 continue  # down, asked already, or may still open the replicas from an older state
             tps = tuple((name, p) for p, replicas in sorted(assignment.items()) if b in replicas)
             req = StopReplicaRequest(self.node.node_id, self.epoch, info.broker_epoch, tps, delete=True)

@@ -259,9 +259,13 @@ class NodeGroups:
 
     def _forget_deleted(self) -> None:
         """Start writing tombstones for the committed offsets of partitions that have left the
-        node's metadata (their topic was deleted: a LeaderAndIsr carries every partition, and
+        node's metadata (their topic was deleted: UpdateMetadata carries every partition, and
         only a deletion's StopReplica takes one out), as Kafka's coordinator does when a topic
-        is deleted; one write at a time per ``__consumer_offsets`` partition."""
+        is deleted; one write at a time per ``__consumer_offsets`` partition. Not while the
+        metadata is older than the partition states (a LeaderAndIsr that arrived first may have
+        made the node leader of offsets whose topic that metadata does not know yet)."""
+        if not self.node.metadata_caught_up():
+            return
         for p, loaded in self._loaded.items():
             if not loaded.ready or (loaded.deleting is not None and not loaded.deleting.done()):
                 continue

@@ -10,6 +10,7 @@ FetchRequest                       Fetch (1)                   15
 ProduceRequest                     Produce (0)                 9
 LeaderAndIsrRequest                LeaderAndIsr (4)            7
 StopReplicaRequest                 StopReplica (5)             4
+UpdateMetadataRequest              UpdateMetadata (6)          8
 ControlledShutdownRequest          ControlledShutdown (7)      3
 MetadataRequest                    Metadata (3)                12
 CreateTopicRequest                 CreateTopics (19)           7
@@ -26,8 +27,11 @@ AlterPartitionRequest              AlterPartition (56)         3
 Kafka's fields carry what they name: a follower's Fetch has its ``replica_state`` (replica id
 and broker epoch), each partition's ``current_leader_epoch``, ``last_fetched_epoch`` and
 ``log_start_offset``, and is answered with ``high_watermark``, ``log_start_offset`` and
-``diverging_epoch``; LeaderAndIsr the controller and broker epochs, the partition states
-(partition epoch included) and, in ``live_leaders``, every live node's Kafka listener;
+``diverging_epoch``; LeaderAndIsr the controller and broker epochs, the states of the
+receiver's partitions (partition epoch included) and, in ``live_leaders``, the inter-node
+address of those partitions' leaders; UpdateMetadata every partition's state and every live
+node with two endpoints (listener ``INTER_NODE``: where its transport listens, ``CLIENT``: its
+Kafka listener);
 AlterPartition the partition epoch and the new ISR with each member's broker epoch. Topics go
 by name, or by their topic id (:func:`seglog.cluster.kafka_listener.topic_id`) in the versions
 that have no name: the receiver maps the id back (``topic_names``), a response takes the names
@@ -87,6 +91,8 @@ from seglog.cluster.messages import (
     ProduceResponse,
     StopReplicaRequest,
     StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
 )
 from seglog.cluster.metadata import PartitionInfo, PartitionState
 from seglog.kafka.codec import Message
@@ -129,6 +135,7 @@ NODE_APIS: tuple[NodeApi, ...] = (
     NodeApi("Metadata", 3, 12, MetadataRequest, MetadataResponse),
     NodeApi("LeaderAndIsr", 4, 7, LeaderAndIsrRequest, LeaderAndIsrResponse),
     NodeApi("StopReplica", 5, 4, StopReplicaRequest, StopReplicaResponse),
+    NodeApi("UpdateMetadata", 6, 8, UpdateMetadataRequest, UpdateMetadataResponse),
     NodeApi("ControlledShutdown", 7, 3, ControlledShutdownRequest, ControlledShutdownResponse),
     NodeApi("CreateTopics", 19, 7, CreateTopicRequest, CreateTopicResponse),
     NodeApi("DeleteTopics", 20, 6, DeleteTopicRequest, DeleteTopicResponse),
@@ -162,7 +169,7 @@ def request_source(request: Any) -> int | None:
         return request.replica_id if request.replica_id >= 0 else None
     if isinstance(request, (AlterPartitionRequest, ControlledShutdownRequest)):
         return request.broker_id
-    if isinstance(request, (LeaderAndIsrRequest, StopReplicaRequest)):
+    if isinstance(request, (LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest)):
         return request.controller_id
     return None
 
@@ -353,6 +360,52 @@ def _produce_from(b: Message, names: TopicNames) -> ProduceRequest:
     )
 
 
+def _partition_states(parts: Iterable[PartitionInfo], version_field: str, extra: Message) -> list[Message]:
+    """The topic_states of LeaderAndIsr (``partition_epoch``) or UpdateMetadata (``zk_version``)."""
+    return [
+        {
+            "topic_name": name,
+            "topic_id": topic_id(name),
+            "partition_states": [
+                {
+                    "partition_index": p.partition,
+                    "controller_epoch": p.state.controller_epoch,
+                    "leader": p.state.leader,
+                    "leader_epoch": p.state.leader_epoch,
+                    "isr": list(p.state.isr),
+                    version_field: p.state.partition_epoch,
+                    "replicas": list(p.replicas),
+                    **extra,
+                    **_state_extras(p.state),
+                }
+                for p in group
+            ],
+        }
+        for name, group in _grouped(parts, lambda p: p.topic)
+    ]
+
+
+def _partitions_from(b: Message, version_field: str) -> tuple[PartitionInfo, ...]:
+    return tuple(
+        PartitionInfo(
+            t["topic_name"],
+            p["partition_index"],
+            tuple(p["replicas"]),
+            _state(p, "leader", p[version_field], p["controller_epoch"]),
+        )
+        for t in b["topic_states"]
+        for p in t["partition_states"]
+    )
+
+
+def _topic_configs(configs: tuple[tuple[str, str], ...]) -> list[Message] | None:
+    return [{"topic": t, "config": c} for t, c in configs] if configs else None
+
+
+def _topic_configs_from(b: Message) -> tuple[tuple[str, str], ...]:
+    return tuple((c["topic"], c["config"]) for c in b.get("topic_configs") or ())
+
+
 def _leader_and_isr_req(m: LeaderAndIsrRequest) -> Message:
     return {
         "controller_id": m.controller_id,
@@ -360,34 +413,13 @@ def _leader_and_isr_req(m: LeaderAndIsrRequest) -> Message:
         "controller_epoch": m.controller_epoch,
         "broker_epoch": m.broker_epoch,
         "type": 0,
-        "topic_states": [
-            {
-                "topic_name": name,
-                "topic_id": topic_id(name),
-                "partition_states": [
-                    {
-                        "partition_index": p.partition,
-                        "controller_epoch": p.state.controller_epoch,
-                        "leader": p.state.leader,
-                        "leader_epoch": p.state.leader_epoch,
-                        "isr": list(p.state.isr),
-                        "partition_epoch": p.state.partition_epoch,
-                        "replicas": list(p.replicas),
-                        "adding_replicas": [],
-                        "removing_replicas": [],
-                        "is_new": False,
-                        "leader_recovery_state": 0,
-                        **_state_extras(p.state),
-                    }
-                    for p in parts
-                ],
-            }
-            for name, parts in _grouped(m.partitions, lambda p: p.topic)
-        ],
-        "live_leaders": [_split_address(n, a, "host_name") for n, a in m.kafka_addresses],
-        "live_broker_epochs": _epochs(m.live_brokers),
-        "node_addresses": [_split_address(n, a) for n, a in m.addresses] if m.addresses else None,
-        "topic_configs": [{"topic": t, "config": c} for t, c in m.topic_configs] if m.topic_configs else None,
+        "topic_states": _partition_states(
+            m.partitions,
+            "partition_epoch",
+            {"adding_replicas": [], "removing_replicas": [], "is_new": False, "leader_recovery_state": 0},
+        ),
+        "live_leaders": [_split_address(n, a, "host_name") for n, a in m.live_leaders],
+        "topic_configs": _topic_configs(m.topic_configs),
         "state_version": m.state_version,
     }
 
@@ -397,20 +429,75 @@ def _leader_and_isr_from(b: Message, names: TopicNames) -> LeaderAndIsrRequest:
         controller_id=b["controller_id"],
         controller_epoch=b["controller_epoch"],
         broker_epoch=b["broker_epoch"],
-        partitions=tuple(
-            PartitionInfo(
-                t["topic_name"],
-                p["partition_index"],
-                tuple(p["replicas"]),
-                _state(p, "leader", p["partition_epoch"], p["controller_epoch"]),
-            )
-            for t in b["topic_states"]
-            for p in t["partition_states"]
-        ),
-        live_brokers=_pairs(b.get("live_broker_epochs")),
-        topic_configs=tuple((c["topic"], c["config"]) for c in b.get("topic_configs") or ()),
-        addresses=tuple(_join_address(a) for a in b.get("node_addresses") or ()),
-        kafka_addresses=tuple(_join_address(a, "host_name") for a in b["live_leaders"]),
+        partitions=_partitions_from(b, "partition_epoch"),
+        live_leaders=tuple(_join_address(a, "host_name") for a in b["live_leaders"]),
+        topic_configs=_topic_configs_from(b),
+        state_version=b.get("state_version", -1),
+    )
+
+
+#: UpdateMetadata's listener names for a node's two endpoints: where its transport between
+#: nodes listens (``addresses``) and its Kafka listener for clients (``kafka_addresses``).
+INTER_NODE_LISTENER = "INTER_NODE"
+CLIENT_LISTENER = "CLIENT"
+#: The security protocol id an endpoint is sent with: the controller knows only the addresses
+#: the nodes registered; each node secures its own connections from its own configuration.
+_PLAINTEXT = 0
+
+
+def _endpoint(node_id: int, address: str, listener: str) -> Message:
+    out = _split_address(node_id, address)
+    del out["broker_id"]
+    return {**out, "listener": listener, "security_protocol": _PLAINTEXT}
+
+
+def _update_metadata_req(m: UpdateMetadataRequest) -> Message:
+    live = {b for b, _ in m.live_brokers}
+    for what, pairs in (("addresses", m.addresses), ("kafka_addresses", m.kafka_addresses)):
+        stray = sorted(b for b, _ in pairs if b not in live)
+        if stray:
+            raise ValueError(f"UpdateMetadata {what} name nodes {stray} that are not live brokers {sorted(live)}")
+    addresses, kafka_addresses = dict(m.addresses), dict(m.kafka_addresses)
+    brokers = []
+    for b, epoch in m.live_brokers:
+        endpoints = []
+        if b in addresses:
+            endpoints.append(_endpoint(b, addresses[b], INTER_NODE_LISTENER))
+        if b in kafka_addresses:
+            endpoints.append(_endpoint(b, kafka_addresses[b], CLIENT_LISTENER))
+        brokers.append({"id": b, "endpoints": endpoints, "rack": None, "broker_epoch": epoch})
+    return {
+        "controller_id": m.controller_id,
+        "is_k_raft_controller": False,
+        "type": 0,
+        "controller_epoch": m.controller_epoch,
+        "broker_epoch": m.broker_epoch,
+        "topic_states": _partition_states(m.partitions, "zk_version", {"offline_replicas": []}),
+        "live_brokers": brokers,
+        "topic_configs": _topic_configs(m.topic_configs),
+        "state_version": m.state_version,
+    }
+
+
+def _update_metadata_from(b: Message, names: TopicNames) -> UpdateMetadataRequest:
+    addresses: list[tuple[int, str]] = []
+    kafka_addresses: list[tuple[int, str]] = []
+    for broker in b["live_brokers"]:
+        for e in broker["endpoints"]:
+            address = (int(broker["id"]), f"{e['host']}:{e['port']}")
+            if e["listener"] == INTER_NODE_LISTENER:
+                addresses.append(address)
+            elif e["listener"] == CLIENT_LISTENER:
+                kafka_addresses.append(address)
+    return UpdateMetadataRequest(
+        controller_id=b["controller_id"],
+        controller_epoch=b["controller_epoch"],
+        broker_epoch=b["broker_epoch"],
+        partitions=_partitions_from(b, "zk_version"),
+        live_brokers=tuple((int(x["id"]), int(x.get("broker_epoch", -1))) for x in b["live_brokers"]),
+        topic_configs=_topic_configs_from(b),
+        addresses=tuple(addresses),
+        kafka_addresses=tuple(kafka_addresses),
         state_version=b.get("state_version", -1),
     )
 
@@ -642,6 +729,7 @@ _REQ_TO: dict[type, Callable[[Any], Message]] = {
     FetchRequest: _fetch_req,
     ProduceRequest: _produce_req,
     LeaderAndIsrRequest: _leader_and_isr_req,
+    UpdateMetadataRequest: _update_metadata_req,
     StopReplicaRequest: _stop_replica_req,
     AlterPartitionRequest: _alter_partition_req,
     MetadataRequest: _metadata_req,
@@ -658,6 +746,7 @@ _REQ_FROM: dict[type, Callable[[Message, TopicNames], Any]] = {
     FetchRequest: _fetch_from,
     ProduceRequest: _produce_from,
     LeaderAndIsrRequest: _leader_and_isr_from,
+    UpdateMetadataRequest: _update_metadata_from,
     StopReplicaRequest: _stop_replica_from,
     AlterPartitionRequest: _alter_partition_from,
     MetadataRequest: _metadata_from,
@@ -806,7 +895,8 @@ def _produce_resp_from(req: ProduceRequest, b: Message) -> ProduceResponse:
 
 
 def _plain_resp(req: Any, r: Any) -> Message:
-    """LeaderAndIsr, StopReplica, InitProducerId, ControlledShutdown: a top-level error code."""
+    """LeaderAndIsr, UpdateMetadata, StopReplica, InitProducerId, ControlledShutdown: a
+    top-level error code."""
     out: Message = {"error_code": r.error, "error_message": r.message}
     if isinstance(r, LeaderAndIsrResponse):
         out["topics"] = []
@@ -823,6 +913,8 @@ def _plain_resp_from(req: Any, b: Message) -> Any:
     code, message = b["error_code"], b.get("error_message") or ""
     if isinstance(req, LeaderAndIsrRequest):
         return LeaderAndIsrResponse(code, message)
+    if isinstance(req, UpdateMetadataRequest):
+        return UpdateMetadataResponse(code, message)
     if isinstance(req, StopReplicaRequest):
         return StopReplicaResponse(code, message)
     if isinstance(req, InitProducerIdRequest):
@@ -1073,6 +1165,7 @@ _RESP_TO: dict[type, Callable[[Any, Any], Message]] = {
     FetchRequest: _fetch_resp,
     ProduceRequest: _produce_resp,
     LeaderAndIsrRequest: _plain_resp,
+    UpdateMetadataRequest: _plain_resp,
     StopReplicaRequest: _plain_resp,
     InitProducerIdRequest: _plain_resp,
     ControlledShutdownRequest: _plain_resp,
@@ -1089,6 +1182,7 @@ _RESP_FROM: dict[type, Callable[[Any, Message], Any]] = {
     FetchRequest: _fetch_resp_from,
     ProduceRequest: _produce_resp_from,
     LeaderAndIsrRequest: _plain_resp_from,
+    UpdateMetadataRequest: _plain_resp_from,
     StopReplicaRequest: _plain_resp_from,
     InitProducerIdRequest: _plain_resp_from,
     ControlledShutdownRequest: _plain_resp_from,
@@ -1106,6 +1200,7 @@ _EMPTY: dict[type, Callable[[Any], Message]] = {
     FetchRequest: lambda q: {"responses": []},
     ProduceRequest: lambda q: {"responses": []},
     LeaderAndIsrRequest: lambda q: {"topics": []},
+    UpdateMetadataRequest: lambda q: {},
     StopReplicaRequest: lambda q: {"partition_errors": []},
     InitProducerIdRequest: lambda q: {},
     ControlledShutdownRequest: lambda q: {"remaining_partitions": []},

@@ -47,6 +47,7 @@ from seglog.cluster.messages import (
     MetadataResponse,
     ProduceRequest,
     StopReplicaRequest,
+    UpdateMetadataRequest,
 )
 from seglog.cluster.netloop import connect_within, link_addresses_from_env
 from seglog.cluster.transport import Callback, Handler
@@ -139,7 +140,7 @@ class _TopicNames:
                 self.by_id[tid] = n
 
     def learn_from(self, msg: Any) -> None:
-        if isinstance(msg, (LeaderAndIsrRequest, MetadataResponse)):
+        if isinstance(msg, (LeaderAndIsrRequest, UpdateMetadataRequest, MetadataResponse)):
             self.learn({p.topic for p in msg.partitions})
         elif isinstance(msg, StopReplicaRequest):
             self.learn({t for t, _ in msg.partitions})

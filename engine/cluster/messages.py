@@ -90,6 +90,34 @@ class ProduceResponse:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class LeaderAndIsrRequest:
+    """Controller to node: the state of the partitions the receiver replicates (Kafka's
+    LeaderAndIsr); the node opens its replicas and takes their leader or follower role from it."""
+
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int  # the receiver's registered broker epoch; a stale one is refused
+    partitions: tuple[PartitionInfo, ...]
+    #: (node id, "host:port" of its inter-node listener) of the leaders of ``partitions``: a
+    #: follower can fetch before UpdateMetadata tells it every node's address.
+    live_leaders: tuple[tuple[int, str], ...] = ()
+    topic_configs: tuple[tuple[str, str], ...] = ()  # (topic, JSON config overrides) of those topics
+    #: The controller's state version this request carries (it grows with every change): a node
+    #: ignores an older version of the same controller epoch that arrives after a newer one.
+    state_version: int = -1
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LeaderAndIsrResponse:
+    error: int = NONE
+    message: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UpdateMetadataRequest:
+    """Controller to node: every partition's state, every live node and the topic configs
+    (Kafka's UpdateMetadata); what the node's Metadata answers and its view of the cluster
+    come from."""
+
     controller_id: int
     controller_epoch: int
     broker_epoch: int  # the receiver's registered broker epoch; a stale one is refused
@@ -99,13 +127,12 @@ class LeaderAndIsrRequest:
     addresses: tuple[tuple[int, str], ...] = ()  # (node id, "host:port") where each node's transport listens
     #: (node id, "host:port") of every live node's Kafka listener (what Metadata names).
     kafka_addresses: tuple[tuple[int, str], ...] = ()
-    #: The controller's state version this request carries (it grows with every change): a node
-    #: ignores an older version of the same controller epoch that arrives after a newer one.
+    #: As LeaderAndIsr's, counted with it (one controller change counter, compared per kind).
     state_version: int = -1
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class LeaderAndIsrResponse:
+class UpdateMetadataResponse:
     error: int = NONE
     message: str = ""
 

@@ -86,6 +86,8 @@ from seglog.cluster.messages import (
     ProduceResponse,
     StopReplicaRequest,
     StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
 )
 from seglog.cluster.metadata import (
     BROKER_IDS_PATH,
@@ -184,8 +186,11 @@ class ReplicaNode:
         self.topic_configs: dict[str, dict[str, Any]] = {}
         self.controller_id = -1
         self.controller_epoch_seen = -1
-        #: The newest state version of that controller epoch applied (LeaderAndIsr).
-        self.state_version_seen = -1
+        #: (controller epoch, state version) of the last LeaderAndIsr and the last
+        #: UpdateMetadata applied, by message kind; an older version of the same controller
+        #: epoch arriving later is ignored.
+        self.versions_seen: dict[str, tuple[int, int]] = {}
+        self._newest_seen = (-1, -1)  # the newest of both: it sets what both carry
         self.controller: Controller | None = None
         self.session: CoordinatorSession | None = None
         self.broker_epoch = -1
@@ -526,6 +531,8 @@ class ReplicaNode:
                 self._handle_delete_records(msg, reply)
             elif isinstance(msg, LeaderAndIsrRequest):
                 reply(self._handle_leader_and_isr(msg))
+            elif isinstance(msg, UpdateMetadataRequest):
+                reply(self._handle_update_metadata(msg))
             elif isinstance(msg, StopReplicaRequest):
                 reply(self._handle_stop_replica(msg))
             elif isinstance(msg, MetadataRequest):
@@ -545,38 +552,55 @@ class ReplicaNode:
             log.warning("node %d: %s while handling %s", self.node_id, exc, type(msg).__name__)
             reply(ErrorResponse(code_for_exception(exc), str(exc)))
 
-    # -- LeaderAndIsr ---------------------------------------------------------------------------
+    # -- LeaderAndIsr and UpdateMetadata ---------------------------------------------------------
 
-    def _handle_leader_and_isr(self, req: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+    def _refused(self, req: LeaderAndIsrRequest | UpdateMetadataRequest) -> KafkaError | None:
+        """Why a controller's request is refused (an older controller epoch, another broker
+        epoch), or None."""
         if req.controller_epoch < self.controller_epoch_seen:
-            e: KafkaError = StaleControllerEpochError(
-                f"controller epoch {req.controller_epoch} is older than {self.controller_epoch_seen}"
+            return StaleControllerEpochError(
+                f"{type(req).__name__}: controller epoch {req.controller_epoch} is older than "
+                f"{self.controller_epoch_seen}"
             )
-            return LeaderAndIsrResponse(code_for_exception(e), str(e))
         if req.broker_epoch != self.broker_epoch or self.broker_epoch < 0:
-            e = StaleBrokerEpochError(
-                f"request for broker epoch {req.broker_epoch}; node "
+            return StaleBrokerEpochError(
+                f"{type(req).__name__} for broker epoch {req.broker_epoch}; node "
                 f"{self.node_id} is registered with {self.broker_epoch}"
             )
-            return LeaderAndIsrResponse(code_for_exception(e), str(e))
-        if req.controller_epoch == self.controller_epoch_seen and 0 <= req.state_version < self.state_version_seen:
-            # An older state of this controller that arrived after a newer one (the controller
-            # sends each change at once, so two can cross): already superseded, nothing to apply.
-            return LeaderAndIsrResponse()
+        return None
+
+    def _accept(self, req: LeaderAndIsrRequest | UpdateMetadataRequest) -> bool | None:
+        """None when ``req`` is superseded (an older state version of the same controller epoch
+        than the last of its kind applied: two sends crossed), else record its version and say
+        whether it is also the newest of both kinds (then it may set what both carry)."""
+        kind = type(req).__name__
+        version = (req.controller_epoch, req.state_version)
+        seen = self.versions_seen.get(kind)
+        if seen is not None and seen[0] == req.controller_epoch and 0 <= req.state_version < seen[1]:
+            return None
+        self.versions_seen[kind] = version
         self.controller_epoch_seen = req.controller_epoch
-        self.state_version_seen = req.state_version
         self.controller_id = req.controller_id
-        old_live = self.live_brokers
-        self.live_brokers = dict(req.live_brokers)
-        if req.addresses:
-            self.addresses = dict(req.addresses)
-            learn = getattr(self.transport, "set_address", None)
-            if learn is not None:
-                for nid, addr in req.addresses:
-                    if nid != self.node_id:
-                        learn(nid, addr)
-        self.kafka_addresses = dict(req.kafka_addresses)
-        for topic, cfg in req.topic_configs:
+        newest = req.state_version < 0 or version >= self._newest_seen
+        self._newest_seen = max(self._newest_seen, version)
+        return newest
+
+    def metadata_caught_up(self) -> bool:
+        """Whether the metadata (UpdateMetadata) is at least as new as the partition states the
+        node acts on (LeaderAndIsr): then a partition missing from it is deleted, not unknown yet."""
+        um = self.versions_seen.get(UpdateMetadataRequest.__name__)
+        lai = self.versions_seen.get(LeaderAndIsrRequest.__name__)
+        return um is not None and (lai is None or um >= lai)
+
+    def _learn_addresses(self, addresses: tuple[tuple[int, str], ...]) -> None:
+        learn = getattr(self.transport, "set_address", None)
+        if learn is not None:
+            for nid, addr in addresses:
+                if nid != self.node_id:
+                    learn(nid, addr)
+
+    def _apply_topic_configs(self, configs: tuple[tuple[str, str], ...]) -> None:
+        for topic, cfg in configs:
             overrides = json.loads(cfg)
             if self.topic_configs.get(topic, overrides) != overrides:
                 # Altered: the open replicas take the new config (new segments, the next
@@ -587,17 +611,31 @@ class ReplicaNode:
                         part.log_config = new
                         part.log.config = new
             self.topic_configs[topic] = overrides
-        metadata = {}
-        for info in req.partitions:
-            metadata[info.tp] = info
-        self.metadata = metadata
+
+    def _handle_leader_and_isr(self, req: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+        """The states of this node's replicas: open them, take their roles. The leaders'
+        addresses come with them, so a follower can fetch before UpdateMetadata arrives."""
+        e = self._refused(req)
+        if e is not None:
+            return LeaderAndIsrResponse(code_for_exception(e), str(e))
+        newest = self._accept(req)
+        if newest is None:
+            return LeaderAndIsrResponse()
+        own = {t: json.loads(c) for t, c in req.topic_configs}
+        if newest:
+            self._learn_addresses(req.live_leaders)
+            self._apply_topic_configs(req.topic_configs)
+        else:
+            # A newer UpdateMetadata set the addresses and configs; a leader it does not know
+            # (it named no address for it) is still learnt.
+            self._learn_addresses(tuple((n, a) for n, a in req.live_leaders if n not in self.addresses))
         for info in req.partitions:
             if self.node_id not in info.replicas or info.tp in self.offline_partitions:
                 continue
             p = self.partitions.get(info.tp)
             if p is None:
                 try:
-                    p = self._open_partition(info)
+                    p = self._open_partition(info, self.topic_configs.get(info.topic, own.get(info.topic)))
                 except (OSError, KafkaError) as exc:
                     log.error("node %d cannot open %s-%d: %s", self.node_id, info.topic, info.partition, exc)
                     home = self.dirs.home(info.tp)
@@ -612,14 +650,34 @@ class ReplicaNode:
             was_leader = p.is_leader
             if p.apply_state(info) and was_leader and not p.is_leader:
                 self.fetches.complete(p.tp, error=True)
-        if old_live != self.live_brokers:
-            for p in self.partitions.values():
-                p.maybe_increment_high_watermark()
-                p.complete_delayed_deletes()  # a node gone no longer holds the low watermark
         self.fetchers.update()
         if not self._offline_reported:
             self._report_offline()
         return LeaderAndIsrResponse()
+
+    def _handle_update_metadata(self, req: UpdateMetadataRequest) -> UpdateMetadataResponse:
+        """The metadata: every partition's state (what Metadata answers), the live nodes with
+        their broker epochs and addresses, the topic configs."""
+        e = self._refused(req)
+        if e is not None:
+            return UpdateMetadataResponse(code_for_exception(e), str(e))
+        newest = self._accept(req)
+        if newest is None:
+            return UpdateMetadataResponse()
+        old_live = self.live_brokers
+        self.live_brokers = dict(req.live_brokers)
+        if req.addresses:
+            self.addresses = dict(req.addresses)
+            self._learn_addresses(req.addresses)
+        self.kafka_addresses = dict(req.kafka_addresses)
+        if newest:
+            self._apply_topic_configs(req.topic_configs)
+        self.metadata = {info.tp: info for info in req.partitions}
+        if old_live != self.live_brokers:
+            for p in self.partitions.values():
+                p.maybe_increment_high_watermark()
+                p.complete_delayed_deletes()  # a node gone no longer holds the low watermark
+        return UpdateMetadataResponse()
 
     # -- StopReplica ----------------------------------------------------------------------------
 
@@ -678,10 +736,11 @@ class ReplicaNode:
         merged.update(overrides or {})
         return LogConfig.from_dict(merged)
 
-    def _open_partition(self, info: PartitionInfo) -> Partition | None:
-        """Open (creating it if new) this node's replica; None when it is offline."""
+    def _open_partition(self, info: PartitionInfo, overrides: Mapping[str, Any] | None) -> Partition | None:
+        """Open (creating it if new) this node's replica with its topic's config ``overrides``;
+        None when it is offline."""
         tp = info.tp
-        cfg = self.topic_config(self.topic_configs.get(info.topic))
+        cfg = self.topic_config(overrides)
         if self.dirs.home(tp) is None and self.dirs.unscanned:
             # A dir offline since the start may hold this partition: creating it elsewhere
             # would fork its history (Kafka refuses to create a log while a dir is offline).

@@ -34,8 +34,8 @@ def _scalar(name: str, ftype: str) -> _Field:
 
 #: (replica, broker epoch) pairs.
 _BROKER_EPOCHS = (_scalar("broker_id", "int32"), (*_scalar("broker_epoch", "int64")[:6], -1, None))
-#: (node id, host, port): a node's address for the transport between nodes.
-_ADDRESSES = (_scalar("broker_id", "int32"), _scalar("host", "string"), _scalar("port", "int32"))
+#: (topic, JSON text of its config overrides).
+_TOPIC_CONFIGS = (_scalar("topic", "string"), _scalar("config", "string"))
 
 #: The parts of a partition's replication state Kafka's partition structs have no field for.
 _STATE = [
@@ -63,13 +63,18 @@ EXTENSIONS: dict[str, list[tuple[tuple[str, ...], _Field]]] = {
         (("responses", "partition_responses"), _tag("duplicate", "bool", 1, False)),
     ],
     "LeaderAndIsrRequest": [
-        ((), _tag("live_broker_epochs", "[]", 0, None, _BROKER_EPOCHS)),
-        ((), _tag("node_addresses", "[]", 1, None, _ADDRESSES)),
-        ((), _tag("topic_configs", "[]", 2, None, (_scalar("topic", "string"), _scalar("config", "string")))),
+        ((), _tag("topic_configs", "[]", 2, None, _TOPIC_CONFIGS)),
         ((), _tag("state_version", "int64", 3, -1)),
         *((("topic_states", "partition_states"), f) for f in _STATE),
     ],
     "LeaderAndIsrResponse": [((), _MESSAGE)],
+    "UpdateMetadataRequest": [
+        (("live_brokers",), _tag("broker_epoch", "int64", 0, -1)),
+        ((), _tag("topic_configs", "[]", 1, None, _TOPIC_CONFIGS)),
+        ((), _tag("state_version", "int64", 2, -1)),
+        *((("topic_states", "partition_states"), f) for f in _STATE),
+    ],
+    "UpdateMetadataResponse": [((), _MESSAGE)],
     "StopReplicaResponse": [((), _MESSAGE)],
     "AlterPartitionResponse": [
         ((), _MESSAGE),

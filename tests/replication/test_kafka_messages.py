@@ -43,6 +43,8 @@ from seglog.cluster.messages import (
     ProduceResponse,
     StopReplicaRequest,
     StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
 )
 from seglog.cluster.metadata import PartitionInfo, PartitionState
 from seglog.kafka import codec
@@ -116,15 +118,28 @@ CASES: list[tuple[Any, list[Any]]] = [
             4,
             300,
             INFOS,
-            ((1, 100), (2, 200), (3, 300)),
+            live_leaders=((1, "127.0.0.1:4001"), (3, "[::1]:4003")),
             topic_configs=(("a", '{"retention.ms":1000}'),),
-            addresses=((1, "127.0.0.1:4001"), (2, "[::1]:4002")),
-            kafka_addresses=((1, "127.0.0.1:9092"), (2, "localhost:9093"), (3, "[::1]:9094")),
             state_version=42,
         ),
         [LeaderAndIsrResponse(), LeaderAndIsrResponse(11, "controller epoch 3 is older than 4")],
     ),
-    (LeaderAndIsrRequest(1, 1, 1, (), ()), [LeaderAndIsrResponse()]),
+    (LeaderAndIsrRequest(1, 1, 1, ()), [LeaderAndIsrResponse()]),
+    (
+        UpdateMetadataRequest(
+            1,
+            4,
+            300,
+            INFOS,
+            ((1, 100), (2, 200), (3, 300)),
+            topic_configs=(("a", '{"retention.ms":1000}'), ("b.x", "{}")),
+            addresses=((1, "127.0.0.1:4001"), (2, "[::1]:4002")),
+            kafka_addresses=((1, "127.0.0.1:9092"), (2, "localhost:9093"), (3, "[::1]:9094")),
+            state_version=43,
+        ),
+        [UpdateMetadataResponse(), UpdateMetadataResponse(11, "controller epoch 3 is older than 4")],
+    ),
+    (UpdateMetadataRequest(1, 1, 1, (), ()), [UpdateMetadataResponse()]),
     (
         StopReplicaRequest(1, 4, 300, (("a", 0), ("a", 1), ("b.x", 2)), delete=True),
         [StopReplicaResponse(), StopReplicaResponse(78, "stale broker epoch")],
@@ -294,3 +309,53 @@ def test_config_values_travel_as_kafkas_strings() -> None:
     api, data = wire_request(AlterTopicConfigRequest("t", set=typed))
     body, _ = codec.decode(api.name + "Request", api.version, memoryview(data))
     assert [c["value"] for c in body["resources"][0]["configs"]] == ["1000", "true", "compact,delete"]
+
+
+def test_update_metadata_is_kafkas_v8_with_each_nodes_two_endpoints() -> None:
+    """Kafka's own fields carry the partition states (partition epoch as ``zk_version``) and
+    every live node with its endpoints: the inter-node one and the Kafka listener, by listener
+    name; the broker epochs, configs and state version travel in seglog's tags."""
+    req = UpdateMetadataRequest(
+        1,
+        4,
+        300,
+        INFOS[:2],
+        ((1, 100), (2, 200)),
+        topic_configs=(("a", "{}"),),
+        addresses=((1, "h1:4001"), (2, "h2:4002")),
+        kafka_addresses=((2, "k2:9093"),),
+        state_version=7,
+    )
+    api, data = wire_request(req)
+    assert (api.key, api.version) == (6, 8)
+    # controller_id, is_k_raft_controller, controller_epoch, broker_epoch (v8's ``type`` is a tag)
+    assert struct.unpack_from(">i?iq", data, 0) == (1, False, 4, 300)
+    body, _ = codec.decode("UpdateMetadataRequest", 8, memoryview(data))
+    (topic,) = body["topic_states"]
+    assert topic["topic_name"] == "a" and topic["topic_id"] == topic_id("a")
+    assert [p["zk_version"] for p in topic["partition_states"]] == [9, 0]
+    brokers = {b["id"]: b for b in body["live_brokers"]}
+    assert [(e["listener"], e["host"], e["port"]) for e in brokers[1]["endpoints"]] == [
+        (km.INTER_NODE_LISTENER, "h1", 4001)
+    ]
+    assert [(e["listener"], e["host"], e["port"]) for e in brokers[2]["endpoints"]] == [
+        (km.INTER_NODE_LISTENER, "h2", 4002),
+        (km.CLIENT_LISTENER, "k2", 9093),
+    ]
+    assert (brokers[1]["broker_epoch"], brokers[2]["broker_epoch"]) == (100, 200)
+    assert body["state_version"] == 7
+
+
+def test_update_metadata_refuses_an_address_of_a_node_that_is_not_live() -> None:
+    req = UpdateMetadataRequest(1, 4, 300, (), ((1, 100),), kafka_addresses=((2, "k2:9093"),))
+    with pytest.raises(ValueError, match=r"kafka_addresses name nodes \[2\]"):
+        wire_request(req)
+
+
+def test_leader_and_isr_names_its_leaders_in_live_leaders() -> None:
+    req = LeaderAndIsrRequest(1, 4, 300, INFOS[:1], live_leaders=((1, "h1:4001"),), state_version=3)
+    api, data = wire_request(req)
+    assert (api.key, api.version) == (4, 7)
+    body, _ = codec.decode("LeaderAndIsrRequest", 7, memoryview(data))
+    assert body["live_leaders"] == [{"broker_id": 1, "host_name": "h1", "port": 4001}]
+    assert "live_broker_epochs" not in body and "node_addresses" not in body

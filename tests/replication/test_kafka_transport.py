@@ -125,12 +125,12 @@ def test_a_kafka_client_sends_leader_and_isr_and_a_follower_fetch(
         return lai, fetch, versions
 
     lai, fetch, versions = loop.run_until_complete(run())
-    assert versions[4] == (7, 7) and versions[1] == (15, 15) and versions[56] == (3, 3)
+    assert versions[4] == (7, 7) and versions[6] == (8, 8) and versions[1] == (15, 15) and versions[56] == (3, 3)
     assert lai["error_code"] == 0
     (src, msg), (fsrc, fmsg) = seen
     assert src == 3 and isinstance(msg, LeaderAndIsrRequest)
     assert msg.partitions == (PartitionInfo("t", 0, (1, 2), PartitionState(1, 4, (1, 2))),)
-    assert msg.kafka_addresses == ((1, "h:9092"),)
+    assert msg.live_leaders == ((1, "h:9092"),)
     assert fsrc == 2 and isinstance(fmsg, FetchRequest) and fmsg.broker_epoch == 20
     assert fmsg.partitions == (FetchPartition("t", 0, 0, max_bytes=1 << 20),)
     part = fetch["responses"][0]["partitions"][0]
@@ -320,7 +320,7 @@ def test_a_peer_that_does_not_serve_the_version_is_refused(loop: asyncio.Abstrac
             box.append(err)
             done.set()
 
-        t.request(2, 1, LeaderAndIsrRequest(2, 1, 1, (), ()), answered, 2000)
+        t.request(2, 1, LeaderAndIsrRequest(2, 1, 1, ()), answered, 2000)
         await asyncio.wait_for(done.wait(), 5)
         await t.close()
         await other.close()
@@ -374,7 +374,7 @@ def test_nodes_authenticate_with_sasl_and_a_peer_that_fails_is_refused(loop: asy
 
 def test_stale_epochs_are_refused_over_the_wire_with_kafkas_codes(tmp_path: Path) -> None:
     """A Kafka client (not the transport) on a node's inter-broker listener of a three-node
-    cluster: LeaderAndIsr and StopReplica with a stale controller epoch
+    cluster: LeaderAndIsr, UpdateMetadata and StopReplica with a stale controller epoch
     are STALE_CONTROLLER_EPOCH (11), AlterPartition with a stale partition epoch
     INVALID_UPDATE_VERSION (95), and nothing changes."""
     from seglog.cluster.local import LocalCluster
@@ -393,7 +393,7 @@ def test_stale_epochs_are_refused_over_the_wire_with_kafkas_codes(tmp_path: Path
         epoch_seen, broker_epoch, leader_epoch = node.controller_epoch_seen, node.broker_epoch, leader_node.broker_epoch
         addresses = dict(cluster.transport.addresses)
 
-        async def run() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        async def run() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
             host, port = addresses[follower]
             conn = await BrokerConnection.open(f"{host}:{port}", client_id=f"broker-{controller}")
             lai = await conn.request(
@@ -414,6 +414,22 @@ def test_stale_epochs_are_refused_over_the_wire_with_kafkas_codes(tmp_path: Path
                     "live_leaders": [],
                 },
                 version=7,
+            )
+            update = await conn.request(
+                "UpdateMetadata",
+                {
+                    "controller_id": controller,
+                    "controller_epoch": epoch_seen - 1,
+                    "broker_epoch": broker_epoch,
+                    "topic_states": [],
+                    "live_brokers": [
+                        {
+                            "id": follower,
+                            "endpoints": [{"port": 1, "host": "nowhere", "listener": "CLIENT", "security_protocol": 0}],
+                        }
+                    ],
+                },
+                version=8,
             )
             stop = await conn.request(
                 "StopReplica",
@@ -452,14 +468,19 @@ def test_stale_epochs_are_refused_over_the_wire_with_kafkas_codes(tmp_path: Path
                 version=3,
             )
             await conn.close()
-            return lai, stop, alter
+            return lai, update, stop, alter
 
-        lai, stop, alter = asyncio.run(run())
-        assert lai["error_code"] == 11 and stop["error_code"] == 11
+        lai, update, stop, alter = asyncio.run(run())
+        assert lai["error_code"] == 11 and update["error_code"] == 11 and stop["error_code"] == 11
+        assert "UpdateMetadataRequest: controller epoch" in update["error_message"]
         assert alter["error_code"] == 95
         assert cluster._state("t", 0) == before
         assert cluster._on_node(follower, lambda: ("t", 0) in node.partitions)
         assert sorted(cluster.isr("t", 0)) == sorted(before.isr)
+        # The refused UpdateMetadata changed nothing: no topic went, no node, no address came.
+        assert cluster._on_node(follower, lambda: ("t", 0) in node.metadata)
+        assert cluster._on_node(follower, lambda: sorted(node.live_brokers)) == sorted(cluster.ids)
+        assert cluster._on_node(follower, lambda: node.kafka_addresses.get(follower)) != "nowhere:1"
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make a certificate")

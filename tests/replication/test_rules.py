@@ -497,24 +497,71 @@ def test_topic_deletion_waits_for_every_replica_and_survives_a_controller_crash(
 
 
 def test_an_older_leader_and_isr_that_arrives_late_is_ignored(cluster: SimCluster) -> None:
-    """Two LeaderAndIsr of one controller can cross on the way to a node (each change is sent
-    at once); the older, arriving second, must not replace the newer state (a node that had just
-    registered lost a new topic this way and never answered for it)."""
+    """Two LeaderAndIsr (or UpdateMetadata) of one controller can cross on the way to a node
+    (each change is sent at once); the older, arriving second, must not replace the newer state
+    (a node that had just registered lost a new topic this way and never answered for it). The
+    versions are compared per kind: the newest UpdateMetadata does not make an older
+    LeaderAndIsr of a version the node has not seen yet stale."""
     import dataclasses
 
-    from seglog.cluster.messages import LeaderAndIsrResponse
+    from seglog.cluster.messages import LeaderAndIsrResponse, UpdateMetadataResponse
 
     c = cluster
     c.create_topic("t", 1, 3)
     ctrl = c.node(c.wait_controller()).controller
     assert ctrl is not None
     follower = next(i for i in c.ids if i != c.wait_controller())
-    newer = ctrl.full_state(follower)
+    node = c.node(follower)
+    newer = ctrl.update_metadata(follower)
     assert newer.state_version >= 1 and any(p.topic == "t" for p in newer.partitions)
     older = dataclasses.replace(newer, partitions=(), state_version=newer.state_version - 1)
     resp = c.call(follower, older)
-    assert isinstance(resp, LeaderAndIsrResponse) and resp.error == 0  # superseded, not an error
-    assert ("t", 0) in c.node(follower).metadata
+    assert isinstance(resp, UpdateMetadataResponse) and resp.error == 0  # superseded, not an error
+    assert ("t", 0) in node.metadata
     # The same version again, or a newer one, is applied.
     assert c.call(follower, newer).error == 0
-    assert ("t", 0) in c.node(follower).metadata
+    assert ("t", 0) in node.metadata
+
+    lai = ctrl.leader_and_isr(follower)
+    assert [p.tp for p in lai.partitions] == [("t", 0)] and lai.state_version == newer.state_version
+    stale = dataclasses.replace(lai, partitions=(), state_version=lai.state_version - 1)
+    resp = c.call(follower, stale)
+    assert isinstance(resp, LeaderAndIsrResponse) and resp.error == 0
+    assert node.versions_seen["LeaderAndIsrRequest"] == (lai.controller_epoch, lai.state_version)
+    assert node.metadata_caught_up()
+
+
+def test_leader_and_isr_and_update_metadata_apply_in_either_order(cluster: SimCluster) -> None:
+    """LeaderAndIsr and UpdateMetadata travel apart: a LeaderAndIsr older than the node's
+    UpdateMetadata still opens the node's replicas (with its topic config), and an
+    UpdateMetadata older than the node's LeaderAndIsr still sets the metadata, but neither
+    takes back a topic config the newer one set."""
+    import dataclasses
+    import json
+
+    c = cluster
+    c.create_topic("t", 1, 3, config={"retention.ms": 1000})
+    ctrl = c.node(c.wait_controller()).controller
+    assert ctrl is not None
+    follower = next(i for i in c.ids if i != c.wait_controller())
+    node = c.node(follower)
+    c.advance(500)
+    lai, um = ctrl.leader_and_isr(follower), ctrl.update_metadata(follower)
+    v = max(node.versions_seen.values())[1]
+    newer_cfg = tuple((t, json.dumps({"retention.ms": 2000})) for t, _ in um.topic_configs if t == "t")
+    # UpdateMetadata v+2 (config 2000), then LeaderAndIsr v+1 (config 1000): the config stays.
+    assert c.call(follower, dataclasses.replace(um, topic_configs=newer_cfg, state_version=v + 2)).error == 0
+    assert c.call(follower, dataclasses.replace(lai, state_version=v + 1)).error == 0
+    assert node.topic_configs["t"] == {"retention.ms": 2000}
+    assert node.partitions[("t", 0)].log_config.retention_ms == 2000
+    # LeaderAndIsr v+4 (config 1000), then UpdateMetadata v+3 without the topic: the metadata
+    # is the older message's (no topic), the config the newer one's.
+    assert c.call(follower, dataclasses.replace(lai, state_version=v + 4)).error == 0
+    assert node.topic_configs["t"] == {"retention.ms": 1000}
+    assert (
+        c.call(follower, dataclasses.replace(um, partitions=(), topic_configs=newer_cfg, state_version=v + 3)).error
+        == 0
+    )
+    assert ("t", 0) not in node.metadata and ("t", 0) in node.partitions
+    assert node.topic_configs["t"] == {"retention.ms": 1000}
+    assert not node.metadata_caught_up()

@@ -101,6 +101,10 @@ MUTANT_PROFILES = {
     mut.FOLLOWER_IGNORES_LOG_START: "delete",
 }
 MAX_SEEDS = 10
+#: Mutants whose window is narrow get more seeds. KAFKA-7128's loss needs the old leader to have
+#: acknowledged records its successor's stale HW is below when it dies, which depends on where
+#: the kill falls in a fetch round: 3 to 4 seeds of 20 catch it (seeds 1-20, 1500 steps).
+SEEDS_FOR = {mut.ISR_JOIN_AT_HW_ONLY: 20}
 
 
 def test_every_mutation_has_a_profile() -> None:
@@ -109,13 +113,14 @@ def test_every_mutation_has_a_profile() -> None:
 
 @pytest.mark.parametrize("mutant", sorted(MUTANT_PROFILES))
 def test_mutation_is_caught(tmp_path: Path, mutant: str) -> None:
-    for seed in range(1, MAX_SEEDS + 1):
+    seeds = SEEDS_FOR.get(mutant, MAX_SEEDS)
+    for seed in range(1, seeds + 1):
         try:
             _run(tmp_path, seed, MUTANT_PROFILES[mutant], steps=1500, mutants=frozenset({mutant}))
         except SimulationFailure as exc:
             assert f"seed {seed}" in str(exc)
             return
-    pytest.fail(f"the simulation did not catch {mutant} in {MAX_SEEDS} seeds")
+    pytest.fail(f"the simulation did not catch {mutant} in {seeds} seeds")
 
 
 @pytest.mark.slow
