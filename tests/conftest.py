@@ -73,15 +73,24 @@ def run_python(code: str, *args: str, timeout: float = 120) -> subprocess.Comple
     )
 
 
+#: Marks of tests outside the default suite: ``slow`` (simulation and fault profiles, long
+#: state machines and fuzz loops, each running for a fixed time) and ``heavy`` (fault scenarios
+#: on process clusters and other tests of 20 s and more, which CI runs in a stage of their own),
+#: with the environment variable that runs them too.
+OPT_IN = {"slow": "SEGLOG_SLOW", "heavy": "SEGLOG_HEAVY"}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Long tests (``@pytest.mark.slow``: simulation and fault profiles, long state machines and
-    fuzz loops) run only when asked for, with ``-m slow`` or ``SEGLOG_SLOW=1``."""
-    if os.environ.get("SEGLOG_SLOW") == "1" or "slow" in (config.getoption("markexpr") or ""):
-        return
-    skip = pytest.mark.skip(reason="long: run with -m slow or SEGLOG_SLOW=1")
-    for item in items:
-        if "slow" in item.keywords:
-            item.add_marker(skip)
+    """Tests marked ``slow`` or ``heavy`` run only when asked for: ``-m slow`` / ``-m heavy``
+    (any ``-m`` expression naming the mark) or ``SEGLOG_SLOW=1`` / ``SEGLOG_HEAVY=1``."""
+    expr = config.getoption("markexpr") or ""
+    for mark, env in OPT_IN.items():
+        if os.environ.get(env) == "1" or mark in expr:
+            continue
+        skip = pytest.mark.skip(reason=f"{'long' if mark == 'slow' else mark}: run with -m {mark} or {env}=1")
+        for item in items:
+            if mark in item.keywords:
+                item.add_marker(skip)
 
 
 def make_kafka_broker_dir(fixtures: Path, dst: Path) -> Path:

@@ -519,7 +519,10 @@ def _group_start(cluster: FaultCluster, group: str) -> int:
     return coordinator
 
 
-@pytest.mark.parametrize("clients", [["confluent-kafka", "confluent-kafka"], ["java", "confluent-kafka"]])
+@pytest.mark.parametrize(
+    "clients",
+    [pytest.param(["confluent-kafka", "confluent-kafka"], marks=pytest.mark.heavy), ["java", "confluent-kafka"]],
+)
 def test_group_consumes_across_coordinator_kills_and_resumes_from_commits(
     cluster: FaultCluster, tmp_path: Path, clients: list[str]
 ) -> None:

@@ -2,7 +2,10 @@
 processes on ZooKeeper, every link through the fault proxy, kills and pauses by PID, power loss
 from the fsync journal. Each runs the background workload and ends with the full §9.5 checker
 (:class:`tests.cluster.scenario.Scenario`); the scenario's own expectation is asserted on top.
-The in-memory versions (with their mutants) are tests/replication/test_scenarios.py."""
+The in-memory versions (with their mutants) are tests/replication/test_scenarios.py.
+
+S6 (plain), S11, S12 (torn) and the positive control run in the default suite; the others are
+marked ``heavy`` (about 4.5 minutes together): ``python -m pytest -m heavy``, which CI runs."""
 
 from __future__ import annotations
 
@@ -55,6 +58,7 @@ def _send_one(sc: Scenario, producer: object, client: str, n: int) -> str | None
     return None
 
 
+@pytest.mark.heavy
 def test_s1_clean_restart_of_a_follower_then_leader_kill_keeps_acked(sc: Scenario) -> None:
     """KIP-101 #1: A has m2 but not the HW covering it (its next fetch is held); A restarts
     cleanly, B (the leader) dies. A must not have cut m2 back to its own HW."""
@@ -71,6 +75,7 @@ def test_s1_clean_restart_of_a_follower_then_leader_kill_keeps_acked(sc: Scenari
     sc.finish_ok()
 
 
+@pytest.mark.heavy
 def test_s2_power_loss_on_every_replica_never_diverges(sc: Scenario) -> None:
     """KIP-101 #2: all replicas lose their unsynced tails; one comes back first and takes writes,
     the others return later. Acked loss is allowed here (n-of-n power loss); divergence is not."""
@@ -95,6 +100,7 @@ def test_s2_power_loss_on_every_replica_never_diverges(sc: Scenario) -> None:
         assert res.counts[k] == 0, (k, res.examples.get(k), sc.dir)
 
 
+@pytest.mark.heavy
 def test_s3_two_failovers_within_a_fetch_round(sc: Scenario) -> None:
     """KIP-279: leaders change twice in quick succession; the survivors iterate truncation
     until their logs match."""
@@ -108,6 +114,7 @@ def test_s3_two_failovers_within_a_fetch_round(sc: Scenario) -> None:
     sc.finish_ok()
 
 
+@pytest.mark.heavy
 def test_s4_lagging_follower_is_not_admitted_on_a_stale_hw(sc: Scenario) -> None:
     """KAFKA-7128, approximated: C falls out of the ISR, A (leader) dies so B leads with a
     lagging HW, C comes back while B is new, then B dies. Committed records survive."""
@@ -127,6 +134,7 @@ def test_s4_lagging_follower_is_not_admitted_on_a_stale_hw(sc: Scenario) -> None
     sc.finish_ok()
 
 
+@pytest.mark.heavy
 def test_s5_leader_cut_from_followers_not_from_controller(sc: Scenario) -> None:
     """Jepsen 2013: the leader loses its followers but keeps ZooKeeper and clients. After the
     ISR shrink, acks=all writes fail with NOT_ENOUGH_REPLICAS (definitely not written); then the
@@ -165,7 +173,9 @@ def test_s5_leader_cut_from_followers_not_from_controller(sc: Scenario) -> None:
     sc.finish_ok()
 
 
-@pytest.mark.parametrize("block_fetches", [False, True], ids=["plain", "followers-blocked"])
+@pytest.mark.parametrize(
+    "block_fetches", [False, pytest.param(True, marks=pytest.mark.heavy)], ids=["plain", "followers-blocked"]
+)
 def test_s6_zombie_leader(sc: Scenario, block_fetches: bool) -> None:
     """SIGSTOP the leader past its session; a new leader is elected; SIGCONT. Whatever the
     zombie acks must survive; with the followers' fetches to it blocked it can ack nothing."""
@@ -185,6 +195,7 @@ def test_s6_zombie_leader(sc: Scenario, block_fetches: bool) -> None:
     sc.finish_ok()
 
 
+@pytest.mark.heavy
 def test_s7_last_replica_standing_loses_power(sc: Scenario) -> None:
     """The ISR shrinks to {L}; L loses its unsynced tail and restarts; the followers return.
     Records acked while the ISR was 3 wide must survive (seglog's rule: ELR plus unclean-restart
@@ -202,6 +213,7 @@ def test_s7_last_replica_standing_loses_power(sc: Scenario) -> None:
     sc.finish_ok()
 
 
+@pytest.mark.heavy
 def test_s8_follower_back_from_power_loss_is_not_elected_before_resync(sc: Scenario) -> None:
     sc.warm()
     leader = _leader(sc)
@@ -218,6 +230,7 @@ def test_s8_follower_back_from_power_loss_is_not_elected_before_resync(sc: Scena
     sc.finish_ok()
 
 
+@pytest.mark.heavy
 def test_s9_idempotent_retries_across_failover(sc: Scenario) -> None:
     """Leaders die under idempotent producers (appended, replicated, response lost): retries to
     the new leader are deduplicated; then producer-state snapshots across a clean restart."""
@@ -233,6 +246,7 @@ def test_s9_idempotent_retries_across_failover(sc: Scenario) -> None:
     assert sc.result.counts["duplicates"] == 0
 
 
+@pytest.mark.heavy
 def test_s10_retry_of_a_request_still_parked(sc: Scenario) -> None:
     """Client requests to the leader are delayed beyond the client's request timeout: the
     idempotent retries arrive while the originals are parked or just appended. Exactly one
@@ -264,7 +278,7 @@ def test_s11_disk_full_on_the_leader(sc: Scenario) -> None:
     sc.finish_ok()
 
 
-@pytest.mark.parametrize("how", ["torn", "flip_last"])
+@pytest.mark.parametrize("how", ["torn", pytest.param("flip_last", marks=pytest.mark.heavy)])
 def test_s12_damaged_tail_on_leader_and_follower(sc: Scenario, how: str) -> None:
     sc.warm()
     rng = random.Random(12)
@@ -278,6 +292,7 @@ def test_s12_damaged_tail_on_leader_and_follower(sc: Scenario, how: str) -> None
     sc.finish_ok()
 
 
+@pytest.mark.heavy
 def test_s13_fast_leader_changes_no_divergence_no_going_back(sc: Scenario) -> None:
     """Kafka's shouldSurviveFastLeaderChange (5 rounds), shouldNotAllowDivergentLogs and
     offsetsShouldNotGoBackwards (consumer order, replica convergence) in one run."""

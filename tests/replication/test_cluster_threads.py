@@ -12,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from seglog.cluster.coordinator import InMemoryCoordinator
 from seglog.cluster.local import LocalCluster
 from tests.replication.clients import consume_all
@@ -47,6 +49,7 @@ def _stream(cluster: LocalCluster, stop: threading.Event, acked: dict[bytes, int
         producer.close()
 
 
+@pytest.mark.heavy
 def test_kill_restart_pause_during_a_send_batch_stream(tmp_path: Path) -> None:
     with LocalCluster(nodes=3, dir=tmp_path / "c", node_threads=True) as cluster:
         assert len({t.ident for t in cluster._node_threads.values()} | {cluster._thread.ident}) == 4

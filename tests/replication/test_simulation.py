@@ -111,7 +111,13 @@ def test_every_mutation_has_a_profile() -> None:
     assert set(MUTANT_PROFILES) == mut.ALL
 
 
-@pytest.mark.parametrize("mutant", sorted(MUTANT_PROFILES))
+#: Mutants the simulation takes longest to catch (about 40 s): outside the default suite.
+HEAVY_MUTANTS = {mut.NO_EPOCH_ITERATION}
+
+
+@pytest.mark.parametrize(
+    "mutant", [pytest.param(m, marks=pytest.mark.heavy if m in HEAVY_MUTANTS else ()) for m in sorted(MUTANT_PROFILES)]
+)
 def test_mutation_is_caught(tmp_path: Path, mutant: str) -> None:
     seeds = SEEDS_FOR.get(mutant, MAX_SEEDS)
     for seed in range(1, seeds + 1):
