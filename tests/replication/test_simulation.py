@@ -111,8 +111,8 @@ def test_every_mutation_has_a_profile() -> None:
     assert set(MUTANT_PROFILES) == mut.ALL
 
 
-#: Mutants the simulation takes longest to catch (about 40 s): outside the default suite.
-HEAVY_MUTANTS = {mut.NO_EPOCH_ITERATION}
+#: Mutants the simulation takes longest to catch (40-60 s each): outside the default suite.
+HEAVY_MUTANTS = {mut.NO_EPOCH_ITERATION, mut.ISR_JOIN_AT_HW_ONLY}
 
 
 @pytest.mark.parametrize(
