@@ -164,9 +164,11 @@ _NO_OPERATIONS = -2147483648
 _GRACE_S = 30.0
 
 
+@functools.lru_cache(maxsize=4096)
 def topic_id(name: str) -> bytes:
     """The topic id (a version-4-shaped UUID's 16 bytes) a node gives topic ``name``: derived
-    from the name, so every node gives the same one."""
+    from the name, so every node gives the same one (cached: every fetch and produce between
+    nodes names its topics by id)."""
     raw = bytearray(hashlib.sha256(b"seglog topic id\x00" + name.encode()).digest()[:16])
     raw[6] = (raw[6] & 0x0F) | 0x40
     raw[8] = (raw[8] & 0x3F) | 0x80

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import ssl
 import sys
 from collections.abc import Awaitable, Callable
@@ -61,6 +62,9 @@ log = logging.getLogger("seglog.kafka")
 DEFAULT_MAX_REQUEST_BYTES = 104857600
 #: Kafka's ``connections.max.idle.ms`` default.
 DEFAULT_IDLE_MS = 600000
+#: A connection's read buffer limit (``asyncio.StreamReader``): reading pauses once twice this
+#: is buffered. At 64 KiB a 1 MiB produce request paused and resumed the socket eight times.
+STREAM_LIMIT = 1 << 20
 #: Whether TLS starts in each connection's task (``StreamWriter.start_tls``, Python 3.11+).
 _TLS_IN_TASK = sys.version_info >= (3, 11)
 
@@ -201,7 +205,7 @@ class KafkaListener:
         loop = asyncio.get_running_loop()
 
         def protocol() -> _Connection:
-            return _Connection(asyncio.StreamReader(limit=1 << 16, loop=loop), self)
+            return _Connection(asyncio.StreamReader(limit=STREAM_LIMIT, loop=loop), self)
 
         self._server = await loop.create_server(
             protocol, self.host, self.port, ssl=None if _TLS_IN_TASK else self.security.ssl_context
@@ -451,19 +455,55 @@ class KafkaListener:
 _SEND_BLOCK = 256 * 1024
 
 
+def _sendfile_now(transport: asyncio.BaseTransport, fd: int, pos: int, n: int) -> tuple[int, bool]:
+    """What ``os.sendfile`` sends of the region at once, without blocking, on a plain socket
+    transport with nothing queued to write (0: not that kind of transport, a full socket
+    buffer, or a write queued before it; the caller sends the rest through the loop). The
+    loop's own ``sendfile`` first pauses the transport and waits for its queue to drain in
+    several tasks' steps, which cost more than the system call for a fetch's megabyte.
+    Returns the bytes sent, and whether the file ended before ``n`` bytes (truncated under
+    the read)."""
+    # asyncio's own test for a transport it would sendfile to natively (a TLS transport's
+    # mode is FALLBACK): only such a transport's socket carries the bytes as they are.
+    mode = getattr(transport, "_sendfile_compatible", None)
+    if (
+        getattr(mode, "name", None) != "TRY_NATIVE"
+        or not isinstance(transport, asyncio.WriteTransport)
+        or transport.is_closing()
+        or transport.get_write_buffer_size()
+    ):
+        return 0, False
+    sock = transport.get_extra_info("socket")
+    if sock is None or sock.type != socket.SOCK_STREAM:
+        return 0, False
+    sent = 0
+    try:
+        while sent < n:
+            got = os.sendfile(sock.fileno(), fd, pos + sent, n - sent)
+            if got == 0:
+                return sent, True
+            sent += got
+    except (BlockingIOError, InterruptedError):
+        pass
+    return sent, False
+
+
 async def _send_region(loop: asyncio.AbstractEventLoop, writer: asyncio.StreamWriter, fd: int, pos: int, n: int) -> int:
     """Send ``n`` bytes of the file ``fd`` from ``pos``: ``os.sendfile`` where the transport is
     a plain socket, else (TLS, or any other transport) read in blocks into fresh buffers that
     the transport may keep, each written once the previous one drained. Returns the bytes sent
     (fewer only if the file ends first)."""
+    done, ended = _sendfile_now(writer.transport, fd, pos, n)
+    if done == n or ended:
+        return done
     with os.fdopen(fd, "rb", closefd=False) as f:
         try:
-            return await loop.sendfile(writer.transport, f, pos, n, fallback=False)
+            return done + await loop.sendfile(writer.transport, f, pos + done, n - done, fallback=False)
         except (RuntimeError, asyncio.SendfileNotAvailableError):
             # Raised before anything was sent: this transport cannot sendfile.
             if writer.transport.is_closing():
                 raise ConnectionError("the connection is closing") from None
-    sent = 0
+    sent = done
     while sent < n:
         buf = bytearray(min(_SEND_BLOCK, n - sent))
         got = os.preadv(fd, [buf], pos + sent)

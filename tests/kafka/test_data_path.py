@@ -57,6 +57,21 @@ def test_large_fetches_are_sent_from_the_segment_files(broker, raw, sendfile_cal
     assert sum(sendfile_calls) == 2 * len(data)
 
 
+def test_a_fetch_larger_than_the_socket_buffers_is_sent_whole(broker, raw, sendfile_calls):
+    """A region is sent with os.sendfile at once as far as the socket takes it, the rest
+    through the loop once the socket drains, from where the first part ended."""
+    topic = "big-" + uuid.uuid4().hex[:8]
+    data = _fill(broker.store, topic, 120)  # ~12 MB: more than loopback's socket buffers hold
+    size = 1 << 25
+    body = fetch_body(topic, max_bytes=size)
+    body["topics"][0]["partitions"][0]["partition_max_bytes"] = size
+    msg = raw.request("Fetch", 1, 12, body)
+    part = msg["responses"][0]["partitions"][0]
+    assert part["error_code"] == 0 and bytes(part["records"]) == data
+    assert sum(sendfile_calls) == len(data)
+    assert len(sendfile_calls) > 1  # the socket filled up part-way
+
+
 def test_small_fetches_are_copied_not_sendfiled(broker, raw, sendfile_calls):
     topic = "small-" + uuid.uuid4().hex[:8]
     data = _fill(broker.store, topic, 1, value_size=10)
