@@ -30,10 +30,12 @@ def serve_until_stopped(make_server: Callable[[], KafkaServer], started: Callabl
     """
     # lazy: asyncio loads only for the serving commands (keeps start-up fast)
     import asyncio
+    import gc
 
     async def serve() -> None:
         server = make_server()
         await server.start()
+        gc.freeze()  # start-up's objects out of the collector's full passes (as `seglog node`)
         sys.stderr.write(started(server) + "\n")
         sys.stderr.flush()
         stop = asyncio.Event()

@@ -205,6 +205,10 @@ class Controller:
         self.unclean_elections = 0
         self._resync_task: Any = None
         self._armed: set[str] = set()
+        #: Coordinator reads that failed with ConnectionLossError (a watch's re-read, the first
+        #: load), by key: the periodic task retries each until it goes through. Nothing else
+        #: re-reads the coordinator: watches say when something changed.
+        self._retry: dict[str, Callable[[], None]] = {}
         self.shutting_down: set[int] = set()
         #: Topics marked for deletion -> the nodes whose replicas are not deleted yet.
         self.deleting: dict[str, set[int]] = {}
@@ -223,7 +227,7 @@ class Controller:
 
     def start(self) -> None:
         log.info("node %d is controller (epoch %d)", self.node.node_id, self.epoch)
-        self._guard(self._load)
+        self._attempt("load", self._load)
         if not self.active:
             return
         self._guard(self._reconcile)
@@ -250,9 +254,12 @@ class Controller:
         self.node.on_controller_resigned()
         return NotControllerError(f"controller {self.node.node_id} was replaced: {exc}")
 
-    def _guard(self, fn: Callable[[], None]) -> None:
+    def _guard(self, fn: Callable[[], None]) -> bool:
+        """Run ``fn``; False if the coordinator could not be reached (the caller retries) or
+        this controller was replaced (it resigns)."""
         try:
             fn()
+            return True
         except ControllerFenced:
             self.resign()
             self.node.on_controller_resigned()
@@ -261,12 +268,24 @@ class Controller:
             self.node.on_controller_resigned()
         except ConnectionLossError:
             pass  # retried by the periodic task
+        return False
+
+    def _attempt(self, key: str, fn: Callable[[], None]) -> None:
+        """Run the coordinator read ``fn`` now, and from the periodic task until it succeeds."""
+        if not self.active:
+            return
+        self._retry[key] = fn
+        if self._guard(fn) and self._retry.get(key) is fn:
+            del self._retry[key]
 
     def _periodic(self) -> None:
         if not self.active:
             return
-        self._guard(self._refresh_brokers)
-        if not self.active:  # _refresh_brokers may have resigned (mypy keeps the narrowing above)
+        # Only reads that failed are repeated: re-reading every registration each period held
+        # the node's loop ~60 ms a time on a busy machine (blocking ZooKeeper round trips).
+        for key, fn in list(self._retry.items()):
+            self._attempt(key, fn)
+        if not self.active:  # a retried read may have resigned (mypy keeps the narrowing above)
             return  # type: ignore[unreachable]
         self._guard(self._reconcile)
         self._resend()
@@ -294,11 +313,11 @@ class Controller:
         if not self.active:
             return
         s = self.session
-        ids = s.children(BROKER_IDS_PATH, watch=self._arm(BROKER_IDS_PATH))
+        ids = self._watched(s.children, BROKER_IDS_PATH)
         current: dict[int, BrokerInfo] = {}
         for name in ids:
             try:
-                data, stat = s.get(broker_path(int(name)), watch=self._arm(broker_path(int(name))))
+                data, stat = self._watched(s.get, broker_path(int(name)))
             except NoNodeError:
                 continue
             d = loads(data) or {}
@@ -339,6 +358,18 @@ class Controller:
         self.version += 1
         self._publish()
 
+    def _watched(self, read: Callable[..., _R], path: str, then: Callable[[], None] | None = None) -> _R:
+        """``read(path, watch=...)`` with a watch that runs ``then`` (see :meth:`_arm`). A read
+        that fails sets no watch (ZooKeeper sets none on a missing znode's data, nor on a call
+        it did not answer), so the path is armed again by the next read."""
+        watch = self._arm(path, then)
+        try:
+            return read(path, watch=watch)
+        except BaseException:
+            if watch is not None:
+                self._armed.discard(path)
+            raise
+
     def _arm(self, path: str, then: Callable[[], None] | None = None) -> Callable[[Any], None] | None:
         """A watch callback for ``path`` that runs ``then`` (default: re-read the brokers), unless
         one is already set (watches are one-shot)."""
@@ -350,7 +381,7 @@ class Controller:
         def fire(_ev: Any) -> None:
             self._armed.discard(path)
             if self.active:
-                self._guard(action)
+                self._attempt(path, action)
 
         return fire
 
@@ -361,14 +392,13 @@ class Controller:
             return
         s = self.session
         try:
-            names = s.children(LOG_DIR_EVENT_PATH, watch=self._arm(LOG_DIR_EVENT_PATH, self._log_dir_events))
+            names = self._watched(s.children, LOG_DIR_EVENT_PATH, self._log_dir_events)
         except NoNodeError:
-            self._armed.discard(LOG_DIR_EVENT_PATH)
             try:
                 s.create(LOG_DIR_EVENT_PATH, b"")
             except NodeExistsError:
                 pass
-            names = s.children(LOG_DIR_EVENT_PATH, watch=self._arm(LOG_DIR_EVENT_PATH, self._log_dir_events))
+            names = self._watched(s.children, LOG_DIR_EVENT_PATH, self._log_dir_events)
         if not names:
             return
         for name in names:

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
 import hashlib
 import logging
 import os
@@ -443,6 +444,10 @@ async def _serve(config: BrokerConfig, security: Mapping[str, str] | None = None
     loop = asyncio.get_running_loop()
     server = NodeServer(config, loop, security)
     await server.start()
+    # What start-up built (modules, configs, logs, indexes: ~30,000 objects) lives as long as
+    # the process: out of the collector's full passes, which took 15 ms over it on a loaded
+    # machine and showed in the produce p99.
+    gc.freeze()
 
     stopping: list[asyncio.Task[None]] = []  # held, so that the loop's weak reference is not the only one
 

@@ -565,3 +565,64 @@ def test_leader_and_isr_and_update_metadata_apply_in_either_order(cluster: SimCl
     assert ("t", 0) not in node.metadata and ("t", 0) in node.partitions
     assert node.topic_configs["t"] == {"retention.ms": 1000}
     assert not node.metadata_caught_up()
+
+
+class _CountingSession:
+    """A controller's coordinator session that counts its reads and fails the next
+    ``fail_reads`` of them with ConnectionLossError."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.reads = 0
+        self.fail_reads = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def _read(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        self.reads += 1
+        if self.fail_reads > 0:
+            self.fail_reads -= 1
+            raise ConnectionLossError("test: the coordinator does not answer")
+        return getattr(self.inner, name)(*args, **kwargs)
+
+    def get(self, *args: Any, **kwargs: Any) -> Any:
+        return self._read("get", *args, **kwargs)
+
+    def exists(self, *args: Any, **kwargs: Any) -> Any:
+        return self._read("exists", *args, **kwargs)
+
+    def children(self, *args: Any, **kwargs: Any) -> Any:
+        return self._read("children", *args, **kwargs)
+
+
+def test_controller_reads_the_coordinator_only_when_a_watch_fires_and_retries_a_failed_read(
+    cluster: SimCluster,
+) -> None:
+    """The controller learns of node changes from its watches, not by polling: a quiet cluster
+    costs it no coordinator read (each read is a blocking ZooKeeper round trip on the node's
+    loop). A re-read that fails with a connection loss is repeated by the periodic task until it
+    goes through, and the watches it sets are armed again."""
+    c = cluster
+    c.create_topic("t", 1, 3)
+    ctrl = c.node(c.wait_controller()).controller
+    assert ctrl is not None
+    counting = _CountingSession(ctrl.session)
+    ctrl.session = counting  # type: ignore[assignment]
+    c.advance(5000)  # ten periods of the controller's periodic task
+    assert counting.reads == 0
+
+    # A node dies: its registration's watches fire; the re-read fails twice, then goes through.
+    gone = next(i for i in c.ids if i != c.controller())
+    counting.fail_reads = 2
+    c.crash(gone)
+    c.run_until(lambda: gone not in ctrl.brokers, 10_000, what=f"the controller sees node {gone} gone")
+    assert counting.fail_reads == 0 and not ctrl._retry
+    # The watches were armed again: the node's return is seen with no failure to retry it.
+    before = counting.reads
+    c.start_node(gone)
+    c.run_until(lambda: gone in ctrl.brokers, 10_000, what=f"the controller sees node {gone} back")
+    assert counting.reads > before
+    reads = counting.reads
+    c.advance(3000)
+    assert counting.reads == reads
