@@ -123,6 +123,7 @@ __all__ = [
     "RequestTimedOutError",
     "SaslAuthenticationError",
     "SeglogError",
+    "SslAuthenticationError",
     "StaleBrokerEpochError",
     "StaleControllerEpochError",
     "StorageError",
@@ -409,6 +410,15 @@ class RequestTimedOutError(IndeterminateWriteError, KafkaError, code=7, name="RE
 
 class BrokerNotAvailableError(KafkaError, code=8, name="BROKER_NOT_AVAILABLE", retriable=False):
     description = "The node is not available."
+
+
+class SslAuthenticationError(BrokerNotAvailableError):
+    """A client's TLS handshake failed on the broker's certificate (not signed by a trusted CA,
+    or not naming the host), as Kafka's clients' ``SslAuthenticationException``: asking again
+    cannot help, so clients give up at once instead of retrying. Not a wire error: brokers never
+    send it."""
+
+    description = "The broker's TLS certificate is not trusted."
 
 
 class ReplicaNotAvailableError(KafkaError, code=9, name="REPLICA_NOT_AVAILABLE", retriable=True):

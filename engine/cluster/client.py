@@ -45,7 +45,7 @@ from seglog.cluster.consumer import ClusterConsumer
 from seglog.cluster.metadata import PartitionInfo, PartitionState
 from seglog.cluster.network import client_security, cluster_kafka_client, topic_config_strings
 from seglog.cluster.producer import ClusterProducer
-from seglog.errors import KafkaError, SaslAuthenticationError, SeglogError
+from seglog.errors import KafkaError, SaslAuthenticationError, SeglogError, SslAuthenticationError
 from seglog.kafka.client import KafkaClient
 from seglog.kafka.codec import Message
 from seglog.util.clock import Clock
@@ -123,8 +123,8 @@ class ClusterClient(LoopOwner, Closeable):
         while True:
             try:
                 self.refresh()
-            except SaslAuthenticationError:
-                self.close()
+            except (SaslAuthenticationError, SslAuthenticationError):
+                self.close()  # a refused login or an untrusted certificate: asking again cannot help
                 raise
             except SeglogError as exc:
                 last = str(exc)

@@ -44,6 +44,7 @@ from seglog.errors import (
     OffsetOutOfRangeError,
     RequestTimedOutError,
     SaslAuthenticationError,
+    SslAuthenticationError,
     UnsupportedVersionError,
     error_for_code,
     make_error,
@@ -163,7 +164,7 @@ class BrokerConnection:
                 asyncio.open_connection(host, port, ssl=ssl_context, limit=1 << 16), timeout
             )
         except ssl.SSLCertVerificationError as exc:
-            raise BrokerNotAvailableError(
+            raise SslAuthenticationError(
                 f"cannot connect to the Kafka broker at {address}: its TLS certificate is not trusted "
                 f"({exc.verify_message}; is the CA given the one that signed it, and does it name {host}?)"
             ) from None
@@ -529,6 +530,7 @@ class KafkaClient:
             "include_topic_authorized_operations": False,
         }
         errors: list[str] = []
+        untrusted = False
         for address in self._candidates():
             try:
                 conn = await self.connection(address)
@@ -536,8 +538,13 @@ class KafkaClient:
                 break
             except (BrokerNotAvailableError, RequestTimedOutError) as exc:
                 errors.append(str(exc))
+                untrusted |= isinstance(exc, SslAuthenticationError)
         else:
-            raise BrokerNotAvailableError("no Kafka broker answered Metadata: " + "; ".join(errors))
+            # A certificate this client does not trust stays untrusted: fatal, as in Kafka's
+            # clients, rather than retried until a deadline.
+            raise (SslAuthenticationError if untrusted else BrokerNotAvailableError)(
+                "no Kafka broker answered Metadata: " + "; ".join(errors)
+            )
         self._last_address = conn.address
         self.brokers = {b["node_id"]: f"{b['host']}:{b['port']}" for b in resp["brokers"]}
         self.controller_id = resp.get("controller_id", -1)
