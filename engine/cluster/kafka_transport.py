@@ -56,6 +56,7 @@ from seglog.kafka import codec
 from seglog.kafka.apis import API_VERSIONS
 from seglog.kafka.codec import FileRegions, Message
 from seglog.kafka.connection import INT32, CloseConnection, ConnState, read_frame, skip_tagged
+from seglog.kafka.framestream import FrameStream
 from seglog.kafka.listener import KafkaListener, hold_records, unknown_id_name
 from seglog.kafka.security import AuthenticationClosed, ScramClient
 
@@ -463,9 +464,7 @@ class InterBrokerListener(KafkaListener):
             hold_records(out["responses"])  # reads become bytes or file regions (sendfile)
         return out
 
-    async def _serve_connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, state: ConnState
-    ) -> None:
+    async def _serve_connection(self, reader: FrameStream, writer: asyncio.StreamWriter, state: ConnState) -> None:
         """Take requests as they come (each reaches the node at once, in order) and write the
         answers in the order of the requests, as Kafka's protocol wants."""
         if self.security.sasl:

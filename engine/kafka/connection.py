@@ -12,13 +12,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from typing import Any
+from typing import Any, Protocol
 
 from seglog.errors import SeglogError, code_for_exception
 from seglog.kafka import codec
 from seglog.kafka.codec import Message
 
-__all__ = ["INT32", "REQUEST_HEADER", "CloseConnection", "ConnState", "fmt_peer", "read_frame", "skip_tagged"]
+__all__ = [
+    "INT32",
+    "REQUEST_HEADER",
+    "CloseConnection",
+    "ConnState",
+    "FrameReader",
+    "fmt_peer",
+    "read_frame",
+    "skip_tagged",
+]
 
 log = logging.getLogger("seglog.kafka")
 
@@ -28,19 +37,26 @@ REQUEST_HEADER = struct.Struct(">hhih")
 INT32 = struct.Struct(">i")
 
 
+class FrameReader(Protocol):
+    """What :func:`read_frame` reads from: an ``asyncio.StreamReader`` or a listener's
+    :class:`seglog.kafka.framestream.FrameStream`."""
+
+    async def readexactly(self, n: int) -> bytes | bytearray: ...
+
+
 class CloseConnection(Exception):
     """The connection must close (a frame or request that cannot be answered)."""
 
 
 async def read_frame(
-    reader: asyncio.StreamReader,
+    reader: FrameReader,
     idle_ms: int,
     max_bytes: int,
     limit_name: str,
     closed: type[Exception] = CloseConnection,
     phase: str = "",
     body_idle: bool = True,
-) -> bytes | None:
+) -> bytes | bytearray | None:
     """The next frame's bytes, or None when the client closed the connection between frames.
     Raises ``closed`` (the connection must close) when nothing arrives for ``idle_ms``
     (``connections.max.idle.ms``), the connection ends inside a frame, or the size is negative

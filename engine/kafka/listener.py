@@ -39,6 +39,7 @@ from seglog.kafka import codec
 from seglog.kafka.apis import API_NAMES, API_VERSIONS, api_versions_response
 from seglog.kafka.codec import FileRegions, Message
 from seglog.kafka.connection import INT32, REQUEST_HEADER, CloseConnection, ConnState, fmt_peer, read_frame, skip_tagged
+from seglog.kafka.framestream import FrameConnection, FrameStream
 from seglog.kafka.security import AuthenticationClosed, ListenerSecurity
 from seglog.storage.log import LogReadResult
 
@@ -62,9 +63,6 @@ log = logging.getLogger("seglog.kafka")
 DEFAULT_MAX_REQUEST_BYTES = 104857600
 #: Kafka's ``connections.max.idle.ms`` default.
 DEFAULT_IDLE_MS = 600000
-#: A connection's read buffer limit (``asyncio.StreamReader``): reading pauses once twice this
-#: is buffered. At 64 KiB a 1 MiB produce request paused and resumed the socket eight times.
-STREAM_LIMIT = 1 << 20
 #: Whether TLS starts in each connection's task (``StreamWriter.start_tls``, Python 3.11+).
 _TLS_IN_TASK = sys.version_info >= (3, 11)
 
@@ -205,7 +203,7 @@ class KafkaListener:
         loop = asyncio.get_running_loop()
 
         def protocol() -> _Connection:
-            return _Connection(asyncio.StreamReader(limit=STREAM_LIMIT, loop=loop), self)
+            return _Connection(loop, self)
 
         self._server = await loop.create_server(
             protocol, self.host, self.port, ssl=None if _TLS_IN_TASK else self.security.ssl_context
@@ -264,7 +262,7 @@ class KafkaListener:
 
     # -- connections ----------------------------------------------------------------------------
 
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _connection(self, reader: FrameStream, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
         if self._closing:
@@ -316,9 +314,7 @@ class KafkaListener:
                 f"the TLS handshake did not finish within connections.max.idle.ms={self.idle_ms}"
             ) from None
 
-    async def _serve_connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, state: ConnState
-    ) -> None:
+    async def _serve_connection(self, reader: FrameStream, writer: asyncio.StreamWriter, state: ConnState) -> None:
         if self.security.sasl:
             try:
                 user = await self.security.authenticate(reader, writer, state, self.idle_ms)
@@ -515,13 +511,13 @@ async def _send_region(loop: asyncio.AbstractEventLoop, writer: asyncio.StreamWr
     return sent
 
 
-class _Connection(asyncio.StreamReaderProtocol):
-    """A connection's protocol: ``asyncio``'s stream protocol running
+class _Connection(FrameConnection):
+    """A connection's protocol (:class:`FrameConnection`) running
     :meth:`KafkaListener._connection`, with the transport known to the server from the moment the
     socket is accepted until it is lost, and ended at once if the server is closing."""
 
-    def __init__(self, reader: asyncio.StreamReader, server: KafkaListener) -> None:
-        super().__init__(reader, server._connection)
+    def __init__(self, loop: asyncio.AbstractEventLoop, server: KafkaListener) -> None:
+        super().__init__(loop, server._connection)
         self._owner = server
         self._tracked: asyncio.Transport | None = None
 

@@ -48,7 +48,15 @@ from seglog.errors import (
 from seglog.kafka import codec
 from seglog.kafka.apis import API_NAMES, API_VERSIONS, api_versions_response
 from seglog.kafka.codec import Message
-from seglog.kafka.connection import INT32, REQUEST_HEADER, CloseConnection, ConnState, read_frame, skip_tagged
+from seglog.kafka.connection import (
+    INT32,
+    REQUEST_HEADER,
+    CloseConnection,
+    ConnState,
+    FrameReader,
+    read_frame,
+    skip_tagged,
+)
 
 __all__ = [
     "SASL_MECHANISMS",
@@ -377,7 +385,7 @@ class ListenerSecurity:
     # -- the authentication phase of a connection -------------------------------------------
 
     async def authenticate(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, state: ConnState, idle_ms: int
+        self, reader: FrameReader, writer: asyncio.StreamWriter, state: ConnState, idle_ms: int
     ) -> str:
         """Run SASL on a new connection; returns the authenticated user name. ``idle_ms``: the
         listener's ``connections.max.idle.ms``. Raises :class:`AuthenticationClosed` when the
@@ -495,7 +503,7 @@ def _api_name(api_key: int) -> str:
     return API_NAMES.get(api_key) or f"API key {api_key}"
 
 
-async def _read_frame(reader: asyncio.StreamReader, idle_ms: int) -> bytes:
+async def _read_frame(reader: FrameReader, idle_ms: int) -> bytes:
     frame = await read_frame(
         reader,
         idle_ms,
@@ -506,7 +514,7 @@ async def _read_frame(reader: asyncio.StreamReader, idle_ms: int) -> bytes:
     )
     if frame is None:
         raise ConnectionResetError("closed by the client before authenticating")
-    return frame
+    return frame if type(frame) is bytes else bytes(frame)  # SASL frames are small
 
 
 def _encode(name: str, version: int, correlation_id: int, body: Message) -> list[Any]:

@@ -608,7 +608,7 @@ def test_controller_reads_the_coordinator_only_when_a_watch_fires_and_retries_a_
     ctrl = c.node(c.wait_controller()).controller
     assert ctrl is not None
     counting = _CountingSession(ctrl.session)
-    ctrl.session = counting  # type: ignore[assignment]
+    ctrl.session = counting
     c.advance(5000)  # ten periods of the controller's periodic task
     assert counting.reads == 0
 
