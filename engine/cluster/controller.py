@@ -275,8 +275,8 @@ class Controller:
         if not self.active:
             return
         self._retry[key] = fn
-        if self._guard(fn) and self._retry.get(key) is fn:
-            del self._retry[key]
+        if self._guard(fn):
+            self._retry.pop(key, None)
 
     def _periodic(self) -> None:
         if not self.active:

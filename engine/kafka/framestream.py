@@ -103,12 +103,6 @@ class FrameStream:
 
     # -- the reader's side -----------------------------------------------------------------------
 
-    def exception(self) -> BaseException | None:
-        return self._exc
-
-    def at_eof(self) -> bool:
-        return self._eof and self._end == self._start
-
     async def _wait(self) -> None:
         self._waiter = self._loop.create_future()
         try:
@@ -186,7 +180,7 @@ class FrameConnection(FlowControlMixin, asyncio.BufferedProtocol):
         self._closed: asyncio.Future[None] = loop.create_future()
         self._over_ssl = False
         self.transport: asyncio.Transport | None = None
-        self.task: asyncio.Task[None] | None = None
+        self.task: asyncio.Task[None] | None = None  # held: the loop keeps only a weak reference
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
