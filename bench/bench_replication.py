@@ -28,7 +28,10 @@ numbers are in each benchmark's ``extra_info``.
   Rounds alternate a cluster ``send_batch`` of the column (acks=all, three replicas) and a floor
   round moving as many MiB; ``extra_info`` has both MiB/s, the per-round ratios and their median
   (goal: >= 0.8). The floor swings (230-760 MiB/s within an hour here): only the per-round
-  ratios mean much.
+  ratios mean much. It also has the CPU seconds each side spent a round (every process) and how
+  many cores that kept busy, the CPU of encoding the column alone, and ``ceiling_median``: the
+  ratio a cluster would reach that cost no more CPU than the floor plus the encoding, spread
+  over every core (1.0 when the floor leaves cores idle).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from seglog.benchmarks import cases
 from seglog.benchmarks.replication import paced_latencies_ms
 from seglog.cluster import start_cluster
 from seglog.cluster.base import ClusterBase
+from seglog.cluster.process import ProcessCluster
 from seglog.cluster.zkserver import unavailable_reason
 
 N = 20_000
@@ -235,20 +239,22 @@ def _recv_exact(s: socket.socket, buf: bytearray) -> None:
         got += n
 
 
-def _floor_follower(port: int, path: str, chunks: int) -> None:
+def _floor_follower(port: int, path: str, chunks: int, cpu: Any, slot: int) -> None:
     s = socket.create_connection(("127.0.0.1", port), timeout=FLOOR_TIMEOUT)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     buf = bytearray(MIB)
+    c0 = time.process_time()  # waiting for the first chunk costs no CPU
     for i in range(chunks):
         _recv_exact(s, buf)
         os.pwrite(fd, buf, i * MIB)
         s.sendall(b"ack!")
+    cpu[slot] = time.process_time() - c0
     os.close(fd)
     s.close()
 
 
-def _floor_leader(lsock: socket.socket, path: str, chunks: int) -> None:
+def _floor_leader(lsock: socket.socket, path: str, chunks: int, cpu: Any) -> None:
     # The client connects first, then the two followers. Follower sockets stay blocking for
     # os.sendfile (a socket timeout makes it non-blocking); the parent kills a stuck leader.
     conns = [lsock.accept()[0] for _ in range(3)]
@@ -256,6 +262,7 @@ def _floor_leader(lsock: socket.socket, path: str, chunks: int) -> None:
     client.settimeout(FLOOR_TIMEOUT)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     buf = bytearray(MIB)
+    c0 = time.process_time()
     for i in range(chunks):
         _recv_exact(client, buf)
         os.pwrite(fd, buf, i * MIB)
@@ -268,32 +275,39 @@ def _floor_leader(lsock: socket.socket, path: str, chunks: int) -> None:
         for f in followers:
             _recv_exact(f, ack)
     client.sendall(b"done")
+    cpu[0] = time.process_time() - c0
     os.close(fd)
 
 
-def _floor_round(d: str, chunks: int) -> float:
+def _floor_round(d: str, chunks: int) -> tuple[float, float]:
     """Seconds to move ``chunks`` MiB from a client through a leader to two followers, each
-    replica writing every chunk to its file, until the client has the last acknowledgement."""
+    replica writing every chunk to its file, until the client has the last acknowledgement; and
+    the CPU seconds the four took for it (each process's own count over its loop, so the
+    processes' start and exit are left out)."""
     ctx = multiprocessing.get_context("fork")
+    cpu = ctx.Array("d", 3, lock=False)
     lsock = socket.socket()
     lsock.bind(("127.0.0.1", 0))
     lsock.listen(8)
     port = lsock.getsockname()[1]
-    procs = [ctx.Process(target=_floor_leader, args=(lsock, os.path.join(d, "leader.log"), chunks))]
+    procs = [ctx.Process(target=_floor_leader, args=(lsock, os.path.join(d, "leader.log"), chunks, cpu))]
     procs[0].start()
     client = socket.create_connection(("127.0.0.1", port), timeout=FLOOR_TIMEOUT)
     client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         for i in range(2):
             time.sleep(0.05)  # accept order: client, follower 0, follower 1
-            procs.append(ctx.Process(target=_floor_follower, args=(port, os.path.join(d, f"f{i}.log"), chunks)))
+            args = (port, os.path.join(d, f"f{i}.log"), chunks, cpu, i + 1)
+            procs.append(ctx.Process(target=_floor_follower, args=args))
             procs[-1].start()
         chunk = os.urandom(MIB)
         time.sleep(0.2)
         t = time.perf_counter()
+        c = time.thread_time()
         for _ in range(chunks):
             client.sendall(chunk)
         _recv_exact(client, bytearray(4))
+        client_cpu = time.thread_time() - c
         seconds = time.perf_counter() - t
     finally:
         client.close()
@@ -304,15 +318,21 @@ def _floor_round(d: str, chunks: int) -> float:
                 p.kill()
     if any(p.exitcode != 0 for p in procs):
         raise RuntimeError(f"a floor process failed: exit codes {[p.exitcode for p in procs]}")
-    return seconds
+    return seconds, client_cpu + sum(cpu)
 
 
 def _floor_rate(chunks: int) -> float:
     """MiB/s of one floor round in a fresh directory, started with no dirty page cache."""
+    return chunks / _floor_measured(chunks)[0]
+
+
+def _floor_measured(chunks: int) -> tuple[float, float]:
+    """One floor round in a fresh directory, started with no dirty page cache: its seconds and
+    the CPU seconds its four processes spent."""
     d = tempfile.mkdtemp(prefix="seglog-bench-floor-")
     os.sync()
     try:
-        return chunks / _floor_round(d, chunks)
+        return _floor_round(d, chunks)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -344,6 +364,40 @@ def test_acks_all_data_path_floor(benchmark) -> None:
     )
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cluster_cpu(cluster: ClusterBase) -> float:
+    """CPU seconds used so far by this process (the client, and the nodes of an in-process
+    cluster) and by a process cluster's node processes (``/proc``, in clock ticks)."""
+    total = time.process_time()
+    if not isinstance(cluster, ProcessCluster):
+        return total
+    for i in cluster.ids:
+        if (n := cluster.pid(i)) is not None:
+            with open(f"/proc/{n}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime
+    return total
+
+
+def _encode_cpu() -> float:
+    """CPU seconds to encode the column as ``send_batch`` does (idempotent batches of up to
+    ``max.request.size``, 1 MiB), best of three: work the cluster does that the floor does not."""
+    from seglog.client.columns import records_per_batch, slice_column
+    from seglog.storage.records import encode_batch
+
+    per = records_per_batch(MIB, COLUMN, None)
+    best = float("inf")
+    for _ in range(3):
+        c = time.thread_time()
+        for a in range(0, len(COLUMN), per):
+            v = slice_column(COLUMN, a, min(len(COLUMN), a + per))
+            encode_batch(v, timestamps=T0, producer_id=1, producer_epoch=0, base_sequence=a)
+        best = min(best, time.thread_time() - c)
+    return best
+
+
 @pytest.mark.parametrize("mode", list(MODES))
 def test_send_batch_vs_data_path_floor(benchmark, clusters: dict[str, ClusterBase], mode: str) -> None:
     """The issue's measure, side by side: ``send_batch`` of the column to the three-replica
@@ -355,14 +409,32 @@ def test_send_batch_vs_data_path_floor(benchmark, clusters: dict[str, ClusterBas
     _cluster_send_batch(cluster, "rf3", "all")  # warm-up: connections, producer id
     cluster_rates: list[float] = []
     floor_rates: list[float] = []
+    cluster_cpus: list[float] = []
+    floor_cpus: list[float] = []
 
     def run() -> None:
         os.sync()
+        c = _cluster_cpu(cluster)
         cluster_rates.append(size / MIB / _cluster_send_batch(cluster, "rf3", "all"))
-        floor_rates.append(_floor_rate(chunks))
+        cluster_cpus.append(_cluster_cpu(cluster) - c)
+        seconds, cpu = _floor_measured(chunks)
+        floor_rates.append(chunks / seconds)
+        floor_cpus.append(cpu)
 
     benchmark.pedantic(run, rounds=7, iterations=1)
     ratios = sorted(c / f for c, f in zip(cluster_rates, floor_rates))
+    # What the machine's cores allow: the cluster moves the floor's bytes through the same
+    # system calls and also encodes the records (and checks and frames them), so a round costs
+    # it at least floor CPU + encode CPU, and it can go no faster than that CPU spread over
+    # every core. With the floor keeping the cores busy, that caps cluster / floor below 1.
+    ncpu = os.cpu_count() or 1
+    encode = _encode_cpu()
+    floor_s = [chunks / r for r in floor_rates]
+    mib = size / MIB
+    # Floor CPU for the cluster's MiB plus encoding, spread over every core: the fastest round.
+    ceilings = sorted(
+        min(1.0, (mib / (cpu / chunks * mib + encode) * ncpu) / r) for cpu, r in zip(floor_cpus, floor_rates)
+    )
     benchmark.extra_info.update(
         {
             "mode": mode,
@@ -372,6 +444,18 @@ def test_send_batch_vs_data_path_floor(benchmark, clusters: dict[str, ClusterBas
             "ratio_best": round(max(cluster_rates) / max(floor_rates), 3),
             "ratio_median": round(statistics.median(ratios), 3),
             "ratios": [round(r, 3) for r in ratios],
+            "cores": ncpu,
+            # CPU seconds a round, every process involved (the cluster's nodes and client; the
+            # floor's four processes over their loops), and how many cores that kept busy.
+            "cluster_cpu_s": round(statistics.median(cluster_cpus), 3),
+            "cluster_cores_busy": round(
+                statistics.median(c * r / size * MIB for c, r in zip(cluster_cpus, cluster_rates)), 2
+            ),
+            "floor_cpu_s": round(statistics.median(floor_cpus), 3),
+            "floor_cores_busy": round(statistics.median(c / s for c, s in zip(floor_cpus, floor_s)), 2),
+            "encode_cpu_s": round(encode, 3),
+            # The ratio a cluster costing floor CPU + encode CPU and nothing more would reach.
+            "ceiling_median": round(statistics.median(ceilings), 3),
             "loadavg_1m": round(os.getloadavg()[0], 2),
         }
     )
