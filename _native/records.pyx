@@ -1033,14 +1033,17 @@ cdef class _Decoder:
                 continue
             ts = h.max_ts if log_append else kb_wrap_add(h.base_ts, r.ts_delta)
             if self.cols is not None:
-                if plain and r.key_len >= 0 and r.value_len >= 0 and not self.cols.key_nulls \
-                        and not self.cols.val_nulls:
-                    if self.cols.views:
-                        self.cols.add_plain_views(offset, ts, tt, h.ple, &r)
-                    else:
-                        self.cols.add_plain(offset, ts, tt, h.ple, &r)
-                else:
-                    self.cols.add(offset, ts, tt, h.ple, &r)
+                if plain and r.value_len >= 0 and not self.cols.val_nulls:
+                    if r.key_len >= 0 and not self.cols.key_nulls:
+                        if self.cols.views:
+                            self.cols.add_plain_views(offset, ts, tt, h.ple, &r)
+                        else:
+                            self.cols.add_plain(offset, ts, tt, h.ple, &r)
+                        continue
+                    if r.key_len < 0 and self.cols.key_nulls and self.cols.key_nulls == self.cols.n:
+                        self.cols.add_plain_keyless(offset, ts, tt, h.ple, &r)
+                        continue
+                self.cols.add(offset, ts, tt, h.ple, &r)
                 continue
             rec = Record.__new__(Record)
             rec.offset = offset
@@ -1870,6 +1873,30 @@ cdef class _ColumnBuilder:
         self.val_data.len += r.value_len
         end = <int32_t>self.val_data.len
         _gbuf_put(&self.val_off, &end, 4)
+        self.n += 1
+
+    cdef inline void add_plain_keyless(self, int64_t offset, int64_t ts, int8_t tt, int32_t epoch,
+                                       const RecView *r) noexcept:
+        """add() of a record with no key and a value, in a batch plain_ok() or plain_views_ok()
+        accepted, while every key so far was null (so the key bitmap exists and has room) and
+        no value was: records produced without keys, the common stream."""
+        cdef int32_t end
+        self.put_fixed(offset, ts, tt, epoch)
+        _valid_bit(&self.key_valid, self.n, False)
+        self.key_nulls += 1
+        if self.views:
+            memset(self.key_views.data + self.key_views.len, 0, 16)
+            self.key_views.len += 16
+            _input_view(self.val_views.data + self.val_views.len, r.value, r.value_len,
+                        self.input_base)
+            self.val_views.len += 16
+        else:
+            end = <int32_t>self.key_data.len
+            _gbuf_put(&self.key_off, &end, 4)
+            memcpy(self.val_data.data + self.val_data.len, r.value, r.value_len)
+            self.val_data.len += r.value_len
+            end = <int32_t>self.val_data.len
+            _gbuf_put(&self.val_off, &end, 4)
         self.n += 1
 
     cdef int add(self, int64_t offset, int64_t ts, int ts_type, int32_t epoch,

@@ -50,3 +50,40 @@ def test_validity_matches_records(null_at: set[int], views: bool, per_batch: int
     if with_headers:
         hv = [[v for _, v in r.headers] for r in want]
         assert [[e["value"] for e in row] for row in batch.column("headers").to_pylist()] == hv
+
+
+#: Which records have no key (True: null), as producers without keys send them, and mixes.
+KEY_PATTERNS = {
+    "keyless": lambda i: True,
+    "keyless-then-keyed": lambda i: i < 45,
+    "keyed-then-keyless": lambda i: i >= 45,
+    "keyless-but-one": lambda i: i != 100,
+    "keyless-but-the-first": lambda i: i != 0,
+}
+
+
+@pytest.mark.parametrize("pattern", KEY_PATTERNS)
+@pytest.mark.parametrize("views", [False, True])
+@pytest.mark.parametrize("value_null_at", [None, 0, 60], ids=lambda v: f"value-null-{v}")
+def test_keyless_records(pattern: str, views: bool, value_null_at: int | None) -> None:
+    # Records without keys take the builder's keyless short path while every key so far was null
+    # and no value was; any other record leaves it for good.
+    rng = random.Random(3)
+    null_key = KEY_PATTERNS[pattern]
+    out = []
+    for base in range(0, 200, 37):
+        idx = range(base, min(200, base + 37))
+        vals = [None if i == value_null_at else rng.randbytes(rng.choice((0, 5, 12, 13, 100))) for i in idx]
+        keys = [None if null_key(i) else b"key-%d" % i for i in idx]
+        out.append(encode_batch(vals, keys=keys, timestamps=1_700_000_000_000 + base, base_offset=base))
+    buf = b"".join(out)
+    want = decode_records(buf)
+    cols = decode_columns(buf, views=views, headers=False)
+    batch = cols.to_arrow()
+    batch.validate(full=True)
+    assert batch.column("key").to_pylist() == [r.key for r in want]
+    assert batch.column("value").to_pylist() == [r.value for r in want]
+    assert batch.column("offset").to_pylist() == list(range(200))
+    assert batch.column("timestamp").to_pylist() == [r.timestamp for r in want]
+    assert cols.key_null_count == sum(r.key is None for r in want)
+    assert cols.value_null_count == sum(r.value is None for r in want)
