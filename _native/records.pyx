@@ -52,10 +52,10 @@ from cpython.buffer cimport PyObject_CheckBuffer
 from cpython.list cimport PyList_CheckExact
 from cpython.tuple cimport PyTuple_CheckExact
 from cpython.long cimport PyLong_AsLongLong, PyLong_CheckExact
-from cpython.ref cimport PyObject, Py_DECREF
+from cpython.ref cimport PyObject, Py_DECREF, Py_INCREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, int8_t, int16_t, int32_t, int64_t, INT32_MAX, INT64_MIN, INT64_MAX
-from libc.stdlib cimport malloc, free
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, int8_t, int16_t, int32_t, int64_t, uintptr_t, INT32_MAX, INT64_MIN, INT64_MAX
+from libc.stdlib cimport malloc, calloc, free
 from libc.string cimport memcpy, memset
 
 import time as _time
@@ -70,6 +70,8 @@ cdef extern from "Python.h":
 from kbytes cimport (kb_load_i32, kb_load_i64, kb_store_u16, kb_store_u32, kb_wrap_add, kb_wrap_sub, kb_utf8_valid,
                      kb_varint_size, kb_read_varint, kb_read_varlong)
 from crc cimport seglog_crc32c, crc32c_gil_aware
+from arrow_c cimport (ArrowArray, SEGLOG_AC_SIZES, seglog_ac_block, seglog_ac_array, seglog_ac_child,
+                     seglog_ac_release)
 from growbuf cimport grow_buffer
 from record_v2 cimport record_body_size, write_record, write_v2_header
 from batch_header cimport (seglog_batch, seglog_batch_frame, seglog_batch_head, batch_check_gil_aware,
@@ -1981,6 +1983,8 @@ cdef class Columns:
     cdef readonly Py_ssize_t key_null_count, value_null_count, header_value_null_count
     cdef readonly Py_ssize_t header_count
     cdef readonly object key_views, value_views, view_buffers
+    cdef const uint8_t *input_data    # views: the input, view_buffers[0]'s bytes (kept alive there)
+    cdef Py_ssize_t input_size
 
     def __len__(self):
         return self.count
@@ -1990,51 +1994,147 @@ cdef class Columns:
 
     def to_arrow(self):
         """A ``pyarrow.RecordBatch`` (columns: offset, timestamp, timestampType, leaderEpoch,
-        key, value, headers; key/value/headers only when decoded). No copy of the buffers."""
+        key, value, headers; key/value/headers only when decoded). No copy of the buffers: the
+        batch points into them, and keeps these columns alive until pyarrow lets them go."""
         import pyarrow as pa
-        n = self.count
+        cdef bint key = self.key_views is not None or self.key_offsets is not None
+        cdef bint value = self.value_views is not None or self.value_offsets is not None
+        cdef bint headers = self.header_offsets is not None
+        schema = _arrow_schema(key, self.key_views is not None, value, self.value_views is not None,
+                               headers)
+        cdef seglog_ac_block *blk = <seglog_ac_block *>calloc(1, sizeof(seglog_ac_block))
+        if blk == NULL:
+            raise MemoryError()
+        cdef ArrowArray *top
+        try:
+            top = _ac_fill(blk, self, key, value, headers)
+        except BaseException:
+            free(blk)
+            raise
+        Py_INCREF(self)
+        blk.owner = <PyObject *>self
+        top.release = seglog_ac_release
+        top.private_data = blk
+        # From here pyarrow owns the tree: it releases it once the batch's buffers are gone, and
+        # at once if the import fails.
+        return pa.RecordBatch._import_from_c(<uintptr_t>top, schema)
 
-        def bitmap(v):
-            return None if v is None else pa.py_buffer(v)
-        arrays = [
-            pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self.offsets)]),
-            pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self.timestamps)]),
-            pa.Array.from_buffers(pa.int8(), n, [None, pa.py_buffer(self.timestamp_types)]),
-            pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(self.leader_epochs)]),
-        ]
-        names = ["offset", "timestamp", "timestampType", "leaderEpoch"]
-        data = None if self.view_buffers is None else [pa.py_buffer(b) for b in self.view_buffers]
 
-        def add_binary(name, views, offsets, values, validity, null_count):
-            # The key or value column, when decoded: views into the input's buffers, or offsets
-            # and bytes.
-            if views is not None:
-                arrays.append(pa.Array.from_buffers(
-                    pa.binary_view(), n, [bitmap(validity), pa.py_buffer(views)] + data, null_count=null_count))
-            elif offsets is not None:
-                arrays.append(pa.Array.from_buffers(
-                    pa.binary(), n, [bitmap(validity), pa.py_buffer(offsets), pa.py_buffer(values)],
-                    null_count=null_count))
-            else:
-                return
-            names.append(name)
-        add_binary("key", self.key_views, self.key_offsets, self.key_data, self.key_validity, self.key_null_count)
-        add_binary("value", self.value_views, self.value_offsets, self.value_data, self.value_validity,
-                   self.value_null_count)
-        if self.header_offsets is not None:
-            nh = self.header_count
-            hkeys = pa.Array.from_buffers(pa.string(), nh, [None, pa.py_buffer(self.header_key_offsets),
-                                                            pa.py_buffer(self.header_key_data)])
-            hvals = pa.Array.from_buffers(pa.binary(), nh, [bitmap(self.header_value_validity),
-                                                            pa.py_buffer(self.header_value_offsets),
-                                                            pa.py_buffer(self.header_value_data)],
-                                          null_count=self.header_value_null_count)
-            entries = pa.StructArray.from_arrays([hkeys, hvals], names=["key", "value"])
-            arrays.append(pa.ListArray.from_arrays(
-                pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(self.header_offsets)]),
-                entries))
-            names.append("headers")
-        return pa.RecordBatch.from_arrays(arrays, names=names)
+#: Arrow schemas of to_arrow's batches, by which columns were decoded and how.
+_ARROW_SCHEMAS = {}
+
+
+cdef object _arrow_schema(bint key, bint key_views, bint value, bint value_views, bint headers):
+    spec = (key, key_views, value, value_views, headers)
+    schema = _ARROW_SCHEMAS.get(spec)
+    if schema is not None:
+        return schema
+    import pyarrow as pa
+    fields = [pa.field("offset", pa.int64()), pa.field("timestamp", pa.int64()),
+              pa.field("timestampType", pa.int8()), pa.field("leaderEpoch", pa.int32())]
+    if key:
+        fields.append(pa.field("key", pa.binary_view() if key_views else pa.binary()))
+    if value:
+        fields.append(pa.field("value", pa.binary_view() if value_views else pa.binary()))
+    if headers:
+        fields.append(pa.field("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))))
+    schema = _ARROW_SCHEMAS[spec] = pa.schema(fields)
+    return schema
+
+
+#: What an exported empty buffer points at (Arrow wants a pointer, suitably aligned).
+cdef int64_t _AC_ZEROS[8]
+
+
+cdef inline const void *_ac_buf(object buf):
+    """The memory of a column's NativeBuffer: NULL for an absent one (a validity bitmap of a
+    column without nulls), zeros for an empty one."""
+    if buf is None:
+        return NULL
+    cdef NativeBuffer nb = <NativeBuffer>buf
+    return <const void *>nb.data if nb.data != NULL else <const void *>_AC_ZEROS
+
+
+cdef ArrowArray *_ac_new(seglog_ac_block *b, int64_t length, int64_t nulls, int nbuf,
+                         int nchild) except NULL:
+    cdef ArrowArray *a = seglog_ac_array(b, length, nulls, nbuf, nchild)
+    if a == NULL:
+        raise OverflowError("the Arrow export block is too small for these columns")
+    return a
+
+
+cdef ArrowArray *_ac_fixed(seglog_ac_block *b, int64_t n, object data) except NULL:
+    cdef ArrowArray *a = _ac_new(b, n, 0, 2, 0)
+    a.buffers[0] = NULL
+    a.buffers[1] = _ac_buf(data)
+    return a
+
+
+cdef ArrowArray *_ac_binary(seglog_ac_block *b, Columns c, int64_t n, object views, object offsets,
+                            object data, object validity, Py_ssize_t nulls) except NULL:
+    """A key or value column: binary (validity, offsets, bytes) or binary_view (validity, views,
+    the variadic buffers, their sizes)."""
+    cdef ArrowArray *a
+    cdef NativeBuffer spill
+    if views is None:
+        a = _ac_new(b, n, nulls, 3, 0)
+        a.buffers[0] = _ac_buf(validity)
+        a.buffers[1] = _ac_buf(offsets)
+        a.buffers[2] = _ac_buf(data)
+        return a
+    if b.n_sizes + 2 > SEGLOG_AC_SIZES:
+        raise OverflowError("the Arrow export block is too small for these columns")
+    spill = <NativeBuffer>c.view_buffers[1]
+    a = _ac_new(b, n, nulls, 5, 0)
+    a.buffers[0] = _ac_buf(validity)
+    a.buffers[1] = _ac_buf(views)
+    a.buffers[2] = <const void *>c.input_data if c.input_data != NULL else <const void *>_AC_ZEROS
+    a.buffers[3] = _ac_buf(spill)
+    b.sizes[b.n_sizes] = c.input_size
+    b.sizes[b.n_sizes + 1] = spill.size
+    a.buffers[4] = &b.sizes[b.n_sizes]
+    b.n_sizes += 2
+    return a
+
+
+cdef ArrowArray *_ac_fill(seglog_ac_block *b, Columns c, bint key, bint value,
+                          bint headers) except NULL:
+    """The ArrowArray tree of ``c`` as one struct array (a record batch), in ``b``."""
+    cdef int64_t n = c.count
+    cdef ArrowArray *top = _ac_new(b, n, 0, 1, 4 + key + value + headers)
+    cdef ArrowArray *entries
+    cdef ArrowArray *a
+    top.buffers[0] = NULL
+    seglog_ac_child(top, _ac_fixed(b, n, c.offsets))
+    seglog_ac_child(top, _ac_fixed(b, n, c.timestamps))
+    seglog_ac_child(top, _ac_fixed(b, n, c.timestamp_types))
+    seglog_ac_child(top, _ac_fixed(b, n, c.leader_epochs))
+    if key:
+        seglog_ac_child(top, _ac_binary(b, c, n, c.key_views, c.key_offsets, c.key_data,
+                                        c.key_validity, c.key_null_count))
+    if value:
+        seglog_ac_child(top, _ac_binary(b, c, n, c.value_views, c.value_offsets, c.value_data,
+                                        c.value_validity, c.value_null_count))
+    if headers:
+        # list<struct<key: string, value: binary>>: offsets into the header entries.
+        a = _ac_new(b, n, 0, 2, 1)
+        a.buffers[0] = NULL
+        a.buffers[1] = _ac_buf(c.header_offsets)
+        seglog_ac_child(top, a)
+        entries = _ac_new(b, c.header_count, 0, 1, 2)
+        entries.buffers[0] = NULL
+        seglog_ac_child(a, entries)
+        a = _ac_new(b, c.header_count, 0, 3, 0)
+        a.buffers[0] = NULL
+        a.buffers[1] = _ac_buf(c.header_key_offsets)
+        a.buffers[2] = _ac_buf(c.header_key_data)
+        seglog_ac_child(entries, a)
+        a = _ac_new(b, c.header_count, c.header_value_null_count, 3, 0)
+        a.buffers[0] = _ac_buf(c.header_value_validity)
+        a.buffers[1] = _ac_buf(c.header_value_offsets)
+        a.buffers[2] = _ac_buf(c.header_value_data)
+        seglog_ac_child(entries, a)
+    return top
 
 
 cdef Py_ssize_t _records_hint(const uint8_t *buf, Py_ssize_t end) noexcept:
@@ -2115,6 +2215,8 @@ def decode_columns(object buf, *, bint keys=True, bint headers=True,
     c.leader_epochs = _take(&b.epochs, b"i", 4)
     if views:
         c.view_buffers = (owner, _take(&b.spill, b"B", 1))
+        c.input_data = data
+        c.input_size = size
         if values:
             c.value_views = _take(&b.val_views, b"16s", 16)
             c.value_validity = _take(&b.val_valid, b"B", 1) if b.val_nulls else None
