@@ -1855,26 +1855,30 @@ cdef class _ColumnBuilder:
         """add() of a record with a key and a value, while neither column has had a null, in
         a batch plain_views_ok() accepted: the stores alone."""
         self.put_fixed(offset, ts, tt, epoch)
-        _input_view(self.key_views.data + self.key_views.len, r.key, r.key_len, self.input_base)
-        self.key_views.len += 16
-        _input_view(self.val_views.data + self.val_views.len, r.value, r.value_len, self.input_base)
-        self.val_views.len += 16
+        self.put_view(&self.key_views, r.key, r.key_len)
+        self.put_view(&self.val_views, r.value, r.value_len)
         self.n += 1
+
+    cdef inline void put_view(self, GBuf *views, const uint8_t *p, int32_t n) noexcept:
+        """The view entry of a non-null key or value in the input (room reserved)."""
+        _input_view(views.data + views.len, p, n, self.input_base)
+        views.len += 16
+
+    cdef inline void put_copy(self, GBuf *off, GBuf *data, const uint8_t *p, int32_t n) noexcept:
+        """The bytes of a non-null key or value and their end offset (room reserved)."""
+        cdef int32_t end
+        memcpy(data.data + data.len, p, n)
+        data.len += n
+        end = <int32_t>data.len
+        _gbuf_put(off, &end, 4)
 
     cdef inline void add_plain(self, int64_t offset, int64_t ts, int8_t tt, int32_t epoch,
                                const RecView *r) noexcept:
         """add() of a record with a key and a value, while neither column has had a null,
         in a batch plain_ok() accepted: the stores alone."""
-        cdef int32_t end
         self.put_fixed(offset, ts, tt, epoch)
-        memcpy(self.key_data.data + self.key_data.len, r.key, r.key_len)
-        self.key_data.len += r.key_len
-        end = <int32_t>self.key_data.len
-        _gbuf_put(&self.key_off, &end, 4)
-        memcpy(self.val_data.data + self.val_data.len, r.value, r.value_len)
-        self.val_data.len += r.value_len
-        end = <int32_t>self.val_data.len
-        _gbuf_put(&self.val_off, &end, 4)
+        self.put_copy(&self.key_off, &self.key_data, r.key, r.key_len)
+        self.put_copy(&self.val_off, &self.val_data, r.value, r.value_len)
         self.n += 1
 
     cdef inline void add_plain_keyless(self, int64_t offset, int64_t ts, int8_t tt, int32_t epoch,
@@ -1889,16 +1893,11 @@ cdef class _ColumnBuilder:
         if self.views:
             memset(self.key_views.data + self.key_views.len, 0, 16)
             self.key_views.len += 16
-            _input_view(self.val_views.data + self.val_views.len, r.value, r.value_len,
-                        self.input_base)
-            self.val_views.len += 16
+            self.put_view(&self.val_views, r.value, r.value_len)
         else:
             end = <int32_t>self.key_data.len
             _gbuf_put(&self.key_off, &end, 4)
-            memcpy(self.val_data.data + self.val_data.len, r.value, r.value_len)
-            self.val_data.len += r.value_len
-            end = <int32_t>self.val_data.len
-            _gbuf_put(&self.val_off, &end, 4)
+            self.put_copy(&self.val_off, &self.val_data, r.value, r.value_len)
         self.n += 1
 
     cdef int add(self, int64_t offset, int64_t ts, int ts_type, int32_t epoch,
