@@ -54,7 +54,8 @@ from cpython.tuple cimport PyTuple_CheckExact
 from cpython.long cimport PyLong_AsLongLong, PyLong_CheckExact
 from cpython.ref cimport PyObject, Py_DECREF, Py_INCREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, int8_t, int16_t, int32_t, int64_t, uintptr_t, INT32_MAX, INT64_MIN, INT64_MAX
+from libc.stdint cimport (uint8_t, uint16_t, uint32_t, int8_t, int16_t, int32_t, int64_t, uintptr_t,
+                          INT32_MAX, INT64_MIN, INT64_MAX)
 from libc.stdlib cimport malloc, calloc, free
 from libc.string cimport memcpy, memset
 
@@ -71,7 +72,7 @@ from kbytes cimport (kb_load_i32, kb_load_i64, kb_store_u16, kb_store_u32, kb_wr
                      kb_varint_size, kb_read_varint, kb_read_varlong)
 from crc cimport seglog_crc32c, crc32c_gil_aware
 from arrow_c cimport (ArrowArray, SEGLOG_AC_SIZES, seglog_ac_block, seglog_ac_array, seglog_ac_child,
-                     seglog_ac_release)
+                      seglog_ac_release)
 from growbuf cimport grow_buffer
 from record_v2 cimport record_body_size, write_record, write_v2_header
 from batch_header cimport (seglog_batch, seglog_batch_frame, seglog_batch_head, batch_check_gil_aware,
