@@ -14,6 +14,8 @@ it, and is owned through a :class:`seglog.storage.logdir.LogDir` while the node 
     <dir>/replication-offset-checkpoint    high watermarks (every
                                            replica.high.watermark.checkpoint.interval.ms)
     <dir>/recovery-point-offset-checkpoint written by the logs, as is log-start-offset-checkpoint
+    <dir>/cleaner-offset-checkpoint        compacted replicas: the first offset not yet cleaned
+                                           (with the high watermarks, when it changed)
     <dir>/.kafka_cleanshutdown             present only after a clean shutdown
 
 :meth:`LogDirs.open` creates every dir that is missing and locks it (a lock held by another
@@ -45,9 +47,19 @@ log = logging.getLogger("seglog.cluster.node")
 
 HW_CHECKPOINT_FILE = REPLICATION_OFFSET_FILE
 
-#: Per healthy dir: its high-watermark file, the high watermarks to write to it and the open
-#: logs whose own checkpoints (recovery point, log start) are written with them.
-CheckpointValues = dict[str, tuple[OffsetCheckpointFile, dict[TopicPartition, int], list[Log]]]
+#: Per healthy dir: its high-watermark file, the high watermarks to write to it, the open logs
+#: whose own checkpoints (recovery point, log start) are written with them, and its cleaner
+#: checkpoint file with the entries to write to it (None: unchanged since the last write).
+CheckpointValues = dict[
+    str,
+    tuple[
+        OffsetCheckpointFile,
+        dict[TopicPartition, int],
+        list[Log],
+        OffsetCheckpointFile,
+        dict[TopicPartition, int] | None,
+    ],
+]
 
 
 def resolve_log_dirs(data_dir: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> tuple[str, ...]:
@@ -87,6 +99,9 @@ class LogDirs:
         self._held: dict[str, LogDir] = {}
         self._hw_checkpoint: dict[TopicPartition, int] = {}
         self._hw_dir: dict[TopicPartition, str] = {}
+        #: The cleaner checkpoints read at open, and what each dir's file last got.
+        self._cleaner_checkpoint: dict[TopicPartition, int] = {}
+        self._cleaner_written: dict[str, dict[TopicPartition, int] | None] = {}
 
     # -- open and close ---------------------------------------------------------------------------
 
@@ -101,6 +116,8 @@ class LogDirs:
         self._home = {}
         self._hw_checkpoint = {}
         self._hw_dir = {}
+        self._cleaner_checkpoint = {}
+        self._cleaner_written = {}
         self.unopened = set()
         found: dict[TopicPartition, str] = {}
         markers = []
@@ -138,6 +155,15 @@ class LogDirs:
                 for tp, hw in hws.items():
                     self._hw_checkpoint[tp] = hw
                     self._hw_dir[tp] = d
+                try:
+                    cleaned = ld.cleaner_offsets.read()
+                except CorruptCheckpointError as exc:
+                    log.warning("%s; compacted logs in %s are cleaned from their start again", exc, d)
+                    self._cleaner_written[d] = None  # rewritten at the next checkpoint
+                else:
+                    self._cleaner_written[d] = cleaned
+                    # An entry for a partition that is not in this dir is a stale one.
+                    self._cleaner_checkpoint.update((tp, off) for tp, off in cleaned.items() if found.get(tp) == d)
             if len(self.offline) == len(self.paths):
                 raise StorageError(
                     f"node {self.node_id}: no usable log dir: "
@@ -245,6 +271,7 @@ class LogDirs:
         self.unopened.discard(tp)
         self._hw_checkpoint.pop(tp, None)
         self._hw_dir.pop(tp, None)
+        self._cleaner_checkpoint.pop(tp, None)
 
     def opened(self, tp: TopicPartition) -> None:
         """A log was opened for ``tp``: its dir no longer holds it unrecovered."""
@@ -263,22 +290,38 @@ class LogDirs:
         """The partition's high watermark as read at :meth:`open` (None: no entry)."""
         return self._hw_checkpoint.get(tp)
 
+    def checkpointed_cleaner_offset(self, tp: TopicPartition) -> int | None:
+        """The partition's cleaner checkpoint (first offset not yet cleaned) as read at
+        :meth:`open` from its dir's ``cleaner-offset-checkpoint`` (None: no entry)."""
+        return self._cleaner_checkpoint.get(tp)
+
     def checkpoint_values(self, logs: Iterable[tuple[TopicPartition, Log]]) -> CheckpointValues:
         """Per healthy dir holding open logs: the high watermarks of its partitions (entries
-        read at open for partitions not opened since are kept) and its open logs."""
+        read at open for partitions not opened since are kept), its open logs, and its cleaner
+        checkpoints if they changed (each open log's :attr:`Log.cleaner_offset`, with the
+        entries read at open for partitions not opened since)."""
         out: CheckpointValues = {}
+        cleaned: dict[str, dict[TopicPartition, int]] = {}
         for tp, lg in logs:
             d = self._home[tp]
             if lg.closed or d in self.offline:
                 continue
             if d not in out:
-                out[d] = (
-                    self._held[d].high_watermarks,
-                    {t: hw for t, hw in self._hw_checkpoint.items() if self._home.get(t, self._hw_dir.get(t)) == d},
-                    [],
-                )
+                ld = self._held[d]
+                hws = {t: hw for t, hw in self._hw_checkpoint.items() if self._home.get(t, self._hw_dir.get(t)) == d}
+                out[d] = (ld.high_watermarks, hws, [], ld.cleaner_offsets, None)
+                cleaned[d] = {t: off for t, off in self._cleaner_checkpoint.items() if self._home.get(t) == d}
             out[d][1][tp] = lg.high_watermark
             out[d][2].append(lg)
+            if lg.cleaner_offset is None:
+                cleaned[d].pop(tp, None)
+            else:
+                cleaned[d][tp] = lg.cleaner_offset
+        for d, entries in cleaned.items():
+            if entries != self._cleaner_written.get(d):
+                hw_file, hws, logs_, cleaner_file, _ = out[d]
+                out[d] = (hw_file, hws, logs_, cleaner_file, entries)
+                self._cleaner_written[d] = entries
         return out
 
     @staticmethod
@@ -287,9 +330,11 @@ class LogDirs:
         point and log start); the dirs whose writes failed, with the error. Safe to run on
         another thread than the node's: it reads only ``values``."""
         failed: dict[str, BaseException] = {}
-        for d, (hw_file, hws, logs) in values.items():
+        for d, (hw_file, hws, logs, cleaner_file, cleaned) in values.items():
             try:
                 hw_file.write(hws)
+                if cleaned is not None:
+                    cleaner_file.write(cleaned)
                 for lg in logs:
                     if not lg.closed:
                         lg.checkpoint()

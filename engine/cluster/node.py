@@ -215,8 +215,10 @@ class ReplicaNode:
         self.offload: Callable[[Callable[[], Any]], concurrent.futures.Future[Any]] | None = None
         self._checkpointing: concurrent.futures.Future[Any] | None = None
         self._cleaner = Cleaner(self.clock)
-        #: The first offset not yet cleaned of each compacted replica (see :meth:`_clean_logs`).
-        self._cleaner_offsets: dict[TopicPartition, int] = {}
+        #: The log cleaner's own thread, started with the first cleaning when ``offload`` is set
+        #: (see :meth:`_clean_logs`), and the cleaning it runs.
+        self._cleaner_pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._cleaning: concurrent.futures.Future[list[tuple[Any, OSError]]] | None = None
 
     # ---------------------------------------------------------------------------------------------
     # Lifecycle
@@ -277,6 +279,7 @@ class ReplicaNode:
             self.controller.resign()
             self.controller = None
         self.fetches.fail_all()
+        self._stop_cleaning()
         self.wait_for_checkpoint()
         failed: dict[str, BaseException] = {}
         for p in self.partitions.values():
@@ -291,6 +294,7 @@ class ReplicaNode:
                 p.log.close()
             except OSError as exc:
                 failed.setdefault(self._home(p.tp), exc)
+        self._close_cleaner()
         self.dirs.write_clean_shutdown_markers(failed)
         for d, err in failed.items():
             log.error("node %d: log dir %s failed while shutting down: %s", self.node_id, d, err)
@@ -336,7 +340,8 @@ class ReplicaNode:
         # A write already under way finishes, as it would in a dying process's kernel call.
         self.wait_for_checkpoint()
         for p in self.partitions.values():
-            p.log.abandon()
+            p.log.abandon()  # aborts a cleaning of it
+        self._close_cleaner()
         self.dirs.close()
 
     def _stop_tasks(self) -> None:
@@ -702,7 +707,6 @@ class ReplicaNode:
             self._log_dir_failed(d, exc)
         for tp in req.partitions:
             self.metadata.pop(tp, None)
-            self._cleaner_offsets.pop(tp, None)
             p = self.partitions.pop(tp, None)
             if p is not None:
                 p.stop()
@@ -762,6 +766,7 @@ class ReplicaNode:
             clean_shutdown=home in self.dirs.clean if os.path.isdir(d) else True,
         )
         self.dirs.opened(tp)
+        lg.cleaner_offset = self.dirs.checkpointed_cleaner_offset(tp)
         p = Partition(self, info.topic, info.partition, lg, cfg, info.replicas)
         self.partitions[info.tp] = p
         self.stats["producer_snapshots_loaded"] = (
@@ -976,20 +981,82 @@ class ReplicaNode:
         """Compact this node's replicas of compacted topics (``__consumer_offsets`` among them)
         that need it, each below its own high watermark, as Kafka's cleaner runs on every
         replica: a follower's cleaning leaves the gaps a leader's does, and a fetch from a
-        removed offset gets the next batch. The first dirty offset of each replica is kept in
-        memory; after a restart a replica is cleaned from its start again (the result is the
-        same)."""
-        for tp, p in list(self.partitions.items()):
+        removed offset gets the next batch.
+
+        With ``offload`` set (the TCP modes) the cleaning runs on a thread of its own, as
+        Kafka's cleaner threads do, while the node goes on appending and serving: it reads only
+        inactive segments and swaps each cleaned group in under the log's lock, and a
+        truncation, deletion or close of the log aborts it (``Log.begin_cleaning``). One
+        cleaning at a time; a tick that finds the last one still running skips. Without
+        ``offload`` (the simulation) it runs inline. Each replica's first dirty offset
+        (``Log.cleaner_offset``) goes to its dir's ``cleaner-offset-checkpoint`` with the next
+        high-watermark checkpoint, so a restarted node does not clean its logs from the start."""
+        if self._cleaning is not None:
+            if not self._cleaning.done():
+                return
+            self._finish_cleaning()
+        logs = [
+            p
+            for tp, p in self.partitions.items()
+            if not p.log.closed and p.log.config.compact and tp not in self.offline_partitions
+        ]
+        if not logs:
+            return
+        if self.offload is None:
+            self._report_cleaning_failures(self._clean(logs))
+            return
+        if self._cleaner_pool is None:
+            self._cleaner_pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix=f"seglog-node-{self.node_id}-cleaner"
+            )
+        self._cleaning = self._cleaner_pool.submit(self._clean, logs)
+
+    def _clean(self, partitions: Sequence[Any]) -> list[tuple[Any, OSError]]:
+        """Clean each partition's log if it needs it; the storage errors met (any thread)."""
+        failed = []
+        for p in partitions:
+            if not self.running:
+                break
             lg = p.log
-            if lg.closed or not lg.config.compact or tp in self.offline_partitions:
-                continue
             try:
-                result = self._cleaner.clean(lg, self._cleaner_offsets.get(tp), upper=lg.high_watermark)
+                self._cleaner.clean(lg, lg.cleaner_offset, upper=lg.high_watermark)
             except OSError as exc:
-                self.maybe_log_dir_failure(p, exc)
-                continue
-            if result is not None:
-                self._cleaner_offsets[tp] = result.first_dirty_offset
+                failed.append((p, exc))
+        return failed
+
+    def _finish_cleaning(self) -> None:
+        """Wait for the cleaning on the cleaner's thread, if any, and report its storage errors
+        (on the node's thread)."""
+        fut, self._cleaning = self._cleaning, None
+        if fut is None:
+            return
+        try:
+            failed = fut.result()
+        except Exception:  # noqa: BLE001 - a cleaner bug must not stop the node
+            log.exception("node %d: the log cleaner failed", self.node_id)
+            return
+        self._report_cleaning_failures(failed)
+
+    def _stop_cleaning(self) -> None:
+        """Abort the cleaning under way, if any, and wait for its thread to leave (shutdown):
+        every log is paused for good, as it is about to close."""
+        if self._cleaning is None:
+            return
+        if not self._cleaning.done():
+            for p in self.partitions.values():
+                p.log.pause_cleaning()
+        self._finish_cleaning()
+
+    def _close_cleaner(self) -> None:
+        """Stop the cleaner's thread (its cleaning was stopped or its logs closed)."""
+        self._cleaning = None
+        pool, self._cleaner_pool = self._cleaner_pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    def _report_cleaning_failures(self, failed: list[tuple[Any, OSError]]) -> None:
+        for p, exc in failed:
+            self.maybe_log_dir_failure(p, exc)
 
     def maybe_log_dir_failure(self, p: Any, exc: BaseException) -> None:
         """A storage error from a write to ``p``'s log: its log dir has failed, unless the log

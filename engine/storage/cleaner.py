@@ -28,6 +28,14 @@ One cleaning of a log:
    ``cleanSegments`` does the same): the log start offset stays where it was; retention or
    DeleteRecords may remove the empty segment later, like any other.
 
+Threads (Kafka's cleaner threads): a cleaning may run on another thread than the log's writer,
+appends going on. It claims the log (``Log.begin_cleaning``), reads inactive segments only, and
+swaps each group in under the log's lock. A truncation, deletion or close of the log aborts it
+and waits for it to stop (``Log.pause_cleaning``): the cleaning checks between batches, deletes
+its unfinished output, and the groups swapped before stay. A cleaning run to its end moves the
+log's checkpoint (``Log.cleaner_offset``), which the caller writes to
+``cleaner-offset-checkpoint``.
+
 Not done: cleaning logs that hold transactional batches (aborted records would need the
 transaction index; such logs are skipped with a warning), and keeping an empty batch as the
 last batch of a producer (seglog's producer ids are never reused, so the state is not needed).
@@ -43,12 +51,19 @@ from typing import Any
 
 from seglog._native.builder import BatchBuilder
 from seglog._native.segment import Segment, filename_prefix
+from seglog.errors import KafkaStorageError
 from seglog.storage.log import Log
 from seglog.storage.records import batch_headers, decode_columns, decode_records
 from seglog.storage.segment_files import CLEANED_SUFFIX, SWAP_SUFFIX
 from seglog.util.clock import Clock
 
 log = logging.getLogger("seglog.storage.cleaner")
+
+
+def _check(lg: Log) -> None:
+    if lg.cleaning_aborted:
+        raise _Aborted
+
 
 ATTR_DELETE_HORIZON = 0x40
 INT32_MAX = 2**31 - 1
@@ -68,6 +83,10 @@ class CleanResult:
 
 class _SkipLog(Exception):
     pass
+
+
+class _Aborted(Exception):
+    """The log's writer aborted the cleaning (a truncation, deletion or close)."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -135,10 +154,28 @@ class Cleaner:
     def clean(
         self, lg: Log, checkpoint: int | None = None, *, force: bool = False, upper: int | None = None
     ) -> CleanResult | None:
-        """Clean ``lg`` if it needs it (always with ``force``), below ``upper`` when given (see
-        :meth:`cleanable_range`); the caller serialises appends. Returns what was done, or None."""
+        """Clean ``lg`` if it needs it (always with ``force``), from ``checkpoint`` (None: the
+        log start; callers pass :attr:`Log.cleaner_offset`, which a cleaning moves), below
+        ``upper`` when given (see :meth:`cleanable_range`). Returns what was done, or None.
+
+        It may run on another thread than the log's writer, appends going on: it reads only
+        inactive segments, and swaps each cleaned group in under the log's lock. A truncation,
+        deletion or close of the log aborts it (:meth:`Log.begin_cleaning`); an aborted
+        cleaning leaves the groups swapped so far, deletes its unfinished output and returns
+        None."""
         if lg.read_only or lg.closed or not lg.config.compact:
             return None
+        if not lg.begin_cleaning():
+            return None
+        try:
+            return self._clean(lg, checkpoint, force, upper)
+        except _Aborted:
+            log.info("cleaning of %s stopped: the log is being truncated, deleted or closed", lg.dir)
+            return None
+        finally:
+            lg.end_cleaning()
+
+    def _clean(self, lg: Log, checkpoint: int | None, force: bool, upper: int | None) -> CleanResult | None:
         rng = self.cleanable_range(lg, checkpoint, force=force, upper=upper)
         if rng is None:
             return None
@@ -160,6 +197,9 @@ class Cleaner:
             out = self._clean_group(lg, group, offset_map, map_end, now, stats)
             after += 1
             bytes_after += out.size
+        with lg.cleaning_swap() as go:
+            if go:
+                lg.cleaner_offset = end
         log.info(
             "cleaned %s: %d segments (%d bytes) -> %d (%d bytes), %d records removed",
             lg.dir,
@@ -190,6 +230,7 @@ class Cleaner:
                 # Decode a few MiB at a time: memory stays bounded whatever segment.bytes is.
                 i = 0
                 while i < len(heads):
+                    _check(lg)
                     j = i
                     size = 0
                     while j < len(heads) and (size == 0 or size + heads[j].size <= _CHUNK * 4):
@@ -258,6 +299,7 @@ class Cleaner:
                 view = seg.view()
                 try:
                     for h in batch_headers(view):
+                        _check(lg)
                         piece = view[h.position : h.position + h.size]
                         try:
                             kept = self._filter(piece, h, offset_map, map_end, now, cfg.delete_retention_ms, stats)
@@ -285,9 +327,19 @@ class Cleaner:
         # Even when nothing survives, the (empty) cleaned segment replaces the group, as in
         # Kafka: it keeps the group's base offset, so the log start offset does not move and a
         # consumer at the log start is not sent out of range.
-        out.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
-        self._hook("swap")
-        lg.replace_segments(out, group)
+        with lg.cleaning_swap() as go:
+            if not go:
+                out.delete()
+                raise _Aborted
+            out.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
+            self._hook("swap")
+            try:
+                lg.replace_segments(out, group)
+            except KafkaStorageError:
+                # The group left the log (it cannot while the cleaning holds it): a .swap left
+                # behind would bring the removed records back at the next load.
+                out.delete()
+                raise
         self._hook("replaced")
         return out
 

@@ -46,11 +46,13 @@ keep the mapped data alive but make truncation of that data wait for (refuse unt
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import functools
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 from seglog._native.crc32c import crc32c
 from seglog._native.fetch import LogReadResult as LogReadResult  # re-exported: Log.read's result
@@ -124,6 +126,26 @@ MAX_TIMESTAMP = -3
 _SEQUENCE_MOD = 2**31
 #: Kafka's AppendOrigin of a leader append (see ``Log.append``).
 _ORIGINS = frozenset({"client", "coordinator"})
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _pauses_cleaning(method: _F) -> _F:
+    """A :class:`Log` method that removes segments or closes the log: it first aborts a
+    cleaning running on another thread, waits for it to stop, and keeps new ones out until it
+    returns. Taken before the log's lock, which the cleaner takes to swap segments in; a nested
+    call, or one from the cleaning thread itself, does not wait."""
+
+    @functools.wraps(method)
+    def paused(self: Log, *args: Any, **kwargs: Any) -> Any:
+        self.pause_cleaning()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self.resume_cleaning()
+
+    return paused  # type: ignore[return-value]
 
 
 class Log(Closeable):
@@ -280,6 +302,13 @@ class Log(Closeable):
         #: Without snapshots: the offset from which the producer state is still to be rebuilt
         #: (the active segment's base at the open), None once it was.
         self._producers_from: int | None = None
+        #: Compaction's checkpoint: the first offset not yet cleaned (None: from the start). The
+        #: cleaner moves it; a truncation below it brings it down to the new end.
+        self.cleaner_offset: int | None = None
+        # A cleaning may run on another thread than the log's writer (see begin_cleaning).
+        self._cleaning_cond = threading.Condition(threading.Lock())
+        self._cleaning_thread: int | None = None
+        self._cleaning_pauses = 0
 
     def _load(
         self,
@@ -866,9 +895,59 @@ class Log(Closeable):
             return self._txns.index(segment)
 
     # ---------------------------------------------------------------------------------------------
+    # A cleaning on another thread (Kafka's LogCleanerManager: abortAndPauseCleaning)
+    # ---------------------------------------------------------------------------------------------
+
+    def begin_cleaning(self) -> bool:
+        """Claim the log for one cleaning on the calling thread; False if it is closed, being
+        cleaned, or paused by a truncation, deletion or close under way. A cleaning reads the
+        inactive segments without the log's lock and checks :attr:`cleaning_aborted` as it
+        goes; every method that removes segments or closes the log first aborts it and waits
+        for :meth:`end_cleaning` (``_pauses_cleaning``), so it never meets the cleaner's views."""
+        with self._cleaning_cond:
+            if self._closed or self._cleaning_thread is not None or self._cleaning_pauses:
+                return False
+            self._cleaning_thread = threading.get_ident()
+            return True
+
+    def end_cleaning(self) -> None:
+        """The cleaning claimed by :meth:`begin_cleaning` is over (done or aborted)."""
+        with self._cleaning_cond:
+            self._cleaning_thread = None
+            self._cleaning_cond.notify_all()
+
+    @property
+    def cleaning_aborted(self) -> bool:
+        """True once a method waits for the running cleaning to stop."""
+        return self._cleaning_pauses > 0
+
+    @contextlib.contextmanager
+    def cleaning_swap(self) -> Iterator[bool]:
+        """The cleaner's swap of one cleaned group (or its move of :attr:`cleaner_offset`):
+        holds the log's lock; yields False, swap nothing, when the cleaning was aborted or the
+        log closed meanwhile."""
+        with self._lock:
+            yield not self._cleaning_pauses and not self._closed
+
+    def pause_cleaning(self) -> None:
+        """Abort a cleaning under way on another thread, wait for it to stop, and keep new ones
+        out until :meth:`resume_cleaning` (calls nest)."""
+        cond = self._cleaning_cond
+        with cond:
+            self._cleaning_pauses += 1
+            me = threading.get_ident()
+            while self._cleaning_thread is not None and self._cleaning_thread != me:
+                cond.wait()
+
+    def resume_cleaning(self) -> None:
+        with self._cleaning_cond:
+            self._cleaning_pauses -= 1
+
+    # ---------------------------------------------------------------------------------------------
     # Truncation, deletion, retention
     # ---------------------------------------------------------------------------------------------
 
+    @_pauses_cleaning
     def truncate_to(self, offset: int) -> bool:
         """Remove every batch holding offsets >= ``offset`` (a whole batch goes if it straddles
         ``offset``, as in Kafka). Never truncates below the log start. Returns True if anything
@@ -888,6 +967,9 @@ class Log(Closeable):
                 self.log_start_offset = leo
             self.epoch_cache.truncate_from_end(leo)
             self._high_watermark = min(self._high_watermark, leo)
+            if self.cleaner_offset is not None and self.cleaner_offset > leo:
+                # What is appended at the removed offsets next is not clean yet.
+                self.cleaner_offset = leo
             self.recovery_point = min(self.recovery_point, leo)
             _journal_recovery_point(self.dir, self.recovery_point)
             self._local.resize_active_indexes()
@@ -903,6 +985,7 @@ class Log(Closeable):
                 self.producer_state.truncate(leo)
             return True
 
+    @_pauses_cleaning
     def truncate_fully_and_start_at(self, offset: int) -> bool:
         """Delete everything and continue with an empty log at ``offset``."""
         int_arg("offset", offset)
@@ -910,6 +993,7 @@ class Log(Closeable):
             self._check_writable()
             self._local.truncate_fully_and_start_at(offset)
             self.log_start_offset = offset
+            self.cleaner_offset = None
             self._high_watermark = offset
             self.recovery_point = offset
             _journal_recovery_point(self.dir, offset)
@@ -922,6 +1006,7 @@ class Log(Closeable):
                 self.producer_state.truncate_fully_and_start_at(offset)
             return True
 
+    @_pauses_cleaning
     def delete_records(self, before_offset: int) -> int:
         """Move the log start offset to ``before_offset`` (Kafka's DeleteRecords): records below
         it are no longer readable and whole segments below it are deleted. It may not pass the
@@ -943,6 +1028,7 @@ class Log(Closeable):
             self.checkpoint()
             return self.log_start_offset
 
+    @_pauses_cleaning
     def delete_old_segments(self) -> int:
         """Retention: delete whole segments past ``retention.ms`` or beyond ``retention.bytes``,
         oldest first, never one holding offsets at or above the high watermark. Returns how many
@@ -1009,6 +1095,7 @@ class Log(Closeable):
     # Close
     # ---------------------------------------------------------------------------------------------
 
+    @_pauses_cleaning
     def close(self) -> None:
         """Flush, checkpoint, trim the indexes (the max-timestamp entry included), close files."""
         with self._lock:
@@ -1032,6 +1119,7 @@ class Log(Closeable):
             if error is not None:
                 raise error
 
+    @_pauses_cleaning
     def abandon(self) -> None:
         """Close every file as a killed process leaves them: nothing flushed, no checkpoint
         written, indexes not trimmed (fault injection: the data written so far stays in the

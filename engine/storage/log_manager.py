@@ -874,12 +874,9 @@ class LogManager(Closeable):
         for part in self._partitions():
             if not part.log.config.compact or part.log.closed:
                 continue
-            with part.lock:
-                if part.log.closed:  # closed meanwhile by another thread (mypy keeps the check above)
-                    continue  # type: ignore[unreachable]
-                result = cleaner.clean(part.log, part.cleaner_offset)
-            if result is not None:
-                part.cleaner_offset = result.first_dirty_offset
+            # Appends go on meanwhile: the cleaner reads inactive segments only, and a
+            # truncation or close of the log aborts it (Log.begin_cleaning).
+            if cleaner.clean(part.log, part.log.cleaner_offset) is not None:
                 cleaned += 1
         if cleaned:
             self.checkpoint_cleaner_offsets()

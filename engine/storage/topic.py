@@ -105,7 +105,7 @@ class StoredPartition:
     """One partition of a log dir: its log (which holds its producer state), the lock serialising
     appends to it, its cleaner checkpoint."""
 
-    __slots__ = ("cleaner_offset", "lock", "log", "name", "partition", "topic")
+    __slots__ = ("lock", "log", "name", "partition", "topic")
 
     def __init__(self, topic: str, partition: int, log_: Log, cleaner_offset: int | None) -> None:
         self.topic = topic
@@ -113,7 +113,12 @@ class StoredPartition:
         self.log = log_
         self.lock = threading.Lock()
         self.name = f"{topic}-{partition}"
-        self.cleaner_offset = cleaner_offset
+        log_.cleaner_offset = cleaner_offset
+
+    @property
+    def cleaner_offset(self) -> int | None:
+        """The cleaner checkpoint: the first offset not yet cleaned (the log keeps it)."""
+        return self.log.cleaner_offset
 
     def append_batch(self, data: Any, *, verify_crc: bool = True) -> tuple[int, int]:
         """The producer's append of one batch: (first offset, log-append time or -1). A repeat

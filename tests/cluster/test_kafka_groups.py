@@ -7,6 +7,7 @@ acknowledged commits when its coordinator node is killed."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -16,7 +17,9 @@ from typing import Any
 import pytest
 
 from seglog.cluster.local import LocalCluster
+from seglog.storage.checkpoints import OffsetCheckpointFile
 from seglog.storage.group_offsets import OFFSETS_TOPIC, partition_for_group, replay
+from seglog.storage.logdir import CLEANER_OFFSET_FILE
 from seglog.storage.records import decode_records
 from tests.cluster.test_kafka_clients import _topic
 from tests.kafka.conftest import RawClient
@@ -610,9 +613,16 @@ def _records(log: Any) -> int:
 
 def test_nodes_compact_the_offsets_topic(tmp_path: Path) -> None:
     """200 commits of one key in 1 KiB segments of the group's __consumer_offsets partition:
-    every replica's cleaner (every 100 ms here) leaves a few records, later commits still
-    replicate to the cleaned followers (acks=-1), and the next coordinator loads the last one."""
-    config = {**CONFIG, "offsets.topic.segment.bytes": 1024, "log.cleaner.backoff.ms": 100}
+    every replica's cleaner (every 100 ms here, on its own thread) leaves a few records, later
+    commits still replicate to the cleaned followers (acks=-1), and the next coordinator loads
+    the last one. Each replica's first dirty offset goes to its dir's cleaner-offset-checkpoint,
+    and a killed node restarts from it."""
+    config = {
+        **CONFIG,
+        "offsets.topic.segment.bytes": 1024,
+        "log.cleaner.backoff.ms": 100,
+        "replica.high.watermark.checkpoint.interval.ms": 100,
+    }
     with LocalCluster(
         nodes=3, dir=tmp_path / "c", replica_config=config, log_defaults={"min.insync.replicas": 2}
     ) as cluster:
@@ -630,12 +640,32 @@ def test_nodes_compact_the_offsets_topic(tmp_path: Path) -> None:
             return [_records(n.partitions[(OFFSETS_TOPIC, p)].log) for n in cluster.nodes.values() if n is not None]
 
         cluster.wait_for(lambda: max(sizes()) < 30, 20, "every replica cleaned")
+        tp = (OFFSETS_TOPIC, p)
+
+        def checkpointed(i: int) -> int | None:
+            n = cluster.nodes[i]
+            assert n is not None
+            (d,) = n.dirs.paths
+            return OffsetCheckpointFile(os.path.join(d, CLEANER_OFFSET_FILE)).read().get(tp)
+
+        cluster.wait_for(
+            lambda: all(
+                (c := checkpointed(i)) is not None and c > 0 and c == n.partitions[tp].log.cleaner_offset
+                for i, n in cluster.nodes.items()
+                if n is not None
+            ),
+            20,
+            "every replica's cleaner checkpoint written",
+        )
         client = _raw(cluster, a)
         try:
             for i in range(200, 210):
                 assert _commit_raw(client, "g", i) == 0
         finally:
             client.sock.close()
+        node_a = cluster.nodes[a]
+        assert node_a is not None
+        (a_dir,) = node_a.dirs.paths
         cluster.kill(a)
         b = _coordinator(cluster, "g", timeout_s=15, other_than=a)
         client = _raw(cluster, b)
@@ -643,6 +673,18 @@ def test_nodes_compact_the_offsets_topic(tmp_path: Path) -> None:
             assert _fetch_raw(client, "g") == (0, 209)
         finally:
             client.sock.close()
+        # The killed node wrote nothing at its death: it restarts from its last checkpoint.
+        saved = OffsetCheckpointFile(os.path.join(a_dir, CLEANER_OFFSET_FILE)).read()[tp]
+        cluster.restart(a)
+
+        def reopened() -> int | None:
+            n = cluster.nodes[a]
+            part = None if n is None else n.partitions.get(tp)
+            return None if part is None else part.log.cleaner_offset
+
+        cluster.wait_for(lambda: reopened() is not None, 20, "the restarted node's replica open")
+        now = reopened()
+        assert now is not None and now >= saved > 0
 
 
 def test_committed_offsets_of_a_deleted_topic_are_removed(cluster: LocalCluster) -> None:

@@ -27,7 +27,7 @@ from seglog.cluster.transport import InMemoryNetwork
 from seglog.errors import KafkaStorageError, StorageError
 from seglog.storage.checkpoints import OffsetCheckpointFile
 from seglog.storage.log import Log
-from seglog.storage.logdir import CLEAN_SHUTDOWN_FILE, LOG_START_FILE, RECOVERY_POINT_FILE
+from seglog.storage.logdir import CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_FILE, LOG_START_FILE, RECOVERY_POINT_FILE
 from seglog.storage.records import encode_batch
 from seglog.util.clock import ManualClock, Scheduler
 from tests.replication.sim import SimCluster
@@ -350,5 +350,55 @@ def test_log_dirs_rewrite_keeps_unopened_partitions_and_a_corrupt_file_counts_as
             assert f.read() == "0\n5\nnot a checkpoint\n"  # not rewritten: no open log there
         assert dirs.fail(a, "disk gone") == [("t", 0), ("t", 1)] and dirs.fail(a, "again") is None
         assert dirs.place(("v", 0)) == b and not dirs.all_failed
+    finally:
+        dirs.close()
+
+
+def test_cleaner_checkpoints_are_read_at_open_and_rewritten_only_when_they_change(tmp_path: Path) -> None:
+    """Each dir's cleaner-offset-checkpoint: read at open (an entry for a partition not in that
+    dir is dropped; a corrupt file reads as empty), written with the high watermarks from each
+    open log's ``cleaner_offset`` plus the entries of partitions not opened since, and only
+    when that changed."""
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    for d in ("t-0", "t-1"):
+        os.makedirs(os.path.join(a, d))
+    os.makedirs(os.path.join(b, "u-0"))
+    cleaner_a = OffsetCheckpointFile(os.path.join(a, CLEANER_OFFSET_FILE))
+    cleaner_a.write({("t", 0): 4, ("t", 1): 9, ("gone", 0): 2})
+    with open(os.path.join(b, CLEANER_OFFSET_FILE), "w") as f:
+        f.write("0\n1\nnot a checkpoint\n")
+    dirs = LogDirs(0, (a, b))
+    dirs.open()
+    try:
+        assert dirs.checkpointed_cleaner_offset(("t", 0)) == 4
+        assert dirs.checkpointed_cleaner_offset(("t", 1)) == 9
+        assert dirs.checkpointed_cleaner_offset(("gone", 0)) is None  # not in the dir
+        assert dirs.checkpointed_cleaner_offset(("u", 0)) is None  # its file is corrupt
+        lg = Log.open(os.path.join(a, "t-0"), clock=ManualClock(0), replicated=True, owner=dirs.owner(a))
+        try:
+            dirs.opened(("t", 0))
+            lg.cleaner_offset = dirs.checkpointed_cleaner_offset(("t", 0))
+            values = dirs.checkpoint_values([(("t", 0), lg)])
+            assert values[a][4] == {("t", 0): 4, ("t", 1): 9}  # differs from the file: the stray entry goes
+            assert dirs.write_checkpoints(values) == {}
+            assert cleaner_a.read() == {("t", 0): 4, ("t", 1): 9}
+            assert dirs.checkpoint_values([(("t", 0), lg)])[a][4] is None  # unchanged: not rewritten
+            lg.cleaner_offset = 6
+            assert dirs.write_checkpoints(dirs.checkpoint_values([(("t", 0), lg)])) == {}
+            assert cleaner_a.read() == {("t", 0): 6, ("t", 1): 9}
+            lg.cleaner_offset = None  # truncated fully: cleaned from its start again
+            assert dirs.write_checkpoints(dirs.checkpoint_values([(("t", 0), lg)])) == {}
+            assert cleaner_a.read() == {("t", 1): 9}
+        finally:
+            lg.close()
+        with open(os.path.join(b, CLEANER_OFFSET_FILE)) as f:
+            assert f.read() == "0\n1\nnot a checkpoint\n"  # no open log there
+        lg = Log.open(os.path.join(b, "u-0"), clock=ManualClock(0), replicated=True, owner=dirs.owner(b))
+        try:
+            dirs.opened(("u", 0))
+            assert dirs.write_checkpoints(dirs.checkpoint_values([(("u", 0), lg)])) == {}
+        finally:
+            lg.close()
+        assert OffsetCheckpointFile(os.path.join(b, CLEANER_OFFSET_FILE)).read() == {}  # the corrupt one replaced
     finally:
         dirs.close()

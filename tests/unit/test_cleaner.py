@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import random
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -296,3 +298,128 @@ def test_an_upper_bound_keeps_the_segments_it_falls_in(store: Store, clock: Manu
     assert [o for o in kept if o >= bases[2]] == list(range(bases[2], 30))
     assert len([o for o in kept if o < bases[2]]) == 3
     assert Cleaner(clock).clean(lg, None, force=True, upper=bases[0] + 1) is None
+
+
+class _HeldAtSwap:
+    """A crash hook that holds the cleaner before its first swap until released."""
+
+    def __init__(self) -> None:
+        self.reached = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, step: str) -> None:
+        if step == "cleaned" and not self.reached.is_set():
+            self.reached.set()
+            assert self.release.wait(30)
+
+
+def _clean_on_a_thread(lg: Log, clock: ManualClock, hook: _HeldAtSwap) -> tuple[threading.Thread, list[Any]]:
+    out: list[Any] = []
+    t = threading.Thread(target=lambda: out.append(Cleaner(clock, crash_hook=hook).clean(lg, None, force=True)))
+    t.start()
+    assert hook.reached.wait(30)
+    return t, out
+
+
+def _aborted(lg: Log) -> bool:
+    return lg.cleaning_aborted  # a call: mypy does not carry a property's narrowing across it
+
+
+def _checkpoint(lg: Log) -> int | None:
+    return lg.cleaner_offset
+
+
+def _leftovers(lg: Log) -> list[str]:
+    return sorted(f for f in os.listdir(lg.dir) if f.endswith((".cleaned", ".swap")))
+
+
+def test_appends_go_on_while_a_cleaning_runs_on_another_thread(store: Store, clock: ManualClock) -> None:
+    """The cleaner reads inactive segments without the log's lock: the writer appends while a
+    cleaning is held before its swap, and both the cleaning and the appends are kept."""
+    lg = _three_keys_ten_times(store)
+    hook = _HeldAtSwap()
+    t, out = _clean_on_a_thread(lg, clock, hook)
+    p = store.producer()
+    for k in range(3):
+        p.send("c", b"new", key=b"k%d" % k)
+    assert lg.log_end_offset == 33  # appended while the cleaning waits
+    hook.release.set()
+    t.join(30)
+    assert out and out[0] is not None
+    assert lg.cleaner_offset == out[0].first_dirty_offset == 30
+    assert [(r.offset, r.value) for r in _records(store)] == [(o, b"v" * 60) for o in (27, 28, 29)] + [
+        (o, b"new") for o in (30, 31, 32)
+    ]
+    assert _leftovers(lg) == []
+
+
+@pytest.mark.parametrize("action", ["truncate", "truncate fully", "close", "retention"])
+def test_a_truncation_or_close_aborts_a_cleaning_and_waits_for_it(
+    store: Store, clock: ManualClock, action: str
+) -> None:
+    """A truncation, deletion or close waits for a cleaning under way to stop (it never meets
+    the cleaner's views of the segments it removes); the cleaning drops its unfinished output,
+    swaps nothing more in and leaves the checkpoint where it was."""
+    lg = _three_keys_ten_times(
+        store, **({"cleanup.policy": "compact,delete", "retention.bytes": 0} if action == "retention" else {})
+    )
+    hook = _HeldAtSwap()
+    t, out = _clean_on_a_thread(lg, clock, hook)
+    done = threading.Event()
+    ops = {
+        "truncate": lambda: lg.truncate_to(15),
+        "truncate fully": lambda: lg.truncate_fully_and_start_at(40),
+        "close": lg.close,
+        "retention": lg.delete_old_segments,
+    }
+
+    def act() -> None:
+        ops[action]()
+        done.set()
+
+    waiter = threading.Thread(target=act)
+    waiter.start()
+    deadline = time.monotonic() + 10
+    while not _aborted(lg) and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert _aborted(lg)
+    time.sleep(0.1)
+    assert not done.is_set(), f"{action} went ahead while the cleaner held its views"
+    hook.release.set()
+    t.join(30)
+    waiter.join(30)
+    assert done.is_set() and out == [None]
+    assert _checkpoint(lg) is None
+    assert not _aborted(lg)
+    if action == "close":
+        assert _leftovers(lg) == [] and not any(f.endswith(".cleaned") for f in os.listdir(lg.dir))
+        return
+    assert _leftovers(lg) == []
+    kept = [r.offset for r in _records(store)]
+    if action == "truncate":
+        assert kept == list(range(15))  # nothing cleaned: the held group's output was dropped
+    elif action == "truncate fully":
+        assert kept == [] and lg.log_start_offset == 40
+    else:
+        assert kept == [] and lg.log_start_offset == 30
+    # The log cleans again once the operation is over.
+    assert lg.begin_cleaning()
+    lg.end_cleaning()
+
+
+def test_a_truncation_brings_the_checkpoint_down(store: Store, clock: ManualClock) -> None:
+    """``Log.cleaner_offset``: moved by a cleaning; a truncation below it brings it to the new
+    end (what is appended there next is dirty); a full truncation clears it."""
+    lg = _three_keys_ten_times(store)
+    assert _checkpoint(lg) is None
+    res = Cleaner(clock).clean(lg, lg.cleaner_offset, force=True)
+    assert res is not None and _checkpoint(lg) == res.first_dirty_offset == 30
+    p = store.producer()
+    for i in range(6):
+        p.send("c", b"w", key=b"k%d" % (i % 3))
+    lg.truncate_to(31)
+    assert lg.cleaner_offset == 30  # at or below the new end: kept
+    lg.truncate_to(28)
+    assert lg.cleaner_offset == lg.log_end_offset == 28
+    lg.truncate_fully_and_start_at(50)
+    assert lg.cleaner_offset is None
