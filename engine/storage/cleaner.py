@@ -46,6 +46,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -61,8 +62,11 @@ log = logging.getLogger("seglog.storage.cleaner")
 
 
 def _check(lg: Log) -> None:
+    """Between batches: stop if the writer aborted the cleaning, and let other threads run (a
+    cleaning beside a node's loop would otherwise hold the GIL for whole switch intervals)."""
     if lg.cleaning_aborted:
         raise _Aborted
+    time.sleep(0)
 
 
 ATTR_DELETE_HORIZON = 0x40
@@ -361,7 +365,9 @@ class Cleaner:
         horizon = h.base_timestamp if has_horizon else -1
         keep = []
         tombstones = False
-        for r in records:
+        for i, r in enumerate(records):
+            if i & 511 == 511:
+                time.sleep(0)  # a large batch's records: let other threads run (see _check)
             if r.offset > map_end:
                 keep.append(r)
                 tombstones = tombstones or r.value is None
