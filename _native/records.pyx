@@ -960,6 +960,7 @@ cdef _Source _records_area(const uint8_t *b, Py_ssize_t pos, Py_ssize_t size, in
 
 
 @cython.final
+@cython.freelist(8)
 cdef class _Decoder:
     """Walks batches and emits records into a list of Record objects or into columns."""
     cdef const uint8_t *buf
@@ -1584,6 +1585,7 @@ def iter_records(buf, *, bint verify_crc=True, bint include_control=False,
 include "export.pxi"
 
 
+@cython.freelist(64)
 cdef class NativeBuffer:
     """An owned block of memory exported through the buffer protocol (read-only)."""
     cdef char *data
@@ -1682,6 +1684,7 @@ cdef int _valid_first_null(GBuf *valid, Py_ssize_t *nulls, Py_ssize_t i, Py_ssiz
 
 
 @cython.final
+@cython.freelist(8)
 cdef class _ColumnBuilder:
     cdef Py_ssize_t n
     cdef bint keys_on
@@ -1959,6 +1962,7 @@ cdef class _ColumnBuilder:
         return 0
 
 
+@cython.freelist(16)
 cdef class Columns:
     """Decoded records as Arrow-layout buffers (no Python object per record).
 
