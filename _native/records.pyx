@@ -1586,15 +1586,19 @@ include "export.pxi"
 
 
 @cython.freelist(64)
+@cython.no_gc    # holds only another NativeBuffer: no cycle
 cdef class NativeBuffer:
-    """An owned block of memory exported through the buffer protocol (read-only)."""
+    """A block of memory exported through the buffer protocol (read-only): owned, or a part of
+    the block of another NativeBuffer (``base``, kept alive by this one)."""
     cdef char *data
     cdef Py_ssize_t size
     cdef Py_ssize_t itemsize
     cdef bytes fmt
+    cdef NativeBuffer base
 
     def __dealloc__(self):
-        free(self.data)
+        if self.base is None:
+            free(self.data)
 
     def __len__(self):
         return self.size // self.itemsize
@@ -1616,10 +1620,18 @@ cdef struct GBuf:
     char *data
     Py_ssize_t len
     Py_ssize_t cap
+    bint shared     # ``data`` is a part of the column builder's block, not an allocation
 
 
 cdef int _gbuf_grow(GBuf *b, Py_ssize_t need) except -1:
-    b.data = <char *>grow_buffer(b.data, &b.cap, need, "a column buffer")
+    cdef char *old = b.data
+    if not b.shared:
+        b.data = <char *>grow_buffer(b.data, &b.cap, need, "a column buffer")
+        return 0
+    # Out of its part of the block: move to an allocation of its own.
+    b.data = <char *>grow_buffer(NULL, &b.cap, need, "a column buffer")
+    memcpy(b.data, old, b.len)
+    b.shared = False
     return 0
 
 
@@ -1630,19 +1642,29 @@ cdef inline int _gbuf_reserve(GBuf *b, Py_ssize_t extra) except -1:
     return _gbuf_grow(b, b.len + extra)
 
 
+cdef inline void _gbuf_free(GBuf *b) noexcept:
+    if not b.shared:
+        free(b.data)
+    b.data = NULL
+
+
 cdef inline void _gbuf_put(GBuf *b, const void *src, Py_ssize_t n) noexcept:
     memcpy(b.data + b.len, src, n)
     b.len += n
 
 
-cdef NativeBuffer _take(GBuf *b, bytes fmt, Py_ssize_t itemsize):
+cdef NativeBuffer _take(GBuf *b, bytes fmt, Py_ssize_t itemsize, NativeBuffer block=None):
+    """The buffer's bytes as a NativeBuffer; ``block`` owns them if they are a part of it."""
     cdef NativeBuffer nb = NativeBuffer.__new__(NativeBuffer)
     nb.data = b.data
     nb.size = b.len
     nb.fmt = fmt
     nb.itemsize = itemsize
+    if b.shared:
+        nb.base = block
     b.data = NULL
     b.len = b.cap = 0
+    b.shared = False
     return nb
 
 
@@ -1685,6 +1707,7 @@ cdef int _valid_first_null(GBuf *valid, Py_ssize_t *nulls, Py_ssize_t i, Py_ssiz
 
 @cython.final
 @cython.freelist(8)
+@cython.no_gc    # holds only its block (a NativeBuffer): no cycle
 cdef class _ColumnBuilder:
     cdef Py_ssize_t n
     cdef bint keys_on
@@ -1703,32 +1726,38 @@ cdef class _ColumnBuilder:
     cdef bint from_input
     cdef const uint8_t *input_base
     cdef GBuf key_views, val_views, spill
+    # The fixed-width columns of the records the input's headers announce, carved from one
+    # allocation (start); a column that outgrows its part moves to an allocation of its own.
+    cdef NativeBuffer block
 
     def __dealloc__(self):
-        free(self.offsets.data)
-        free(self.timestamps.data)
-        free(self.ts_types.data)
-        free(self.epochs.data)
-        free(self.key_off.data)
-        free(self.key_data.data)
-        free(self.key_valid.data)
-        free(self.val_off.data)
-        free(self.val_data.data)
-        free(self.val_valid.data)
-        free(self.hdr_off.data)
-        free(self.hk_off.data)
-        free(self.hk_data.data)
-        free(self.hv_off.data)
-        free(self.hv_data.data)
-        free(self.hv_valid.data)
-        free(self.key_views.data)
-        free(self.val_views.data)
-        free(self.spill.data)
+        _gbuf_free(&self.offsets)
+        _gbuf_free(&self.timestamps)
+        _gbuf_free(&self.ts_types)
+        _gbuf_free(&self.epochs)
+        _gbuf_free(&self.key_off)
+        _gbuf_free(&self.key_data)
+        _gbuf_free(&self.key_valid)
+        _gbuf_free(&self.val_off)
+        _gbuf_free(&self.val_data)
+        _gbuf_free(&self.val_valid)
+        _gbuf_free(&self.hdr_off)
+        _gbuf_free(&self.hk_off)
+        _gbuf_free(&self.hk_data)
+        _gbuf_free(&self.hv_off)
+        _gbuf_free(&self.hv_data)
+        _gbuf_free(&self.hv_valid)
+        _gbuf_free(&self.key_views)
+        _gbuf_free(&self.val_views)
+        _gbuf_free(&self.spill)
 
     cdef int start(self, Py_ssize_t hint) except -1:
-        """Room for ``hint`` records in every fixed-width column (one allocation each, instead of
-        growing from nothing), and the leading 0 of every offsets column (Arrow: count + 1)."""
+        """Room for ``hint`` records in every fixed-width column (parts of one allocation, see
+        carve, instead of growing from nothing), and the leading 0 of every offsets column
+        (Arrow: count + 1)."""
         cdef int32_t zero = 0
+        if hint > 0:
+            self.carve(hint)
         self.reserve(hint)
         if self.values_on and not self.views:
             _gbuf_reserve(&self.val_off, 4)
@@ -1743,6 +1772,52 @@ cdef class _ColumnBuilder:
             _gbuf_put(&self.hk_off, &zero, 4)
             _gbuf_reserve(&self.hv_off, 4)
             _gbuf_put(&self.hv_off, &zero, 4)
+        return 0
+
+    cdef int carve(self, Py_ssize_t h) except -1:
+        """The parts of one allocation for ``h`` records of the fixed-width columns that are
+        on (with the leading 0 of the offsets columns): one malloc instead of one a column."""
+        cdef GBuf *parts[8]
+        cdef Py_ssize_t sizes[8]
+        cdef Py_ssize_t total = 0, at = 0
+        cdef int k = 0, i
+        cdef char *mem
+        parts[0] = &self.offsets
+        sizes[0] = 8 * h
+        parts[1] = &self.timestamps
+        sizes[1] = 8 * h
+        parts[2] = &self.epochs
+        sizes[2] = 4 * h
+        parts[3] = &self.ts_types
+        sizes[3] = h
+        k = 4
+        if self.values_on:
+            parts[k] = &self.val_views if self.views else &self.val_off
+            sizes[k] = 16 * h if self.views else 4 * (h + 1)
+            k += 1
+        if self.keys_on:
+            parts[k] = &self.key_views if self.views else &self.key_off
+            sizes[k] = 16 * h if self.views else 4 * (h + 1)
+            k += 1
+        if self.headers_on:
+            parts[k] = &self.hdr_off
+            sizes[k] = 4 * (h + 1)
+            k += 1
+        for i in range(k):
+            total += (sizes[i] + 63) & ~(<Py_ssize_t>63)
+        mem = <char *>malloc(total)
+        if mem == NULL:
+            raise MemoryError(f"cannot allocate {total} bytes of columns for {h} records")
+        self.block = NativeBuffer.__new__(NativeBuffer)
+        self.block.data = mem
+        self.block.size = total
+        self.block.itemsize = 1
+        self.block.fmt = b"B"
+        for i in range(k):
+            parts[i].data = mem + at
+            parts[i].cap = sizes[i]
+            parts[i].shared = True
+            at += (sizes[i] + 63) & ~(<Py_ssize_t>63)
         return 0
 
     cdef int reserve(self, Py_ssize_t count) except -1:
@@ -2213,40 +2288,40 @@ def decode_columns(object buf, *, bint keys=True, bint headers=True,
     _walk(d, d.buf, 0, d.end)
     cdef Columns c = Columns.__new__(Columns)
     c.count = b.n
-    c.offsets = _take(&b.offsets, b"q", 8)
-    c.timestamps = _take(&b.timestamps, b"q", 8)
-    c.timestamp_types = _take(&b.ts_types, b"b", 1)
-    c.leader_epochs = _take(&b.epochs, b"i", 4)
+    c.offsets = _take(&b.offsets, b"q", 8, b.block)
+    c.timestamps = _take(&b.timestamps, b"q", 8, b.block)
+    c.timestamp_types = _take(&b.ts_types, b"b", 1, b.block)
+    c.leader_epochs = _take(&b.epochs, b"i", 4, b.block)
     if views:
-        c.view_buffers = (owner, _take(&b.spill, b"B", 1))
+        c.view_buffers = (owner, _take(&b.spill, b"B", 1, b.block))
         c.input_data = data
         c.input_size = size
         if values:
-            c.value_views = _take(&b.val_views, b"16s", 16)
-            c.value_validity = _take(&b.val_valid, b"B", 1) if b.val_nulls else None
+            c.value_views = _take(&b.val_views, b"16s", 16, b.block)
+            c.value_validity = _take(&b.val_valid, b"B", 1, b.block) if b.val_nulls else None
             c.value_null_count = b.val_nulls
         if keys:
-            c.key_views = _take(&b.key_views, b"16s", 16)
-            c.key_validity = _take(&b.key_valid, b"B", 1) if b.key_nulls else None
+            c.key_views = _take(&b.key_views, b"16s", 16, b.block)
+            c.key_validity = _take(&b.key_valid, b"B", 1, b.block) if b.key_nulls else None
             c.key_null_count = b.key_nulls
     else:
         if values:
-            c.value_offsets = _take(&b.val_off, b"i", 4)
-            c.value_data = _take(&b.val_data, b"B", 1)
-            c.value_validity = _take(&b.val_valid, b"B", 1) if b.val_nulls else None
+            c.value_offsets = _take(&b.val_off, b"i", 4, b.block)
+            c.value_data = _take(&b.val_data, b"B", 1, b.block)
+            c.value_validity = _take(&b.val_valid, b"B", 1, b.block) if b.val_nulls else None
             c.value_null_count = b.val_nulls
         if keys:
-            c.key_offsets = _take(&b.key_off, b"i", 4)
-            c.key_data = _take(&b.key_data, b"B", 1)
-            c.key_validity = _take(&b.key_valid, b"B", 1) if b.key_nulls else None
+            c.key_offsets = _take(&b.key_off, b"i", 4, b.block)
+            c.key_data = _take(&b.key_data, b"B", 1, b.block)
+            c.key_validity = _take(&b.key_valid, b"B", 1, b.block) if b.key_nulls else None
             c.key_null_count = b.key_nulls
     if headers:
-        c.header_offsets = _take(&b.hdr_off, b"i", 4)
-        c.header_key_offsets = _take(&b.hk_off, b"i", 4)
-        c.header_key_data = _take(&b.hk_data, b"B", 1)
-        c.header_value_offsets = _take(&b.hv_off, b"i", 4)
-        c.header_value_data = _take(&b.hv_data, b"B", 1)
-        c.header_value_validity = _take(&b.hv_valid, b"B", 1) if b.hv_nulls else None
+        c.header_offsets = _take(&b.hdr_off, b"i", 4, b.block)
+        c.header_key_offsets = _take(&b.hk_off, b"i", 4, b.block)
+        c.header_key_data = _take(&b.hk_data, b"B", 1, b.block)
+        c.header_value_offsets = _take(&b.hv_off, b"i", 4, b.block)
+        c.header_value_data = _take(&b.hv_data, b"B", 1, b.block)
+        c.header_value_validity = _take(&b.hv_valid, b"B", 1, b.block) if b.hv_nulls else None
         c.header_value_null_count = b.hv_nulls
         c.header_count = b.nh
     return c

@@ -84,16 +84,16 @@ static inline int kb_utf8_valid(const uint8_t *p, int64_t n) {
  * a longer encoding is an error (NULL), as is running into `end`. */
 static inline const uint8_t *kb_read_varint(const uint8_t *p, const uint8_t *end, int32_t *out) {
     uint32_t u = 0;
-    /* One- and two-byte encodings (lengths and deltas of most records) without the loop. */
-    if (end - p >= 2) {
-        uint32_t b0 = p[0], b1 = p[1];
+    /* One- and two-byte encodings (lengths and deltas of most records) without the loop; one
+     * byte also when it is the last before `end` (a record's header count). */
+    if (p < end) {
+        uint32_t b0 = p[0];
         if (!(b0 & 0x80)) { *out = (int32_t)((b0 >> 1) ^ (0u - (b0 & 1u))); return p + 1; }
-        if (!(b1 & 0x80)) {
-            u = (b0 & 0x7f) | (b1 << 7);
+        if (end - p >= 2 && !(p[1] & 0x80)) {
+            u = (b0 & 0x7f) | ((uint32_t)p[1] << 7);
             *out = (int32_t)((u >> 1) ^ (0u - (u & 1u)));
             return p + 2;
         }
-        u = 0;
     }
     for (int shift = 0; shift < 35; shift += 7) {
         if (p >= end) return NULL;
@@ -105,15 +105,14 @@ static inline const uint8_t *kb_read_varint(const uint8_t *p, const uint8_t *end
 }
 static inline const uint8_t *kb_read_varlong(const uint8_t *p, const uint8_t *end, int64_t *out) {
     uint64_t u = 0;
-    if (end - p >= 2) {
-        uint64_t b0 = p[0], b1 = p[1];
+    if (p < end) {
+        uint64_t b0 = p[0];
         if (!(b0 & 0x80)) { *out = (int64_t)((b0 >> 1) ^ (0ull - (b0 & 1ull))); return p + 1; }
-        if (!(b1 & 0x80)) {
-            u = (b0 & 0x7f) | (b1 << 7);
+        if (end - p >= 2 && !(p[1] & 0x80)) {
+            u = (b0 & 0x7f) | ((uint64_t)p[1] << 7);
             *out = (int64_t)((u >> 1) ^ (0ull - (u & 1ull)));
             return p + 2;
         }
-        u = 0;
     }
     for (int shift = 0; shift < 70; shift += 7) {
         if (p >= end) return NULL;
