@@ -1025,6 +1025,7 @@ cdef class _Decoder:
         if self.cols is not None:
             self.cols.reserve(h.count)
             self.cols.reserve_data(rend - p)
+            self.cols.area_end = rend
             self.cols.from_input = codec == 0
             plain = self.cols.plain_ok(rend - p) or self.cols.plain_views_ok()
         for i in range(h.count):
@@ -1616,6 +1617,11 @@ cdef class NativeBuffer:
         _release_export(view)
 
 
+cdef enum:
+    # Keys and values up to this size are copied into a column as this many bytes (put_copy).
+    SMALL_COPY = 16
+
+
 cdef struct GBuf:
     char *data
     Py_ssize_t len
@@ -1725,6 +1731,7 @@ cdef class _ColumnBuilder:
     cdef bint views
     cdef bint from_input
     cdef const uint8_t *input_base
+    cdef const uint8_t *area_end    # the end of the records area of the batch being added
     cdef GBuf key_views, val_views, spill
     # The fixed-width columns of the records the input's headers announce, carved from one
     # allocation (start); a column that outgrows its part moves to an allocation of its own.
@@ -1842,9 +1849,11 @@ cdef class _ColumnBuilder:
 
     cdef int reserve_data(self, Py_ssize_t area) except -1:
         """Room for the key and value bytes of a batch whose records take ``area`` bytes (they
-        cannot take more), so that the records' copies never grow a buffer."""
+        cannot take more), so that the records' copies never grow a buffer; and the
+        SMALL_COPY bytes put_copy may write past the last of them."""
         if area > INT32_MAX:
             area = INT32_MAX
+        area += SMALL_COPY
         if not self.views:
             if self.keys_on:
                 _gbuf_reserve(&self.key_data, area)
@@ -1944,9 +1953,16 @@ cdef class _ColumnBuilder:
         views.len += 16
 
     cdef inline void put_copy(self, GBuf *off, GBuf *data, const uint8_t *p, int32_t n) noexcept:
-        """The bytes of a non-null key or value and their end offset (room reserved)."""
+        """The bytes of a non-null key or value and their end offset (room reserved, with the
+        slack of reserve_data). Up to SMALL_COPY bytes (a typical key) are copied as a fixed
+        SMALL_COPY, inlined, instead of a call to memcpy: the bytes after them, up to the end of
+        the records area, are copied too and overwritten by the next copy or left past the
+        column's end."""
         cdef int32_t end
-        memcpy(data.data + data.len, p, n)
+        if n <= SMALL_COPY and self.area_end - p >= SMALL_COPY:
+            memcpy(data.data + data.len, p, SMALL_COPY)
+        else:
+            memcpy(data.data + data.len, p, n)
         data.len += n
         end = <int32_t>data.len
         _gbuf_put(off, &end, 4)
@@ -2283,7 +2299,7 @@ def decode_columns(object buf, *, bint keys=True, bint headers=True,
     if not views:
         # Uncompressed values can never exceed the input: one allocation up front avoids the
         # copies of repeated growth (pages are only touched as they are written).
-        _gbuf_reserve(&b.val_data, min(size, 1 << 30))
+        _gbuf_reserve(&b.val_data, min(size, 1 << 30) + SMALL_COPY)
     d.cols = b
     _walk(d, d.buf, 0, d.end)
     cdef Columns c = Columns.__new__(Columns)

@@ -1,7 +1,8 @@
 """decode_columns carves the fixed-width columns of the records the input's batch headers
 announce from one allocation. A column that outgrows its part (records the headers did not
 announce: legacy messages, a compressed batch counting more records than its compressed size
-could hold uncompressed) moves to memory of its own, and every column outlives the others."""
+could hold uncompressed) moves to memory of its own, and every column outlives the others.
+Small keys and values are copied as a fixed 16 bytes where the records area has them."""
 
 from __future__ import annotations
 
@@ -68,3 +69,22 @@ def test_every_column_outlives_the_others() -> None:
     assert list(epochs) == [-1] * 200
     assert list(value_offsets) == [0] + [j + 1 for j in range(200)]
     del junk
+
+
+@pytest.mark.parametrize("compression", [None, "lz4"])
+def test_small_keys_and_values_of_every_size_up_to_the_end_of_the_area(compression: str | None) -> None:
+    # Sizes 0..17 around the fixed 16-byte copy, and batches that end with each of them (the
+    # last record's key and value have fewer than 16 bytes after them).
+    sizes = list(range(18))
+    bufs = []
+    for last in sizes:
+        keys = [bytes([65 + k % 26]) * k for k in sizes] + [b"z" * last]
+        vals = [bytes([97 + v % 26]) * (17 - v) for v in sizes] + [b"y" * last]
+        bufs.append(encode_batch(vals, keys=keys, timestamps=3, base_offset=100 * last, compression=compression))
+    buf = b"".join(bufs)
+    _check(buf, views=False, headers=False)
+    cols = decode_columns(buf, headers=False)
+    assert cols.key_data is not None and cols.value_data is not None
+    want = decode_records(buf)
+    assert bytes(cols.key_data) == b"".join(r.key or b"" for r in want)
+    assert bytes(cols.value_data) == b"".join(r.value or b"" for r in want)
