@@ -61,6 +61,7 @@ from seglog.storage.group_offsets import (
     offsets_batch,
     partition_for_group,
 )
+from seglog.util.loop import cancel_and_wait
 
 if TYPE_CHECKING:
     from seglog.cluster.node import ReplicaNode
@@ -173,9 +174,7 @@ class NodeGroups:
     async def close(self) -> None:
         tasks = [t for t in [self._watch, *(x.task for x in self._loaded.values())] if t is not None]
         tasks += [x.deleting for x in self._loaded.values() if x.deleting is not None]
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(tasks, "the node's group loading tasks")
         await self.coordinator.close()
 
     # -- leadership of __consumer_offsets ---------------------------------------------------------

@@ -47,6 +47,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from seglog.storage.group_offsets import GroupMetadata, MemberMetadata, OffsetAndMetadata
+from seglog.util.loop import cancel_and_wait
 
 if TYPE_CHECKING:
     from seglog.kafka.codec import Message
@@ -257,9 +258,7 @@ class GroupCoordinator:
         if self._writes:
             await asyncio.wait(set(self._writes), timeout=CLOSE_WRITES_TIMEOUT_S)
         tasks = [t for t in [self._reaper, *self._writes] + [g.rebalance_task for g in self.groups.values()] if t]
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(tasks, "the group coordinator's tasks")
 
     def unload(self, which: Callable[[str], bool]) -> list[str]:
         """Drop the groups whose id ``which`` accepts (their coordinator has moved): requests

@@ -42,6 +42,7 @@ from seglog.kafka.connection import INT32, REQUEST_HEADER, CloseConnection, Conn
 from seglog.kafka.framestream import FrameConnection, FrameStream
 from seglog.kafka.security import AuthenticationClosed, ListenerSecurity
 from seglog.storage.log import LogReadResult
+from seglog.util.loop import cancel_and_wait
 
 __all__ = [
     "DEFAULT_IDLE_MS",
@@ -231,7 +232,7 @@ class KafkaListener:
                 # at the same moment inside wait_for is lost, and the task would read on.
                 writer.transport.abort()
             if self._connections:
-                await asyncio.gather(*self._connections, return_exceptions=True)
+                await cancel_and_wait(list(self._connections), "the listener's connections")
             # Sockets whose task never ran (cancelled before its first step when the loop winds
             # down) or that were accepted as the listener closed: ended here, not left to the
             # garbage collector.
