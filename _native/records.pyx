@@ -1786,9 +1786,9 @@ cdef class _ColumnBuilder:
         on (with the leading 0 of the offsets columns): one malloc instead of one a column."""
         cdef GBuf *parts[8]
         cdef Py_ssize_t sizes[8]
-        cdef Py_ssize_t total = 0, at = 0
+        cdef Py_ssize_t total = 0
         cdef int k = 0, i
-        cdef char *mem
+        cdef GBuf whole
         parts[0] = &self.offsets
         sizes[0] = 8 * h
         parts[1] = &self.timestamps
@@ -1812,19 +1812,18 @@ cdef class _ColumnBuilder:
             k += 1
         for i in range(k):
             total += (sizes[i] + 63) & ~(<Py_ssize_t>63)
-        mem = <char *>malloc(total)
-        if mem == NULL:
+        whole.data = <char *>malloc(total)
+        if whole.data == NULL:
             raise MemoryError(f"cannot allocate {total} bytes of columns for {h} records")
-        self.block = NativeBuffer.__new__(NativeBuffer)
-        self.block.data = mem
-        self.block.size = total
-        self.block.itemsize = 1
-        self.block.fmt = b"B"
+        whole.len = total
+        whole.shared = False
+        self.block = _take(&whole, b"B", 1)
+        total = 0
         for i in range(k):
-            parts[i].data = mem + at
+            parts[i].data = self.block.data + total
             parts[i].cap = sizes[i]
             parts[i].shared = True
-            at += (sizes[i] + 63) & ~(<Py_ssize_t>63)
+            total += (sizes[i] + 63) & ~(<Py_ssize_t>63)
         return 0
 
     cdef int reserve(self, Py_ssize_t count) except -1:

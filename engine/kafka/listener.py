@@ -226,10 +226,10 @@ class KafkaListener:
             # close themselves, seeing _closing); the others are ended here.
             for _ in range(3):
                 await asyncio.sleep(0)
-            for task, writer in list(self._connections.items()):
-                task.cancel()
-                # Also end the socket: on Python 3.11 a cancellation that meets a read completing
-                # at the same moment inside wait_for is lost, and the task would read on.
+            # Each socket is ended as its task is cancelled: on Python 3.11 a cancellation that
+            # meets a read completing at the same moment inside wait_for is lost, and the task
+            # would read on.
+            for writer in list(self._connections.values()):
                 writer.transport.abort()
             if self._connections:
                 await cancel_and_wait(list(self._connections), "the listener's connections")
