@@ -50,6 +50,7 @@ from batch_header cimport (seglog_batch, seglog_batch_head, BATCH_OK, V2_HEADER,
 
 cdef enum:
     PREFETCH_AHEAD = 4096
+    CACHE_LINE = 64
     CHAIN_AFTER_CHANGES = 8     # record sizes changing more often in a batch: no size assumed
 
 
@@ -112,6 +113,13 @@ cdef int _first_uncompressed(const uint8_t *b, Py_ssize_t n, int64_t target, int
             changes = 0
             chain = False
             i = 0
+            # The walk's first PREFETCH_AHEAD bytes, asked for at once: the prefetch inside the
+            # loop reaches only that far ahead, so without this a cold batch's first records
+            # would wait for their cache lines one after the other.
+            q = p
+            while q < end and q < p + PREFETCH_AHEAD:
+                __builtin_prefetch(q)
+                q += CACHE_LINE
             while i < h.count:    # the header's count, as the decoder reads them
                 # Through a batch often not in the cache: ask for the bytes a few records
                 # ahead (a prefetch never faults).
