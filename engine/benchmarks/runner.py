@@ -594,8 +594,9 @@ def render_table(doc: Mapping[str, Any]) -> str:
             lines.append("  " + goal_text(g))
         lines.append("")
     lines.append(
-        "* the machine's limit for the same work (memcpy, write(), read() of the same bytes; bisect on an in-memory list for lookups); ratios are rates "
-        "(higher is faster). peak RSS +: the most the process's resident set grew above its size at the "
+        "* the machine's limit for the same work (memcpy, write(), read() of the same bytes; bisect on an "
+        "in-memory list for offset lookups, a read of the bytes its record walk covers for a timestamp "
+        "lookup); ratios are rates (higher is faster). peak RSS +: the most the process's resident set grew above its size at the "
         "start of one timed call (the page cache aside; a file mapped into memory counts)."
     )
     return "\n".join(lines) + "\n"

@@ -7,14 +7,16 @@ from __future__ import annotations
 import bisect
 import ctypes
 import ctypes.util
+import mmap
 import os
 import random
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from seglog._native.crc32c import crc32c
 from seglog._native.segment import ALLOCATE_AHEAD, allocates_ahead
 from seglog.storage.log import Log
 from seglog.storage.records import decode_columns, encode_batch
@@ -468,11 +470,81 @@ def append_batches_bench() -> Benchmark:
 # -------------------------------------------------------------------------------------------------
 
 
-def _prepare_lookup(p: Mapping[str, int], base: Path, available: frozenset[str], by_time: bool) -> Work:
-    cols = BatchPool(p["records"], 100)
+def _batches(cols: BatchPool | Stream) -> Iterator[tuple[int, list[bytes], list[bytes], list[int]]]:
+    """``(first offset, values, keys, timestamps)`` of every batch of ``cols``: a stream's made
+    chunk by chunk, so that only one chunk exists at a time."""
+    if isinstance(cols, BatchPool):
+        yield from cols
+        return
+    for chunk in cols.chunks():
+        for b in chunk:
+            yield b[0], b[1], b[2], b[3]
+        del chunk
+
+
+#: The timestamp lookups' floor: the bytes Kafka's record-level step reads, with no index.
+WALKED = "read of the bytes walked"
+_V2_HEADER = 61
+
+
+def _varint(b: bytes | memoryview, i: int) -> tuple[int, int]:
+    """The zigzag varint at ``b[i]`` and the position after it."""
+    shift = u = 0
+    while True:
+        c = b[i]
+        i += 1
+        u |= (c & 0x7F) << shift
+        if c < 0x80:
+            return (u >> 1) ^ -(u & 1), i
+        shift += 7
+
+
+def _walked_spans(log: Log, offsets: list[int]) -> tuple[list[memoryview], Callable[[], None]]:
+    """For each target offset of ``log`` (uncompressed v2 batches, timestamps rising with the
+    offsets), a view of its segment's file from the start of the batch that holds it to the end
+    of its record: what the record walk of a timestamp lookup reads. Returns the views and a
+    function that releases them and their mappings."""
+    segments = log.segments
+    bases = [sg.base_offset for sg in segments]
+    maps: dict[int, tuple[mmap.mmap, memoryview]] = {}
+    spans: list[memoryview] = []
+    for o in offsets:
+        i = bisect.bisect_right(bases, o) - 1
+        if i not in maps:
+            with open(segments[i].log_path, "rb") as f:
+                mm = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+            maps[i] = (mm, memoryview(mm))
+        view = maps[i][1]
+        head = segments[i].translate_offset(o)
+        if head is None:
+            raise AssertionError(f"offset {o} is not in {segments[i].log_path}")
+        at = head.position + _V2_HEADER
+        for _ in range(o - head.base_offset + 1):
+            length, at = _varint(view, at)
+            at += length
+        spans.append(view[head.position : at])
+
+    def release() -> None:
+        for sp in spans:
+            sp.release()
+        for mm, view in maps.values():
+            view.release()
+            mm.close()
+
+    return spans, release
+
+
+def _prepare_lookup(
+    p: Mapping[str, int], base: Path, available: frozenset[str], by_time: bool, stream: bool = False
+) -> Work:
+    """Random lookups in a log of 100 B records: batches of 1,000 (cycled from a pool of 16), or,
+    with ``stream``, a stream of distinct records in the producer's default batches. Record ``i``
+    has offset ``i`` and timestamp ``T0 + i`` in both."""
+    cols: BatchPool | Stream = Stream(p["records"], 100) if stream else BatchPool(p["records"], 100)
     d = workdir(base, "lookup")
     sink = SeglogSink(d)
-    fill(sink, cols)
+    for b in _batches(cols):
+        sink.write(*b)
     sink.close()
     log = Log.open(d / "t-0")
     rng = random.Random(3)
@@ -484,18 +556,31 @@ def _prepare_lookup(p: Mapping[str, int], base: Path, available: frozenset[str],
     if by_time:
         oft = log.offset_for_timestamp
         calls["Log.offset_for_timestamp"] = lambda: [oft(t) for t in stamps]
-        found = oft(stamps[0])
-        if found is None or found[0] != offsets[0]:
-            raise AssertionError(f"offset_for_timestamp({stamps[0]}) gave {found}, want {offsets[0]}")
+        for o, t in zip(offsets[:16], stamps[:16]):
+            found = oft(t)
+            if found is None or found[0] != o:
+                raise AssertionError(f"offset_for_timestamp({t}) gave {found}, want offset {o}")
+        spans, release = _walked_spans(log, offsets)
+        closers.insert(0, release)
+        calls[WALKED] = lambda: [crc32c(sp) for sp in spans]
     else:
         read = log.read
-        seg = log.segments[0]
+        segments = log.segments
+        bases = [sg.base_offset for sg in segments]
+        # Each target with its segment's bound method, found before timing.
+        pairs = [(segments[bisect.bisect_right(bases, o) - 1].translate_offset, o) for o in offsets]
         calls["Log.read(offset, 1)"] = lambda: [read(o, 1) for o in offsets]
-        calls["Segment.translate_offset"] = lambda: [seg.translate_offset(o) for o in offsets]
+        calls["Segment.translate_offset"] = lambda: [tr(o) for tr, o in pairs]
+        for o in offsets[:16]:
+            head = read(o, 1).to_bytes()[:27]  # the batch's base offset and last offset delta
+            first = int.from_bytes(head[:8], "big")
+            if len(head) < 27 or not first <= o <= first + int.from_bytes(head[23:27], "big"):
+                raise AssertionError(f"Log.read({o}, 1) gave a batch from offset {first}, not the target's")
     if "sqlite3 WAL" in available:
         sq = workdir(base, "lookup-sqlite")
         s = SqliteSink(sq)
-        fill(s, cols)
+        for b in _batches(cols):
+            s.write(*b)
         con = s.con
         if by_time:
             con.execute("CREATE INDEX IF NOT EXISTS log_ts ON log (ts)")
@@ -508,7 +593,8 @@ def _prepare_lookup(p: Mapping[str, int], base: Path, available: frozenset[str],
     if "LMDB" in available and not by_time:
         lm = workdir(base, "lookup-lmdb")
         sink_l = LmdbSink(lm, max(1 << 26, cols.nbytes * 3))
-        fill(sink_l, cols)
+        for b in _batches(cols):
+            sink_l.write(*b)
         env = sink_l.env
         keys = [o.to_bytes(8, "big") for o in offsets]
 
@@ -519,11 +605,11 @@ def _prepare_lookup(p: Mapping[str, int], base: Path, available: frozenset[str],
 
         calls["LMDB"] = lmdb_get
         closers.append(env.close)
-    # An in-memory sorted list of every record's offset or timestamp: bisect, no storage at all.
-    table = list(range(T0, T0 + n)) if by_time else list(range(n))
-    left = bisect.bisect_left
-    targets = stamps if by_time else offsets
-    calls["bisect on a list"] = lambda: [left(table, t) for t in targets]
+    if not by_time:
+        # An in-memory sorted list of every record's offset: bisect, no storage at all.
+        table = list(range(n))
+        left = bisect.bisect_left
+        calls["bisect on a list"] = lambda: [left(table, o) for o in offsets]
 
     def close() -> None:
         for c in closers:
@@ -531,47 +617,72 @@ def _prepare_lookup(p: Mapping[str, int], base: Path, available: frozenset[str],
         for name in ("lookup", "lookup-sqlite", "lookup-lmdb"):
             shutil.rmtree(base / name, ignore_errors=True)
 
-    return Work(items=LOOKUPS, calls=calls, close=close)
+    params: dict[str, object] = {
+        "records_per_batch": cols.per_batch,
+        "batches": cols.batches,
+        "segments": len(log.segments),
+    }
+    return Work(items=LOOKUPS, calls=calls, close=close, params=params)
 
 
 def lookup_benches() -> list[Benchmark]:
-    quick = {"records": 20_000}
-    full = {"records": 1_000_000}
+    """Random offset and timestamp lookups: in a stream of distinct records in the producer's
+    default batches (the log a producer writes), and in batches of 1,000 records (where the
+    timestamp lookup's walk inside a batch is longest)."""
     # No storage at all: every key in a sorted Python list in memory, the machine's limit here.
     bisect_peer = Contender("bisect on a list", "limit", note="every key in a Python list in memory")
-    return [
-        Benchmark(
-            name="lookup-offset",
-            group="log",
-            unit="lookups",
-            title="random offset lookups (1,024 per call) in a log of 100 B records",
-            contenders=(
-                Contender("Log.read(offset, 1)", "seglog"),
-                Contender("Segment.translate_offset", "seglog"),
-                SQLITE,
-                LMDB,
-                bisect_peer,
-            ),
-            goals=(Goal("<1 µs per Log.read(offset, 1)", "max_seconds_per_item", 1e-6, subject="Log.read(offset, 1)"),),
-            prepare=lambda p, b, a: _prepare_lookup(p, b, a, False),
-            quick=quick,
-            full=full,
-            full_round_seconds=1,
+    offset_goal = Goal("<1 µs per Log.read(offset, 1)", "max_seconds_per_item", 1e-6, subject="Log.read(offset, 1)")
+    time_goal = Goal("<2 µs per lookup", "max_seconds_per_item", 2e-6)
+    offset_contenders = (
+        Contender("Log.read(offset, 1)", "seglog"),
+        Contender("Segment.translate_offset", "seglog"),
+        SQLITE,
+        LMDB,
+        bisect_peer,
+    )
+    time_contenders = (
+        Contender("Log.offset_for_timestamp", "seglog"),
+        Contender("sqlite3 WAL", "peer", ("sqlite3",), note="with an index on ts"),
+        Contender(
+            WALKED,
+            "limit",
+            note="crc32c of each target's batch from its start to the target record (what the record walk reads), no index",
         ),
-        Benchmark(
-            name="lookup-timestamp",
-            group="log",
-            unit="lookups",
-            title="random timestamp lookups (1,024 per call) in a log of 100 B records",
-            contenders=(
-                Contender("Log.offset_for_timestamp", "seglog"),
-                Contender("sqlite3 WAL", "peer", ("sqlite3",), note="with an index on ts"),
-                bisect_peer,
+    )
+    out = []
+    for stream in (True, False):
+        if stream:
+            sizes = ({"records": 1_000_000}, {"records": 10_000_000})
+            suffix, variant, each = "-stream", "stream", "a stream of distinct 100 B records in 16 KiB batches"
+        else:
+            sizes = ({"records": 20_000}, {"records": 1_000_000})
+            suffix, variant, each = "", "", "a log of 100 B records in batches of 1,000"
+        out += [
+            Benchmark(
+                name=f"lookup-offset{suffix}",
+                group="log",
+                unit="lookups",
+                variant=variant,
+                title=f"random offset lookups (1,024 per call) in {each}",
+                contenders=offset_contenders,
+                goals=(offset_goal,),
+                prepare=partial(_prepare_lookup, by_time=False, stream=stream),
+                quick=sizes[0],
+                full=sizes[1],
+                full_round_seconds=1,
             ),
-            goals=(Goal("<2 µs per lookup", "max_seconds_per_item", 2e-6),),
-            prepare=lambda p, b, a: _prepare_lookup(p, b, a, True),
-            quick=quick,
-            full=full,
-            full_round_seconds=1,
-        ),
-    ]
+            Benchmark(
+                name=f"lookup-timestamp{suffix}",
+                group="log",
+                unit="lookups",
+                variant=variant,
+                title=f"random timestamp lookups (1,024 per call) in {each}",
+                contenders=time_contenders,
+                goals=(time_goal,),
+                prepare=partial(_prepare_lookup, by_time=True, stream=stream),
+                quick=sizes[0],
+                full=sizes[1],
+                full_round_seconds=1,
+            ),
+        ]
+    return out

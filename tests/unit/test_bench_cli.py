@@ -94,7 +94,12 @@ def test_select_names_groups_and_patterns() -> None:
         "encode-100B",
         "encode-1KiB",
     ]
-    assert [b.name for b in select(BENCHMARKS, ["*-stream"])][-2:] == ["append-1KiB-stream", "read-1KiB-stream"]
+    assert [b.name for b in select(BENCHMARKS, ["*-stream"])][-4:] == [
+        "append-1KiB-stream",
+        "read-1KiB-stream",
+        "lookup-offset-stream",
+        "lookup-timestamp-stream",
+    ]
     assert [b.name for b in select(BENCHMARKS, ["spark"])] == ["spark-count", "spark-aggregate"]
     # registry order, duplicates once
     assert [b.name for b in select(BENCHMARKS, ["send", "crc32c-1MiB", "send"])] == ["crc32c-1MiB", "send"]
@@ -133,6 +138,8 @@ def test_registry_is_consistent() -> None:
         ("read-100B", "≥10× sqlite3"),
         ("lookup-offset", "<1 µs per Log.read(offset, 1)"),
         ("lookup-timestamp", "<2 µs per lookup"),
+        ("lookup-offset-stream", "<1 µs per Log.read(offset, 1)"),
+        ("lookup-timestamp-stream", "<2 µs per lookup"),
         ("send", "≥1.5 M records/s"),
         ("send_batch", "≥0.7× raw append"),
         ("poll_columns", "≥10 M records/s"),
@@ -170,6 +177,8 @@ def test_registry_names_and_order() -> None:
         ("read-100B", "log"),
         ("append-1KiB", "log"),
         ("read-1KiB", "log"),
+        ("lookup-offset-stream", "log"),
+        ("lookup-timestamp-stream", "log"),
         ("lookup-offset", "log"),
         ("lookup-timestamp", "log"),
         ("send", "store"),
