@@ -236,6 +236,81 @@ def _prepare_append_batches(p: Mapping[str, int], base: Path, available: frozens
 # -------------------------------------------------------------------------------------------------
 
 
+def _stream_write_floor(
+    stream: Stream,
+    base: Path,
+    name: str,
+    calls: dict[str, Callable[[], object]],
+    setup: dict[str, Callable[[], object]],
+    warmup: dict[str, Callable[[], object]],
+    teardown: dict[str, Callable[[], object]],
+) -> FreshFile:
+    """The stream appends' floor, added to ``calls`` (and its ``setup``, ``warmup`` and
+    ``teardown``) as :data:`WRITE`: write() of the very bytes seglog writes, already encoded
+    (made with each chunk, untimed), into disk blocks allocated ahead as seglog allocates them
+    (where it does). Returns the file it writes, for the caller to close."""
+    plain = FreshFile(base, name)
+    allocate = _block_allocator(base)
+    at = [0, 0]  # bytes written, bytes allocated
+
+    def write_one(b: Any) -> None:
+        data = b[4]
+        at[0] += len(data)
+        if allocate is not None and at[0] > at[1]:
+            at[1] = allocate(plain.obj, at[1], at[0])
+        os.write(plain.obj, data)
+
+    def plain_setup() -> None:
+        plain.setup()
+        at[:] = [0, 0]
+        stream.prime(encoded=True)
+
+    run_w = stream.timed(write_one, encoded=True)
+    calls[WRITE] = partial(run_w, None)
+    warmup[WRITE] = partial(run_w, 1)
+    setup[WRITE] = plain_setup
+    teardown[WRITE] = plain.close
+    return plain
+
+
+def _prepare_append_batches_stream(p: Mapping[str, int], base: Path, available: frozenset[str]) -> Work:
+    """``Log.append`` of a stream's batches, each encoded untimed with its chunk, beside
+    write() of the same bytes."""
+    stream = Stream(p["records"], 100)
+    ours = Fresh(base, "batches-stream-log", lambda d: Log.open(d / "t-0", {"segment.bytes": 1 << 30}))
+
+    def append_one(b: Any) -> None:
+        ours.obj.append(b[4])
+
+    def ours_setup() -> None:
+        ours.setup()
+        stream.prime(encoded=True)
+
+    run = stream.timed(append_one, encoded=True)
+    calls: dict[str, Callable[[], object]] = {SEGLOG: partial(run, None)}
+    warmup: dict[str, Callable[[], object]] = {SEGLOG: partial(run, 1)}
+    setup: dict[str, Callable[[], object]] = {SEGLOG: ours_setup}
+    teardown: dict[str, Callable[[], object]] = {SEGLOG: ours.close}
+    plain = _stream_write_floor(stream, base, "batches-stream-write", calls, setup, warmup, teardown)
+
+    def close() -> None:
+        ours.close()
+        plain.close()
+
+    return Work(
+        items=stream.records,
+        calls=calls,
+        setup=setup,
+        teardown=teardown,
+        warmup=warmup,
+        repeatable=False,
+        timed_inside=True,
+        nbytes=stream.nbytes,
+        close=close,
+        params={"records_per_batch": stream.per_batch, "batches": stream.batches},
+    )
+
+
 def _prepare_append_stream(p: Mapping[str, int], base: Path, available: frozenset[str]) -> Work:
     stream = Stream(p["records"], p["value"])
     fc = FreshCalls(base, "append-stream")
@@ -262,29 +337,7 @@ def _prepare_append_stream(p: Mapping[str, int], base: Path, available: frozense
         calls[name] = partial(run, None)
         warmup[name] = partial(run, 1)
         setup[name] = fresh
-    # The floor: write() of the very bytes seglog writes, already encoded (made with each chunk,
-    # untimed), into disk blocks allocated ahead as seglog allocates them (where it does).
-    plain = FreshFile(base, "append-stream-write")
-    allocate = _block_allocator(base)
-    at = [0, 0]  # bytes written, bytes allocated
-
-    def write_one(b: Any) -> None:
-        data = b[4]
-        at[0] += len(data)
-        if allocate is not None and at[0] > at[1]:
-            at[1] = allocate(plain.obj, at[1], at[0])
-        os.write(plain.obj, data)
-
-    def plain_setup() -> None:
-        plain.setup()
-        at[:] = [0, 0]
-        stream.prime(encoded=True)
-
-    run_w = stream.timed(write_one, encoded=True)
-    calls[WRITE] = partial(run_w, None)
-    warmup[WRITE] = partial(run_w, 1)
-    setup[WRITE] = plain_setup
-    fc.teardown[WRITE] = plain.close
+    plain = _stream_write_floor(stream, base, "append-stream-write", calls, setup, warmup, fc.teardown)
 
     def close() -> None:
         fc.close()
@@ -450,12 +503,33 @@ def storage_benches(label: str, value: int) -> list[Benchmark]:
     ]
 
 
+def append_batches_benches() -> list[Benchmark]:
+    """Log.append of pre-encoded batches beside write() of the same bytes: the batches of a
+    stream of distinct 100 B records in the producer's 16 KiB batches, and one 1 MiB batch
+    again and again."""
+    stream = Benchmark(
+        name="append-batches-stream",
+        group="log",
+        unit="records",
+        variant="stream",
+        title="Log.append of a stream of distinct 100 B records, pre-encoded in 16 KiB batches, vs write()",
+        contenders=(Contender(SEGLOG, "seglog"), Contender(WRITE, "limit", note="write() of the same batches")),
+        goals=(Goal("≥0.8× plain write()", "ratio", 0.8, WRITE),),
+        prepare=_prepare_append_batches_stream,
+        quick={"records": 1_000_000},
+        full={"records": 10_000_000},
+        full_round_seconds=20,
+    )
+    return [stream, append_batches_bench()]
+
+
 def append_batches_bench() -> Benchmark:
     return Benchmark(
         name="append-batches",
         group="log",
         unit="bytes",
-        title="Log.append of pre-encoded 1 MiB batches vs write() of the same bytes",
+        variant="hot batch",
+        title="Log.append of pre-encoded 1 MiB batches vs write() of the same bytes (one batch again and again)",
         contenders=(Contender(SEGLOG, "seglog"), Contender(WRITE, "limit")),
         goals=(Goal("≥0.8× plain write()", "ratio", 0.8, WRITE),),
         prepare=_prepare_append_batches,

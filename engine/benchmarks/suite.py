@@ -16,7 +16,7 @@ from .records import records_benches
 from .registry import Benchmark
 from .replication import replication_benches
 from .spark import spark_benches, stop_session
-from .storage import append_batches_bench, lookup_benches, storage_benches, stream_storage_benches
+from .storage import append_batches_benches, lookup_benches, storage_benches, stream_storage_benches
 from .store import store_benches
 
 BENCHMARKS: tuple[Benchmark, ...] = (
@@ -24,7 +24,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     *records_benches(),
     *stream_storage_benches("100B", 100),
     *stream_storage_benches("1KiB", 1024),
-    append_batches_bench(),
+    *append_batches_benches(),
     *storage_benches("100B", 100),
     *storage_benches("1KiB", 1024),
     *lookup_benches(),

@@ -94,9 +94,10 @@ def test_select_names_groups_and_patterns() -> None:
         "encode-100B",
         "encode-1KiB",
     ]
-    assert [b.name for b in select(BENCHMARKS, ["*-stream"])][-4:] == [
+    assert [b.name for b in select(BENCHMARKS, ["*-stream"])][-5:] == [
         "append-1KiB-stream",
         "read-1KiB-stream",
+        "append-batches-stream",
         "lookup-offset-stream",
         "lookup-timestamp-stream",
     ]
@@ -133,6 +134,7 @@ def test_registry_is_consistent() -> None:
         ("append-100B-stream", "≥0.8× floor (within 1.25×)"),
         ("columns-100B", "≥10× aiokafka"),
         ("append-batches", "≥0.8× plain write()"),
+        ("append-batches-stream", "≥0.8× plain write()"),
         ("append-100B", "≥15× sqlite3"),
         ("append-100B", "≥10× LMDB"),
         ("read-100B", "≥10× sqlite3"),
@@ -172,6 +174,7 @@ def test_registry_names_and_order() -> None:
         ("read-100B-stream", "log"),
         ("append-1KiB-stream", "log"),
         ("read-1KiB-stream", "log"),
+        ("append-batches-stream", "log"),
         ("append-batches", "log"),
         ("append-100B", "log"),
         ("read-100B", "log"),

@@ -106,6 +106,55 @@ def test_new_file_is_preallocated_kafka_style(tmp_path: Path, cls: type[OffsetIn
     small.close()
 
 
+def _cached_pages(path: Path) -> int:
+    """How many of ``path``'s pages are in the page cache (``mincore`` over a read-only mapping
+    of it, which faults nothing in)."""
+    import ctypes
+    import mmap
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    size = os.path.getsize(path)
+    pages = -(-size // mmap.PAGESIZE)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        assert addr not in (None, ctypes.c_void_p(-1).value), os.strerror(ctypes.get_errno())
+        try:
+            vec = ctypes.create_string_buffer(pages)
+            assert libc.mincore(addr, size, vec) == 0, os.strerror(ctypes.get_errno())
+            return sum(b & 1 for b in vec.raw)
+        finally:
+            libc.munmap(addr, size)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mincore and the page cache as Linux has them")
+@pytest.mark.parametrize("cls", [OffsetIndex, TimeIndex])
+def test_first_entry_of_a_new_index_brings_in_its_own_pages_only(
+    tmp_path: Path, cls: type[OffsetIndex | TimeIndex]
+) -> None:
+    """The index maps its preallocated 10 MB file for random access: a store into it faults in
+    its own page, and the kernel does not read ahead (zero-fill) megabytes of the sparse file,
+    which cost each new segment milliseconds of CPU."""
+    path = tmp_path / "x"
+    idx = cls(path, 0)
+    if isinstance(idx, OffsetIndex):
+        idx.append(1, 4096)
+    else:
+        idx.maybe_append(10, 1)
+    assert len(idx) == 1
+    cached = _cached_pages(path)
+    idx.close()
+    # One page written, and at most the kernel's fault-around of pages already cached: the
+    # read-ahead this replaces brought in hundreds.
+    assert 1 <= cached <= 16, f"{cached} pages of the new index in the page cache"
+
+
 @pytest.mark.parametrize("cls", [OffsetIndex, TimeIndex])
 def test_bad_arguments(tmp_path: Path, cls: type[OffsetIndex | TimeIndex]) -> None:
     with pytest.raises(ValueError, match="max index size"):
