@@ -72,7 +72,7 @@ def bench_run(benchmark: Any, _registry_work: Callable[[str], Any]) -> Callable[
         mod = c.missing()
         if mod is not None:
             pytest.skip(f"{c.name}: module {mod!r} not installed (pip install {c.pip or mod})")
-        if bench.variant == "stream":
+        if bench.self_timed:
             # Stream calls make their inputs chunk by chunk and time only their own work on each:
             # pytest-benchmark would time both.
             pytest.skip(f"{name} times itself per chunk: run `seglog bench --only {name}`")

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from .registry import Work
+
 T0 = 1_700_000_000_000
 PER_BATCH = 1_000
 POOL = 16  # distinct input batches, cycled: inputs for 10 M records would not fit in memory
@@ -288,3 +290,27 @@ class Stream:
     @property
     def nbytes(self) -> int:
         return self.records * (self.value_size + 16)
+
+    def work(
+        self,
+        calls: dict[str, Callable[[], object]],
+        setup: dict[str, Callable[[], object]],
+        warmup: dict[str, Callable[[], object]],
+        teardown: dict[str, Callable[[], object]] | None = None,
+        close: Callable[[], None] | None = None,
+    ) -> Work:
+        """The :class:`~seglog.benchmarks.registry.Work` of calls that run over this stream and
+        time themselves (made with :meth:`timed`): one item a record, never repeated within a
+        sample."""
+        return Work(
+            items=self.records,
+            calls=calls,
+            setup=setup,
+            teardown=teardown or {},
+            warmup=warmup,
+            repeatable=False,
+            timed_inside=True,
+            nbytes=self.nbytes,
+            close=close,
+            params={"records_per_batch": self.per_batch, "batches": self.batches},
+        )

@@ -123,16 +123,7 @@ def _stream_work(stream: Stream, consumers: Mapping[str, Callable[[Any], object]
     calls: dict[str, Callable[[], object]] = {n: partial(r, None) for n, r in runs.items()}
     warmup: dict[str, Callable[[], object]] = {n: partial(r, 1) for n, r in runs.items()}
     setup: dict[str, Callable[[], object]] = {n: partial(stream.prime, encoded or n == MEMCPY) for n in all_calls}
-    return Work(
-        items=stream.records,
-        calls=calls,
-        setup=setup,
-        warmup=warmup,
-        repeatable=False,
-        timed_inside=True,
-        nbytes=stream.nbytes,
-        params={"records_per_batch": stream.per_batch, "batches": stream.batches},
-    )
+    return stream.work(calls, setup, warmup)
 
 
 def _prepare_encode_stream(p: Mapping[str, int], base: Path, available: frozenset[str]) -> Work:
@@ -183,6 +174,7 @@ def _stream_benches(label: str, value: int) -> list[Benchmark]:
             group="records",
             unit="records",
             variant="stream",
+            self_timed=True,
             title=f"encode a stream of {each} from Python lists",
             contenders=(Contender(SEGLOG, "seglog"), AIOKAFKA, Contender(MEMCPY, "limit")),
             goals=ENCODE_GOALS,
@@ -196,6 +188,7 @@ def _stream_benches(label: str, value: int) -> list[Benchmark]:
             group="records",
             unit="records",
             variant="stream",
+            self_timed=True,
             title=f"decode a stream of {each} to record objects (CRC checked)",
             contenders=(Contender(SEGLOG, "seglog"), AIOKAFKA, Contender(MEMCPY, "limit")),
             prepare=_prepare_decode_stream,
@@ -208,6 +201,7 @@ def _stream_benches(label: str, value: int) -> list[Benchmark]:
             group="records",
             unit="records",
             variant="stream",
+            self_timed=True,
             title=f"decode a stream of {each} to columns (offset, timestamp, key, value)",
             contenders=COLUMNS_CONTENDERS,
             goals=COLUMNS_GOALS,

@@ -105,6 +105,9 @@ class Benchmark:
     # "stream": millions of distinct records; "hot batch": the same input every call (hot in the
     # CPU cache); "": neither applies.
     variant: str = ""
+    # Its calls time their own work (``Work.timed_inside``: a stream made chunk by chunk between
+    # the timed parts), which pytest-benchmark, timing whole calls, cannot measure.
+    self_timed: bool = False
 
     def contender(self, name: str) -> Contender:
         for c in self.contenders:

@@ -473,6 +473,10 @@ def _run_one(bench: Benchmark, opts: Options, root: Path, prog: BenchProgress) -
     rss: dict[str, list[int]] = {}
     try:
         work = bench.prepare(params, work_dir, available)
+        if work.timed_inside != bench.self_timed:
+            raise AssertionError(
+                f"{bench.name}: its work is timed_inside={work.timed_inside}, its registry entry self_timed={bench.self_timed}"
+            )
         order = [c.name for c in bench.contenders]
         samples, loops = measure(
             work,

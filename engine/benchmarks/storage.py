@@ -297,18 +297,7 @@ def _prepare_append_batches_stream(p: Mapping[str, int], base: Path, available: 
         ours.close()
         plain.close()
 
-    return Work(
-        items=stream.records,
-        calls=calls,
-        setup=setup,
-        teardown=teardown,
-        warmup=warmup,
-        repeatable=False,
-        timed_inside=True,
-        nbytes=stream.nbytes,
-        close=close,
-        params={"records_per_batch": stream.per_batch, "batches": stream.batches},
-    )
+    return stream.work(calls, setup, warmup, teardown, close)
 
 
 def _prepare_append_stream(p: Mapping[str, int], base: Path, available: frozenset[str]) -> Work:
@@ -343,18 +332,7 @@ def _prepare_append_stream(p: Mapping[str, int], base: Path, available: frozense
         fc.close()
         plain.close()
 
-    return Work(
-        items=stream.records,
-        calls=calls,
-        setup=setup,
-        teardown=fc.teardown,
-        warmup=warmup,
-        repeatable=False,
-        timed_inside=True,
-        nbytes=stream.nbytes,
-        close=close,
-        params={"records_per_batch": stream.per_batch, "batches": stream.batches},
-    )
+    return stream.work(calls, setup, warmup, fc.teardown, close)
 
 
 def _prepare_read_stream(p: Mapping[str, int], base: Path, available: frozenset[str]) -> Work:
@@ -426,6 +404,7 @@ def stream_storage_benches(label: str, value: int) -> list[Benchmark]:
             group="log",
             unit="records",
             variant="stream",
+            self_timed=True,
             title=f"encode + append a stream of {each} from Python lists",
             contenders=(
                 Contender(SEGLOG, "seglog"),
@@ -512,6 +491,7 @@ def append_batches_benches() -> list[Benchmark]:
         group="log",
         unit="records",
         variant="stream",
+        self_timed=True,
         title="Log.append of a stream of distinct 100 B records, pre-encoded in 16 KiB batches, vs write()",
         contenders=(Contender(SEGLOG, "seglog"), Contender(WRITE, "limit", note="write() of the same batches")),
         goals=(Goal("≥0.8× plain write()", "ratio", 0.8, WRITE),),
@@ -723,6 +703,10 @@ def lookup_benches() -> list[Benchmark]:
             note="crc32c of each target's batch from its start to the target record (what the record walk reads), no index",
         ),
     )
+    kinds = (
+        ("offset", False, offset_contenders, offset_goal),
+        ("timestamp", True, time_contenders, time_goal),
+    )
     out = []
     for stream in (True, False):
         if stream:
@@ -733,30 +717,18 @@ def lookup_benches() -> list[Benchmark]:
             suffix, variant, each = "", "", "a log of 100 B records in batches of 1,000"
         out += [
             Benchmark(
-                name=f"lookup-offset{suffix}",
+                name=f"lookup-{kind}{suffix}",
                 group="log",
                 unit="lookups",
                 variant=variant,
-                title=f"random offset lookups (1,024 per call) in {each}",
-                contenders=offset_contenders,
-                goals=(offset_goal,),
-                prepare=partial(_prepare_lookup, by_time=False, stream=stream),
+                title=f"random {kind} lookups (1,024 per call) in {each}",
+                contenders=contenders,
+                goals=(goal,),
+                prepare=partial(_prepare_lookup, by_time=by_time, stream=stream),
                 quick=sizes[0],
                 full=sizes[1],
                 full_round_seconds=1,
-            ),
-            Benchmark(
-                name=f"lookup-timestamp{suffix}",
-                group="log",
-                unit="lookups",
-                variant=variant,
-                title=f"random timestamp lookups (1,024 per call) in {each}",
-                contenders=time_contenders,
-                goals=(time_goal,),
-                prepare=partial(_prepare_lookup, by_time=True, stream=stream),
-                quick=sizes[0],
-                full=sizes[1],
-                full_round_seconds=1,
-            ),
+            )
+            for kind, by_time, contenders, goal in kinds
         ]
     return out

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ from seglog import Store, TopicPartition
 from seglog.storage.log import Log
 from seglog.storage.records import decode_columns, encode_batch
 
-from .inputs import READ, T0, FreshCalls, read_files, workdir
+from .inputs import READ, T0, FreshCalls, Stream, read_files, workdir
 from .peers import sqlite_log, sqlite_scan
 from .registry import Benchmark, Contender, Goal, Work
 
@@ -124,19 +124,30 @@ def _prepare_send_batch(p: Mapping[str, int], base: Path, available: frozenset[s
     return Work(items=n, calls=fc.calls, setup=fc.setup, repeatable=False, nbytes=n * 116, close=fc.close)
 
 
+def _stream_columns(stream: Stream) -> Iterator[tuple[int, list[bytes], list[bytes], list[int]]]:
+    """The stream chunk by chunk, each as one column: (first offset, values, keys, timestamps)."""
+    for chunk in stream.chunks():
+        yield (
+            chunk[0][0],
+            [v for b in chunk for v in b[1]],
+            [k for b in chunk for k in b[2]],
+            [t for b in chunk for t in b[3]],
+        )
+        del chunk
+
+
 def _prepare_poll_columns(p: Mapping[str, int], base: Path, available: frozenset[str]) -> Work:
+    """A store's partition holding a stream of distinct 100 B records (8-byte keys), written by
+    ``send_batch`` in the producer's batches; every contender reads all of it."""
     n = p["records"]
-    chunk = 100_000
-    values, keys = _store_values(min(n, chunk))
+    stream = Stream(n, 100)
     d = workdir(base, "poll")
     store = Store.open(d / "store", config={"log.cleaner.enable": False})
     store.create_topic("t", 1, {"segment.bytes": 256 << 20})
     producer = store.producer()
-    done = 0
-    while done < n:
-        k = min(chunk, n - done)
-        producer.send_batch("t", values[:k], keys=keys[:k], timestamps=T0, partition=0)
-        done += k
+    for _, values, keys, stamps in _stream_columns(stream):
+        producer.send_batch("t", values, keys=keys, timestamps=stamps, partition=0)
+    del values, keys, stamps
     lg = store.log("t", 0)
     tp = TopicPartition("t", 0)
     consumer = store.consumer(auto_offset_reset="earliest")
@@ -186,9 +197,12 @@ def _prepare_poll_columns(p: Mapping[str, int], base: Path, available: frozenset
         sq = workdir(base, "poll-sqlite")
         con = sqlite_log(sq)
         con.execute("BEGIN")
-        m = len(values)
-        con.executemany("INSERT INTO log VALUES (?, ?, ?, ?)", ((i, T0, keys[i % m], values[i % m]) for i in range(n)))
+        for first, values, keys, stamps in _stream_columns(stream):
+            con.executemany(
+                "INSERT INTO log VALUES (?, ?, ?, ?)", zip(range(first, first + len(values)), stamps, keys, values)
+            )
         con.execute("COMMIT")
+        del values, keys, stamps
 
         calls["sqlite3 WAL"] = lambda: sqlite_scan(con)
         closers.append(con.close)
@@ -243,7 +257,8 @@ def store_benches() -> list[Benchmark]:
             name="poll_columns",
             group="store",
             unit="records",
-            title="consume every 100 B record into Arrow columns (Consumer.poll_columns)",
+            variant="stream",
+            title="consume a stream of distinct 100 B records into Arrow columns (Consumer.poll_columns)",
             contenders=(
                 Contender("Consumer.poll_columns", "seglog"),
                 Contender("decode_columns over Log.read", "seglog", ("pyarrow",), "pyarrow", "its ceiling"),

@@ -122,6 +122,7 @@ def test_registry_is_consistent() -> None:
         names = {c.name for c in b.contenders}
         assert len(names) == len(b.contenders), b.name
         assert sum(c.role == "limit" for c in b.contenders) <= 1, b.name
+        assert not b.self_timed or b.variant == "stream", b.name  # only a stream is made between timings
         for g in b.goals:
             assert (g.subject or b.primary) in names, (b.name, g)
             assert g.kind != "ratio" or g.versus in names, (b.name, g)
