@@ -69,7 +69,7 @@ cdef extern from "Python.h":
     object PySequence_Fast(object, const char*)
 
 from kbytes cimport (kb_load_i32, kb_load_i64, kb_store_u16, kb_store_u32, kb_wrap_add, kb_wrap_sub, kb_utf8_valid,
-                     kb_varint_size, kb_read_varint, kb_read_varlong)
+                     kb_varint_size, kb_read_varint, kb_read_varlong, kb_read_plain_record)
 from crc cimport seglog_crc32c, crc32c_gil_aware
 from arrow_c cimport (ArrowArray, SEGLOG_AC_SIZES, seglog_ac_block, seglog_ac_array, seglog_ac_child,
                       seglog_ac_release)
@@ -1340,6 +1340,7 @@ cdef int _validate_records(const uint8_t *b, Py_ssize_t pos, seglog_batch *h, st
     uncompressed (a compressed one is decompressed once, within ``max_decompressed``)."""
     cdef int codec = h.attrs & ATTR_CODEC_MASK
     cdef const uint8_t *p
+    cdef const uint8_t *q
     cdef const uint8_t *rend
     cdef _Source src = None
     cdef RecView r
@@ -1365,10 +1366,15 @@ cdef int _validate_records(const uint8_t *b, Py_ssize_t pos, seglog_batch *h, st
         if after_max_ms < INT64_MAX - now:
             high = now + after_max_ms
     for i in range(h.count):
-        p = _parse_record(p, rend, &r, &err)
-        if p == NULL:
-            _raise_corrupt(f"record {i} of the batch at offset {h.base_offset} in the append to "
-                           f"{where}: {err.decode()}", pos)
+        # Most records take the one-pass reader; whatever it does not take, the full one decides.
+        q = kb_read_plain_record(p, rend, &r.ts_delta, &r.offset_delta, &r.key_len)
+        if q != NULL:
+            p = q
+        else:
+            p = _parse_record(p, rend, &r, &err)
+            if p == NULL:
+                _raise_corrupt(f"record {i} of the batch at offset {h.base_offset} in the append to "
+                               f"{where}: {err.decode()}", pos)
         if r.offset_delta != i:
             _refuse("invalid_record", where, pos, h.base_offset,
                     f"record {i} has offsetDelta {r.offset_delta}; a producer batch numbers its "

@@ -122,4 +122,57 @@ static inline const uint8_t *kb_read_varlong(const uint8_t *p, const uint8_t *en
     }
     return NULL;
 }
+/* The common v2 record, read and checked in one pass (validation's fast path): a length, timestamp
+ * delta, offset delta and value length of one or two bytes each, a one-byte key length, and no
+ * headers. Sets the deltas and the key length (-1 null) and returns the record's end, which is
+ * `p + ` its whole size. NULL when the record at `p` has another form, or anything in it is out of
+ * bounds or wrong: the full reader (`_parse_record`) then decides, and reports what it finds. So
+ * this accepts only records the full reader accepts, with the same values. `end` bounds the
+ * record (the end of the batch's records). */
+static inline const uint8_t *kb_read_plain_record(const uint8_t *p, const uint8_t *end, int64_t *ts_delta,
+                                                  int32_t *off_delta, int32_t *key_len) {
+    const uint8_t *body_end;
+    uint32_t u, b0;
+    int32_t length, n;
+    /* The head (length, attributes, both deltas, key length) is at most 8 bytes. */
+    if (end - p < 8) return NULL;
+#define KB_SHORT_VARINT(dst)                                                   \
+    do {                                                                       \
+        b0 = p[0];                                                             \
+        if (b0 < 0x80) { u = b0; p += 1; }                                     \
+        else if (p[1] < 0x80) { u = (b0 & 0x7f) | ((uint32_t)p[1] << 7); p += 2; } \
+        else return NULL;                                                      \
+        (dst) = (int32_t)((u >> 1) ^ (0u - (u & 1u)));                         \
+    } while (0)
+    KB_SHORT_VARINT(length);
+    if (length < 1 || length > end - p) return NULL;
+    body_end = p + length;
+    p += 1; /* attributes */
+    KB_SHORT_VARINT(n);
+    *ts_delta = n;
+    KB_SHORT_VARINT(n);
+    *off_delta = n;
+    b0 = p[0];
+    if (b0 >= 0x80) return NULL;
+    n = (int32_t)((b0 >> 1) ^ (0u - (b0 & 1u)));
+    p += 1;
+    /* Everything so far inside the body, with room left for a value length and a header count. */
+    if (n < -1 || body_end - p < 2) return NULL;
+    if (n > 0) {
+        if (n > body_end - p - 2) return NULL;
+        p += n;
+    }
+    *key_len = n;
+    /* The value length: two bytes at most, both before body_end (at least two are left). */
+    KB_SHORT_VARINT(n);
+    if (n < -1) return NULL;
+    if (n > 0) {
+        if (n > body_end - p) return NULL;
+        p += n;
+    }
+#undef KB_SHORT_VARINT
+    /* A zero header count, and the record ends right after it. */
+    if (body_end - p != 1 || p[0] != 0) return NULL;
+    return body_end;
+}
 #endif

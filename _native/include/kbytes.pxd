@@ -24,3 +24,5 @@ cdef extern from "kbytes.h" nogil:
     uint8_t *kb_write_varlong(uint8_t *p, int64_t v)
     const uint8_t *kb_read_varint(const uint8_t *p, const uint8_t *end, int32_t *out)
     const uint8_t *kb_read_varlong(const uint8_t *p, const uint8_t *end, int64_t *out)
+    const uint8_t *kb_read_plain_record(const uint8_t *p, const uint8_t *end, int64_t *ts_delta,
+                                        int32_t *off_delta, int32_t *key_len)
