@@ -1,6 +1,8 @@
 """The log (group ``log``): append and sequential read of N records, seglog beside sqlite3,
 LMDB, a length-prefixed file and Parquet; appends of pre-encoded batches; random offset and
-timestamp lookups. The limits are ``write()`` and ``read()`` of the same bytes."""
+timestamp lookups; each in batches cycled from a small pool and as a stream of distinct records.
+The limits are ``write()`` and ``read()`` of the same bytes, ``bisect`` on an in-memory list for
+the offset lookups, and a read of the bytes a timestamp lookup's record walk covers."""
 
 from __future__ import annotations
 
