@@ -68,9 +68,21 @@ def _sinks(cols: BatchPool | Stream, available: frozenset[str]) -> dict[str, Cal
     return out
 
 
-def fill(sink: Any, cols: BatchPool) -> None:
-    """Every record of ``cols`` into ``sink``, batch by batch."""
-    for base, vals, keys, stamps in cols:
+def _batches(cols: BatchPool | Stream) -> Iterator[tuple[int, list[bytes], list[bytes], list[int]]]:
+    """``(first offset, values, keys, timestamps)`` of every batch of ``cols``: a stream's made
+    chunk by chunk, so that only one chunk exists at a time."""
+    if isinstance(cols, BatchPool):
+        yield from cols
+        return
+    for chunk in cols.chunks():
+        for b in chunk:
+            yield b[0], b[1], b[2], b[3]
+        del chunk
+
+
+def fill(sink: Any, cols: BatchPool | Stream) -> None:
+    """Every record of ``cols`` into ``sink``, batch by batch (a stream's made chunk by chunk)."""
+    for base, vals, keys, stamps in _batches(cols):
         sink.write(base, vals, keys, stamps)
     flush = getattr(sink, "flush", None)
     if flush is not None:
@@ -346,10 +358,7 @@ def _prepare_read_stream(p: Mapping[str, int], base: Path, available: frozenset[
         d = workdir(base, f"read-stream-{i}")
         dirs[name] = d
         sink = opener(d)
-        for chunk in stream.chunks():
-            for b in chunk:
-                sink.write(b[0], b[1], b[2], b[3])
-        del chunk
+        fill(sink, stream)
         sink.close()
         run = READERS[name](d)
         closers.append(getattr(run, "close", lambda: None))
@@ -526,18 +535,6 @@ def append_batches_bench() -> Benchmark:
 # -------------------------------------------------------------------------------------------------
 
 
-def _batches(cols: BatchPool | Stream) -> Iterator[tuple[int, list[bytes], list[bytes], list[int]]]:
-    """``(first offset, values, keys, timestamps)`` of every batch of ``cols``: a stream's made
-    chunk by chunk, so that only one chunk exists at a time."""
-    if isinstance(cols, BatchPool):
-        yield from cols
-        return
-    for chunk in cols.chunks():
-        for b in chunk:
-            yield b[0], b[1], b[2], b[3]
-        del chunk
-
-
 #: The timestamp lookups' floor: the bytes Kafka's record-level step reads, with no index.
 WALKED = "read of the bytes walked"
 _V2_HEADER = 61
@@ -555,17 +552,21 @@ def _varint(b: bytes | memoryview, i: int) -> tuple[int, int]:
         shift += 7
 
 
+def _segment_index(log: Log, offset: int) -> int:
+    """The index in ``log.segments`` of the segment that holds ``offset``."""
+    return bisect.bisect_right([sg.base_offset for sg in log.segments], offset) - 1
+
+
 def _walked_spans(log: Log, offsets: list[int]) -> tuple[list[memoryview], Callable[[], None]]:
     """For each target offset of ``log`` (uncompressed v2 batches, timestamps rising with the
     offsets), a view of its segment's file from the start of the batch that holds it to the end
     of its record: what the record walk of a timestamp lookup reads. Returns the views and a
     function that releases them and their mappings."""
     segments = log.segments
-    bases = [sg.base_offset for sg in segments]
     maps: dict[int, tuple[mmap.mmap, memoryview]] = {}
     spans: list[memoryview] = []
     for o in offsets:
-        i = bisect.bisect_right(bases, o) - 1
+        i = _segment_index(log, o)
         if i not in maps:
             with open(segments[i].log_path, "rb") as f:
                 mm = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
@@ -599,8 +600,7 @@ def _prepare_lookup(
     cols: BatchPool | Stream = Stream(p["records"], 100) if stream else BatchPool(p["records"], 100)
     d = workdir(base, "lookup")
     sink = SeglogSink(d)
-    for b in _batches(cols):
-        sink.write(*b)
+    fill(sink, cols)
     sink.close()
     log = Log.open(d / "t-0")
     rng = random.Random(3)
@@ -622,9 +622,8 @@ def _prepare_lookup(
     else:
         read = log.read
         segments = log.segments
-        bases = [sg.base_offset for sg in segments]
         # Each target with its segment's bound method, found before timing.
-        pairs = [(segments[bisect.bisect_right(bases, o) - 1].translate_offset, o) for o in offsets]
+        pairs = [(segments[_segment_index(log, o)].translate_offset, o) for o in offsets]
         calls["Log.read(offset, 1)"] = lambda: [read(o, 1) for o in offsets]
         calls["Segment.translate_offset"] = lambda: [tr(o) for tr, o in pairs]
         for o in offsets[:16]:
@@ -635,8 +634,7 @@ def _prepare_lookup(
     if "sqlite3 WAL" in available:
         sq = workdir(base, "lookup-sqlite")
         s = SqliteSink(sq)
-        for b in _batches(cols):
-            s.write(*b)
+        fill(s, cols)
         con = s.con
         if by_time:
             con.execute("CREATE INDEX IF NOT EXISTS log_ts ON log (ts)")
@@ -649,8 +647,7 @@ def _prepare_lookup(
     if "LMDB" in available and not by_time:
         lm = workdir(base, "lookup-lmdb")
         sink_l = LmdbSink(lm, max(1 << 26, cols.nbytes * 3))
-        for b in _batches(cols):
-            sink_l.write(*b)
+        fill(sink_l, cols)
         env = sink_l.env
         keys = [o.to_bytes(8, "big") for o in offsets]
 
