@@ -32,7 +32,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 from seglog.errors import KafkaError, write_outcome
@@ -97,9 +97,16 @@ class History:
     """Thread-safe recorder; writes each event to ``path`` (JSONL, flushed per line) and keeps it
     in memory. ``path=None`` keeps it in memory only."""
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, t0: float | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        t0: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.path = None if path is None else os.fspath(path)
-        self.t0 = time.monotonic() if t0 is None else t0
+        self._clock = clock  # a test passes its own clock to stamp events at exact times
+        self.t0 = clock() if t0 is None else t0
         self.ops: list[Op] = []
         self._lock = threading.Lock()
         self._ids = itertools.count()
@@ -107,7 +114,7 @@ class History:
         self._file: IO[str] | None = open(self.path, "a", encoding="utf-8") if self.path else None
 
     def now(self) -> float:
-        return time.monotonic() - self.t0
+        return self._clock() - self.t0
 
     def _add(self, op: Op) -> Op:
         with self._lock:

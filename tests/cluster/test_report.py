@@ -11,8 +11,24 @@ from tests.cluster.report import build, latencies, percentile, state_counts, tex
 from tests.cluster.test_checker import clean_run
 
 
+class _Clock:
+    """A clock that stands still until the test moves it: events are stamped at exact times."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _history() -> History:
+    return History(clock=_Clock())
+
+
 def _timed(h: History, t: float) -> None:
-    h.t0 = h.t0 - (t - h.now())  # move the recorder's clock to ``t``
+    clock = h._clock
+    assert isinstance(clock, _Clock)
+    clock.t = h.t0 + t  # the recorder's clock now reads ``t``
 
 
 def _observe_leader(h: History, hw: int, isr: list[int]) -> None:
@@ -40,7 +56,7 @@ def test_percentile() -> None:
 
 
 def test_latencies_from_known_timings() -> None:
-    h = History()
+    h = _history()
     _timed(h, 10.0)
     h.invoke("nemesis", "nemesis", {"fault": "kill", "target": 1, "role": "leader", "led": [["safe", 0]]})
     _observe_leader(h, hw=0, isr=[2, 3])
@@ -92,7 +108,7 @@ def test_report_names_a_violation() -> None:
 
 
 def test_isr_expand_is_measured_from_the_end_of_a_fault() -> None:
-    h = History()
+    h = _history()
     obs = {"topic": "safe", "partition": 0, "node": 0, "role": "leader", "epoch": 1, "replicas": [0, 1, 2]}
     h.event("observer", "observe", {**obs, "isr": [0, 1, 2]})
     _timed(h, 1.0)
@@ -109,7 +125,7 @@ def test_isr_expand_is_measured_from_the_end_of_a_fault() -> None:
 
 
 def test_state_counts_from_observations() -> None:
-    h = History()
+    h = _history()
     obs = {"topic": "safe", "partition": 0, "role": "leader", "replicas": [0, 1, 2], "zk": True}
     h.event("observer", "observe", {**obs, "node": 0, "epoch": 0, "isr": [0, 1, 2]})
     _timed(h, 2.0)
