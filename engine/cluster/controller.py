@@ -146,6 +146,9 @@ class BrokerInfo:
     #: Replicas on the node's failed log dirs (they serve nothing; never leaders, not in ISRs).
     offline_replicas: frozenset[TopicPartition] = frozenset()
     offline_dirs: tuple[str, ...] = ()
+    #: The security protocols of the listeners at ``address`` and ``kafka_address``.
+    security_protocol: str = "PLAINTEXT"
+    kafka_security_protocol: str = "PLAINTEXT"
 
 
 @dataclasses.dataclass(slots=True)
@@ -328,6 +331,8 @@ class Controller:
                 d.get("kafka_address", ""),
                 frozenset((str(t), int(p)) for t, p in d.get("offline_replicas", ())),
                 tuple(d.get("offline_log_dirs", ())),
+                str(d.get("security_protocol", "PLAINTEXT")),
+                str(d.get("kafka_security_protocol", "PLAINTEXT")),
             )
         if current == self.brokers:
             return
@@ -594,6 +599,8 @@ class Controller:
             tuple(sorted((b, i.address) for b, i in self.brokers.items() if i.address)),
             tuple(sorted((b, i.kafka_address) for b, i in self.brokers.items() if i.kafka_address)),
             self.version,
+            tuple(sorted((b, i.security_protocol) for b, i in self.brokers.items() if i.address)),
+            tuple(sorted((b, i.kafka_security_protocol) for b, i in self.brokers.items() if i.kafka_address)),
         )
 
     def acked_version(self, b: int) -> int:

@@ -97,6 +97,7 @@ from seglog.cluster.messages import (
 from seglog.cluster.metadata import PartitionInfo, PartitionState
 from seglog.kafka.codec import Message
 from seglog.kafka.listener import unknown_id_name
+from seglog.kafka.security import SECURITY_PROTOCOLS
 
 __all__ = [
     "NODE_APIS",
@@ -440,15 +441,21 @@ def _leader_and_isr_from(b: Message, names: TopicNames) -> LeaderAndIsrRequest:
 #: nodes listens (``addresses``) and its Kafka listener for clients (``kafka_addresses``).
 INTER_NODE_LISTENER = "INTER_NODE"
 CLIENT_LISTENER = "CLIENT"
-#: The security protocol id an endpoint is sent with: the controller knows only the addresses
-#: the nodes registered; each node secures its own connections from its own configuration.
-_PLAINTEXT = 0
+#: An endpoint's ``security_protocol`` is Kafka's SecurityProtocol id: PLAINTEXT 0, SSL 1,
+#: SASL_PLAINTEXT 2, SASL_SSL 3 (the order of ``SECURITY_PROTOCOLS``).
+_PROTOCOL_IDS = {name: i for i, name in enumerate(SECURITY_PROTOCOLS)}
 
 
-def _endpoint(node_id: int, address: str, listener: str) -> Message:
+def _endpoint(node_id: int, address: str, listener: str, protocol: str) -> Message:
     out = _split_address(node_id, address)
     del out["broker_id"]
-    return {**out, "listener": listener, "security_protocol": _PLAINTEXT}
+    pid = _PROTOCOL_IDS.get(protocol)
+    if pid is None:
+        raise ValueError(
+            f"UpdateMetadata: node {node_id}'s {listener} endpoint {address} has security protocol {protocol!r}, "
+            f"not one of {', '.join(SECURITY_PROTOCOLS)}"
+        )
+    return {**out, "listener": listener, "security_protocol": pid}
 
 
 def _update_metadata_req(m: UpdateMetadataRequest) -> Message:
@@ -458,13 +465,21 @@ def _update_metadata_req(m: UpdateMetadataRequest) -> Message:
         if stray:
             raise ValueError(f"UpdateMetadata {what} name nodes {stray} that are not live brokers {sorted(live)}")
     addresses, kafka_addresses = dict(m.addresses), dict(m.kafka_addresses)
+    for what, of, pairs in (
+        ("protocols", addresses, m.protocols),
+        ("kafka_protocols", kafka_addresses, m.kafka_protocols),
+    ):
+        stray = sorted(b for b, _ in pairs if b not in of)
+        if stray:
+            raise ValueError(f"UpdateMetadata {what} name nodes {stray} without an address there")
+    protocols, kafka_protocols = dict(m.protocols), dict(m.kafka_protocols)
     brokers = []
     for b, epoch in m.live_brokers:
         endpoints = []
         if b in addresses:
-            endpoints.append(_endpoint(b, addresses[b], INTER_NODE_LISTENER))
+            endpoints.append(_endpoint(b, addresses[b], INTER_NODE_LISTENER, protocols.get(b, "PLAINTEXT")))
         if b in kafka_addresses:
-            endpoints.append(_endpoint(b, kafka_addresses[b], CLIENT_LISTENER))
+            endpoints.append(_endpoint(b, kafka_addresses[b], CLIENT_LISTENER, kafka_protocols.get(b, "PLAINTEXT")))
         brokers.append({"id": b, "endpoints": endpoints, "rack": None, "broker_epoch": epoch})
     return {
         "controller_id": m.controller_id,
@@ -482,13 +497,25 @@ def _update_metadata_req(m: UpdateMetadataRequest) -> Message:
 def _update_metadata_from(b: Message, names: TopicNames) -> UpdateMetadataRequest:
     addresses: list[tuple[int, str]] = []
     kafka_addresses: list[tuple[int, str]] = []
+    protocols: list[tuple[int, str]] = []
+    kafka_protocols: list[tuple[int, str]] = []
     for broker in b["live_brokers"]:
         for e in broker["endpoints"]:
-            address = (int(broker["id"]), f"{e['host']}:{e['port']}")
+            node_id = int(broker["id"])
+            address = (node_id, f"{e['host']}:{e['port']}")
+            pid = e["security_protocol"]
+            if not 0 <= pid < len(SECURITY_PROTOCOLS):
+                raise ValueError(
+                    f"UpdateMetadata: node {node_id}'s {e['listener']} endpoint {address[1]} has security "
+                    f"protocol id {pid}, not one of 0-{len(SECURITY_PROTOCOLS) - 1}"
+                )
+            protocol = (node_id, SECURITY_PROTOCOLS[pid])
             if e["listener"] == INTER_NODE_LISTENER:
                 addresses.append(address)
+                protocols.append(protocol)
             elif e["listener"] == CLIENT_LISTENER:
                 kafka_addresses.append(address)
+                kafka_protocols.append(protocol)
     return UpdateMetadataRequest(
         controller_id=b["controller_id"],
         controller_epoch=b["controller_epoch"],
@@ -499,6 +526,8 @@ def _update_metadata_from(b: Message, names: TopicNames) -> UpdateMetadataReques
         addresses=tuple(addresses),
         kafka_addresses=tuple(kafka_addresses),
         state_version=b.get("state_version", -1),
+        protocols=tuple(protocols),
+        kafka_protocols=tuple(kafka_protocols),
     )
 
 

@@ -607,6 +607,12 @@ class KafkaTransport:
         self.addresses[node_id] = address
         return address
 
+    @property
+    def security_protocol(self) -> str:
+        """The security protocol of the listeners this transport starts (PLAINTEXT, SSL,
+        SASL_PLAINTEXT or SASL_SSL)."""
+        return str(self.listener_options.get("security_protocol", "PLAINTEXT")).upper()
+
     def set_address(self, node_id: int, address: str) -> None:
         """Learn where a node's inter-broker listener is (``host:port``)."""
         host, _, port = address.rpartition(":")

@@ -262,6 +262,7 @@ class LocalCluster(LoopOwner, ClusterBase):
         host, port = await transport.listen(i, node.handle, self.host, port, topics=node.known_topics)
         self._ports[i] = port
         node.address = f"{host}:{port}"
+        node.security_protocol = transport.security_protocol
         # The Kafka listener first: the node registers its address.
         kafka = NodeKafkaListener(
             node, self.host, self._kafka_ports.get(i, 0), cluster_id=self._cluster_id, **self._kafka_options
@@ -270,6 +271,7 @@ class LocalCluster(LoopOwner, ClusterBase):
         self._kafka_ports[i] = kafka.port
         self.kafka_listeners[i] = kafka
         node.kafka_address = kafka.bootstrap_servers
+        node.kafka_security_protocol = kafka.security.protocol
         node.offload = self._io.submit
         self.nodes[i] = node
         node.start()

@@ -129,6 +129,11 @@ class UpdateMetadataRequest:
     kafka_addresses: tuple[tuple[int, str], ...] = ()
     #: As LeaderAndIsr's, counted with it (one controller change counter, compared per kind).
     state_version: int = -1
+    #: (node id, security protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL) of the listener
+    #: at each node's ``addresses`` / ``kafka_addresses`` entry, as the node registered it; an
+    #: address without one is PLAINTEXT.
+    protocols: tuple[tuple[int, str], ...] = ()
+    kafka_protocols: tuple[tuple[int, str], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

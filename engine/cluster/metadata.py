@@ -7,6 +7,8 @@ Coordinator layout (JSON values; Kafka's ZooKeeper layout, simplified)::
     /controller_epoch                        persistent {"epoch": E}   (its version fences writes)
     /brokers/ids/N                           ephemeral  {"clean_shutdown": bool, "address": ...,
                                                          "kafka_address": "host:port" or "",
+                                                         "security_protocol": "PLAINTEXT", ...,
+                                                         "kafka_security_protocol": ...,
                                                          "offline_log_dirs": [...],
                                                          "offline_replicas": [[T, P], ...]}
                                                         czxid = the node's broker epoch

@@ -178,6 +178,10 @@ class ReplicaNode:
         #: :attr:`kafka_addresses` holds every live node's, as the controller sends them.
         self.kafka_address = ""
         self.kafka_addresses: dict[int, str] = {}
+        #: The security protocols of this node's two listeners (between nodes, for clients),
+        #: registered with their addresses: the controller's UpdateMetadata sends them on.
+        self.security_protocol = "PLAINTEXT"
+        self.kafka_security_protocol = "PLAINTEXT"
         self._coordinator_reachable = coordinator_reachable
         self.partitions: dict[TopicPartition, Partition] = {}
         self.metadata: dict[TopicPartition, PartitionInfo] = {}
@@ -388,6 +392,8 @@ class ReplicaNode:
                 "clean_shutdown": self.clean_start,
                 "address": self.address,
                 "kafka_address": self.kafka_address,
+                "security_protocol": self.security_protocol,
+                "kafka_security_protocol": self.kafka_security_protocol,
                 "pid": os.getpid(),
                 "offline_log_dirs": sorted(self.offline_dirs),
                 "offline_replicas": [list(tp) for tp in sorted(self.offline_partitions)],

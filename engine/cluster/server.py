@@ -357,6 +357,7 @@ class NodeServer:
         )
         address = _advertised(self.config, between, port)
         self.node.address = address
+        self.node.security_protocol = self.transport.security_protocol
         for listener in clients:
             khost, kport = parse_listener(listener)
             _name, _host, _port, options = listener_options(listener, client_listener_security(between, self.security))
@@ -376,6 +377,7 @@ class NodeServer:
             # The first one's address is what Metadata gives clients for this node.
             if not self.node.kafka_address:
                 self.node.kafka_address = _advertised(self.config, listener, kafka.port)
+                self.node.kafka_security_protocol = kafka.security.protocol
             log.info("node %d: Kafka clients' listener %s on port %d", self.node_id, listener, kafka.port)
         self.node.start()
         log.info(

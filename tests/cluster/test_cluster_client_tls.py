@@ -11,6 +11,7 @@ import pytest
 
 from seglog.cluster.client import ClusterClient
 from seglog.cluster.local import LocalCluster
+from seglog.cluster.messages import UpdateMetadataRequest
 from seglog.cluster.network import client_security
 from seglog.errors import BrokerNotAvailableError, SslAuthenticationError
 from tests.kafka.tls import TLSFiles, make_tls
@@ -70,6 +71,40 @@ def test_ssl_listeners_from_client_config(tmp_path: Path, tls: TLSFiles) -> None
         # Plain TCP to a TLS listener is no Kafka answer either.
         with pytest.raises(TimeoutError):
             ClusterClient(cluster.bootstrap_servers, metadata_timeout_s=1)
+
+
+def test_update_metadata_names_each_listeners_security_protocol(tmp_path: Path, tls: TLSFiles) -> None:
+    """Each node registers the security protocol of its two listeners with their addresses, and
+    the controller's UpdateMetadata carries them on the wire: SASL_PLAINTEXT between nodes (a
+    secret), SSL for clients, as the nodes decode them from Kafka's endpoint ids."""
+    options = {"security_protocol": "SSL", "ssl_context": _server_keys(tls)}
+    config = {"security.protocol": "SSL", "ssl.ca.location": str(tls.ca)}
+    seen: list[UpdateMetadataRequest] = []
+    with LocalCluster(
+        nodes=3, dir=tmp_path / "c", secret="s3cret", kafka_options=options, client_config=config
+    ) as cluster:
+        assert {n.security_protocol for n in cluster.nodes.values() if n} == {"SASL_PLAINTEXT"}
+        assert {n.kafka_security_protocol for n in cluster.nodes.values() if n} == {"SSL"}
+
+        def tap() -> None:
+            handlers = cluster.transport._handlers
+            for i, handle in list(handlers.items()):
+
+                def record(src: int, msg: Any, reply: Any, handle: Any = handle) -> None:
+                    if isinstance(msg, UpdateMetadataRequest):
+                        seen.append(msg)
+                    handle(src, msg, reply)
+
+                handlers[i] = record
+
+        cluster._on_loop(tap)
+        cluster.create_topic("t", partitions=1, replication_factor=3)  # UpdateMetadata to every node
+        cluster.wait_for(
+            lambda: sum(len(m.addresses) == 3 for m in seen) >= 3, 20, "UpdateMetadata naming every node, at each"
+        )
+    for msg in seen:  # (the first ones may still lack a node that was registering)
+        assert dict(msg.protocols) == {b: "SASL_PLAINTEXT" for b, _ in msg.addresses}
+        assert dict(msg.kafka_protocols) == {b: "SSL" for b, _ in msg.kafka_addresses}
 
 
 def test_sasl_ssl_listeners_with_a_client_certificate(tmp_path: Path, tls: TLSFiles) -> None:

@@ -3,6 +3,7 @@ bytes (seglog.cluster.kafka_messages, seglog.kafka.codec) -> the equal dataclass
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from typing import Any
 
@@ -136,6 +137,8 @@ CASES: list[tuple[Any, list[Any]]] = [
             addresses=((1, "127.0.0.1:4001"), (2, "[::1]:4002")),
             kafka_addresses=((1, "127.0.0.1:9092"), (2, "localhost:9093"), (3, "[::1]:9094")),
             state_version=43,
+            protocols=((1, "SASL_SSL"), (2, "SASL_SSL")),
+            kafka_protocols=((1, "PLAINTEXT"), (2, "SSL"), (3, "SASL_PLAINTEXT")),
         ),
         [UpdateMetadataResponse(), UpdateMetadataResponse(11, "controller epoch 3 is older than 4")],
     ),
@@ -325,6 +328,8 @@ def test_update_metadata_is_kafkas_v8_with_each_nodes_two_endpoints() -> None:
         addresses=((1, "h1:4001"), (2, "h2:4002")),
         kafka_addresses=((2, "k2:9093"),),
         state_version=7,
+        protocols=((1, "SASL_SSL"), (2, "SSL")),
+        kafka_protocols=((2, "SASL_PLAINTEXT"),),
     )
     api, data = wire_request(req)
     assert (api.key, api.version) == (6, 8)
@@ -335,12 +340,13 @@ def test_update_metadata_is_kafkas_v8_with_each_nodes_two_endpoints() -> None:
     assert topic["topic_name"] == "a" and topic["topic_id"] == topic_id("a")
     assert [p["zk_version"] for p in topic["partition_states"]] == [9, 0]
     brokers = {b["id"]: b for b in body["live_brokers"]}
-    assert [(e["listener"], e["host"], e["port"]) for e in brokers[1]["endpoints"]] == [
-        (km.INTER_NODE_LISTENER, "h1", 4001)
+    # Kafka's SecurityProtocol ids: PLAINTEXT 0, SSL 1, SASL_PLAINTEXT 2, SASL_SSL 3.
+    assert [(e["listener"], e["host"], e["port"], e["security_protocol"]) for e in brokers[1]["endpoints"]] == [
+        (km.INTER_NODE_LISTENER, "h1", 4001, 3)
     ]
-    assert [(e["listener"], e["host"], e["port"]) for e in brokers[2]["endpoints"]] == [
-        (km.INTER_NODE_LISTENER, "h2", 4002),
-        (km.CLIENT_LISTENER, "k2", 9093),
+    assert [(e["listener"], e["host"], e["port"], e["security_protocol"]) for e in brokers[2]["endpoints"]] == [
+        (km.INTER_NODE_LISTENER, "h2", 4002, 1),
+        (km.CLIENT_LISTENER, "k2", 9093, 2),
     ]
     assert (brokers[1]["broker_epoch"], brokers[2]["broker_epoch"]) == (100, 200)
     assert body["state_version"] == 7
@@ -350,6 +356,23 @@ def test_update_metadata_refuses_an_address_of_a_node_that_is_not_live() -> None
     req = UpdateMetadataRequest(1, 4, 300, (), ((1, 100),), kafka_addresses=((2, "k2:9093"),))
     with pytest.raises(ValueError, match=r"kafka_addresses name nodes \[2\]"):
         wire_request(req)
+
+
+def test_update_metadata_endpoints_without_a_protocol_are_plaintext_and_bad_ones_refused() -> None:
+    live = ((1, 100), (2, 200))
+    req = UpdateMetadataRequest(1, 4, 300, (), live, addresses=((1, "h1:1"),), kafka_addresses=((2, "k2:2"),))
+    _, data = wire_request(req)
+    body, _ = codec.decode("UpdateMetadataRequest", 8, memoryview(data))
+    assert [e["security_protocol"] for b in body["live_brokers"] for e in b["endpoints"]] == [0, 0]
+    back = km.request_from_kafka(6, body, names)
+    assert (back.protocols, back.kafka_protocols) == (((1, "PLAINTEXT"),), ((2, "PLAINTEXT"),))
+    with pytest.raises(ValueError, match=r"node 1's INTER_NODE endpoint h1:1 has security protocol 'TLS'"):
+        wire_request(dataclasses.replace(req, protocols=((1, "TLS"),)))
+    with pytest.raises(ValueError, match=r"kafka_protocols name nodes \[1\] without an address there"):
+        wire_request(dataclasses.replace(req, kafka_protocols=((1, "SSL"),)))
+    body["live_brokers"][0]["endpoints"][0]["security_protocol"] = 4
+    with pytest.raises(ValueError, match=r"node 1's INTER_NODE endpoint h1:1 has security protocol id 4"):
+        km.request_from_kafka(6, body, names)
 
 
 def test_leader_and_isr_names_its_leaders_in_live_leaders() -> None:
