@@ -22,6 +22,12 @@ the cluster starts its own ZooKeeper server (:mod:`seglog.cluster.zkserver`) and
 apart, and is created when missing. Timers default to :data:`seglog.cluster.base.LOCAL_REPLICA_CONFIG` (3 s sessions);
 ``node_config`` adds or overrides any broker property of every node, ``node_configs`` (by node id)
 or :meth:`~ProcessCluster.set_node_config` of one (e.g. ``advertised.listeners`` through a proxy).
+``secret`` puts the listener between nodes on SASL_PLAINTEXT: the nodes authenticate to each
+other with SCRAM-SHA-256 as :data:`~seglog.cluster.kafka_transport.NODE_SASL_USER`, the secret
+as password (as :class:`~seglog.cluster.local.LocalCluster`'s ``secret``; the properties files,
+which then hold it, are readable by their owner only). TLS between nodes is set with broker
+properties in ``node_config`` (``listener.security.protocol.map``, ``ssl.*``): ``ssl=`` takes
+``SSLContext`` objects, which a process cannot be handed.
 
 Leader, ISR and partition state are read from ZooKeeper (the source of truth); producers,
 consumers and topic creation go through a :class:`seglog.cluster.client.ClusterClient` bootstrapped from
@@ -49,7 +55,7 @@ from seglog.cluster import kafka_messages
 from seglog.cluster.base import ClusterBase
 from seglog.cluster.client import ClusterClient
 from seglog.cluster.consumer import ClusterConsumer
-from seglog.cluster.kafka_transport import NODE_SASL_MECHANISM
+from seglog.cluster.kafka_transport import NODE_SASL_MECHANISM, NODE_SASL_USER
 from seglog.cluster.messages import CreateTopicRequest, CreateTopicResponse, MetadataRequest, MetadataResponse
 from seglog.cluster.metadata import CONTROLLER_PATH, ReplicaConfig, broker_path, loads
 from seglog.cluster.network import client_security
@@ -58,6 +64,7 @@ from seglog.cluster.server import check_listener_security, node_transport_option
 from seglog.cluster.zkserver import ZooKeeperServer
 from seglog.cluster.zookeeper import ZooKeeperCoordinator, ensure_chroot
 from seglog.config import BrokerConfig
+from seglog.config.properties import format_properties
 from seglog.errors import KafkaError, NotControllerError, error_for_code
 from seglog.kafka.client import BrokerConnection
 from seglog.kafka.security import is_security_key
@@ -84,12 +91,22 @@ class NodeInfo:
         return f"{self.host}:{self.port}"
 
 
-def _prop(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, tuple)):
-        return ",".join(map(str, value))
-    return str(value)
+def _node_password(secret: bytes | str | None) -> str | None:
+    """``secret`` as the SCRAM password of the nodes' user (text; bytes must be UTF-8)."""
+    if secret is None or isinstance(secret, str):
+        if secret == "":
+            raise ValueError("secret= is empty: give the nodes a password, or None for no SASL between them")
+        return secret
+    try:
+        return _node_password(bytes(secret).decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"secret= must be text or UTF-8 bytes (it becomes the nodes' SCRAM password): byte {exc.start} is not"
+        ) from None
+
+
+def _jaas_quoted(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 class ProcessCluster(ClusterBase):
@@ -118,8 +135,13 @@ class ProcessCluster(ClusterBase):
                 f"node processes coordinate through ZooKeeper; coordinator={coordinator!r} "
                 "is only available in-process (processes=False)"
             )
-        if secret is not None or ssl is not None:
-            raise ValueError("secret= and ssl= are not available with processes=True yet")
+        if ssl is not None:
+            raise ValueError(
+                "ssl= takes SSLContext objects, which a node process cannot be handed: give the nodes' TLS "
+                "as broker properties in node_config (listener.security.protocol.map PLAINTEXT:SSL, "
+                "ssl.keystore.location, ssl.truststore.location, ...)"
+            )
+        self._secret = _node_password(secret)
         self._client_security = client_security(client_config)
         self._closed = False
         self._lay_out(nodes, dir, replica_config, log_defaults, host, log_dirs, "seglog-procs-")
@@ -224,6 +246,20 @@ class ProcessCluster(ClusterBase):
             "zookeeper.connection.timeout.ms": 10_000,
             "controlled.shutdown.retry.backoff.ms": 200,
         }
+        if self._secret is not None:
+            # As LocalCluster's secret: the listener between nodes takes SASL/SCRAM-SHA-256 as
+            # NODE_SASL_USER with the secret as password, and every node authenticates so.
+            props.update(
+                {
+                    "listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT,CLIENT:PLAINTEXT",
+                    "listener.name.plaintext.sasl.enabled.mechanisms": NODE_SASL_MECHANISM,
+                    "sasl.mechanism.inter.broker.protocol": NODE_SASL_MECHANISM,
+                    "listener.name.plaintext.scram-sha-256.sasl.jaas.config": (
+                        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                        f"username={_jaas_quoted(NODE_SASL_USER)} password={_jaas_quoted(self._secret)};"
+                    ),
+                }
+            )
         props.update(rc.broker_properties(self.log_defaults))
         props.update(self.node_config)
         props.update(self.node_configs.get(i, {}))
@@ -256,10 +292,11 @@ class ProcessCluster(ClusterBase):
         check_listener_security(cfg, security)
         for listener in cfg.listeners + (cfg.advertised_listeners or ()):
             parse_listener(listener)
-        with open(self.config_path(i), "w") as f:
+        # Only this user may read it: it can hold the nodes' password.
+        fd = os.open(self.config_path(i), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with open(fd, "w", encoding="utf-8") as f:
             f.write(f"# node {i} of the cluster in {self.dir}\n")
-            for k, v in props.items():
-                f.write(f"{k}={_prop(v)}\n")
+            f.write(format_properties(props))
 
     def _spawn(self, i: int) -> None:
         with self._lock:

@@ -5,6 +5,8 @@ gives them all back, and the inter-broker port really is TLS."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import socket
 import ssl
 import time
@@ -13,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from seglog.cluster.kafka_transport import NODE_SASL_MECHANISM, NODE_SASL_USER
 from seglog.cluster.process import ProcessCluster
 from seglog.errors import BrokerNotAvailableError, SaslAuthenticationError
 from seglog.kafka.client import BrokerConnection
@@ -93,6 +96,19 @@ def test_nodes_replicate_over_tls_from_their_properties(protocol: str, zookeeper
             "a full ISR at the high watermark 300",
         )
 
+        # Each node registered its listeners' protocols, which the controller's UpdateMetadata
+        # sends on (as Kafka's endpoint security protocol ids).
+        from kazoo.client import KazooClient  # type: ignore[import-untyped]  # kazoo ships no type information
+
+        zk = KazooClient(c.zookeeper_connect)
+        zk.start(10)
+        try:
+            for i in c.ids:
+                reg = json.loads(zk.get(f"/brokers/ids/{i}")[0])
+                assert (reg["security_protocol"], reg["kafka_security_protocol"]) == (protocol, "PLAINTEXT"), reg
+        finally:
+            zk.stop()
+            zk.close()
         for i in c.ids:
             host, port = c.address(i).rsplit(":", 1)
             # A TLS handshake with the CA succeeds and shows the nodes' certificate ...
@@ -112,6 +128,32 @@ def test_nodes_replicate_over_tls_from_their_properties(protocol: str, zookeeper
             else:
                 asyncio.run(_open(c.address(i), ctx, None))
     assert time.monotonic() - started < 30
+
+
+@pytest.mark.cluster
+def test_process_cluster_secret_is_sasl_scram_between_nodes(zookeeper_chroot: str, tmp_path: Path) -> None:
+    """``ProcessCluster(secret=...)``, as ``LocalCluster``'s: the listener between nodes takes
+    SASL/SCRAM-SHA-256 as the nodes' user with the secret as password (quotes and backslashes
+    kept through the properties file and JAAS), the nodes replicate, and a wrong password is
+    refused there. The properties files that hold it are the owner's alone."""
+    secret = 'pa"ss\\w:rd = x'
+    with ProcessCluster(nodes=3, dir=tmp_path / "cluster", zookeeper=zookeeper_chroot, secret=secret) as c:
+        c.create_topic("s", 1, 3, {"min.insync.replicas": 3})
+        producer = c.producer(acks="all")
+        try:
+            assert [producer.send("s", b"v%d" % i).result(30).offset for i in range(20)] == list(range(20))
+        finally:
+            producer.close()
+        c.wait_for(lambda: len(c.isr("s")) == 3, 20, "a full ISR")
+        for i in c.ids:
+            assert os.stat(c.config_path(i)).st_mode & 0o777 == 0o600
+            with pytest.raises(SaslAuthenticationError):
+                asyncio.run(_open(c.address(i), None, (NODE_SASL_MECHANISM, NODE_SASL_USER, "wrong")))
+            asyncio.run(_open(c.address(i), None, (NODE_SASL_MECHANISM, NODE_SASL_USER, secret)))
+    with pytest.raises(ValueError, match="UTF-8"):
+        ProcessCluster(nodes=1, dir=tmp_path / "bad", zookeeper=zookeeper_chroot, secret=b"\xff")
+    with pytest.raises(ValueError, match="node_config"):
+        ProcessCluster(nodes=1, dir=tmp_path / "bad", zookeeper=zookeeper_chroot, ssl=object())
 
 
 async def _open(address: str, ctx: ssl.SSLContext | None, sasl: tuple[str, str, str] | None) -> None:

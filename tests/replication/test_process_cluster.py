@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from seglog.cluster import start_cluster
+from seglog.config.properties import parse_properties
 from seglog.storage.logdir import CLEAN_SHUTDOWN_FILE
 from tests.replication.clients import consume_all, delete_records_with_a_paused_follower, paused_follower_cluster
 
@@ -215,8 +216,8 @@ def test_advertised_listener_set_per_node(cluster: Any) -> None:
     it); clients and peers then reach it there."""
     port = cluster.port(2)
     cluster.set_node_config(2, {"advertised.listeners": f"PLAINTEXT://localhost:{port}"})
-    with open(cluster.config_path(2)) as f:
-        assert f"advertised.listeners=PLAINTEXT://localhost:{port}\n" in f.read()
+    with open(cluster.config_path(2), encoding="utf-8") as f:
+        assert parse_properties(f.read())["advertised.listeners"] == f"PLAINTEXT://localhost:{port}"
     cluster.restart(2)
     assert cluster._registration(2)["address"] == f"localhost:{port}"
     assert cluster.info()[2].port == port
