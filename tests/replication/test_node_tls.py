@@ -156,6 +156,49 @@ def test_process_cluster_secret_is_sasl_scram_between_nodes(zookeeper_chroot: st
         ProcessCluster(nodes=1, dir=tmp_path / "bad", zookeeper=zookeeper_chroot, ssl=object())
 
 
+@pytest.mark.cluster
+def test_each_node_authenticates_as_its_own_user(zookeeper_chroot: str, tmp_path: Path) -> None:
+    """``seglog node`` properties give every node a SCRAM user of its own (its JAAS login) and
+    the listener between nodes a users file listing them all: the nodes replicate, each
+    listener takes every node's credentials, and a user the file does not list is refused."""
+    users = tmp_path / "node-users"
+    users.write_text(
+        "".join(f"node-{i} SCRAM-SHA-256=[iterations=4096,password=pw-{i}]\n" for i in range(3)), encoding="utf-8"
+    )
+    common = {
+        "listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT,CLIENT:PLAINTEXT",
+        "listener.name.plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        "listener.name.plaintext.sasl.users.file": str(users),
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
+    }
+    own = {
+        i: {
+            "listener.name.plaintext.scram-sha-256.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                f'username="node-{i}" password="pw-{i}";'
+            )
+        }
+        for i in range(3)
+    }
+    with ProcessCluster(
+        nodes=3, dir=tmp_path / "cluster", zookeeper=zookeeper_chroot, node_config=common, node_configs=own
+    ) as c:
+        c.create_topic("u", 1, 3, {"min.insync.replicas": 3})
+        producer = c.producer(acks="all")
+        try:
+            assert [producer.send("u", b"v%d" % i).result(30).offset for i in range(20)] == list(range(20))
+        finally:
+            producer.close()
+        c.wait_for(lambda: len(c.isr("u")) == 3, 20, "a full ISR")
+        for i in c.ids:
+            for j in c.ids:
+                asyncio.run(_open(c.address(i), None, ("SCRAM-SHA-256", f"node-{j}", f"pw-{j}")))
+            with pytest.raises(SaslAuthenticationError):
+                asyncio.run(_open(c.address(i), None, ("SCRAM-SHA-256", "node-3", "pw-3")))
+            with pytest.raises(SaslAuthenticationError):
+                asyncio.run(_open(c.address(i), None, ("SCRAM-SHA-256", "node-0", "pw-1")))
+
+
 async def _open(address: str, ctx: ssl.SSLContext | None, sasl: tuple[str, str, str] | None) -> None:
     conn = await BrokerConnection.open(address, ssl_context=ctx, sasl=sasl, timeout=2.0)
     await conn.close()
