@@ -294,6 +294,7 @@ class ProcessCluster(ClusterBase):
             parse_listener(listener)
         # Only this user may read it: it can hold the nodes' password.
         fd = os.open(self.config_path(i), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)  # a file left by an older run keeps its mode otherwise
         with open(fd, "w", encoding="utf-8") as f:
             f.write(f"# node {i} of the cluster in {self.dir}\n")
             f.write(format_properties(props))
