@@ -138,13 +138,7 @@ def test_process_cluster_secret_is_sasl_scram_between_nodes(zookeeper_chroot: st
     refused there. The properties files that hold it are the owner's alone."""
     secret = 'pa"ss\\w:rd = x'
     with ProcessCluster(nodes=3, dir=tmp_path / "cluster", zookeeper=zookeeper_chroot, secret=secret) as c:
-        c.create_topic("s", 1, 3, {"min.insync.replicas": 3})
-        producer = c.producer(acks="all")
-        try:
-            assert [producer.send("s", b"v%d" % i).result(30).offset for i in range(20)] == list(range(20))
-        finally:
-            producer.close()
-        c.wait_for(lambda: len(c.isr("s")) == 3, 20, "a full ISR")
+        _replicate(c, "s")
         for i in c.ids:
             assert os.stat(c.config_path(i)).st_mode & 0o777 == 0o600
             with pytest.raises(SaslAuthenticationError):
@@ -183,13 +177,7 @@ def test_each_node_authenticates_as_its_own_user(zookeeper_chroot: str, tmp_path
     with ProcessCluster(
         nodes=3, dir=tmp_path / "cluster", zookeeper=zookeeper_chroot, node_config=common, node_configs=own
     ) as c:
-        c.create_topic("u", 1, 3, {"min.insync.replicas": 3})
-        producer = c.producer(acks="all")
-        try:
-            assert [producer.send("u", b"v%d" % i).result(30).offset for i in range(20)] == list(range(20))
-        finally:
-            producer.close()
-        c.wait_for(lambda: len(c.isr("u")) == 3, 20, "a full ISR")
+        _replicate(c, "u")
         for i in c.ids:
             for j in c.ids:
                 asyncio.run(_open(c.address(i), None, ("SCRAM-SHA-256", f"node-{j}", f"pw-{j}")))
@@ -197,6 +185,18 @@ def test_each_node_authenticates_as_its_own_user(zookeeper_chroot: str, tmp_path
                 asyncio.run(_open(c.address(i), None, ("SCRAM-SHA-256", "node-3", "pw-3")))
             with pytest.raises(SaslAuthenticationError):
                 asyncio.run(_open(c.address(i), None, ("SCRAM-SHA-256", "node-0", "pw-1")))
+
+
+def _replicate(c: ProcessCluster, topic: str) -> None:
+    """20 records into a new three-replica topic that takes them only from all three, then a
+    full ISR: every node fetched from the leader, so every link between them authenticated."""
+    c.create_topic(topic, 1, 3, {"min.insync.replicas": 3})
+    producer = c.producer(acks="all")
+    try:
+        assert [producer.send(topic, b"v%d" % i).result(30).offset for i in range(20)] == list(range(20))
+    finally:
+        producer.close()
+    c.wait_for(lambda: len(c.isr(topic)) == 3, 20, "a full ISR")
 
 
 async def _open(address: str, ctx: ssl.SSLContext | None, sasl: tuple[str, str, str] | None) -> None:
