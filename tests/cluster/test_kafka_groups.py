@@ -546,10 +546,14 @@ def test_a_new_coordinator_loads_the_generation_and_members_keep_going(cluster: 
     assert stored().generation == gen + 1
 
 
+#: Commits before the coordinator is killed: the new one replays them one batch a step.
+COMMITS = 100
+
+
 def test_group_requests_are_answered_load_in_progress_while_the_new_coordinator_replays(
     cluster: LocalCluster,
 ) -> None:
-    """The coordinator is killed after 300 commits (300 batches in the group's partition); the
+    """The coordinator is killed after 100 commits (100 batches in the group's partition); the
     node that takes over replays them one batch per step (``load_buffer_bytes`` = 1). Polled on
     the nodes' loop at every turn, each survivor answers the group NOT_COORDINATOR until it
     leads the partition, then COORDINATOR_LOAD_IN_PROGRESS until the whole log is replayed, then
@@ -558,7 +562,7 @@ def test_group_requests_are_answered_load_in_progress_while_the_new_coordinator_
     a = _coordinator(cluster, "g")
     client = _raw(cluster, a)
     try:
-        for i in range(300):
+        for i in range(COMMITS):
             assert _retrying(lambda i=i: _commit_raw(client, "g", i)) == 0
     finally:
         client.sock.close()
@@ -566,15 +570,20 @@ def test_group_requests_are_answered_load_in_progress_while_the_new_coordinator_
     for i in survivors:
         cluster.kafka_listeners[i].groups.load_buffer_bytes = 1
 
+    served_at: list[float] = []  # when the first survivor served the group
+
     async def watch(i: int) -> list[int]:
         groups = cluster.kafka_listeners[i].groups
         codes: list[int] = []
-        deadline = asyncio.get_running_loop().time() + 20
-        while asyncio.get_running_loop().time() < deadline:
+        clock = asyncio.get_running_loop().time
+        deadline = clock() + 20
+        # Until this node serves, or 1 s after another did (it must not serve meanwhile).
+        while clock() < deadline and not (served_at and clock() > served_at[0] + 1.0):
             code = groups.coordinator_error("g")
             if not codes or codes[-1] != code:
                 codes.append(code)
             if code == 0:
+                served_at.append(clock())
                 break
             await asyncio.sleep(0)
         return codes
@@ -588,7 +597,7 @@ def test_group_requests_are_answered_load_in_progress_while_the_new_coordinator_
     assert 0 not in seen[1 - survivors.index(b)]
     client = _raw(cluster, b)
     try:
-        assert _fetch_raw(client, "g") == (0, 299)
+        assert _fetch_raw(client, "g") == (0, COMMITS - 1)
     finally:
         client.sock.close()
 

@@ -262,13 +262,16 @@ def test_out_of_descriptors_idle_segments_are_closed_then_the_error_names_the_li
     assert "HELD " in proc.stdout and "HELD 0" not in proc.stdout, proc.stdout
 
 
-PARTITIONS = 5000
+PARTITIONS = 1500
 SEGMENTS = 5
+#: Under the descriptors every segment's files would take (PARTITIONS * SEGMENTS * 3), above what
+#: the active segments (one a partition, always open) and the open-segment cache need.
+NOFILE = 5500
 
 
 def test_a_store_with_thousands_of_partitions_opens_under_a_low_file_limit(tmp_path: Path) -> None:
-    """5,000 partitions of 5 segments each: 25,000 segments, 75,000 descriptors if every
-    segment's files were open; the store opens and every partition reads back under 16,500."""
+    """1,500 partitions of 5 segments each: 7,500 segments, 22,500 descriptors if every
+    segment's files were open; the store opens and every partition reads back under 5,500."""
     d = tmp_path / "s"
     with Store.open(d, {"log.segment.bytes": 600}) as store:
         store.create_topic("t", 1)
@@ -299,7 +302,7 @@ def test_a_store_with_thousands_of_partitions_opens_under_a_low_file_limit(tmp_p
     proc = run_python(
         f"""
         import os, resource, time
-        resource.setrlimit(resource.RLIMIT_NOFILE, (16500, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+        resource.setrlimit(resource.RLIMIT_NOFILE, ({NOFILE}, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
         from seglog import Store
         from seglog._native.segment import open_segments, open_segment_limit
         from seglog.storage.records import decode_records
