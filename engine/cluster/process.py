@@ -93,16 +93,18 @@ class NodeInfo:
 
 def _node_password(secret: bytes | str | None) -> str | None:
     """``secret`` as the SCRAM password of the nodes' user (text; bytes must be UTF-8)."""
-    if secret is None or isinstance(secret, str):
-        if secret == "":
-            raise ValueError("secret= is empty: give the nodes a password, or None for no SASL between them")
-        return secret
-    try:
-        return _node_password(bytes(secret).decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ValueError(
-            f"secret= must be text or UTF-8 bytes (it becomes the nodes' SCRAM password): byte {exc.start} is not"
-        ) from None
+    if secret is None:
+        return None
+    if not isinstance(secret, str):
+        try:
+            secret = bytes(secret).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(
+                f"secret= must be text or UTF-8 bytes (it becomes the nodes' SCRAM password): byte {exc.start} is not"
+            ) from None
+    if not secret:
+        raise ValueError("secret= is empty: give the nodes a password, or None for no SASL between them")
+    return secret
 
 
 def _jaas_quoted(text: str) -> str:
@@ -241,7 +243,10 @@ class ProcessCluster(ClusterBase):
             # Between nodes (and for the cluster's own clients), then for Kafka clients.
             "listeners": f"PLAINTEXT://{self.host}:{self._ports[i]},CLIENT://{self.host}:{self._kafka_ports[i]}",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CLIENT:PLAINTEXT",
+            # With a secret the listener between nodes takes SASL (below).
+            "listener.security.protocol.map": (
+                f"PLAINTEXT:{'PLAINTEXT' if self._secret is None else 'SASL_PLAINTEXT'},CLIENT:PLAINTEXT"
+            ),
             "zookeeper.connect": self.zookeeper_connect,
             "zookeeper.connection.timeout.ms": 10_000,
             "controlled.shutdown.retry.backoff.ms": 200,
@@ -251,7 +256,6 @@ class ProcessCluster(ClusterBase):
             # NODE_SASL_USER with the secret as password, and every node authenticates so.
             props.update(
                 {
-                    "listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT,CLIENT:PLAINTEXT",
                     "listener.name.plaintext.sasl.enabled.mechanisms": NODE_SASL_MECHANISM,
                     "sasl.mechanism.inter.broker.protocol": NODE_SASL_MECHANISM,
                     "listener.name.plaintext.scram-sha-256.sasl.jaas.config": (
