@@ -1,5 +1,6 @@
 """The fetch batching loop: whole batches from a start offset, within byte limits."""
 
+import threading
 from typing import ClassVar
 
 from typing_extensions import disjoint_base
@@ -73,6 +74,32 @@ def read_log(
 ) -> LogReadResult | None:
     """``Log.read``'s native part in one call: the range check, the bound, the fetch loop and
     its result; None when ``offset`` is outside the log (the caller raises)."""
+
+@disjoint_base
+class LogCore:
+    """The base of ``seglog.storage.log.Log``: the fields its reads use in native slots, and
+    its ``read`` and ``offset_for_timestamp`` as native methods."""
+
+    _segments: list[Segment]
+    _lock: threading.RLock
+    _high_watermark: int
+    log_start_offset: int
+    def read(
+        self,
+        offset: int,
+        max_bytes: int = 1048576,
+        *,
+        upper_bound: str | int = "high_watermark",
+        min_one_batch: bool = True,
+    ) -> LogReadResult:
+        """Whole batches holding ``offset`` onwards, at most ``max_bytes`` (but at least one
+        batch when ``min_one_batch``), never past the upper bound: ``"high_watermark"``
+        (consumers), ``"log_end"`` (followers) or an explicit offset. Raises
+        ``OffsetOutOfRangeError`` outside [log start, log end]."""
+    def offset_for_timestamp(self, timestamp: int, *, upper_bound: int | None = None) -> tuple[int, int] | None:
+        """Kafka's ListOffsets: the first offset whose timestamp is >= ``timestamp``, with that
+        record's timestamp; ``-2`` earliest, ``-1`` latest (the high watermark), ``-3`` the
+        record with the largest timestamp. None when no record qualifies."""
 
 def fetch_many(requests: list[tuple[list[Segment], int, int, int]], max_total_bytes: int) -> list[list[FetchSlice]]:
     """Several partitions ``(segments, start_offset, partition_max_bytes, upper_bound)`` under

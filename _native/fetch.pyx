@@ -13,11 +13,18 @@ C call into ``segment.pyx`` (``segment.pxd``). ``read_log`` is ``Log.read``'s na
 loop and its ``LogReadResult`` in one call.
 """
 
+cimport cython
 from libc.stdint cimport int64_t
 
-from seglog._native.segment cimport segment_base_offset, segment_fetch_span, segment_next_offset
+from seglog._native.segment cimport (
+    segment_base_offset,
+    segment_fetch_span,
+    segment_next_offset,
+    segments_first_at_or_after,
+)
 
 
+@cython.freelist(16)
 cdef class FetchSlice:
     """Whole batches ``[position, position + length)`` of one segment's ``.log``."""
     cdef readonly object segment
@@ -103,6 +110,7 @@ def fetch_partition(list segments, int64_t start_offset, Py_ssize_t max_bytes, i
     return _fetch(segments, start_offset, max_bytes, upper_bound, min_one_batch)
 
 
+@cython.freelist(16)
 cdef class LogReadResult:
     """Whole batches from a log read, as zero-copy slices of the segment files, with the log's
     offsets at the time of the read. Made by :func:`read_log` (``Log.read``); read-only."""
@@ -152,13 +160,8 @@ cdef class LogReadResult:
                 f"log_end_offset={self.log_end_offset})")
 
 
-def read_log(list segments, int64_t offset, Py_ssize_t max_bytes, upper_bound, bint min_one_batch,
-             int64_t high_watermark, int64_t log_start_offset):
-    """``Log.read``'s native part, in one call: the log end offset (the last segment's next
-    offset), the range check, the bound (``upper_bound`` is ``"high_watermark"``,
-    ``"log_end"`` or an offset, capped at the log end), the fetch loop
-    (:func:`fetch_partition`) and its result. None when ``offset`` is outside
-    ``[log_start_offset, log end]``: the caller raises. The caller holds the log's lock."""
+cdef LogReadResult _read_log(list segments, int64_t offset, Py_ssize_t max_bytes, object upper_bound,
+                             bint min_one_batch, int64_t high_watermark, int64_t log_start_offset):
     cdef int64_t leo = segment_next_offset(segments[len(segments) - 1]) if segments else 0
     cdef int64_t bound
     if offset < log_start_offset or offset > leo:
@@ -172,12 +175,75 @@ def read_log(list segments, int64_t offset, Py_ssize_t max_bytes, upper_bound, b
     else:
         raise ValueError(f"upper_bound must be 'high_watermark', 'log_end' or an offset, got {upper_bound!r}")
     cdef LogReadResult res = LogReadResult.__new__(LogReadResult)
-    res.slices = tuple(_fetch(segments, offset, max_bytes, bound, min_one_batch))
+    cdef list found = _fetch(segments, offset, max_bytes, bound, min_one_batch)
+    # A one-batch read (the usual random read) makes its tuple without converting the list.
+    res.slices = (found[0],) if len(found) == 1 else tuple(found)
     res.start_offset = offset
     res.high_watermark = high_watermark
     res.log_start_offset = log_start_offset
     res.log_end_offset = leo
     return res
+
+
+def read_log(list segments, int64_t offset, Py_ssize_t max_bytes, upper_bound, bint min_one_batch,
+             int64_t high_watermark, int64_t log_start_offset):
+    """``Log.read``'s native part, in one call: the log end offset (the last segment's next
+    offset), the range check, the bound (``upper_bound`` is ``"high_watermark"``,
+    ``"log_end"`` or an offset, capped at the log end), the fetch loop
+    (:func:`fetch_partition`) and its result. None when ``offset`` is outside
+    ``[log_start_offset, log end]``: the caller raises. The caller holds the log's lock."""
+    return _read_log(segments, offset, max_bytes, upper_bound, min_one_batch, high_watermark, log_start_offset)
+
+
+cdef class LogCore:
+    """The base of ``seglog.storage.log.Log``: the fields its reads use (the segment layer's
+    list, the log's lock, its high watermark and start offset) in native slots, and the two
+    lookups that are a user's hot path, ``read`` and ``offset_for_timestamp``, as native methods:
+    a Python method around the native search cost about as much again as the search (argument
+    checks, the lock's calls, attribute reads). Arguments that are not plain ``int`` and
+    ``str``, and every failure, go to the subclass's Python (``_read_checked``,
+    ``_read_out_of_range``, ``_offset_for_timestamp_special``), which checks them and raises
+    the engine's errors."""
+    cdef public list _segments
+    cdef public object _lock
+    cdef public object _high_watermark
+    cdef public object log_start_offset
+
+    def read(self, offset, max_bytes=1048576, *, upper_bound="high_watermark", min_one_batch=True):
+        """Whole batches holding ``offset`` onwards, at most ``max_bytes`` (but at least one
+        batch when ``min_one_batch``), never past the upper bound: ``"high_watermark"``
+        (consumers), ``"log_end"`` (followers) or an explicit offset. Raises
+        ``OffsetOutOfRangeError`` outside [log start, log end]."""
+        if type(offset) is not int or type(max_bytes) is not int or (
+                type(upper_bound) is not str and type(upper_bound) is not int):
+            return self._read_checked(offset, max_bytes, upper_bound, min_one_batch)
+        cdef bint one = min_one_batch
+        cdef LogReadResult res
+        lock = self._lock
+        lock.acquire()
+        try:
+            res = _read_log(self._segments, offset, max_bytes, upper_bound, one, self._high_watermark,
+                            self.log_start_offset)
+            if res is None:
+                self._read_out_of_range(offset)
+            return res
+        finally:
+            lock.release()
+
+    def offset_for_timestamp(self, timestamp, *, upper_bound=None):
+        """Kafka's ListOffsets: the first offset whose timestamp is >= ``timestamp``, with that
+        record's timestamp; ``-2`` earliest, ``-1`` latest (the high watermark), ``-3`` the
+        record with the largest timestamp. None when no record qualifies."""
+        if type(timestamp) is not int or timestamp < 0 or (upper_bound is not None and type(upper_bound) is not int):
+            return self._offset_for_timestamp_special(timestamp, upper_bound)
+        lock = self._lock
+        lock.acquire()
+        try:
+            return segments_first_at_or_after(
+                self._segments, timestamp, self.log_start_offset,
+                self._high_watermark if upper_bound is None else upper_bound)
+        finally:
+            lock.release()
 
 
 def fetch_many(list requests, Py_ssize_t max_total_bytes):

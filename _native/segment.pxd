@@ -18,3 +18,7 @@ cdef int64_t segment_next_offset(object seg) except? -1
 # the rest of the span.
 cdef Py_ssize_t segment_fetch_span(object seg, int64_t offset, Py_ssize_t max_bytes, int64_t upper_bound,
                                    bint min_one_batch, Py_ssize_t *end, bint *stop) except -2
+
+# ``segments_first_at_or_after(segments, timestamp, start, bound)``: the log-level ListOffsets
+# search (``Log.offset_for_timestamp``'s native part).
+cpdef object segments_first_at_or_after(list segments, int64_t timestamp, int64_t start, int64_t bound)

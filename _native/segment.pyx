@@ -1687,7 +1687,7 @@ cdef Py_ssize_t segment_fetch_span(object seg, int64_t offset, Py_ssize_t max_by
         s._leave()
 
 
-def segments_first_at_or_after(list segments, int64_t timestamp, int64_t start, int64_t bound):
+cpdef object segments_first_at_or_after(list segments, int64_t timestamp, int64_t start, int64_t bound):
     """``(offset, timestamp)`` of the first record at or after ``start`` and below ``bound``
     whose timestamp is >= ``timestamp`` across a log's ``segments`` (oldest first), or None:
     the log-level ListOffsets search in one call. The segments before the one that may hold

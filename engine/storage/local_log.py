@@ -8,8 +8,8 @@ recovery point, producer state and validation belong to :class:`~seglog.storage.
 drives this layer under its lock (nothing here locks). :attr:`LocalLog.segments` is one list for
 the log's lifetime (changed in place, never rebound): the log and its
 :class:`~seglog.storage.log_transactions.LogTransactions` read the same list. The hot paths read
-it directly: an append's roll check and write, a read, which is one native call
-(``seglog._native.fetch.read_log``) across the list, and a timestamp search, also one
+it directly: an append's roll check and write, a read (``Log.read``, a native method of
+``seglog._native.fetch.LogCore``) across the list, and a timestamp search, also native
 (``seglog._native.segment.segments_first_at_or_after``); a Python call in between would cost a
 random one-batch read ~10%.
 """

@@ -49,14 +49,15 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import operator
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from seglog._native.crc32c import crc32c
+from seglog._native.fetch import LogCore
 from seglog._native.fetch import LogReadResult as LogReadResult  # re-exported: Log.read's result
-from seglog._native.fetch import read_log
 from seglog._native.segment import (
     ROLL_AGE,
     ROLL_CHECK_WALL_AGE,
@@ -148,8 +149,9 @@ def _pauses_cleaning(method: _F) -> _F:
     return paused  # type: ignore[return-value]
 
 
-class Log(Closeable):
-    """A partition log directory. Create with :meth:`open`."""
+class Log(LogCore, Closeable):
+    """A partition log directory. Create with :meth:`open`. Its reads (``read``,
+    ``offset_for_timestamp``) are :class:`LogCore`'s native methods."""
 
     _dir_checkpoints: bool
     _claim: PartitionClaim | None  # this log's own claim of its dir, when no LogDir owner holds it
@@ -210,7 +212,7 @@ class Log(Closeable):
         outlives the store's restart (a Kafka client retrying a batch whose answer the restart
         lost) is answered as a duplicate, not written twice.
         """
-        self = object.__new__(cls)
+        self = LogCore.__new__(cls)  # no __init__ (it refuses direct construction)
         self._init(os.fspath(directory), config, clock or Clock(), scheduler, read_only, replicated, producer_snapshots)
         self._dir_checkpoints = dir_checkpoints
         self._claim = None
@@ -275,7 +277,7 @@ class Log(Closeable):
         #: The segment layer (Kafka's ``LocalLog``); ``_segments`` is its list (the same object
         #: for the log's lifetime), read directly on the append and read paths.
         self._local = LocalLog(self.dir, self.config, clock, scheduler, read_only)
-        self._segments: list[Segment] = self._local.segments
+        self._segments = self._local.segments
         self._closed = False
         self._flush_task: Any = None
         self._own_scheduler: Scheduler | None = None
@@ -789,56 +791,32 @@ class Log(Closeable):
     # Reads
     # ---------------------------------------------------------------------------------------------
 
-    def read(
-        self,
-        offset: int,
-        max_bytes: int = 1 << 20,
-        *,
-        upper_bound: str | int = "high_watermark",
-        min_one_batch: bool = True,
-    ) -> LogReadResult:
-        """Whole batches holding ``offset`` onwards, at most ``max_bytes`` (but at least one
-        batch when ``min_one_batch``), never past the upper bound: ``"high_watermark"``
-        (consumers), ``"log_end"`` (followers) or an explicit offset. Raises
-        ``OffsetOutOfRangeError`` outside [log start, log end]."""
-        if type(offset) is not int or type(max_bytes) is not int:
-            int_arg("offset", offset)
-            int_arg("max_bytes", max_bytes)
-        if type(upper_bound) is not str:
-            int_arg("upper_bound", upper_bound)
-        # acquire/release, not ``with``: ~0.1 us less per call on the random-lookup path.
-        lock = self._lock
-        lock.acquire()
-        try:
-            # The range check, the bound, the fetch loop across the segment layer's list and
-            # the result, in one native call.
-            res = read_log(
-                self._segments,
-                offset,
-                max_bytes,
-                upper_bound,
-                min_one_batch,
-                self._high_watermark,
-                self.log_start_offset,
-            )
-            if res is None:
-                leo = self.log_end_offset
-                raise OffsetOutOfRangeError(
-                    f"offset {offset} is out of range for {self.dir}: the log holds [{self.log_start_offset}, {leo})",
-                    offset=offset,
-                )
-            return res
-        finally:
-            lock.release()
+    # ``read`` and ``offset_for_timestamp`` are LogCore's native methods (seglog._native.fetch);
+    # what they hand back to Python is below: arguments that are not plain ints and strs,
+    # failures, and the special timestamps.
 
-    def offset_for_timestamp(self, timestamp: int, *, upper_bound: int | None = None) -> tuple[int, int] | None:
-        """Kafka's ListOffsets: the first offset whose timestamp is >= ``timestamp``, with that
-        record's timestamp; ``-2`` earliest, ``-1`` latest (the high watermark), ``-3`` the
-        record with the largest timestamp. None when no record qualifies."""
-        if type(timestamp) is not int:
-            int_arg("timestamp", timestamp)
-        if upper_bound is not None and type(upper_bound) is not int:
-            int_arg("upper_bound", upper_bound)
+    def _read_checked(self, offset: Any, max_bytes: Any, upper_bound: Any, min_one_batch: bool) -> LogReadResult:
+        """``read`` with arguments that are not plain ``int``/``str``: a TypeError naming the
+        wrong one, or the read with them as ints (NumPy's integers, say)."""
+        offset = int(operator.index(int_arg("offset", offset)))
+        max_bytes = int(operator.index(int_arg("max_bytes", max_bytes)))
+        if type(upper_bound) is not str:
+            upper_bound = int(operator.index(int_arg("upper_bound", upper_bound)))
+        return self.read(offset, max_bytes, upper_bound=upper_bound, min_one_batch=min_one_batch)
+
+    def _read_out_of_range(self, offset: int) -> NoReturn:
+        """``read``'s failure for an offset outside the log (called holding the lock)."""
+        raise OffsetOutOfRangeError(
+            f"offset {offset} is out of range for {self.dir}: the log holds [{self.log_start_offset}, {self.log_end_offset})",
+            offset=offset,
+        )
+
+    def _offset_for_timestamp_special(self, timestamp: Any, upper_bound: Any) -> tuple[int, int] | None:
+        """``offset_for_timestamp`` for what is not a plain search: the special timestamps
+        (``-1``, ``-2``, ``-3``), arguments that are not plain ints, bad ones."""
+        timestamp = int(operator.index(int_arg("timestamp", timestamp)))
+        if upper_bound is not None:
+            upper_bound = int(operator.index(int_arg("upper_bound", upper_bound)))
         lock = self._lock
         lock.acquire()
         try:

@@ -522,6 +522,66 @@ def test_read_upper_bounds_and_range(tmp_path):
     log.close()
 
 
+def test_native_reads_take_the_same_arguments_as_python_ones(tmp_path):
+    """``read`` and ``offset_for_timestamp`` are native methods with a Python path for what is
+    not a plain int or str: int subclasses and ``__index__`` objects read as their values, bools
+    and floats are refused by name, special timestamps and bounds answer as before, and the
+    lock is released whatever happened (another thread can still read)."""
+    import enum
+    import threading
+
+    class Off(enum.IntEnum):
+        THREE = 3
+
+    class Idx:
+        def __init__(self, v: int = 3) -> None:
+            self.v = v
+
+        def __index__(self) -> int:
+            return self.v
+
+    log = open_log(tmp_path, {"segment.bytes": 300}, replicated=True)
+    fill(log, 20, per_batch=2)
+    log.update_high_watermark(10)
+    stamps = {r.offset: r.timestamp for r in decode_records(log.read(0, 10**6, upper_bound="log_end").to_bytes())}
+    assert sorted(stamps) == list(range(40))
+
+    def first_at(ts: int, bound: int) -> tuple[int, int] | None:
+        return next(((o, t) for o, t in sorted(stamps.items()) if t >= ts and o < bound), None)
+
+    want = log.read(3, 1)
+    for offset in (Off.THREE, Idx()):
+        got = log.read(offset, 1)
+        assert (got.to_bytes(), got.start_offset, type(got.start_offset)) == (want.to_bytes(), 3, int)
+    assert log.read(3, Idx(), upper_bound=Idx(5)).to_bytes() == want.to_bytes()
+    assert not log.read(3, upper_bound=Idx())  # nothing below offset 3 from 3
+    for bad, match in ((True, "offset must be an int, not bool"), (3.0, "offset must be an int, not float")):
+        with pytest.raises(TypeError, match=match):
+            log.read(bad)
+    with pytest.raises(TypeError, match="upper_bound must be an int, not bool"):
+        log.read(3, upper_bound=True)
+    with pytest.raises(OffsetOutOfRangeError, match=r"offset 41 is out of range for .*t-0: the log holds \[0, 40\)"):
+        log.read(Off.THREE + 38)
+    assert log.offset_for_timestamp(T0 + 3) == first_at(T0 + 3, 10) is not None
+    assert log.offset_for_timestamp(Idx(), upper_bound=Idx()) == first_at(3, 3) == (0, stamps[0])
+    assert log.offset_for_timestamp(T0 + 15) is None  # only at or above the high watermark
+    assert log.offset_for_timestamp(T0 + 15, upper_bound=40) == first_at(T0 + 15, 40) is not None
+    assert log.offset_for_timestamp(-2) == (0, -1)
+    assert log.offset_for_timestamp(-1) == (10, -1)
+    assert log.offset_for_timestamp(-3) is None  # the largest timestamp is at or above the high watermark
+    with pytest.raises(ValueError, match="invalid timestamp -4"):
+        log.offset_for_timestamp(-4)
+    with pytest.raises(TypeError, match="upper_bound must be an int, not bool"):
+        log.offset_for_timestamp(T0, upper_bound=False)
+    # Every failure above released the lock: another thread reads at once.
+    out: list[object] = []
+    t = threading.Thread(target=lambda: out.append(log.read(3, 1).to_bytes()))
+    t.start()
+    t.join(5)
+    assert out == [want.to_bytes()]
+    log.close()
+
+
 def test_read_only_log_without_index_files_answers_the_same(tmp_path):
     """A read-only directory (a broker's) may lack ``.index``/``.timeindex`` files: reads and
     timestamp searches walk the batch headers from the segment's start and give the same answers."""
