@@ -63,18 +63,6 @@ class LogReadResult:
     def __eq__(self, value: object, /) -> bool: ...
     __hash__: ClassVar[None]  # type: ignore[assignment]
 
-def read_log(
-    segments: list[Segment],
-    offset: int,
-    max_bytes: int,
-    upper_bound: str | int,
-    min_one_batch: bool,
-    high_watermark: int,
-    log_start_offset: int,
-) -> LogReadResult | None:
-    """``Log.read``'s native part in one call: the range check, the bound, the fetch loop and
-    its result; None when ``offset`` is outside the log (the caller raises)."""
-
 @disjoint_base
 class LogCore:
     """The base of ``seglog.storage.log.Log``: the fields its reads use in native slots, and

@@ -9,8 +9,8 @@ limit is shared and only the first partition that returns data may exceed it (as
 Results are zero copy: ``FetchSlice`` objects naming the segment, file position and length,
 whose ``view()`` is a memoryview of the mapped log and whose ``fd``/``position``/``length``
 suit ``os.sendfile``. The step in each segment (offset index, header walks, byte limit) is one
-C call into ``segment.pyx`` (``segment.pxd``). ``read_log`` is ``Log.read``'s native part: the
-loop and its ``LogReadResult`` in one call.
+C call into ``segment.pyx`` (``segment.pxd``). ``LogCore`` is ``Log``'s native base: its
+``read`` is the lock, the loop and its ``LogReadResult`` in one call.
 """
 
 cimport cython
@@ -113,7 +113,7 @@ def fetch_partition(list segments, int64_t start_offset, Py_ssize_t max_bytes, i
 @cython.freelist(16)
 cdef class LogReadResult:
     """Whole batches from a log read, as zero-copy slices of the segment files, with the log's
-    offsets at the time of the read. Made by :func:`read_log` (``Log.read``); read-only."""
+    offsets at the time of the read. Made by ``Log.read`` (:class:`LogCore`); read-only."""
     cdef readonly tuple slices
     cdef readonly int64_t start_offset
     cdef readonly int64_t high_watermark
@@ -160,6 +160,10 @@ cdef class LogReadResult:
                 f"log_end_offset={self.log_end_offset})")
 
 
+# ``LogCore.read``'s part under the lock: the log end offset (the last segment's next offset), the
+# range check, the bound (``upper_bound`` is ``"high_watermark"``, ``"log_end"`` or an offset,
+# capped at the log end), the fetch loop and its result; None when ``offset`` is outside
+# ``[log_start_offset, log end]`` (the caller raises).
 cdef LogReadResult _read_log(list segments, int64_t offset, Py_ssize_t max_bytes, object upper_bound,
                              bint min_one_batch, int64_t high_watermark, int64_t log_start_offset):
     cdef int64_t leo = segment_next_offset(segments[len(segments) - 1]) if segments else 0
@@ -183,16 +187,6 @@ cdef LogReadResult _read_log(list segments, int64_t offset, Py_ssize_t max_bytes
     res.log_start_offset = log_start_offset
     res.log_end_offset = leo
     return res
-
-
-def read_log(list segments, int64_t offset, Py_ssize_t max_bytes, upper_bound, bint min_one_batch,
-             int64_t high_watermark, int64_t log_start_offset):
-    """``Log.read``'s native part, in one call: the log end offset (the last segment's next
-    offset), the range check, the bound (``upper_bound`` is ``"high_watermark"``,
-    ``"log_end"`` or an offset, capped at the log end), the fetch loop
-    (:func:`fetch_partition`) and its result. None when ``offset`` is outside
-    ``[log_start_offset, log end]``: the caller raises. The caller holds the log's lock."""
-    return _read_log(segments, offset, max_bytes, upper_bound, min_one_batch, high_watermark, log_start_offset)
 
 
 cdef class LogCore:
