@@ -49,7 +49,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import operator
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -97,7 +96,7 @@ from seglog.storage.logdir import (
 from seglog.storage.producer_state import ProducerStateManager, last_sequence
 from seglog.storage.records import batch_headers, validate_batches
 from seglog.storage.txnindex import AbortedTxn, TransactionIndex
-from seglog.util.args import bytes_arg, int_arg
+from seglog.util.args import bytes_arg, int_arg, int_value
 from seglog.util.clock import Clock, Scheduler
 from seglog.util.closing import Closeable
 
@@ -798,10 +797,10 @@ class Log(LogCore, Closeable):
     def _read_checked(self, offset: Any, max_bytes: Any, upper_bound: Any, min_one_batch: bool) -> LogReadResult:
         """``read`` with arguments that are not plain ``int``/``str``: a TypeError naming the
         wrong one, or the read with them as ints (NumPy's integers, say)."""
-        offset = int(operator.index(int_arg("offset", offset)))
-        max_bytes = int(operator.index(int_arg("max_bytes", max_bytes)))
+        offset = int_value("offset", offset)
+        max_bytes = int_value("max_bytes", max_bytes)
         if type(upper_bound) is not str:
-            upper_bound = int(operator.index(int_arg("upper_bound", upper_bound)))
+            upper_bound = int_value("upper_bound", upper_bound)
         return self.read(offset, max_bytes, upper_bound=upper_bound, min_one_batch=min_one_batch)
 
     def _read_out_of_range(self, offset: int) -> NoReturn:
@@ -814,9 +813,9 @@ class Log(LogCore, Closeable):
     def _offset_for_timestamp_special(self, timestamp: Any, upper_bound: Any) -> tuple[int, int] | None:
         """``offset_for_timestamp`` for what is not a plain search: the special timestamps
         (``-1``, ``-2``, ``-3``), arguments that are not plain ints, bad ones."""
-        timestamp = int(operator.index(int_arg("timestamp", timestamp)))
+        timestamp = int_value("timestamp", timestamp)
         if upper_bound is not None:
-            upper_bound = int(operator.index(int_arg("upper_bound", upper_bound)))
+            upper_bound = int_value("upper_bound", upper_bound)
         lock = self._lock
         lock.acquire()
         try:

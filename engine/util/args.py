@@ -3,6 +3,7 @@ argument and the type expected, instead of whatever the first operation on it ra
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 
@@ -15,6 +16,12 @@ def int_arg(name: str, value: Any, *, optional: bool = False) -> Any:
         return value
     expected = "an int or None" if optional else "an int"
     raise TypeError(f"{name} must be {expected}, not {type(value).__name__}")
+
+
+def int_value(name: str, value: Any) -> int:
+    """``value`` as a plain ``int`` (an int subclass or anything with ``__index__`` becomes its
+    value; a bool is refused), else the TypeError of :func:`int_arg`."""
+    return int(operator.index(int_arg(name, value)))
 
 
 def bytes_arg(name: str, value: Any) -> memoryview:
