@@ -57,6 +57,7 @@ from seglog.kafka.apis import API_VERSIONS
 from seglog.kafka.codec import FileRegions, Message
 from seglog.kafka.connection import INT32, CloseConnection, ConnState, read_frame, skip_tagged
 from seglog.kafka.framestream import FrameStream
+from seglog.kafka.gather import write_parts
 from seglog.kafka.listener import KafkaListener, hold_records, unknown_id_name
 from seglog.kafka.security import AuthenticationClosed, ScramClient
 
@@ -321,7 +322,7 @@ class _Conn:
     def _write(self, key: int, version: int, body: list[Any]) -> int:
         corr, parts = self._frame(key, version, body)
         assert self.proto is not None and self.proto.transport is not None
-        self.proto.transport.writelines(parts)
+        write_parts(self.proto.transport, parts)
         return corr
 
     def received(self, frame: memoryview) -> None:
@@ -366,7 +367,7 @@ class _Conn:
         queued, self.queued = self.queued, []
         assert self.proto is not None and self.proto.transport is not None
         for _, parts in queued:
-            self.proto.transport.writelines(parts)
+            write_parts(self.proto.transport, parts)
 
     def request(self, msg: Any, callback: Callback, timeout_ms: int) -> None:
         _, body = km.request_to_kafka(msg)
@@ -391,7 +392,7 @@ class _Conn:
 
         self.pending[corr] = _Pending(msg, callback, self.t.loop.call_later(timeout_ms / 1000.0, expire))
         if self.ready and self.proto is not None and self.proto.transport is not None:
-            self.proto.transport.writelines(frame)
+            write_parts(self.proto.transport, frame)
         else:
             self.queued.append((corr, frame))
 

@@ -54,6 +54,7 @@ from seglog.kafka._schemas import MESSAGES
 from seglog.kafka.apis import API_NAMES
 from seglog.kafka.codec import Message
 from seglog.kafka.connection import INT32, skip_tagged
+from seglog.kafka.gather import write_parts
 from seglog.kafka.security import ScramClient
 
 __all__ = [
@@ -293,7 +294,7 @@ class BrokerConnection:
         INT32.pack_into(parts[0], 0, sum(len(p) for p in parts) - 4)
         if fut is not None:
             self._pending[cid] = (fut, api, version)
-        self._writer.writelines(parts)
+        write_parts(self._writer.transport, parts)
         return cid
 
     async def _call(self, api: str, message: Message, version: int) -> Message:

@@ -40,6 +40,7 @@ from seglog.kafka.apis import API_NAMES, API_VERSIONS, api_versions_response
 from seglog.kafka.codec import FileRegions, Message
 from seglog.kafka.connection import INT32, REQUEST_HEADER, CloseConnection, ConnState, fmt_peer, read_frame, skip_tagged
 from seglog.kafka.framestream import FrameConnection, FrameStream
+from seglog.kafka.gather import write_parts
 from seglog.kafka.security import AuthenticationClosed, ListenerSecurity
 from seglog.storage.log import LogReadResult
 from seglog.util.loop import cancel_and_wait
@@ -347,8 +348,7 @@ class KafkaListener:
             else:
                 total += memoryview(part).nbytes
         if not files:
-            writer.write(INT32.pack(total))
-            writer.writelines(response)
+            write_parts(writer.transport, [INT32.pack(total), *response])
             await writer.drain()
             return
         try:
@@ -358,7 +358,7 @@ class KafkaListener:
                 if type(part) is not FileRegions:
                     pending.append(part)
                     continue
-                writer.writelines(pending)
+                write_parts(writer.transport, pending)
                 pending = []
                 for fd, pos, n in part.regions:
                     sent = await _send_region(loop, writer, fd, pos, n)
@@ -366,7 +366,7 @@ class KafkaListener:
                         # The segment file was truncated under us: the frame cannot be completed.
                         writer.transport.abort()
                         raise CloseConnection(f"sent {sent} of {n} bytes of a segment file region")
-            writer.writelines(pending)
+            write_parts(writer.transport, pending)
             await writer.drain()
         finally:
             for part in response:
