@@ -2,7 +2,7 @@
 batch headers. Arbitrary input raises ``CorruptRecordError`` naming the byte position."""
 
 from collections.abc import Iterable, Sequence
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, overload
 
 from typing_extensions import Buffer, Self, disjoint_base, final
 
@@ -21,6 +21,7 @@ _Aborted: TypeAlias = Iterable[tuple[int, int, int]]
 def codec_id(compression: str | int | None) -> int:
     """The codec id (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd) of a name or id."""
 
+@overload
 def encode_batch(
     values: _Column,
     *,
@@ -37,8 +38,30 @@ def encode_batch(
     is_transactional: bool = False,
     log_append_time: int | None = None,
     allow_negative_timestamps: bool = False,
+    into: None = None,
 ) -> bytes:
     """One RecordBatch v2 holding ``values`` (with ``keys``, ``timestamps`` and ``headers``)."""
+
+@overload
+def encode_batch(
+    values: _Column,
+    *,
+    keys: _Column | None = None,
+    timestamps: int | _Column | None = None,
+    headers: Sequence[Sequence[tuple[str | bytes, bytes | None]] | None] | None = None,
+    base_offset: int = 0,
+    compression: str | int | None = 0,
+    compression_level: int | None = None,
+    partition_leader_epoch: int = -1,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    is_transactional: bool = False,
+    log_append_time: int | None = None,
+    allow_negative_timestamps: bool = False,
+    into: bytearray,
+) -> bytearray:
+    """The same batch written into ``into`` (resized to it), which is returned."""
 
 def encode_control_batch(
     control_type: int,

@@ -47,7 +47,8 @@ independent of the input buffer (keys and values are copied out), so the caller 
 
 cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_CheckExact
+from cpython.bytearray cimport (PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_CheckExact,
+                                PyByteArray_Resize)
 from cpython.buffer cimport PyObject_CheckBuffer
 from cpython.list cimport PyList_CheckExact
 from cpython.tuple cimport PyTuple_CheckExact
@@ -84,8 +85,9 @@ from batch_header cimport (seglog_batch, seglog_batch_frame, seglog_batch_head, 
 cdef extern from "encode_seq.h":
     int SEGLOG_SEQ_OK
     int seglog_seq_encode(PyObject **vals, PyObject **keys, const int64_t *ts, int64_t ts_scalar,
-                          Py_ssize_t n, Py_ssize_t head, int64_t limit, PyObject **out,
+                          Py_ssize_t n, Py_ssize_t head, int64_t limit, PyObject *into, PyObject **out,
                           int64_t *max_ts) except -1
+    uint8_t *seglog_seq_data(object buf)
     long seglog_seq_long(object o) except? -1
 
 # Timestamp types as Kafka's TimestampType ids.
@@ -484,12 +486,43 @@ cdef inline int64_t _ts_get(const TsCol *c, Py_ssize_t i) except? -1:
 include "headers.pxi"
 
 
+cdef extern from "Python.h":
+    ctypedef struct PyByteArrayObject:
+        Py_ssize_t ob_exports
+
+
+cdef int _check_into(bytearray into) except -1:
+    if (<PyByteArrayObject *>into).ob_exports > 0:
+        raise BufferError("into is exported (a memoryview of it is alive): it cannot take a batch "
+                          "while something may still read its bytes")
+    return 0
+
+
+cdef int _not_an_item(bytearray into, BinCol *c, str name) except -1:
+    """``into`` is read in place if it is one of a column's items: resizing it would move them."""
+    cdef Py_ssize_t i
+    if c.kind != K_SEQ:
+        return 0
+    for i in range(c.n):
+        if c.items[i] == <PyObject *>into:
+            raise ValueError(f"into is {name}[{i}]: a batch cannot be written over its own records")
+    return 0
+
+
+cdef object _batch_buffer(bytearray into, Py_ssize_t n):
+    """A buffer of ``n`` bytes for a batch: a new ``bytes``, or ``into`` resized."""
+    if into is None:
+        return PyBytes_FromStringAndSize(NULL, n)
+    PyByteArray_Resize(into, n)
+    return into
+
+
 def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t base_offset=0,
                  compression=0, compression_level=None, int32_t partition_leader_epoch=-1,
                  int64_t producer_id=-1, int16_t producer_epoch=-1, int32_t base_sequence=-1,
                  bint is_transactional=False, log_append_time=None,
-                 bint allow_negative_timestamps=False):
-    """Encode one RecordBatch v2 from columns; returns ``bytes``.
+                 bint allow_negative_timestamps=False, bytearray into=None):
+    """Encode one RecordBatch v2 from columns; returns ``bytes``, or ``into`` when given.
 
     ``values`` and ``keys`` are columns (see module docs); ``timestamps`` is None (now), one
     int for every record, or a column of int64 milliseconds; ``headers`` is None or one entry
@@ -499,7 +532,16 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
     A timestamp below -1 (-1 is "none") raises ValueError naming the record and the value, as
     Kafka's ``MemoryRecordsBuilder`` refuses it; ``allow_negative_timestamps=True`` encodes it
     anyway (the format holds any int64: for test corpora and batches other clients wrote).
+
+    ``into``: a ``bytearray`` to write the batch into instead of a new ``bytes``; it is resized
+    to the batch and returned. A producer that keeps its batch buffers (as Kafka's producer
+    keeps its buffer pool) saves the allocation of a large batch each time, which the C
+    allocator maps and unmaps afresh: a page fault per 4 KiB. It must not be exported (no
+    ``memoryview`` of it alive: ``BufferError``) nor be one of the records' values or keys
+    (``ValueError``). On an error its contents are undefined.
     """
+    if into is not None:
+        _check_into(into)
     cdef list keep = []
     cdef BinCol vcol, kcol
     cdef TsCol tcol
@@ -530,7 +572,7 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
     cdef int64_t base_ts, ts, max_ts, delta
     cdef Py_ssize_t klen, vlen, hlen, body
     cdef Py_ssize_t records_size = 0
-    cdef bytes out = None
+    cdef object out = None
     # The common case (exact lists or tuples of bytes/None, no headers) is written by
     # encode_seq.h straight from the items in one pass, in place: nothing in it can run Python
     # code. Any other input, or an item it does not take, goes the general way below.
@@ -542,10 +584,11 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
         if seglog_seq_encode(PySequence_Fast_ITEMS(values),
                              PySequence_Fast_ITEMS(keys) if keys is not None else NULL,
                              tcol.data if tcol.kind == T_BUF else NULL, tcol.scalar, n, V2_HEADER,
-                             INT32_MAX - V2_HEADER, &seq_out, &max_ts) == SEGLOG_SEQ_OK:
-            out = <bytes>seq_out
+                             INT32_MAX - V2_HEADER, <PyObject *>into if into is not None else NULL,
+                             &seq_out, &max_ts) == SEGLOG_SEQ_OK:
+            out = <object>seq_out
             Py_DECREF(out)                # the reference seglog_seq_encode made
-            records_size = PyBytes_GET_SIZE(out) - V2_HEADER
+            records_size = len(out) - V2_HEADER
     cdef int32_t *sizes = NULL
     if out is None:
         sizes = <int32_t *>malloc(n * sizeof(int32_t))
@@ -564,6 +607,9 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
                 raise ValueError(f"values changed length while being encoded ({n} -> {vcol.n})")
             if kcol.kind != K_NULL and kcol.n != n:
                 raise ValueError(f"keys has {kcol.n} items, values has {n}")
+            if into is not None:
+                _not_an_item(into, &vcol, "values")
+                _not_an_item(into, &kcol, "keys")
         except BaseException:
             free(sizes)
             raise
@@ -603,10 +649,10 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
                 raise ValueError(f"the batch would exceed {INT32_MAX} bytes; split it")
 
         if out is not None:
-            records = <const uint8_t *>PyBytes_AS_STRING(out) + V2_HEADER
+            records = <const uint8_t *>seglog_seq_data(out) + V2_HEADER
         elif codec == 0:
-            out = PyBytes_FromStringAndSize(NULL, V2_HEADER + records_size)
-            p = <uint8_t *>PyBytes_AS_STRING(out) + V2_HEADER
+            out = _batch_buffer(into, V2_HEADER + records_size)
+            p = seglog_seq_data(out) + V2_HEADER
         else:
             records_buf = <uint8_t *>malloc(records_size if records_size else 1)
             if records_buf == NULL:
@@ -636,14 +682,14 @@ def encode_batch(values, *, keys=None, timestamps=None, headers=None, int64_t ba
             cmv = memoryview(compressed).cast("B")
             if len(cmv) > INT32_MAX - V2_HEADER:
                 raise ValueError("the compressed batch exceeds the largest batch size")
-            out = PyBytes_FromStringAndSize(NULL, V2_HEADER + len(cmv))
-            memcpy(PyBytes_AS_STRING(out) + V2_HEADER, _buf_ptr(cmv, keep), len(cmv))
+            out = _batch_buffer(into, V2_HEADER + len(cmv))
+            memcpy(seglog_seq_data(out) + V2_HEADER, _buf_ptr(cmv, keep), len(cmv))
     finally:
         free(sizes)
         free(records_buf)
 
-    cdef uint8_t *b = <uint8_t *>PyBytes_AS_STRING(out)
-    cdef Py_ssize_t total = PyBytes_GET_SIZE(out)
+    cdef uint8_t *b = seglog_seq_data(out)
+    cdef Py_ssize_t total = len(out)
     cdef uint16_t attrs = <uint16_t>codec
     if is_transactional:
         attrs |= ATTR_TRANSACTIONAL

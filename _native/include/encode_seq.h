@@ -50,15 +50,33 @@ static inline int64_t seglog_seq_ts(const int64_t *ts, int64_t scalar, Py_ssize_
     return ts != NULL ? ts[i] : scalar;
 }
 
+/* The output of an encode: a bytes object made here, or the caller's bytearray (`into`), which
+ * keeps its allocation from one batch to the next. Resizing either cannot run Python code:
+ * neither is tracked by the cycle collector. */
+static inline uint8_t *seglog_seq_data(PyObject *buf) {
+    return (uint8_t *)(PyByteArray_CheckExact(buf) ? PyByteArray_AS_STRING(buf) : PyBytes_AS_STRING(buf));
+}
+
+/* Resize *buf to n bytes: 0, or -1 with MemoryError set and *buf released (NULL). */
+static inline int seglog_seq_resize(PyObject **buf, Py_ssize_t n) {
+    if (!PyByteArray_CheckExact(*buf))
+        return _PyBytes_Resize(buf, n);                /* frees and clears *buf on failure */
+    if (PyByteArray_Resize(*buf, n) == 0)
+        return 0;
+    Py_CLEAR(*buf);
+    return -1;
+}
+
 /* One pass over the columns: each item is checked, then its record is written at once into
- * the bytes object made here, *out, which holds `head` bytes for the batch header in front and
- * grows as needed (from a guess that every record is like the first, at most 16 MiB) and is cut
- * to size at the end. Returns SEGLOG_SEQ_OK; SEGLOG_SEQ_FALLBACK (and no *out) for an item
- * that is not exact bytes or None or records over `limit` bytes in all; -1 with MemoryError
- * set when memory runs out. */
+ * *out, which holds `head` bytes for the batch header in front and grows as needed (from a
+ * guess that every record is like the first, at most 16 MiB) and is cut to size at the end.
+ * *out is a new bytes object, or `into` (a bytearray, resized to fit; NULL for bytes), with a
+ * new reference either way. Returns SEGLOG_SEQ_OK; SEGLOG_SEQ_FALLBACK (and no *out) for an
+ * item that is not exact bytes or None or records over `limit` bytes in all; -1 with
+ * MemoryError set when memory runs out. */
 static int seglog_seq_encode(PyObject *const *vals, PyObject *const *keys, const int64_t *ts,
                              int64_t ts_scalar, Py_ssize_t n, Py_ssize_t head, int64_t limit,
-                             PyObject **out, int64_t *max_ts) {
+                             PyObject *into, PyObject **out, int64_t *max_ts) {
     const uint8_t *kp = NULL, *vp = NULL;
     int64_t base_ts = seglog_seq_ts(ts, ts_scalar, 0), mx = base_ts;
     Py_ssize_t v0 = seglog_seq_item(vals, 0, &vp);
@@ -67,8 +85,15 @@ static int seglog_seq_encode(PyObject *const *vals, PyObject *const *keys, const
     int64_t guess = (int64_t)n * ((v0 > 0 ? v0 : 0) + (k0 > 0 ? k0 : 0) + 24);
     if (guess > ((int64_t)16 << 20)) guess = (int64_t)16 << 20;
     Py_ssize_t cap = head + (Py_ssize_t)guess, used = head;
-    PyObject *buf = PyBytes_FromStringAndSize(NULL, cap);
-    if (buf == NULL) return -1;
+    PyObject *buf;
+    if (into != NULL) {
+        buf = into;
+        Py_INCREF(buf);
+        if (seglog_seq_resize(&buf, cap) < 0) return -1;
+    } else {
+        buf = PyBytes_FromStringAndSize(NULL, cap);
+        if (buf == NULL) return -1;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t t = seglog_seq_ts(ts, ts_scalar, i);
         if (t > mx) mx = t;
@@ -86,10 +111,10 @@ static int seglog_seq_encode(PyObject *const *vals, PyObject *const *keys, const
             int64_t grown = (int64_t)cap + cap / 2;
             if (grown < used + need) grown = used + need;
             if (grown > head + limit) grown = head + limit;
-            if (_PyBytes_Resize(&buf, (Py_ssize_t)grown) < 0) return -1;   /* buf freed */
+            if (seglog_seq_resize(&buf, (Py_ssize_t)grown) < 0) return -1;   /* buf released */
             cap = (Py_ssize_t)grown;
         }
-        uint8_t *p = (uint8_t *)PyBytes_AS_STRING(buf) + used;
+        uint8_t *p = seglog_seq_data(buf) + used;
         p = kb_write_varint(p, (int32_t)body);
         *p++ = 0;  /* attributes */
         p = kb_write_varlong(p, delta);
@@ -101,7 +126,7 @@ static int seglog_seq_encode(PyObject *const *vals, PyObject *const *keys, const
         *p = 0;  /* header count */
         used += (Py_ssize_t)need;
     }
-    if (used != cap && _PyBytes_Resize(&buf, used) < 0) return -1;
+    if (used != cap && seglog_seq_resize(&buf, used) < 0) return -1;
     *out = buf;
     *max_ts = mx;
     return SEGLOG_SEQ_OK;

@@ -107,8 +107,9 @@ def _prepare_send_batch(p: Mapping[str, int], base: Path, available: frozenset[s
     )
 
     def raw(lg: Any) -> None:
+        buf = bytearray()  # one kept batch buffer, as send_batch keeps one
         for s in range(0, n, chunk):
-            lg.append(encode_batch(values[s : s + chunk], keys=keys[s : s + chunk], timestamps=T0))
+            lg.append(encode_batch(values[s : s + chunk], keys=keys[s : s + chunk], timestamps=T0, into=buf))
 
     add("encode_batch + Log.append", lambda d: Log.open(d / "t-0"), raw)
     rows = [(i, T0, k, v) for i, (k, v) in enumerate(zip(keys, values))]

@@ -119,6 +119,10 @@ class Producer(Closeable):
         self.producer_epoch = 0 if self.idempotent else -1
         self._sequences: dict[tuple[str, int], int] = {}
         self._rng = random.Random()
+        # send_batch's batches are encoded into this one buffer (under the lock), each appended
+        # before the next is encoded: a new 1 MiB bytes a batch is mapped and faulted in page by
+        # page by the C allocator each time.
+        self._batch_buf = bytearray()
         self._linger_task: Any = None
         # The system clock is read in C; an injected clock through its method.
         clock_ms = None if type(self._clock) is Clock else self._clock.time_ms
@@ -415,6 +419,7 @@ class Producer(Closeable):
             producer_id=self.producer_id,
             producer_epoch=self.producer_epoch,
             base_sequence=seq,
+            into=self._batch_buf,
         )
         if len(data) > st.max_batch:
             raise RecordTooLargeError(

@@ -91,6 +91,10 @@ class ClusterProducer(Closeable):
         self._lock = threading.Lock()
         self._outstanding: set[concurrent.futures.Future[ClusterRecordMetadata]] = set()
         self._locks: dict[tuple[str, int], asyncio.Lock] = {}
+        # Batch buffers of send_batch, kept for the next batches once their requests are
+        # answered (as Kafka's producer keeps its buffer pool): a fresh 1 MiB buffer a batch is
+        # mapped and faulted in page by page by the C allocator each time.
+        self._buffers: list[bytearray] = []
 
     @classmethod
     def from_keywords(cls, cluster: ClientHost, **config: Any) -> ClusterProducer:
@@ -304,21 +308,36 @@ class ClusterProducer(Closeable):
                 self._in_flight.add(tp)
                 self._start_drain(tp)
 
-    def _encode(self, tp: tuple[str, int], values: Any, keys: Any, timestamps: Any) -> tuple[bytes, int]:
-        """One batch of these records at the partition's next sequence (advanced here)."""
-        if not self.idempotent:
-            return encode_batch(values, keys=keys, timestamps=timestamps), -1
-        seq = self._seq.get(tp, 0)
-        data = encode_batch(
-            values,
-            keys=keys,
-            timestamps=timestamps,
-            producer_id=self._pid,
-            producer_epoch=self._epoch,
-            base_sequence=seq,
+    def _encode(
+        self, tp: tuple[str, int], values: Any, keys: Any, timestamps: Any, into: bytearray | None = None
+    ) -> tuple[bytes | bytearray, int]:
+        """One batch of these records at the partition's next sequence (advanced here), written
+        into ``into`` when given."""
+        seq = self._seq.get(tp, 0) if self.idempotent else -1
+        fields: dict[str, Any] = {"keys": keys, "timestamps": timestamps}
+        if self.idempotent:
+            fields.update(producer_id=self._pid, producer_epoch=self._epoch, base_sequence=seq)
+        data: bytes | bytearray = (
+            encode_batch(values, **fields) if into is None else encode_batch(values, into=into, **fields)
         )
-        self._seq[tp] = (seq + len(values)) % 2**31
+        if self.idempotent:
+            self._seq[tp] = (seq + len(values)) % 2**31
         return data, seq
+
+    def _buffer(self) -> bytearray:
+        """A kept batch buffer for the next batch (a new one while none is kept)."""
+        return self._buffers.pop() if self._buffers else bytearray()
+
+    def _keep(self, data: bytes | bytearray) -> None:
+        """Keep ``data``, a batch buffer whose request was answered (so the connection sent all
+        of it and holds no part of it), for a later batch. Not with ``acks=0``: nothing
+        answers, so nothing says when the connection is done with the bytes."""
+        if (
+            type(data) is bytearray
+            and self.acks
+            and len(self._buffers) <= self.config.max_in_flight_requests_per_connection
+        ):
+            self._buffers.append(data)
 
     def _give_up(self, err: BaseException) -> None:
         if self.idempotent and not getattr(err, "definitely_not_written", False):
@@ -344,7 +363,7 @@ class ClusterProducer(Closeable):
                 offset = resp.base_offset + k if self.acks else -1
                 r.future.set_result(ClusterRecordMetadata(tp[0], tp[1], offset))
 
-    async def _request_once(self, tp: tuple[str, int], data: bytes) -> ProduceResult:
+    async def _request_once(self, tp: tuple[str, int], data: bytes | bytearray) -> ProduceResult:
         """One Produce request to the partition's leader as the metadata names it; raises the
         error it gets. With ``acks`` 0 nothing answers: the result has offset -1."""
         result = await self._c.produce_once(
@@ -358,7 +377,7 @@ class ClusterProducer(Closeable):
         return result if result is not None else ProduceResult(-1, -1, -1)
 
     async def _send_encoded(
-        self, tp: tuple[str, int], data: bytes, first_error: BaseException | None = None
+        self, tp: tuple[str, int], data: bytes | bytearray, first_error: BaseException | None = None
     ) -> ProduceResult:
         """Send one encoded batch, retrying (same bytes, so the same sequence numbers) until
         ``delivery.timeout.ms``; raises the last error when it gives up."""
@@ -437,9 +456,10 @@ class ClusterProducer(Closeable):
         """Encode and send the chunks of one partition in order, a window of them in flight."""
         window = max(1, self.config.max_in_flight_requests_per_connection)
         async with self._tp_lock(tp):
-            flying: collections.deque[tuple[int, bytes, int, asyncio.Task[ProduceResult]]] = collections.deque()
+            flying: collections.deque[tuple[int, bytes | bytearray, int, asyncio.Task[ProduceResult]]]
+            flying = collections.deque()
             failed: BaseException | None = None
-            retry: list[tuple[int, bytes, int, BaseException | None]] = []
+            retry: list[tuple[int, bytes | bytearray, int, BaseException | None]] = []
 
             def settle(slot: int, n: int, resp: ProduceResult) -> None:
                 results[slot] = BatchResult(
@@ -461,11 +481,12 @@ class ClusterProducer(Closeable):
                     retry.append((slot, data, n, exc))
                     return
                 settle(slot, n, resp)
+                self._keep(data)
 
             for slot, (_, v, k, t) in zip(slots, chunks):
                 if self.idempotent and self._pid < 0:
                     await self._ensure_pid()  # another partition's failure began a new epoch
-                data, _ = self._encode(tp, v, k, t)
+                data, _ = self._encode(tp, v, k, t, self._buffer())
                 if failed is not None:
                     retry.append((slot, data, len(v), None))
                     continue
@@ -488,3 +509,4 @@ class ClusterProducer(Closeable):
                         self._seq.clear()
                     raise
                 settle(slot, n, resp)
+                self._keep(data)

@@ -210,3 +210,31 @@ def test_send_batch_keeps_column_order_without_idempotence(tmp_path: Path) -> No
         producer.close()
         got = consume_all(cluster, "t", 1, n)
         assert [r.value for r in got] == values
+
+
+def test_send_batch_reuses_its_batch_buffers_only_once_answered(tmp_path: Path) -> None:
+    # send_batch encodes into buffers it keeps once a batch's request is answered. Columns of
+    # different record sizes one after another (buffers shrink and grow), several requests in
+    # flight: every record must come back as sent. With acks=0 nothing answers, so nothing is kept.
+    import random
+
+    rnd = random.Random(7)
+    with LocalCluster(nodes=1, dir=tmp_path / "cluster") as cluster:
+        cluster.create_topic("t", partitions=1, replication_factor=1)
+        producer = cluster.producer(acks="all", enable_idempotence=True, max_request_size=256 * 1024)
+        columns = [
+            [rnd.randbytes(size) for _ in range(count)] for size, count in ((900, 3000), (40, 20_000), (5000, 400))
+        ]
+        for values in columns:
+            producer.send_batch("t", values, partition=0)
+        kept = producer._buffers
+        assert 0 < len(kept) <= producer.config.max_in_flight_requests_per_connection + 1
+        producer.close()
+        fire = cluster.producer(acks="0", enable_idempotence=False)
+        last = [rnd.randbytes(300) for _ in range(2000)]
+        fire.send_batch("t", last, partition=0)
+        assert fire._buffers == []
+        fire.close()
+        want = [v for c in columns for v in c] + last
+        got = consume_all(cluster, "t", 1, len(want))
+        assert [r.value for r in got] == want

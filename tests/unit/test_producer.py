@@ -234,6 +234,21 @@ def test_send_batch_splits_into_batches_under_the_limit(store: Store) -> None:
     assert [(r.first_offset, r.last_offset) for r in results] == [(h.base_offset, h.last_offset) for h in heads]
 
 
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_send_batch_batches_share_one_buffer_and_stay_intact(store: Store, compression: str) -> None:
+    # Every batch of send_batch is encoded into the producer's one kept buffer, appended, then
+    # overwritten by the next: columns of shrinking and growing records must read back whole.
+    import random
+
+    rnd = random.Random(3)
+    store.create_topic("t", 1, {"max.message.bytes": 300_000})
+    p = store.producer(compression_type=compression)
+    columns = [[rnd.randbytes(size) for _ in range(count)] for size, count in ((2000, 900), (10, 30_000), (50_000, 20))]
+    for values in columns:
+        p.send_batch("t", values, partition=0)
+    assert [r.value for r in _all(store, "t")[0]] == [v for c in columns for v in c]
+
+
 def test_send_batch_sticky_without_keys(store: Store) -> None:
     store.create_topic("t", 3, {"max.message.bytes": 2000})
     p = store.producer()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import array
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -269,3 +270,42 @@ def test_int_timestamps_of_every_width_and_subclass():
         encode_batch([b"v"], timestamps=[2**63])
     with pytest.raises(OverflowError):
         encode_batch([b"v", b"w"], timestamps=[T, -(2**63) - 1])
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip", "lz4", "zstd", "snappy"])
+def test_encode_into_a_kept_buffer_writes_the_same_batch(compression):
+    """``into``: the batch is written into the caller's bytearray, resized to it and returned,
+    byte for byte what a new ``bytes`` would hold, on every path (the one-pass list encoder as
+    it grows, the general encoder, Arrow columns, compression), whatever the buffer held."""
+    buf = bytearray(b"stale bytes from an earlier batch" * 1000)
+    big = [bytes([i % 256]) * (90 + i % 13) for i in range(20_000)]
+    cases: list[tuple[Any, dict[str, Any]]] = [
+        (big, {"keys": [b"k%d" % i for i in range(len(big))], "timestamps": T}),
+        ([b"a"], {"timestamps": T}),  # shrinks the buffer
+        ([None, *(b"x" * 70_000 for _ in range(3))], {"timestamps": [T, T + 1, T - 1, T]}),  # grows it
+        ([bytearray(v) for v in big[:500]], {"timestamps": T}),  # the general encoder
+        (VALUES, {"keys": KEYS, "headers": [[("h", b"v")], None, [], None, [("a", None)]], "timestamps": T}),
+        (pa.array(big[:300], type=pa.binary()), {"timestamps": T}),
+        (big[:64], {"producer_id": 9, "producer_epoch": 2, "base_sequence": 40, "timestamps": T}),
+    ]
+    for values, kwargs in cases:
+        want = encode_batch(values, compression=compression, **kwargs)
+        got = encode_batch(values, compression=compression, into=buf, **kwargs)
+        assert got is buf
+        assert bytes(buf) == want
+        assert len(decode_records(buf)) == len(values)
+
+
+def test_encode_into_refuses_a_buffer_it_cannot_write():
+    buf = bytearray(100)
+    view = memoryview(buf)
+    with pytest.raises(BufferError, match="into is exported"):
+        encode_batch([b"v"], into=buf)
+    view.release()
+    with pytest.raises(ValueError, match=r"into is values\[1\]"):
+        encode_batch([bytearray(b"a"), buf], into=buf)
+    with pytest.raises(ValueError, match=r"into is keys\[0\]"):
+        encode_batch([bytearray(b"a")], keys=[buf], into=buf)
+    with pytest.raises(TypeError, match="into"):
+        encode_batch([b"v"], into=bytes(4))  # type: ignore[call-overload]
+    assert bytes(encode_batch([b"v"], into=buf, timestamps=T)) == encode_batch([b"v"], timestamps=T)
