@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,10 +40,11 @@ def _raw_fd(transport: asyncio.BaseTransport) -> int:
         or transport.get_write_buffer_size()
     ):
         return -1
+    # Only asyncio's stream-socket transport has that mode (its datagram and pipe transports
+    # have none), so the socket is a stream socket: not asked again (``socket.type`` builds an
+    # enum member each call, a few percent of a busy leader's Python).
     sock = transport.get_extra_info("socket")
-    if sock is None or sock.type != socket.SOCK_STREAM:
-        return -1
-    return int(sock.fileno())
+    return -1 if sock is None else int(sock.fileno())
 
 
 def write_parts(transport: asyncio.BaseTransport, parts: Sequence[Any]) -> None:
