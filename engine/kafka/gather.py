@@ -21,17 +21,18 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["write_parts"]
+__all__ = ["raw_socket_fd", "write_parts"]
 
 #: Parts per ``writev`` call: under every system's ``IOV_MAX`` (1024 on Linux).
 _IOV_PARTS = 512
 
 
-def _raw_fd(transport: asyncio.BaseTransport) -> int:
+def raw_socket_fd(transport: asyncio.BaseTransport) -> int:
     """The socket's descriptor when ``transport`` is a plain stream socket's transport with
     nothing queued and still open (writing to it directly keeps the order), else -1."""
-    # asyncio's own test for a transport that carries the bytes as they are (a TLS transport's
-    # mode is FALLBACK); the listener's sendfile path uses the same test.
+    # asyncio's own test for a transport it would sendfile to natively (a TLS transport's mode
+    # is FALLBACK): only such a transport's socket carries the bytes as they are. The
+    # listener's sendfile of record data uses the same test.
     mode = getattr(transport, "_sendfile_compatible", None)
     if (
         getattr(mode, "name", None) != "TRY_NATIVE"
@@ -52,7 +53,7 @@ def write_parts(transport: asyncio.BaseTransport, parts: Sequence[Any]) -> None:
     at once where the transport allows it, the rest queued on the transport. The transport may
     keep a reference to a part it queued until it is sent (as with ``write``)."""
     assert isinstance(transport, asyncio.WriteTransport)
-    fd = _raw_fd(transport)
+    fd = raw_socket_fd(transport)
     if fd < 0:
         transport.writelines(parts)
         return

@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import socket
 import ssl
 import sys
 from collections.abc import Awaitable, Callable
@@ -40,7 +39,7 @@ from seglog.kafka.apis import API_NAMES, API_VERSIONS, api_versions_response
 from seglog.kafka.codec import FileRegions, Message
 from seglog.kafka.connection import INT32, REQUEST_HEADER, CloseConnection, ConnState, fmt_peer, read_frame, skip_tagged
 from seglog.kafka.framestream import FrameConnection, FrameStream
-from seglog.kafka.gather import write_parts
+from seglog.kafka.gather import raw_socket_fd, write_parts
 from seglog.kafka.security import AuthenticationClosed, ListenerSecurity
 from seglog.storage.log import LogReadResult
 from seglog.util.loop import cancel_and_wait
@@ -460,23 +459,13 @@ def _sendfile_now(transport: asyncio.BaseTransport, fd: int, pos: int, n: int) -
     several tasks' steps, which cost more than the system call for a fetch's megabyte.
     Returns the bytes sent, and whether the file ended before ``n`` bytes (truncated under
     the read)."""
-    # asyncio's own test for a transport it would sendfile to natively (a TLS transport's
-    # mode is FALLBACK): only such a transport's socket carries the bytes as they are.
-    mode = getattr(transport, "_sendfile_compatible", None)
-    if (
-        getattr(mode, "name", None) != "TRY_NATIVE"
-        or not isinstance(transport, asyncio.WriteTransport)
-        or transport.is_closing()
-        or transport.get_write_buffer_size()
-    ):
-        return 0, False
-    sock = transport.get_extra_info("socket")
-    if sock is None or sock.type != socket.SOCK_STREAM:
+    out = raw_socket_fd(transport)
+    if out < 0:
         return 0, False
     sent = 0
     try:
         while sent < n:
-            got = os.sendfile(sock.fileno(), fd, pos + sent, n - sent)
+            got = os.sendfile(out, fd, pos + sent, n - sent)
             if got == 0:
                 return sent, True
             sent += got
