@@ -4,6 +4,8 @@ throughput and latency, and leader failover time against ``zookeeper.session.tim
 * throughput: the registry's ``replication-zookeeper`` benchmark (``seglog.benchmarks.replication``:
   acks=all, acks=1 and one replica beside a bare ``Log.append``, every acknowledgement awaited);
 * latency: one record at a time at about half the measured peak rate, p50/p99 of send -> ack;
+* confluent-kafka (librdkafka) producing to the cluster with acks=all and idempotence, beside
+  seglog's own producer sending the same distinct records one call each;
 * failover: SIGKILL the partition's leader, then send one ``acks=all`` record and wait for its
   acknowledgement (the producer refreshes metadata and retries every 50 ms); failover time =
   kill -> that acknowledgement. Repeated ``TRIALS`` times per session timeout (the killed node is
@@ -97,6 +99,69 @@ def test_processes_acks_all_latency_at_half_peak(benchmark: Any, cluster: Any) -
     q = statistics.quantiles(latencies, n=100)
     benchmark.extra_info.update(
         {"peak_records_per_s": round(peak), "rate": round(rate), "p50_ms": round(q[49], 3), "p99_ms": round(q[98], 3)}
+    )
+
+
+def _confluent_produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    """confluent-kafka (librdkafka) producing ``values`` with acks=all and idempotence, every
+    delivery report awaited; raises if any record failed."""
+    from confluent_kafka import Producer
+
+    failed: list[Any] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is not None:
+            failed.append(err)
+
+    p = Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5, "log_level": 3}
+    )
+    for v in values:
+        while True:
+            try:
+                p.produce(topic, v, partition=0, on_delivery=delivered)
+                break
+            except BufferError:  # the client's queue is full: let it send
+                p.poll(0.01)
+    left = p.flush(120)
+    if left or failed:
+        raise RuntimeError(f"confluent-kafka: {left} records undelivered, {len(failed)} failed ({failed[:1]})")
+
+
+def test_confluent_kafka_acks_all_to_three_nodes(benchmark: Any, cluster: Any) -> None:
+    """confluent-kafka producing distinct 100 B records (random bytes) to the three-node
+    cluster's replication-factor-3 topic with acks=all, min.insync.replicas=2 and idempotence,
+    each round beside seglog's own producer sending the same records one call each (acks=all,
+    idempotent): records/s of both and their ratio, in ``extra_info``."""
+    pytest.importorskip("confluent_kafka", reason="pip install confluent-kafka")
+    import random
+
+    n = 2_000 if benchmark.disabled else 200_000
+    blob = random.Random(5).randbytes(100 * n)
+    values = [blob[i : i + 100] for i in range(0, len(blob), 100)]
+    confluent: list[float] = []
+    own: list[float] = []
+
+    def run() -> None:
+        t = time.perf_counter()
+        _confluent_produce(cluster.bootstrap_servers, "rf3", values)
+        confluent.append(n / (time.perf_counter() - t))
+        t = time.perf_counter()
+        with cluster.producer(acks="all", enable_idempotence=True) as p:
+            for v in values:
+                p.send("rf3", v, partition=0)
+            p.flush(120)
+        own.append(n / (time.perf_counter() - t))
+
+    benchmark.pedantic(run, rounds=1 if benchmark.disabled else 3, iterations=1)
+    benchmark.extra_info.update(
+        {
+            "records": n,
+            "confluent_records_per_s": round(statistics.median(confluent)),
+            "confluent_mib_per_s": round(statistics.median(confluent) * 100 / (1 << 20), 1),
+            "seglog_producer_records_per_s": round(statistics.median(own)),
+            "confluent_vs_seglog_producer": round(statistics.median(c / o for c, o in zip(confluent, own)), 3),
+        }
     )
 
 
