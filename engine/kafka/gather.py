@@ -2,9 +2,8 @@
 
 A frame is a list of parts (its header, the encoded fields, a produce's record batch as the
 encoder received it). ``asyncio``'s ``writelines`` on Python 3.11 joins the parts into one new
-``bytes`` before writing it: for a 1 MiB produce, a copy of the batch into a fresh allocation
-(which the allocator maps and unmaps each time: 256 page faults per MiB), only for the kernel
-to copy it again. :func:`write_parts` hands the parts to ``writev(2)`` when the transport is a
+``bytes`` before writing it: for a 1 MiB produce, a copy of the batch into a fresh allocation,
+only for the kernel to copy it again. :func:`write_parts` hands the parts to ``writev(2)`` when the transport is a
 plain socket with nothing queued, which copies each part straight from where it lies into the
 socket; what the socket does not take at once is given to the transport (``write``, part by
 part), which queues it behind and sends it as the socket drains, as for any other write.
