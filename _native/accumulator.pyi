@@ -35,9 +35,15 @@ class RecordFuture:
     """The pending result of one ``send`` (Kafka's ``FutureRecordMetadata``)."""
 
     def done(self) -> bool: ...
-    def get(self, timeout: float | None = None) -> RecordMetadata: ...
+    def get(self, timeout: float | None = None) -> RecordMetadata:
+        """The record's :class:`RecordMetadata`, once its batch is appended (raises the append's
+        error); waits up to ``timeout`` seconds (None: as long as it takes), then raises
+        ``TimeoutError``."""
+
     def result(self, timeout: float | None = None) -> RecordMetadata: ...
-    def exception(self, timeout: float | None = None) -> BaseException | None: ...
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The append's error, or None once the record is appended; waits as :meth:`get`."""
+
     def succeeded(self) -> bool: ...
     def failed(self) -> bool: ...
     def add_callback(self, fn: Callable[[RecordMetadata], object]) -> Self:
@@ -45,6 +51,10 @@ class RecordFuture:
 
     def add_errback(self, fn: Callable[[BaseException], object]) -> Self:
         """Call ``fn(exception)`` if the batch fails (now, if it already has)."""
+
+    def add_done_callback(self, fn: Callable[[RecordFuture], object]) -> None:
+        """Call ``fn(future)`` once the batch is appended or has failed (now, if it is done), as
+        ``concurrent.futures.Future.add_done_callback`` does."""
 
     topic: Final[str]
     partition: Final[int]
@@ -55,7 +65,7 @@ class ProducerBatch(BatchBuilder):
 
     topic: str | None
     partition: int
-    sender: Callable[[ProducerBatch], object] | None
+    sender: Callable[[ProducerBatch, float | None], object] | None
     base_offset: int
     log_append_time: int
     error: BaseException | None

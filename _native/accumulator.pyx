@@ -23,9 +23,15 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 
 from seglog._native.builder cimport BatchBuilder
 
+import logging
+
 from seglog._native import _errors
 
 from murmur2 cimport seglog_partition_for_key
+
+_log = logging.getLogger("seglog.producer")
+# The errback slot of a waiter added by ``add_done_callback``: its callback takes the future.
+cdef object _WHOLE_FUTURE = object()
 
 cdef extern from "time.h" nogil:
     struct timespec:
@@ -91,11 +97,12 @@ cdef class RecordFuture:
         return self.batch.done
 
     def get(self, timeout=None):
+        """The record's :class:`RecordMetadata`, once its batch is appended (raises the append's
+        error); waits up to ``timeout`` seconds (None: as long as it takes), then raises
+        ``TimeoutError``."""
         cdef ProducerBatch b = self.batch
         if not b.done:
-            if b.sender is None:
-                raise RuntimeError("the record's batch has no sender")
-            b.sender(b)
+            self._wait(timeout)
         if b.error is not None:
             raise b.error
         return self._metadata()
@@ -103,10 +110,20 @@ cdef class RecordFuture:
     result = get
 
     def exception(self, timeout=None):
+        """The append's error, or None once the record is appended; waits as :meth:`get`."""
         cdef ProducerBatch b = self.batch
-        if not b.done and b.sender is not None:
-            b.sender(b)
+        if not b.done:
+            self._wait(timeout)
         return b.error
+
+    cdef _wait(self, timeout):
+        cdef ProducerBatch b = self.batch
+        if b.sender is None:
+            raise RuntimeError("the record's batch has no sender")
+        b.sender(b, timeout)
+        if not b.done:
+            raise TimeoutError(f"the record to {b.topic}-{b.partition} was not acknowledged "
+                               f"within {timeout} s")
 
     def succeeded(self):
         return self.batch.done and self.batch.error is None
@@ -124,6 +141,12 @@ cdef class RecordFuture:
         self._add(None, fn)
         return self
 
+    def add_done_callback(self, fn):
+        """Call ``fn(future)`` once the batch is appended or has failed (now, if it is done), as
+        ``concurrent.futures.Future.add_done_callback`` does."""
+        self._add(fn, _WHOLE_FUTURE)
+        return None
+
     cdef _add(self, ok, err):
         cdef ProducerBatch b = self.batch
         if b.done:
@@ -134,7 +157,9 @@ cdef class RecordFuture:
             b.waiters.append((self, ok, err))
 
     cdef _fire(self, ok, err):
-        if self.batch.error is None:
+        if err is _WHOLE_FUTURE:
+            ok(self)
+        elif self.batch.error is None:
             if ok is not None:
                 ok(self._metadata())
         elif err is not None:
@@ -173,7 +198,7 @@ cdef class ProducerBatch(BatchBuilder):
     ``complete`` / ``fail`` settle them all."""
     cdef public str topic
     cdef public int32_t partition
-    cdef public object sender          # sender(batch): writes the batch now (RecordFuture.get)
+    cdef public object sender          # sender(batch, timeout): writes or awaits the batch (RecordFuture.get)
     cdef public int64_t base_offset
     cdef public int64_t log_append_time
     cdef public object error
@@ -247,7 +272,12 @@ cdef class ProducerBatch(BatchBuilder):
         self.sender = None
         if waiters:
             for fut, ok, err in waiters:
-                (<RecordFuture>fut)._fire(ok, err)
+                try:
+                    (<RecordFuture>fut)._fire(ok, err)
+                except Exception:
+                    # One callback's failure is not the batch's, and the others still run (as
+                    # Kafka's producer and concurrent.futures treat callbacks).
+                    _log.exception("a record callback of %s-%d raised", self.topic, self.partition)
 
     def __repr__(self):
         return (f"ProducerBatch(topic={self.topic!r}, partition={self.partition}, "

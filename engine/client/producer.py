@@ -250,7 +250,8 @@ class Producer(Closeable):
                     "producer linger", self._linger_expired, delay_ms=oldest + self._linger - now
                 )
 
-    def _send_from_future(self, b: ProducerBatch) -> None:
+    def _send_from_future(self, b: ProducerBatch, timeout: float | None = None) -> None:
+        # In process, waiting would only delay the batch: it is written now, whatever the timeout.
         with self._lock:
             if not b.done and not b.sealed:
                 self._send(b)
