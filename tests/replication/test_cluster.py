@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from seglog._native.accumulator import RecordFuture
 from seglog.cluster import start_cluster
 from seglog.cluster.local import LocalCluster
-from seglog.cluster.producer import ClusterRecordMetadata
 from tests.replication.clients import consume_all
 
 
@@ -23,7 +22,7 @@ def test_killing_the_leader_during_an_acks_all_stream_loses_and_duplicates_nothi
         producer = cluster.producer(
             acks="all", enable_idempotence=True, delivery_timeout_ms=60_000, request_timeout_ms=2000
         )
-        futures: list[tuple[bytes, Future[ClusterRecordMetadata]]] = []
+        futures: list[tuple[bytes, RecordFuture]] = []
         stop = threading.Event()
 
         def stream() -> None:

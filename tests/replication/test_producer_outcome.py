@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from seglog.cluster.producer import ClusterProducer, PendingRecord
+from seglog.cluster.producer import ClusterProducer
 from seglog.config import ProducerConfig
 from seglog.errors import NotEnoughReplicasError, RequestTimedOutError, make_error
 from seglog.util.clock import ManualClock
@@ -18,6 +18,7 @@ class _Client:
     def __init__(self, script: list[Any]) -> None:
         self.script = script
         self.requests = 0
+        self.topic_partitions = {"t": 1}
 
     async def refresh_metadata(self, topics: Any = None) -> None:
         return None
@@ -31,9 +32,10 @@ class _Client:
 
 
 class _Cluster:
-    def __init__(self, client: _Client) -> None:
+    def __init__(self, client: _Client, loop: asyncio.AbstractEventLoop) -> None:
         self.client = client
         self.clock = ManualClock()
+        self.loop = loop
 
     def _client(self) -> _Client:
         return self.client
@@ -52,11 +54,12 @@ def _outcome(script: list[Any]) -> BaseException:
                 "linger.ms": 0,
             }
         )
-        p = ClusterProducer(_Cluster(_Client(script)), cfg)  # type: ignore[arg-type]
-        import concurrent.futures
-
-        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        await p._send_batch(("t", 0), [PendingRecord(b"v", None, 0, fut)])
+        p = ClusterProducer(_Cluster(_Client(script), asyncio.get_running_loop()), cfg)  # type: ignore[arg-type]
+        fut = p.send("t", b"v", partition=0)
+        for _ in range(500):
+            if fut.done():
+                break
+            await asyncio.sleep(0.01)
         exc = fut.exception(timeout=0)
         assert exc is not None
         return exc
