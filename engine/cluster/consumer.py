@@ -60,6 +60,8 @@ class ConsumerRecord:
     #: HW in that epoch; -1 otherwise.
     serving_leader: int = -1
     serving_leader_epoch: int = -1
+    #: The record's headers, ``(key, value)`` pairs in the order they were sent.
+    headers: list[tuple[str, bytes | None]] = dataclasses.field(default_factory=list)
 
 
 class ClusterConsumer(Closeable):
@@ -131,7 +133,9 @@ class ClusterConsumer(Closeable):
                 self._positions[tp] = _end(data, pos, hw, recs[-1].offset + 1 if recs else pos)
             hwm = pr["high_watermark"]
             out.extend(
-                ConsumerRecord(tp[0], tp[1], r.offset, r.timestamp, r.key, r.value, r.leader_epoch, hwm, by, epoch)
+                ConsumerRecord(
+                    tp[0], tp[1], r.offset, r.timestamp, r.key, r.value, r.leader_epoch, hwm, by, epoch, r.headers
+                )
                 for r in recs
             )
             return len(recs)

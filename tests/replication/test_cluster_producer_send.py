@@ -175,3 +175,30 @@ def test_compression_goes_on_the_wire(cluster: Any) -> None:
     assert sum(b.size for b in batches) < len(value) * 50 / 10
     got = [r for r in consume_all(cluster, "t", 1, first + 50) if r.offset >= first]
     assert [r.value for r in got] == [value] * 50
+
+
+def test_headers_come_back_to_our_consumer_and_to_kafka_python(cluster: Any) -> None:
+    sent = [[("trace", b"%d" % i), ("empty", None), ("dup", b"a"), ("dup", b"b")] for i in range(20)]
+    with cluster.producer(acks="all", linger_ms=20) as p:
+        futures = [p.send("t", b"h-%d" % i, partition=0, headers=h) for i, h in enumerate(sent)]
+        p.flush(10)
+    first = futures[0].result(0).offset
+    got = [r for r in consume_all(cluster, "t", 1, first + 20) if r.offset >= first]
+    assert [r.headers for r in got[:20]] == sent
+
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, enable_auto_commit=False)
+    try:
+        tp = TopicPartition("t", 0)
+        consumer.assign([tp])
+        consumer.seek(tp, first)
+        theirs: list[Any] = []
+        deadline = time.monotonic() + 30
+        while len(theirs) < 20 and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                theirs.extend(records)
+    finally:
+        consumer.close()
+    assert [r.value for r in theirs[:20]] == [b"h-%d" % i for i in range(20)]
+    assert [list(r.headers) for r in theirs[:20]] == sent
