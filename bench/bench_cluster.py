@@ -132,7 +132,9 @@ def test_confluent_kafka_acks_all_to_three_nodes(benchmark: Any, cluster: Any) -
     """confluent-kafka producing distinct 100 B records (random bytes) to the three-node
     cluster's replication-factor-3 topic with acks=all, min.insync.replicas=2 and idempotence,
     each round beside seglog's own producer sending the same records one call each (acks=all,
-    idempotent): records/s of both and their ratio, in ``extra_info``."""
+    idempotent), once with Kafka's defaults (``batch.size`` 16 KiB, ``linger.ms`` 0) and once
+    batching as librdkafka does by default (``batch.size`` 1 MiB, ``linger.ms`` 5): records/s of
+    each and the ratios, in ``extra_info``."""
     pytest.importorskip("confluent_kafka", reason="pip install confluent-kafka")
     import random
 
@@ -141,17 +143,22 @@ def test_confluent_kafka_acks_all_to_three_nodes(benchmark: Any, cluster: Any) -
     values = [blob[i : i + 100] for i in range(0, len(blob), 100)]
     confluent: list[float] = []
     own: list[float] = []
+    own_large: list[float] = []
+
+    def seglog_produce(rates: list[float], **batching: Any) -> None:
+        t = time.perf_counter()
+        with cluster.producer(acks="all", enable_idempotence=True, **batching) as p:
+            for v in values:
+                p.send("rf3", v, partition=0)
+            p.flush(120)
+        rates.append(n / (time.perf_counter() - t))
 
     def run() -> None:
         t = time.perf_counter()
         _confluent_produce(cluster.bootstrap_servers, "rf3", values)
         confluent.append(n / (time.perf_counter() - t))
-        t = time.perf_counter()
-        with cluster.producer(acks="all", enable_idempotence=True) as p:
-            for v in values:
-                p.send("rf3", v, partition=0)
-            p.flush(120)
-        own.append(n / (time.perf_counter() - t))
+        seglog_produce(own)
+        seglog_produce(own_large, batch_size=1 << 20, linger_ms=5)
 
     benchmark.pedantic(run, rounds=1 if benchmark.disabled else 3, iterations=1)
     benchmark.extra_info.update(
@@ -161,6 +168,10 @@ def test_confluent_kafka_acks_all_to_three_nodes(benchmark: Any, cluster: Any) -
             "confluent_mib_per_s": round(statistics.median(confluent) * 100 / (1 << 20), 1),
             "seglog_producer_records_per_s": round(statistics.median(own)),
             "confluent_vs_seglog_producer": round(statistics.median(c / o for c, o in zip(confluent, own)), 3),
+            "seglog_producer_1mib_batches_records_per_s": round(statistics.median(own_large)),
+            "confluent_vs_seglog_producer_1mib_batches": round(
+                statistics.median(c / o for c, o in zip(confluent, own_large)), 3
+            ),
         }
     )
 

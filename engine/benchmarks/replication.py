@@ -105,10 +105,8 @@ def _prepare_replication(p: Mapping[str, int], base: Path, available: frozenset[
             zk.__exit__(None, None, None)
         raise
 
-    # A producer per call, closed in it (its metadata fetch is timed too). Two ClusterProducers
-    # alive at once do not both get metadata (the second fails with an unknown topic), and
-    # under load a later producer of the same cluster can fail so too: that is reported as the
-    # benchmark's error.
+    # A producer per call, closed in it: its connections and metadata fetch are timed too, as a
+    # short-lived producer pays them.
     def produce(topic: str, acks: str) -> Callable[[], None]:
         def run() -> None:
             with cluster.producer(acks=acks, batch_size=64 * 1024) as producer:

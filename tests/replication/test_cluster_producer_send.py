@@ -202,3 +202,21 @@ def test_headers_come_back_to_our_consumer_and_to_kafka_python(cluster: Any) -> 
         consumer.close()
     assert [r.value for r in theirs[:20]] == [b"h-%d" % i for i in range(20)]
     assert [list(r.headers) for r in theirs[:20]] == sent
+
+
+def test_producers_alive_at_once_each_get_metadata_and_close_alone(cluster: Any) -> None:
+    first = cluster.producer(acks="all")
+    second = cluster.producer(acks="all")
+    try:
+        a = first.send("two", b"from-first", partition=1)
+        b = second.send("t", b"from-second", partition=0)
+        assert b.result(20).partition == 0
+        after_a = a.result(20).offset + 1
+        c = second.send("two", b"second-to-two", partition=1)
+        assert c.result(20).offset == after_a
+        first.close()
+        # The other producer's connections are its own: closing the first leaves them open.
+        assert second.send("two", b"after-close", partition=1).result(20).offset == c.result(0).offset + 1
+    finally:
+        first.close()
+        second.close()
