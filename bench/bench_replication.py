@@ -13,10 +13,11 @@ numbers are in each benchmark's ``extra_info``.
   processes coordinated through ZooKeeper; skipped when no ZooKeeper is installed).
 * ``send`` (one call per record): the registry's ``replication`` benchmark
   (``seglog.benchmarks.replication``; also ``seglog bench --only replication``).
-* latency: one record at a time with ``acks=all`` at about half the ``send`` peak rate (``N``
-  records sent as fast as possible, acknowledged), in the ``loop`` and ``processes`` modes;
-  p50/p99 of send -> acknowledgement of a producer in its steady state (goal: p99 < 10 ms;
-  see :func:`seglog.benchmarks.replication.paced_latencies_ms`).
+* latency: one record at a time with ``acks=all`` at half the rate the same producer sustains
+  (``PEAK_N`` distinct records sent one ``send`` each as fast as it takes them, then flushed:
+  :func:`seglog.benchmarks.replication.sustained_peak`), for two seconds of records, in the
+  ``loop`` and ``processes`` modes; p50/p99 of send -> acknowledgement of a producer in its
+  steady state (goal: p99 < 10 ms; see :func:`seglog.benchmarks.replication.paced_latencies_ms`).
 * the data-path floor: what ``acks=all`` with three replicas costs this machine before any
   protocol, encoding or per-record Python: a client process streams 1 MiB chunks over loopback
   TCP to a leader process, which writes each to its log file and ``os.sendfile``s it to two
@@ -51,13 +52,14 @@ import pytest
 
 from seglog import Store
 from seglog.benchmarks import cases
-from seglog.benchmarks.replication import paced_latencies_ms
+from seglog.benchmarks.replication import paced_latencies_ms, probe_count, sustained_peak
 from seglog.cluster import start_cluster
 from seglog.cluster.base import ClusterBase
 from seglog.cluster.process import ProcessCluster
 from seglog.cluster.zkserver import unavailable_reason
 
-N = 20_000
+#: Records of the sustained peak the latency probe takes half of.
+PEAK_N = 200_000
 N_COLUMNS = 400_000
 #: Distinct 100-byte values (random bytes, so no two records or batches are alike), built once.
 _BLOB = random.Random(1).randbytes(100 * N_COLUMNS)
@@ -175,13 +177,6 @@ def test_send_batch_vs_single_store(
     )
 
 
-def _produce(cluster: ClusterBase, topic: str, acks: str, n: int = N) -> None:
-    with cluster.producer(acks=acks, batch_size=64 * 1024) as p:
-        futures = [p.send(topic, COLUMN[i], partition=0) for i in range(n)]
-        p.flush(120)
-        futures[-1].result(10)
-
-
 CASES = cases("replication")
 
 
@@ -196,15 +191,15 @@ def test_cluster_throughput(bench_run: Callable[[str, str], None], name: str, co
 @pytest.mark.parametrize("mode", ["loop", "processes"])
 def test_acks_all_latency_at_half_peak(benchmark, clusters: dict[str, ClusterBase], mode: str) -> None:
     cluster = _only(clusters, mode)
-    t0 = time.perf_counter()
-    _produce(cluster, "rf3", "all", N)
-    peak = N / (time.perf_counter() - t0)
+    peak_n = 2_000 if benchmark.disabled else PEAK_N
+    peak = sustained_peak(cluster, "rf3", COLUMN[:peak_n])
     rate = peak / 2
+    count = 200 if benchmark.disabled else probe_count(rate, len(COLUMN) - peak_n)
     latencies: list[float] = []
 
     def run_timed() -> None:
         with cluster.producer(acks="all") as p:
-            latencies.extend(paced_latencies_ms(p, "rf3", COLUMN[N:], 4000, rate))
+            latencies.extend(paced_latencies_ms(p, "rf3", COLUMN[peak_n:], count, rate))
 
     benchmark.pedantic(run_timed, rounds=1, iterations=1)
     q = statistics.quantiles(latencies, n=100)
@@ -213,6 +208,7 @@ def test_acks_all_latency_at_half_peak(benchmark, clusters: dict[str, ClusterBas
             "mode": mode,
             "peak_records_per_s": round(peak),
             "rate": round(rate),
+            "records": count,
             "p50_ms": round(q[49], 3),
             "p99_ms": round(q[98], 3),
             "loadavg_1m": round(os.getloadavg()[0], 2),

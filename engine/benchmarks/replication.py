@@ -21,6 +21,29 @@ from .inputs import T0, Fresh, workdir
 from .registry import Benchmark, Contender, Work
 
 
+def sustained_peak(cluster: Any, topic: str, values: Sequence[bytes]) -> float:
+    """Records/s of a producer configured as the latency probe's (``acks=all``, Kafka's
+    defaults otherwise) sending ``values`` one ``send`` each to partition 0 of ``topic``, then
+    flushing: the rate the cluster keeps up with, the peak that the probe's "half the peak"
+    is taken of. ``values`` should take a second or more: a burst of a few thousand records
+    only measures how fast the client takes them into its batches. The producer's first record
+    (its connections, the metadata, a producer id) is sent before timing."""
+    with cluster.producer(acks="all") as p:
+        p.send(topic, values[0], partition=0).result(30)
+        t0 = time.perf_counter()
+        for v in values:
+            p.send(topic, v, partition=0)
+        p.flush(120)
+        return len(values) / (time.perf_counter() - t0)
+
+
+def probe_count(rate: float, available: int, seconds: float = 2.0, least: int = 2000) -> int:
+    """How many records the latency probe sends at ``rate``: ``seconds`` of them (at least
+    ``least``, at most ``available``), so that its p99 covers a stretch of steady state however
+    high the rate."""
+    return max(1, min(available, max(least, int(rate * seconds))))
+
+
 def paced_latencies_ms(
     producer: Any, topic: str, value: bytes | Sequence[bytes], count: int, rate: float
 ) -> list[float]:
