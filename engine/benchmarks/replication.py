@@ -7,6 +7,7 @@ from __future__ import annotations
 import array
 import functools
 import gc
+import random
 import shutil
 import threading
 import time
@@ -102,7 +103,9 @@ def _prepare_replication(p: Mapping[str, int], base: Path, available: frozenset[
     from seglog.cluster import start_cluster  # lazy: the cluster modules add ~0.5 s to start-up
 
     n = p["count"]
-    value = b"v" * 100
+    # Distinct 100-byte records (random bytes), made once: no two records or batches alike.
+    blob = random.Random(3).randbytes(100 * n)
+    values = [blob[i : i + 100] for i in range(0, len(blob), 100)]
     zk: Any = None
     if zookeeper:
         # Three `seglog node` processes coordinated by a throwaway ZooKeeper server.
@@ -128,22 +131,22 @@ def _prepare_replication(p: Mapping[str, int], base: Path, available: frozenset[
             zk.__exit__(None, None, None)
         raise
 
-    # A producer per call, closed in it: its connections and metadata fetch are timed too, as a
-    # short-lived producer pays them.
+    # A producer per call (Kafka's defaults but acks), closed in it: its connections and metadata
+    # fetch are timed too, as a short-lived producer pays them.
     def produce(topic: str, acks: str) -> Callable[[], None]:
         def run() -> None:
-            with cluster.producer(acks=acks, batch_size=64 * 1024) as producer:
-                futures = [producer.send(topic, value, partition=0) for _ in range(n)]
+            with cluster.producer(acks=acks) as producer:
+                futures = [producer.send(topic, v, partition=0) for v in values]
                 producer.flush(120)
                 futures[-1].result(10)
 
         return run
 
-    batch = encode_batch([value] * 500, timestamps=T0)
+    batches = [encode_batch(values[a : a + 500], timestamps=T0) for a in range(0, n, 500)]
     bare = Fresh(base, "replication-log", lambda d: Log.open(d / "t-0"))
 
     def bare_append() -> None:
-        for _ in range(max(1, n // 500)):
+        for batch in batches:
             bare.obj.append(batch)
 
     def close() -> None:
@@ -176,7 +179,7 @@ def replication_benches() -> list[Benchmark]:
             name="replication",
             group="replication",
             unit="records",
-            title="produce 100 B records to a 3-node LocalCluster on loopback, acks=all vs acks=1",
+            title="produce distinct 100 B records to a 3-node LocalCluster on loopback, acks=all vs acks=1",
             contenders=(
                 Contender("3 replicas, acks=all", "seglog"),
                 Contender("3 replicas, acks=1", "seglog"),
@@ -184,15 +187,15 @@ def replication_benches() -> list[Benchmark]:
                 Contender("Log.append (no network)", "limit", note="the same records, batches of 500"),
             ),
             prepare=_prepare_replication,
-            quick={"count": 2_000},
-            full={"count": 20_000},
+            quick={"count": 20_000},
+            full={"count": 200_000},
             full_round_seconds=10,
         ),
         Benchmark(
             name="replication-zookeeper",
             group="replication",
             unit="records",
-            title="produce 100 B records to 3 `seglog node` processes coordinated by ZooKeeper, acks=all vs acks=1",
+            title="produce distinct 100 B records to 3 `seglog node` processes coordinated by ZooKeeper, acks=all vs acks=1",
             contenders=(
                 Contender("3 replicas, acks=all", "seglog", ("kazoo",), "seglog[zookeeper]"),
                 Contender("3 replicas, acks=1", "seglog", ("kazoo",), "seglog[zookeeper]"),
@@ -200,8 +203,8 @@ def replication_benches() -> list[Benchmark]:
                 Contender("Log.append (no network)", "limit", note="the same records, batches of 500"),
             ),
             prepare=lambda p, b, a: _prepare_replication(p, b, a, zookeeper=True),
-            quick={"count": 2_000},
-            full={"count": 20_000},
+            quick={"count": 20_000},
+            full={"count": 200_000},
             unavailable=_zookeeper_missing,
             full_round_seconds=10,
         ),
