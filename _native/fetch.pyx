@@ -24,6 +24,12 @@ from seglog._native.segment cimport (
 )
 
 
+# FetchSlice and LogReadResult stay out of the garbage collector (``no_gc``): they refer only to
+# a segment and to each other, and nothing they refer to can refer back, so they are never in a
+# cycle. Tracked, a loop of random reads that keeps its results (1,024 ``Log.read(offset, 1)``
+# in a list) made the collector run over the whole heap again and again: 1.7 µs a read in a
+# process holding a 10 M-record benchmark log, 0.55 µs with the collector off.
+@cython.no_gc
 @cython.freelist(16)
 cdef class FetchSlice:
     """Whole batches ``[position, position + length)`` of one segment's ``.log``."""
@@ -110,6 +116,7 @@ def fetch_partition(list segments, int64_t start_offset, Py_ssize_t max_bytes, i
     return _fetch(segments, start_offset, max_bytes, upper_bound, min_one_batch)
 
 
+@cython.no_gc
 @cython.freelist(16)
 cdef class LogReadResult:
     """Whole batches from a log read, as zero-copy slices of the segment files, with the log's

@@ -178,6 +178,10 @@ cdef Py_ssize_t _walk_batches(const uint8_t *buf, Py_ssize_t start, Py_ssize_t l
     cdef Py_ssize_t pos = start
     cdef seglog_batch h
     while pos < max_position:
+        if pos >= limit and not (min_one_batch and pos == start):
+            # No batch fits (a batch has a size): the next header is not read, which in a
+            # random one-batch read is a page of the file no one else touches.
+            break
         if _head_at(buf, pos, max_position, &h, 0) != BATCH_OK:
             break
         if pos + h.size > limit and not (min_one_batch and pos == start):

@@ -192,3 +192,26 @@ def test_fetch_many_shares_one_limit(tmp_path):
     for segments, _ in parts:
         for s in segments:
             s.close()
+
+
+def test_read_results_stay_out_of_the_cycle_collector(tmp_path):
+    """A read's result and its slices refer only to a segment, so the collector does not track
+    them: a loop of reads that keeps its results does not set off collections of the heap."""
+    import gc
+
+    from seglog import Log
+    from seglog.storage.records import encode_batch
+
+    with Log.open(tmp_path / "t-0") as log:
+        for i in range(20):
+            log.append(encode_batch([b"v%d-%d" % (i, k) for k in range(5)]))
+        results = [log.read(o, 1) for o in range(100)]
+        gc.collect()
+        assert not any(gc.is_tracked(r) for r in results)
+        assert not any(gc.is_tracked(s) for r in results for s in r.slices)
+        assert [decode_records(r.to_bytes())[0].offset for r in results] == [o - o % 5 for o in range(100)]
+        slices = fetch_partition(log.segments, 0, 10**6, 100, True)
+        assert slices and not any(gc.is_tracked(s) for s in slices)
+        del results
+        gc.collect()
+        assert [r.value for r in decode_records(log.read(97, 1).to_bytes())] == [b"v19-%d" % k for k in range(5)]
