@@ -242,16 +242,11 @@ class ClusterProducer(Closeable):
         """Wait (up to ``max.block.ms``) for the topic's partition count, and make the
         accumulator take it up if it changed."""
         if topic not in self._c.topic_partitions:
-            try:
-                running = asyncio.get_running_loop()
-            except RuntimeError:
-                running = None
-            if running is self.cluster.loop:
-                raise RuntimeError(
-                    f"send() to topic {topic!r}, whose metadata this producer has not seen yet, "
-                    "cannot wait for it on the producer's own loop thread (in a callback): send "
-                    "to it once from another thread first"
-                )
+            self._refuse_on_loop(
+                f"send() to topic {topic!r}, whose metadata this producer has not seen yet, "
+                "cannot wait for it on the producer's own loop thread (in a callback): send "
+                "to it once from another thread first"
+            )
             self.cluster._call(self._partition_count(topic))
         st = self._topics.get(topic)
         if st is not None and st.num_partitions != self._c.topic_partitions.get(topic):
@@ -402,17 +397,22 @@ class ClusterProducer(Closeable):
 
     def _await_batch(self, b: ProducerBatch, timeout: float | None) -> None:
         """RecordFuture.get: wait for the batch's answer (up to ``timeout`` s)."""
+        self._refuse_on_loop(
+            "a record's result cannot be awaited on the producer's own loop thread (in a "
+            "callback), which is the thread that receives it: use add_done_callback"
+        )
+        with self._answered:
+            self._answered.wait_for(lambda: b.done, timeout)
+
+    def _refuse_on_loop(self, why: str) -> None:
+        """Raise ``RuntimeError(why)`` on the producer's loop thread, where waiting for an answer
+        would wait for the thread itself."""
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
-            running = None
+            return
         if running is self.cluster.loop:
-            raise RuntimeError(
-                "a record's result cannot be awaited on the producer's own loop thread (in a "
-                "callback), which is the thread that receives it: use add_done_callback"
-            )
-        with self._answered:
-            self._answered.wait_for(lambda: b.done, timeout)
+            raise RuntimeError(why)
 
     # -- loop thread -----------------------------------------------------------------------------
 
