@@ -19,6 +19,7 @@ Skipped when ZooKeeper is not installed. Run with ``pytest bench/bench_cluster.p
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -33,7 +34,7 @@ if _reason is not None:
     pytest.skip(_reason, allow_module_level=True)
 
 from seglog.benchmarks import cases  # noqa: E402
-from seglog.benchmarks.replication import paced_latencies_ms, probe_count, sustained_peak  # noqa: E402
+from seglog.benchmarks.replication import latency_at_half_peak  # noqa: E402
 from seglog.cluster import start_cluster  # noqa: E402
 
 TRIALS = 10
@@ -85,26 +86,9 @@ def test_processes_acks_all_latency_at_half_peak(benchmark: Any, cluster: Any) -
     peak_n = 2_000 if benchmark.disabled else 200_000
     blob = random.Random(7).randbytes(100 * (peak_n + 400_000))
     values = [blob[i : i + 100] for i in range(0, len(blob), 100)]
-    peak = sustained_peak(cluster, "rf3", values[:peak_n])
-    rate = peak / 2
-    count = 200 if benchmark.disabled else probe_count(rate, len(values) - peak_n)
-    latencies: list[float] = []
-
-    def run_timed() -> None:
-        with cluster.producer(acks="all") as p:
-            latencies.extend(paced_latencies_ms(p, "rf3", values[peak_n:], count, rate))
-
-    benchmark.pedantic(run_timed, rounds=1, iterations=1)
-    q = statistics.quantiles(latencies, n=100)
-    benchmark.extra_info.update(
-        {
-            "peak_records_per_s": round(peak),
-            "rate": round(rate),
-            "records": count,
-            "p50_ms": round(q[49], 3),
-            "p99_ms": round(q[98], 3),
-        }
-    )
+    count = 200 if benchmark.disabled else None
+    run = functools.partial(benchmark.pedantic, rounds=1, iterations=1)
+    benchmark.extra_info.update(latency_at_half_peak(cluster, "rf3", values, peak_n, count, run))
 
 
 def _confluent_produce(bootstrap: str, topic: str, values: list[bytes]) -> None:

@@ -37,6 +37,7 @@ numbers are in each benchmark's ``extra_info``.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import random
@@ -52,7 +53,7 @@ import pytest
 
 from seglog import Store
 from seglog.benchmarks import cases
-from seglog.benchmarks.replication import paced_latencies_ms, probe_count, sustained_peak
+from seglog.benchmarks.replication import latency_at_half_peak
 from seglog.cluster import start_cluster
 from seglog.cluster.base import ClusterBase
 from seglog.cluster.process import ProcessCluster
@@ -192,25 +193,13 @@ def test_cluster_throughput(bench_run: Callable[[str, str], None], name: str, co
 def test_acks_all_latency_at_half_peak(benchmark, clusters: dict[str, ClusterBase], mode: str) -> None:
     cluster = _only(clusters, mode)
     peak_n = 2_000 if benchmark.disabled else PEAK_N
-    peak = sustained_peak(cluster, "rf3", COLUMN[:peak_n])
-    rate = peak / 2
-    count = 200 if benchmark.disabled else probe_count(rate, len(COLUMN) - peak_n)
-    latencies: list[float] = []
-
-    def run_timed() -> None:
-        with cluster.producer(acks="all") as p:
-            latencies.extend(paced_latencies_ms(p, "rf3", COLUMN[peak_n:], count, rate))
-
-    benchmark.pedantic(run_timed, rounds=1, iterations=1)
-    q = statistics.quantiles(latencies, n=100)
+    count = 200 if benchmark.disabled else None
+    run = functools.partial(benchmark.pedantic, rounds=1, iterations=1)
+    stats = latency_at_half_peak(cluster, "rf3", COLUMN, peak_n, count, run)
     benchmark.extra_info.update(
         {
             "mode": mode,
-            "peak_records_per_s": round(peak),
-            "rate": round(rate),
-            "records": count,
-            "p50_ms": round(q[49], 3),
-            "p99_ms": round(q[98], 3),
+            **stats,
             "loadavg_1m": round(os.getloadavg()[0], 2),
         }
     )

@@ -9,6 +9,7 @@ import functools
 import gc
 import random
 import shutil
+import statistics
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -43,6 +44,38 @@ def probe_count(rate: float, available: int, seconds: float = 2.0, least: int = 
     ``least``, at most ``available``), so that its p99 covers a stretch of steady state however
     high the rate."""
     return max(1, min(available, max(least, int(rate * seconds))))
+
+
+def latency_at_half_peak(
+    cluster: Any,
+    topic: str,
+    values: Sequence[bytes],
+    peak_n: int,
+    count: int | None = None,
+    timed: Callable[[Callable[[], None]], object] = lambda run: run(),
+) -> dict[str, float]:
+    """The acks=all latency probe at half the sustained peak: :func:`sustained_peak` over
+    ``values[:peak_n]``, then :func:`paced_latencies_ms` of ``count`` records (default
+    :func:`probe_count`'s two seconds) from ``values[peak_n:]`` at half that rate, the probe run
+    through ``timed`` (a benchmark's timer). Returns the peak, the rate, the count, p50 and p99."""
+    peak = sustained_peak(cluster, topic, values[:peak_n])
+    rate = peak / 2
+    n = probe_count(rate, len(values) - peak_n) if count is None else count
+    latencies: list[float] = []
+
+    def run() -> None:
+        with cluster.producer(acks="all") as p:
+            latencies.extend(paced_latencies_ms(p, topic, values[peak_n:], n, rate))
+
+    timed(run)
+    q = statistics.quantiles(latencies, n=100)
+    return {
+        "peak_records_per_s": round(peak),
+        "rate": round(rate),
+        "records": n,
+        "p50_ms": round(q[49], 3),
+        "p99_ms": round(q[98], 3),
+    }
 
 
 def paced_latencies_ms(
